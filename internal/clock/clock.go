@@ -1,0 +1,65 @@
+package clock
+
+import (
+	"context"
+	"time"
+)
+
+// Clock tells the time and arms timers.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// NewTimer returns a timer that sends the time on its channel once d
+	// has passed. d <= 0 fires at once.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a one-shot timer armed by a Clock.
+type Timer interface {
+	// C is the channel the time is sent on; it has a buffer of one.
+	C() <-chan time.Time
+	// Stop disarms the timer. It reports whether the timer was armed.
+	Stop() bool
+	// Reset re-arms the timer to fire d from now. It reports whether the
+	// timer was armed. The caller drains C first if Stop returned false
+	// and the value was not received.
+	Reset(d time.Duration) bool
+}
+
+// Real is the wall clock. The zero value is ready to use.
+type Real struct{}
+
+// Now returns time.Now().
+func (Real) Now() time.Time { return time.Now() }
+
+// NewTimer arms a time.Timer.
+func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time        { return r.t.C }
+func (r realTimer) Stop() bool                 { return r.t.Stop() }
+func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
+
+// SleepUntil blocks until c's time reaches deadline or ctx is done, and
+// returns ctx.Err() in the latter case. A deadline in the past returns at
+// once with nil.
+func SleepUntil(ctx context.Context, c Clock, deadline time.Time) error {
+	d := deadline.Sub(c.Now())
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Sleep blocks for d on c, or until ctx is done.
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	return SleepUntil(ctx, c, c.Now().Add(d))
+}

@@ -1,0 +1,65 @@
+package clock
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestFakeFiresInDeadlineOrder(t *testing.T) {
+	start := time.Unix(1000, 0)
+	f := NewFake(start)
+	a := f.NewTimer(3 * time.Millisecond)
+	b := f.NewTimer(1 * time.Millisecond)
+	c := f.NewTimer(2 * time.Millisecond)
+	c.Stop()
+	f.Advance(2 * time.Millisecond)
+	select {
+	case got := <-b.C():
+		if want := start.Add(time.Millisecond); !got.Equal(want) {
+			t.Fatalf("b fired at %v, want %v", got, want)
+		}
+	default:
+		t.Fatal("b did not fire")
+	}
+	select {
+	case <-a.C():
+		t.Fatal("a fired early")
+	case <-c.C():
+		t.Fatal("stopped timer fired")
+	default:
+	}
+	if f.Pending() != 1 {
+		t.Fatalf("pending = %d, want 1", f.Pending())
+	}
+	f.Advance(time.Millisecond)
+	if got := <-a.C(); !got.Equal(start.Add(3 * time.Millisecond)) {
+		t.Fatalf("a fired at %v", got)
+	}
+}
+
+func TestSleepUntilVirtual(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	done := make(chan error)
+	go func() { done <- Sleep(context.Background(), f, time.Second) }()
+	f.BlockUntil(1)
+	f.Advance(999 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("woke early")
+	default:
+	}
+	f.Advance(time.Millisecond)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSleepCancelled(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, f, time.Hour); err != context.Canceled {
+		t.Fatalf("err = %v", err)
+	}
+}

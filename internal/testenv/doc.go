@@ -1,0 +1,10 @@
+// Package testenv finds the real servers and client programs that
+// integration tests use, and decides what happens when one is missing.
+//
+// The servers are the ones scripts/testdb starts; their addresses come from
+// SLUICE_TEST_PG and SLUICE_TEST_MYSQL (eval "$(scripts/testdb env)"), with
+// the script's defaults when unset. When a dependency is missing a test
+// fails if CI=true and is skipped otherwise, so a developer without the
+// servers can still run the unit tests while CI can never go green by
+// skipping.
+package testenv

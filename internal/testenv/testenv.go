@@ -1,0 +1,85 @@
+package testenv
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // database/sql driver "mysql"
+	"github.com/jackc/pgx/v5"
+)
+
+// Default addresses, as scripts/testdb sets them up.
+const (
+	DefaultPG    = "postgres://sluice:sluice@127.0.0.1:15432/sluice?sslmode=disable"
+	DefaultMySQL = "sluice:sluice@tcp(127.0.0.1:13306)/sluice"
+)
+
+// CI reports whether the tests run in CI (CI=true), where a missing
+// dependency is a failure.
+func CI() bool { return os.Getenv("CI") == "true" }
+
+// Missing fails the test under CI and skips it elsewhere.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if CI() {
+		t.Fatalf("missing dependency (CI=true): "+format, args...)
+	}
+	t.Skipf("missing dependency: "+format, args...)
+}
+
+// PostgresURL returns the URL of the test PostgreSQL after checking that it
+// answers.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	url := os.Getenv("SLUICE_TEST_PG")
+	if url == "" {
+		url = DefaultPG
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		Missing(t, "PostgreSQL at %s: %v (run scripts/testdb start)", url, err)
+		return ""
+	}
+	c.Close(ctx)
+	return url
+}
+
+// MySQLDSN returns the go-sql-driver DSN of the test MariaDB after checking
+// that it answers.
+func MySQLDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("SLUICE_TEST_MYSQL")
+	if dsn == "" {
+		dsn = DefaultMySQL
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+		db.Close()
+	}
+	if err != nil {
+		Missing(t, "MariaDB at %s: %v (run scripts/testdb start)", dsn, err)
+		return ""
+	}
+	return dsn
+}
+
+// Program returns the path of an installed client program such as psql,
+// pgbench, mariadb or sysbench.
+func Program(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		Missing(t, "program %s not found in PATH", name)
+		return ""
+	}
+	return p
+}
