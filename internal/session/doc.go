@@ -1,0 +1,24 @@
+// Package session is the registry of live client sessions and their
+// statements: who is talking (route, user, database, pool), which
+// statement each byte belongs to, how many bytes went each way, and how
+// to cancel a running statement.
+//
+// The wire observers (internal/wire/...) write to it: they open a
+// Statement when a client sends one and end it when the server has
+// answered, adding bytes to it as they pass. The workload manager reads
+// it to evaluate exception rules and penalise or cancel statements; the
+// admin console and HTTP API read it to show sessions and statements.
+//
+// Invariants:
+//   - Byte counters are atomics and may be read at any time; every other
+//     field of a Session or Statement is guarded by that object's mu.
+//   - A Statement ends once. Ending it again is a no-op, so a cancel
+//     racing with normal completion records one outcome: the first.
+//   - Session.Penalized is true while at least one of the session's
+//     running statements is penalised; the proxy reads it per chunk to
+//     choose the link class, so it is a single atomic load.
+//   - Watchers are called synchronously, outside the registry lock, in
+//     the goroutine that caused the event; they must not block.
+//   - The registry keeps every open session and a bounded ring of
+//     recently ended statements (Options.KeepStatements).
+package session

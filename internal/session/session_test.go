@@ -1,0 +1,114 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+type fakeCanceler struct{ n int }
+
+func (f *fakeCanceler) Cancel(context.Context) error { f.n++; return nil }
+
+func TestStatementLifecycle(t *testing.T) {
+	r := NewRegistry(Options{KeepStatements: 2})
+	var mu sync.Mutex
+	var kinds []EventKind
+	r.Watch(WatcherFunc(func(e Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() }))
+	now := time.Unix(100, 0)
+	s := r.Open(Info{Route: "pg", Protocol: "postgres"}, now)
+	s.SetIdentity("user1", "db", "psql")
+	s.SetPool("rp1")
+	st := s.Begin("select 1", now)
+	st.AddUp(10)
+	st.AddDown(90)
+	if got := r.Active(); len(got) != 1 || got[0] != st {
+		t.Fatalf("Active = %v", got)
+	}
+	if !st.Penalize("rule1") || st.Penalize("rule1") {
+		t.Fatal("Penalize should succeed once")
+	}
+	if !s.Penalized() {
+		t.Fatal("session not penalised")
+	}
+	st.End(now.Add(time.Second), OK, 1, "")
+	st.End(now.Add(2*time.Second), Failed, 0, "57014")
+	if s.Penalized() {
+		t.Fatal("session still penalised after statement ended")
+	}
+	snap := st.Snapshot()
+	if snap.Outcome != OK || snap.Rows != 1 || snap.BytesUp != 10 || snap.BytesDown != 90 || snap.User != "user1" || snap.Pool != "rp1" || !snap.Penalized || len(snap.Except) != 1 {
+		t.Fatalf("snapshot = %+v", snap)
+	}
+	if len(r.Active()) != 0 || len(r.Recent()) != 1 {
+		t.Fatal("statement not moved to recent")
+	}
+	s.Close(now)
+	s.Close(now)
+	if r.Session(s.ID) != nil {
+		t.Fatal("closed session still registered")
+	}
+	want := []EventKind{SessionOpened, StatementStarted, StatementPenalized, StatementEnded, SessionClosed}
+	if len(kinds) != len(want) {
+		t.Fatalf("events = %v, want %v", kinds, want)
+	}
+	for i := range want {
+		if kinds[i] != want[i] {
+			t.Fatalf("events = %v, want %v", kinds, want)
+		}
+	}
+}
+
+func TestRecentRing(t *testing.T) {
+	r := NewRegistry(Options{KeepStatements: 3})
+	s := r.Open(Info{}, time.Time{})
+	var ids []uint64
+	for i := 0; i < 5; i++ {
+		st := s.Begin("q", time.Time{})
+		st.End(time.Time{}, OK, 0, "")
+		ids = append(ids, st.ID)
+	}
+	got := r.Recent()
+	if len(got) != 3 || got[0].ID != ids[2] || got[2].ID != ids[4] {
+		t.Fatalf("recent = %v", got)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	r := NewRegistry(Options{})
+	s := r.Open(Info{}, time.Time{})
+	st := s.Begin("select pg_sleep(30)", time.Time{})
+	if err := r.Cancel(context.Background(), st); !errors.Is(err, ErrNoCanceler) {
+		t.Fatalf("err = %v", err)
+	}
+	c := &fakeCanceler{}
+	s.SetCanceler(c)
+	s.SetCancelKey("k1")
+	if r.ByCancelKey("k1") != s {
+		t.Fatal("cancel key not found")
+	}
+	if err := r.Cancel(context.Background(), st); err != nil || c.n != 1 || !st.CancelRequested() {
+		t.Fatalf("err = %v, calls = %d", err, c.n)
+	}
+	st.End(time.Time{}, Cancelled, -1, "57014")
+	if err := r.Cancel(context.Background(), st); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("err = %v", err)
+	}
+	s.Close(time.Time{})
+	if r.ByCancelKey("k1") != nil {
+		t.Fatal("cancel key outlived session")
+	}
+}
+
+func TestCloseEndsRunning(t *testing.T) {
+	r := NewRegistry(Options{})
+	s := r.Open(Info{}, time.Time{})
+	st := s.Begin("copy", time.Time{})
+	st.Penalize("x")
+	s.Close(time.Time{})
+	if st.Outcome() != Failed || s.Penalized() {
+		t.Fatalf("outcome %v penalized %v", st.Outcome(), s.Penalized())
+	}
+}

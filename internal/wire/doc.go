@@ -1,0 +1,17 @@
+// Package wire holds what every protocol front end shares with the proxy:
+// the shape of an opened connection and of a byte observer.
+//
+// A front end (wire/pg, wire/mysql) runs the protocol's opening exchange
+// itself, because only it knows what to answer (SSLRequest, a server
+// greeting, an error when the upstream is down). It then hands the proxy
+// a Conn: the two sockets, possibly wrapped in TLS, and one Observer per
+// direction. From then on the proxy's pumps move the bytes and the
+// observers only watch them: they never change, hold back or re-encode a
+// byte, so forwarding stays byte-exact whatever the observer does.
+//
+// Observers are called from one goroutine per direction, with every byte
+// of that direction exactly once and in order, in chunks of any size and
+// alignment. An observer that finds the stream malformed returns an
+// error; if it is a *Fatal, the proxy stops relaying, sends Reply to the
+// client and closes both sides. Other sessions are never affected.
+package wire

@@ -1,0 +1,45 @@
+package wire
+
+import (
+	"context"
+	"net"
+)
+
+// Observer watches one direction of a session's bytes.
+type Observer interface {
+	// Observe is called with each chunk, in order, before it is forwarded.
+	// It must not retain p after returning.
+	Observe(p []byte) error
+}
+
+// Nop observes nothing.
+type Nop struct{}
+
+// Observe does nothing.
+func (Nop) Observe([]byte) error { return nil }
+
+// Dialer connects to the route's upstream.
+type Dialer func(ctx context.Context) (net.Conn, error)
+
+// Conn is a session after the opening exchange, ready for relaying.
+type Conn struct {
+	Client   net.Conn // the client side; a *tls.Conn when TLS was terminated
+	Upstream net.Conn // the server side
+	Up       Observer // client to server bytes; nil means Nop
+	Down     Observer // server to client bytes; nil means Nop
+	// Buffered holds client bytes the front end read past the opening
+	// exchange; the proxy forwards them upstream (through Up) first.
+	Buffered []byte
+	// Close, if set, is called once when the session ends, after both
+	// pumps have stopped.
+	Close func()
+}
+
+// Fatal ends a session with a protocol error the client can read.
+type Fatal struct {
+	Err   error
+	Reply []byte // bytes to send to the client before closing; may be nil
+}
+
+func (f *Fatal) Error() string { return f.Err.Error() }
+func (f *Fatal) Unwrap() error { return f.Err }
