@@ -326,6 +326,13 @@ func (s *Session) SetCanceler(c Canceler) {
 	s.mu.Unlock()
 }
 
+// Canceler returns the session's canceler, or nil.
+func (s *Session) Canceler() Canceler {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.canceler
+}
+
 // SetCancelKey registers key so Registry.ByCancelKey finds this session
 // (PostgreSQL: the upstream's BackendKeyData).
 func (s *Session) SetCancelKey(key string) {

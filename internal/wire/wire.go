@@ -2,8 +2,22 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"net"
+
+	"github.com/sluicelab/sluice/internal/session"
 )
+
+// ErrHandled is returned by a front end's Open when the connection was
+// served entirely during the opening exchange (a PostgreSQL CancelRequest)
+// and is not a session. The proxy closes it quietly.
+var ErrHandled = errors.New("connection handled during the opening exchange")
+
+// Register opens the session in the registry. A front end calls it once,
+// when the client has said who it is (PostgreSQL StartupMessage, MySQL
+// HandshakeResponse) and before dialling upstream, and records the
+// identity with Session.SetIdentity.
+type Register func() *session.Session
 
 // Observer watches one direction of a session's bytes.
 type Observer interface {
@@ -23,6 +37,7 @@ type Dialer func(ctx context.Context) (net.Conn, error)
 
 // Conn is a session after the opening exchange, ready for relaying.
 type Conn struct {
+	Session  *session.Session // as returned by Register
 	Client   net.Conn // the client side; a *tls.Conn when TLS was terminated
 	Upstream net.Conn // the server side
 	Up       Observer // client to server bytes; nil means Nop
