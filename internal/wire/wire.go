@@ -38,10 +38,10 @@ type Dialer func(ctx context.Context) (net.Conn, error)
 // Conn is a session after the opening exchange, ready for relaying.
 type Conn struct {
 	Session  *session.Session // as returned by Register
-	Client   net.Conn // the client side; a *tls.Conn when TLS was terminated
-	Upstream net.Conn // the server side
-	Up       Observer // client to server bytes; nil means Nop
-	Down     Observer // server to client bytes; nil means Nop
+	Client   net.Conn         // the client side; a *tls.Conn when TLS was terminated
+	Upstream net.Conn         // the server side
+	Up       Observer         // client to server bytes; nil means Nop
+	Down     Observer         // server to client bytes; nil means Nop
 	// Buffered holds client bytes the front end read past the opening
 	// exchange; the proxy forwards them upstream (through Up) first.
 	Buffered []byte
