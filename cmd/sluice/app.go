@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/sluicelab/sluice/internal/admin"
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/proxy"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wlm"
+)
+
+// app is a running `sluice serve`: proxy, workload manager and consoles.
+type app struct {
+	log    *slog.Logger
+	srv    *proxy.Server
+	mgr    *wlm.Manager
+	cancel context.CancelFunc
+	closers []func()
+}
+
+// policy adapts the workload manager to the proxy's Policy.
+type policy struct{ m *wlm.Manager }
+
+func (p policy) Bind(route, user string) proxy.Binding {
+	b := p.m.Bind(route, user)
+	return proxy.Binding{Pool: b.Pool, Class: b.Class, Link: b.Link, Up: b.Up, Down: b.Down}
+}
+
+func (p policy) Version() uint64 { return p.m.Version() }
+
+func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, clk clock.Clock, reg *session.Registry) (*app, error) {
+	mgr, err := wlm.NewManager(wlm.ManagerOptions{Clock: clk, Logger: log, Registry: reg, CatalogPath: cfg.Catalog})
+	if err != nil {
+		return nil, &exitError{code: 1, err: err}
+	}
+	if err := applyCatalogConfig(ctx, mgr, cfg); err != nil {
+		return nil, usageErr(err)
+	}
+	actx, cancel := context.WithCancel(context.Background())
+	a := &app{log: log, mgr: mgr, cancel: cancel}
+	a.srv = proxy.New(proxy.Options{Logger: log, Clock: clk, Registry: reg, Policy: policy{mgr}})
+	for _, r := range cfg.Routes {
+		fe, err := frontend(r, log, clk, reg)
+		if err != nil {
+			a.close()
+			return nil, usageErr(err)
+		}
+		mgr.SetRoute(r.Name, wlm.Route{Link: r.Link, Protocol: r.Protocol, Emulation: r.Emulation, CanCancel: r.Protocol != "mysql" || r.KillUser != ""})
+		if _, err := a.srv.AddRoute(proxy.Route{
+			Name: r.Name, Listen: r.Listen, Upstream: r.Upstream, Protocol: r.Protocol, Link: r.Link,
+			Frontend: fe, DialTimeout: r.DialTimeout, NotSentLowat: r.NotSentLowat,
+		}); err != nil {
+			a.close()
+			return nil, &exitError{code: 1, err: err}
+		}
+	}
+	go func() {
+		if err := mgr.Run(actx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("workload manager stopped", "err", err)
+		}
+	}()
+	if cfg.Admin.Listen != "" {
+		if err := a.startAdmin(actx, cfg, clk); err != nil {
+			a.close()
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+func (a *app) startAdmin(ctx context.Context, cfg *config.Config, clk clock.Clock) error {
+	users := map[string]string{}
+	for u, p := range cfg.Admin.Users {
+		users[u] = p
+	}
+	pw := os.Getenv("SLUICE_ADMIN_PASSWORD")
+	if pw == "" {
+		pw = cfg.Admin.Password
+	}
+	if pw != "" {
+		users["admin"] = pw
+	}
+	noPassword := len(users) == 0
+	if noPassword && !isLoopback(cfg.Admin.Listen) {
+		return usageErr(fmt.Errorf("admin console on non-loopback address %s needs a password (SLUICE_ADMIN_PASSWORD or admin.password)", cfg.Admin.Listen))
+	}
+	ln, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("admin console: %w", err)}
+	}
+	console := admin.New(admin.Options{Manager: a.mgr, Logger: a.log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
+	a.closers = append(a.closers, func() { console.Close() })
+	a.log.Info("admin console listening", "listen", ln.Addr().String(), "auth", map[bool]string{true: "trust (loopback)", false: "scram-sha-256"}[noPassword])
+	go func() {
+		if err := console.Serve(ctx, ln); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, context.Canceled) {
+			a.log.Error("admin console stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// applyCatalogConfig creates or alters the config file's links and
+// applies its settings, through the same statements the console takes.
+func applyCatalogConfig(ctx context.Context, mgr *wlm.Manager, cfg *config.Config) error {
+	for _, l := range cfg.Links {
+		opts := withClause(l.Options)
+		stmt := fmt.Sprintf("CREATE LINK IF NOT EXISTS %s%s", l.Name, opts)
+		if _, err := mgr.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("config %s: links.%s: %w", cfg.Source, l.Name, err)
+		}
+		if opts != "" {
+			if _, err := mgr.Exec(ctx, fmt.Sprintf("ALTER LINK %s%s", l.Name, opts)); err != nil {
+				return fmt.Errorf("config %s: links.%s: %w", cfg.Source, l.Name, err)
+			}
+		}
+	}
+	keys := make([]string, 0, len(cfg.Settings))
+	for k := range cfg.Settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, err := mgr.Exec(ctx, fmt.Sprintf("SET %s = '%s'", k, strings.ReplaceAll(cfg.Settings[k], "'", "''"))); err != nil {
+			return fmt.Errorf("config %s: settings.%s: %w", cfg.Source, k, err)
+		}
+	}
+	return nil
+}
+
+func withClause(opts map[string]string) string {
+	if len(opts) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(opts))
+	for k := range opts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s='%s'", k, strings.ReplaceAll(opts[k], "'", "''")))
+	}
+	return " WITH (" + strings.Join(parts, ", ") + ")"
+}
+
+func (a *app) close() {
+	a.cancel()
+	for _, c := range a.closers {
+		c()
+	}
+	if a.srv != nil {
+		a.srv.Close()
+	}
+}

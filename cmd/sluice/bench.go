@@ -1,0 +1,25 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/sluicelab/sluice/internal/bench"
+)
+
+func newBench() *cobra.Command {
+	return &cobra.Command{
+		Use:   "bench [options] WORKLOAD prepare|run|cleanup",
+		Short: "sysbench-compatible OLTP benchmark for MySQL and PostgreSQL",
+		Long: `sysbench-compatible OLTP benchmark. The command line is sysbench's: a sysbench
+command works after replacing "sysbench" with "sluice bench". Run
+"sluice bench --help" for the options and workloads.`,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			code := bench.Main(cmd.Context(), args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if code != 0 {
+				return &exitError{code: code}
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/proxy"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire/mysql"
+	"github.com/sluicelab/sluice/internal/wire/pg"
+)
+
+type serveFlags struct {
+	config    string
+	listen    string
+	upstream  string
+	protocol  string
+	link      string
+	admin     string
+	http      string
+	catalog   string
+	logLevel  string
+	logFormat string
+}
+
+func newServe() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve [--config FILE] [--listen ADDR --upstream ADDR --protocol postgres|mysql|tcp]",
+		Short: "Run the proxy",
+		Long: `Run the proxy. Routes come from --config FILE (YAML, several routes) and/or
+from --listen/--upstream/--protocol (one route). Routes given by flags attach
+to the link named "default".`,
+		Example: `  sluice serve --listen 127.0.0.1:6432 --upstream 127.0.0.1:5432 --protocol postgres
+  sluice serve --config sluice.yaml --admin 127.0.0.1:6433`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return serve(cmd.Context(), cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "YAML configuration file")
+	fl.StringVar(&f.listen, "listen", "", "listen address of a route (host:port)")
+	fl.StringVar(&f.upstream, "upstream", "", "upstream address of that route (host:port)")
+	fl.StringVar(&f.protocol, "protocol", "tcp", "protocol of that route: postgres, mysql or tcp")
+	fl.StringVar(&f.link, "link", "default", "link of that route")
+	fl.StringVar(&f.admin, "admin", "", "admin console address (PostgreSQL protocol)")
+	fl.StringVar(&f.http, "http", "", "HTTP API address")
+	fl.StringVar(&f.catalog, "catalog", "", "catalog file (rules, pools, users, links, settings)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}
+
+func newLogger(w *os.File, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: bad value %q (want debug, info, warn or error)", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: bad value %q (want text or json)", format)
+}
+
+// loadConfig merges the config file and the route flags.
+func loadConfig(f serveFlags) (*config.Config, error) {
+	cfg := &config.Config{}
+	if f.config != "" {
+		c, err := config.Load(f.config)
+		if err != nil {
+			return nil, err
+		}
+		cfg = c
+	} else {
+		cfg.Grace = config.DefaultGrace
+	}
+	if f.listen != "" || f.upstream != "" {
+		r := config.Route{Name: "cli", Listen: f.listen, Upstream: f.upstream, Protocol: f.protocol, Link: f.link}
+		if err := config.ValidateRoute(&r); err != nil {
+			var ce *config.Error
+			if errors.As(err, &ce) {
+				ce.Key = "--" + ce.Key
+			}
+			return nil, err
+		}
+		cfg.Routes = append(cfg.Routes, r)
+	}
+	if f.admin != "" {
+		cfg.Admin.Listen = f.admin
+	}
+	if f.http != "" {
+		cfg.HTTP.Listen = f.http
+	}
+	if f.catalog != "" {
+		cfg.Catalog = f.catalog
+	}
+	if len(cfg.Routes) == 0 && cfg.Admin.Listen == "" && cfg.HTTP.Listen == "" {
+		return nil, &config.Error{Msg: "nothing to serve: give --listen and --upstream, or --config FILE"}
+	}
+	return cfg, nil
+}
+
+func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
+	log, err := newLogger(os.Stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		return usageErr(err)
+	}
+	cfg, err := loadConfig(f)
+	if err != nil {
+		return usageErr(err)
+	}
+	clk := clock.Real{}
+	reg := session.NewRegistry(session.Options{})
+	app, err := newApp(ctx, cfg, log, clk, reg)
+	if err != nil {
+		return err
+	}
+	defer app.close()
+	<-ctx.Done()
+	log.Info("shutting down", "grace", cfg.Grace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
+	defer cancel()
+	if err := app.srv.Shutdown(sctx); err != nil {
+		log.Warn("grace period over; closed remaining sessions", "err", err)
+	}
+	return nil
+}
+
+// frontend builds a route's protocol front end.
+func frontend(r config.Route, log *slog.Logger, clk clock.Clock, reg *session.Registry) (proxy.Frontend, error) {
+	var serverTLS, upTLS *tls.Config
+	if r.TLS != nil {
+		cert, err := tls.LoadX509KeyPair(r.TLS.Cert, r.TLS.Key)
+		if err != nil {
+			return nil, &config.Error{Key: "routes." + r.Name + ".tls", Value: r.TLS.Cert, Msg: err.Error()}
+		}
+		serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if r.UpstreamTLS != nil {
+		upTLS = &tls.Config{ServerName: r.UpstreamTLS.ServerName, InsecureSkipVerify: r.UpstreamTLS.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+		if upTLS.ServerName == "" {
+			host, _, _ := net.SplitHostPort(r.Upstream)
+			upTLS.ServerName = host
+		}
+		if r.UpstreamTLS.CA != "" {
+			pem, err := os.ReadFile(r.UpstreamTLS.CA)
+			if err != nil {
+				return nil, &config.Error{Key: "routes." + r.Name + ".upstream_tls.ca", Value: r.UpstreamTLS.CA, Msg: err.Error()}
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, &config.Error{Key: "routes." + r.Name + ".upstream_tls.ca", Value: r.UpstreamTLS.CA, Msg: "no PEM certificate found"}
+			}
+			upTLS.RootCAs = pool
+		}
+	}
+	rlog := log.With("route", r.Name)
+	switch r.Protocol {
+	case "postgres":
+		return pg.New(pg.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Registry: reg}), nil
+	case "mysql":
+		return mysql.New(mysql.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, KillUser: r.KillUser, KillPassword: r.KillPassword}), nil
+	}
+	return nil, nil
+}
+
+// isLoopback reports whether addr's host is a loopback address or name.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

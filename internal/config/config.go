@@ -1,0 +1,294 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicelab/sluice/internal/units"
+)
+
+// DefaultGrace is how long a shutdown waits for sessions to finish.
+const DefaultGrace = 10 * time.Second
+
+// Config is the whole configuration of `sluice serve`.
+type Config struct {
+	Source  string // file the config came from; "" for flags only
+	Admin   Admin
+	HTTP    HTTP
+	Catalog string        // catalog file; "" keeps the catalog in memory
+	Grace   time.Duration // shutdown grace period; default 10 s
+	Routes  []Route
+	// Links and Settings are applied to the catalog at start, as
+	// CREATE/ALTER LINK and SET statements would be.
+	Links    []Link
+	Settings map[string]string
+}
+
+// Admin is the admin console.
+type Admin struct {
+	Listen   string            // "" disables the console
+	Password string            // password of user admin
+	Users    map[string]string // more console users and their passwords
+}
+
+// HTTP is the HTTP API.
+type HTTP struct {
+	Listen string // "" disables it
+	Token  string // bearer token
+}
+
+// Route is one listening address.
+type Route struct {
+	Name         string
+	Listen       string
+	Upstream     string
+	Protocol     string // postgres, mysql, tcp
+	Link         string
+	DialTimeout  time.Duration
+	NotSentLowat int // bytes; 0 default, -1 kernel default
+	TLS          *TLS
+	UpstreamTLS  *UpstreamTLS
+	KillUser     string // mysql: credentials for KILL QUERY
+	KillPassword string
+	// Emulation holds route-level path emulation options as the admin
+	// console spells them (delay, jitter, rate, ...), validated by the
+	// workload manager when applied.
+	Emulation map[string]string
+}
+
+// TLS terminates client TLS with a certificate.
+type TLS struct {
+	Cert string
+	Key  string
+}
+
+// UpstreamTLS originates TLS to the upstream.
+type UpstreamTLS struct {
+	CA                 string // PEM file; "" uses the system roots
+	ServerName         string
+	InsecureSkipVerify bool
+}
+
+// Link is a link definition.
+type Link struct {
+	Name    string
+	Options map[string]string
+}
+
+// Error is a configuration error.
+type Error struct {
+	File  string // "" for command-line flags
+	Key   string
+	Value string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	where := "command line"
+	if e.File != "" {
+		where = "config " + e.File
+	}
+	if e.Key == "" {
+		return fmt.Sprintf("%s: %s", where, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: bad value %q: %s", where, e.Key, e.Value, e.Msg)
+}
+
+// file mirrors the YAML layout.
+type file struct {
+	Admin *struct {
+		Listen   string            `yaml:"listen"`
+		Password string            `yaml:"password"`
+		Users    map[string]string `yaml:"users"`
+	} `yaml:"admin"`
+	HTTP *struct {
+		Listen string `yaml:"listen"`
+		Token  string `yaml:"token"`
+	} `yaml:"http"`
+	Catalog       string `yaml:"catalog"`
+	ShutdownGrace string `yaml:"shutdown_grace"`
+	Routes        []struct {
+		Name         string `yaml:"name"`
+		Listen       string `yaml:"listen"`
+		Upstream     string `yaml:"upstream"`
+		Protocol     string `yaml:"protocol"`
+		Link         string `yaml:"link"`
+		DialTimeout  string `yaml:"dial_timeout"`
+		NotSentLowat string `yaml:"notsent_lowat"`
+		TLS          *struct {
+			Cert string `yaml:"cert"`
+			Key  string `yaml:"key"`
+		} `yaml:"tls"`
+		UpstreamTLS *struct {
+			CA                 string `yaml:"ca"`
+			ServerName         string `yaml:"server_name"`
+			InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+		} `yaml:"upstream_tls"`
+		KillUser     string            `yaml:"kill_user"`
+		KillPassword string            `yaml:"kill_password"`
+		Emulation    map[string]string `yaml:"emulation"`
+	} `yaml:"routes"`
+	Links []struct {
+		Name    string            `yaml:"name"`
+		Options map[string]string `yaml:",inline"`
+	} `yaml:"links"`
+	Settings map[string]string `yaml:"settings"`
+}
+
+// Load reads and validates the YAML file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: err.Error()}
+	}
+	return Parse(path, data)
+}
+
+// Parse validates YAML data; name is used in errors.
+func Parse(name string, data []byte) (*Config, error) {
+	var f file
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, &Error{File: name, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	c := &Config{Source: name, Catalog: f.Catalog, Grace: DefaultGrace, Settings: f.Settings}
+	bad := func(key, val, msg string) error { return &Error{File: name, Key: key, Value: val, Msg: msg} }
+	if f.ShutdownGrace != "" {
+		d, err := units.ParseDuration(f.ShutdownGrace)
+		if err != nil {
+			return nil, bad("shutdown_grace", f.ShutdownGrace, err.Error())
+		}
+		c.Grace = d
+	}
+	if f.Admin != nil {
+		c.Admin = Admin{Listen: f.Admin.Listen, Password: f.Admin.Password, Users: f.Admin.Users}
+		if c.Admin.Listen != "" {
+			if err := checkAddr(c.Admin.Listen); err != nil {
+				return nil, bad("admin.listen", c.Admin.Listen, err.Error())
+			}
+		}
+	}
+	if f.HTTP != nil {
+		c.HTTP = HTTP{Listen: f.HTTP.Listen, Token: f.HTTP.Token}
+		if c.HTTP.Listen != "" {
+			if err := checkAddr(c.HTTP.Listen); err != nil {
+				return nil, bad("http.listen", c.HTTP.Listen, err.Error())
+			}
+		}
+	}
+	names := map[string]bool{}
+	for i, fr := range f.Routes {
+		key := func(k string) string { return fmt.Sprintf("routes[%d].%s", i, k) }
+		r := Route{
+			Name: fr.Name, Listen: fr.Listen, Upstream: fr.Upstream, Protocol: fr.Protocol,
+			Link: fr.Link, KillUser: fr.KillUser, KillPassword: fr.KillPassword, Emulation: fr.Emulation,
+		}
+		if r.Name == "" {
+			r.Name = fmt.Sprintf("route%d", i+1)
+		}
+		if names[r.Name] {
+			return nil, bad(key("name"), r.Name, "duplicate route name")
+		}
+		names[r.Name] = true
+		if fr.DialTimeout != "" {
+			d, err := units.ParseDuration(fr.DialTimeout)
+			if err != nil {
+				return nil, bad(key("dial_timeout"), fr.DialTimeout, err.Error())
+			}
+			r.DialTimeout = d
+		}
+		if fr.NotSentLowat != "" {
+			if fr.NotSentLowat == "-1" || fr.NotSentLowat == "off" {
+				r.NotSentLowat = -1
+			} else {
+				n, err := units.ParseBytes(fr.NotSentLowat)
+				if err != nil || n > 1<<30 {
+					msg := "want a size such as 128KiB, or off"
+					if err != nil {
+						msg = err.Error()
+					}
+					return nil, bad(key("notsent_lowat"), fr.NotSentLowat, msg)
+				}
+				r.NotSentLowat = int(n)
+			}
+		}
+		if fr.TLS != nil {
+			r.TLS = &TLS{Cert: fr.TLS.Cert, Key: fr.TLS.Key}
+			if r.TLS.Cert == "" || r.TLS.Key == "" {
+				return nil, bad(key("tls"), r.TLS.Cert+","+r.TLS.Key, "both cert and key are required")
+			}
+		}
+		if fr.UpstreamTLS != nil {
+			r.UpstreamTLS = &UpstreamTLS{CA: fr.UpstreamTLS.CA, ServerName: fr.UpstreamTLS.ServerName, InsecureSkipVerify: fr.UpstreamTLS.InsecureSkipVerify}
+		}
+		if err := ValidateRoute(&r); err != nil {
+			var ce *Error
+			if errors.As(err, &ce) {
+				ce.File = name
+				ce.Key = key(ce.Key)
+			}
+			return nil, err
+		}
+		c.Routes = append(c.Routes, r)
+	}
+	for i, fl := range f.Links {
+		if fl.Name == "" {
+			return nil, bad(fmt.Sprintf("links[%d].name", i), "", "a link needs a name")
+		}
+		c.Links = append(c.Links, Link{Name: fl.Name, Options: fl.Options})
+	}
+	return c, nil
+}
+
+// ValidateRoute checks a route's listen and upstream addresses and
+// protocol. Errors are *Error with Key set to the field name.
+func ValidateRoute(r *Route) error {
+	if r.Listen == "" {
+		return &Error{Key: "listen", Msg: "a route needs a listen address"}
+	}
+	if err := checkAddr(r.Listen); err != nil {
+		return &Error{Key: "listen", Value: r.Listen, Msg: err.Error()}
+	}
+	if r.Upstream == "" {
+		return &Error{Key: "upstream", Msg: "a route needs an upstream address"}
+	}
+	if err := checkAddr(r.Upstream); err != nil {
+		return &Error{Key: "upstream", Value: r.Upstream, Msg: err.Error()}
+	}
+	switch r.Protocol {
+	case "":
+		r.Protocol = "tcp"
+	case "postgres", "mysql", "tcp":
+	case "postgresql", "pg":
+		r.Protocol = "postgres"
+	default:
+		return &Error{Key: "protocol", Value: r.Protocol, Msg: "want postgres, mysql or tcp"}
+	}
+	if r.Protocol == "tcp" && (r.TLS != nil || r.UpstreamTLS != nil) {
+		return &Error{Key: "tls", Value: r.Protocol, Msg: "TLS is handled by postgres and mysql routes only"}
+	}
+	if r.Protocol != "mysql" && (r.KillUser != "" || r.KillPassword != "") {
+		return &Error{Key: "kill_user", Value: r.KillUser, Msg: "kill credentials apply to mysql routes only"}
+	}
+	return nil
+}
+
+func checkAddr(a string) error {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("want host:port")
+	}
+	if port == "" {
+		return fmt.Errorf("want host:port with a port")
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseGood(t *testing.T) {
+	c, err := Parse("s.yaml", []byte(`
+admin:
+  listen: 127.0.0.1:6433
+  password: secret
+catalog: /tmp/cat.json
+shutdown_grace: 3s
+routes:
+  - name: pg
+    listen: 127.0.0.1:6432
+    upstream: 127.0.0.1:5432
+    protocol: postgres
+    link: wan
+    notsent_lowat: 64KiB
+    emulation: {delay: 5ms}
+  - listen: 127.0.0.1:3307
+    upstream: 127.0.0.1:3306
+    protocol: mysql
+    kill_user: root
+links:
+  - name: wan
+    capacity: 100MB
+    delay: 10ms
+settings:
+  low_priority_bandwidth: 64MB
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Grace != 3*time.Second || len(c.Routes) != 2 || c.Routes[0].NotSentLowat != 64<<10 || c.Routes[1].Name != "route2" {
+		t.Fatalf("config = %+v", c)
+	}
+	if c.Links[0].Name != "wan" || c.Links[0].Options["capacity"] != "100MB" || c.Settings["low_priority_bandwidth"] != "64MB" {
+		t.Fatalf("links = %+v settings = %v", c.Links, c.Settings)
+	}
+	if c.Routes[0].Emulation["delay"] != "5ms" {
+		t.Fatalf("emulation = %v", c.Routes[0].Emulation)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		yaml string
+		want []string // substrings of the error
+	}{
+		{"routes:\n  - listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    protocol: pgsql\n", []string{"s.yaml", "routes[0].protocol", `"pgsql"`}},
+		{"routes:\n  - listen: nowhere\n    upstream: 127.0.0.1:2\n", []string{"routes[0].listen", `"nowhere"`}},
+		{"routes:\n  - listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    dial_timeout: 5\n", []string{"routes[0].dial_timeout", `"5"`}},
+		{"routes:\n  - listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    notsent_lowat: lots\n", []string{"routes[0].notsent_lowat", `"lots"`}},
+		{"routez: []\n", []string{"s.yaml", "routez"}},
+		{"shutdown_grace: soon\n", []string{"shutdown_grace", `"soon"`}},
+		{"routes:\n  - name: a\n    listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n  - name: a\n    listen: 127.0.0.1:3\n    upstream: 127.0.0.1:2\n", []string{"routes[1].name", `"a"`, "duplicate"}},
+		{"routes: [\n", []string{"s.yaml"}},
+		{"routes:\n  - listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    protocol: tcp\n    kill_user: root\n", []string{"routes[0].kill_user"}},
+	}
+	for _, tt := range tests {
+		_, err := Parse("s.yaml", []byte(tt.yaml))
+		if err == nil {
+			t.Errorf("Parse(%q) succeeded", tt.yaml)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("Parse(%q) = %v; want it to mention %s", tt.yaml, err, w)
+			}
+		}
+	}
+}
+
+func TestEmptyFile(t *testing.T) {
+	c, err := Parse("e.yaml", nil)
+	if err != nil || len(c.Routes) != 0 {
+		t.Fatalf("c=%+v err=%v", c, err)
+	}
+}

@@ -1,0 +1,33 @@
+// Package proxy owns sluice's listeners, sessions and pumps, and wires the
+// other packages together: protocol front ends (internal/wire/...), the
+// session registry, the workload manager's bindings, the shared links and
+// the path emulation.
+//
+// A route listens on one address and forwards to one upstream. Each
+// accepted connection becomes a session: the route's front end runs the
+// protocol's opening exchange (or none, for tcp routes), then two pumps
+// move the bytes, one goroutine per direction.
+//
+// The pump is the hot path. Each iteration reads one chunk (never more
+// than the flow's window), shows it to the direction's observer, asks the
+// link when it may go, and writes it. On the common path (no emulation,
+// an uncontended unlimited link) that is a read, a few atomic operations
+// and a write: no channel hop, no allocation per chunk, and the buffer is
+// reused. Emulation and scheduling cost only where they are switched on:
+// a flow whose binding carries a delay or whose link has a capacity hands
+// its chunks to a delay line with its own writer goroutine, so the pump
+// keeps reading while earlier bytes wait for their release time.
+//
+// Invariants:
+//   - Bytes are never dropped, duplicated or reordered: a flow has at most
+//     one chunk between read and hand-off, and the delay line releases in
+//     order. Backpressure, not buffering: a flow that may not send stops
+//     reading its socket.
+//   - End of stream is propagated as a half-close (CloseWrite) once every
+//     earlier byte has been written.
+//   - A session ends when both directions have ended or either fails; the
+//     session's sockets are then closed, once.
+//   - Socket options: TCP_NODELAY on both sides; TCP_NOTSENT_LOWAT on the
+//     client-facing socket so unsent data waits in sluice, where it can be
+//     scheduled, rather than in the kernel.
+package proxy

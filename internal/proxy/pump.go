@@ -1,0 +1,202 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire"
+)
+
+type direction uint8
+
+const (
+	dirUp   direction = iota // client to server
+	dirDown                  // server to client
+)
+
+func (d direction) String() string {
+	if d == dirUp {
+		return "up"
+	}
+	return "down"
+}
+
+// Read buffer sizes. A pump starts small so that thousands of idle
+// sessions cost little, and moves to the large buffer the first time a
+// read fills the small one.
+const (
+	smallBuf = 4 << 10
+	largeBuf = 32 << 10
+)
+
+var largePool = sync.Pool{New: func() any { b := make([]byte, largeBuf); return &b }}
+
+// pump moves one direction of one session. Its fields are owned by the
+// goroutine running run.
+type pump struct {
+	srv   *Server
+	route *Route
+	sess  *session.Session
+	dir   direction
+	src   net.Conn
+	dst   net.Conn
+	obs   wire.Observer
+	clk   clock.Clock
+	count func(int)
+
+	version uint64     // policy version of the current binding
+	bound   bool       // a binding has been made
+	class   link.Class // class from the binding
+	lnk     *link.Link // link of the current flow
+	pool    string     // pool of the current flow
+	flow    *link.Flow
+	params  netem.Params // emulation of this direction
+	ack     netem.Params // emulation of the other direction (its delay returns ACKs)
+	path    *netem.Path
+	line    *netem.Line // non-nil once chunks must wait for a release time
+	large   *[]byte
+}
+
+func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst net.Conn, obs wire.Observer) *pump {
+	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, obs: obs, clk: s.clk}
+	if dir == dirUp {
+		p.count = sess.AddUp
+	} else {
+		p.count = sess.AddDown
+	}
+	return p
+}
+
+// run pumps until src ends or an error. first is forwarded before
+// anything read from src. At end of stream dst is half-closed after every
+// byte has been written.
+func (p *pump) run(ctx context.Context, first []byte) error {
+	if len(first) > 0 {
+		if err := p.chunk(ctx, first); err != nil {
+			return err
+		}
+	}
+	small := make([]byte, smallBuf)
+	buf := small
+	for {
+		n, rerr := p.src.Read(buf)
+		if n > 0 {
+			if err := p.chunk(ctx, buf[:n]); err != nil {
+				return err
+			}
+			if n == len(buf) && p.large == nil {
+				p.large = largePool.Get().(*[]byte)
+				buf = *p.large
+			}
+		}
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) {
+				return fmt.Errorf("%s read: %w", p.dir, rerr)
+			}
+			if p.line != nil {
+				if err := p.line.Flush(ctx); err != nil {
+					return fmt.Errorf("%s write: %w", p.dir, err)
+				}
+			}
+			closeWrite(p.dst)
+			return nil
+		}
+	}
+}
+
+// chunk observes, schedules and forwards one chunk.
+func (p *pump) chunk(ctx context.Context, b []byte) error {
+	if err := p.obs.Observe(b); err != nil {
+		return err
+	}
+	p.count(len(b))
+	if v := p.srv.policy.Version(); !p.bound || v != p.version {
+		p.bind(v)
+	}
+	class := p.class
+	if p.sess.Penalized() {
+		class = link.Low
+	}
+	depart, err := p.flow.Send(ctx, len(b), class)
+	if err != nil {
+		return fmt.Errorf("%s link: %w", p.dir, err)
+	}
+	if p.line == nil && p.params.IsZero() && !depart.After(p.clk.Now()) {
+		if _, err := p.dst.Write(b); err != nil {
+			return fmt.Errorf("%s write: %w", p.dir, err)
+		}
+		return nil
+	}
+	if p.line == nil {
+		p.path = netem.NewPath(p.params, p.seed())
+		p.line = netem.NewLine(p.clk, p.dst, p.path, netem.LineOptions{AckDelay: p.ackDelay})
+	}
+	if err := p.line.Write(ctx, b, depart); err != nil {
+		return fmt.Errorf("%s write: %w", p.dir, err)
+	}
+	return nil
+}
+
+func (p *pump) ackDelay() time.Duration { return p.ack.Delay }
+
+// seed makes each flow's random sequence distinct but repeatable for a
+// given seed setting and session order.
+func (p *pump) seed() int64 {
+	return p.params.Seed + int64(p.sess.ID)*2 + int64(p.dir)
+}
+
+// bind applies the policy's current binding for the session.
+func (p *pump) bind(v uint64) {
+	b := p.srv.policy.Bind(p.route.Name, p.sess.User())
+	p.version, p.bound = v, true
+	p.class = b.Class
+	if p.dir == dirUp {
+		p.params, p.ack = b.Up, b.Down
+	} else {
+		p.params, p.ack = b.Down, b.Up
+	}
+	if p.path != nil {
+		p.path.SetParams(p.params)
+	}
+	l := b.Link
+	if l == nil {
+		l = p.srv.defaultLink()
+	}
+	if p.sess.Pool() != b.Pool {
+		p.sess.SetPool(b.Pool)
+	}
+	if p.flow == nil || l != p.lnk || b.Pool != p.pool {
+		if p.flow != nil {
+			p.flow.Close()
+		}
+		d := link.Up
+		if p.dir == dirDown {
+			d = link.Down
+		}
+		p.flow = l.Flow(d, b.Pool)
+		p.lnk, p.pool = l, b.Pool
+	}
+}
+
+// close releases the pump's resources once run has returned.
+func (p *pump) close() {
+	if p.line != nil {
+		p.line.Close()
+	}
+	if p.flow != nil {
+		p.flow.Close()
+	}
+	if p.large != nil {
+		largePool.Put(p.large)
+		p.large = nil
+	}
+}

@@ -1,0 +1,188 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire"
+)
+
+// relay is one accepted connection: the opening exchange, then two pumps.
+type relay struct {
+	srv   *Server
+	route *Route
+	start time.Time
+
+	closeOnce sync.Once
+	client    net.Conn // the accepted socket
+
+	mu       sync.Mutex
+	upstream net.Conn         // guarded by mu; nil until dialled
+	sess     *session.Session // guarded by mu; nil until registered
+	aborted  bool             // guarded by mu
+}
+
+func newRelay(s *Server, r *Route, c net.Conn) *relay {
+	return &relay{srv: s, route: r, client: c, start: s.clk.Now()}
+}
+
+// abort closes both sockets, ending the pumps.
+func (r *relay) abort() {
+	r.mu.Lock()
+	r.aborted = true
+	up := r.upstream
+	r.mu.Unlock()
+	r.client.Close()
+	if up != nil {
+		up.Close()
+	}
+}
+
+func (r *relay) run() {
+	log := r.srv.log
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := setNotSentLowat(r.client, r.route.lowat()); err != nil {
+		log.Debug("socket option", "route", r.route.Name, "err", err)
+	}
+	dial := r.route.dialer()
+	trackedDial := func(ctx context.Context) (net.Conn, error) {
+		c, err := dial(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		r.upstream = c
+		aborted := r.aborted
+		r.mu.Unlock()
+		if aborted {
+			c.Close()
+			return nil, net.ErrClosed
+		}
+		return c, nil
+	}
+	register := func() *session.Session {
+		s := r.srv.reg.Open(r.route.sessionInfo(r.client), r.srv.clk.Now())
+		r.mu.Lock()
+		r.sess = s
+		r.mu.Unlock()
+		return s
+	}
+
+	var conn wire.Conn
+	var err error
+	if r.route.Frontend == nil {
+		s := register()
+		var up net.Conn
+		up, err = trackedDial(ctx)
+		conn = wire.Conn{Session: s, Client: r.client, Upstream: up}
+	} else {
+		conn, err = r.route.Frontend.Open(ctx, r.client, register, trackedDial)
+	}
+	if err != nil {
+		r.client.Close()
+		r.mu.Lock()
+		s, up := r.sess, r.upstream
+		r.mu.Unlock()
+		if up != nil {
+			up.Close()
+		}
+		if s != nil {
+			s.Close(r.srv.clk.Now())
+		}
+		if errors.Is(err, wire.ErrHandled) {
+			return
+		}
+		log.Warn("session refused", "route", r.route.Name, "client", r.client.RemoteAddr().String(), "err", err)
+		return
+	}
+	r.relay(ctx, conn)
+}
+
+func (r *relay) relay(ctx context.Context, c wire.Conn) {
+	log := r.srv.log
+	sess := c.Session
+	if c.Up == nil {
+		c.Up = wire.Nop{}
+	}
+	if c.Down == nil {
+		c.Down = wire.Nop{}
+	}
+	r.mu.Lock()
+	r.upstream = c.Upstream
+	aborted := r.aborted
+	r.mu.Unlock()
+	if aborted {
+		c.Upstream.Close()
+	}
+	log.Info("session open", "route", r.route.Name, "session", sess.ID, "client", sess.Info.Client, "user", sess.User(), "database", sess.Database())
+
+	up := newPump(r.srv, r.route, sess, dirUp, c.Client, c.Upstream, c.Up)
+	down := newPump(r.srv, r.route, sess, dirDown, c.Upstream, c.Client, c.Down)
+
+	var (
+		errOnce  sync.Once
+		firstErr error
+		fatal    atomic.Bool // the up pump is sending the client a protocol error
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err })
+		c.Upstream.Close()
+		if !fatal.Load() {
+			c.Client.Close()
+		}
+	}
+	downDone := make(chan struct{})
+	go func() {
+		defer close(downDone)
+		if err := down.run(ctx, nil); err != nil {
+			fail(err)
+		}
+	}()
+	if err := up.run(ctx, c.Buffered); err != nil {
+		var f *wire.Fatal
+		if errors.As(err, &f) {
+			// Stop the server side first so nothing else is written to the
+			// client, then send the client the protocol's error.
+			fatal.Store(true)
+			c.Upstream.Close()
+			c.Client.SetWriteDeadline(r.srv.clk.Now().Add(time.Second))
+			<-downDone
+			if len(f.Reply) > 0 {
+				c.Client.SetWriteDeadline(r.srv.clk.Now().Add(time.Second))
+				c.Client.Write(f.Reply)
+			}
+			fatal.Store(false)
+		}
+		fail(err)
+	}
+	<-downDone
+	c.Client.Close()
+	c.Upstream.Close()
+	if c.Close != nil {
+		c.Close()
+	}
+	up.close()
+	down.close()
+	now := r.srv.clk.Now()
+	sess.Close(now)
+	attrs := []any{"route", r.route.Name, "session", sess.ID, "user", sess.User(),
+		"bytes_up", sess.BytesUp(), "bytes_down", sess.BytesDown(),
+		"statements", sess.Statements(), "duration", now.Sub(r.start).Round(time.Microsecond).String()}
+	if firstErr != nil && !isClosedErr(firstErr) {
+		log.Warn("session closed", append(attrs, "err", firstErr)...)
+		return
+	}
+	log.Info("session closed", attrs...)
+}
+
+// isClosedErr reports whether err is the ordinary end of a connection.
+func isClosedErr(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled)
+}

@@ -1,0 +1,80 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire"
+)
+
+// Frontend runs a protocol's opening exchange for a route. Routes with
+// protocol tcp have none.
+type Frontend interface {
+	Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error)
+}
+
+// Route is one listening address forwarding to one upstream.
+type Route struct {
+	Name     string
+	Listen   string // host:port
+	Upstream string // host:port
+	Protocol string // postgres, mysql or tcp
+	Link     string // link name; "" means "default"
+	// Frontend runs the protocol's opening exchange; nil relays raw bytes
+	// from the first one (protocol tcp).
+	Frontend Frontend
+	// DialTimeout bounds the upstream dial; 0 means 10 s.
+	DialTimeout time.Duration
+	// NotSentLowat is TCP_NOTSENT_LOWAT for the client-facing socket in
+	// bytes; 0 means 128 KiB, negative leaves the kernel default.
+	NotSentLowat int
+	// Listener, if set, is used instead of listening on Listen.
+	Listener net.Listener
+}
+
+func (r *Route) linkName() string {
+	if r.Link == "" {
+		return "default"
+	}
+	return r.Link
+}
+
+func (r *Route) dialer() wire.Dialer {
+	timeout := r.DialTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	d := &net.Dialer{Timeout: timeout}
+	addr := r.Upstream
+	return func(ctx context.Context) (net.Conn, error) {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: %w", addr, err)
+		}
+		return c, nil
+	}
+}
+
+func (r *Route) lowat() int {
+	switch {
+	case r.NotSentLowat == 0:
+		return 128 << 10
+	case r.NotSentLowat < 0:
+		return 0
+	}
+	return r.NotSentLowat
+}
+
+// sessionInfo describes a connection accepted on r.
+func (r *Route) sessionInfo(client net.Conn) session.Info {
+	return session.Info{
+		Route:    r.Name,
+		Protocol: r.Protocol,
+		Link:     r.linkName(),
+		Client:   client.RemoteAddr().String(),
+		Upstream: r.Upstream,
+	}
+}

@@ -1,0 +1,252 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/session"
+)
+
+// Options configure a Server.
+type Options struct {
+	Logger   *slog.Logger      // nil discards
+	Clock    clock.Clock       // nil means clock.Real
+	Registry *session.Registry // nil creates one
+	// Policy binds sessions to pools, link classes, links and path
+	// emulation. nil sends everything through one unlimited link at
+	// normal priority with no emulation.
+	Policy Policy
+}
+
+// Server runs routes. It is safe for concurrent use.
+type Server struct {
+	log    *slog.Logger
+	clk    clock.Clock
+	reg    *session.Registry
+	policy Policy
+
+	linkOnce sync.Once
+	link     *link.Link // used when a binding names none; see defaultLink
+
+	mu       sync.Mutex
+	routes   map[string]*listener // guarded by mu
+	conns    map[*relay]struct{}  // guarded by mu; live sessions
+	closing  bool                 // guarded by mu
+	sessions sync.WaitGroup       // counts relays; Add under mu
+}
+
+// New returns a Server with no routes.
+func New(o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Registry == nil {
+		o.Registry = session.NewRegistry(session.Options{})
+	}
+	if o.Policy == nil {
+		o.Policy = staticPolicy{}
+	}
+	return &Server{
+		log:    o.Logger,
+		clk:    o.Clock,
+		reg:    o.Registry,
+		policy: o.Policy,
+		routes: make(map[string]*listener),
+		conns:  make(map[*relay]struct{}),
+	}
+}
+
+// defaultLink returns the unlimited link used by bindings without one.
+func (s *Server) defaultLink() *link.Link {
+	s.linkOnce.Do(func() { s.link = link.New("default", link.Config{}, s.clk) })
+	return s.link
+}
+
+// Registry returns the session registry the server writes to.
+func (s *Server) Registry() *session.Registry { return s.reg }
+
+type listener struct {
+	route Route
+	ln    net.Listener
+	done  chan struct{} // closed when the accept loop has returned
+}
+
+// ErrClosed is returned by AddRoute after Shutdown or Close.
+var ErrClosed = errors.New("proxy: server closed")
+
+// AddRoute starts listening for r and returns the bound address (useful
+// with port 0).
+func (s *Server) AddRoute(r Route) (net.Addr, error) {
+	if r.Name == "" {
+		r.Name = r.Listen
+	}
+	switch r.Protocol {
+	case "tcp", "postgres", "mysql":
+	default:
+		return nil, fmt.Errorf("route %s: unknown protocol %q (want postgres, mysql or tcp)", r.Name, r.Protocol)
+	}
+	if r.Protocol != "tcp" && r.Frontend == nil {
+		return nil, fmt.Errorf("route %s: protocol %s needs a front end", r.Name, r.Protocol)
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, dup := s.routes[r.Name]; dup {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("route %s: already exists", r.Name)
+	}
+	s.mu.Unlock()
+	ln := r.Listener
+	if ln == nil {
+		var err error
+		ln, err = net.Listen("tcp", r.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: listen: %w", r.Name, err)
+		}
+	}
+	l := &listener{route: r, ln: ln, done: make(chan struct{})}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		ln.Close()
+		return nil, ErrClosed
+	}
+	if _, dup := s.routes[r.Name]; dup {
+		s.mu.Unlock()
+		ln.Close()
+		return nil, fmt.Errorf("route %s: already exists", r.Name)
+	}
+	s.routes[r.Name] = l
+	s.mu.Unlock()
+	s.log.Info("route listening", "route", r.Name, "listen", ln.Addr().String(), "upstream", r.Upstream, "protocol", r.Protocol, "link", r.linkName())
+	go s.accept(l)
+	return ln.Addr(), nil
+}
+
+// Routes returns the routes being served.
+func (s *Server) Routes() []Route {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Route, 0, len(s.routes))
+	for _, l := range s.routes {
+		r := l.route
+		r.Listen = l.ln.Addr().String()
+		out = append(out, r)
+	}
+	return out
+}
+
+// RemoveRoute stops listening on the named route and closes its sessions.
+func (s *Server) RemoveRoute(name string) error {
+	s.mu.Lock()
+	l, ok := s.routes[name]
+	if !ok {
+		s.mu.Unlock()
+		return fmt.Errorf("route %s: not found", name)
+	}
+	delete(s.routes, name)
+	var victims []*relay
+	for c := range s.conns {
+		if c.route.Name == name {
+			victims = append(victims, c)
+		}
+	}
+	s.mu.Unlock()
+	l.ln.Close()
+	<-l.done
+	for _, c := range victims {
+		c.abort()
+	}
+	return nil
+}
+
+func (s *Server) accept(l *listener) {
+	defer close(l.done)
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if !errors.Is(err, net.ErrClosed) {
+				s.log.Error("accept failed", "route", l.route.Name, "err", err)
+			}
+			return
+		}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		r := newRelay(s, &l.route, c)
+		s.conns[r] = struct{}{}
+		s.sessions.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.sessions.Done()
+			r.run()
+			s.mu.Lock()
+			delete(s.conns, r)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Shutdown stops accepting on every route, then waits for the sessions to
+// finish until ctx is done, when it closes the rest and returns ctx.Err().
+// Safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	ls := make([]*listener, 0, len(s.routes))
+	for name, l := range s.routes {
+		ls = append(ls, l)
+		delete(s.routes, name)
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.ln.Close()
+		<-l.done
+	}
+	done := make(chan struct{})
+	go func() { s.sessions.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	victims := make([]*relay, 0, len(s.conns))
+	for c := range s.conns {
+		victims = append(victims, c)
+	}
+	s.mu.Unlock()
+	for _, c := range victims {
+		c.abort()
+	}
+	<-done
+	return ctx.Err()
+}
+
+// Close closes every route and session at once. Safe to call twice.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
