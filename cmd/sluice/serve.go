@@ -173,7 +173,7 @@ func frontend(r config.Route, log *slog.Logger, clk clock.Clock, reg *session.Re
 	rlog := log.With("route", r.Name)
 	switch r.Protocol {
 	case "postgres":
-		return pg.New(pg.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Registry: reg}), nil
+		return pg.New(pg.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Keys: reg}), nil
 	case "mysql":
 		return mysql.New(mysql.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, KillUser: r.KillUser, KillPassword: r.KillPassword}), nil
 	}

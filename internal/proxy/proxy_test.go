@@ -40,7 +40,7 @@ func startProxy(t testing.TB, protocol, upstream string) (*Server, string) {
 	srv := New(Options{Logger: testLogger(t), Registry: reg})
 	r := Route{Name: "r", Listen: "127.0.0.1:0", Upstream: upstream, Protocol: protocol, DialTimeout: 2 * time.Second}
 	if protocol == "postgres" {
-		r.Frontend = pg.New(pg.Options{Clock: clock.Real{}, Logger: testLogger(t), Upstream: upstream, Registry: reg})
+		r.Frontend = pg.New(pg.Options{Clock: clock.Real{}, Logger: testLogger(t), Upstream: upstream, Keys: reg})
 	}
 	addr, err := srv.AddRoute(r)
 	if err != nil {

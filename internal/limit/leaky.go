@@ -1,0 +1,116 @@
+package limit
+
+import (
+	"sync"
+	"time"
+)
+
+// DefaultGranularity is the tick of a LeakyBucket whose granularity is
+// not set.
+const DefaultGranularity = time.Millisecond
+
+// LeakyBucket shapes a stream to a constant rate. Units enter the bucket
+// in reservation order and leak out at the rate, one after another; the
+// bucket is a queue, so idle time earns no credit and it never bursts
+// beyond one tick.
+//
+// Release is quantized to ticks of the granularity g, aligned to the first
+// time the bucket sees: a reservation passes at the start of the tick in
+// which its first unit leaks, or at once if that tick has begun. So a
+// backlogged stream is released once per tick, in batches, and:
+//
+//   - each tick releases at most rate*g units plus the overdraft of its
+//     last reservation (the part that leaks in later ticks, which those
+//     ticks repay);
+//   - over any interval of length T at most rate*(T+g) units pass, plus
+//     one reservation;
+//   - in the long run a backlogged stream gets exactly the rate.
+//
+// With rate 256e6 bytes/s and g = 1 ms a busy stream passes at most 256 kB
+// per millisecond plus one chunk, and never more on average. A reservation
+// larger than rate*g still passes in the tick its first unit leaks in;
+// the reservations behind it wait for its whole leak time.
+//
+// At a tick edge, idle time earns nothing: a stream that resumes late in
+// a tick gets what is left of that tick (plus one reservation's
+// overdraft) and then rate*g in the next, where a FixedWindow would give
+// it a whole fresh window on each side of the edge.
+//
+// The zero value is an unlimited bucket with the default granularity.
+// A LeakyBucket is safe for concurrent use.
+type LeakyBucket struct {
+	mu sync.Mutex
+	// Guarded by mu.
+	m meter
+	g int64 // granularity in ns; 0 means DefaultGranularity
+}
+
+// NewLeakyBucket returns a bucket leaking rate units per second with the
+// given granularity. rate <= 0 means unlimited; granularity <= 0 means
+// DefaultGranularity.
+func NewLeakyBucket(rate int64, granularity time.Duration) *LeakyBucket {
+	b := &LeakyBucket{g: int64(granularity)}
+	b.m.setRate(rate, 0)
+	return b
+}
+
+// Rate returns the rate in units per second; 0 means unlimited.
+func (b *LeakyBucket) Rate() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.m.rate
+}
+
+// Granularity returns the tick length.
+func (b *LeakyBucket) Granularity() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return time.Duration(b.tickLocked())
+}
+
+func (b *LeakyBucket) tickLocked() int64 {
+	if b.g <= 0 {
+		return int64(DefaultGranularity)
+	}
+	return b.g
+}
+
+// Reserve commits n units at now and returns when they may pass.
+func (b *LeakyBucket) Reserve(now time.Time, n int) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.planLocked(now, n, true)
+}
+
+// Next returns when n units reserved at now would pass, committing
+// nothing. For a LeakyBucket the answer does not depend on n: it is when
+// the bucket releases its next unit.
+func (b *LeakyBucket) Next(now time.Time, n int) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.planLocked(now, n, false)
+}
+
+// SetRate changes the rate from now on; units already reserved but not
+// yet leaked leak at the new rate. rate <= 0 means unlimited.
+func (b *LeakyBucket) SetRate(now time.Time, rate int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.m.setRate(rate, b.m.offset(now))
+}
+
+func (b *LeakyBucket) planLocked(now time.Time, n int, commit bool) time.Time {
+	if b.m.rate == 0 {
+		return now
+	}
+	t := b.m.offset(now)
+	s, rem := b.m.cur, b.m.rem
+	if s < t {
+		s, rem = t, 0
+	}
+	at := floorTo(s, b.tickLocked())
+	if commit {
+		b.m.cur, b.m.rem = advance(s, rem, n, b.m.rate)
+	}
+	return b.m.timeAt(now, t, at)
+}
