@@ -1,0 +1,308 @@
+// Command emulation measures sluice's path emulation against the real
+// PostgreSQL (and MariaDB), side by side with direct connections in one
+// run:
+//
+//   - precision: pgbench -S -c 1 through sluice with delay 0.5, 1, 5 and
+//     10 ms each way vs direct; the added round trip per query against
+//     2 x delay (target: within max(2%, 0.1 ms)).
+//   - throughput: one COPY ... TO STDOUT of 200 MB through rate='50MB'
+//     (target 4.0 s +-5%), and through delay='25ms' with a 1 MiB window
+//     (target 1 MiB / 50 ms +-10%).
+//   - sysbench: real sysbench oltp_read_write --threads=10 at added RTT 0
+//     and 10 ms; the 10 ms run's minimum latency (>= 200 ms) and its TPS
+//     against threads / (avg latency at 0 + 20 x 10 ms) (target +-15%).
+//
+// Run with the test servers up (scripts/testdb start):
+//
+//	go run ./bench/emulation [-exp precision,throughput,sysbench] [-db pgsql,mysql]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicelab/sluice/bench/harness"
+)
+
+func main() {
+	exps := flag.String("exp", "precision,throughput,sysbench", "experiments to run")
+	dbs := flag.String("db", "pgsql", "databases for the sysbench experiment: pgsql, mysql")
+	dur := flag.Int("time", 10, "seconds per pgbench run")
+	sbtime := flag.Int("sbtime", 30, "seconds per sysbench run")
+	flag.Parse()
+	ctx := context.Background()
+	pgURL := harness.Env("SLUICE_TEST_PG", "postgres://sluice:sluice@127.0.0.1:15432/sluice?sslmode=disable")
+	for _, e := range strings.Split(*exps, ",") {
+		var err error
+		switch e {
+		case "precision":
+			err = precision(ctx, pgURL, *dur)
+		case "throughput":
+			err = throughput(ctx, pgURL)
+		case "sysbench":
+			for _, db := range strings.Split(*dbs, ",") {
+				if err = sysbenchRTT(ctx, db, *sbtime); err != nil {
+					break
+				}
+			}
+		default:
+			err = fmt.Errorf("unknown experiment %q", e)
+		}
+		if err != nil {
+			log.Fatalf("%s: %v", e, err)
+		}
+	}
+}
+
+var latencyRE = regexp.MustCompile(`latency average = ([0-9.]+) ms`)
+
+// pgbench runs a select-only pgbench against host:port and returns the
+// mean latency per transaction in ms.
+func pgbench(host, port string, seconds int) (float64, error) {
+	cmd := exec.Command("pgbench", "-h", host, "-p", port, "-U", "sluice", "-S", "-c", "1", "-T", strconv.Itoa(seconds), "-n", "pgbench")
+	cmd.Env = append(os.Environ(), "PGPASSWORD=sluice")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("pgbench: %v: %s", err, out)
+	}
+	m := latencyRE.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("pgbench printed no latency: %s", out)
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+func ensurePgbench(url string) error {
+	hp, _ := harness.HostPort(url)
+	host, port, _ := strings.Cut(hp, ":")
+	env := append(os.Environ(), "PGPASSWORD=sluice")
+	c := exec.Command("psql", "-h", host, "-p", port, "-U", "sluice", "-d", "sluice", "-qtAc", "SELECT 1 FROM pg_database WHERE datname='pgbench'")
+	c.Env = env
+	out, _ := c.Output()
+	if strings.TrimSpace(string(out)) != "1" {
+		c = exec.Command("psql", "-h", host, "-p", port, "-U", "sluice", "-d", "sluice", "-qc", "CREATE DATABASE pgbench")
+		c.Env = env
+		if out, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("create database pgbench: %v: %s", err, out)
+		}
+	}
+	c = exec.Command("psql", "-h", host, "-p", port, "-U", "sluice", "-d", "pgbench", "-qtAc", "SELECT count(*) FROM pgbench_branches")
+	c.Env = env
+	if out, err := c.Output(); err == nil && strings.TrimSpace(string(out)) != "" {
+		return nil
+	}
+	c = exec.Command("pgbench", "-h", host, "-p", port, "-U", "sluice", "-i", "-q", "-s", "10", "pgbench")
+	c.Env = env
+	if out, err := c.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgbench -i: %v: %s", err, out)
+	}
+	return nil
+}
+
+func precision(ctx context.Context, url string, seconds int) error {
+	if err := ensurePgbench(url); err != nil {
+		return err
+	}
+	up, _ := harness.HostPort(url)
+	s, err := harness.Start(ctx, "postgres", up)
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	dh, dp, _ := strings.Cut(up, ":")
+	sh, sp, _ := strings.Cut(s.Listen, ":")
+	fmt.Printf("\nprecision: pgbench -S -c 1 -T %d, direct vs through sluice, delay each way\n", seconds)
+	fmt.Printf("%-8s %12s %12s %12s %12s %10s %8s\n", "delay", "direct ms", "sluice ms", "added ms", "want ms", "error", "ok")
+	for _, d := range []float64{0, 0.5, 1, 5, 10} {
+		if err := s.Exec(ctx, fmt.Sprintf("ALTER LINK default WITH (delay='%gms')", d)); err != nil {
+			return err
+		}
+		direct, err := pgbench(dh, dp, seconds)
+		if err != nil {
+			return err
+		}
+		via, err := pgbench(sh, sp, seconds)
+		if err != nil {
+			return err
+		}
+		added, want := via-direct, 2*d
+		errAbs := added - want
+		tol := math.Max(0.02*want, 0.1)
+		ok := "yes"
+		if d > 0 && math.Abs(errAbs) > tol {
+			ok = "NO"
+		}
+		if d == 0 {
+			ok = "-"
+		}
+		fmt.Printf("%-8s %12.3f %12.3f %12.3f %12.3f %+9.3f %8s\n", fmt.Sprintf("%gms", d), direct, via, added, want, errAbs, ok)
+	}
+	return nil
+}
+
+// copyTime times one COPY TO STDOUT through addr and returns bytes and
+// seconds.
+func copyTime(ctx context.Context, url, addr, query string) (int64, float64, error) {
+	purl, err := harness.ReplaceHostPort(url, addr)
+	if err != nil {
+		return 0, 0, err
+	}
+	c, err := pgconn.Connect(ctx, purl)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close(ctx)
+	cw := &counter{}
+	start := time.Now()
+	if _, err := c.CopyTo(ctx, cw, query); err != nil {
+		return 0, 0, err
+	}
+	return cw.n, time.Since(start).Seconds(), nil
+}
+
+type counter struct{ n int64 }
+
+func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+var _ io.Writer = (*counter)(nil)
+
+func throughput(ctx context.Context, url string) error {
+	up, _ := harness.HostPort(url)
+	s, err := harness.Start(ctx, "postgres", up)
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	// 200 MB: 200,000 rows of 999 bytes plus a newline.
+	q200 := `COPY (SELECT repeat('r', 999) FROM generate_series(1, 200000)) TO STDOUT`
+	fmt.Printf("\nthroughput: one COPY TO STDOUT through sluice\n")
+	fmt.Printf("%-34s %10s %10s %12s %12s %8s\n", "setting", "MB", "seconds", "MB/s", "target MB/s", "ok")
+	direct := func() (float64, error) {
+		n, secs, err := copyTime(ctx, url, up, q200)
+		return float64(n) / 1e6 / secs, err
+	}
+	if d, err := direct(); err == nil {
+		fmt.Printf("%-34s %10s %10s %12.1f %12s %8s\n", "direct (no sluice)", "200", "-", d, "-", "-")
+	}
+	if err := s.Exec(ctx, "ALTER LINK default WITH (rate='50MB')"); err != nil {
+		return err
+	}
+	n, secs, err := copyTime(ctx, url, s.Listen, q200)
+	if err != nil {
+		return err
+	}
+	ok := "yes"
+	if math.Abs(secs-4.0) > 0.2 {
+		ok = "NO"
+	}
+	fmt.Printf("%-34s %10.1f %10.3f %12.2f %12.2f %8s\n", "rate=50MB", float64(n)/1e6, secs, float64(n)/1e6/secs, 50.0, ok)
+	if err := s.Exec(ctx, "ALTER LINK default WITH (rate='0', delay='25ms', window='1MiB')"); err != nil {
+		return err
+	}
+	q100 := `COPY (SELECT repeat('w', 999) FROM generate_series(1, 100000)) TO STDOUT`
+	n, secs, err = copyTime(ctx, url, s.Listen, q100)
+	if err != nil {
+		return err
+	}
+	want := float64(1<<20) / 0.050 / 1e6
+	got := float64(n) / 1e6 / secs
+	ok = "yes"
+	if math.Abs(got-want)/want > 0.10 {
+		ok = "NO"
+	}
+	fmt.Printf("%-34s %10.1f %10.3f %12.2f %12.2f %8s\n", "delay=25ms window=1MiB", float64(n)/1e6, secs, got, want, ok)
+	return nil
+}
+
+var (
+	tpsRE = regexp.MustCompile(`transactions:\s+\d+\s+\(([0-9.]+) per sec`)
+	minRE = regexp.MustCompile(`min:\s+([0-9.]+)`)
+	avgRE = regexp.MustCompile(`avg:\s+([0-9.]+)`)
+)
+
+type sbResult struct{ tps, min, avg float64 }
+
+func sysbench(db string, host, port string, args ...string) (sbResult, error) {
+	base := []string{"--db-driver=" + db, "--tables=1", "--table-size=10000"}
+	if db == "pgsql" {
+		base = append(base, "--pgsql-host="+host, "--pgsql-port="+port, "--pgsql-user=sluice", "--pgsql-password=sluice", "--pgsql-db=sluice")
+	} else {
+		base = append(base, "--mysql-host="+host, "--mysql-port="+port, "--mysql-user=sluice", "--mysql-password=sluice", "--mysql-db=sluice")
+	}
+	cmd := exec.Command("sysbench", append(append(base, args[:len(args)-1]...), "oltp_read_write", args[len(args)-1])...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return sbResult{}, fmt.Errorf("sysbench %v: %v: %s", args, err, out)
+	}
+	var r sbResult
+	if m := tpsRE.FindSubmatch(out); m != nil {
+		r.tps, _ = strconv.ParseFloat(string(m[1]), 64)
+	}
+	if m := minRE.FindSubmatch(out); m != nil {
+		r.min, _ = strconv.ParseFloat(string(m[1]), 64)
+	}
+	if m := avgRE.FindSubmatch(out); m != nil {
+		r.avg, _ = strconv.ParseFloat(string(m[1]), 64)
+	}
+	return r, nil
+}
+
+func sysbenchRTT(ctx context.Context, db string, seconds int) error {
+	var up, proto string
+	switch db {
+	case "pgsql":
+		up, proto = harness.Env("SLUICE_TEST_PG_ADDR", "127.0.0.1:15432"), "postgres"
+	case "mysql":
+		up, proto = harness.Env("SLUICE_TEST_MYSQL_ADDR", "127.0.0.1:13306"), "mysql"
+	default:
+		return fmt.Errorf("unknown db %q", db)
+	}
+	s, err := harness.Start(ctx, proto, up)
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	h, p, _ := strings.Cut(up, ":")
+	sh, sp, _ := strings.Cut(s.Listen, ":")
+	sysbench(db, h, p, "cleanup")
+	if _, err := sysbench(db, h, p, "prepare"); err != nil {
+		return err
+	}
+	defer sysbench(db, h, p, "cleanup")
+	run := func(host, port string) (sbResult, error) {
+		return sysbench(db, host, port, "--threads=10", fmt.Sprintf("--time=%d", seconds), "run")
+	}
+	fmt.Printf("\nsysbench oltp_read_write --threads=10 --time=%d (%s), through sluice\n", seconds, db)
+	fmt.Printf("%-10s %10s %10s %10s %14s %8s\n", "added RTT", "tps", "min ms", "avg ms", "predicted tps", "ok")
+	base, err := run(sh, sp)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-10s %10.1f %10.2f %10.2f %14s %8s\n", "0ms", base.tps, base.min, base.avg, "-", "-")
+	if err := s.Exec(ctx, "ALTER LINK default WITH (delay='5ms')"); err != nil {
+		return err
+	}
+	slow, err := run(sh, sp)
+	if err != nil {
+		return err
+	}
+	pred := 10 / ((base.avg + 20*10) / 1000)
+	ok := "yes"
+	if slow.min < 200 || math.Abs(slow.tps-pred)/pred > 0.15 {
+		ok = "NO"
+	}
+	fmt.Printf("%-10s %10.1f %10.2f %10.2f %14.1f %8s\n", "10ms", slow.tps, slow.min, slow.avg, pred, ok)
+	return nil
+}
