@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"sort"
-	"strings"
 
 	"github.com/sluicelab/sluice/internal/admin"
 	"github.com/sluicelab/sluice/internal/clock"
@@ -31,8 +30,7 @@ type app struct {
 type policy struct{ m *wlm.Manager }
 
 func (p policy) Bind(route, user string) proxy.Binding {
-	b := p.m.Bind(route, user)
-	return proxy.Binding{Pool: b.Pool, Class: b.Class, Link: b.Link, Up: b.Up, Down: b.Down}
+	return proxy.Binding(p.m.Bind(route, user))
 }
 
 func (p policy) Version() uint64 { return p.m.Version() }
@@ -54,7 +52,11 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, clk clock
 			a.close()
 			return nil, usageErr(err)
 		}
-		mgr.SetRoute(r.Name, wlm.Route{Link: r.Link, Protocol: r.Protocol, Emulation: r.Emulation, CanCancel: r.Protocol != "mysql" || r.KillUser != ""})
+		canCancel := r.Protocol == "postgres" || (r.Protocol == "mysql" && r.KillUser != "")
+		if err := mgr.SetRoute(r.Name, wlm.Route{Link: r.Link, Protocol: r.Protocol, Emulation: r.Emulation, CanCancel: canCancel}); err != nil {
+			a.close()
+			return nil, usageErr(fmt.Errorf("route %s: %w", r.Name, err))
+		}
 		if _, err := a.srv.AddRoute(proxy.Route{
 			Name: r.Name, Listen: r.Listen, Upstream: r.Upstream, Protocol: r.Protocol, Link: r.Link,
 			Frontend: fe, DialTimeout: r.DialTimeout, NotSentLowat: r.NotSentLowat,
@@ -97,11 +99,15 @@ func (a *app) startAdmin(ctx context.Context, cfg *config.Config, clk clock.Cloc
 	if err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("admin console: %w", err)}
 	}
-	console := admin.New(admin.Options{Manager: a.mgr, Logger: a.log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
+	console, err := admin.New(admin.Options{Manager: a.mgr, Logger: a.log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
+	if err != nil {
+		ln.Close()
+		return usageErr(fmt.Errorf("admin console: %w", err))
+	}
 	a.closers = append(a.closers, func() { console.Close() })
 	a.log.Info("admin console listening", "listen", ln.Addr().String(), "auth", map[bool]string{true: "trust (loopback)", false: "scram-sha-256"}[noPassword])
 	go func() {
-		if err := console.Serve(ctx, ln); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, context.Canceled) {
+		if err := console.Serve(ctx, ln); err != nil && !errors.Is(err, admin.ErrServerClosed) && !errors.Is(err, context.Canceled) {
 			a.log.Error("admin console stopped", "err", err)
 		}
 	}()
@@ -109,18 +115,12 @@ func (a *app) startAdmin(ctx context.Context, cfg *config.Config, clk clock.Cloc
 }
 
 // applyCatalogConfig creates or alters the config file's links and
-// applies its settings, through the same statements the console takes.
+// applies its settings, with the same validation as the console's
+// statements.
 func applyCatalogConfig(ctx context.Context, mgr *wlm.Manager, cfg *config.Config) error {
 	for _, l := range cfg.Links {
-		opts := withClause(l.Options)
-		stmt := fmt.Sprintf("CREATE LINK IF NOT EXISTS %s%s", l.Name, opts)
-		if _, err := mgr.Exec(ctx, stmt); err != nil {
+		if err := mgr.DefineLink(ctx, l.Name, l.Options); err != nil {
 			return fmt.Errorf("config %s: links.%s: %w", cfg.Source, l.Name, err)
-		}
-		if opts != "" {
-			if _, err := mgr.Exec(ctx, fmt.Sprintf("ALTER LINK %s%s", l.Name, opts)); err != nil {
-				return fmt.Errorf("config %s: links.%s: %w", cfg.Source, l.Name, err)
-			}
 		}
 	}
 	keys := make([]string, 0, len(cfg.Settings))
@@ -129,27 +129,11 @@ func applyCatalogConfig(ctx context.Context, mgr *wlm.Manager, cfg *config.Confi
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if _, err := mgr.Exec(ctx, fmt.Sprintf("SET %s = '%s'", k, strings.ReplaceAll(cfg.Settings[k], "'", "''"))); err != nil {
-			return fmt.Errorf("config %s: settings.%s: %w", cfg.Source, k, err)
+		if err := mgr.Set(ctx, k, cfg.Settings[k]); err != nil {
+			return fmt.Errorf("config %s: settings.%s: bad value %q: %w", cfg.Source, k, cfg.Settings[k], err)
 		}
 	}
 	return nil
-}
-
-func withClause(opts map[string]string) string {
-	if len(opts) == 0 {
-		return ""
-	}
-	keys := make([]string, 0, len(opts))
-	for k := range opts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s='%s'", k, strings.ReplaceAll(opts[k], "'", "''")))
-	}
-	return " WITH (" + strings.Join(parts, ", ") + ")"
 }
 
 func (a *app) close() {
@@ -160,4 +144,5 @@ func (a *app) close() {
 	if a.srv != nil {
 		a.srv.Close()
 	}
+	a.mgr.Close()
 }

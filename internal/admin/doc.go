@@ -1,0 +1,43 @@
+// Package admin is sluice's admin console: a PostgreSQL protocol (v3)
+// server, so psql, pgx or any PostgreSQL driver can manage the workload
+// manager with GaussDB's DDL, SET / SHOW and a few views.
+//
+// The console owns the connection only: the startup exchange,
+// authentication and the query protocols. Every statement is parsed by
+// package ddl and run by the wlm.Manager, which owns all state; a
+// connection keeps nothing but its prepared statements and portals.
+//
+// Startup: SSL and GSS encryption requests are declined (the console is
+// meant for loopback or a trusted network). A client asking for protocol
+// 3.2 or for _pq_ extensions is answered with NegotiateProtocolVersion and
+// served as 3.0. Authentication is SCRAM-SHA-256 against Options.Users
+// (user name to password, from SLUICE_ADMIN_PASSWORD or the
+// configuration file, read by the caller); an unknown user runs the same
+// exchange with decoy credentials and fails with 28P01 like a wrong
+// password, so user names cannot be probed. With AllowNoPassword every
+// user is trusted; the caller allows that only on a loopback address.
+//
+// Simple query protocol: each statement of a Query message runs in order;
+// a statement that returns rows sends RowDescription and DataRows (every
+// column is text), then CommandComplete with the statement's tag; notices
+// (DROP ... IF EXISTS of a missing object) are NoticeResponses. The first
+// error ends the message with an ErrorResponse carrying the SQLSTATE, the
+// message, detail, hint and the 1-based character position of the
+// offending token within the whole message, which psql shows as a caret.
+// ReadyForQuery (always idle: the console has no transactions) follows.
+//
+// Extended protocol: Parse, Bind, Describe, Execute, Close, Sync and
+// Flush, for statements without parameters, which is what pgx needs in
+// each of its query modes. Describe of a SHOW or SELECT runs it to learn
+// its columns (they only read); other statements run at Execute. Binary
+// result format is honoured trivially: the binary form of text is its
+// bytes. After an error, messages are discarded until Sync.
+//
+// psql's own catalog queries (\d and friends) get 0A000, SELECT version()
+// names sluice, and SELECT of literals answers, so drivers' health checks
+// work.
+//
+// Serve runs until its context ends or Close is called; Close closes
+// every listener and connection and waits for their goroutines. A Server
+// is safe for concurrent use.
+package admin

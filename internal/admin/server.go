@@ -1,0 +1,201 @@
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/xdg-go/scram"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/wlm"
+)
+
+// Defaults.
+const (
+	// DefaultServerVersion is the server_version reported to clients.
+	DefaultServerVersion = "15.0 (sluice)"
+	// AuthTimeout bounds the startup and authentication exchange.
+	AuthTimeout = 10 * time.Second
+	// scramIterations is the PBKDF2 iteration count of the SCRAM
+	// credentials (PostgreSQL's default).
+	scramIterations = 4096
+)
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("admin: server closed")
+
+// Options configure a Server.
+type Options struct {
+	// Manager runs the statements. Required.
+	Manager *wlm.Manager
+	// Logger receives connection and authentication events; nil discards
+	// them.
+	Logger *slog.Logger
+	// Clock sets the deadline of the startup exchange; nil means
+	// clock.Real.
+	Clock clock.Clock
+	// Users maps console user names to passwords, checked with
+	// SCRAM-SHA-256.
+	Users map[string]string
+	// AllowNoPassword accepts every user without a password (trust
+	// authentication). The caller allows it only on a loopback address.
+	AllowNoPassword bool
+	// ServerVersion is the server_version parameter reported to clients;
+	// "" means DefaultServerVersion.
+	ServerVersion string
+}
+
+// Server is the admin console. It is safe for concurrent use.
+type Server struct {
+	mgr     *wlm.Manager
+	log     *slog.Logger
+	clk     clock.Clock
+	trust   bool
+	version string
+	creds   map[string]scram.StoredCredentials // by user; immutable
+	decoy   scram.StoredCredentials            // for unknown users
+
+	wg sync.WaitGroup // connection goroutines
+
+	mu        sync.Mutex
+	closed    bool                      // guarded by mu
+	listeners map[net.Listener]struct{} // guarded by mu
+	conns     map[net.Conn]struct{}     // guarded by mu
+}
+
+// New returns a console for o. It derives the SCRAM credentials of every
+// user, so it fails for a password SASLprep rejects.
+func New(o Options) (*Server, error) {
+	if o.Manager == nil {
+		return nil, errors.New("admin: Options.Manager is nil")
+	}
+	s := &Server{
+		mgr:       o.Manager,
+		log:       o.Logger,
+		clk:       o.Clock,
+		trust:     o.AllowNoPassword,
+		version:   o.ServerVersion,
+		creds:     make(map[string]scram.StoredCredentials, len(o.Users)),
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[net.Conn]struct{}{},
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.clk == nil {
+		s.clk = clock.Real{}
+	}
+	if s.version == "" {
+		s.version = DefaultServerVersion
+	}
+	if len(o.Users) == 0 && !o.AllowNoPassword {
+		return nil, errors.New("admin: no users and AllowNoPassword is false: nobody could log in")
+	}
+	for user, pw := range o.Users {
+		c, err := storedCredentials(user, pw)
+		if err != nil {
+			return nil, fmt.Errorf("admin: user %s: %w", user, err)
+		}
+		s.creds[user] = c
+	}
+	var junk [32]byte
+	rand.Read(junk[:])
+	decoy, err := storedCredentials("", fmt.Sprintf("%x", junk))
+	if err != nil {
+		return nil, err
+	}
+	s.decoy = decoy
+	return s, nil
+}
+
+// storedCredentials derives the SCRAM-SHA-256 server credentials of a
+// password with a random salt.
+func storedCredentials(user, password string) (scram.StoredCredentials, error) {
+	client, err := scram.SHA256.NewClient(user, password, "")
+	if err != nil {
+		return scram.StoredCredentials{}, err
+	}
+	var salt [16]byte
+	rand.Read(salt[:])
+	return client.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt[:]), Iters: scramIterations})
+}
+
+// Serve accepts connections on ln until ctx ends or Close is called, and
+// serves each in its own goroutine. It closes ln. It returns ctx.Err()
+// when ctx ends, ErrServerClosed after Close, or the accept error.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return ErrServerClosed
+			}
+			return fmt.Errorf("admin: accept: %w", err)
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return ErrServerClosed
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
+			stopConn := context.AfterFunc(ctx, func() { c.Close() })
+			defer stopConn()
+			s.serveConn(ctx, c)
+		}()
+	}
+}
+
+// Close stops every Serve, closes every connection and waits for their
+// goroutines. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}

@@ -1,0 +1,478 @@
+package wlm
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
+)
+
+var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newTestManager(t *testing.T, o ManagerOptions) *Manager {
+	t.Helper()
+	if o.Clock == nil {
+		o.Clock = clock.NewFake(t0)
+	}
+	m, err := NewManager(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func mustExec(t *testing.T, m *Manager, sql string) Result {
+	t.Helper()
+	res, err := m.Exec(context.Background(), sql)
+	if err != nil {
+		t.Fatalf("Exec(%q): %v", sql, err)
+	}
+	return res
+}
+
+// execErr runs sql and returns its *ddl.Error, failing if there is none.
+func execErr(t *testing.T, m *Manager, sql string) *ddl.Error {
+	t.Helper()
+	_, err := m.Exec(context.Background(), sql)
+	var e *ddl.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("Exec(%q) = %v, want *ddl.Error", sql, err)
+	}
+	return e
+}
+
+const reference = `CREATE EXCEPT RULE bandwidth_rule1 WITH(bandwidth=128, ELAPSEDTIME=60, action='penalty');
+CREATE RESOURCE POOL rp1 WITH(EXCEPT_RULE='bandwidth_rule1');
+CREATE USER user1 RESOURCE POOL 'rp1' PASSWORD 'xxxxxxxx';`
+
+func TestReferenceStatements(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	tags := []string{"CREATE EXCEPT RULE", "CREATE RESOURCE POOL", "CREATE ROLE"}
+	for i, sql := range strings.Split(reference, "\n") {
+		if res := mustExec(t, m, sql); res.Tag != tags[i] {
+			t.Errorf("%s: tag %q, want %q", sql, res.Tag, tags[i])
+		}
+	}
+	c := m.Catalog()
+	if r := c.Rules["bandwidth_rule1"]; r == nil || *r != (Rule{Bandwidth: 128, ElapsedTime: 60, Action: Penalty}) {
+		t.Errorf("rule = %+v", r)
+	}
+	if p := c.Pools["rp1"]; p == nil || !reflect.DeepEqual(p.ExceptRules, []string{"bandwidth_rule1"}) || p.Weight != 1 || p.Priority != link.Normal {
+		t.Errorf("pool = %+v", p)
+	}
+	if u := c.Users["user1"]; u == nil || u.Pool != "rp1" {
+		t.Errorf("user = %+v", u)
+	}
+	if b := m.Bind("r", "user1"); b.Pool != "rp1" || b.Class != link.Normal || b.Link != m.Link(DefaultLink) {
+		t.Errorf("Bind = %+v", b)
+	}
+}
+
+func TestRuleOptions(t *testing.T) {
+	tests := []struct {
+		with string
+		want Rule
+	}{
+		{"bandwidth=128", Rule{128, Unlimited, Abort}},
+		{"bandwidth=-1, elapsedtime=10", Rule{Unlimited, 10, Abort}},
+		{"bandwidth='100Mbit'", Rule{12.5, Unlimited, Abort}},
+		{"bandwidth=0.5, elapsedtime='2m', action=PENALTY", Rule{0.5, 120, Penalty}},
+		{"elapsedtime=0", Rule{Unlimited, 0, Abort}},
+		{"elapsedtime=5, cputime=-1, memsize=-1", Rule{Unlimited, 5, Abort}},
+	}
+	for i, tt := range tests {
+		m := newTestManager(t, ManagerOptions{})
+		mustExec(t, m, "CREATE EXCEPT RULE r WITH ("+tt.with+")")
+		if got := *m.Catalog().Rules["r"]; got != tt.want {
+			t.Errorf("%d: WITH (%s) = %+v, want %+v", i, tt.with, got, tt.want)
+		}
+	}
+}
+
+func TestExecErrors(t *testing.T) {
+	setup := reference + `
+CREATE LINK wan WITH (delay='5ms');
+CREATE EXCEPT RULE other WITH (elapsedtime=1);`
+	tests := []struct {
+		sql  string
+		code string
+		pos  int
+		msg  string
+	}{
+		{"CREATE EXCEPT RULE bandwidth_rule1 WITH (bandwidth=1)", ddl.CodeDuplicateObject, 20, `except rule "bandwidth_rule1" already exists`},
+		{"CREATE RESOURCE POOL rp1", ddl.CodeDuplicateObject, 22, `resource pool "rp1" already exists`},
+		{"CREATE USER user1 RESOURCE POOL 'rp1'", ddl.CodeDuplicateObject, 13, `user "user1" already exists`},
+		{"CREATE LINK default", ddl.CodeDuplicateObject, 13, `link "default" already exists`},
+		{"ALTER EXCEPT RULE nope WITH (bandwidth=1)", ddl.CodeUndefinedObject, 19, `except rule "nope" does not exist`},
+		{"ALTER RESOURCE POOL nope WITH (weight=2)", ddl.CodeUndefinedObject, 21, `resource pool "nope" does not exist`},
+		{"ALTER USER nobody RESOURCE POOL 'rp1'", ddl.CodeUndefinedObject, 12, `user "nobody" does not exist`},
+		{"ALTER LINK nope WITH (delay='1ms')", ddl.CodeUndefinedObject, 12, `link "nope" does not exist`},
+		{"DROP EXCEPT RULE nope", ddl.CodeUndefinedObject, 18, `except rule "nope" does not exist`},
+		{"CREATE USER u2 RESOURCE POOL 'rp9'", ddl.CodeUndefinedObject, 30, `resource pool "rp9" does not exist`},
+		{"CREATE RESOURCE POOL p2 WITH (except_rule='other,missing')", ddl.CodeUndefinedObject, 43, `except rule "missing" does not exist`},
+		{"CREATE EXCEPT RULE r WITH (bandwidth='12 parsecs')", ddl.CodeInvalidParameter, 38, `invalid value for parameter "bandwidth": "12 parsecs"`},
+		{"CREATE EXCEPT RULE r WITH (bandwidth=-2)", ddl.CodeInvalidParameter, 38, `invalid value for parameter "bandwidth": "-2"`},
+		{"CREATE EXCEPT RULE r WITH (elapsedtime='soon')", ddl.CodeInvalidParameter, 40, `"elapsedtime": "soon"`},
+		{"CREATE EXCEPT RULE r WITH (elapsedtime=1, action='kill')", ddl.CodeInvalidParameter, 50, `"action": "kill"`},
+		{"CREATE EXCEPT RULE r WITH (action='penalty')", ddl.CodeInvalidParameter, 20, `except rule "r" has no threshold`},
+		{"CREATE EXCEPT RULE r WITH (cputime=10)", ddl.CodeNotSupported, 28, "sluice cannot measure CPU time"},
+		{"CREATE EXCEPT RULE r WITH (elapsedtime=1, spillsize=100)", ddl.CodeNotSupported, 43, "cannot measure spill to disk"},
+		{"CREATE EXCEPT RULE r WITH (blocktime=5)", ddl.CodeNotSupported, 28, "blocktime is not supported"},
+		{"CREATE EXCEPT RULE r WITH (speed=5)", ddl.CodeInvalidParameter, 28, `unrecognized except rule parameter "speed"`},
+		{"CREATE RESOURCE POOL p WITH (weight=0)", ddl.CodeInvalidParameter, 37, `"weight": "0"`},
+		{"CREATE RESOURCE POOL p WITH (network_priority='urgent')", ddl.CodeInvalidParameter, 47, `"network_priority": "urgent"`},
+		{"CREATE RESOURCE POOL p WITH (mem_percent=20)", ddl.CodeNotSupported, 30, "mem_percent is not supported"},
+		{"CREATE RESOURCE POOL p WITH (delay='10')", ddl.CodeInvalidParameter, 36, `"delay": "10"`},
+		{"CREATE LINK l WITH (capacity='fast')", ddl.CodeInvalidParameter, 30, `"capacity": "fast"`},
+		{"CREATE LINK l WITH (loss='200%')", ddl.CodeInvalidParameter, 26, `"loss": "200%"`},
+		{"CREATE LINK l WITH (distribution=weird)", ddl.CodeInvalidParameter, 34, `"distribution": "weird"`},
+		{"CREATE LINK l WITH (colour=red)", ddl.CodeInvalidParameter, 21, `unrecognized link parameter "colour"`},
+		{"DROP EXCEPT RULE bandwidth_rule1", ddl.CodeDependentObjects, 18, "other objects depend on it"},
+		{"DROP RESOURCE POOL rp1", ddl.CodeDependentObjects, 20, "other objects depend on it"},
+		{"DROP LINK default", ddl.CodeDependentObjects, 11, "always exists"},
+		{"SET nonsense = 1", ddl.CodeUndefinedObject, 5, `unrecognized configuration parameter "nonsense"`},
+		{"SET low_priority_bandwidth = 'lots'", ddl.CodeInvalidParameter, 30, `"low_priority_bandwidth": "lots"`},
+		{"SET network_control = maybe", ddl.CodeInvalidParameter, 23, `"network_control": "maybe"`},
+		{"SET except_check_period = '1ms'", ddl.CodeInvalidParameter, 27, `"except_check_period": "1ms"`},
+		{"SHOW nonsense", ddl.CodeUndefinedObject, 6, `unrecognized configuration parameter "nonsense"`},
+		{"RESET nonsense", ddl.CodeUndefinedObject, 7, `unrecognized configuration parameter`},
+		{"SELECT * FROM nowhere", ddl.CodeUndefinedTable, 15, `relation "nowhere"`},
+		{"SELECT * FROM pg_catalog.pg_class", ddl.CodeNotSupported, 15, `relation "pg_class"`},
+		{"SELECT nope FROM pg_session_wlmstat", ddl.CodeUndefinedColumn, 8, `column "nope" does not exist`},
+		{"SELECT now()", ddl.CodeNotSupported, 8, "function now() is not supported"},
+		{"SELECT * FROM pg_session_wlmstat WHERE usename = 'u'", ddl.CodeNotSupported, 34, "unsupported SELECT"},
+		{"GRANT ALL ON x TO y", ddl.CodeSyntax, 1, `syntax error at or near "GRANT"`},
+	}
+	for _, tt := range tests {
+		m := newTestManager(t, ManagerOptions{})
+		mustExec(t, m, setup)
+		before := m.Catalog()
+		v := m.Version()
+		e := execErr(t, m, tt.sql)
+		if e.Code != tt.code || e.Position != tt.pos || !strings.Contains(e.Message, tt.msg) {
+			t.Errorf("%s\n got %s %q at %d\nwant %s %q at %d", tt.sql, e.Code, e.Message, e.Position, tt.code, tt.msg, tt.pos)
+		}
+		if m.Catalog() != before || m.Version() != v {
+			t.Errorf("%s: the failed statement changed the catalog", tt.sql)
+		}
+	}
+}
+
+func TestAtomicAlter(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	mustExec(t, m, "CREATE RESOURCE POOL p WITH (weight=2, delay='1ms')")
+	before := *m.Catalog().Pools["p"]
+	// The first option is valid, the second is not: neither applies.
+	e := execErr(t, m, "ALTER RESOURCE POOL p WITH (weight=7, delay='x')")
+	if e.Code != ddl.CodeInvalidParameter {
+		t.Fatalf("code %s", e.Code)
+	}
+	if got := *m.Catalog().Pools["p"]; !reflect.DeepEqual(got, before) {
+		t.Errorf("pool after failed ALTER = %+v, want %+v", got, before)
+	}
+	// Several statements in one Exec stop at the first error; the ones
+	// before it stay applied, each atomically.
+	_, err := m.Exec(context.Background(), "ALTER RESOURCE POOL p WITH (weight=3); ALTER RESOURCE POOL p WITH (weight=-5)")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if w := m.Catalog().Pools["p"].Weight; w != 3 {
+		t.Errorf("weight = %d, want 3", w)
+	}
+}
+
+func TestDropCascadeAndIfExists(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	mustExec(t, m, reference)
+	mustExec(t, m, "CREATE EXCEPT RULE r2 WITH (elapsedtime=30); ALTER RESOURCE POOL rp1 WITH (except_rule='bandwidth_rule1, r2')")
+	if got := m.Catalog().Pools["rp1"].ExceptRules; !reflect.DeepEqual(got, []string{"bandwidth_rule1", "r2"}) {
+		t.Fatalf("rules = %v", got)
+	}
+	res := mustExec(t, m, "DROP EXCEPT RULE bandwidth_rule1 CASCADE")
+	if res.Tag != "DROP EXCEPT RULE" || len(res.Notices) != 1 {
+		t.Errorf("result %+v", res)
+	}
+	if got := m.Catalog().Pools["rp1"].ExceptRules; !reflect.DeepEqual(got, []string{"r2"}) {
+		t.Errorf("rules after cascade = %v", got)
+	}
+	res = mustExec(t, m, "DROP RESOURCE POOL rp1 CASCADE")
+	if m.Catalog().Users["user1"] != nil || m.Catalog().Pools["rp1"] != nil {
+		t.Error("pool or its user survived DROP ... CASCADE")
+	}
+	vDrop := m.Version()
+	res = mustExec(t, m, "DROP USER IF EXISTS ghost, other")
+	if m.Version() != vDrop {
+		t.Error("a DROP IF EXISTS that dropped nothing bumped Version")
+	}
+	if res.Tag != "DROP ROLE" || len(res.Notices) != 2 || !strings.Contains(res.Notices[0], `user "ghost" does not exist, skipping`) {
+		t.Errorf("result %+v", res)
+	}
+	mustExec(t, m, "CREATE RESOURCE POOL p; CREATE USER a RESOURCE POOL p; ALTER USER a RESOURCE POOL 'default_pool'")
+	if u := m.Catalog().Users["a"]; u.Pool != "" {
+		t.Errorf("user a pool %q after binding to default_pool", u.Pool)
+	}
+	mustExec(t, m, "DROP RESOURCE POOL p; DROP USER a")
+	v := m.Version()
+	res = mustExec(t, m, "CREATE EXCEPT RULE IF NOT EXISTS r2 WITH (bandwidth=1)")
+	if len(res.Notices) != 1 || !strings.Contains(res.Notices[0], `except rule "r2" already exists, skipping`) || m.Catalog().Rules["r2"].ElapsedTime != 30 {
+		t.Errorf("CREATE IF NOT EXISTS of an existing rule: %+v", res)
+	}
+	if m.Version() != v {
+		t.Error("a CREATE IF NOT EXISTS that did nothing bumped Version")
+	}
+	mustExec(t, m, "CREATE LINK IF NOT EXISTS wan WITH (delay='1ms')")
+	if m.Link("wan") == nil {
+		t.Error("CREATE LINK IF NOT EXISTS did not create the link")
+	}
+}
+
+func TestSettings(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	show := func(name string) string {
+		t.Helper()
+		res := mustExec(t, m, "SHOW "+name)
+		if len(res.Rows) != 1 || len(res.Columns) != 1 || res.Columns[0] != name {
+			t.Fatalf("SHOW %s = %+v", name, res)
+		}
+		return res.Rows[0][0]
+	}
+	def := m.Link(DefaultLink)
+	if got := def.Config(); got.LowPriorityBandwidth != 256_000_000 || got.LowPriorityQueueBytes != 64<<10 || !got.NetworkControl {
+		t.Errorf("default link config %+v", got)
+	}
+	for _, tt := range []struct{ set, name, want string }{
+		{"SET low_priority_bandwidth = '64MB'", "low_priority_bandwidth", "64MB/s"},
+		{"SET low_priority_bandwidth TO 0", "low_priority_bandwidth", "unlimited"},
+		{"SET low_priority_queue_bytes = '1MiB'", "low_priority_queue_bytes", "1MiB"},
+		{"SET low_priority_queue_bytes = -1", "low_priority_queue_bytes", "-1"},
+		{"SET network_control = off", "network_control", "off"},
+		{"SET except_check_period = 2", "except_check_period", "2s"},
+		{"SET except_check_period TO '500ms'", "except_check_period", "500ms"},
+		{"SET except_check_period TO DEFAULT", "except_check_period", "5s"},
+	} {
+		if res := mustExec(t, m, tt.set); res.Tag != "SET" {
+			t.Errorf("%s: tag %q", tt.set, res.Tag)
+		}
+		if got := show(tt.name); got != tt.want {
+			t.Errorf("after %s: SHOW %s = %q, want %q", tt.set, tt.name, got, tt.want)
+		}
+	}
+	mustExec(t, m, "CREATE LINK wan; SET low_priority_bandwidth = '64MB'")
+	for _, name := range []string{DefaultLink, "wan"} {
+		if got := m.Link(name).Config(); got.LowPriorityBandwidth != 64e6 || got.NetworkControl {
+			t.Errorf("link %s after SET: %+v", name, got)
+		}
+	}
+	if res := mustExec(t, m, "RESET network_control"); res.Tag != "RESET" || show("network_control") != "on" {
+		t.Error("RESET network_control did not restore on")
+	}
+	mustExec(t, m, "RESET ALL")
+	if m.Catalog().Settings != DefaultSettings() {
+		t.Errorf("settings after RESET ALL: %+v", m.Catalog().Settings)
+	}
+	res := mustExec(t, m, "SHOW ALL")
+	if len(res.Rows) != len(settings) || res.Columns[0] != "name" {
+		t.Errorf("SHOW ALL = %+v", res)
+	}
+	if err := m.Set(context.Background(), "Network_Control", "off"); err != nil || m.Catalog().Settings.NetworkControl {
+		t.Errorf("Set: %v", err)
+	}
+}
+
+func TestLinksRuntime(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	v := m.Version()
+	mustExec(t, m, "CREATE LINK wan WITH (capacity='1Gbit', queue_size='1MiB', delay='10ms', jitter='1ms', distribution=normal, correlation=0.25, rate='100MB', burst='64KiB', loss='0.1%', window='4MiB', seed=42, rto='300ms')")
+	if m.Version() <= v {
+		t.Error("Version did not increase")
+	}
+	wan := m.Link("wan")
+	if wan == nil {
+		t.Fatal("no runtime link wan")
+	}
+	if got := wan.Config(); got.Capacity != 125_000_000 || got.QueueSize != 1<<20 {
+		t.Errorf("wan config %+v", got)
+	}
+	mustExec(t, m, "ALTER LINK wan WITH (capacity='2Gbit')")
+	if m.Link("wan") != wan || wan.Config().Capacity != 250_000_000 {
+		t.Errorf("ALTER LINK did not reconfigure the same link: %+v", wan.Config())
+	}
+	if err := m.SetRoute("pg", Route{Link: "wan", Protocol: "postgres", CanCancel: true}); err != nil {
+		t.Fatal(err)
+	}
+	b := m.Bind("pg", "anyone")
+	want := netem.Params{Delay: 10 * time.Millisecond, Jitter: time.Millisecond, Distribution: netem.Normal, Correlation: 0.25,
+		Rate: 100e6, Burst: 64 << 10, Loss: 0.001, RTO: 300 * time.Millisecond, Window: 4 << 20, Seed: 42}
+	if b.Link != wan || b.Up != want || b.Down != want {
+		t.Errorf("Bind = %+v\nwant Up %+v", b, want)
+	}
+	e := execErr(t, m, "DROP LINK wan")
+	if e.Code != ddl.CodeDependentObjects || !strings.Contains(e.Message, `route "pg"`) {
+		t.Errorf("DROP LINK used by a route: %v", e)
+	}
+	m.RemoveRoute("pg")
+	mustExec(t, m, "DROP LINK wan")
+	if m.Link("wan") != nil {
+		t.Error("link survived DROP LINK")
+	}
+	res := mustExec(t, m, "SHOW LINKS")
+	if len(res.Rows) != 1 || res.Rows[0][0] != DefaultLink || res.Rows[0][1] != "unlimited" {
+		t.Errorf("SHOW LINKS = %+v", res)
+	}
+	if err := m.DefineLink(context.Background(), "lab", map[string]string{"Delay": "2ms", "capacity": "10MB"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DefineLink(context.Background(), "lab", map[string]string{"delay": "3ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := m.Catalog().Links["lab"]; d.Capacity != 10e6 || *d.Emulation.Delay != Duration(3*time.Millisecond) {
+		t.Errorf("lab = %+v", d)
+	}
+	if err := m.DefineLink(context.Background(), "lab", map[string]string{"delay": "x"}); err == nil {
+		t.Error("DefineLink accepted a bad delay")
+	}
+}
+
+func TestBindLayers(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	mustExec(t, m, `CREATE LINK wan WITH (delay='10ms', jitter='2ms', rate='1MB');
+CREATE RESOURCE POOL slow WITH (delay='50ms', network_priority=low, weight=4);
+CREATE RESOURCE POOL vip WITH (network_priority=high);
+CREATE USER u1 RESOURCE POOL 'slow';
+CREATE USER u2 RESOURCE POOL 'vip'`)
+	route := map[string]string{"jitter": "5ms", "loss": "1%"}
+	v := m.Version()
+	if err := m.SetRoute("r", Route{Link: "wan", Protocol: "postgres", Emulation: route, Pool: "vip", CanCancel: true}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Version() <= v {
+		t.Error("SetRoute did not bump Version")
+	}
+	tests := []struct {
+		user  string
+		pool  string
+		class link.Class
+		want  netem.Params
+	}{
+		{"u1", "slow", link.Low, netem.Params{Delay: 50 * time.Millisecond, Jitter: 5 * time.Millisecond, Rate: 1e6, Loss: 0.01}},
+		{"u2", "vip", link.High, netem.Params{Delay: 10 * time.Millisecond, Jitter: 5 * time.Millisecond, Rate: 1e6, Loss: 0.01}},
+		{"stranger", "vip", link.High, netem.Params{Delay: 10 * time.Millisecond, Jitter: 5 * time.Millisecond, Rate: 1e6, Loss: 0.01}},
+	}
+	for _, tt := range tests {
+		b := m.Bind("r", tt.user)
+		if b.Pool != tt.pool || b.Class != tt.class || b.Up != tt.want || b.Down != tt.want || b.Link != m.Link("wan") {
+			t.Errorf("Bind(r, %s) = %+v", tt.user, b)
+		}
+	}
+	// Unknown routes use the default link, no route options.
+	if b := m.Bind("nope", "stranger"); b.Pool != "" || b.Class != link.Normal || !b.Up.IsZero() || b.Link != m.Link(DefaultLink) {
+		t.Errorf("Bind(nope) = %+v", b)
+	}
+	if got := m.Link("wan").Config().Weights["slow"]; got != 4 {
+		t.Errorf("pool weight on link = %d", got)
+	}
+	// Unsetting a pool option falls back to the route's / link's.
+	v = m.Version()
+	mustExec(t, m, "ALTER RESOURCE POOL slow WITH (delay=DEFAULT)")
+	if m.Version() <= v {
+		t.Error("ALTER did not bump Version")
+	}
+	if b := m.Bind("r", "u1"); b.Up.Delay != 10*time.Millisecond {
+		t.Errorf("delay after unset = %v", b.Up.Delay)
+	}
+	for _, r := range []Route{{Link: "nope"}, {Pool: "nope"}, {Emulation: map[string]string{"delay": "soon"}}, {Emulation: map[string]string{"speed": "1"}}} {
+		var e *ddl.Error
+		want := ddl.CodeUndefinedObject
+		if r.Emulation != nil {
+			want = ddl.CodeInvalidParameter
+		}
+		if err := m.SetRoute("bad", r); !errors.As(err, &e) || e.Code != want || !strings.HasPrefix(e.Message, "route bad: ") {
+			t.Errorf("SetRoute(%+v) = %v", r, err)
+		}
+	}
+	if _, ok := m.Routes()["bad"]; ok {
+		t.Error("a refused route was added")
+	}
+	e := execErr(t, m, "DROP RESOURCE POOL vip CASCADE")
+	if e.Code != ddl.CodeDependentObjects || !strings.Contains(e.Message, `route "r"`) {
+		t.Errorf("dropping a route's default pool: %v", e)
+	}
+	if _, err := ParseEmulation(map[string]string{"speed": "1"}); err == nil {
+		t.Error("ParseEmulation accepted an unknown option")
+	}
+}
+
+func TestAbortNeedsCancel(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	if err := m.SetRoute("my", Route{Protocol: "mysql", CanCancel: false}); err != nil {
+		t.Fatal(err)
+	}
+	// A pool with an abort rule but no user is not reachable yet.
+	mustExec(t, m, "CREATE EXCEPT RULE slow WITH (elapsedtime=60); CREATE RESOURCE POOL p WITH (except_rule='slow')")
+	e := execErr(t, m, "CREATE USER u RESOURCE POOL 'p'")
+	if e.Code != ddl.CodeNotSupported || !strings.Contains(e.Message, `route "my" (mysql) cannot cancel`) {
+		t.Errorf("got %v", e)
+	}
+	// Penalty rules are fine; making one abort is refused.
+	mustExec(t, m, "ALTER EXCEPT RULE slow WITH (action=penalty); CREATE USER u RESOURCE POOL 'p'")
+	if e := execErr(t, m, "ALTER EXCEPT RULE slow WITH (action=abort)"); e.Code != ddl.CodeNotSupported {
+		t.Errorf("got %v", e)
+	}
+	// Once the route can cancel, abort rules are accepted.
+	if err := m.SetRoute("my", Route{Protocol: "mysql", CanCancel: true}); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, m, "ALTER EXCEPT RULE slow WITH (action=abort)")
+	// A situation created by SetRoute is tolerated: unrelated DDL works.
+	if err := m.SetRoute("tcp", Route{Protocol: "tcp"}); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, m, "SET network_control = off; CREATE RESOURCE POOL q")
+}
+
+func TestShowLists(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	mustExec(t, m, reference)
+	if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		sql  string
+		cols string
+		rows int
+		row0 string
+	}{
+		{"SHOW POOLS", "name,except_rule,weight,network_priority,emulation,users,sessions", 1, "rp1,bandwidth_rule1,1,normal,,1,0"},
+		{"SHOW RULES", "name,bandwidth,elapsedtime,action,pools,firings", 1, "bandwidth_rule1,128MB/s,60s,penalty,rp1,0"},
+		{"SHOW USERS", "user,resource_pool,sessions", 1, "user1,rp1,0"},
+		{"SHOW ROUTES", "name,protocol,link,pool,can_cancel,emulation", 1, "pg,postgres,default,,yes,"},
+		{"SHOW LINKS", "name,capacity,queue_size,emulation,routes,bytes_high,bytes_normal,bytes_low,waiting,queued", 1, "default,unlimited,default,,pg,0,0,0,0,0"},
+		{"SHOW SESSIONS", "id,route,user,database,pool,client,bytes_up,bytes_down,statements,started,penalised", 0, ""},
+		{"SHOW STATEMENTS", "id,session,user,pool,state,penalised,class,elapsed,bytes_up,bytes_down,bandwidth,rows,sql,except_info", 0, ""},
+		{"SELECT version()", "version", 1, "sluice dev admin console (PostgreSQL protocol 3.0)"},
+		{"SELECT 1 AS one, 'x'", "one,?column?", 1, "1,x"},
+		{"SELECT current_setting('low_priority_bandwidth')", "current_setting", 1, "256MB/s"},
+	} {
+		res := mustExec(t, m, tt.sql)
+		if got := strings.Join(res.Columns, ","); got != tt.cols {
+			t.Errorf("%s: columns %s, want %s", tt.sql, got, tt.cols)
+		}
+		if len(res.Rows) != tt.rows {
+			t.Errorf("%s: %d rows, want %d", tt.sql, len(res.Rows), tt.rows)
+			continue
+		}
+		if tt.rows > 0 {
+			if got := strings.Join(res.Rows[0], ","); got != tt.row0 {
+				t.Errorf("%s: row %s, want %s", tt.sql, got, tt.row0)
+			}
+		}
+	}
+}

@@ -1,0 +1,312 @@
+package ddl
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// strip zeroes the source position and text so statements compare by
+// content.
+func strip(st Statement) Statement {
+	switch s := st.(type) {
+	case *Create:
+		c := *s
+		c.base = base{}
+		return &c
+	case *Alter:
+		c := *s
+		c.base = base{}
+		return &c
+	case *Drop:
+		c := *s
+		c.base = base{}
+		return &c
+	case *Set:
+		c := *s
+		c.base = base{}
+		return &c
+	case *Reset:
+		c := *s
+		c.base = base{}
+		return &c
+	case *Show:
+		c := *s
+		c.base = base{}
+		return &c
+	case *Select:
+		c := *s
+		c.base = base{}
+		return &c
+	}
+	return st
+}
+
+func num(text string, pos int) Value  { return Value{Kind: Number, Text: text, Pos: pos} }
+func str(text string, pos int) Value  { return Value{Kind: String, Text: text, Pos: pos} }
+func word(text string, pos int) Value { return Value{Kind: Word, Text: text, Pos: pos} }
+
+func TestParseStatements(t *testing.T) {
+	tests := []struct {
+		sql  string
+		want Statement
+	}{
+		// The three reference statements, verbatim.
+		{
+			"CREATE EXCEPT RULE bandwidth_rule1 WITH(bandwidth=128, ELAPSEDTIME=60, action='penalty');",
+			&Create{Kind: Rule, Name: Name{"bandwidth_rule1", 20}, Options: []Option{
+				{"bandwidth", 41, num("128", 51)},
+				{"elapsedtime", 56, num("60", 68)},
+				{"action", 72, str("penalty", 79)},
+			}},
+		},
+		{
+			"CREATE RESOURCE POOL rp1 WITH(EXCEPT_RULE='bandwidth_rule1');",
+			&Create{Kind: Pool, Name: Name{"rp1", 22}, Options: []Option{
+				{"except_rule", 31, str("bandwidth_rule1", 43)},
+			}},
+		},
+		{
+			"CREATE USER user1 RESOURCE POOL 'rp1' PASSWORD 'xxxxxxxx';",
+			&Create{Kind: User, Name: Name{"user1", 13}, Options: []Option{
+				{"resource_pool", 19, str("rp1", 33)},
+				{"password", 39, str("xxxxxxxx", 48)},
+			}},
+		},
+		{
+			"create except rule r WITH (bandwidth = -1, elapsedtime=+5)",
+			&Create{Kind: Rule, Name: Name{"r", 20}, Options: []Option{
+				{"bandwidth", 28, num("-1", 40)},
+				{"elapsedtime", 44, num("5", 56)},
+			}},
+		},
+		{
+			`CREATE RESOURCE POOL "Big Pool"`,
+			&Create{Kind: Pool, Name: Name{"Big Pool", 22}},
+		},
+		{
+			"CREATE LINK wan WITH (capacity='1Gbit', delay=10ms, jitter = '1ms', distribution=normal, loss=0.1%)",
+			&Create{Kind: Link, Name: Name{"wan", 13}, Options: []Option{
+				{"capacity", 23, str("1Gbit", 32)},
+				{"delay", 41, num("10ms", 47)},
+				{"jitter", 53, str("1ms", 62)},
+				{"distribution", 69, word("normal", 82)},
+				{"loss", 90, num("0.1%", 95)},
+			}},
+		},
+		{
+			"CREATE LINK IF NOT EXISTS wan",
+			&Create{Kind: Link, IfNotExists: true, Name: Name{"wan", 27}},
+		},
+		{
+			"ALTER LINK default WITH (delay=DEFAULT)",
+			&Alter{Kind: Link, Name: Name{"default", 12}, Options: []Option{
+				{"delay", 26, Value{Kind: Default, Text: "default", Pos: 32}},
+			}},
+		},
+		{
+			"ALTER RESOURCE POOL rp1 WITH (network_priority=LOW, weight=3)",
+			&Alter{Kind: Pool, Name: Name{"rp1", 21}, Options: []Option{
+				{"network_priority", 31, word("LOW", 48)},
+				{"weight", 53, num("3", 60)},
+			}},
+		},
+		{
+			"ALTER EXCEPT RULE r WITH (action=abort)",
+			&Alter{Kind: Rule, Name: Name{"r", 19}, Options: []Option{{"action", 27, word("abort", 34)}}},
+		},
+		{
+			"alter user User1 resource pool 'rp2'",
+			&Alter{Kind: User, Name: Name{"user1", 12}, Options: []Option{{"resource_pool", 18, str("rp2", 32)}}},
+		},
+		{
+			"CREATE USER u WITH ENCRYPTED PASSWORD 'p' RESOURCE POOL rp1",
+			&Create{Kind: User, Name: Name{"u", 13}, Options: []Option{
+				{"password", 20, str("p", 39)},
+				{"resource_pool", 43, word("rp1", 57)},
+			}},
+		},
+		{
+			"CREATE USER u IDENTIFIED BY 'p'",
+			&Create{Kind: User, Name: Name{"u", 13}, Options: []Option{{"password", 15, str("p", 29)}}},
+		},
+		{
+			"CREATE USER u PASSWORD DISABLE",
+			&Create{Kind: User, Name: Name{"u", 13}, Options: []Option{{"password", 15, word("disable", 24)}}},
+		},
+		{"DROP EXCEPT RULE r", &Drop{Kind: Rule, Names: []Name{{"r", 18}}}},
+		{"DROP EXCEPT RULE IF EXISTS r", &Drop{Kind: Rule, Names: []Name{{"r", 28}}, IfExists: true}},
+		{"DROP IF EXISTS EXCEPT RULE r", &Drop{Kind: Rule, Names: []Name{{"r", 28}}, IfExists: true}},
+		{"DROP RESOURCE POOL a, b CASCADE", &Drop{Kind: Pool, Names: []Name{{"a", 20}, {"b", 23}}, Cascade: true}},
+		{"DROP RESOURCE POOL a RESTRICT", &Drop{Kind: Pool, Names: []Name{{"a", 20}}}},
+		{"DROP USER user1", &Drop{Kind: User, Names: []Name{{"user1", 11}}}},
+		{"DROP LINK IF EXISTS wan", &Drop{Kind: Link, Names: []Name{{"wan", 21}}, IfExists: true}},
+		{"SET low_priority_bandwidth = '64MB'", &Set{Name: "low_priority_bandwidth", NamePos: 5, Value: str("64MB", 30)}},
+		{"SET network_control TO off", &Set{Name: "network_control", NamePos: 5, Value: word("off", 24)}},
+		{"SET SESSION except_check_period TO 2", &Set{Name: "except_check_period", NamePos: 13, Value: num("2", 36)}},
+		{"SET x TO DEFAULT", &Set{Name: "x", NamePos: 5, Value: Value{Kind: Default, Text: "default", Pos: 10}}},
+		{"SET client_encoding = 'UTF8'", &Set{Name: "client_encoding", NamePos: 5, Value: str("UTF8", 23)}},
+		{"SHOW low_priority_bandwidth", &Show{Name: "low_priority_bandwidth", NamePos: 6}},
+		{"show SESSIONS", &Show{Name: "sessions", NamePos: 6}},
+		{"SHOW ALL", &Show{Name: "all", NamePos: 6}},
+		{"RESET network_control", &Reset{Name: "network_control", NamePos: 7}},
+		{"RESET ALL", &Reset{Name: "all", NamePos: 7}},
+		{
+			"SELECT * FROM pg_session_wlmstat",
+			&Select{Targets: []Target{{Pos: 8, Star: true}}, From: "pg_session_wlmstat", FromPos: 15, Limit: -1},
+		},
+		{
+			"select sessionid, query AS q from pg_catalog.gs_wlm_session_statistics s limit 10",
+			&Select{Targets: []Target{{Pos: 8, Name: "sessionid"}, {Pos: 19, Name: "query", Alias: "q"}},
+				Schema: "pg_catalog", From: "gs_wlm_session_statistics", FromPos: 35, Limit: 10},
+		},
+		{
+			"SELECT version()",
+			&Select{Targets: []Target{{Pos: 8, Name: "version", Func: true}}, Limit: -1},
+		},
+		{
+			"SELECT 1, 'a' x",
+			&Select{Targets: []Target{{Pos: 8, Value: &Value{Kind: Number, Text: "1", Pos: 8}}, {Pos: 11, Value: &Value{Kind: String, Text: "a", Pos: 11}, Alias: "x"}}, Limit: -1},
+		},
+		{
+			"SELECT pg_catalog.current_setting('network_control')",
+			&Select{Targets: []Target{{Pos: 8, Name: "current_setting", Func: true, Args: []Value{str("network_control", 35)}}}, Limit: -1},
+		},
+		{
+			"-- comment\nSHOW /* inner /* nested */ still */ links;;",
+			&Show{Name: "links", NamePos: 48},
+		},
+	}
+	for _, tt := range tests {
+		sts, err := Parse(tt.sql)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", tt.sql, err)
+			continue
+		}
+		if len(sts) != 1 {
+			t.Errorf("Parse(%q): %d statements, want 1", tt.sql, len(sts))
+			continue
+		}
+		if got := strip(sts[0]); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Parse(%q)\n got %#v\nwant %#v", tt.sql, got, tt.want)
+		}
+	}
+}
+
+func TestParseText(t *testing.T) {
+	sts, err := Parse("  SHOW a ; /* c */ SET b = 1;\nSELECT * FROM pg_session_wlmstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		text string
+		pos  int
+	}{{"SHOW a", 3}, {"SET b = 1", 20}, {"SELECT * FROM pg_session_wlmstat", 31}}
+	if len(sts) != len(want) {
+		t.Fatalf("got %d statements, want %d", len(sts), len(want))
+	}
+	for i, w := range want {
+		if sts[i].Text() != w.text || sts[i].Position() != w.pos {
+			t.Errorf("statement %d: text %q pos %d, want %q pos %d", i, sts[i].Text(), sts[i].Position(), w.text, w.pos)
+		}
+	}
+}
+
+func TestParseEmpty(t *testing.T) {
+	for _, sql := range []string{"", "   ", ";", " ; ; ", "-- only a comment", "/* x */"} {
+		sts, err := Parse(sql)
+		if err != nil || len(sts) != 0 {
+			t.Errorf("Parse(%q) = %d statements, %v; want none", sql, len(sts), err)
+		}
+	}
+	if _, err := ParseOne(""); err == nil {
+		t.Error("ParseOne(\"\") succeeded")
+	}
+	if _, err := ParseOne("SHOW a; SHOW b"); err == nil {
+		t.Error("ParseOne of two statements succeeded")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		sql  string
+		code string
+		pos  int
+		msg  string // substring of the message
+	}{
+		{"FOO BAR", CodeSyntax, 1, `syntax error at or near "FOO"`},
+		{"CREATE EXCEPT RULE", CodeSyntax, 19, "syntax error at end of input"},
+		{"CREATE EXCEPT r", CodeSyntax, 15, `at or near "r"`},
+		{"CREATE LINK IF EXISTS x", CodeSyntax, 16, `at or near "EXISTS"`},
+		{"CREATE TABLE t (a int)", CodeSyntax, 8, `at or near "TABLE"`},
+		{"CREATE EXCEPT RULE r WITH (bandwidth 128)", CodeSyntax, 38, `at or near "128"`},
+		{"CREATE EXCEPT RULE r WITH (bandwidth=128", CodeSyntax, 41, "end of input"},
+		{"CREATE EXCEPT RULE r WITH bandwidth=128", CodeSyntax, 27, `at or near "bandwidth"`},
+		{"CREATE EXCEPT RULE r WITH ()", CodeSyntax, 28, `at or near ")"`},
+		{"CREATE EXCEPT RULE r WITH (a=1, A=2)", CodeSyntax, 33, "conflicting or redundant options"},
+		{"CREATE EXCEPT RULE r WITH (a=1) extra", CodeSyntax, 33, `at or near "extra"`},
+		{"CREATE EXCEPT RULE r WITH (a='x)", CodeSyntax, 30, "unterminated quoted string"},
+		{`CREATE RESOURCE POOL "`, CodeSyntax, 22, "unterminated quoted identifier"},
+		{`CREATE RESOURCE POOL ""`, CodeSyntax, 22, "zero-length delimited identifier"},
+		{"SHOW a /* never closed", CodeSyntax, 8, "unterminated /* comment"},
+		{"CREATE RESOURCE POOL p WITH (w=@)", CodeSyntax, 32, `at or near "@"`},
+		{"CREATE USER u LOGIN", CodeNotSupported, 15, "user option LOGIN is not supported"},
+		{"CREATE USER u RESOURCE 'p'", CodeSyntax, 24, `at or near "'p'"`},
+		{"CREATE USER u RESOURCE POOL 'a' RESOURCE POOL 'b'", CodeSyntax, 33, "conflicting or redundant"},
+		{"ALTER RESOURCE POOL p", CodeSyntax, 22, "end of input"},
+		{"ALTER USER u", CodeSyntax, 13, "end of input"},
+		{"DROP EXCEPT RULE", CodeSyntax, 17, "end of input"},
+		{"DROP RESOURCE POOL a,", CodeSyntax, 22, "end of input"},
+		{"DROP RESOURCE POOL a b", CodeSyntax, 22, `at or near "b"`},
+		{"SET = 1", CodeSyntax, 5, `at or near "="`},
+		{"SET a 1", CodeSyntax, 7, `at or near "1"`},
+		{"SET a = ", CodeSyntax, 9, "end of input"},
+		{"SHOW", CodeSyntax, 5, "end of input"},
+		{"SHOW a b", CodeSyntax, 8, `at or near "b"`},
+		{"RESET", CodeSyntax, 6, "end of input"},
+		{"SELECT * FROM pg_session_wlmstat WHERE usename = 'x'", CodeNotSupported, 34, `unsupported SELECT at or near "WHERE"`},
+		{"SELECT n.nspname FROM pg_catalog.pg_namespace n JOIN x ON true", CodeNotSupported, 49, `"JOIN"`},
+		{"SELECT CASE WHEN a THEN b END", CodeNotSupported, 13, `"WHEN"`},
+		{"SELECT * FROM", CodeSyntax, 14, "end of input"},
+		{"SELECT * FROM t LIMIT x", CodeSyntax, 23, `at or near "x"`},
+		{"SELECT * FROM t LIMIT 1.5", CodeSyntax, 23, "LIMIT must be a non-negative integer"},
+		{"SHOW a; FOO", CodeSyntax, 9, `at or near "FOO"`},
+		{"ÄÖ BAR", CodeSyntax, 1, `"ÄÖ"`},
+		{"SHOW é é", CodeSyntax, 8, `at or near "é"`},
+		{"(", CodeSyntax, 1, `at or near "("`},
+	}
+	for _, tt := range tests {
+		_, err := Parse(tt.sql)
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Errorf("Parse(%q) = %v, want *Error", tt.sql, err)
+			continue
+		}
+		if e.Code != tt.code || e.Position != tt.pos || !strings.Contains(e.Message, tt.msg) {
+			t.Errorf("Parse(%q) = %s %q at %d, want %s %q at %d", tt.sql, e.Code, e.Message, e.Position, tt.code, tt.msg, tt.pos)
+		}
+	}
+}
+
+func TestKindString(t *testing.T) {
+	for k, want := range map[Kind]string{Rule: "EXCEPT RULE", Pool: "RESOURCE POOL", Link: "LINK", User: "USER", 9: "kind(9)"} {
+		if got := k.String(); got != want {
+			t.Errorf("Kind(%d).String() = %q, want %q", k, got, want)
+		}
+	}
+	e := Errorf(CodeSyntax, 3, "bad %s", "thing")
+	if got := e.Error(); got != "42601: bad thing (at character 3)" {
+		t.Errorf("Error() = %q", got)
+	}
+}
+
+func BenchmarkParseReference(b *testing.B) {
+	const sql = "CREATE EXCEPT RULE bandwidth_rule1 WITH(bandwidth=128, ELAPSEDTIME=60, action='penalty');"
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(sql); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+// Package wlm is sluice's workload manager: it owns the catalog (links,
+// exception rules, resource pools, user bindings and settings), the
+// runtime links made from it, the binding of a session to a pool, class,
+// link and path emulation, and the evaluator that applies exception rules
+// to running statements. The admin console and the configuration file
+// change the catalog through a Manager; the proxy asks it how to treat a
+// session; the evaluator watches the session registry.
+//
+// # Statements
+//
+// Manager.Exec runs the console's statements (parsed by package ddl):
+// CREATE / ALTER / DROP for EXCEPT RULE, RESOURCE POOL, LINK and USER (a
+// user's binding to a pool; a PASSWORD is accepted and ignored), SET,
+// SHOW, RESET and the SELECT of a few views. Option names and keywords
+// are case-insensitive. Values take the units of package units (MB is
+// 10^6 bytes, MiB 2^20, Mbit 10^6 bits; a rate is per second; times take
+// us, ms, s); in ALTER, name=DEFAULT unsets an option. Errors carry a
+// SQLSTATE and, when one token is to blame, its position: 42601 syntax,
+// 42704 undefined object, 42710 duplicate object, 22023 invalid parameter
+// value (naming the parameter and the value), 0A000 not supported, 2BP01
+// dependent objects (DROP of a rule used by a pool or a pool used by a
+// user, unless CASCADE, which detaches the rule or drops the bindings),
+// 58030 when the catalog file cannot be written.
+//
+// # Exception rules
+//
+// A rule has two measurable thresholds, both optional but at least one
+// set: bandwidth, in MB/s (a bare number; a value with a unit such as
+// '100Mbit' is converted), and elapsedtime, in seconds. -1 means
+// unlimited: the threshold does not apply. Thresholds inside one rule
+// combine with AND: the rule fires when the statement's bandwidth exceeds
+// bandwidth and it has run at least elapsedtime. The rules of one pool
+// combine with OR: any one firing acts. GaussDB's other thresholds
+// (blocktime, cputime, allcputime, cpuskewpercent, spillsize,
+// broadcastsize, memsize, cpuavgpercent) need the database's executor; a
+// proxy sees only bytes and time, so they are rejected with 0A000 unless
+// set to -1.
+//
+// A statement's bandwidth is its bytes in both directions over the last
+// BandwidthWindow (5 s), interpolated between the evaluator's samples
+// (taken every SampleInterval, 1 s), or averaged since it started when it
+// is younger than that. A statement younger than MinBandwidthAge (1 s)
+// has no bandwidth yet, so a bandwidth threshold is not reached.
+//
+// Timing: a rule is first checked for a statement the moment the
+// statement has run elapsedtime (one except_check_period after it began
+// when elapsedtime is -1), then every except_check_period (default 5 s)
+// after the previous check. The evaluator wakes up at that exact moment
+// if it comes before its next sample. Each rule fires at most once per
+// statement.
+//
+// Actions: penalty moves the statement to the Low class until it ends
+// (session.Statement.Penalize; the proxy reads Session.Penalized per
+// chunk), so its bytes go only when no normal or high bytes wait, within
+// low_priority_bandwidth. abort (the default) cancels the statement
+// through its protocol (session.Registry.Cancel: a PostgreSQL
+// CancelRequest or MySQL KILL QUERY), so the client gets the server's own
+// error and keeps its session. When an abort and a penalty fire in the
+// same pass, only the abort applies. Every firing is logged, counted
+// (Manager.Stats, by rule and action) and appended to the statement's
+// except_info; a failed cancel is counted and noted too.
+//
+// Because abort needs a way to cancel, a statement that would make an
+// abort rule reachable while a route cannot cancel (a MySQL route without
+// KILL credentials, a tcp route) is refused with 0A000. Reachable is
+// decided simply: the rule is attached to a pool that a user is bound to
+// or that is a route's default pool, and any route has CanCancel false
+// (users are not tied to routes). Only statements that create such a
+// situation are refused; one created by SetRoute is logged.
+//
+// # Bindings
+//
+// Manager.Bind(route, user) returns the user's pool (or the route's
+// default pool), the pool's network_priority as the link class, the
+// route's runtime link, and the path emulation of each direction: the
+// link's options, overridden by the route's, overridden by the pool's,
+// each option only where set. Manager.Version increases whenever a
+// binding may have changed (any catalog change, SetRoute); a live session
+// compares it on each chunk, one atomic load, and re-binds when it moved.
+// Runtime links are reconfigured in place: SET low_priority_bandwidth
+// reconfigures every link, ALTER LINK that link, and pool weights reach
+// every link.
+//
+// # Atomicity and persistence
+//
+// The catalog a Manager holds is immutable. A statement applies to a deep
+// copy, which is validated (references, ranges, the abort check) and,
+// when a catalog file is configured, saved before it replaces the current
+// one with one atomic pointer swap: a statement takes effect entirely or
+// not at all, on disk and in memory alike, and readers never see a half
+// change. Statements are serialised by one mutex. The file is JSON,
+// replaced atomically (a temporary file in the same directory, fsync,
+// rename, fsync of the directory), so a crash leaves the old or the new
+// catalog. At start the file is loaded and validated; a file that cannot
+// be decoded or is inconsistent is an error naming the file (and the line
+// and column for malformed JSON), and nothing is loaded. A missing file
+// is created with the default catalog; no file at all keeps the catalog
+// in memory.
+//
+// The link "default" always exists (unlimited, no emulation) and cannot
+// be dropped. Settings: low_priority_bandwidth (default 256MB, i.e.
+// 256·10^6 bytes/s; 0 unlimited), low_priority_queue_bytes (64KiB; -1
+// off), network_control (on), except_check_period (5s).
+//
+// A Manager is safe for concurrent use.
+package wlm

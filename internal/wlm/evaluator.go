@@ -1,0 +1,349 @@
+package wlm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/session"
+)
+
+// Evaluator timing.
+const (
+	// SampleInterval is how often the evaluator samples the bytes of every
+	// running statement.
+	SampleInterval = time.Second
+	// BandwidthWindow is the span a statement's bandwidth is averaged
+	// over.
+	BandwidthWindow = 5 * time.Second
+	// MinBandwidthAge is the age below which a statement has no bandwidth
+	// yet: a bandwidth threshold is not reached before it.
+	MinBandwidthAge = time.Second
+	// CancelTimeout bounds one cancel request of an abort rule.
+	CancelTimeout = 5 * time.Second
+)
+
+// FiringKey identifies a counter of rule firings.
+type FiringKey struct {
+	Rule   string
+	Action Action
+}
+
+// Stats are the evaluator's counters since the manager was made.
+type Stats struct {
+	// Checks counts evaluations of one rule for one statement.
+	Checks uint64
+	// Firings counts rule firings by rule and action.
+	Firings map[FiringKey]uint64
+	// CancelFailures counts abort firings whose cancel request failed.
+	CancelFailures uint64
+}
+
+// Stats returns a copy of the evaluator's counters.
+func (m *Manager) Stats() Stats {
+	m.evalMu.Lock()
+	defer m.evalMu.Unlock()
+	s := Stats{Checks: m.checks, CancelFailures: m.cancelF, Firings: make(map[FiringKey]uint64, len(m.firings))}
+	for k, v := range m.firings {
+		s.Firings[k] = v
+	}
+	return s
+}
+
+// sample is a statement's byte count (both directions) at a time.
+type sample struct {
+	t     time.Time
+	bytes int64
+}
+
+// tracked is the evaluator's memory of one running statement.
+type tracked struct {
+	st      *session.Statement
+	samples []sample             // oldest first; never older than needed
+	checked map[string]time.Time // rule -> time of its last check
+	fired   map[string]bool      // rules that fired for this statement
+	seen    bool                 // present in the current pass
+}
+
+// add records a sample at now and drops samples no longer needed for a
+// window ending at now or later.
+func (t *tracked) add(now time.Time, bytes int64) {
+	if n := len(t.samples); n > 0 && !now.After(t.samples[n-1].t) {
+		return
+	}
+	t.samples = append(t.samples, sample{now, bytes})
+	from := now.Add(-BandwidthWindow)
+	// Keep the newest sample at or before from, and everything after.
+	i := 0
+	for i+1 < len(t.samples) && !t.samples[i+1].t.After(from) {
+		i++
+	}
+	if i > 0 {
+		t.samples = append(t.samples[:0], t.samples[i:]...)
+	}
+}
+
+// bandwidth returns the statement's bytes per second over the window
+// ending at now, given its byte count at now: the count at the window's
+// start is interpolated between samples (the statement had 0 bytes when
+// it started; samples at or after now are ignored). A statement younger
+// than the window is averaged since its start; one younger than
+// MinBandwidthAge has no bandwidth yet (ok false).
+func bandwidth(started time.Time, samples []sample, now time.Time, bytes int64) (bps float64, ok bool) {
+	age := now.Sub(started)
+	if age < MinBandwidthAge {
+		return 0, false
+	}
+	from := now.Add(-BandwidthWindow)
+	if !from.After(started) {
+		return float64(bytes) / age.Seconds(), true
+	}
+	prev := sample{started, 0}
+	for i := 0; i <= len(samples); i++ {
+		p := sample{now, bytes}
+		if i < len(samples) {
+			p = samples[i]
+			if p.t.Before(prev.t) || !p.t.Before(now) {
+				continue
+			}
+		}
+		if p.t.Before(from) {
+			prev = p
+			continue
+		}
+		// prev.t < from <= p.t
+		frac := float64(from.Sub(prev.t)) / float64(p.t.Sub(prev.t))
+		base := prev.bytes + int64(frac*float64(p.bytes-prev.bytes))
+		return float64(bytes-base) / BandwidthWindow.Seconds(), true
+	}
+	return float64(bytes-prev.bytes) / BandwidthWindow.Seconds(), true
+}
+
+// firing is one rule that fired for a statement in one pass.
+type firing struct {
+	st     *session.Statement
+	rule   string
+	action Action
+	pool   string
+	info   string
+	bw     float64 // MB/s
+	age    time.Duration
+}
+
+// Run evaluates exception rules until ctx ends, then returns ctx.Err().
+// Every SampleInterval it samples the bytes of every running statement;
+// a statement's rules are checked when due (see the package
+// documentation), waking up at the exact due time when that comes before
+// the next sample. Only one Run may be active at a time.
+func (m *Manager) Run(ctx context.Context) error {
+	if !m.running.CompareAndSwap(false, true) {
+		return errors.New("wlm: Run is already active")
+	}
+	defer m.running.Store(false)
+	for {
+		now := m.clk.Now()
+		due := m.Evaluate(ctx, now)
+		wait := SampleInterval
+		if !due.IsZero() {
+			if d := due.Sub(now); d < wait {
+				wait = max(d, time.Millisecond)
+			}
+		}
+		t := m.clk.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C():
+		}
+	}
+}
+
+// Evaluate runs one pass of the evaluator at now: it samples every
+// running statement and checks the rules that are due, applying the
+// actions of those that fire. It returns the earliest time a rule will be
+// due next (zero if none). Run calls it; tests may call it directly to
+// step the evaluator in virtual time.
+func (m *Manager) Evaluate(ctx context.Context, now time.Time) (nextDue time.Time) {
+	st := m.state.Load()
+	active := m.reg.Active()
+	period := st.cat.Settings.ExceptCheckPeriod
+	var fired []firing
+
+	m.evalMu.Lock()
+	for _, t := range m.tracked {
+		t.seen = false
+	}
+	for _, s := range active {
+		t := m.tracked[s]
+		if t == nil {
+			t = &tracked{st: s, checked: map[string]time.Time{}, fired: map[string]bool{}}
+			m.tracked[s] = t
+		}
+		t.seen = true
+		bytes := s.Bytes()
+		t.add(now, bytes)
+
+		sess := s.Session
+		r := st.routes[sess.Info.Route]
+		pool := st.poolOf(r, sess.User())
+		if sess.Pool() != pool {
+			sess.SetPool(pool)
+		}
+		p := st.cat.Pools[pool]
+		if p == nil {
+			continue
+		}
+		age := now.Sub(s.Started)
+		bps, bwOK := bandwidth(s.Started, t.samples, now, bytes)
+		mbps := bps / 1e6
+		for _, name := range p.ExceptRules {
+			rule := st.cat.Rules[name]
+			if rule == nil || t.fired[name] {
+				continue
+			}
+			due := dueAt(rule, s.Started, t.checked[name], period)
+			if now.Before(due) {
+				if nextDue.IsZero() || due.Before(nextDue) {
+					nextDue = due
+				}
+				continue
+			}
+			t.checked[name] = now
+			m.checks++
+			if next := now.Add(period); nextDue.IsZero() || next.Before(nextDue) {
+				nextDue = next
+			}
+			info, ok := ruleFires(name, rule, mbps, bwOK, age)
+			if !ok {
+				continue
+			}
+			fired = append(fired, firing{st: s, rule: name, action: rule.Action, pool: pool, info: info, bw: mbps, age: age})
+		}
+	}
+	for s, t := range m.tracked {
+		if !t.seen {
+			delete(m.tracked, s)
+		}
+	}
+	// An abort supersedes a penalty of the same statement in one pass.
+	aborted := map[*session.Statement]bool{}
+	for _, f := range fired {
+		if f.action == Abort {
+			aborted[f.st] = true
+		}
+	}
+	var apply []firing
+	for _, f := range fired {
+		if f.action == Penalty && aborted[f.st] {
+			continue
+		}
+		m.tracked[f.st].fired[f.rule] = true
+		m.firings[FiringKey{f.rule, f.action}]++
+		apply = append(apply, f)
+	}
+	m.evalMu.Unlock()
+
+	sort.SliceStable(apply, func(i, j int) bool { return apply[i].st.ID < apply[j].st.ID })
+	for _, f := range apply {
+		m.act(ctx, f)
+	}
+	return nextDue
+}
+
+// dueAt returns when rule is next due for a statement that started at
+// started and whose last check of this rule was at last (zero if never):
+// first once the statement has run ElapsedTime (one period after it
+// started if ElapsedTime is Unlimited), then every period.
+func dueAt(rule *Rule, started, last time.Time, period time.Duration) time.Time {
+	if !last.IsZero() {
+		return last.Add(period)
+	}
+	if rule.ElapsedTime == Unlimited {
+		return started.Add(period)
+	}
+	return started.Add(time.Duration(rule.ElapsedTime * float64(time.Second)))
+}
+
+// ruleFires evaluates rule: every threshold that is not Unlimited must be
+// reached (AND). It returns the except_info text when the rule fires.
+func ruleFires(name string, rule *Rule, mbps float64, bwOK bool, age time.Duration) (string, bool) {
+	var why string
+	if rule.Bandwidth != Unlimited {
+		if !bwOK || !(mbps > rule.Bandwidth) {
+			return "", false
+		}
+		why = fmt.Sprintf("bandwidth %sMB/s > %sMB/s", trim2(mbps), formatFloat(rule.Bandwidth))
+	}
+	if rule.ElapsedTime != Unlimited {
+		if age.Seconds() < rule.ElapsedTime {
+			return "", false
+		}
+		if why != "" {
+			why += ", "
+		}
+		why += fmt.Sprintf("elapsed %ss >= %ss", formatFloat(math.Round(age.Seconds()*1000)/1000), formatFloat(rule.ElapsedTime))
+	}
+	return fmt.Sprintf("except rule %s (%s): %s", name, rule.Action, why), true
+}
+
+func trim2(f float64) string { return fmt.Sprintf("%.2f", f) }
+
+// act applies a firing: logs it, records it in the statement's
+// except_info, and penalises or cancels the statement.
+func (m *Manager) act(ctx context.Context, f firing) {
+	sess := f.st.Session
+	attrs := []any{
+		"rule", f.rule, "action", string(f.action), "statement", f.st.ID,
+		"session", sess.ID, "user", sess.User(), "pool", f.pool,
+		"bandwidth_mbps", f.bw, "elapsed", f.age,
+	}
+	switch f.action {
+	case Penalty:
+		if !f.st.Penalize(f.info) {
+			f.st.NoteException(f.info)
+		}
+		m.log.Info("exception rule fired", attrs...)
+	case Abort:
+		f.st.NoteException(f.info)
+		m.log.Info("exception rule fired", attrs...)
+		cctx, cancel := context.WithTimeout(ctx, CancelTimeout)
+		err := m.reg.Cancel(cctx, f.st)
+		cancel()
+		if err != nil && !errors.Is(err, session.ErrNotRunning) {
+			m.evalMu.Lock()
+			m.cancelF++
+			m.evalMu.Unlock()
+			f.st.NoteException("cancel failed: " + err.Error())
+			m.log.Warn("exception rule could not cancel the statement", append(attrs, "err", err)...)
+		}
+	}
+}
+
+// statementBandwidth returns a statement's bandwidth in bytes/s for
+// display: over the window for a running statement the evaluator tracks,
+// else the average since it started.
+func (m *Manager) statementBandwidth(s *session.Statement, snap *session.Snapshot, now time.Time) float64 {
+	bytes := snap.BytesUp + snap.BytesDown
+	if !snap.Ended.IsZero() {
+		if d := snap.Ended.Sub(snap.Started); d > 0 {
+			return float64(bytes) / d.Seconds()
+		}
+		return 0
+	}
+	m.evalMu.Lock()
+	var samples []sample
+	if t := m.tracked[s]; t != nil {
+		samples = append(samples, t.samples...)
+	}
+	m.evalMu.Unlock()
+	// Drop samples taken after now (the evaluator may run concurrently).
+	for len(samples) > 0 && samples[len(samples)-1].t.After(now) {
+		samples = samples[:len(samples)-1]
+	}
+	bps, _ := bandwidth(snap.Started, samples, now, bytes)
+	return bps
+}

@@ -1,0 +1,439 @@
+package wlm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
+)
+
+// CodeIOError is the SQLSTATE of a failure to save the catalog file.
+const CodeIOError = "58030"
+
+// ManagerOptions configure a Manager.
+type ManagerOptions struct {
+	// Clock is the time source; nil means clock.Real.
+	Clock clock.Clock
+	// Logger receives rule firings and warnings; nil discards them.
+	Logger *slog.Logger
+	// Registry holds the sessions whose statements the evaluator checks;
+	// nil means a private empty registry (useful to run DDL only).
+	Registry *session.Registry
+	// CatalogPath is the catalog file. "" keeps the catalog in memory. A
+	// missing file is created with the default catalog; a file that cannot
+	// be read or decoded makes NewManager fail.
+	CatalogPath string
+	// SoftwareVersion is the sluice version SELECT version() reports; ""
+	// means "dev".
+	SoftwareVersion string
+}
+
+// Route is a proxy route as the workload manager sees it.
+type Route struct {
+	// Link is the link the route attaches to; "" means DefaultLink.
+	Link string
+	// Protocol is postgres, mysql or tcp; informational.
+	Protocol string
+	// Pool is the resource pool of sessions whose user has no binding;
+	// "" means none.
+	Pool string
+	// Emulation holds path-emulation options spelled as in the console
+	// (delay: "10ms", rate: "1Gbit", ...); they override the link's for
+	// the route's sessions, option by option. SetRoute validates them.
+	Emulation map[string]string
+	// CanCancel reports whether the route can cancel a statement (a
+	// PostgreSQL route always can, a MySQL route only with credentials for
+	// KILL QUERY, a tcp route never). Abort rules are refused while a
+	// route that cannot cancel exists; see Manager.
+	CanCancel bool
+}
+
+func (r Route) linkName() string {
+	if r.Link == "" {
+		return DefaultLink
+	}
+	return r.Link
+}
+
+// Binding is how a session's traffic is treated.
+type Binding struct {
+	// Pool is the session's resource pool, "" for none.
+	Pool string
+	// Class is the pool's network priority (link.Normal without a pool).
+	// A penalised statement is sent in link.Low whatever Class says; the
+	// proxy reads session.Session.Penalized for that.
+	Class link.Class
+	// Link is the runtime link of the route; nil if the route is unknown
+	// and DefaultLink is missing (never, in a valid catalog).
+	Link *link.Link
+	// Up and Down are the path emulation of each direction: the link's
+	// options, overridden by the route's, overridden by the pool's, each
+	// option only where set.
+	Up, Down netem.Params
+}
+
+// Result is the outcome of one statement.
+type Result struct {
+	// Tag is the PostgreSQL command tag ("CREATE EXCEPT RULE", "SET",
+	// "SHOW", "SELECT 3").
+	Tag string
+	// Columns and Rows are set for statements that return rows (SHOW,
+	// SELECT); every value is text.
+	Columns []string
+	Rows    [][]string
+	// Notices are informational messages ("... does not exist,
+	// skipping").
+	Notices []string
+}
+
+// Manager owns the catalog, the runtime links made from it and the
+// exception-rule evaluator. It is safe for concurrent use.
+type Manager struct {
+	clk      clock.Clock
+	log      *slog.Logger
+	version0 string // software version for SELECT version()
+	reg      *session.Registry
+	store    store
+
+	version atomic.Uint64
+	state   atomic.Pointer[state] // replaced, never modified
+	closed  atomic.Bool
+	running atomic.Bool // Run is active
+
+	mu sync.Mutex // serialises changes of state
+
+	evalMu  sync.Mutex
+	tracked map[*session.Statement]*tracked // guarded by evalMu
+	checks  uint64                          // guarded by evalMu; rule evaluations
+	firings map[FiringKey]uint64            // guarded by evalMu
+	cancelF uint64                          // guarded by evalMu; failed cancels
+}
+
+// state is one immutable generation of the manager's configuration.
+type state struct {
+	cat    *Catalog
+	routes map[string]route
+	links  map[string]*link.Link // one per catalog link
+}
+
+// route is a Route with its emulation options parsed.
+type route struct {
+	Route
+	em Emulation
+}
+
+// NewManager loads the catalog (if o.CatalogPath is set) and creates its
+// runtime links.
+func NewManager(o ManagerOptions) (*Manager, error) {
+	m := &Manager{
+		clk:      o.Clock,
+		version0: o.SoftwareVersion,
+		log:      o.Logger,
+		reg:      o.Registry,
+		store:    store{path: o.CatalogPath},
+		tracked:  make(map[*session.Statement]*tracked),
+		firings:  make(map[FiringKey]uint64),
+	}
+	if m.clk == nil {
+		m.clk = clock.Real{}
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.reg == nil {
+		m.reg = session.NewRegistry(session.Options{})
+	}
+	cat, err := m.store.load()
+	if err != nil {
+		return nil, err
+	}
+	if cat == nil {
+		cat = NewCatalog()
+		if err := m.store.save(cat); err != nil {
+			return nil, err
+		}
+	}
+	st := &state{cat: cat, routes: map[string]route{}, links: map[string]*link.Link{}}
+	for name := range cat.Links {
+		st.links[name] = link.New(name, cat.linkConfig(name), m.clk)
+	}
+	m.state.Store(st)
+	m.version.Store(1)
+	return m, nil
+}
+
+// Close closes the runtime links. It is safe to call more than once.
+func (m *Manager) Close() error {
+	if !m.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range m.state.Load().links {
+		l.Close()
+	}
+	return nil
+}
+
+// Catalog returns the current catalog. The caller must not modify it.
+func (m *Manager) Catalog() *Catalog { return m.state.Load().cat }
+
+// Registry returns the session registry the manager watches.
+func (m *Manager) Registry() *session.Registry { return m.reg }
+
+// Version increases on every change of the catalog or of the routes, so
+// a live session re-binds only when it differs from the one it bound
+// with. It is one atomic load.
+func (m *Manager) Version() uint64 { return m.version.Load() }
+
+// Link returns the runtime link name, or nil if the catalog has none.
+func (m *Manager) Link(name string) *link.Link { return m.state.Load().links[name] }
+
+// SetRoute adds or replaces a route. It fails with 42704 if the route's
+// link or pool does not exist and with 22023 for a bad emulation option. A route that cannot cancel while abort
+// rules are reachable is accepted with a logged warning: those aborts
+// will fail (the check that refuses them applies to DDL).
+func (m *Manager) SetRoute(name string, r Route) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := m.state.Load()
+	if cur.cat.Links[r.linkName()] == nil {
+		return ddl.Errorf(ddl.CodeUndefinedObject, 0, "route %s: link %q does not exist", name, r.linkName())
+	}
+	if r.Pool != "" && cur.cat.Pools[r.Pool] == nil {
+		return ddl.Errorf(ddl.CodeUndefinedObject, 0, "route %s: resource pool %q does not exist", name, r.Pool)
+	}
+	em, err := ParseEmulation(r.Emulation)
+	if err == nil {
+		err = em.validate()
+	}
+	if err != nil {
+		e := &ddl.Error{Code: ddl.CodeInvalidParameter}
+		if !errors.As(err, &e) {
+			e.Message = err.Error()
+		}
+		return &ddl.Error{Code: e.Code, Message: "route " + name + ": " + e.Message, Detail: e.Detail, Hint: e.Hint}
+	}
+	routes := maps.Clone(cur.routes)
+	routes[name] = route{Route: r, em: em}
+	if v := abortViolations(cur.cat, routes); len(v) > 0 {
+		m.log.Warn("abort rules cannot be enforced on a route that cannot cancel", "route", name, "problem", v[0])
+	}
+	m.state.Store(&state{cat: cur.cat, routes: routes, links: cur.links})
+	m.version.Add(1)
+	return nil
+}
+
+// RemoveRoute forgets a route; unknown names are ignored.
+func (m *Manager) RemoveRoute(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := m.state.Load()
+	if _, ok := cur.routes[name]; !ok {
+		return
+	}
+	routes := maps.Clone(cur.routes)
+	delete(routes, name)
+	m.state.Store(&state{cat: cur.cat, routes: routes, links: cur.links})
+	m.version.Add(1)
+}
+
+// Routes returns a copy of the routes.
+func (m *Manager) Routes() map[string]Route {
+	st := m.state.Load()
+	out := make(map[string]Route, len(st.routes))
+	for k, r := range st.routes {
+		out[k] = r.Route
+	}
+	return out
+}
+
+// Bind returns the binding of a session of user on route: the user's
+// pool (or the route's default pool), the pool's class, the route's link
+// and the effective path emulation (link, then route, then pool options).
+// An unknown route binds to DefaultLink without route options.
+func (m *Manager) Bind(route, user string) Binding {
+	st := m.state.Load()
+	r := st.routes[route]
+	pool := st.poolOf(r, user)
+	ln := r.linkName()
+	b := Binding{Pool: pool, Class: link.Normal, Link: st.links[ln]}
+	em := Emulation{}
+	if d := st.cat.Links[ln]; d != nil {
+		em = d.Emulation
+	}
+	em = em.Over(r.em)
+	if p := st.cat.Pools[pool]; p != nil {
+		b.Class = p.Priority
+		em = em.Over(p.Emulation)
+	}
+	b.Up = em.Params()
+	b.Down = b.Up
+	return b
+}
+
+// poolOf returns the pool of user on route r: the user's binding, else
+// the route's default pool.
+func (st *state) poolOf(r route, user string) string {
+	if u := st.cat.Users[user]; u != nil && u.Pool != "" {
+		return u.Pool
+	}
+	return r.Pool
+}
+
+// DefineLink creates link name with opts, or alters it if it exists, as
+// CREATE LINK / ALTER LINK would; a configuration file's links use it.
+// Option names and values are spelled as in the console.
+func (m *Manager) DefineLink(ctx context.Context, name string, opts map[string]string) error {
+	keys := slices.Sorted(maps.Keys(opts))
+	options := make([]ddl.Option, 0, len(opts))
+	for _, k := range keys {
+		options = append(options, ddl.Option{Name: strings.ToLower(strings.TrimSpace(k)), Value: ddl.Value{Kind: ddl.String, Text: opts[k]}})
+	}
+	return m.change(func(c *Catalog) ([]string, error) {
+		d := c.Links[name]
+		if d == nil {
+			d = &LinkDef{}
+			c.Links[name] = d
+		}
+		for _, o := range options {
+			if err := setLinkOption(d, o); err != nil {
+				return nil, fmt.Errorf("link %s: %w", name, err)
+			}
+		}
+		return nil, nil
+	})
+}
+
+// Set changes a setting as SET name = value would; a configuration
+// file's settings use it.
+func (m *Manager) Set(ctx context.Context, name, value string) error {
+	_, err := m.set(strings.ToLower(strings.TrimSpace(name)), 0, ddl.Value{Kind: ddl.String, Text: value})
+	return err
+}
+
+// errUnchanged, returned by a change function, ends the change without
+// applying it: the statement had nothing to do.
+var errUnchanged = errors.New("unchanged")
+
+// change applies fn to a copy of the catalog, validates it, saves it and
+// swaps it in; on any error nothing changes. It reconfigures the runtime
+// links and bumps Version. fn returns notices.
+func (m *Manager) change(fn func(c *Catalog) ([]string, error)) error {
+	_, err := m.changeNotices(fn)
+	return err
+}
+
+func (m *Manager) changeNotices(fn func(c *Catalog) ([]string, error)) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed.Load() {
+		return nil, errors.New("workload manager is closed")
+	}
+	cur := m.state.Load()
+	next := cur.cat.Clone()
+	notices, err := fn(next)
+	if errors.Is(err, errUnchanged) {
+		return notices, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := next.Validate(); err != nil {
+		return nil, ddl.Errorf(ddl.CodeInvalidParameter, 0, "invalid catalog: %v", err)
+	}
+	if err := checkAbort(cur.cat, next, cur.routes); err != nil {
+		return nil, err
+	}
+	if err := m.store.save(next); err != nil {
+		e := ddl.Errorf(CodeIOError, 0, "could not save the catalog; nothing was changed")
+		e.Detail = err.Error()
+		return nil, e
+	}
+	links := make(map[string]*link.Link, len(next.Links))
+	for name := range next.Links {
+		l := cur.links[name]
+		if l == nil {
+			l = link.New(name, next.linkConfig(name), m.clk)
+		} else {
+			l.Configure(next.linkConfig(name))
+		}
+		links[name] = l
+	}
+	for name, l := range cur.links {
+		if links[name] == nil {
+			l.Close()
+		}
+	}
+	m.state.Store(&state{cat: next, routes: cur.routes, links: links})
+	m.version.Add(1)
+	return notices, nil
+}
+
+// abortViolations lists, for the given catalog and routes, the abort
+// rules that are reachable while a route cannot cancel. The test is
+// deliberately simple: a rule is reachable when it is attached to a pool
+// that some user is bound to or that is some route's default pool; it
+// cannot be enforced when any route has CanCancel false (users are not
+// tied to routes, so any of them may connect through it).
+func abortViolations(c *Catalog, routes map[string]route) []string {
+	var blind []string
+	for name, r := range routes {
+		if !r.CanCancel {
+			blind = append(blind, name)
+		}
+	}
+	if len(blind) == 0 {
+		return nil
+	}
+	sort.Strings(blind)
+	reached := map[string]bool{}
+	for _, u := range c.Users {
+		reached[u.Pool] = true
+	}
+	for _, r := range routes {
+		reached[r.Pool] = true
+	}
+	var out []string
+	for _, pool := range sortedKeys(c.Pools) {
+		if !reached[pool] {
+			continue
+		}
+		for _, rule := range c.Pools[pool].ExceptRules {
+			if r := c.Rules[rule]; r != nil && r.Action == Abort {
+				r := routes[blind[0]]
+				out = append(out, fmt.Sprintf("except rule %q of resource pool %q aborts statements, but route %q (%s) cannot cancel statements", rule, pool, blind[0], r.Protocol))
+			}
+		}
+	}
+	return out
+}
+
+// checkAbort refuses a change that makes an abort rule reachable on a
+// route that cannot cancel, unless that situation existed before.
+func checkAbort(old, next *Catalog, routes map[string]route) error {
+	before := map[string]bool{}
+	for _, v := range abortViolations(old, routes) {
+		before[v] = true
+	}
+	for _, v := range abortViolations(next, routes) {
+		if !before[v] {
+			e := ddl.Errorf(ddl.CodeNotSupported, 0, "%s", v)
+			e.Hint = "Give the route credentials to cancel (kill_user and kill_password for MySQL), or use action 'penalty'."
+			return e
+		}
+	}
+	return nil
+}

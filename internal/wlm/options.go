@@ -1,0 +1,532 @@
+package wlm
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/units"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
+)
+
+// badValue is the 22023 error for option name with value v.
+func badValue(name string, v ddl.Value, why error) *ddl.Error {
+	e := ddl.Errorf(ddl.CodeInvalidParameter, v.Pos, "invalid value for parameter %q: %q", name, v.Text)
+	if why != nil {
+		e.Detail = why.Error()
+	}
+	return e
+}
+
+// unknownParam is the 22023 error for an option that does not exist.
+func unknownParam(kind ddl.Kind, o ddl.Option, known []string) *ddl.Error {
+	e := ddl.Errorf(ddl.CodeInvalidParameter, o.NamePos, "unrecognized %s parameter %q", kind.Noun(), o.Name)
+	e.Hint = "Valid parameters: " + strings.Join(known, ", ") + "."
+	return e
+}
+
+func parseDuration(v ddl.Value) (time.Duration, error) {
+	return units.ParseDuration(v.Text)
+}
+
+// parseSeconds reads a bare number as seconds, or a duration with a unit.
+func parseSeconds(v ddl.Value) (time.Duration, error) {
+	if f, err := strconv.ParseFloat(strings.TrimSpace(v.Text), 64); err == nil {
+		if f < 0 || math.IsNaN(f) || f > 1e9 {
+			return 0, fmt.Errorf("%q: must be between 0 and 1e9 seconds", v.Text)
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	return units.ParseDuration(v.Text)
+}
+
+func parseRate(v ddl.Value) (int64, error) { return units.ParseRate(v.Text) }
+func parseSize(v ddl.Value) (int64, error) { return units.ParseBytes(v.Text) }
+
+// parseFraction reads "0.1%" or a fraction in [0, 1].
+func parseFraction(v ddl.Value) (float64, error) { return units.ParsePercent(v.Text) }
+
+func parseInt(v ddl.Value, lo, hi int64) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v.Text), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want an integer", v.Text)
+	}
+	if n < lo || n > hi {
+		return 0, fmt.Errorf("%d is outside [%d, %d]", n, lo, hi)
+	}
+	return n, nil
+}
+
+func parseBool(v ddl.Value) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v.Text)) {
+	case "on", "true", "yes", "1", "t", "y":
+		return true, nil
+	case "off", "false", "no", "0", "f", "n":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q: want on or off", v.Text)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// emulationOptions are the path-emulation options of links, routes and
+// pools.
+var emulationOptions = []string{"delay", "jitter", "distribution", "correlation", "rate", "burst", "loss", "rto", "window", "seed"}
+
+// setEmulation applies option o to e. It reports false if o is not an
+// emulation option. DEFAULT unsets the option.
+func setEmulation(e *Emulation, o ddl.Option) (bool, error) {
+	v := o.Value
+	unset := v.Kind == ddl.Default
+	var err error
+	switch o.Name {
+	case "delay", "jitter", "rto":
+		var d *Duration
+		if !unset {
+			var x time.Duration
+			if x, err = parseDuration(v); err != nil {
+				return true, badValue(o.Name, v, err)
+			}
+			d = ptr(Duration(x))
+		}
+		switch o.Name {
+		case "delay":
+			e.Delay = d
+		case "jitter":
+			e.Jitter = d
+		default:
+			e.RTO = d
+		}
+	case "distribution":
+		e.Distribution = nil
+		if !unset {
+			x, err := netem.ParseDistribution(v.Text)
+			if err != nil {
+				return true, badValue(o.Name, v, err)
+			}
+			e.Distribution = &x
+		}
+	case "correlation", "loss":
+		var f *float64
+		if !unset {
+			x, err := parseFraction(v)
+			if err != nil {
+				return true, badValue(o.Name, v, err)
+			}
+			f = &x
+		}
+		if o.Name == "loss" {
+			e.Loss = f
+		} else {
+			e.Correlation = f
+		}
+	case "rate":
+		e.Rate = nil
+		if !unset {
+			x, err := parseRate(v)
+			if err != nil {
+				return true, badValue(o.Name, v, err)
+			}
+			e.Rate = &x
+		}
+	case "burst", "window":
+		var n *int64
+		if !unset {
+			x, err := parseSize(v)
+			if err != nil {
+				return true, badValue(o.Name, v, err)
+			}
+			n = &x
+		}
+		if o.Name == "burst" {
+			e.Burst = n
+		} else {
+			e.Window = n
+		}
+	case "seed":
+		e.Seed = nil
+		if !unset {
+			x, err := parseInt(v, math.MinInt64, math.MaxInt64)
+			if err != nil {
+				return true, badValue(o.Name, v, err)
+			}
+			e.Seed = &x
+		}
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// ParseEmulation parses path-emulation options spelled as in the admin
+// console (delay: "10ms", rate: "1Gbit", loss: "0.1%", ...), as a
+// configuration file gives them for a route. Names are case-insensitive.
+func ParseEmulation(opts map[string]string) (Emulation, error) {
+	var e Emulation
+	names := make([]string, 0, len(opts))
+	for k := range opts {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		o := ddl.Option{Name: strings.ToLower(strings.TrimSpace(k)), Value: ddl.Value{Kind: ddl.String, Text: opts[k]}}
+		ok, err := setEmulation(&e, o)
+		if err != nil {
+			return Emulation{}, err
+		}
+		if !ok {
+			return Emulation{}, ddl.Errorf(ddl.CodeInvalidParameter, 0, "unrecognized emulation option %q (valid: %s)", k, strings.Join(emulationOptions, ", "))
+		}
+	}
+	return e, nil
+}
+
+// formatEmulation writes the options e sets as "delay=10ms jitter=1ms".
+func formatEmulation(e Emulation) string {
+	var parts []string
+	add := func(k, v string) { parts = append(parts, k+"="+v) }
+	if e.Delay != nil {
+		add("delay", units.FormatDuration(time.Duration(*e.Delay)))
+	}
+	if e.Jitter != nil {
+		add("jitter", units.FormatDuration(time.Duration(*e.Jitter)))
+	}
+	if e.Distribution != nil {
+		add("distribution", e.Distribution.String())
+	}
+	if e.Correlation != nil {
+		add("correlation", formatFloat(*e.Correlation))
+	}
+	if e.Rate != nil {
+		add("rate", units.FormatRate(*e.Rate))
+	}
+	if e.Burst != nil {
+		add("burst", units.FormatBytes(*e.Burst))
+	}
+	if e.Loss != nil {
+		add("loss", formatFloat(*e.Loss*100)+"%")
+	}
+	if e.RTO != nil {
+		add("rto", units.FormatDuration(time.Duration(*e.RTO)))
+	}
+	if e.Window != nil {
+		add("window", units.FormatBytes(*e.Window))
+	}
+	if e.Seed != nil {
+		add("seed", strconv.FormatInt(*e.Seed, 10))
+	}
+	return strings.Join(parts, " ")
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// linkOptions are the options of CREATE/ALTER LINK.
+var linkOptions = append([]string{"capacity", "queue_size"}, emulationOptions...)
+
+func setLinkOption(d *LinkDef, o ddl.Option) error {
+	v := o.Value
+	switch o.Name {
+	case "capacity":
+		d.Capacity = 0
+		if v.Kind != ddl.Default && !isUnlimitedWord(v) {
+			x, err := parseRate(v)
+			if err != nil {
+				return badValue(o.Name, v, err)
+			}
+			d.Capacity = x
+		}
+		return nil
+	case "queue_size":
+		d.QueueSize = 0
+		if v.Kind != ddl.Default {
+			x, err := parseSize(v)
+			if err != nil {
+				return badValue(o.Name, v, err)
+			}
+			d.QueueSize = x
+		}
+		return nil
+	}
+	ok, err := setEmulation(&d.Emulation, o)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return unknownParam(ddl.Link, o, linkOptions)
+	}
+	return nil
+}
+
+func isUnlimitedWord(v ddl.Value) bool {
+	return strings.EqualFold(strings.TrimSpace(v.Text), "unlimited") || strings.TrimSpace(v.Text) == "-1"
+}
+
+// poolOptions are the options of CREATE/ALTER RESOURCE POOL.
+var poolOptions = append([]string{"except_rule", "weight", "network_priority"}, emulationOptions...)
+
+// gaussPoolOptions are GaussDB resource-pool parameters that govern the
+// database's own resources, which a network proxy does not control.
+var gaussPoolOptions = map[string]bool{
+	"mem_percent": true, "cpu_affinity": true, "control_group": true,
+	"active_statements": true, "max_dop": true, "memory_limit": true,
+	"io_limits": true, "io_priority": true, "nodegroup": true,
+	"is_foreign": true, "max_worker": true, "min_worker": true,
+	"max_workers": true, "max_connections": true,
+}
+
+func setPoolOption(p *Pool, o ddl.Option) error {
+	v := o.Value
+	switch o.Name {
+	case "except_rule":
+		p.ExceptRules = nil
+		if v.Kind == ddl.Default {
+			return nil
+		}
+		seen := map[string]bool{}
+		for _, r := range strings.Split(v.Text, ",") {
+			r = strings.TrimSpace(r)
+			if v.Kind == ddl.Word {
+				r = strings.ToLower(r)
+			}
+			if r == "" || strings.EqualFold(r, "none") {
+				continue
+			}
+			if !seen[r] {
+				seen[r] = true
+				p.ExceptRules = append(p.ExceptRules, r)
+			}
+		}
+		return nil
+	case "weight":
+		p.Weight = link.DefaultWeight
+		if v.Kind != ddl.Default {
+			x, err := parseInt(v, 1, link.MaxWeight)
+			if err != nil {
+				return badValue(o.Name, v, err)
+			}
+			p.Weight = int(x)
+		}
+		return nil
+	case "network_priority":
+		p.Priority = link.Normal
+		if v.Kind != ddl.Default {
+			c, err := link.ParseClass(v.Text)
+			if err != nil {
+				return badValue(o.Name, v, err)
+			}
+			p.Priority = c
+		}
+		return nil
+	}
+	if gaussPoolOptions[o.Name] {
+		return ddl.Errorf(ddl.CodeNotSupported, o.NamePos, "resource pool parameter %s is not supported: sluice manages network traffic, not the database's %s", o.Name, strings.ReplaceAll(o.Name, "_", " "))
+	}
+	ok, err := setEmulation(&p.Emulation, o)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return unknownParam(ddl.Pool, o, poolOptions)
+	}
+	return nil
+}
+
+// ruleOptions are the options of CREATE/ALTER EXCEPT RULE that sluice
+// measures.
+var ruleOptions = []string{"bandwidth", "elapsedtime", "action"}
+
+// unmeasurable are GaussDB exception-rule parameters that need the
+// database's executor: a proxy sees bytes and time only.
+var unmeasurable = map[string]string{
+	"blocktime":      "time spent queued by the database's workload manager",
+	"cputime":        "CPU time",
+	"allcputime":     "CPU time on all nodes",
+	"cpuskewpercent": "CPU skew across nodes",
+	"spillsize":      "spill to disk",
+	"broadcastsize":  "broadcast size inside the cluster",
+	"memsize":        "memory use",
+	"cpuavgpercent":  "average CPU use",
+}
+
+func setRuleOption(r *Rule, o ddl.Option) error {
+	v := o.Value
+	switch o.Name {
+	case "bandwidth":
+		r.Bandwidth = Unlimited
+		if v.Kind == ddl.Default {
+			return nil
+		}
+		f, err := parseThreshold(v, func(s string) (float64, error) {
+			b, err := units.ParseRate(s)
+			return float64(b) / 1e6, err
+		})
+		if err != nil {
+			return badValue(o.Name, v, err)
+		}
+		r.Bandwidth = f
+		return nil
+	case "elapsedtime":
+		r.ElapsedTime = Unlimited
+		if v.Kind == ddl.Default {
+			return nil
+		}
+		f, err := parseThreshold(v, func(s string) (float64, error) {
+			d, err := units.ParseDuration(s)
+			return d.Seconds(), err
+		})
+		if err != nil {
+			return badValue(o.Name, v, err)
+		}
+		r.ElapsedTime = f
+		return nil
+	case "action":
+		r.Action = Abort
+		if v.Kind == ddl.Default {
+			return nil
+		}
+		switch a := Action(strings.ToLower(strings.TrimSpace(v.Text))); a {
+		case Abort, Penalty:
+			r.Action = a
+			return nil
+		}
+		return badValue(o.Name, v, fmt.Errorf("want 'abort' or 'penalty'"))
+	}
+	if what, ok := unmeasurable[o.Name]; ok {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v.Text), 64); (err == nil && f == Unlimited) || v.Kind == ddl.Default {
+			return nil // "no limit" is harmless
+		}
+		e := ddl.Errorf(ddl.CodeNotSupported, o.NamePos, "exception rule parameter %s is not supported: sluice cannot measure %s, only a statement's bytes and elapsed time", o.Name, what)
+		e.Hint = "Use bandwidth and elapsedtime, or set " + o.Name + " to -1."
+		return e
+	}
+	return unknownParam(ddl.Rule, o, ruleOptions)
+}
+
+// parseThreshold reads -1 (Unlimited), a bare non-negative number in the
+// rule's base unit, or a value with a unit converted by withUnit.
+func parseThreshold(v ddl.Value, withUnit func(string) (float64, error)) (float64, error) {
+	t := strings.TrimSpace(v.Text)
+	if f, err := strconv.ParseFloat(t, 64); err == nil {
+		switch {
+		case f == Unlimited:
+			return Unlimited, nil
+		case f < 0 || math.IsNaN(f) || math.IsInf(f, 0):
+			return 0, fmt.Errorf("want -1 (unlimited) or a number >= 0")
+		}
+		return f, nil
+	}
+	f, err := withUnit(t)
+	if err != nil {
+		return 0, err
+	}
+	return f, nil
+}
+
+// setting describes one global setting.
+type setting struct {
+	name string
+	desc string
+	def  func(Settings) string // formats the value in s
+	set  func(*Settings, ddl.Value) error
+}
+
+var settings = []setting{
+	{
+		name: "except_check_period",
+		desc: "Interval between two checks of a statement's exception rules (seconds, or with a unit).",
+		def:  func(s Settings) string { return units.FormatDuration(s.ExceptCheckPeriod) },
+		set: func(s *Settings, v ddl.Value) error {
+			d, err := parseSeconds(v)
+			if err != nil {
+				return err
+			}
+			if d < 100*time.Millisecond || d > 24*time.Hour {
+				return fmt.Errorf("must be between 100ms and 24h")
+			}
+			s.ExceptCheckPeriod = d
+			return nil
+		},
+	},
+	{
+		name: "low_priority_bandwidth",
+		desc: "Rate limit of the low-priority class on each link (bytes/s with a unit, e.g. '256MB'; 0 is unlimited).",
+		def:  func(s Settings) string { return units.FormatRate(s.LowPriorityBandwidth) },
+		set: func(s *Settings, v ddl.Value) error {
+			if isUnlimitedWord(v) {
+				s.LowPriorityBandwidth = 0
+				return nil
+			}
+			r, err := parseRate(v)
+			if err != nil {
+				return err
+			}
+			s.LowPriorityBandwidth = r
+			return nil
+		},
+	},
+	{
+		name: "low_priority_queue_bytes",
+		desc: "Bound on low-priority bytes in a link's device queue (size with a unit; -1 switches it off).",
+		def: func(s Settings) string {
+			if s.LowPriorityQueueBytes < 0 {
+				return "-1"
+			}
+			return units.FormatBytes(s.LowPriorityQueueBytes)
+		},
+		set: func(s *Settings, v ddl.Value) error {
+			if strings.TrimSpace(v.Text) == "-1" {
+				s.LowPriorityQueueBytes = -1
+				return nil
+			}
+			b, err := parseSize(v)
+			if err != nil {
+				return err
+			}
+			if b == 0 {
+				return fmt.Errorf("must be positive, or -1 to switch the bound off")
+			}
+			s.LowPriorityQueueBytes = b
+			return nil
+		},
+	},
+	{
+		name: "network_control",
+		desc: "Priority scheduling on links (on: classes, pool weights and low-priority limits; off: one FIFO).",
+		def: func(s Settings) string {
+			if s.NetworkControl {
+				return "on"
+			}
+			return "off"
+		},
+		set: func(s *Settings, v ddl.Value) error {
+			b, err := parseBool(v)
+			if err != nil {
+				return err
+			}
+			s.NetworkControl = b
+			return nil
+		},
+	},
+}
+
+func findSetting(name string) *setting {
+	for i := range settings {
+		if settings[i].name == name {
+			return &settings[i]
+		}
+	}
+	return nil
+}
+
+func settingNames() []string {
+	out := make([]string, len(settings))
+	for i, s := range settings {
+		out[i] = s.name
+	}
+	return out
+}

@@ -1,0 +1,139 @@
+package wlm
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
+)
+
+func TestCatalogRoundTrip(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	mustExec(t, m, reference)
+	mustExec(t, m, `CREATE LINK wan WITH (capacity='123456789', delay='1.234567ms', jitter='1ms', distribution=pareto, loss='0.01%', seed=-7);
+CREATE EXCEPT RULE r2 WITH (bandwidth=0.125, action=abort);
+CREATE RESOURCE POOL vip WITH (network_priority=high, weight=9, except_rule='r2,bandwidth_rule1', rate='1GB');
+SET low_priority_bandwidth = '123456789'; SET except_check_period = '1.5s'; SET low_priority_queue_bytes = -1; SET network_control = off`)
+	data, err := MarshalCatalog(m.Catalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := UnmarshalCatalog("mem", data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if !reflect.DeepEqual(got, m.Catalog()) {
+		t.Errorf("round trip differs:\n got %+v\nwant %+v\n%s", got, m.Catalog(), data)
+	}
+}
+
+func TestCatalogPersistence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.json")
+	m := newTestManager(t, ManagerOptions{CatalogPath: path})
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("NewManager did not create the catalog file: %v", err)
+	}
+	mustExec(t, m, reference)
+	mustExec(t, m, "ALTER LINK default WITH (capacity='1Gbit', delay='5ms'); SET low_priority_bandwidth = '64MB'")
+	want := m.Catalog()
+	m.Close()
+
+	m2 := newTestManager(t, ManagerOptions{CatalogPath: path})
+	if !reflect.DeepEqual(m2.Catalog(), want) {
+		t.Errorf("after restart:\n got %+v\nwant %+v", m2.Catalog(), want)
+	}
+	if c := m2.Link(DefaultLink).Config(); c.Capacity != 125e6 || c.LowPriorityBandwidth != 64e6 {
+		t.Errorf("runtime link after restart: %+v", c)
+	}
+	if b := m2.Bind("", "user1"); b.Pool != "rp1" {
+		t.Errorf("binding after restart: %+v", b)
+	}
+	// No temporary files are left behind.
+	ents, _ := os.ReadDir(filepath.Dir(path))
+	if len(ents) != 1 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("directory holds %v", names)
+	}
+}
+
+func TestCatalogCorrupt(t *testing.T) {
+	tests := []struct {
+		name string
+		data string
+		want string
+	}{
+		{"empty", "", "the file is empty"},
+		{"truncated", "{\n  \"format\": \"sluice-catalog/1\",\n  \"links\": {", "unexpected EOF"},
+		{"syntax", "{\n  \"format\": \"sluice-catalog/1\",\n  \"links\": {]\n}", "line 3, column 13"},
+		{"type", "{\n  \"format\": \"sluice-catalog/1\",\n  \"rules\": {\"r\": {\"bandwidth\": \"fast\"}}\n}", "line 3, column"},
+		{"unknown field", `{"format": "sluice-catalog/1", "colour": 1}`, `unknown field "colour"`},
+		{"format", `{"format": "other/9"}`, `format "other/9"`},
+		{"dangling pool", `{"format": "sluice-catalog/1", "users": {"u": {"resource_pool": "nope"}}}`, `resource pool "nope" does not exist`},
+		{"dangling rule", `{"format": "sluice-catalog/1", "pools": {"p": {"weight": 1, "network_priority": "normal", "except_rule": ["nope"]}}}`, `except rule "nope" does not exist`},
+		{"bad rule", `{"format": "sluice-catalog/1", "rules": {"r": {"bandwidth": -1, "elapsedtime": -1, "action": "abort"}}}`, "no threshold"},
+		{"bad setting", `{"format": "sluice-catalog/1", "settings": {"network_control": "sometimes"}}`, "setting network_control"},
+		{"unknown setting", `{"format": "sluice-catalog/1", "settings": {"x": "1"}}`, `unknown setting "x"`},
+		{"trailing", `{"format": "sluice-catalog/1"} {}`, "unexpected data after the catalog"},
+	}
+	for _, tt := range tests {
+		path := filepath.Join(t.TempDir(), "catalog.json")
+		if err := os.WriteFile(path, []byte(tt.data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m, err := NewManager(ManagerOptions{CatalogPath: path})
+		if err == nil {
+			m.Close()
+			t.Errorf("%s: NewManager succeeded", tt.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %q does not name the file and %q", tt.name, err, tt.want)
+		}
+	}
+	// A minimal file is valid: missing parts take their defaults.
+	path := filepath.Join(t.TempDir(), "catalog.json")
+	if err := os.WriteFile(path, []byte(`{"format": "sluice-catalog/1"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := newTestManager(t, ManagerOptions{CatalogPath: path})
+	if m.Catalog().Links[DefaultLink] == nil || m.Catalog().Settings != DefaultSettings() {
+		t.Errorf("minimal catalog = %+v", m.Catalog())
+	}
+}
+
+func TestCatalogSaveFailure(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sub")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "catalog.json")
+	m := newTestManager(t, ManagerOptions{CatalogPath: path})
+	mustExec(t, m, "CREATE RESOURCE POOL p")
+	before, v := m.Catalog(), m.Version()
+	// Make the directory unusable: the next change cannot be saved.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	e := execErr(t, m, "CREATE RESOURCE POOL q")
+	if e.Code != CodeIOError || !strings.Contains(e.Detail, path) {
+		t.Errorf("got %+v", e)
+	}
+	if m.Catalog() != before || m.Version() != v {
+		t.Error("a change that could not be saved was applied")
+	}
+	// A catalog path in a missing directory fails at start.
+	if _, err := NewManager(ManagerOptions{CatalogPath: filepath.Join(dir, "x", "c.json")}); err == nil {
+		t.Error("NewManager with an unwritable catalog path succeeded")
+	}
+	var de *ddl.Error
+	if errors.As(error(e), &de) && de.Position != 0 {
+		t.Errorf("position %d", de.Position)
+	}
+}
