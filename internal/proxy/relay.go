@@ -121,6 +121,12 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 	if aborted {
 		c.Upstream.Close()
 	}
+	if r.route.WrapClient != nil {
+		c.Client = r.route.WrapClient(c.Client)
+	}
+	if r.route.WrapUpstream != nil {
+		c.Upstream = r.route.WrapUpstream(c.Upstream)
+	}
 	log.Info("session open", "route", r.route.Name, "session", sess.ID, "client", sess.Info.Client, "user", sess.User(), "database", sess.Database())
 
 	up := newPump(r.srv, r.route, sess, dirUp, c.Client, c.Upstream, c.Up)

@@ -33,6 +33,10 @@ type Route struct {
 	NotSentLowat int
 	// Listener, if set, is used instead of listening on Listen.
 	Listener net.Listener
+	// WrapClient and WrapUpstream, if set, wrap the two sockets after the
+	// opening exchange, before relaying starts (fault injection).
+	WrapClient   func(net.Conn) net.Conn
+	WrapUpstream func(net.Conn) net.Conn
 }
 
 func (r *Route) linkName() string {

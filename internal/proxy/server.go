@@ -250,3 +250,23 @@ func (s *Server) Close() error {
 	}
 	return nil
 }
+
+// UnsentBytes returns, per route, the bytes written to client sockets that
+// the kernel has not sent yet (TCP_INFO notsent), summed over the live
+// sessions.
+func (s *Server) UnsentBytes() map[string]int64 {
+	s.mu.Lock()
+	rs := make([]*relay, 0, len(s.conns))
+	for r := range s.conns {
+		rs = append(rs, r)
+	}
+	s.mu.Unlock()
+	out := make(map[string]int64)
+	for _, r := range rs {
+		n, err := UnsentBytes(r.client)
+		if err == nil {
+			out[r.route.Name] += int64(n)
+		}
+	}
+	return out
+}
