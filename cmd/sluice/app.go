@@ -76,6 +76,12 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, clk clock
 			return nil, err
 		}
 	}
+	if cfg.HTTP.Listen != "" {
+		if err := a.startHTTP(actx, cfg, clk); err != nil {
+			a.close()
+			return nil, err
+		}
+	}
 	return a, nil
 }
 
