@@ -90,7 +90,8 @@ type Registry struct {
 	byKey    map[string]*Session // guarded by mu; cancel keys
 	recent   []*Statement        // guarded by mu; ring of ended statements
 	next     int                 // guarded by mu; ring write position
-	watchers []Watcher           // guarded by mu
+	watchers []watcher           // guarded by mu
+	watchID  uint64              // guarded by mu; last watcher id
 }
 
 // NewRegistry returns an empty registry.
@@ -109,13 +110,15 @@ func NewRegistry(opts Options) *Registry {
 // Watch adds w; the returned function removes it.
 func (r *Registry) Watch(w Watcher) (unwatch func()) {
 	r.mu.Lock()
-	r.watchers = append(r.watchers, w)
+	r.watchID++
+	id := r.watchID
+	r.watchers = append(r.watchers, watcher{id, w})
 	r.mu.Unlock()
 	return func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for i, x := range r.watchers {
-			if x == w {
+			if x.id == id {
 				r.watchers = append(r.watchers[:i:i], r.watchers[i+1:]...)
 				return
 			}
@@ -123,12 +126,17 @@ func (r *Registry) Watch(w Watcher) (unwatch func()) {
 	}
 }
 
+type watcher struct {
+	id uint64
+	w  Watcher
+}
+
 func (r *Registry) emit(e Event) {
 	r.mu.Lock()
 	ws := r.watchers
 	r.mu.Unlock()
 	for _, w := range ws {
-		w.Observe(e)
+		w.w.Observe(e)
 	}
 }
 

@@ -16,7 +16,8 @@ func TestStatementLifecycle(t *testing.T) {
 	r := NewRegistry(Options{KeepStatements: 2})
 	var mu sync.Mutex
 	var kinds []EventKind
-	r.Watch(WatcherFunc(func(e Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() }))
+	unwatch := r.Watch(WatcherFunc(func(e Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() }))
+	defer unwatch()
 	now := time.Unix(100, 0)
 	s := r.Open(Info{Route: "pg", Protocol: "postgres"}, now)
 	s.SetIdentity("user1", "db", "psql")

@@ -1,0 +1,564 @@
+package netem
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/clock"
+)
+
+// got is one dst.Write seen by a recorder.
+type got struct {
+	at time.Time
+	b  []byte
+}
+
+// recorder is a dst that records the clock's time of every write. If gate
+// is set, each write first waits for a value from it; if fail is set,
+// writes fail with it.
+type recorder struct {
+	clk     clock.Clock
+	writes  chan got
+	entered chan struct{}
+	gate    chan struct{}
+	fail    error
+}
+
+func newRecorder(clk clock.Clock) *recorder {
+	return &recorder{clk: clk, writes: make(chan got, 4096), entered: make(chan struct{}, 4096)}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.entered <- struct{}{}
+	if r.gate != nil {
+		<-r.gate
+	}
+	if r.fail != nil {
+		return 0, r.fail
+	}
+	r.writes <- got{r.clk.Now(), bytes.Clone(p)}
+	return len(p), nil
+}
+
+// next returns the next write; it fails the test if none comes (the
+// real-time limit only turns a hang into a failure).
+func (r *recorder) next(t *testing.T) got {
+	t.Helper()
+	select {
+	case g := <-r.writes:
+		return g
+	case <-time.After(10 * time.Second):
+		t.Fatal("no write reached dst")
+		return got{}
+	}
+}
+
+func (r *recorder) none(t *testing.T) {
+	t.Helper()
+	select {
+	case g := <-r.writes:
+		t.Fatalf("unexpected write of %d bytes at %v", len(g.b), g.at)
+	default:
+	}
+}
+
+func recv[T any](t *testing.T, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out")
+		var zero T
+		return zero
+	}
+}
+
+func closeLine(t *testing.T, l *Line) {
+	t.Helper()
+	if err := l.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+var noSpin = LineOptions{Spin: -1}
+
+func TestLineReleaseTimes(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	prm := Params{Delay: 10 * time.Millisecond, Jitter: 3 * time.Millisecond, Distribution: Normal, Rate: 1e6, Seed: 7}
+	l := NewLine(clk, rec, NewPath(prm, 1), noSpin)
+	defer closeLine(t, l)
+	twin := NewPath(prm, 1)
+
+	var want []time.Time
+	var data [][]byte
+	for i := 0; i < 50; i++ {
+		arr := t0.Add(time.Duration(i) * time.Millisecond)
+		b := bytes.Repeat([]byte{byte(i)}, 100+37*i)
+		if err := l.Write(ctx, b, arr); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, twin.Release(arr, len(b)))
+		data = append(data, b)
+	}
+	for i, w := range want {
+		if w.After(clk.Now()) {
+			clk.BlockUntil(1) // the writer waits for w
+			clk.Set(w)
+		}
+		g := rec.next(t)
+		if !g.at.Equal(w) || !bytes.Equal(g.b, data[i]) {
+			t.Fatalf("chunk %d: %d bytes at +%v, want %d bytes at +%v", i, len(g.b), g.at.Sub(t0), len(data[i]), w.Sub(t0))
+		}
+	}
+	rec.none(t)
+}
+
+func TestLineNoReorderLargeJitter(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	prm := Params{Delay: 2 * time.Millisecond, Jitter: 40 * time.Millisecond, Distribution: Pareto, Loss: 0.002, Seed: 3}
+	l := NewLine(clk, rec, NewPath(prm, 9), noSpin)
+	defer closeLine(t, l)
+	twin := NewPath(prm, 9)
+
+	r := rand.New(rand.NewPCG(4, 4))
+	var in bytes.Buffer
+	var want []time.Time
+	arr := t0
+	for i := 0; i < 300; i++ {
+		arr = arr.Add(time.Duration(r.IntN(500)) * time.Microsecond)
+		b := make([]byte, 1+r.IntN(4000))
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		in.Write(b)
+		if err := l.Write(ctx, b, arr); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, twin.Release(arr, len(b)))
+	}
+	var out bytes.Buffer
+	var prev time.Time
+	for _, w := range want {
+		if w.After(clk.Now()) {
+			clk.BlockUntil(1)
+			clk.Set(w)
+		}
+		g := rec.next(t)
+		if g.at.Before(prev) || !g.at.Equal(w) {
+			t.Fatalf("write at +%v after one at +%v, want +%v", g.at.Sub(t0), prev.Sub(t0), w.Sub(t0))
+		}
+		prev = g.at
+		out.Write(g.b)
+	}
+	if !bytes.Equal(in.Bytes(), out.Bytes()) {
+		t.Fatalf("output (%d bytes) differs from input (%d bytes)", out.Len(), in.Len())
+	}
+}
+
+func TestLineBackpressure(t *testing.T) {
+	const ms = time.Millisecond
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	l := NewLine(clk, rec, NewPath(Params{Delay: 10 * ms, Window: 3000}, 0), noSpin)
+	defer closeLine(t, l)
+	chunk := make([]byte, 1000)
+
+	for i := 0; i < 3; i++ {
+		if err := l.Write(ctx, chunk, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- l.Write(ctx, chunk, t0) }()
+	// The writer waits for t0+10ms, the blocked Write for the ack of the
+	// first chunk at t0+20ms.
+	clk.BlockUntil(2)
+	if next, _ := clk.Next(); !next.Equal(t0.Add(10 * ms)) {
+		t.Fatalf("first deadline +%v", next.Sub(t0))
+	}
+	select {
+	case err := <-errc:
+		t.Fatalf("Write returned (%v) with the window full", err)
+	default:
+	}
+	clk.Set(t0.Add(10 * ms))
+	for i := 0; i < 3; i++ {
+		if g := rec.next(t); !g.at.Equal(t0.Add(10 * ms)) {
+			t.Fatalf("chunk %d released at +%v", i, g.at.Sub(t0))
+		}
+	}
+	if next, _ := clk.Next(); !next.Equal(t0.Add(20 * ms)) {
+		t.Fatalf("blocked Write waits for +%v, want +20ms", next.Sub(t0))
+	}
+	clk.Set(t0.Add(20 * ms))
+	if err := recv(t, errc); err != nil {
+		t.Fatal(err)
+	}
+	if l.fl.bytes > 3000 {
+		t.Fatalf("%d bytes in flight, window 3000", l.fl.bytes)
+	}
+	// The fourth chunk entered the path at +20ms.
+	clk.BlockUntil(1)
+	clk.Set(t0.Add(30 * ms))
+	if g := rec.next(t); !g.at.Equal(t0.Add(30 * ms)) {
+		t.Fatalf("fourth chunk released at +%v, want +30ms", g.at.Sub(t0))
+	}
+}
+
+func TestLineAckDelay(t *testing.T) {
+	const ms = time.Millisecond
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	l := NewLine(clk, rec, NewPath(Params{Delay: 10 * ms, Window: 1000}, 0), LineOptions{
+		Spin:     -1,
+		AckDelay: func() time.Duration { return 30 * ms },
+	})
+	defer closeLine(t, l)
+	if err := l.Write(ctx, make([]byte, 1000), t0); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- l.Write(ctx, make([]byte, 10), t0) }()
+	clk.BlockUntil(2)
+	clk.Set(t0.Add(10 * ms))
+	rec.next(t)
+	if next, _ := clk.Next(); !next.Equal(t0.Add(40 * ms)) {
+		t.Fatalf("window frees at +%v, want +40ms (10ms there, 30ms back)", next.Sub(t0))
+	}
+	clk.Set(t0.Add(40 * ms))
+	if err := recv(t, errc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLineSlowDst(t *testing.T) {
+	// The window frees only once chunks are passed on: a stuck dst stops
+	// the writer, and so the Line never holds more than the window.
+	const ms = time.Millisecond
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	rec.gate = make(chan struct{})
+	l := NewLine(clk, rec, NewPath(Params{Delay: ms, Window: 2000}, 0), noSpin)
+	defer closeLine(t, l)
+	chunk := make([]byte, 1000)
+	for i := 0; i < 2; i++ {
+		if err := l.Write(ctx, chunk, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- l.Write(ctx, chunk, t0) }()
+	clk.BlockUntil(2)
+	clk.Set(t0.Add(2 * ms)) // release due at +1ms, ack at +2ms
+	recv(t, rec.entered)    // the writer is stuck in dst.Write
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-errc:
+		t.Fatalf("Write returned (%v) while dst held the window", err)
+	default:
+	}
+	rec.gate <- struct{}{}
+	rec.gate <- struct{}{}
+	if err := recv(t, errc); err != nil {
+		t.Fatal(err)
+	}
+	clk.BlockUntil(1)
+	clk.Set(t0.Add(3 * ms))
+	rec.gate <- struct{}{}
+	for i := 0; i < 3; i++ {
+		rec.next(t)
+	}
+}
+
+func TestLineWindowWaitCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	l := NewLine(clk, rec, NewPath(Params{Delay: time.Millisecond, Window: 100}, 0), noSpin)
+	defer closeLine(t, l)
+	if err := l.Write(ctx, make([]byte, 100), t0); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- l.Write(ctx, []byte("late"), t0) }()
+	clk.BlockUntil(2)
+	cancel()
+	if err := recv(t, errc); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Write = %v, want context.Canceled", err)
+	}
+	clk.Set(t0.Add(time.Hour))
+	if err := l.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if g := rec.next(t); len(g.b) != 100 {
+		t.Fatalf("released %d bytes", len(g.b))
+	}
+	rec.none(t) // the cancelled chunk was not written
+}
+
+func TestLineFlush(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	l := NewLine(clk, rec, NewPath(Params{Delay: 10 * time.Millisecond}, 0), noSpin)
+	defer closeLine(t, l)
+
+	if err := l.Flush(ctx); err != nil {
+		t.Fatalf("Flush with nothing pending: %v", err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := l.Write(ctx, []byte("abc"), t0.Add(time.Duration(i)*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := l.Flush(cctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Flush with a cancelled context = %v", err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- l.Flush(ctx) }()
+	for i := 0; i < 3; i++ {
+		at := t0.Add(time.Duration(10+i) * time.Millisecond)
+		select {
+		case err := <-errc:
+			t.Fatalf("Flush returned (%v) with chunk %d pending", err, i)
+		default:
+		}
+		clk.BlockUntil(1)
+		clk.Set(at)
+		if g := rec.next(t); !g.at.Equal(at) {
+			t.Fatalf("chunk %d released at +%v", i, g.at.Sub(t0))
+		}
+	}
+	if err := recv(t, errc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLineClose(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	l := NewLine(clk, rec, NewPath(Params{Delay: time.Second, Window: 10}, 0), noSpin)
+	if err := l.Write(ctx, make([]byte, 10), t0); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- l.Write(ctx, []byte("x"), t0) }()
+	clk.BlockUntil(2)
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if err := recv(t, errc); !errors.Is(err, ErrClosed) || !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("blocked Write = %v, want ErrClosed", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	if err := l.Write(ctx, []byte("x"), t0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Write after Close = %v", err)
+	}
+	if err := l.Flush(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Flush after Close = %v", err)
+	}
+	clk.Set(t0.Add(time.Hour))
+	rec.none(t) // pending chunks are discarded
+}
+
+func TestLineCloseConcurrent(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := NewLine(clk, newRecorder(clk), NewPath(Params{Delay: time.Second}, 0), noSpin)
+	done := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		go func() { done <- l.Close() }()
+	}
+	for i := 0; i < 4; i++ {
+		if err := recv(t, done); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestLineWriteError(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("boom")
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	rec.fail = boom
+	l := NewLine(clk, rec, NewPath(Params{Delay: time.Millisecond}, 0), noSpin)
+	if err := l.Write(ctx, []byte("a"), t0); err != nil {
+		t.Fatalf("first Write = %v", err)
+	}
+	if err := l.Write(ctx, []byte("b"), t0); err != nil && !errors.Is(err, boom) {
+		t.Fatalf("second Write = %v", err)
+	}
+	clk.BlockUntil(1)
+	clk.Set(t0.Add(time.Millisecond))
+	if err := l.Flush(ctx); !errors.Is(err, boom) {
+		t.Fatalf("Flush = %v, want the dst error", err)
+	}
+	if err := l.Write(ctx, []byte("c"), t0); !errors.Is(err, boom) {
+		t.Fatalf("Write after the error = %v", err)
+	}
+	if err := l.Close(); !errors.Is(err, boom) {
+		t.Fatalf("Close = %v, want the dst error", err)
+	}
+	if err := l.Close(); !errors.Is(err, boom) {
+		t.Fatalf("second Close = %v, want the dst error", err)
+	}
+	if err := l.Write(ctx, []byte("d"), t0); !errors.Is(err, boom) {
+		t.Fatalf("Write after Close = %v, want the first error", err)
+	}
+}
+
+func TestLineShortWrite(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := NewLine(clk, shortWriter{}, NewPath(Params{}, 0), noSpin)
+	if err := l.Write(context.Background(), []byte("abc"), t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(context.Background()); err == nil {
+		t.Fatal("short write not reported")
+	}
+	l.Close()
+}
+
+type shortWriter struct{}
+
+func (shortWriter) Write(p []byte) (int, error) { return len(p) - 1, nil }
+
+func TestLineSpin(t *testing.T) {
+	// With spinning on, the writer sleeps until one lead (1 ms assumed
+	// timer lateness + 100 µs) before the deadline, then spins on the
+	// clock; the release is still exactly at the deadline.
+	const ms = time.Millisecond
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	l := NewLine(clk, rec, NewPath(Params{Delay: 10 * ms}, 0), LineOptions{})
+	defer closeLine(t, l)
+	if err := l.Write(context.Background(), []byte("q"), t0); err != nil {
+		t.Fatal(err)
+	}
+	clk.BlockUntil(1)
+	if next, _ := clk.Next(); !next.Equal(t0.Add(10*ms - initialLate - spinMargin)) {
+		t.Fatalf("writer wakes at +%v", next.Sub(t0))
+	}
+	clk.Set(t0.Add(10*ms - time.Microsecond))
+	rec.none(t)
+	clk.Set(t0.Add(10 * ms))
+	if g := rec.next(t); !g.at.Equal(t0.Add(10 * ms)) {
+		t.Fatalf("released at +%v", g.at.Sub(t0))
+	}
+}
+
+func TestLineOversizeChunk(t *testing.T) {
+	// A chunk larger than the window and the largest pool class passes
+	// alone.
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	l := NewLine(clk, rec, NewPath(Params{Window: 1 << 20}, 0), noSpin)
+	defer closeLine(t, l)
+	big := bytes.Repeat([]byte("z"), 5<<20)
+	if err := l.Write(ctx, big, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(ctx, []byte("tail"), t0); err != nil {
+		t.Fatal(err)
+	}
+	if g := rec.next(t); !bytes.Equal(g.b, big) {
+		t.Fatalf("got %d bytes", len(g.b))
+	}
+	if g := rec.next(t); string(g.b) != "tail" {
+		t.Fatalf("got %q", g.b)
+	}
+}
+
+func TestLineSetParamsLive(t *testing.T) {
+	const ms = time.Millisecond
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	path := NewPath(Params{Delay: 50 * ms}, 0)
+	l := NewLine(clk, rec, path, noSpin)
+	defer closeLine(t, l)
+	if err := l.Write(ctx, []byte("a"), t0); err != nil {
+		t.Fatal(err)
+	}
+	path.SetParams(Params{Delay: 5 * ms})
+	if err := l.Write(ctx, []byte("b"), t0.Add(ms)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(ctx, []byte("c"), t0.Add(60*ms)); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		b  string
+		at time.Duration
+	}{{"a", 50 * ms}, {"b", 50 * ms}, {"c", 65 * ms}} {
+		if t0.Add(w.at).After(clk.Now()) {
+			clk.BlockUntil(1)
+			clk.Set(t0.Add(w.at))
+		}
+		if g := rec.next(t); string(g.b) != w.b || !g.at.Equal(t0.Add(w.at)) {
+			t.Fatalf("got %q at +%v, want %q at +%v", g.b, g.at.Sub(t0), w.b, w.at)
+		}
+	}
+}
+
+func TestBufferPoolClasses(t *testing.T) {
+	tests := []struct{ n, class int }{
+		{1, 0}, {512, 0}, {513, 1}, {1024, 1}, {1025, 2}, {32 << 10, 6}, {4 << 20, 13}, {4<<20 + 1, 14},
+	}
+	for _, tt := range tests {
+		if got := classOf(tt.n); got != tt.class {
+			t.Errorf("classOf(%d) = %d, want %d", tt.n, got, tt.class)
+		}
+	}
+	var bp BufferPool
+	c := bp.get(700)
+	if len(c.buf) != 1024 || c.n != 700 {
+		t.Fatalf("get(700): buffer %d, n %d", len(c.buf), c.n)
+	}
+	bp.put(c)
+	if big := bp.get(5 << 20); big.class != -1 || len(big.buf) != 5<<20 {
+		t.Fatalf("oversize buffer: class %d, %d bytes", big.class, len(big.buf))
+	}
+}
+
+func TestRing(t *testing.T) {
+	var r ring[int]
+	next := 0
+	for i := 0; i < 1000; i++ {
+		r.push(i)
+		if i%3 == 0 {
+			if v := r.pop(); v != next {
+				t.Fatalf("pop = %d, want %d", v, next)
+			}
+			next++
+		}
+	}
+	for r.len() > 0 {
+		if v := r.pop(); v != next {
+			t.Fatalf("pop = %d, want %d", v, next)
+		}
+		next++
+	}
+	if next != 1000 {
+		t.Fatalf("popped %d values", next)
+	}
+}

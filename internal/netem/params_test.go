@@ -1,0 +1,231 @@
+package netem
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseDistribution(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Distribution
+		wantErr bool
+	}{
+		{"uniform", Uniform, false},
+		{"normal", Normal, false},
+		{"pareto", Pareto, false},
+		{"paretonormal", ParetoNormal, false},
+		{" Normal ", Normal, false},
+		{"PARETONORMAL", ParetoNormal, false},
+		{"", 0, true},
+		{"gauss", 0, true},
+		{"pareto-normal", 0, true},
+		{"uniform\x00", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseDistribution(tt.in)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("ParseDistribution(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
+			continue
+		}
+		if err == nil && got != tt.want {
+			t.Errorf("ParseDistribution(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestParseLossKind(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    LossKind
+		wantErr bool
+	}{
+		{"bernoulli", Bernoulli, false},
+		{"random", Bernoulli, false},
+		{"gemodel", GilbertElliott, false},
+		{"Gilbert-Elliott", GilbertElliott, false},
+		{"gilbertelliott", GilbertElliott, false},
+		{"state", 0, true},
+		{"", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseLossKind(tt.in)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("ParseLossKind(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
+			continue
+		}
+		if err == nil && got != tt.want {
+			t.Errorf("ParseLossKind(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestTextRoundTrip(t *testing.T) {
+	for d := Uniform; d <= ParetoNormal; d++ {
+		b, err := d.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Distribution
+		if err := back.UnmarshalText(b); err != nil || back != d {
+			t.Errorf("%v: round trip gave %v, %v", d, back, err)
+		}
+	}
+	for k := Bernoulli; k <= GilbertElliott; k++ {
+		b, err := k.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back LossKind
+		if err := back.UnmarshalText(b); err != nil || back != k {
+			t.Errorf("%v: round trip gave %v, %v", k, back, err)
+		}
+	}
+	if _, err := Distribution(9).MarshalText(); err == nil {
+		t.Error("unknown distribution marshalled")
+	}
+	if _, err := LossKind(9).MarshalText(); err == nil {
+		t.Error("unknown loss kind marshalled")
+	}
+	if got := Distribution(9).String(); got != "Distribution(9)" {
+		t.Errorf("String = %q", got)
+	}
+}
+
+func FuzzParseDistribution(f *testing.F) {
+	for _, s := range []string{"uniform", "normal", "pareto", "paretonormal", " Normal", "", "x", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDistribution(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseDistribution(d.String())
+		if err != nil || back != d {
+			t.Fatalf("%q parsed to %v, which does not round-trip: %v, %v", s, d, back, err)
+		}
+		if !strings.EqualFold(strings.TrimSpace(s), d.String()) {
+			t.Fatalf("%q parsed to %v", s, d)
+		}
+	})
+}
+
+func FuzzParseLossKind(f *testing.F) {
+	for _, s := range []string{"bernoulli", "random", "gemodel", "gilbert-elliott", "GEMODEL ", "", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := ParseLossKind(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseLossKind(k.String())
+		if err != nil || back != k {
+			t.Fatalf("%q parsed to %v, which does not round-trip: %v, %v", s, k, back, err)
+		}
+	})
+}
+
+func TestIsZero(t *testing.T) {
+	tests := []struct {
+		name string
+		p    Params
+		want bool
+	}{
+		{"zero", Params{}, true},
+		{"only window, seed, rto, shape", Params{Window: 1 << 20, Seed: 3, RTO: time.Second, Distribution: Pareto, Correlation: 0.5, Burst: 100}, true},
+		{"negative delay", Params{Delay: -time.Millisecond}, true},
+		{"delay", Params{Delay: time.Microsecond}, false},
+		{"jitter", Params{Jitter: time.Millisecond}, false},
+		{"rate", Params{Rate: 1}, false},
+		{"loss", Params{Loss: 0.01}, false},
+		{"gemodel without p", Params{LossModel: LossModel{Kind: GilbertElliott}}, true},
+		{"gemodel p", Params{LossModel: LossModel{Kind: GilbertElliott, P: 0.01}}, false},
+		{"gemodel good loss", Params{LossModel: LossModel{Kind: GilbertElliott, GoodLoss: 0.01}}, false},
+		{"gemodel ignores Loss", Params{Loss: 0.5, LossModel: LossModel{Kind: GilbertElliott}}, true},
+	}
+	for _, tt := range tests {
+		if got := tt.p.IsZero(); got != tt.want {
+			t.Errorf("%s: IsZero = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Params
+		want Params
+	}{
+		{
+			name: "zero",
+			in:   Params{},
+			want: Params{RTO: MinRTO, Window: DefaultWindow, LossModel: LossModel{R: 1, BadLoss: 1}},
+		},
+		{
+			name: "burst is a millisecond of rate",
+			in:   Params{Rate: 50e6, Delay: 10 * time.Millisecond},
+			want: Params{Rate: 50e6, Burst: 50e3, Delay: 10 * time.Millisecond, RTO: 220 * time.Millisecond, Window: DefaultWindow, LossModel: LossModel{R: 1, BadLoss: 1}},
+		},
+		{
+			name: "burst at least one segment",
+			in:   Params{Rate: 1e5},
+			want: Params{Rate: 1e5, Burst: MSS, RTO: MinRTO, Window: DefaultWindow, LossModel: LossModel{R: 1, BadLoss: 1}},
+		},
+		{
+			name: "jitter widens rto",
+			in:   Params{Delay: 50 * time.Millisecond, Jitter: 40 * time.Millisecond},
+			want: Params{Delay: 50 * time.Millisecond, Jitter: 40 * time.Millisecond, RTO: 420 * time.Millisecond, Window: DefaultWindow, LossModel: LossModel{R: 1, BadLoss: 1}},
+		},
+		{
+			name: "gemodel r defaults to 1-p, clamps",
+			in:   Params{Loss: 2, Correlation: -1, Jitter: -1, LossModel: LossModel{Kind: GilbertElliott, P: 0.25, GoodLoss: math.NaN()}},
+			want: Params{Loss: 1, RTO: MinRTO, Window: DefaultWindow, LossModel: LossModel{Kind: GilbertElliott, P: 0.25, R: 0.75, BadLoss: 1}},
+		},
+		{
+			name: "explicit values kept",
+			in:   Params{Rate: 1e6, Burst: 7, RTO: time.Second, Window: 10, LossModel: LossModel{R: 0.5, BadLoss: 0.5}},
+			want: Params{Rate: 1e6, Burst: 7, RTO: time.Second, Window: 10, LossModel: LossModel{R: 0.5, BadLoss: 0.5}},
+		},
+	}
+	for _, tt := range tests {
+		if got := tt.in.WithDefaults(); got != tt.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		p       Params
+		wantErr string
+	}{
+		{"zero", Params{}, ""},
+		{"full", Params{Delay: 1, Jitter: 1, Distribution: ParetoNormal, Correlation: 1, Rate: 1, Burst: 1, Loss: 1, RTO: 1, Window: 1, LossModel: LossModel{Kind: GilbertElliott, P: 1, R: 1, BadLoss: 1, GoodLoss: 1}}, ""},
+		{"negative delay", Params{Delay: -1}, "delay"},
+		{"negative jitter", Params{Jitter: -1}, "jitter"},
+		{"negative rto", Params{RTO: -1}, "rto"},
+		{"negative rate", Params{Rate: -1}, "rate"},
+		{"negative burst", Params{Burst: -1}, "burst"},
+		{"negative window", Params{Window: -1}, "window"},
+		{"correlation above 1", Params{Correlation: 1.5}, "correlation"},
+		{"loss NaN", Params{Loss: math.NaN()}, "loss"},
+		{"gemodel p", Params{LossModel: LossModel{P: -0.1}}, "gemodel p"},
+		{"gemodel good loss", Params{LossModel: LossModel{GoodLoss: 2}}, "good-state"},
+		{"distribution", Params{Distribution: 4}, "distribution"},
+		{"loss model", Params{LossModel: LossModel{Kind: 2}}, "loss model"},
+	}
+	for _, tt := range tests {
+		err := tt.p.Validate()
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%s: unexpected error %v", tt.name, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%s: error = %v, want one mentioning %q", tt.name, err, tt.wantErr)
+		}
+	}
+}

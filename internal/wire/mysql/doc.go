@@ -1,0 +1,149 @@
+// Package mysql is the front end of a mysql route: it runs the opening
+// exchange of the MySQL/MariaDB client/server protocol and then watches
+// both directions of the session, recording every statement in the
+// session registry, without ever changing a byte it relays.
+//
+// # Packet framing
+//
+// Everything on the wire after the TCP (or TLS) handshake is a packet: a
+// 4-byte header, a 3-byte little-endian payload length and a 1-byte
+// sequence id, then the payload. A payload of exactly 0xffffff bytes
+// says the logical packet goes on in the next physical packet (with the
+// next sequence id), so a logical packet of n bytes ends with a physical
+// packet shorter than 0xffffff, possibly empty. Sequence ids count the
+// packets of one exchange: a command starts at 0 and each packet of
+// either side takes the next id, wrapping at 256.
+//
+// The framer splits a stream into logical packets as it passes, in chunks
+// of any size and alignment: it keeps the header it is assembling,
+// counts payload bytes down, and copies only a bounded prefix of each
+// logical packet, as much as its owner asks for (the command byte, then
+// the SQL text kept; or the first 48 bytes of a server packet, enough
+// for OK, ERR, EOF, PREPARE_OK and column-count packets). It reports
+// where a packet begins, where the prefix asked for is complete, and
+// where the packet ends, at exact stream positions, so the same stream
+// cut anywhere yields the same records. Rows and large payloads are
+// skipped by count: the steady path allocates nothing.
+//
+// # The opening exchange
+//
+// Open dials the upstream, reads its greeting (protocol 10), and forwards
+// it after patching capability bits, the only bytes sluice ever changes,
+// and only in this packet it read itself before relaying anything:
+// CLIENT_SSL is offered exactly when Options.TLS is set; compression
+// (CLIENT_COMPRESS, zstd) and MariaDB's COM_MULTI are never offered, since
+// the observers read the uncompressed framing. A client that still asks
+// for compression, or sends an SSLRequest when TLS is not configured,
+// gets an ERR saying so. Open then reads the HandshakeResponse41 (after
+// terminating TLS if the client sent an SSLRequest), registers the
+// session with its user, database and program_name attribute, and
+// forwards the response, after sending the upstream an SSLRequest and
+// upgrading to TLS when Options.UpstreamTLS is set. CLIENT_SSL in the
+// forwarded response says what the upstream leg does.
+//
+// What follows (auth switch, more data, OK or ERR) is relayed untouched
+// and followed by the observers, except when TLS is used on one leg only:
+// the extra SSLRequest on that leg shifts its sequence ids by one, so Open
+// relays the authentication itself, renumbering, until the server's OK or
+// ERR; client bytes read past it are handed over in wire.Conn.Buffered.
+// Terminating TLS in front of a plain upstream leg only suits
+// authentication that needs no secure channel: the password sent in
+// clear to caching_sha2_password's full authentication is refused by a
+// server that sees a plain connection.
+//
+// If the upstream cannot be reached, sluice greets the client itself
+// (version 5.5.5-sluice, mysql_native_password, a random scramble),
+// reads its response, and answers ERR 2003 "sluice: could not connect to
+// upstream ADDR: ...", which clients show as the connection error.
+//
+// # Commands and answers
+//
+// In the command phase the client sends one command per exchange and
+// the server answers it; clients may send several before reading
+// answers. The client-side observer decodes each command from its
+// captured prefix and queues what answer to expect; the server-side
+// observer takes the oldest when an answer begins and follows it:
+//
+//   - COM_QUERY, COM_STMT_EXECUTE, COM_STMT_BULK_EXECUTE, COM_PROCESS_INFO:
+//     OK, ERR, or a result set (column count; column definitions unless
+//     the metadata is skipped under MariaDB's cache-metadata or MySQL's
+//     optional-metadata capability; an EOF unless CLIENT_DEPRECATE_EOF;
+//     rows, text or binary; an EOF, or an OK with the 0xfe header). An
+//     OK or terminator with SERVER_MORE_RESULTS_EXISTS is followed by
+//     another result (multi-statements, CALL). A terminator with
+//     SERVER_STATUS_CURSOR_EXISTS right after the definitions ends an
+//     execute that opened a cursor; COM_STMT_FETCH then gets rows and a
+//     terminator. A 0xfe packet is a terminator only if shorter than 9
+//     bytes (or than 0xffffff with CLIENT_DEPRECATE_EOF): a text row may
+//     start with 0xfe only when it is at least 16 MiB long.
+//   - LOCAL INFILE: a 0xfb answer to COM_QUERY names a file; the client
+//     sends its content in packets and an empty packet, then the server
+//     answers OK or ERR. The server-side observer switches the client
+//     side to file content when it sees 0xfb, before forwarding it, so
+//     the switch always precedes the content.
+//   - COM_STMT_PREPARE: PREPARE_OK (statement id, columns, parameters)
+//     with the parameter and column definitions, or ERR. The id is
+//     mapped to the SQL so executes and fetches record the prepared text;
+//     statement id 0xffffffff (MariaDB) means the one prepared last.
+//   - COM_CHANGE_USER, and the handshake: auth switch and more-data
+//     packets, with client answers, until OK (the new identity is
+//     recorded; prepared statements are forgotten) or ERR.
+//   - COM_FIELD_LIST: definitions until EOF. COM_BINLOG_DUMP(_GTID):
+//     events until EOF or ERR. COM_QUIT, COM_STMT_CLOSE and
+//     COM_STMT_SEND_LONG_DATA: no answer. Anything else: one packet.
+//
+// MariaDB progress reports (ERR 65535) are skipped wherever they come.
+// Sequence ids from the server are checked loosely: a mismatch is logged
+// once per session, never fatal. Client sequence ids are not checked:
+// the server will complain.
+//
+// # Statements
+//
+// Every command that gets an answer is a statement, from the first byte
+// of the command to the last byte of the answer: one round trip. Its SQL
+// is the query text, the prepared text for COM_STMT_EXECUTE, and for the
+// other commands their protocol name with their argument
+// ("COM_STMT_PREPARE SELECT ...", "COM_INIT_DB shop", "COM_PING"),
+// truncated to Options.MaxSQL bytes at a character boundary. Bytes are
+// whole packets, headers included, counted as they pass; the bytes of
+// answerless commands are carried to the next statement (so the data
+// COM_STMT_SEND_LONG_DATA sends lands on the execute that follows).
+// Bytes of the opening exchange belong to no statement, and neither
+// direction's session totals are touched here: the proxy counts those.
+// Rows are the affected rows of OK packets plus the rows of result sets,
+// summed over a multi-result answer, or -1 if the server reported
+// neither. The outcome is OK, Failed with the server's error number as
+// code, or Cancelled for ERR 1317 (ER_QUERY_INTERRUPTED) or any error
+// after a cancel was requested.
+//
+// A client packet longer than Options.MaxPacket, or a command shorter
+// than its fixed fields (a COM_STMT_EXECUTE under 10 bytes, ...), ends
+// the session with a *wire.Fatal whose reply is an ERR packet (1153
+// ER_NET_PACKET_TOO_LARGE or 1835 ER_MALFORMED_PACKET, SQLSTATE 08S01)
+// numbered as the client expects; the packet is not forwarded.
+//
+// # Cancel
+//
+// MySQL cancels a statement from another connection: KILL QUERY id,
+// where id is the connection id the upstream gave in its greeting. With
+// Options.KillUser set, each session gets a session.Canceler that opens
+// such a side connection (go-sql-driver, through the route's dialer and
+// upstream TLS settings), checks that a statement marked for
+// cancellation still runs, and kills the query. The server interrupts
+// it; the client receives the server's own answer (ERR 1317, or for some
+// statements an early result), and the session goes on. KILL QUERY
+// interrupts whatever the connection runs when it arrives, so a
+// statement ending at that moment can let it hit the next one; the
+// check narrows that window without closing it. Behind an upstream that
+// is itself a proxy, the greeting's connection id may not name a server
+// thread, and KILL QUERY fails. Without KillUser the route cannot cancel
+// (Frontend.CanCancel is false).
+//
+// # Concurrency
+//
+// A Frontend is safe for concurrent use. Each session's two observers run
+// in one goroutine each and share, under one mutex, only the queue of
+// commands awaiting an answer, the prepared statements and what the
+// client sends next; they take it once per client packet and once per
+// answer, never per row.
+package mysql

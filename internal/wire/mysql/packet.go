@@ -1,0 +1,290 @@
+package mysql
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// maxPayload is the largest payload of one physical packet. A payload of
+// exactly this length says the logical packet continues in the next one.
+const maxPayload = 0xffffff
+
+// event is what framer.feed stopped at.
+type event uint8
+
+const (
+	evNone     event = iota // every byte given was consumed
+	evBegin                 // first header of a logical packet parsed
+	evCaptured              // the capture reached want before the packet ended
+	evEnd                   // logical packet complete
+	evTooLarge              // logical packet exceeds max
+)
+
+// framer splits one direction's byte stream into logical packets without
+// copying it: it keeps the 4-byte header it is assembling, counts payload
+// bytes down, and copies only a bounded prefix of each logical packet
+// (want bytes, at most cap(buf)) for the owner to decode.
+//
+// The owner calls feed until it returns evNone, handling each event in
+// between; events are reported at the exact stream position where they
+// occur, whatever the chunking. A framer is not safe for concurrent use.
+type framer struct {
+	hdr     [4]byte
+	nhdr    int  // header bytes held
+	payload bool // reading a payload (header complete)
+	left    int  // payload bytes of the current physical packet still to come
+	more    bool // current physical packet is maximal: the logical packet continues
+	inside  bool // inside a logical packet (its first header has been read)
+
+	max int64 // largest logical payload accepted; 0 means no limit
+
+	// Current logical packet.
+	seq     uint8  // sequence id of its first physical packet
+	lastSeq uint8  // sequence id of the latest physical packet
+	size    int64  // payload bytes announced so far
+	buf     []byte // captured payload prefix; capacity set by the owner
+	want    int    // capture target; the owner raises it at evBegin/evCaptured
+	notify  bool   // report evCaptured when buf reaches want
+	badSeq  int    // continuation packets whose sequence id did not follow
+	held    int64  // bytes consumed (headers included) not yet claimed by the owner
+	packets int64  // logical packets completed, for tests and logs
+}
+
+// feed consumes a prefix of p and reports the event that stopped it. It
+// returns evNone only after consuming all of p. Consumed bytes are added
+// to f.held, except that the first header of a logical packet is added
+// whole when it completes (at evBegin): bytes are never credited to a
+// packet before it has begun.
+func (f *framer) feed(p []byte) (int, event) {
+	n := 0
+	for {
+		if !f.payload {
+			if len(p) == 0 {
+				return n, evNone
+			}
+			k := copy(f.hdr[f.nhdr:], p)
+			f.nhdr += k
+			p = p[k:]
+			n += k
+			if f.inside {
+				f.held += int64(k)
+			}
+			if f.nhdr < 4 {
+				continue
+			}
+			f.nhdr = 0
+			length := int(f.hdr[0]) | int(f.hdr[1])<<8 | int(f.hdr[2])<<16
+			seq := f.hdr[3]
+			f.payload, f.left, f.more = true, length, length == maxPayload
+			first := !f.inside
+			if first {
+				f.inside = true
+				f.held += 4
+				f.seq, f.size, f.buf, f.want, f.notify = seq, 0, f.buf[:0], 0, false
+			} else if seq != f.lastSeq+1 {
+				f.badSeq++
+			}
+			f.lastSeq = seq
+			f.size += int64(length)
+			if f.max > 0 && f.size > f.max {
+				return n, evTooLarge
+			}
+			if first {
+				return n, evBegin
+			}
+			continue
+		}
+		if f.left == 0 {
+			f.payload = false
+			if !f.more {
+				f.inside = false
+				f.packets++
+				return n, evEnd
+			}
+			continue
+		}
+		if len(p) == 0 {
+			return n, evNone
+		}
+		k := min(f.left, len(p))
+		captured := false
+		if room := min(f.want, cap(f.buf)) - len(f.buf); room > 0 {
+			c := min(room, k)
+			f.buf = append(f.buf, p[:c]...)
+			if f.notify && c == room {
+				// Stop where the capture is complete: the owner may want more.
+				captured, k = true, c
+			}
+		}
+		f.left -= k
+		f.held += int64(k)
+		p = p[k:]
+		n += k
+		if captured && (f.left > 0 || f.more) {
+			f.notify = false
+			return n, evCaptured
+		}
+	}
+}
+
+// capture asks for the first want payload bytes of the current logical
+// packet, and for evCaptured when they are in (unless the packet ends
+// first). It is called at evBegin or evCaptured.
+func (f *framer) capture(want int) {
+	f.want = want
+	f.notify = len(f.buf) < min(want, cap(f.buf))
+}
+
+// take returns and clears the bytes consumed since the last take.
+func (f *framer) take() int64 {
+	n := f.held
+	f.held = 0
+	return n
+}
+
+// Length-encoded integers.
+
+// lenenc decodes a length-encoded integer at the start of b. It returns
+// the value and its size; ok is false if b is too short or starts with
+// 0xff (not an integer) or 0xfb (NULL).
+func lenenc(b []byte) (v uint64, n int, ok bool) {
+	if len(b) == 0 {
+		return 0, 0, false
+	}
+	switch c := b[0]; {
+	case c < 0xfb:
+		return uint64(c), 1, true
+	case c == 0xfc:
+		n = 3
+	case c == 0xfd:
+		n = 4
+	case c == 0xfe:
+		n = 9
+	default:
+		return 0, 0, false
+	}
+	if len(b) < n {
+		return 0, 0, false
+	}
+	for i := n - 1; i >= 1; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v, n, true
+}
+
+// okInfo is what an OK packet (0x00 or 0xfe header) or EOF packet says.
+type okInfo struct {
+	affected uint64
+	status   uint16
+	warnings uint16
+}
+
+// parseOK decodes the head of an OK packet (either header byte). ok is
+// false if the captured prefix is too short.
+func parseOK(b []byte, caps uint32) (okInfo, bool) {
+	if len(b) < 1 {
+		return okInfo{}, false
+	}
+	var r okInfo
+	var n int
+	var ok bool
+	p := b[1:]
+	if r.affected, n, ok = lenenc(p); !ok {
+		return r, false
+	}
+	p = p[n:]
+	if _, n, ok = lenenc(p); !ok { // last insert id
+		return r, false
+	}
+	p = p[n:]
+	if caps&capProtocol41 != 0 {
+		if len(p) < 4 {
+			return r, false
+		}
+		r.status = binary.LittleEndian.Uint16(p)
+		r.warnings = binary.LittleEndian.Uint16(p[2:])
+	} else if caps&capTransactions != 0 {
+		if len(p) < 2 {
+			return r, false
+		}
+		r.status = binary.LittleEndian.Uint16(p)
+	}
+	return r, true
+}
+
+// parseEOF decodes an EOF packet: 0xfe, warnings, status (protocol 4.1).
+// The 1-byte EOF of older servers has neither.
+func parseEOF(b []byte) okInfo {
+	if len(b) < 5 {
+		return okInfo{}
+	}
+	return okInfo{warnings: binary.LittleEndian.Uint16(b[1:]), status: binary.LittleEndian.Uint16(b[3:])}
+}
+
+// parseERR returns the error number of an ERR packet, or 0 if b is too
+// short to hold one.
+func parseERR(b []byte) uint16 {
+	if len(b) < 3 || b[0] != 0xff {
+		return 0
+	}
+	return binary.LittleEndian.Uint16(b[1:])
+}
+
+// Error numbers sluice sends or recognises.
+const (
+	erHandshake       = 1043 // ER_HANDSHAKE_ERROR
+	erNetPacketTooBig = 1153 // ER_NET_PACKET_TOO_LARGE
+	erQueryInterrupt  = 1317 // ER_QUERY_INTERRUPTED: what KILL QUERY produces
+	erMalformedPacket = 1835 // ER_MALFORMED_PACKET
+	crConnHostError   = 2003 // CR_CONN_HOST_ERROR
+	crSSLConnError    = 2026 // CR_SSL_CONNECTION_ERROR
+	progressCode      = 0xffff
+)
+
+// errPacket builds a protocol 4.1 ERR packet, header included.
+func errPacket(seq uint8, code uint16, state, msg string) []byte {
+	if len(state) != 5 {
+		state = "HY000"
+	}
+	if len(msg) > 512 {
+		msg = msg[:512]
+	}
+	n := 1 + 2 + 1 + 5 + len(msg)
+	b := make([]byte, 4, 4+n)
+	b[0], b[1], b[2], b[3] = byte(n), byte(n>>8), byte(n>>16), seq
+	b = append(b, 0xff, byte(code), byte(code>>8), '#')
+	b = append(b, state...)
+	return append(b, msg...)
+}
+
+// errPacketTooLarge is returned by readPacket for a packet above its limit.
+var errPacketTooLarge = errors.New("packet too large")
+
+// readPacket reads one physical packet whose payload is at most max
+// bytes (and never a continued one) and returns it with its header.
+func readPacket(r io.Reader, max int) ([]byte, error) {
+	var h [4]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return nil, err
+	}
+	n := int(h[0]) | int(h[1])<<8 | int(h[2])<<16
+	if n > max || n == maxPayload {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d expected", errPacketTooLarge, n, max)
+	}
+	b := make([]byte, 4+n)
+	copy(b, h[:])
+	if _, err := io.ReadFull(r, b[4:]); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// packet prepends a header to payload.
+func packet(seq uint8, payload []byte) []byte {
+	n := len(payload)
+	b := make([]byte, 4, 4+n)
+	b[0], b[1], b[2], b[3] = byte(n), byte(n>>8), byte(n>>16), seq
+	return append(b, payload...)
+}

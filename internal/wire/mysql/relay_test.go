@@ -1,0 +1,276 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
+	"github.com/sluicelab/sluice/internal/wire"
+)
+
+// relay is a minimal stand-in for the proxy: it accepts clients on a
+// loopback port, opens each with the Frontend, and copies bytes both ways
+// through the observers (Observe, then Write), as the proxy does.
+type relay struct {
+	t     testing.TB
+	fe    *Frontend
+	reg   *session.Registry
+	ln    net.Listener
+	addr  string
+	up    string // upstream address
+	real  bool   // the upstream is the test server
+	split bool   // cut every read into pseudo-random chunks before observing
+
+	clientUp, clientDown atomic.Int64 // bytes read from / written to clients in the command phase
+
+	mu      sync.Mutex
+	openErr []error // guarded by mu
+	wg      sync.WaitGroup
+}
+
+// mysqlConfig returns the parsed DSN of the test server.
+func mysqlConfig(t testing.TB) *gomysql.Config {
+	t.Helper()
+	dsn := testenv.MySQLDSN(t)
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("parse DSN %q: %v", dsn, err)
+	}
+	return cfg
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// startRelay starts a relay to the test server (or to o.Upstream if set).
+func startRelay(t testing.TB, o Options, regOpts session.Options) *relay {
+	t.Helper()
+	real := o.Upstream == ""
+	if real {
+		o.Upstream = mysqlConfig(t).Addr
+	}
+	if o.Logger == nil {
+		o.Logger = testLogger(t)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{t: t, fe: New(o), reg: session.NewRegistry(regOpts), ln: ln, addr: ln.Addr().String(), up: o.Upstream, real: real}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				r.serve(c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		r.wg.Wait()
+	})
+	return r
+}
+
+func (r *relay) errors() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.openErr...)
+}
+
+func (r *relay) serve(c net.Conn) {
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	register := func() *session.Session {
+		return r.reg.Open(session.Info{Route: "test", Protocol: "mysql", Client: c.RemoteAddr().String(), Upstream: r.up}, clock.Real{}.Now())
+	}
+	dial := func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", r.up)
+	}
+	wc, err := r.fe.Open(ctx, c, register, dial)
+	cancel()
+	if err != nil {
+		r.mu.Lock()
+		r.openErr = append(r.openErr, err)
+		r.mu.Unlock()
+		return
+	}
+	defer wc.Upstream.Close()
+	defer wc.Client.Close()
+	var seed atomic.Uint64
+	seed.Store(uint64(len(r.errors())) + 1)
+	pump := func(src, dst net.Conn, o wire.Observer, first []byte, count *atomic.Int64, client bool) error {
+		var rng *rand.Rand
+		if r.split {
+			rng = rand.New(rand.NewPCG(seed.Add(1), 7))
+		}
+		send := func(b []byte) error {
+			for len(b) > 0 {
+				n := len(b)
+				if rng != nil {
+					n = 1 + rng.IntN(min(n, 300))
+				}
+				if err := o.Observe(b[:n]); err != nil {
+					return err
+				}
+				if _, err := dst.Write(b[:n]); err != nil {
+					return err
+				}
+				count.Add(int64(n))
+				b = b[n:]
+			}
+			return nil
+		}
+		if err := send(first); err != nil {
+			return err
+		}
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if err := send(buf[:n]); err != nil {
+					return err
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	done := make(chan error, 2)
+	go func() {
+		err := pump(wc.Client, wc.Upstream, wc.Up, wc.Buffered, &r.clientUp, true)
+		var f *wire.Fatal
+		if errors.As(err, &f) && f.Reply != nil {
+			wc.Client.Write(f.Reply)
+		}
+		done <- err
+	}()
+	go func() { done <- pump(wc.Upstream, wc.Client, wc.Down, nil, &r.clientDown, false) }()
+	<-done
+	wc.Client.Close()
+	wc.Upstream.Close()
+	<-done
+	if wc.Close != nil {
+		wc.Close()
+	}
+	wc.Session.Close(clock.Real{}.Now())
+}
+
+// countingConn counts what a client writes and reads.
+type countingConn struct {
+	net.Conn
+	up, down *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.down.Add(int64(n))
+	return n, err
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.up.Add(int64(n))
+	return n, err
+}
+
+// client is a go-sql-driver pool through a relay, with one connection
+// whose bytes are counted.
+type client struct {
+	db       *sql.DB
+	up, down atomic.Int64
+	last     atomic.Pointer[net.Conn] // the latest raw connection
+}
+
+// openClient opens a database/sql pool through r; tweak edits the driver
+// configuration.
+func (r *relay) openClient(t testing.TB, tweak func(*gomysql.Config)) *client {
+	t.Helper()
+	cfg := gomysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.DBName = "sluice", "sluice", "sluice"
+	if r.real {
+		cfg = mysqlConfig(t).Clone()
+	}
+	cfg.Net, cfg.Addr = "tcp", r.addr
+	c := &client{}
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		var raw net.Conn = nc
+		c.last.Store(&raw)
+		return countingConn{nc, &c.up, &c.down}, nil
+	}
+	if tweak != nil {
+		tweak(cfg)
+	}
+	conn, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.db = sql.OpenDB(conn)
+	t.Cleanup(func() { c.db.Close() })
+	return c
+}
+
+// sessionRecords returns the records of statements of session id.
+func sessionRecords(reg *session.Registry, id uint64) []session.Snapshot {
+	var out []session.Snapshot
+	for _, st := range reg.Recent() {
+		if s := st.Snapshot(); s.SessionID == id {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// onlySession returns the single open session of reg.
+func onlySession(t testing.TB, reg *session.Registry) *session.Session {
+	t.Helper()
+	ss := reg.Sessions()
+	if len(ss) != 1 {
+		t.Fatalf("%d sessions open, want 1", len(ss))
+	}
+	return ss[0]
+}
+
+// waitFor polls cond every 10 ms until it holds or 10 s pass.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	clk := clock.Real{}
+	deadline := clk.Now().Add(10 * time.Second)
+	for !cond() {
+		if clk.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		clock.Sleep(context.Background(), clk, 10*time.Millisecond)
+	}
+}

@@ -1,0 +1,111 @@
+// Package pg is the PostgreSQL front end of a route: it runs the opening
+// exchange of the v3 protocol with the client and then watches the
+// session's bytes, telling the session registry which statement each
+// byte belongs to, when each statement starts and ends, how many rows it
+// reported and how it ended.
+//
+// # Observe, don't re-encode
+//
+// After the StartupMessage, sluice never decodes a message into a value
+// and writes it out again. The proxy's pumps move raw bytes; the two
+// observers of a session (client to server and server to client) only
+// look at them on the way, in whatever chunks the sockets deliver. Each
+// observer is a small framing machine: it collects the five-byte header
+// of a message (type byte, length), which may arrive split across chunks,
+// and then skips the payload by count. Only the messages whose content
+// matters are buffered, and only a capped prefix of them: Query (the SQL,
+// up to Options.MaxSQL), Parse (name and SQL), Bind, Execute and Close
+// (names), CommandComplete (the tag), ErrorResponse (the SQLSTATE and the
+// severity), ReadyForQuery and BackendKeyData. A DataRow of a gigabyte
+// costs one header and a few thousand subtractions; the steady path
+// allocates nothing per message (the registry allocates per statement).
+// Forwarding is therefore byte-exact whatever the observer concludes.
+//
+// # The state machine
+//
+// The server answers requests in the order the client sent them, so the
+// two observers share one FIFO of requests in flight. The client observer
+// appends; the server observer attributes every message to the oldest
+// entry and removes entries as they are answered:
+//
+//   - Query begins a statement (the whole string, however many commands
+//     it holds, is one statement). It ends at ReadyForQuery, with the sum
+//     of the row counts of its CommandCompletes (-1 if none had one) and
+//     the SQLSTATE of its ErrorResponse, if any.
+//   - Parse records name -> SQL; Bind records portal -> that SQL. Neither
+//     begins a statement.
+//   - Execute begins a statement whose SQL is the prepared statement's
+//     text. It ends at its own CommandComplete, EmptyQueryResponse,
+//     PortalSuspended or ErrorResponse. Several Executes may be in flight
+//     (pipelining, pgx batches): each response goes to the oldest. After
+//     an error the server skips the rest of the batch up to Sync; those
+//     Executes end, at the batch's ReadyForQuery, with that error.
+//   - Sync and FunctionCall begin no statement but are queued, because
+//     each earns a ReadyForQuery.
+//   - COPY belongs to its statement: server copy messages like any
+//     response, client CopyData to the statement the server opened the
+//     copy for. A replication connection's START_REPLICATION is a Query
+//     whose copy lasts for the whole stream: one long statement.
+//   - Outcomes: no error is OK, SQLSTATE 57014 (query_canceled) is
+//     Cancelled, any other error Failed. A FATAL or PANIC error ends every
+//     statement in flight with its code.
+//
+// Everything the server sends before its first ReadyForQuery
+// (authentication, ParameterStatus, BackendKeyData) is the startup phase
+// and belongs to no statement.
+//
+// # What is attributed to which statement
+//
+// A statement's byte counts are whole messages, headers included, so they
+// match what the client wrote and read. Messages that are not themselves
+// a statement are attributed to a neighbour:
+//
+//   - Client: Parse, Bind, Describe, Close and Flush wait for the next
+//     statement to begin (normally the Execute they prepare). A Sync goes,
+//     with anything still waiting, to the last statement executed in its
+//     batch; a batch that executed nothing (a prepare round trip) leaves
+//     its bytes waiting for the next statement. Authentication responses,
+//     FunctionCall and Terminate belong to no statement.
+//   - Server: every message goes to the oldest statement in flight; the
+//     ReadyForQuery closing a batch goes to the batch's last statement;
+//     answers to a batch that executed nothing, and anything arriving
+//     when nothing is in flight (a NotificationResponse while idle), go to
+//     the next statement.
+//
+// So apart from the startup phase, the last bytes of a session after its
+// last statement, and authentication, every byte is counted exactly once.
+// Attribution is decided per message, never per chunk: any chunking of
+// the same streams gives the same records.
+//
+// # Cancel keys pass through
+//
+// sluice forwards the server's BackendKeyData unchanged, so the key a
+// client holds is the upstream's. The server observer registers that key
+// (process id and secret, 8 bytes in protocol 3.0, up to 260 in 3.2) with
+// Session.SetCancelKey and installs a Canceler that opens its own
+// connection to the upstream (TLS first when Options.UpstreamTLS is set,
+// as libpq does) and sends a CancelRequest with it. A client's
+// CancelRequest reaches Open on a new connection; Open finds the session
+// with KeyLookup.ByCancelKey and cancels through that Canceler. The
+// workload manager cancels the same way, through Registry.Cancel. An
+// unknown key is dropped and the connection closed without an answer, as
+// PostgreSQL does.
+//
+// # Errors
+//
+// A client message with a length below 4 or above Options.MaxMessage, or
+// with a type no client sends, ends that session only: the client
+// observer returns a *wire.Fatal whose Reply is a FATAL ErrorResponse
+// (08P01) naming what was wrong. A malformed startup packet gets the same
+// reply from Open; an unreachable upstream gets 08006 naming the upstream.
+// Malformed server bytes are a plain error. No input makes a decoder
+// panic; the fuzz targets hold the startup parser and the framing to that.
+//
+// # Concurrency
+//
+// A Frontend is safe for concurrent use. Each observer runs in its pump's
+// goroutine; the request FIFO they share is guarded by a mutex, taken when
+// a request is queued or answered (a few times per statement) and, for the
+// rare message no statement owns yet, per chunk of it. Streaming a result
+// or a COPY takes no lock.
+package pg

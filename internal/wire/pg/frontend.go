@@ -1,0 +1,296 @@
+package pg
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultMaxMessage     = 1 << 30 // PostgreSQL's own limit, bytes
+	DefaultMaxSQL         = 4096    // bytes
+	DefaultDialTimeout    = 5 * time.Second
+	DefaultStartupTimeout = 30 * time.Second
+)
+
+// KeyLookup finds the session that registered a cancel key.
+// *session.Registry implements it.
+type KeyLookup interface {
+	ByCancelKey(key string) *session.Session
+}
+
+// Options configure a Frontend. The zero value of each field is a usable
+// default.
+type Options struct {
+	Clock  clock.Clock  // nil: clock.Real
+	Logger *slog.Logger // nil: discard
+	// Upstream is the upstream address ("host:port"). It names the
+	// upstream in error messages, and cancel connections dial it; when
+	// empty they use the route's Dialer instead.
+	Upstream string
+	// TLS is the client-facing TLS configuration. nil answers 'N' to
+	// SSLRequest; otherwise sluice answers 'S' and terminates TLS, and
+	// also accepts direct TLS (a ClientHello as the first byte), which
+	// like PostgreSQL it requires to negotiate ALPN "postgresql".
+	TLS *tls.Config
+	// UpstreamTLS, when set, makes sluice send SSLRequest to the upstream
+	// and speak TLS to it (cancel connections too). A ServerName is taken
+	// from Upstream when the config has none. nil is plain TCP.
+	UpstreamTLS *tls.Config
+	// MaxMessage is the largest message length (the length word's value)
+	// accepted in either direction after startup; 0 is 1 GiB. A client
+	// message over it ends the session with SQLSTATE 08P01.
+	MaxMessage int
+	// MaxSQL is how many bytes of SQL text a statement record keeps; 0 is
+	// 4096. Longer text is cut at a UTF-8 boundary.
+	MaxSQL int
+	// DialTimeout bounds a cancel connection (dial, TLS, request); 0 is 5 s.
+	DialTimeout time.Duration
+	// StartupTimeout bounds the whole opening exchange, from the first
+	// byte read to the StartupMessage forwarded upstream; 0 is 30 s.
+	StartupTimeout time.Duration
+	// Keys finds the session a client CancelRequest is for; nil drops
+	// every CancelRequest.
+	Keys KeyLookup
+}
+
+// Frontend is the PostgreSQL front end of a route. It is safe for
+// concurrent use; each Open serves one client connection.
+type Frontend struct {
+	clk            clock.Clock
+	log            *slog.Logger
+	upstream       string
+	tls            *tls.Config // SSLRequest path
+	directTLS      *tls.Config // direct TLS path: tls plus ALPN "postgresql"
+	upTLS          *tls.Config
+	maxMessage     int
+	maxSQL         int
+	dialTimeout    time.Duration
+	startupTimeout time.Duration
+	keys           KeyLookup
+}
+
+// New returns a front end configured by o.
+func New(o Options) *Frontend {
+	f := &Frontend{
+		clk:            o.Clock,
+		log:            o.Logger,
+		upstream:       o.Upstream,
+		tls:            o.TLS,
+		upTLS:          o.UpstreamTLS,
+		maxMessage:     o.MaxMessage,
+		maxSQL:         o.MaxSQL,
+		dialTimeout:    o.DialTimeout,
+		startupTimeout: o.StartupTimeout,
+		keys:           o.Keys,
+	}
+	if f.clk == nil {
+		f.clk = clock.Real{}
+	}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	if f.maxMessage <= 0 {
+		f.maxMessage = DefaultMaxMessage
+	}
+	f.maxMessage = min(f.maxMessage, math.MaxInt32)
+	if f.maxSQL <= 0 {
+		f.maxSQL = DefaultMaxSQL
+	}
+	if f.dialTimeout <= 0 {
+		f.dialTimeout = DefaultDialTimeout
+	}
+	if f.startupTimeout <= 0 {
+		f.startupTimeout = DefaultStartupTimeout
+	}
+	if f.tls != nil {
+		f.directTLS = f.tls
+		if !slices.Contains(f.tls.NextProtos, alpnPostgres) {
+			f.directTLS = f.tls.Clone()
+			f.directTLS.NextProtos = append(f.directTLS.NextProtos, alpnPostgres)
+		}
+	}
+	if f.upTLS != nil && f.upTLS.ServerName == "" && !f.upTLS.InsecureSkipVerify {
+		if host, _, err := net.SplitHostPort(f.upstream); err == nil {
+			f.upTLS = f.upTLS.Clone()
+			f.upTLS.ServerName = host
+		}
+	}
+	return f
+}
+
+// alpnPostgres is the ALPN protocol name of PostgreSQL over direct TLS.
+const alpnPostgres = "postgresql"
+
+// errStartupTimeout is the cause when the opening exchange takes longer
+// than Options.StartupTimeout.
+var errStartupTimeout = errors.New("startup exchange timed out")
+
+// aLongTimeAgo is a deadline in the past: setting it unblocks pending I/O.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Open runs the opening exchange on client: it answers SSLRequest ('S'
+// and a TLS handshake when Options.TLS is set, else 'N') and
+// GSSENCRequest ('N'), serves a CancelRequest (returning wire.ErrHandled),
+// or reads the StartupMessage, calls register and records the identity,
+// dials the upstream (with SSLRequest and TLS when Options.UpstreamTLS is
+// set) and forwards the StartupMessage unchanged. Authentication and
+// everything after it flow through the returned Conn's observers.
+//
+// A malformed startup packet gets a FATAL ErrorResponse with SQLSTATE
+// 08P01, a failed upstream connection one with 08006 naming the upstream;
+// Open then returns an error, having closed the session it registered
+// (if any) and the upstream connection. Closing client is the caller's.
+// The whole exchange is bounded by Options.StartupTimeout and by ctx.
+func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
+	ctx, cancel := withTimeout(ctx, f.clk, f.startupTimeout, errStartupTimeout)
+	defer cancel()
+	stopClient := context.AfterFunc(ctx, func() { _ = client.SetDeadline(aLongTimeAgo) })
+	defer stopClient()
+
+	conn, pkt, err := f.startup(ctx, client)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", err, context.Cause(ctx))
+		}
+		return wire.Conn{}, err
+	}
+	if pkt.kind == packetCancel {
+		f.forwardCancel(ctx, pkt.key)
+		return wire.Conn{}, wire.ErrHandled
+	}
+
+	sess := register()
+	if sess == nil {
+		return wire.Conn{}, errors.New("pg: register returned no session")
+	}
+	sess.SetIdentity(pkt.user(), pkt.database(), pkt.param("application_name"))
+
+	up, err := f.connect(ctx, dial, pkt.raw)
+	if err != nil {
+		msg := fmt.Sprintf("sluice: could not connect to upstream %s: %s", f.upstreamName(), reason(ctx, err))
+		_, _ = conn.Write(errorResponse(severityFatal, codeConnectionFailure, msg))
+		sess.Close(f.clk.Now())
+		return wire.Conn{}, fmt.Errorf("pg: connect to upstream %s: %w", f.upstreamName(), err)
+	}
+	if !stopClient() {
+		// The deadline fired (or is firing) while the exchange finished.
+		_ = up.Close()
+		sess.Close(f.clk.Now())
+		return wire.Conn{}, fmt.Errorf("pg: opening exchange: %w", context.Cause(ctx))
+	}
+
+	upObs, downObs := f.observers(sess, func(k []byte) { f.installKey(sess, k, dial) })
+	return wire.Conn{Session: sess, Client: conn, Upstream: up, Up: upObs, Down: downObs}, nil
+}
+
+// observers returns the two observers of a session. onKey receives the
+// payload of the server's BackendKeyData.
+func (f *Frontend) observers(sess *session.Session, onKey func(key []byte)) (*clientObserver, *serverObserver) {
+	t := &tracker{}
+	return &clientObserver{fr: framer{max: f.maxMessage}, t: t, sess: sess, clk: f.clk, maxSQL: f.maxSQL},
+		&serverObserver{fr: framer{max: f.maxMessage}, t: t, clk: f.clk, onKey: onKey, rows: -1}
+}
+
+// connect dials the upstream, negotiates TLS when configured and sends the
+// startup packet. The connection's I/O is bounded by ctx while it runs.
+func (f *Frontend) connect(ctx context.Context, dial wire.Dialer, startup []byte) (net.Conn, error) {
+	up, err := dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = up.SetDeadline(aLongTimeAgo) })
+	if f.upTLS != nil {
+		tc, err := f.startTLS(ctx, up)
+		if err != nil {
+			stop()
+			_ = up.Close()
+			return nil, err
+		}
+		up = tc
+	}
+	if _, err := up.Write(startup); err != nil {
+		stop()
+		_ = up.Close()
+		return nil, err
+	}
+	if !stop() {
+		_ = up.Close()
+		return nil, context.Cause(ctx)
+	}
+	return up, nil
+}
+
+// startTLS asks the upstream for TLS with SSLRequest and runs the client
+// handshake, as libpq does with sslmode=require or stricter.
+func (f *Frontend) startTLS(ctx context.Context, up net.Conn) (net.Conn, error) {
+	if _, err := up.Write(sslRequestPacket); err != nil {
+		return nil, err
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(up, b[:]); err != nil {
+		return nil, fmt.Errorf("read answer to SSLRequest: %w", err)
+	}
+	if b[0] != 'S' {
+		return nil, fmt.Errorf("upstream refused TLS (answered %s to SSLRequest)", typeName(b[0]))
+	}
+	tc := tls.Client(up, f.upTLS)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	return tc, nil
+}
+
+// upstreamName names the upstream in messages.
+func (f *Frontend) upstreamName() string {
+	if f.upstream == "" {
+		return "(route upstream)"
+	}
+	return f.upstream
+}
+
+// reason renders a connection error the way a database user expects
+// ("connection refused", "i/o timeout"), without Go's operation prefix.
+func reason(ctx context.Context, err error) string {
+	if ctx.Err() != nil {
+		return context.Cause(ctx).Error()
+	}
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return se.Err.Error()
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return err.Error()
+}
+
+// withTimeout returns a context that is cancelled with cause once d has
+// passed on clk, or when the returned function is called.
+func withTimeout(ctx context.Context, clk clock.Clock, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := clk.NewTimer(d)
+	go func() {
+		select {
+		case <-t.C():
+			cancel(cause)
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}

@@ -1,0 +1,295 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
+	"github.com/sluicelab/sluice/internal/wire"
+)
+
+// relay is a minimal stand-in for the proxy: a loopback listener that
+// opens each connection with a Frontend and then pumps bytes both ways,
+// each chunk through its observer before it is written. Reads use a cycle
+// of odd sizes so message headers land split across chunks.
+type relay struct {
+	t        testing.TB
+	fe       *Frontend
+	reg      *session.Registry
+	ln       net.Listener
+	upstream string
+	addr     string
+	wg       sync.WaitGroup
+
+	mu       sync.Mutex
+	openErrs []error            // guarded by mu
+	sessions []*session.Session // guarded by mu; every session registered
+}
+
+// readSizes are the chunk sizes the pumps read, cycled.
+var readSizes = []int{1, 5, 13, 4096, 3, 32 << 10, 100}
+
+func startRelay(t testing.TB, upstream string, o Options) *relay {
+	t.Helper()
+	reg := session.NewRegistry(session.Options{KeepStatements: 1 << 20})
+	if o.Upstream == "" {
+		o.Upstream = upstream
+	}
+	o.Keys = reg
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{t: t, fe: New(o), reg: reg, ln: ln, upstream: upstream, addr: ln.Addr().String()}
+	r.wg.Add(1)
+	go r.accept()
+	t.Cleanup(func() {
+		ln.Close()
+		r.wg.Wait()
+	})
+	return r
+}
+
+func (r *relay) accept() {
+	defer r.wg.Done()
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.serve(c)
+		}()
+	}
+}
+
+func (r *relay) serve(client net.Conn) {
+	defer client.Close()
+	dial := func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", r.upstream)
+	}
+	register := func() *session.Session {
+		s := r.reg.Open(session.Info{Route: "test", Protocol: "postgres", Client: client.RemoteAddr().String(), Upstream: r.upstream}, clock.Real{}.Now())
+		r.mu.Lock()
+		r.sessions = append(r.sessions, s)
+		r.mu.Unlock()
+		return s
+	}
+	wc, err := r.fe.Open(context.Background(), client, register, dial)
+	if err != nil {
+		if !errors.Is(err, wire.ErrHandled) {
+			r.mu.Lock()
+			r.openErrs = append(r.openErrs, err)
+			r.mu.Unlock()
+		}
+		return
+	}
+	defer wc.Session.Close(clock.Real{}.Now())
+	var (
+		wmu  sync.Mutex // serialises writes to the client
+		once sync.Once
+		wg   sync.WaitGroup
+	)
+	stop := func() {
+		once.Do(func() {
+			wc.Client.Close()
+			wc.Upstream.Close()
+		})
+	}
+	pump := func(src, dst net.Conn, o wire.Observer, toClient bool, add func(int)) {
+		defer wg.Done()
+		defer stop()
+		buf := make([]byte, 64<<10)
+		for i := 0; ; i++ {
+			n, err := src.Read(buf[:readSizes[i%len(readSizes)]])
+			if n > 0 {
+				add(n)
+				if oerr := o.Observe(buf[:n]); oerr != nil {
+					var fatal *wire.Fatal
+					if errors.As(oerr, &fatal) && fatal.Reply != nil {
+						wmu.Lock()
+						_, _ = wc.Client.Write(fatal.Reply)
+						wmu.Unlock()
+					}
+					return
+				}
+				if toClient {
+					wmu.Lock()
+				}
+				_, werr := dst.Write(buf[:n])
+				if toClient {
+					wmu.Unlock()
+				}
+				if werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	wg.Add(2)
+	go pump(wc.Client, wc.Upstream, wc.Up, false, wc.Session.AddUp)
+	go pump(wc.Upstream, wc.Client, wc.Down, true, wc.Session.AddDown)
+	wg.Wait()
+}
+
+// errors returns the errors Open returned so far.
+func (r *relay) errors() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.openErrs...)
+}
+
+// allSessions returns every session the relay registered.
+func (r *relay) allSessions() []*session.Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*session.Session(nil), r.sessions...)
+}
+
+// url returns a connection URL through the relay.
+func (r *relay) url(db *dbConfig, extra string) string {
+	u := fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", db.user, db.password, r.addr, db.database)
+	if extra != "" {
+		u += "&" + extra
+	}
+	return u
+}
+
+// statements returns every statement of every session, in the order
+// they began.
+func (r *relay) statements() []session.Snapshot {
+	return snapshots(r.reg)
+}
+
+func snapshots(reg *session.Registry) []session.Snapshot {
+	sts := append(reg.Active(), reg.Recent()...)
+	out := make([]session.Snapshot, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, st.Snapshot())
+	}
+	sortSnapshots(out)
+	return out
+}
+
+func sortSnapshots(s []session.Snapshot) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j].ID < s[j-1].ID; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// dbConfig is where the test PostgreSQL is.
+type dbConfig struct {
+	url                      string
+	host                     string
+	port                     uint16
+	user, password, database string
+}
+
+func (d *dbConfig) addr() string { return net.JoinHostPort(d.host, strconv.Itoa(int(d.port))) }
+
+func testDB(t testing.TB) *dbConfig {
+	t.Helper()
+	url := testenv.PostgresURL(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dbConfig{url: url, host: cfg.Host, port: cfg.Port, user: cfg.User, password: cfg.Password, database: cfg.Database}
+}
+
+var scratchSeq atomic.Int64
+
+// scratchDB creates a database for one test and drops it afterwards.
+func scratchDB(t testing.TB, db *dbConfig) *dbConfig {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, db.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	name := fmt.Sprintf("sluice_wirepg_%d_%d", os.Getpid(), scratchSeq.Add(1))
+	if _, err := c.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, db.url)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Error(err)
+		}
+	})
+	d := *db
+	d.database = name
+	d.url = fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", d.user, d.password, d.addr(), name)
+	return &d
+}
+
+// countConn counts the bytes a client reads and writes.
+type countConn struct {
+	net.Conn
+	read, written *atomic.Int64
+}
+
+func (c countConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+func (c countConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written.Add(int64(n))
+	return n, err
+}
+
+// counters are a client's byte counts.
+type counters struct{ read, written atomic.Int64 }
+
+// dialCounting returns a pgx DialFunc that counts into c.
+func dialCounting(c *counters) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countConn{Conn: conn, read: &c.read, written: &c.written}, nil
+	}
+}
+
+// waitFor polls cond (in real time) until it holds or d passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	var real clock.Real
+	deadline := real.Now().Add(d)
+	for !cond() {
+		if real.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		_ = clock.Sleep(context.Background(), real, 5*time.Millisecond)
+	}
+}
