@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+// TestCancelThroughRoute stops SELECT pg_sleep(30) three ways through a
+// postgres route: a client CancelRequest (what psql's Ctrl-C sends), psql
+// itself on SIGINT, and sluice's own Registry.Cancel. Each time the client
+// gets 57014 and the session runs a next query.
+func TestCancelThroughRoute(t *testing.T) {
+	url := testenv.PostgresURL(t)
+	srv, addr := startProxy(t, "postgres", upstreamAddr(t, url))
+	purl := viaProxy(t, url, addr)
+	ctx := context.Background()
+
+	running := func(t *testing.T) *session.Statement {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, st := range srv.Registry().Active() {
+				if strings.Contains(st.SQL, "pg_sleep") {
+					return st
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatal("pg_sleep statement never showed as running")
+		return nil
+	}
+	sleepThenCancel := func(t *testing.T, cancel func(c *pgconn.PgConn, st *session.Statement) error) {
+		c, err := pgconn.Connect(ctx, purl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		done := make(chan error, 1)
+		go func() { done <- c.Exec(ctx, "SELECT pg_sleep(30)").Close() }()
+		st := running(t)
+		start := time.Now()
+		if err := cancel(c, st); err != nil {
+			t.Fatal(err)
+		}
+		err = <-done
+		took := time.Since(start)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "57014" {
+			t.Fatalf("error = %v, want 57014", err)
+		}
+		if took > 5*time.Second {
+			t.Fatalf("cancel took %v", took)
+		}
+		t.Logf("cancelled %v after the request", took)
+		if st.Outcome() != session.Cancelled {
+			t.Fatalf("statement outcome %v, want cancelled", st.Outcome())
+		}
+		res := c.ExecParams(ctx, "SELECT 1", nil, nil, nil, nil).Read()
+		if res.Err != nil {
+			t.Fatalf("next query: %v", res.Err)
+		}
+	}
+	t.Run("client CancelRequest", func(t *testing.T) {
+		sleepThenCancel(t, func(c *pgconn.PgConn, _ *session.Statement) error { return c.CancelRequest(ctx) })
+	})
+	t.Run("Registry.Cancel", func(t *testing.T) {
+		sleepThenCancel(t, func(_ *pgconn.PgConn, st *session.Statement) error { return srv.Registry().Cancel(ctx, st) })
+	})
+	t.Run("psql SIGINT", func(t *testing.T) {
+		cmd := exec.Command(testenv.Program(t, "psql"), purl, "-X", "-c", "SELECT pg_sleep(30)")
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		running(t)
+		start := time.Now()
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("psql returned %v after SIGINT", took)
+		}
+		if !strings.Contains(out.String(), "canceling statement due to user request") {
+			t.Fatalf("psql output: %s", out.String())
+		}
+	})
+}
