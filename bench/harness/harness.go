@@ -33,7 +33,7 @@ func Build() (bin, dir string, err error) {
 		return "", "", err
 	}
 	bin = filepath.Join(dir, "sluice")
-	c := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
+	c := exec.Command("go", "build", "-o", bin, "github.com/sluicelab/sluice/cmd/sluice")
 	c.Stdout, c.Stderr = os.Stderr, os.Stderr
 	if err := c.Run(); err != nil {
 		os.RemoveAll(dir)

@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+// TestMalformedMessageEndsOnlyThatSession sends a message with an
+// impossible length after a real startup: that client gets FATAL 08P01
+// and is disconnected, while another session on the route goes on.
+func TestMalformedMessageEndsOnlyThatSession(t *testing.T) {
+	url := testenv.PostgresURL(t)
+	srv, addr := startProxy(t, "postgres", upstreamAddr(t, url))
+	ctx := context.Background()
+	good, err := pgconn.Connect(ctx, viaProxy(t, url, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close(ctx)
+
+	bad, err := pgconn.Connect(ctx, viaProxy(t, url, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := bad.Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := raw.Conn
+	defer conn.Close()
+	msg := []byte{'Q', 0, 0, 0, 2} // length 2 < 4: malformed
+	if _, err := conn.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	reply, _ := io.ReadAll(conn)
+	fe := pgproto3.NewFrontend(bytes.NewReader(reply), io.Discard)
+	var got *pgproto3.ErrorResponse
+	for {
+		m, err := fe.Receive()
+		if err != nil {
+			break
+		}
+		if e, ok := m.(*pgproto3.ErrorResponse); ok {
+			got = e
+		}
+	}
+	if got == nil || got.Code != "08P01" || got.Severity != "FATAL" {
+		t.Fatalf("reply %q: error %+v, want FATAL 08P01", reply, got)
+	}
+	res := good.ExecParams(ctx, "SELECT 7", nil, nil, nil, nil).Read()
+	if res.Err != nil || string(res.Rows[0][0]) != "7" {
+		t.Fatalf("other session: %v", res.Err)
+	}
+	_ = srv
+}
+
+// TestBadStartupGetsError sends an unsupported protocol version.
+func TestBadStartupGetsError(t *testing.T) {
+	url := testenv.PostgresURL(t)
+	_, addr := startProxy(t, "postgres", upstreamAddr(t, url))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint32(b, 8)
+	binary.BigEndian.PutUint32(b[4:], 9<<16) // protocol 9.0
+	c.Write(b)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	reply, _ := io.ReadAll(c)
+	if len(reply) == 0 || reply[0] != 'E' || !bytes.Contains(reply, []byte("08P01")) && !bytes.Contains(reply, []byte("0A000")) {
+		t.Fatalf("reply %q", reply)
+	}
+}
