@@ -1,5 +1,3 @@
-// Command sluice is a network workload manager and latency lab for
-// PostgreSQL and MySQL. See `sluice --help`.
 package main
 
 import (
