@@ -19,10 +19,10 @@ import (
 
 // app is a running `sluice serve`: proxy, workload manager and consoles.
 type app struct {
-	log    *slog.Logger
-	srv    *proxy.Server
-	mgr    *wlm.Manager
-	cancel context.CancelFunc
+	log     *slog.Logger
+	srv     *proxy.Server
+	mgr     *wlm.Manager
+	cancel  context.CancelFunc
 	closers []func()
 }
 

@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// CookieName is the cookie the page's ?token= sets.
+const CookieName = "sluice_token"
+
+// CheckExposure refuses to serve the API on a non-loopback address
+// without a token. A listen address without a host ("":8474") listens on
+// every interface and so needs a token too.
+func CheckExposure(listen, token string) error {
+	if token != "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("--http: bad listen address %q: want host:port", listen)
+	}
+	if !isLoopback(host) {
+		return fmt.Errorf("HTTP API on non-loopback address %s needs a token (SLUICE_HTTP_TOKEN or http.token)", listen)
+	}
+	return nil
+}
+
+// isLoopback reports whether host is "localhost" or a loopback IP.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// cookieValue is what the cookie holds: a digest of the token, so the
+// token itself is not stored in the browser.
+func cookieValue(token string) string {
+	sum := sha256.Sum256([]byte("sluice dashboard cookie\x00" + token))
+	return hex.EncodeToString(sum[:])
+}
+
+func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+// authorize checks a request, and answers the page's ?token= itself (a
+// cookie and a redirect); it returns the error to send, or nil to go on.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) *Error {
+	if !safeMethod(r.Method) {
+		// A browser names the page that sent a request; refuse requests
+		// that other sites make a browser send.
+		if o := r.Header.Get("Origin"); o != "" {
+			u, err := url.Parse(o)
+			if err != nil || !strings.EqualFold(u.Host, r.Host) {
+				return &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("cross-origin request from %s refused", o)}
+			}
+		}
+	}
+	if s.token == "" {
+		// Without a token the API listens on loopback only; answering
+		// other host names too would let a web page reach it through DNS
+		// rebinding.
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !isLoopback(host) {
+			return &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("host %q refused: without a token the API answers loopback names only (localhost, 127.0.0.1, [::1])", r.Host)}
+		}
+		return nil
+	}
+	if a := r.Header.Get("Authorization"); a != "" {
+		scheme, cred, _ := strings.Cut(a, " ")
+		switch {
+		case strings.EqualFold(scheme, "Bearer") && equal(strings.TrimSpace(cred), s.token):
+			return nil
+		case strings.EqualFold(scheme, "Basic"):
+			if _, pw, ok := r.BasicAuth(); ok && equal(pw, s.token) {
+				return nil
+			}
+		}
+		return &Error{Status: http.StatusUnauthorized, Message: "unauthorized: bad token"}
+	}
+	if safeMethod(r.Method) {
+		if c, err := r.Cookie(CookieName); err == nil && equal(c.Value, cookieValue(s.token)) {
+			return nil
+		}
+		if t := r.URL.Query().Get("token"); t != "" && r.URL.Path == "/" {
+			if !equal(t, s.token) {
+				return &Error{Status: http.StatusUnauthorized, Message: "unauthorized: bad token"}
+			}
+			http.SetCookie(w, &http.Cookie{
+				Name: CookieName, Value: cookieValue(s.token), Path: "/",
+				HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+			})
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+			return errHandled
+		}
+	}
+	return &Error{Status: http.StatusUnauthorized, Message: "unauthorized: send Authorization: Bearer TOKEN (or open the page as /?token=TOKEN)"}
+}
+
+// errHandled tells ServeHTTP that authorize has answered the request.
+var errHandled = &Error{}

@@ -1,0 +1,223 @@
+// sluice dashboard: polls /api/snapshot every second and draws the series
+// as inline SVG. No external code.
+'use strict';
+
+const NS = 'http://www.w3.org/2000/svg';
+const CLASS_COLORS = { high: '#2a9d8f', normal: '#1f6feb', low: '#e76f51' };
+const PALETTE = ['#1f6feb', '#e76f51', '#2a9d8f', '#9b5de5', '#f4a261', '#577590', '#d62828', '#6a994e'];
+const H = 190, L = 70, R = 12, T = 10, B = 22;
+
+function fmtRate(v) {
+  if (v == null) return '–';
+  const u = ['B/s', 'kB/s', 'MB/s', 'GB/s'];
+  let i = 0;
+  while (Math.abs(v) >= 1000 && i < u.length - 1) { v /= 1000; i++; }
+  return (v >= 100 || i === 0 ? v.toFixed(0) : v.toPrecision(3)) + ' ' + u[i];
+}
+function fmtBytes(v) { return fmtRate(v).replace('/s', ''); }
+function fmtMs(v) {
+  if (v == null) return '–';
+  if (v === 0) return '0';
+  if (v >= 1000) return (v / 1000).toPrecision(3) + ' s';
+  if (v >= 1) return v.toPrecision(3) + ' ms';
+  return (v * 1000).toPrecision(3) + ' µs';
+}
+function fmtSecs(v) { return v < 60 ? v.toFixed(1) + ' s' : Math.floor(v / 60) + ' min ' + Math.round(v % 60) + ' s'; }
+
+// niceMax rounds a maximum up to 1, 2 or 5 times a power of ten.
+function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
+}
+
+function el(tag, attrs, text) {
+  const e = tag.includes(':') ? document.createElementNS(NS, tag.slice(4)) : document.createElement(tag);
+  for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+  if (text != null) e.textContent = text;
+  return e;
+}
+
+// chart draws series [{name, values, color}] over times (Unix seconds)
+// into svg, at most maxSpan seconds back from the last sample (at least
+// one minute, so a young series starts at the left), values formatted by
+// fmt.
+function chart(svg, times, series, maxSpan, fmt) {
+  svg.replaceChildren();
+  // Draw in CSS pixels, so text keeps its size at any width.
+  const W = Math.max(320, Math.round(svg.getBoundingClientRect().width) || 800);
+  svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+  const now = times.length ? times[times.length - 1] : Date.now() / 1000;
+  const span = Math.min(maxSpan, Math.max(60, times.length ? now - times[0] : 0));
+  let max = 0;
+  for (const s of series) for (const v of s.values) if (v != null && v > max) max = v;
+  max = niceMax(max * 1.05);
+  const x = t => L + (W - L - R) * (1 - (now - t) / span);
+  const y = v => T + (H - T - B) * (1 - v / max);
+  for (const f of [0, 0.5, 1]) {
+    const v = max * f;
+    svg.append(el('svg:line', { class: 'grid', x1: L, x2: W - R, y1: y(v), y2: y(v) }));
+    svg.append(el('svg:text', { class: 'axis', x: L - 6, y: y(v) + 4, 'text-anchor': 'end' }, fmt(v)));
+  }
+  const step = [10, 15, 30, 60, 120, 300].find(st => span / st <= 6) || 600;
+  for (let k = 0; k * step <= span + 0.001; k++) {
+    const ago = k * step;
+    const label = k === 0 ? 'now' : '-' + (ago < 60 ? ago + ' s' : ago / 60 + ' min');
+    const anchor = k === 0 ? 'end' : (ago + step > span ? 'start' : 'middle');
+    svg.append(el('svg:text', { class: 'axis', x: x(now - ago), y: H - 6, 'text-anchor': anchor }, label));
+  }
+  if (!times.length) {
+    svg.append(el('svg:text', { class: 'empty', x: (W + L) / 2, y: H / 2, 'text-anchor': 'middle' }, 'waiting for samples…'));
+  }
+  for (const s of series) {
+    let d = '', pen = 'M';
+    for (let i = 0; i < times.length; i++) {
+      const v = s.values[i];
+      if (v == null || now - times[i] > span) { pen = 'M'; continue; }
+      d += pen + x(times[i]).toFixed(1) + ' ' + y(v).toFixed(1) + ' ';
+      pen = 'L';
+    }
+    const p = el('svg:path', { class: 'series', d: d.trim() || 'M0 0', stroke: s.color, 'data-series': s.name });
+    if (!d) p.setAttribute('visibility', 'hidden');
+    svg.append(p);
+  }
+}
+
+function legend(div, series, fmt) {
+  div.replaceChildren();
+  for (const s of series) {
+    let last = null;
+    for (let i = s.values.length - 1; i >= 0; i--) if (s.values[i] != null) { last = s.values[i]; break; }
+    const item = el('span');
+    const sw = el('span', { class: 'sw' });
+    sw.style.background = s.color;
+    item.append(sw, document.createTextNode(s.name), el('b', null, fmt(last)));
+    div.append(item);
+  }
+}
+
+function badge(cls, text) { return el('span', { class: 'badge ' + cls }, text); }
+
+function rows(table, items, cols, empty) {
+  const body = table.tBodies[0];
+  body.replaceChildren();
+  if (!items.length) {
+    const tr = el('tr', { class: 'none' });
+    tr.append(el('td', { colspan: table.tHead.rows[0].cells.length }, empty));
+    body.append(tr);
+    return;
+  }
+  for (const it of items) {
+    const tr = el('tr');
+    for (const c of cols) {
+      const td = el('td', c.cls ? { class: c.cls } : null);
+      const v = c.get(it);
+      if (v instanceof Node) td.append(v); else td.textContent = v == null ? '' : String(v);
+      if (c.title) td.title = c.title(it);
+      tr.append(td);
+    }
+    if (it.penalized) tr.dataset.penalized = 'true';
+    tr.dataset.id = it.id != null ? it.id : '';
+    body.append(tr);
+  }
+}
+
+function classCell(s) {
+  const f = document.createDocumentFragment();
+  f.append(badge(s.class, s.class));
+  if (s.penalized) f.append(badge('penalized', 'penalized'));
+  return f;
+}
+
+function render(s) {
+  const span = s.window_seconds;
+  const t = s.series.times;
+  const classes = ['high', 'normal', 'low'].map(c => ({ name: c, values: s.series.classes[c] || [], color: CLASS_COLORS[c] }));
+  chart(document.getElementById('chart-classes'), t, classes, span, fmtRate);
+  legend(document.getElementById('legend-classes'), classes, fmtRate);
+
+  const pools = Object.keys(s.series.pools).sort().map((p, i) => ({ name: p || '(no pool)', values: s.series.pools[p], color: PALETTE[i % PALETTE.length] }));
+  chart(document.getElementById('chart-pools'), t, pools, span, fmtRate);
+  legend(document.getElementById('legend-pools'), pools, fmtRate);
+
+  const delay = ['high', 'normal', 'low'].map(c => ({ name: c, values: s.series.delay_ms[c] || [], color: CLASS_COLORS[c] }));
+  chart(document.getElementById('chart-delay'), t, delay, span, fmtMs);
+  legend(document.getElementById('legend-delay'), delay, fmtMs);
+
+  rows(document.getElementById('statements'), s.statements, [
+    { get: x => x.id },
+    { get: x => x.user },
+    { get: x => x.pool },
+    { get: classCell },
+    { get: x => x.state },
+    { cls: 'num', get: x => fmtRate(x.bytes_per_second) },
+    { cls: 'num', get: x => fmtBytes(x.bytes) },
+    { cls: 'num', get: x => fmtSecs(x.elapsed_seconds) },
+    { cls: 'sql', get: x => x.sql, title: x => x.sql + (x.except_info && x.except_info.length ? '\n' + x.except_info.join('\n') : '') },
+  ], 'no running statements');
+
+  rows(document.getElementById('exceptions'), s.exceptions, [
+    { get: x => x.id },
+    { get: x => x.user },
+    { get: x => x.pool },
+    { get: x => x.state },
+    { cls: 'num', get: x => fmtBytes(x.bytes) },
+    { cls: 'num', get: x => fmtSecs(x.elapsed_seconds) },
+    { cls: 'info', get: x => (x.except_info || []).join('; ') },
+  ], 'none yet');
+
+  rows(document.getElementById('rules'), s.rules, [
+    { get: x => x.name },
+    { get: x => x.action },
+    { cls: 'num', get: x => x.bandwidth < 0 ? '–' : x.bandwidth + ' MB/s' },
+    { cls: 'num', get: x => x.elapsedtime < 0 ? '–' : x.elapsedtime + ' s' },
+    { get: x => x.pools },
+    { cls: 'num', get: x => x.firings },
+  ], 'no exception rules');
+
+  const settings = Object.keys(s.settings).sort().map(k => ({ name: k, value: s.settings[k] }));
+  rows(document.getElementById('settings'), settings, [
+    { get: x => x.name },
+    { get: x => x.value },
+  ], 'none');
+
+  rows(document.getElementById('links'), s.links, [
+    { get: x => x.name },
+    { get: x => x.capacity },
+    { get: x => x.queue_size },
+    { get: x => x.delay || '–' },
+    { get: x => x.jitter || '–' },
+    { get: x => x.rate || '–' },
+    { get: x => x.routes || '–' },
+    { cls: 'num', get: x => fmtRate(x.bytes_per_second) },
+  ], 'no links');
+
+  document.getElementById('meta').textContent =
+    'version ' + s.version + ' · up ' + fmtSecs(s.uptime_seconds) + ' · ' + s.sessions + ' sessions · ' + s.running + ' running statements';
+}
+
+function status(text, ok) {
+  const st = document.getElementById('status');
+  st.textContent = text;
+  st.className = 'status ' + (ok ? 'ok' : 'bad');
+}
+
+async function tick() {
+  try {
+    const r = await fetch('/api/snapshot', { cache: 'no-store', credentials: 'same-origin' });
+    if (r.status === 401) {
+      status('unauthorized: open this page as /?token=TOKEN', false);
+    } else if (!r.ok) {
+      status('error ' + r.status, false);
+    } else {
+      render(await r.json());
+      status('live · ' + new Date().toLocaleTimeString(), true);
+    }
+  } catch (e) {
+    status('disconnected', false);
+  }
+  setTimeout(tick, 1000);
+}
+
+tick();

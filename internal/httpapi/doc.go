@@ -1,0 +1,111 @@
+// Package httpapi is sluice's HTTP server (sluice serve --http ADDR, or
+// http: {listen, token} in the configuration file): Prometheus metrics, a
+// JSON API over the workload manager's catalog and the live sessions, a
+// Toxiproxy-compatible fault-injection API, and a live dashboard. It owns
+// routing, authentication and the JSON forms; the state belongs to the
+// workload manager, the session registry and the proxy server, and the
+// subpackages own the metrics (metrics), the Toxiproxy API (toxics) and
+// the page (dashboard).
+//
+// # Endpoints
+//
+//	GET    /metrics                       Prometheus text exposition
+//	GET    /                              the dashboard (and /static/...)
+//	GET    /api/snapshot                  the dashboard's data, polled every second
+//	GET    /api/links[/{name}]            links        POST, PATCH /{name}, DELETE /{name}
+//	GET    /api/pools[/{name}]            resource pools (same verbs)
+//	GET    /api/rules[/{name}]            exception rules (same verbs)
+//	GET    /api/users[/{name}]            user bindings (same verbs)
+//	GET    /api/settings[/{name}]         settings     PATCH /{name} {"value": v}, DELETE /{name} (reset),
+//	                                      PATCH /api/settings {"name": v, ...}
+//	GET    /api/sessions[/{id}]           open sessions (?route= &user= &pool=)
+//	GET    /api/statements[/{id}]         running, then recently ended statements
+//	                                      (?state=running|ended|all &route= &user= &pool= &limit=)
+//	POST   /api/statements/{id}/cancel    cancel through the protocol (202)
+//	/proxies, /populate, /reset, /version the Toxiproxy API (package toxics)
+//
+// # Catalog
+//
+// The catalog endpoints change nothing themselves: each request becomes
+// the admin console's statement (CREATE / ALTER / DROP LINK, RESOURCE
+// POOL, EXCEPT RULE, USER; SET, RESET, SHOW) run by wlm.Manager.Exec, so
+// validation, atomicity and persistence are exactly the console's. A
+// request body is a JSON object: "name" names the object, every other
+// field is an option written as the console spells it (capacity, delay,
+// jitter, rate, weight, network_priority, except_rule, bandwidth,
+// elapsedtime, action, resource_pool, ...). A string is taken as it is, a
+// number as written, a boolean as on or off, an array of strings joined
+// by commas (except_rule), and null is DEFAULT in a PATCH (the option is
+// unset) and ignored in a POST. Names become quoted identifiers and
+// values quoted strings, with their quotes doubled, so no request text
+// is ever SQL. Responses echo option values in the same spelling
+// ("125MB/s", "10ms"), so an object read with GET can be sent back;
+// read-only fields (a link's routes and byte counters, a pool's users,
+// a rule's firings, ...) are ignored on input. Renaming is not
+// supported.
+//
+// # Errors
+//
+// Every error is JSON:
+//
+//	{"error": "invalid value for parameter \"delay\": \"ten\": ...", "field": "delay",
+//	 "status": 400, "code": "22023", "hint": "..."}
+//
+// field names the request field to blame (from the position the console
+// reports in the statement built from the request), code is the SQLSTATE
+// when the workload manager refused. Statuses: 400 for syntax and bad
+// values (42601, 22023, 0A000), 404 for an unknown object named by the
+// path (42704), 409 for a duplicate (42710) or an object others depend
+// on (2BP01; DELETE ?cascade=true drops or detaches them), 500 when the
+// catalog file cannot be written. An unknown object named by a body field
+// (a pool's except_rule, a user's resource_pool) is 400, not 404. 401 is
+// unauthenticated, 403 refused (below), 404 an unknown path, 405 a method
+// the path does not take, 413 a body over 1 MiB.
+//
+// # Authentication
+//
+// With a token (http.token, or SLUICE_HTTP_TOKEN, which wins) every
+// request needs it, the metrics and the page included:
+//
+//   - Authorization: Bearer TOKEN;
+//   - or HTTP Basic authentication with the token as the password (any
+//     user name), for clients that take only a URL, such as Toxiproxy's:
+//     http://toxiproxy:TOKEN@host:port;
+//   - or, for GET and HEAD only, the cookie that opening the page as
+//     /?token=TOKEN sets (HttpOnly, SameSite=Strict, holding a digest of
+//     the token, not the token) before redirecting to /. The page's own
+//     requests then carry it. The cookie never authorises a change, so a
+//     browser session cannot be used to change anything.
+//
+// A missing or wrong token is 401 with WWW-Authenticate: Bearer.
+// Without a token, sluice serve refuses to listen on an address that is
+// not loopback (CheckExposure; exit code 2), and the server answers only
+// requests whose Host is a loopback name (localhost, 127.0.0.1, [::1]),
+// so that a web page cannot reach it through DNS rebinding. In both
+// cases a request that changes something and carries an Origin header
+// from another host is refused with 403 (a browser's cross-site request).
+//
+// # Metrics and dashboard
+//
+// /metrics is served from a registry of the server's own; package metrics
+// lists the families (sluice_link_bytes_total{link,direction,class},
+// sluice_link_queue_delay_seconds, sluice_statements_total{...,outcome},
+// sluice_statement_duration_seconds, sluice_rule_firings_total{rule,
+// action}, sluice_statements_penalized_total, the link emulation gauges,
+// sluice_route_unsent_bytes and more) with the Go runtime and process
+// collectors. The dashboard (package dashboard) polls /api/snapshot every
+// second; there is no server push.
+//
+// # Toxiproxy
+//
+// The Toxiproxy subset is package toxics: a proxy made there is a tcp
+// route of the proxy server with a link of its own, and its toxics wrap
+// the route's sockets. Its documentation lists what differs from
+// Toxiproxy. Because such a route cannot cancel statements, the workload
+// manager refuses to make an abort rule reachable while one exists (a
+// penalty rule is fine).
+//
+// A Server is safe for concurrent use. Run samples the dashboard until
+// its context ends; Close stops the metrics' watcher and deletes the
+// Toxiproxy proxies.
+package httpapi

@@ -1,0 +1,220 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/httpapi"
+	"github.com/sluicelab/sluice/internal/proxy"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire/pg"
+	"github.com/sluicelab/sluice/internal/wlm"
+)
+
+// policy adapts the workload manager to the proxy, as sluice serve does.
+type policy struct{ m *wlm.Manager }
+
+func (p policy) Bind(route, user string) proxy.Binding { return proxy.Binding(p.m.Bind(route, user)) }
+func (p policy) Version() uint64                       { return p.m.Version() }
+
+func testLogger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// stack is a proxy server, a workload manager and the HTTP API on a real
+// listener, wired as sluice serve wires them.
+type stack struct {
+	reg   *session.Registry
+	mgr   *wlm.Manager
+	srv   *proxy.Server
+	api   *httpapi.Server
+	hs    *httptest.Server
+	token string
+	ctx   context.Context
+}
+
+type stackOptions struct {
+	token string
+	clock clock.Clock
+	run   bool // run the evaluator and the dashboard sampler
+}
+
+func newStack(t testing.TB, o stackOptions) *stack {
+	t.Helper()
+	if o.clock == nil {
+		o.clock = clock.Real{}
+	}
+	reg := session.NewRegistry(session.Options{})
+	mgr, err := wlm.NewManager(wlm.ManagerOptions{Registry: reg, Clock: o.clock, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := proxy.New(proxy.Options{Registry: reg, Policy: policy{mgr}, Clock: o.clock, Logger: testLogger()})
+	api, err := httpapi.New(httpapi.Options{Manager: mgr, Proxy: srv, Clock: o.clock, Logger: testLogger(), Token: o.token, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(api)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &stack{reg: reg, mgr: mgr, srv: srv, api: api, hs: hs, token: o.token, ctx: ctx}
+	done := make(chan struct{}, 2)
+	if o.run {
+		go func() { mgr.Run(ctx); done <- struct{}{} }()
+		go func() { api.Run(ctx); done <- struct{}{} }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		if o.run {
+			<-done
+			<-done
+		}
+		hs.Close()
+		api.Close()
+		srv.Close()
+		mgr.Close()
+	})
+	return s
+}
+
+// do sends a request with the stack's token and returns the status and
+// body.
+func (s *stack) do(t testing.TB, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, s.hs.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+// must sends a request and fails the test unless the status is want.
+func (s *stack) must(t testing.TB, want int, method, path string, body any) []byte {
+	t.Helper()
+	code, out := s.do(t, method, path, body)
+	if code != want {
+		t.Fatalf("%s %s: status %d, want %d: %s", method, path, code, want, out)
+	}
+	return out
+}
+
+// addPGRoute starts a postgres route to the server of url on link and
+// returns the URL that goes through it.
+func (s *stack) addPGRoute(t testing.TB, url, name, link string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
+	if err := s.mgr.SetRoute(name, wlm.Route{Link: link, Protocol: "postgres", CanCancel: true}); err != nil {
+		t.Fatal(err)
+	}
+	fe := pg.New(pg.Options{Logger: testLogger(), Upstream: up, Keys: s.reg})
+	addr, err := s.srv.AddRoute(proxy.Route{Name: name, Listen: "127.0.0.1:0", Upstream: up, Protocol: "postgres", Link: link, Frontend: fe, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", cfg.User, cfg.Password, addr, cfg.Database)
+}
+
+// withUser rewrites the user and password of a PostgreSQL URL.
+func withUser(t testing.TB, url, user, password string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", user, password, net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port)), cfg.Database)
+}
+
+// scrape reads /metrics as Prometheus does.
+func (s *stack) scrape(t testing.TB) map[string]*dto.MetricFamily {
+	t.Helper()
+	body := s.must(t, http.StatusOK, "GET", "/metrics", nil)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// find returns the metric of family name whose labels include want.
+func find(fams map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
+	f := fams[name]
+	if f == nil {
+		return nil
+	}
+next:
+	for _, m := range f.Metric {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		return m
+	}
+	return nil
+}
+
+func counterValue(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	m := find(fams, name, want)
+	if m == nil {
+		return 0
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	if m.Gauge != nil {
+		return m.Gauge.GetValue()
+	}
+	return m.Untyped.GetValue()
+}

@@ -1,0 +1,254 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/session"
+)
+
+// CancelTimeout bounds one cancel request of POST
+// /api/statements/{id}/cancel.
+const CancelTimeout = 5 * time.Second
+
+// Session is an open session.
+type Session struct {
+	ID          uint64    `json:"id"`
+	Route       string    `json:"route"`
+	Protocol    string    `json:"protocol"`
+	Link        string    `json:"link"`
+	Client      string    `json:"client"`
+	Upstream    string    `json:"upstream"`
+	User        string    `json:"user"`
+	Database    string    `json:"database"`
+	Application string    `json:"application"`
+	Pool        string    `json:"pool"`
+	Opened      time.Time `json:"opened"`
+	BytesUp     int64     `json:"bytes_up"`
+	BytesDown   int64     `json:"bytes_down"`
+	Statements  int64     `json:"statements"`
+	Penalized   bool      `json:"penalized"`
+	Active      []uint64  `json:"active_statements"`
+}
+
+// Statement is a running or recently ended statement. Ended and Rows are
+// null while it runs (Rows also when the server reported no count);
+// Bandwidth is its bytes both ways over its age, in bytes per second.
+type Statement struct {
+	ID              uint64     `json:"id"`
+	Session         uint64     `json:"session"`
+	Route           string     `json:"route"`
+	User            string     `json:"user"`
+	Pool            string     `json:"pool"`
+	SQL             string     `json:"sql"`
+	State           string     `json:"state"`
+	Class           string     `json:"class"`
+	Penalized       bool       `json:"penalized"`
+	CancelRequested bool       `json:"cancel_requested"`
+	Started         time.Time  `json:"started"`
+	Ended           *time.Time `json:"ended"`
+	Elapsed         float64    `json:"elapsed_seconds"`
+	BytesUp         int64      `json:"bytes_up"`
+	BytesDown       int64      `json:"bytes_down"`
+	Bandwidth       float64    `json:"bandwidth_bytes_per_second"`
+	Rows            *int64     `json:"rows"`
+	Code            string     `json:"code,omitempty"`
+	ExceptInfo      []string   `json:"except_info"`
+}
+
+func sessionJSON(s *session.Session) Session {
+	out := Session{
+		ID: s.ID, Route: s.Info.Route, Protocol: s.Info.Protocol, Link: s.Info.Link, Client: s.Info.Client,
+		Upstream: s.Info.Upstream, User: s.User(), Database: s.Database(), Application: s.Application(),
+		Pool: s.Pool(), Opened: s.Opened, BytesUp: s.BytesUp(), BytesDown: s.BytesDown(),
+		Statements: s.Statements(), Penalized: s.Penalized(), Active: []uint64{},
+	}
+	for _, st := range s.Active() {
+		out.Active = append(out.Active, st.ID)
+	}
+	return out
+}
+
+func (s *Server) statementJSON(st *session.Statement, now time.Time) Statement {
+	snap := st.Snapshot()
+	cls := link.Normal
+	if snap.Penalized {
+		cls = link.Low
+	} else if p := s.mgr.Catalog().Pools[snap.Pool]; p != nil {
+		cls = p.Priority
+	}
+	out := Statement{
+		ID: snap.ID, Session: snap.SessionID, Route: snap.Route, User: snap.User, Pool: snap.Pool, SQL: snap.SQL,
+		State: snap.Outcome.String(), Class: cls.String(), Penalized: snap.Penalized, CancelRequested: st.CancelRequested(),
+		Started: snap.Started, BytesUp: snap.BytesUp, BytesDown: snap.BytesDown, Code: snap.Code,
+		ExceptInfo: snap.Except,
+	}
+	if out.ExceptInfo == nil {
+		out.ExceptInfo = []string{}
+	}
+	end := now
+	if !snap.Ended.IsZero() {
+		e := snap.Ended
+		out.Ended, end = &e, e
+		if snap.Rows >= 0 {
+			r := snap.Rows
+			out.Rows = &r
+		}
+	}
+	if age := end.Sub(snap.Started); age > 0 {
+		out.Elapsed = age.Seconds()
+		out.Bandwidth = float64(snap.BytesUp+snap.BytesDown) / age.Seconds()
+	}
+	return out
+}
+
+func (s *Server) registerLive(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/sessions", s.listSessions)
+	mux.HandleFunc("GET /api/sessions/{id}", s.showSession)
+	mux.HandleFunc("GET /api/statements", s.listStatements)
+	mux.HandleFunc("GET /api/statements/{id}", s.showStatement)
+	mux.HandleFunc("POST /api/statements/{id}/cancel", s.cancelStatement)
+}
+
+func parseID(r *http.Request) (uint64, *Error) {
+	raw := r.PathValue("id")
+	id, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		return 0, badField("id", "id %q: want a positive integer", raw)
+	}
+	return id, nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	out := []Session{}
+	for _, ss := range s.mgr.Registry().Sessions() {
+		j := sessionJSON(ss)
+		if !match(q, "route", j.Route) || !match(q, "user", j.User) || !match(q, "pool", j.Pool) {
+			continue
+		}
+		out = append(out, j)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// match reports whether query parameter key is absent or equals v.
+func match(q map[string][]string, key, v string) bool {
+	want, ok := q[key]
+	return !ok || len(want) == 0 || want[0] == v
+}
+
+func (s *Server) showSession(w http.ResponseWriter, r *http.Request) {
+	id, e := parseID(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	ss := s.mgr.Registry().Session(id)
+	if ss == nil {
+		writeError(w, notFound("session %d is not open", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionJSON(ss))
+}
+
+// listStatements answers the running statements (oldest first), then the
+// recently ended ones (newest first). Query parameters: state (running,
+// ended or all), route, user, pool, limit.
+func (s *Server) listStatements(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	running, ended := true, true
+	switch st := q.Get("state"); st {
+	case "", "all":
+	case "running":
+		ended = false
+	case "ended":
+		running = false
+	default:
+		writeError(w, badField("state", "query parameter state: bad value %q (want running, ended or all)", st))
+		return
+	}
+	limit := -1
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			writeError(w, badField("limit", "query parameter limit: bad value %q (want an integer >= 0)", l))
+			return
+		}
+		limit = n
+	}
+	now := s.clk.Now()
+	reg := s.mgr.Registry()
+	var list []*session.Statement
+	if running {
+		list = append(list, reg.Active()...)
+	}
+	if ended {
+		recent := reg.Recent()
+		for i := len(recent) - 1; i >= 0; i-- {
+			list = append(list, recent[i])
+		}
+	}
+	out := []Statement{}
+	for _, st := range list {
+		if limit >= 0 && len(out) >= limit {
+			break
+		}
+		j := s.statementJSON(st, now)
+		if !match(q, "route", j.Route) || !match(q, "user", j.User) || !match(q, "pool", j.Pool) {
+			continue
+		}
+		out = append(out, j)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) findStatement(r *http.Request) (*session.Statement, *Error) {
+	id, e := parseID(r)
+	if e != nil {
+		return nil, e
+	}
+	st := s.mgr.Registry().Statement(id)
+	if st == nil {
+		return nil, notFound("statement %d is neither running nor among the recently ended ones", id)
+	}
+	return st, nil
+}
+
+func (s *Server) showStatement(w http.ResponseWriter, r *http.Request) {
+	st, e := s.findStatement(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.statementJSON(st, s.clk.Now()))
+}
+
+// cancelStatement asks the database to cancel a running statement through
+// its protocol and answers 202: the outcome is recorded when the server
+// answers.
+func (s *Server) cancelStatement(w http.ResponseWriter, r *http.Request) {
+	st, e := s.findStatement(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), CancelTimeout)
+	defer cancel()
+	if err := s.mgr.Registry().Cancel(ctx, st); err != nil {
+		switch {
+		case errors.Is(err, session.ErrNotRunning):
+			writeError(w, &Error{Status: http.StatusConflict, Message: "statement " + strconv.FormatUint(st.ID, 10) + " is not running"})
+		case errors.Is(err, session.ErrNoCanceler):
+			writeError(w, &Error{Status: http.StatusConflict, Message: "statement " + strconv.FormatUint(st.ID, 10) + ": its session cannot cancel statements (a tcp route, or a MySQL route without kill credentials)"})
+		default:
+			writeError(w, &Error{Status: http.StatusBadGateway, Message: err.Error()})
+		}
+		return
+	}
+	writeJSON(w, http.StatusAccepted, s.statementJSON(st, s.clk.Now()))
+}

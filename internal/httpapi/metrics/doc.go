@@ -1,0 +1,45 @@
+// Package metrics exposes sluice in the Prometheus text format, from a
+// registry of its own (never the global default registry).
+//
+// Most metrics are converted at scrape time from the state the other
+// packages keep, by one custom collector, so a scrape costs a snapshot of
+// each link and of the session registry and nothing between scrapes:
+//
+//	sluice_link_bytes_total{link,direction,class}              counter
+//	sluice_link_pool_bytes_total{link,direction,pool,class}    counter
+//	sluice_link_queue_delay_seconds{link,direction,class}      histogram
+//	sluice_link_waiting_bytes{link,direction,class}            gauge
+//	sluice_link_device_queue_bytes{link,direction,class}       gauge
+//	sluice_link_capacity_bytes_per_second{link}                gauge
+//	sluice_link_delay_seconds{link}                            gauge
+//	sluice_link_jitter_seconds{link}                           gauge
+//	sluice_link_rate_bytes_per_second{link}                    gauge
+//	sluice_sessions{route,user,pool}                           gauge
+//	sluice_statements_running{route,user,pool}                 gauge
+//	sluice_statements_penalized{route,user,pool}               gauge
+//	sluice_rule_firings_total{rule,action}                     counter
+//	sluice_rule_checks_total                                   counter
+//	sluice_rule_cancel_failures_total                          counter
+//	sluice_route_unsent_bytes{route}                           gauge
+//
+// direction is up (client to server) or down; class is high, normal or
+// low; pool is "" for traffic outside any resource pool. The queue-delay
+// histogram is the link's own: its buckets end at 50us, 100us, 250us,
+// 500us, 1ms, 2.5ms, 5ms, 10ms, 25ms, 50ms, 100ms, 250ms, 500ms, 1s,
+// 2.5s and 5s, and it counts one observation per send (a chunk of at
+// most 32 KiB). Pool byte counters appear once a pool has sent bytes in
+// a class. The emulation gauges are the link's own options (0 when
+// unset), not those a route or pool may override.
+//
+// Three metrics are fed by a watcher of the session registry, since they
+// describe events rather than state:
+//
+//	sluice_statements_total{route,user,pool,outcome}           counter
+//	sluice_statement_duration_seconds{route,user,pool}         histogram
+//	sluice_statements_penalized_total{route,user,pool}         counter
+//
+// outcome is ok, error or cancelled. The Go runtime (go_*) and process
+// (process_*) collectors complete the registry.
+//
+// Metrics is safe for concurrent use; Close stops the watcher.
+package metrics

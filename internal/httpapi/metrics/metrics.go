@@ -1,0 +1,281 @@
+package metrics
+
+import (
+	"errors"
+	"net/http"
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wlm"
+)
+
+// Unsent reports, per route, the bytes written to client sockets that the
+// kernel has not sent yet. proxy.Server implements it.
+type Unsent interface {
+	UnsentBytes() map[string]int64
+}
+
+// Options configure Metrics.
+type Options struct {
+	// Manager provides the links, the catalog, the rule counters and the
+	// session registry. Required.
+	Manager *wlm.Manager
+	// Unsent provides the kernel's unsent bytes per route; nil leaves
+	// sluice_route_unsent_bytes out.
+	Unsent Unsent
+	// NoProcess leaves out the Go runtime and process collectors (tests
+	// that compare whole expositions).
+	NoProcess bool
+}
+
+// durationBuckets are the upper bounds of sluice_statement_duration_seconds,
+// in seconds: 0.5ms to 30 min.
+var durationBuckets = []float64{
+	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+	1, 2.5, 5, 10, 30, 60, 300, 1800,
+}
+
+// Metrics is sluice's Prometheus registry. Build it with New, serve
+// Handler, and Close it to stop watching the session registry. It is
+// safe for concurrent use.
+type Metrics struct {
+	reg     *prometheus.Registry
+	unwatch func()
+
+	ended     *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	penalized *prometheus.CounterVec
+}
+
+// New returns the metrics of o.Manager, registered in a registry of their
+// own, and starts watching the session registry for ended and penalised
+// statements.
+func New(o Options) (*Metrics, error) {
+	if o.Manager == nil {
+		return nil, errors.New("metrics: Options.Manager is required")
+	}
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	labels := []string{"route", "user", "pool"}
+	m.ended = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_statements_total",
+		Help: "Statements ended, by route, user, pool and outcome (ok, error, cancelled).",
+	}, append(labels, "outcome"))
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_statement_duration_seconds",
+		Help:    "Duration of ended statements, from their first byte to the server's final answer.",
+		Buckets: durationBuckets,
+	}, labels)
+	m.penalized = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_statements_penalized_total",
+		Help: "Statements moved to the low network class by a penalty rule.",
+	}, labels)
+	cs := []prometheus.Collector{m.ended, m.duration, m.penalized, newCollector(o.Manager, o.Unsent)}
+	if !o.NoProcess {
+		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.unwatch = o.Manager.Registry().Watch(session.WatcherFunc(m.observe))
+	return m, nil
+}
+
+// observe counts statement events. It runs in the goroutine that caused
+// the event and does not block.
+func (m *Metrics) observe(e session.Event) {
+	switch e.Kind {
+	case session.StatementEnded:
+		s := e.Statement.Snapshot()
+		m.ended.WithLabelValues(s.Route, s.User, s.Pool, s.Outcome.String()).Inc()
+		if d := s.Ended.Sub(s.Started); d >= 0 {
+			m.duration.WithLabelValues(s.Route, s.User, s.Pool).Observe(d.Seconds())
+		}
+	case session.StatementPenalized:
+		st := e.Statement
+		m.penalized.WithLabelValues(st.Session.Info.Route, st.Session.User(), st.Session.Pool()).Inc()
+	}
+}
+
+// Registry returns the Prometheus registry, for gathering.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the exposition (text or protobuf, as negotiated).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Close stops watching the session registry. Safe to call twice.
+func (m *Metrics) Close() error {
+	if m.unwatch != nil {
+		m.unwatch()
+		m.unwatch = nil
+	}
+	return nil
+}
+
+// collector converts the state of links, sessions, rules and routes into
+// metrics at scrape time.
+type collector struct {
+	mgr    *wlm.Manager
+	unsent Unsent
+
+	linkBytes, poolBytes, queueDelay, waiting, queued      *prometheus.Desc
+	capacity, delay, jitter, rate, sessions, running, pens *prometheus.Desc
+	firings, checks, cancelFailures, unsentBytes           *prometheus.Desc
+}
+
+func newCollector(mgr *wlm.Manager, unsent Unsent) *collector {
+	ldc := []string{"link", "direction", "class"}
+	srp := []string{"route", "user", "pool"}
+	return &collector{
+		mgr: mgr, unsent: unsent,
+		linkBytes: prometheus.NewDesc("sluice_link_bytes_total",
+			"Bytes admitted by a link, by direction (up: client to server) and class.", ldc, nil),
+		poolBytes: prometheus.NewDesc("sluice_link_pool_bytes_total",
+			"Bytes admitted by a link, by direction, resource pool (\"\" for none) and class.",
+			[]string{"link", "direction", "pool", "class"}, nil),
+		queueDelay: prometheus.NewDesc("sluice_link_queue_delay_seconds",
+			"Queue delay of a link's sends, from the request to send to the departure of the last byte.", ldc, nil),
+		waiting: prometheus.NewDesc("sluice_link_waiting_bytes",
+			"Bytes waiting to enter a link, by direction and class.", ldc, nil),
+		queued: prometheus.NewDesc("sluice_link_device_queue_bytes",
+			"Bytes in a link's emulated device queue (admitted, not yet departed), by direction and class.", ldc, nil),
+		capacity: prometheus.NewDesc("sluice_link_capacity_bytes_per_second",
+			"A link's capacity in each direction; 0 is unlimited.", []string{"link"}, nil),
+		delay: prometheus.NewDesc("sluice_link_delay_seconds",
+			"A link's emulated one-way delay.", []string{"link"}, nil),
+		jitter: prometheus.NewDesc("sluice_link_jitter_seconds",
+			"A link's emulated delay jitter.", []string{"link"}, nil),
+		rate: prometheus.NewDesc("sluice_link_rate_bytes_per_second",
+			"A link's emulated per-flow rate; 0 is unlimited.", []string{"link"}, nil),
+		sessions: prometheus.NewDesc("sluice_sessions",
+			"Open sessions, by route, user and pool.", srp, nil),
+		running: prometheus.NewDesc("sluice_statements_running",
+			"Running statements, by route, user and pool.", srp, nil),
+		pens: prometheus.NewDesc("sluice_statements_penalized",
+			"Running statements that a penalty rule moved to the low class.", srp, nil),
+		firings: prometheus.NewDesc("sluice_rule_firings_total",
+			"Exception rule firings, by rule and action.", []string{"rule", "action"}, nil),
+		checks: prometheus.NewDesc("sluice_rule_checks_total",
+			"Evaluations of one exception rule for one statement.", nil, nil),
+		cancelFailures: prometheus.NewDesc("sluice_rule_cancel_failures_total",
+			"Abort firings whose cancel request failed.", nil, nil),
+		unsentBytes: prometheus.NewDesc("sluice_route_unsent_bytes",
+			"Bytes written to a route's client sockets that the kernel has not sent yet.", []string{"route"}, nil),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.linkBytes, c.poolBytes, c.queueDelay, c.waiting, c.queued,
+		c.capacity, c.delay, c.jitter, c.rate, c.sessions, c.running, c.pens,
+		c.firings, c.checks, c.cancelFailures, c.unsentBytes,
+	} {
+		ch <- d
+	}
+}
+
+var classes = [link.NumClasses]link.Class{link.High, link.Normal, link.Low}
+
+// histogram converts a link histogram to Prometheus's cumulative buckets.
+func histogram(h link.Histogram) (count uint64, sum float64, buckets map[float64]uint64) {
+	buckets = make(map[float64]uint64, link.NumDelayBuckets-1)
+	var cum uint64
+	for i := 0; i < link.NumDelayBuckets-1; i++ {
+		cum += uint64(max(h.Counts[i], 0))
+		buckets[link.DelayBound(i).Seconds()] = cum
+	}
+	cum += uint64(max(h.Counts[link.NumDelayBuckets-1], 0))
+	return cum, h.Sum.Seconds(), buckets
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	cat := c.mgr.Catalog()
+	names := make([]string, 0, len(cat.Links))
+	for n := range cat.Links {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		def := cat.Links[name]
+		p := def.Emulation.Params()
+		ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(def.Capacity), name)
+		ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, p.Delay.Seconds(), name)
+		ch <- prometheus.MustNewConstMetric(c.jitter, prometheus.GaugeValue, p.Jitter.Seconds(), name)
+		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, float64(p.Rate), name)
+		l := c.mgr.Link(name)
+		if l == nil {
+			continue
+		}
+		st := l.Stats()
+		for d, ds := range st.Directions {
+			dir := link.Direction(d).String()
+			for _, cl := range classes {
+				cs := ds.Classes[cl]
+				cn := cl.String()
+				ch <- prometheus.MustNewConstMetric(c.linkBytes, prometheus.CounterValue, float64(cs.Bytes), name, dir, cn)
+				ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(cs.Waiting), name, dir, cn)
+				ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(ds.Queue[cl]), name, dir, cn)
+				n, sum, b := histogram(cs.Delay)
+				ch <- prometheus.MustNewConstHistogram(c.queueDelay, n, sum, b, name, dir, cn)
+			}
+			for _, ps := range ds.Pools {
+				for _, cl := range classes {
+					if b := ps.Classes[cl].Bytes; b > 0 {
+						ch <- prometheus.MustNewConstMetric(c.poolBytes, prometheus.CounterValue, float64(b), name, dir, ps.Pool, cl.String())
+					}
+				}
+			}
+		}
+	}
+
+	type key struct{ route, user, pool string }
+	sessions := map[key]int{}
+	reg := c.mgr.Registry()
+	for _, s := range reg.Sessions() {
+		sessions[key{s.Info.Route, s.User(), s.Pool()}]++
+	}
+	for k, n := range sessions {
+		ch <- prometheus.MustNewConstMetric(c.sessions, prometheus.GaugeValue, float64(n), k.route, k.user, k.pool)
+	}
+	running, pens := map[key]int{}, map[key]int{}
+	for _, st := range reg.Active() {
+		s := st.Snapshot()
+		k := key{s.Route, s.User, s.Pool}
+		running[k]++
+		if s.Penalized {
+			pens[k]++
+		}
+	}
+	for k, n := range running {
+		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(n), k.route, k.user, k.pool)
+		ch <- prometheus.MustNewConstMetric(c.pens, prometheus.GaugeValue, float64(pens[k]), k.route, k.user, k.pool)
+	}
+
+	stats := c.mgr.Stats()
+	for k, n := range stats.Firings {
+		ch <- prometheus.MustNewConstMetric(c.firings, prometheus.CounterValue, float64(n), k.Rule, string(k.Action))
+	}
+	ch <- prometheus.MustNewConstMetric(c.checks, prometheus.CounterValue, float64(stats.Checks))
+	ch <- prometheus.MustNewConstMetric(c.cancelFailures, prometheus.CounterValue, float64(stats.CancelFailures))
+
+	if c.unsent != nil {
+		routes := map[string]int64{}
+		for name := range c.mgr.Routes() {
+			routes[name] = 0
+		}
+		for name, n := range c.unsent.UnsentBytes() {
+			routes[name] = n
+		}
+		for name, n := range routes {
+			ch <- prometheus.MustNewConstMetric(c.unsentBytes, prometheus.GaugeValue, float64(n), name)
+		}
+	}
+}

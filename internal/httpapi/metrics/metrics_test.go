@@ -1,0 +1,250 @@
+package metrics_test
+
+import (
+	"context"
+	"math"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/httpapi/metrics"
+	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wlm"
+)
+
+type fixture struct {
+	clk *clock.Fake
+	reg *session.Registry
+	mgr *wlm.Manager
+	m   *metrics.Metrics
+}
+
+func newFixture(t testing.TB, unsent metrics.Unsent) *fixture {
+	t.Helper()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	reg := session.NewRegistry(session.Options{})
+	mgr, err := wlm.NewManager(wlm.ManagerOptions{Clock: clk, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mgr.Close() })
+	_, err = mgr.Exec(context.Background(), `
+		SET low_priority_bandwidth = 0;
+		CREATE LINK lab WITH (capacity = '1MB', delay = '10ms', jitter = '1ms', rate = '2MB');
+		CREATE EXCEPT RULE slow WITH (elapsedtime = 1, action = 'penalty');
+		CREATE RESOURCE POOL p WITH (except_rule = 'slow', network_priority = 'high');
+		CREATE USER u RESOURCE POOL 'p'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.SetRoute("rt", wlm.Route{Protocol: "postgres", CanCancel: true}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := metrics.New(metrics.Options{Manager: mgr, Unsent: unsent, NoProcess: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return &fixture{clk: clk, reg: reg, mgr: mgr, m: m}
+}
+
+func (f *fixture) gather(t testing.TB) map[string]*dto.MetricFamily {
+	t.Helper()
+	fams, err := f.m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, fam := range fams {
+		out[fam.GetName()] = fam
+	}
+	return out
+}
+
+// value returns the value of the metric of family name with exactly the
+// given labels; ok is false if there is none.
+func value(fams map[string]*dto.MetricFamily, name string, labels ...string) (v float64, ok bool) {
+	fam := fams[name]
+	if fam == nil {
+		return 0, false
+	}
+next:
+	for _, m := range fam.Metric {
+		if len(m.Label)*2 != len(labels) {
+			continue
+		}
+		for i := 0; i < len(labels); i += 2 {
+			found := false
+			for _, l := range m.Label {
+				if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+type unsent map[string]int64
+
+func (u unsent) UnsentBytes() map[string]int64 { return u }
+
+// TestMetrics steps traffic, a session, a statement and a rule firing in
+// virtual time and checks every metric family's numbers.
+func TestMetrics(t *testing.T) {
+	f := newFixture(t, unsent{"rt": 4096, "gone": 7})
+	ctx := context.Background()
+	t0 := f.clk.Now()
+
+	down := f.mgr.Link("default").Flow(link.Down, "p")
+	up := f.mgr.Link("default").Flow(link.Up, "")
+	defer down.Close()
+	defer up.Close()
+	for _, c := range []struct {
+		fl *link.Flow
+		n  int
+		cl link.Class
+	}{{down, 1000, link.High}, {down, 3000, link.Low}, {up, 200, link.Normal}} {
+		if _, err := c.fl.Send(ctx, c.n, c.cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s := f.reg.Open(session.Info{Route: "rt", Protocol: "postgres", Link: "default"}, t0)
+	s.SetIdentity("u", "db", "")
+	s.SetPool("p")
+	st := s.Begin("SELECT 1", t0)
+	f.clk.Advance(time.Second)
+	f.mgr.Evaluate(ctx, f.clk.Now())
+	if !st.Snapshot().Penalized {
+		t.Fatal("the rule did not penalise the statement")
+	}
+
+	fams := f.gather(t)
+	checks := []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"sluice_link_bytes_total", []string{"link", "default", "direction", "down", "class", "high"}, 1000},
+		{"sluice_link_bytes_total", []string{"link", "default", "direction", "down", "class", "low"}, 3000},
+		{"sluice_link_bytes_total", []string{"link", "default", "direction", "up", "class", "normal"}, 200},
+		{"sluice_link_bytes_total", []string{"link", "lab", "direction", "up", "class", "normal"}, 0},
+		{"sluice_link_pool_bytes_total", []string{"link", "default", "direction", "down", "pool", "p", "class", "low"}, 3000},
+		{"sluice_link_pool_bytes_total", []string{"link", "default", "direction", "up", "pool", "", "class", "normal"}, 200},
+		{"sluice_link_queue_delay_seconds", []string{"link", "default", "direction", "down", "class", "high"}, 1},
+		{"sluice_link_waiting_bytes", []string{"link", "default", "direction", "down", "class", "low"}, 0},
+		{"sluice_link_device_queue_bytes", []string{"link", "lab", "direction", "down", "class", "normal"}, 0},
+		{"sluice_link_capacity_bytes_per_second", []string{"link", "lab"}, 1e6},
+		{"sluice_link_capacity_bytes_per_second", []string{"link", "default"}, 0},
+		{"sluice_link_delay_seconds", []string{"link", "lab"}, 0.01},
+		{"sluice_link_jitter_seconds", []string{"link", "lab"}, 0.001},
+		{"sluice_link_rate_bytes_per_second", []string{"link", "lab"}, 2e6},
+		{"sluice_sessions", []string{"route", "rt", "user", "u", "pool", "p"}, 1},
+		{"sluice_statements_running", []string{"route", "rt", "user", "u", "pool", "p"}, 1},
+		{"sluice_statements_penalized", []string{"route", "rt", "user", "u", "pool", "p"}, 1},
+		{"sluice_statements_penalized_total", []string{"route", "rt", "user", "u", "pool", "p"}, 1},
+		{"sluice_rule_firings_total", []string{"rule", "slow", "action", "penalty"}, 1},
+		{"sluice_rule_checks_total", nil, 1},
+		{"sluice_rule_cancel_failures_total", nil, 0},
+		{"sluice_route_unsent_bytes", []string{"route", "rt"}, 4096},
+		{"sluice_route_unsent_bytes", []string{"route", "gone"}, 7},
+	}
+	for _, c := range checks {
+		v, ok := value(fams, c.name, c.labels...)
+		if !ok || math.Abs(v-c.want) > 1e-9 {
+			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, v, ok, c.want)
+		}
+	}
+	if _, ok := value(fams, "sluice_link_pool_bytes_total", "link", "default", "direction", "down", "pool", "p", "class", "normal"); ok {
+		t.Error("a pool byte counter is exposed for a class the pool never sent in")
+	}
+	for name := range fams {
+		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
+			t.Errorf("NoProcess still exposes %s", name)
+		}
+	}
+
+	f.clk.Advance(1500 * time.Millisecond)
+	st.End(f.clk.Now(), session.OK, 1, "")
+	fams = f.gather(t)
+	if v, _ := value(fams, "sluice_statements_total", "route", "rt", "user", "u", "pool", "p", "outcome", "ok"); v != 1 {
+		t.Errorf("sluice_statements_total = %v, want 1", v)
+	}
+	h := fams["sluice_statement_duration_seconds"].Metric[0].Histogram
+	if h.GetSampleCount() != 1 || math.Abs(h.GetSampleSum()-2.5) > 1e-9 {
+		t.Errorf("duration histogram: %d observations, sum %v; want 1 of 2.5 s", h.GetSampleCount(), h.GetSampleSum())
+	}
+	if v, _ := value(fams, "sluice_statements_penalized", "route", "rt", "user", "u", "pool", "p"); v != 0 {
+		t.Errorf("penalised gauge after the statement ended = %v", v)
+	}
+
+	// After Close, events are no longer counted.
+	f.m.Close()
+	s.Begin("SELECT 2", f.clk.Now()).End(f.clk.Now(), session.Failed, -1, "57014")
+	fams = f.gather(t)
+	if _, ok := value(fams, "sluice_statements_total", "route", "rt", "user", "u", "pool", "p", "outcome", "error"); ok {
+		t.Error("a statement ended after Close was counted")
+	}
+}
+
+// TestExposition checks that the handler serves the text format with the
+// conventional names and help.
+func TestExposition(t *testing.T) {
+	f := newFixture(t, nil)
+	rec := httptest.NewRecorder()
+	f.m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	if rec.Code != 200 || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain") {
+		t.Fatalf("status %d, type %q", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	for _, want := range []string{
+		"# TYPE sluice_link_bytes_total counter",
+		"# TYPE sluice_link_queue_delay_seconds histogram",
+		`sluice_link_queue_delay_seconds_bucket{class="normal",direction="up",link="default",le="5e-05"} 0`,
+		`sluice_link_queue_delay_seconds_bucket{class="normal",direction="up",link="default",le="+Inf"} 0`,
+		"# HELP sluice_link_capacity_bytes_per_second",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "sluice_route_unsent_bytes") {
+		t.Error("unsent bytes exposed without Options.Unsent")
+	}
+}
+
+func BenchmarkGather(b *testing.B) {
+	f := newFixture(b, unsent{"rt": 1})
+	now := f.clk.Now()
+	for i := range 50 {
+		s := f.reg.Open(session.Info{Route: "rt"}, now)
+		s.SetIdentity("u", "db", "")
+		s.SetPool("p")
+		if i%2 == 0 {
+			s.Begin("SELECT", now)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := f.m.Registry().Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/httpapi/dashboard"
+	"github.com/sluicelab/sluice/internal/httpapi/metrics"
+	"github.com/sluicelab/sluice/internal/httpapi/toxics"
+	"github.com/sluicelab/sluice/internal/proxy"
+	"github.com/sluicelab/sluice/internal/wlm"
+)
+
+// MaxBody is the largest request body read, in bytes.
+const MaxBody = 1 << 20
+
+// Options configure a Server.
+type Options struct {
+	// Manager holds the catalog, links, rule counters and the session
+	// registry. Required.
+	Manager *wlm.Manager
+	// Proxy runs the routes: it reports the kernel's unsent bytes and
+	// runs the Toxiproxy-compatible proxies. nil leaves both out.
+	Proxy *proxy.Server
+	// Clock times the dashboard's samples and the toxics; nil means
+	// clock.Real.
+	Clock clock.Clock
+	// Logger receives API changes; nil discards them.
+	Logger *slog.Logger
+	// Token, if not empty, is required on every request (see the package
+	// documentation). Compare CheckExposure.
+	Token string
+	// Version is the sluice version shown by the page and /version; ""
+	// means "dev".
+	Version string
+	// NoProcessMetrics leaves the Go runtime and process collectors out
+	// of /metrics.
+	NoProcessMetrics bool
+}
+
+// Server is sluice's HTTP API: metrics, the catalog and session API, the
+// Toxiproxy-compatible API and the dashboard. It is an http.Handler and
+// safe for concurrent use.
+type Server struct {
+	mgr     *wlm.Manager
+	clk     clock.Clock
+	log     *slog.Logger
+	token   string
+	mux     *http.ServeMux
+	metrics *metrics.Metrics
+	dash    *dashboard.Dashboard
+	toxics  *toxics.Service // nil without Options.Proxy
+}
+
+// New returns a Server. Call Run to sample the dashboard's series, and
+// Close when done.
+func New(o Options) (*Server, error) {
+	if o.Manager == nil {
+		return nil, errors.New("httpapi: Options.Manager is required")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	s := &Server{mgr: o.Manager, clk: o.Clock, log: o.Logger, token: o.Token, mux: http.NewServeMux()}
+	mo := metrics.Options{Manager: o.Manager, NoProcess: o.NoProcessMetrics}
+	if o.Proxy != nil {
+		mo.Unsent = o.Proxy
+	}
+	var err error
+	if s.metrics, err = metrics.New(mo); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	if s.dash, err = dashboard.New(dashboard.Options{Manager: o.Manager, Clock: o.Clock, Version: o.Version}); err != nil {
+		s.metrics.Close()
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	if o.Proxy != nil {
+		s.toxics, err = toxics.New(toxics.Options{Server: o.Proxy, Manager: o.Manager, Clock: o.Clock, Logger: o.Logger.With("component", "toxics"), Version: o.Version})
+		if err != nil {
+			s.metrics.Close()
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+		s.toxics.Register(s.mux)
+	}
+	s.mux.Handle("GET /metrics", s.metrics.Handler())
+	s.mux.HandleFunc("GET /api/snapshot", s.dash.ServeSnapshot)
+	s.registerCatalog(s.mux)
+	s.registerLive(s.mux)
+	page := s.dash.Page()
+	s.mux.Handle("GET /{$}", page)
+	s.mux.Handle("GET /static/", page)
+	return s, nil
+}
+
+// Toxics returns the Toxiproxy-compatible service, nil without
+// Options.Proxy.
+func (s *Server) Toxics() *toxics.Service { return s.toxics }
+
+// Dashboard returns the dashboard, to step its sampler by hand.
+func (s *Server) Dashboard() *dashboard.Dashboard { return s.dash }
+
+// Run samples the dashboard's series until ctx ends, then returns
+// ctx.Err().
+func (s *Server) Run(ctx context.Context) error { return s.dash.Run(ctx) }
+
+// Close stops the metrics' registry watcher and deletes the Toxiproxy
+// proxies (their routes, connections and links). Safe to call twice.
+func (s *Server) Close() error {
+	s.metrics.Close()
+	if s.toxics != nil {
+		s.toxics.Close()
+	}
+	return nil
+}
+
+// ServeHTTP authenticates the request and routes it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e := s.authorize(w, r); e != nil {
+		if e != errHandled {
+			writeError(w, e)
+		}
+		return
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		w = &muxErrors{ResponseWriter: w, r: r}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", MaxBody)}
+		}
+		return nil, &Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
+	}
+	return b, nil
+}
