@@ -1,0 +1,1043 @@
+package litepg
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"crypto/subtle"
+	"database/sql/driver"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	sqlite "modernc.org/sqlite"
+)
+
+// errCancelConn ends a connection that carried a CancelRequest.
+var errCancelConn = errors.New("litepg: cancel request handled")
+
+// errTerminate ends a session on the client's Terminate message.
+var errTerminate = errors.New("litepg: client terminated the session")
+
+// connError wraps a failure of the client connection itself; it ends
+// the session instead of being reported to the client.
+type connError struct{ err error }
+
+func (e *connError) Error() string { return "litepg: connection: " + e.err.Error() }
+func (e *connError) Unwrap() error { return e.err }
+
+// maxMessageLen bounds a frontend message. PostgreSQL allows 1 GB; the
+// lab needs far less, and the reader allocates a message's declared
+// length before reading it.
+const maxMessageLen = 64 << 20
+
+// flushThreshold is how many bytes of results are buffered before they
+// are written to the client.
+const flushThreshold = 64 << 10
+
+// Limits of the per-session caches.
+const (
+	maxParsed  = 512 // described statements by query text
+	maxPooled  = 256 // prepared SQLite statements by SQLite text
+	maxSchemas = 256 // tables whose columns are cached
+)
+
+// prepared is a described statement: a Parse result or one statement of
+// a simple query. It is immutable once built and may be shared by
+// several statement names.
+type prepared struct {
+	st        *stmt
+	paramOIDs []uint32
+	// cols are the result columns; nil for statements without rows. A
+	// simple query describes its columns from the rows instead.
+	cols []column
+}
+
+// column is a described result column.
+type column struct {
+	name string
+	oid  uint32
+}
+
+// sqlStmt is a prepared SQLite statement. busy marks one whose rows are
+// open in a suspended portal.
+type sqlStmt struct {
+	sq   driver.Stmt
+	busy bool
+}
+
+// portal is a bound statement ready to run.
+type portal struct {
+	p       *prepared
+	args    []driver.NamedValue
+	formats []int16 // per result column, nil = all text
+	// An open cursor of a portal suspended by an Execute row limit.
+	rows    driver.Rows
+	ss      *sqlStmt
+	ownStmt bool   // ss was prepared for this portal alone
+	release func() // gives back the write lock the rows hold
+	sent    int64
+}
+
+// tableCol is a column of a table in the schema cache.
+type tableCol struct {
+	name string // lower case
+	oid  uint32 // declared type, oidUnknown if none
+}
+
+// session is one client connection. Everything but the cancellation
+// fields is owned by the session's goroutine.
+type session struct {
+	srv     *Server
+	conn    net.Conn
+	be      *pgproto3.Backend
+	db      driver.Conn
+	baseCtx context.Context
+
+	pid    uint32
+	secret [4]byte
+	env    env
+	params map[string]string // settings for SHOW, lower-case names
+
+	// Transaction state.
+	txStatus     byte // 'I' idle, 'T' in a block, 'E' failed block
+	txBegun      bool // the SQLite transaction of the block has begun
+	txReadOnly   bool // BEGIN READ ONLY
+	txImmediate  bool // BEGIN IMMEDIATE
+	txWrote      bool // the block ran a statement that writes
+	holdsLock    bool // the block holds the server's write lock
+	predictWrite bool // the previous block wrote (TxAdaptive)
+
+	stmts      map[string]*prepared
+	portals    map[string]*portal
+	skipToSync bool // an extended-protocol error: discard until Sync
+
+	parsed    map[string]*prepared
+	pool      map[string]*sqlStmt
+	schema    map[string][]tableCol
+	schemaGen uint64
+
+	// out holds encoded messages not yet written to the client. The
+	// Backend encodes into its own buffer and moves it here on be.Flush;
+	// DataRow and CopyData, the bulk of any result, are encoded straight
+	// into out. pending reports messages waiting in the Backend.
+	out     []byte
+	pending bool
+	dest    []driver.Value
+	field   []byte // one COPY field being rendered
+
+	startParams map[string]string // settings from the startup packet
+
+	cancelMu sync.Mutex // guards the fields below
+	// running is set while a statement executes; a CancelRequest that
+	// arrives at another time is ignored, as in PostgreSQL.
+	running    bool
+	stmtCtx    context.Context
+	stmtCancel context.CancelFunc
+	canceled   bool // the running statement was canceled
+}
+
+// outWriter appends what the Backend flushes to the session's output.
+type outWriter struct{ s *session }
+
+func (w outWriter) Write(p []byte) (int, error) {
+	w.s.out = append(w.s.out, p...)
+	return len(p), nil
+}
+
+func newSession(srv *Server, c net.Conn) *session {
+	s := &session{
+		srv:         srv,
+		conn:        c,
+		txStatus:    'I',
+		params:      map[string]string{},
+		startParams: map[string]string{},
+		stmts:       map[string]*prepared{},
+		portals:     map[string]*portal{},
+		parsed:      map[string]*prepared{},
+		pool:        map[string]*sqlStmt{},
+		schema:      map[string][]tableCol{},
+	}
+	s.be = pgproto3.NewBackend(c, outWriter{s})
+	s.be.SetMaxBodyLen(maxMessageLen)
+	return s
+}
+
+// run serves the session until the client leaves or ctx ends.
+func (s *session) run(ctx context.Context) error {
+	s.baseCtx = ctx
+	ok, err := s.startup()
+	if !ok {
+		return err
+	}
+	defer s.cleanup()
+	for {
+		msg, err := s.be.Receive()
+		if err != nil {
+			return err
+		}
+		if err := s.handle(msg); err != nil {
+			if errors.Is(err, errTerminate) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// cleanup rolls back an open transaction and releases everything the
+// session holds.
+func (s *session) cleanup() {
+	s.closePortals()
+	if s.txStatus != 'I' {
+		s.endTx(false)
+	}
+	for _, ss := range s.pool {
+		ss.sq.Close()
+	}
+	s.pool = nil
+	if s.db != nil {
+		s.db.Close()
+	}
+	s.srv.unregister(s)
+	s.cancelMu.Lock()
+	if s.stmtCancel != nil {
+		s.stmtCancel()
+	}
+	s.cancelMu.Unlock()
+}
+
+// send buffers a message for the client.
+func (s *session) send(m pgproto3.BackendMessage) {
+	s.be.Send(m)
+	s.pending = true
+}
+
+// drain moves messages buffered in the Backend to out, keeping their
+// order ahead of what is appended to out next.
+func (s *session) drain() error {
+	if !s.pending {
+		return nil
+	}
+	s.pending = false
+	if err := s.be.Flush(); err != nil {
+		return &connError{err}
+	}
+	return nil
+}
+
+// maxIdleOut is the largest output buffer kept between flushes.
+const maxIdleOut = 1 << 20
+
+// flush writes buffered messages to the client.
+func (s *session) flush() error {
+	if err := s.drain(); err != nil {
+		return err
+	}
+	if len(s.out) == 0 {
+		return nil
+	}
+	_, err := s.conn.Write(s.out)
+	s.out = s.out[:0]
+	if cap(s.out) > maxIdleOut {
+		s.out = nil
+	}
+	if err != nil {
+		return &connError{err}
+	}
+	return nil
+}
+
+// beginMessage starts a message of type t in out and returns its start.
+func (s *session) beginMessage(t byte) (int, error) {
+	if err := s.drain(); err != nil {
+		return 0, err
+	}
+	start := len(s.out)
+	s.out = append(s.out, t, 0, 0, 0, 0)
+	return start, nil
+}
+
+// endMessage fills in the length of the message begun at start and
+// flushes when enough output is buffered.
+func (s *session) endMessage(start int) error {
+	binary.BigEndian.PutUint32(s.out[start+1:], uint32(len(s.out)-start-1))
+	if len(s.out) >= flushThreshold {
+		return s.flush()
+	}
+	return nil
+}
+
+// sendError reports err to the client and marks a transaction block
+// failed.
+func (s *session) sendError(err error) {
+	pe := toPGError(err)
+	s.send(pe.response())
+	if s.txStatus == 'T' {
+		s.txStatus = 'E'
+	}
+}
+
+// startup runs the startup phase: SSL and GSS refusals, the startup
+// message, authentication and the initial parameter report. It returns
+// false when the session must end.
+func (s *session) startup() (bool, error) {
+	var sm *pgproto3.StartupMessage
+	for sm == nil {
+		msg, err := s.be.ReceiveStartupMessage()
+		if err != nil {
+			return false, err
+		}
+		switch m := msg.(type) {
+		case *pgproto3.SSLRequest, *pgproto3.GSSEncRequest:
+			if _, err := s.conn.Write([]byte{'N'}); err != nil {
+				return false, err
+			}
+		case *pgproto3.CancelRequest:
+			s.srv.cancel(m.ProcessID, m.SecretKey)
+			return false, errCancelConn
+		case *pgproto3.StartupMessage:
+			sm = m
+		default:
+			return false, fmt.Errorf("unexpected startup message %T", msg)
+		}
+	}
+	fatal := func(code, msg string) (bool, error) {
+		s.send((&pgError{code: code, msg: msg, fatal: true}).response())
+		s.flush()
+		return false, errors.New(msg)
+	}
+	var unrecognized []string
+	for k := range sm.Parameters {
+		if strings.HasPrefix(k, "_pq_.") {
+			unrecognized = append(unrecognized, k)
+		}
+	}
+	if sm.ProtocolVersion != pgproto3.ProtocolVersion30 || len(unrecognized) > 0 {
+		sort.Strings(unrecognized)
+		s.send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unrecognized})
+	}
+	user := sm.Parameters["user"]
+	if user == "" {
+		return fatal(codeInvalidAuthorization, "no PostgreSQL user name specified in startup packet")
+	}
+	if r := sm.Parameters["replication"]; r != "" && r != "false" && r != "off" && r != "0" {
+		return fatal(codeFeatureNotSupported, "litepg does not support replication connections")
+	}
+	db := sm.Parameters["database"]
+	if db == "" {
+		db = user
+	}
+	s.params = defaultSettings(user, s.srv)
+	for k, v := range sm.Parameters {
+		switch k {
+		case "user", "database", "options", "replication":
+			continue
+		}
+		if strings.HasPrefix(k, "_pq_.") {
+			continue
+		}
+		name := strings.ToLower(k)
+		v, perr := checkSetting(name, v)
+		if perr != nil {
+			return fatal(perr.code, perr.msg)
+		}
+		s.params[name] = v
+		s.startParams[name] = v
+	}
+
+	if ok, err := s.authenticate(user); !ok {
+		return false, err
+	}
+	if err := s.srv.register(s); err != nil {
+		pe := *toPGError(err)
+		pe.fatal = true
+		s.send(pe.response())
+		s.flush()
+		return false, err
+	}
+	s.env = env{pid: s.pid, user: user, database: db}
+	conn, err := s.srv.drv.Open(s.srv.dsn)
+	if err != nil {
+		s.srv.unregister(s)
+		return fatal(codeIOError, "could not open database: "+err.Error())
+	}
+	s.db = conn
+
+	s.send(&pgproto3.AuthenticationOk{})
+	for _, name := range reportedSettings {
+		if v, ok := s.params[strings.ToLower(name)]; ok {
+			s.send(&pgproto3.ParameterStatus{Name: name, Value: v})
+		}
+	}
+	s.send(&pgproto3.BackendKeyData{ProcessID: s.pid, SecretKey: s.secret[:]})
+	s.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+	if err := s.flush(); err != nil {
+		s.cleanup()
+		return false, err
+	}
+	return true, nil
+}
+
+// authenticate runs the configured authentication exchange.
+func (s *session) authenticate(user string) (bool, error) {
+	o := s.srv.opts
+	fail := func() (bool, error) {
+		msg := fmt.Sprintf("password authentication failed for user %q", user)
+		s.send((&pgError{code: codeInvalidPassword, msg: msg, fatal: true}).response())
+		s.flush()
+		return false, errors.New(msg)
+	}
+	switch o.Auth {
+	case AuthTrust:
+		if o.User != "" && user != o.User {
+			msg := fmt.Sprintf("role %q does not exist", user)
+			s.send((&pgError{code: codeInvalidAuthorization, msg: msg, fatal: true}).response())
+			s.flush()
+			return false, errors.New(msg)
+		}
+		return true, nil
+	case AuthPassword:
+		s.send(&pgproto3.AuthenticationCleartextPassword{})
+		if err := s.be.SetAuthType(pgproto3.AuthTypeCleartextPassword); err != nil {
+			return false, err
+		}
+	case AuthMD5:
+		var salt [4]byte
+		if _, err := rand.Read(salt[:]); err != nil {
+			return false, err
+		}
+		s.send(&pgproto3.AuthenticationMD5Password{Salt: salt})
+		if err := s.be.SetAuthType(pgproto3.AuthTypeMD5Password); err != nil {
+			return false, err
+		}
+		if ok, err := s.checkPassword(func(got string) bool {
+			want := "md5" + md5Hex(md5Hex(o.Password+user)+string(salt[:]))
+			return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+		}); !ok {
+			if err != nil {
+				return false, err
+			}
+			return fail()
+		}
+		if o.User != "" && user != o.User {
+			return fail()
+		}
+		return true, nil
+	}
+	ok, err := s.checkPassword(func(got string) bool {
+		return subtle.ConstantTimeCompare([]byte(got), []byte(o.Password)) == 1
+	})
+	if err != nil {
+		return false, err
+	}
+	if !ok || o.User != "" && user != o.User {
+		return fail()
+	}
+	return true, nil
+}
+
+// checkPassword reads a PasswordMessage and checks it with ok.
+func (s *session) checkPassword(ok func(string) bool) (bool, error) {
+	if err := s.flush(); err != nil {
+		return false, err
+	}
+	msg, err := s.be.Receive()
+	if err != nil {
+		return false, err
+	}
+	pm, isPW := msg.(*pgproto3.PasswordMessage)
+	if !isPW {
+		return false, fmt.Errorf("expected a password message, got %T", msg)
+	}
+	return ok(pm.Password), nil
+}
+
+func md5Hex(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// handle dispatches one frontend message. It returns an error only when
+// the session must end.
+func (s *session) handle(msg pgproto3.FrontendMessage) error {
+	switch msg.(type) {
+	case *pgproto3.Sync:
+		s.skipToSync = false
+		if s.txStatus == 'I' {
+			s.closePortals()
+		}
+		s.send(&pgproto3.ReadyForQuery{TxStatus: s.txStatus})
+		return s.flush()
+	case *pgproto3.Flush:
+		return s.flush()
+	case *pgproto3.Terminate:
+		return errTerminate
+	case *pgproto3.CopyData, *pgproto3.CopyDone, *pgproto3.CopyFail:
+		return nil // left over from a failed COPY FROM STDIN
+	}
+	if s.skipToSync {
+		return nil
+	}
+	var err error
+	switch m := msg.(type) {
+	case *pgproto3.Query:
+		return s.simpleQuery(m.String)
+	case *pgproto3.FunctionCall:
+		s.sendError(unsupportedf("the function call protocol is not supported"))
+		s.send(&pgproto3.ReadyForQuery{TxStatus: s.txStatus})
+		return s.flush()
+	case *pgproto3.Parse:
+		err = s.handleParse(m)
+	case *pgproto3.Bind:
+		err = s.handleBind(m)
+	case *pgproto3.Describe:
+		err = s.handleDescribe(m)
+	case *pgproto3.Execute:
+		err = s.handleExecute(m)
+	case *pgproto3.Close:
+		err = s.handleClose(m)
+	default:
+		err = &pgError{code: codeProtocolViolation, msg: fmt.Sprintf("unexpected message %T", msg)}
+	}
+	if err == nil {
+		return nil
+	}
+	var ce *connError
+	if errors.As(err, &ce) {
+		return err
+	}
+	s.sendError(err)
+	s.skipToSync = true
+	return nil
+}
+
+// simpleQuery runs a Query message: each statement in turn, stopping at
+// the first error, then ReadyForQuery.
+func (s *session) simpleQuery(q string) error {
+	sts, err := translate(q, s.env)
+	if err != nil {
+		s.sendError(err)
+	}
+	for _, st := range sts {
+		if st.nparams > 0 {
+			err = &pgError{code: codeUndefinedParameter, msg: "there is no parameter $1"}
+			s.sendError(err)
+			break
+		}
+		pt := &portal{p: &prepared{st: st}}
+		err = s.execute(pt, 0, true)
+		s.closePortal(pt)
+		if err != nil {
+			var ce *connError
+			if errors.As(err, &ce) {
+				return err
+			}
+			s.sendError(err)
+			break
+		}
+	}
+	s.closeUnnamed()
+	if s.txStatus == 'I' {
+		s.closePortals()
+	}
+	s.send(&pgproto3.ReadyForQuery{TxStatus: s.txStatus})
+	return s.flush()
+}
+
+// closeUnnamed drops the unnamed statement and portal, as a simple Query
+// does in PostgreSQL.
+func (s *session) closeUnnamed() {
+	delete(s.stmts, "")
+	if pt := s.portals[""]; pt != nil {
+		s.closePortal(pt)
+		delete(s.portals, "")
+	}
+}
+
+// handleParse prepares a statement.
+func (s *session) handleParse(m *pgproto3.Parse) error {
+	if m.Name != "" {
+		if _, exists := s.stmts[m.Name]; exists {
+			return &pgError{code: codeDuplicatePreparedStmt, msg: fmt.Sprintf("prepared statement %q already exists", m.Name)}
+		}
+	}
+	p, err := s.prepare(m.Query, m.ParameterOIDs)
+	if err != nil {
+		return err
+	}
+	s.stmts[m.Name] = p
+	s.send(&pgproto3.ParseComplete{})
+	return nil
+}
+
+// prepare translates and describes a statement for the extended protocol.
+// Results are cached by query text and parameter types until the schema
+// changes.
+func (s *session) prepare(query string, oids []uint32) (*prepared, error) {
+	s.checkSchemaGen()
+	key := query
+	if len(oids) > 0 {
+		var b strings.Builder
+		b.WriteString(query)
+		for _, o := range oids {
+			b.WriteByte(0)
+			b.WriteString(strconv.FormatUint(uint64(o), 10))
+		}
+		key = b.String()
+	}
+	if p, ok := s.parsed[key]; ok {
+		return p, nil
+	}
+	sts, err := translate(query, s.env)
+	if err != nil {
+		return nil, err
+	}
+	if len(sts) > 1 {
+		return nil, syntaxErrorf("cannot insert multiple commands into a prepared statement")
+	}
+	st := sts[0]
+	p := &prepared{st: st}
+	n := max(st.nparams, len(oids))
+	p.paramOIDs = make([]uint32, n)
+	for i := range p.paramOIDs {
+		switch {
+		case i < len(oids) && oids[i] != 0:
+			p.paramOIDs[i] = oids[i]
+		case i < len(st.params):
+			p.paramOIDs[i] = paramOID(s.resolve(st.params[i], st))
+		default:
+			p.paramOIDs[i] = oidText
+		}
+	}
+	switch st.kind {
+	case skQuery:
+		if _, err := s.sqlStmt(st.sql); err != nil {
+			return nil, err
+		}
+		ci, ok := s.db.(interface {
+			ColumnInfo(query string) ([]sqlite.ColumnInfo, error)
+		})
+		if !ok {
+			return nil, errors.New("litepg: SQLite driver lacks ColumnInfo")
+		}
+		infos, err := ci.ColumnInfo(st.sql)
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, len(infos))
+		decls := make([]string, len(infos))
+		for i, in := range infos {
+			names[i], decls[i] = in.Name, in.DeclType
+		}
+		p.cols = s.columns(st, names, decls, nil)
+	case skExec, skExplain:
+		if _, err := s.sqlStmt(st.sql); err != nil {
+			return nil, err
+		}
+		if st.kind == skExplain {
+			p.cols = []column{{name: "QUERY PLAN", oid: oidText}}
+		}
+	case skShow:
+		if st.setName == "all" {
+			p.cols = []column{{"name", oidText}, {"setting", oidText}, {"description", oidText}}
+		} else {
+			p.cols = []column{{name: showName(st.setName), oid: oidText}}
+		}
+	case skCopy:
+		if st.copy.query != nil {
+			if _, err := s.sqlStmt(st.copy.query.sql); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(s.parsed) >= maxParsed {
+		clear(s.parsed)
+	}
+	s.parsed[key] = p
+	return p, nil
+}
+
+// handleBind creates a portal from a prepared statement.
+func (s *session) handleBind(m *pgproto3.Bind) error {
+	p, ok := s.stmts[m.PreparedStatement]
+	if !ok {
+		return &pgError{code: codeInvalidSQLStatementName, msg: fmt.Sprintf("prepared statement %q does not exist", m.PreparedStatement)}
+	}
+	if len(m.Parameters) != len(p.paramOIDs) {
+		return &pgError{code: codeProtocolViolation, msg: fmt.Sprintf("bind message supplies %d parameters, but prepared statement %q requires %d",
+			len(m.Parameters), m.PreparedStatement, len(p.paramOIDs))}
+	}
+	pf := m.ParameterFormatCodes
+	if len(pf) > 1 && len(pf) != len(m.Parameters) {
+		return &pgError{code: codeProtocolViolation, msg: fmt.Sprintf("bind message has %d parameter formats but %d parameters", len(pf), len(m.Parameters))}
+	}
+	var pt *portal
+	if old, exists := s.portals[m.DestinationPortal]; exists {
+		if m.DestinationPortal != "" {
+			return &pgError{code: codeDuplicateCursor, msg: fmt.Sprintf("cursor %q already exists", m.DestinationPortal)}
+		}
+		s.closePortal(old)
+		pt = old // reuse the unnamed portal's memory
+		*pt = portal{args: pt.args[:0], formats: pt.formats[:0]}
+	} else {
+		pt = &portal{}
+	}
+	pt.p = p
+	for i, raw := range m.Parameters {
+		var f int16
+		switch len(pf) {
+		case 0:
+		case 1:
+			f = pf[0]
+		default:
+			f = pf[i]
+		}
+		v, err := decodeParam(raw, p.paramOIDs[i], f)
+		if err != nil {
+			return err
+		}
+		pt.args = append(pt.args, driver.NamedValue{Ordinal: i + 1, Value: v})
+	}
+	rf := m.ResultFormatCodes
+	ncols := len(p.cols)
+	switch {
+	case len(rf) == 0:
+		pt.formats = nil
+	case len(rf) == 1:
+		if rf[0] != 0 {
+			for range ncols {
+				pt.formats = append(pt.formats, rf[0])
+			}
+		}
+	case len(rf) == ncols:
+		pt.formats = append(pt.formats, rf...)
+	default:
+		return &pgError{code: codeProtocolViolation, msg: fmt.Sprintf("bind message has %d result formats but query has %d columns", len(rf), ncols)}
+	}
+	for _, f := range pt.formats {
+		if f != 0 && f != 1 {
+			return &pgError{code: codeProtocolViolation, msg: fmt.Sprintf("unsupported format code: %d", f)}
+		}
+	}
+	s.portals[m.DestinationPortal] = pt
+	s.send(&pgproto3.BindComplete{})
+	return nil
+}
+
+// handleDescribe reports a statement's parameter and result types or a
+// portal's result types.
+func (s *session) handleDescribe(m *pgproto3.Describe) error {
+	if m.ObjectType == 'S' {
+		p, ok := s.stmts[m.Name]
+		if !ok {
+			return &pgError{code: codeInvalidSQLStatementName, msg: fmt.Sprintf("prepared statement %q does not exist", m.Name)}
+		}
+		oids := make([]uint32, len(p.paramOIDs))
+		for i, o := range p.paramOIDs {
+			oids[i] = o
+		}
+		s.send(&pgproto3.ParameterDescription{ParameterOIDs: oids})
+		s.sendRowDescription(p.cols, nil)
+		return nil
+	}
+	pt, ok := s.portals[m.Name]
+	if !ok {
+		return &pgError{code: codeInvalidCursorName, msg: fmt.Sprintf("portal %q does not exist", m.Name)}
+	}
+	s.sendRowDescription(pt.p.cols, pt.formats)
+	return nil
+}
+
+// sendRowDescription sends RowDescription for cols, or NoData if there
+// are none.
+func (s *session) sendRowDescription(cols []column, formats []int16) {
+	if cols == nil {
+		s.send(&pgproto3.NoData{})
+		return
+	}
+	fields := make([]pgproto3.FieldDescription, len(cols))
+	for i, c := range cols {
+		var f int16
+		if i < len(formats) {
+			f = formats[i]
+		}
+		fields[i] = pgproto3.FieldDescription{
+			Name:         []byte(c.name),
+			DataTypeOID:  c.oid,
+			DataTypeSize: typeSize(c.oid),
+			TypeModifier: -1,
+			Format:       f,
+		}
+	}
+	s.send(&pgproto3.RowDescription{Fields: fields})
+}
+
+// handleExecute runs a portal.
+func (s *session) handleExecute(m *pgproto3.Execute) error {
+	pt, ok := s.portals[m.Portal]
+	if !ok {
+		return &pgError{code: codeInvalidCursorName, msg: fmt.Sprintf("portal %q does not exist", m.Portal)}
+	}
+	maxRows := int64(m.MaxRows)
+	if m.MaxRows > 1<<31-1 {
+		maxRows = 0
+	}
+	return s.execute(pt, maxRows, false)
+}
+
+// handleClose drops a statement or portal; dropping one that does not
+// exist is not an error.
+func (s *session) handleClose(m *pgproto3.Close) error {
+	if m.ObjectType == 'S' {
+		delete(s.stmts, m.Name)
+	} else if pt, ok := s.portals[m.Name]; ok {
+		s.closePortal(pt)
+		delete(s.portals, m.Name)
+	}
+	s.send(&pgproto3.CloseComplete{})
+	return nil
+}
+
+// closePortal closes a portal's open cursor.
+func (s *session) closePortal(pt *portal) {
+	if pt.rows != nil {
+		pt.rows.Close()
+		pt.rows = nil
+	}
+	if pt.ss != nil {
+		if pt.ownStmt {
+			pt.ss.sq.Close()
+		} else {
+			pt.ss.busy = false
+		}
+		pt.ss = nil
+	}
+	if pt.release != nil {
+		pt.release()
+		pt.release = nil
+	}
+}
+
+// closePortals closes every portal, as the end of a transaction does.
+func (s *session) closePortals() {
+	for name, pt := range s.portals {
+		s.closePortal(pt)
+		delete(s.portals, name)
+	}
+}
+
+// checkSchemaGen drops cached schema and descriptions after a schema
+// change anywhere on the server.
+func (s *session) checkSchemaGen() {
+	if g := s.srv.schemaGen.Load(); g != s.schemaGen {
+		clear(s.schema)
+		clear(s.parsed)
+		s.schemaGen = g
+	}
+}
+
+// sqlStmt returns the pooled SQLite statement for sql, preparing it on
+// first use.
+func (s *session) sqlStmt(sql string) (*sqlStmt, error) {
+	if ss, ok := s.pool[sql]; ok {
+		return ss, nil
+	}
+	sq, err := s.db.(driver.ConnPrepareContext).PrepareContext(s.baseCtx, sql)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.pool) >= maxPooled {
+		for k, ss := range s.pool {
+			if !ss.busy {
+				ss.sq.Close()
+				delete(s.pool, k)
+			}
+		}
+	}
+	ss := &sqlStmt{sq: sq}
+	s.pool[sql] = ss
+	return ss, nil
+}
+
+// execSQL runs an internal SQLite statement without arguments.
+func (s *session) execSQL(ctx context.Context, sql string) error {
+	ss, err := s.sqlStmt(sql)
+	if err != nil {
+		return err
+	}
+	_, err = ss.sq.(driver.StmtExecContext).ExecContext(ctx, nil)
+	return err
+}
+
+// tableColumns returns the columns of a table (nil if there is none).
+func (s *session) tableColumns(table string) []tableCol {
+	table = strings.ToLower(table)
+	if cols, ok := s.schema[table]; ok {
+		return cols
+	}
+	ss, err := s.sqlStmt("SELECT name, type FROM pragma_table_info(?1)")
+	if err != nil {
+		return nil
+	}
+	rows, err := ss.sq.(driver.StmtQueryContext).QueryContext(s.baseCtx, []driver.NamedValue{{Ordinal: 1, Value: table}})
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var cols []tableCol
+	dest := make([]driver.Value, 2)
+	for rows.Next(dest) == nil {
+		name, _ := textArg(dest[0])
+		decl, _ := textArg(dest[1])
+		cols = append(cols, tableCol{name: strings.ToLower(name), oid: declTypeOID(decl)})
+	}
+	if len(s.schema) >= maxSchemas {
+		clear(s.schema)
+	}
+	s.schema[table] = cols
+	return cols
+}
+
+// resolve finds the type a hint describes, oidUnknown if it cannot.
+func (s *session) resolve(h typeHint, st *stmt) uint32 {
+	switch {
+	case h.oid != 0:
+		return h.oid
+	case h.ref != nil:
+		return s.refType(h.ref, st)
+	}
+	switch h.fn {
+	case "sum":
+		switch s.resolve(h.args[0], st) {
+		case oidInt2, oidInt4, oidInt8:
+			return oidInt8
+		case oidFloat4, oidFloat8:
+			return oidFloat8
+		}
+	case "same":
+		return s.resolve(h.args[0], st)
+	case "arith":
+		result := uint32(oidInt8)
+		for _, a := range h.args {
+			switch s.resolve(a, st) {
+			case oidInt2, oidInt4, oidInt8:
+			case oidFloat4, oidFloat8:
+				result = oidFloat8
+			default:
+				return oidUnknown
+			}
+		}
+		return result
+	}
+	return oidUnknown
+}
+
+// refType looks a column reference up in the tables st names.
+func (s *session) refType(ref *colRef, st *stmt) uint32 {
+	var tables []string
+	if ref.table != "" {
+		t, ok := st.tables[ref.table]
+		if !ok {
+			t = ref.table
+		}
+		tables = []string{t}
+	} else {
+		for _, t := range st.tables {
+			tables = append(tables, t)
+		}
+		sort.Strings(tables)
+	}
+	col := strings.ToLower(ref.column)
+	for _, t := range tables {
+		cols := s.tableColumns(t)
+		if ref.column == "" {
+			if ref.index >= 0 && ref.index < len(cols) {
+				return cols[ref.index].oid
+			}
+			continue
+		}
+		for _, c := range cols {
+			if c.name == col {
+				return c.oid
+			}
+		}
+	}
+	return oidUnknown
+}
+
+// columns describes result columns from SQLite's column names and
+// declared types, the statement's hints and, when given, a first row.
+// Types still unknown are reported as text.
+func (s *session) columns(st *stmt, names, decls []string, first []driver.Value) []column {
+	cols := make([]column, len(names))
+	useHints := st.cols != nil && len(st.cols) == len(names)
+	for i := range cols {
+		cols[i].name = names[i]
+		if useHints {
+			cols[i].name = st.cols[i].name
+		}
+		oid := declTypeOID(decls[i])
+		if oid == oidUnknown && useHints {
+			oid = s.resolve(st.cols[i].hint, st)
+		}
+		if oid == oidUnknown && first != nil && first[i] != nil {
+			oid = runtimeOID(first[i])
+		}
+		if oid == oidUnknown {
+			oid = oidText
+		}
+		cols[i].oid = reportable(oid)
+	}
+	return cols
+}
+
+// statementContext returns the context of the running statement.
+func (s *session) statementContext() context.Context {
+	s.cancelMu.Lock()
+	defer s.cancelMu.Unlock()
+	if s.stmtCtx == nil {
+		return s.baseCtx
+	}
+	return s.stmtCtx
+}
+
+// startStatement marks a statement running and returns its context,
+// which a CancelRequest cancels.
+func (s *session) startStatement() context.Context {
+	s.cancelMu.Lock()
+	defer s.cancelMu.Unlock()
+	if s.stmtCtx == nil || s.stmtCtx.Err() != nil {
+		s.stmtCtx, s.stmtCancel = context.WithCancel(s.baseCtx)
+	}
+	s.running, s.canceled = true, false
+	return s.stmtCtx
+}
+
+// endStatement marks the statement done and reports whether it was
+// canceled.
+func (s *session) endStatement() bool {
+	s.cancelMu.Lock()
+	defer s.cancelMu.Unlock()
+	s.running = false
+	c := s.canceled
+	s.canceled = false
+	return c
+}
+
+// cancelStatement cancels the running statement, if any.
+func (s *session) cancelStatement() {
+	s.cancelMu.Lock()
+	defer s.cancelMu.Unlock()
+	if s.running && s.stmtCancel != nil {
+		s.canceled = true
+		s.stmtCancel()
+	}
+}
