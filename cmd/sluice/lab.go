@@ -2,24 +2,99 @@ package main
 
 import (
 	"errors"
+	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/lab"
 )
 
 func newLab() *cobra.Command {
 	var quick bool
-	var dsn, out, backend string
+	var dsn, out, backend, pgBin, logLevel string
 	cmd := &cobra.Command{
-		Use:   "lab [--quick] [--dsn URL] [--out DIR]",
+		Use:   "lab [--quick] [--dsn URL | --backend embedded|postgres] [--out DIR]",
 		Short: "Run the reference experiments (latency; flow control) and write a report",
-		Args:  cobra.NoArgs,
+		Long: `Run both reference experiments through sluice, in this process, and report.
+
+1. Latency: sysbench's oltp_read_write (sluice bench) through a sluice route
+   at several added round-trip times (path emulation on the link:
+   ALTER LINK default WITH (delay='RTT/2')), beside the model's prediction
+   threads / (base latency + round trips x RTT); plus the table load
+   (prepare) timed at added RTT 0 and 10 ms.
+2. Flow control: a normal-priority query returning about 1 MB, measured
+   under N concurrent bulk sessions that an exception rule penalises, on a
+   link whose capacity the bulk sessions fill, with network_control off and
+   on.
+
+The database is, by default, an embedded one started in process (SQLite
+served over the PostgreSQL protocol): nothing to install. --backend postgres
+starts a throwaway PostgreSQL from the installed server binaries (initdb
+into a temporary directory, a free loopback port; removed at the end).
+--dsn runs against your server: postgres://user:pass@host:port/db or
+mysql://user:pass@host:port/db (MySQL or MariaDB). The lab creates the
+sbtest tables there and drops them at the end (it stops if they already
+exist); for the bulk sessions it creates a login named bulk with a random
+password and drops it at the end, or, when one exists already or it may
+not create one, uses the DSN's own user through a second route.
+
+Scale:                        --quick                  full (default)
+  latency: added RTT (ms)     0, 1, 5, 10              0, 0.3, 1, 2, 5, 10, 20
+  latency: table              1 x 10000 rows           1 x 100000 rows
+  latency: each run           3 s after 1 s warm-up    15 s after 3 s warm-up
+  latency: threads            1 embedded, 4 on a server (both)
+  prepare timed at RTT (ms)   0, 10                    0, 10
+  flow: bulk sessions N       0, 1, 4, 10              0, 1, 2, 4, 8, 10
+  flow: normal query runs     8 per point              20 per point
+  flow: link capacity         calibrated (both): the largest of 100, 50,
+                              20, 10, 5, 2 or 1 MB/s that one bulk session
+                              streams ten times over (20 MB/s on 2 cores)
+  duration                    under 2 minutes          under 15 minutes
+
+Targets: slowdown at N=10 >= 6x with network_control off and <= 1.2x with
+it on; TPS at 10 ms RTT within 15% of the model's prediction.
+
+Progress and tables go to standard output. --out DIR writes report.md,
+report.json, tps_vs_rtt.svg and slowdown_vs_n.svg.`,
+		Example: `  sluice lab --quick --out out/lab
+  sluice lab --backend postgres --out out/lab
+  sluice lab --dsn postgres://bench:secret@db1:5432/bench --out out/lab
+  sluice lab --dsn mysql://bench:secret@db2:3306/bench --quick`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return &exitError{code: 1, err: errors.New("lab: not yet available")}
+			if dsn != "" && cmd.Flags().Changed("backend") {
+				return usageErr(errors.New("give --dsn or --backend, not both"))
+			}
+			log, err := newLogger(os.Stderr, logLevel, "text")
+			if err != nil {
+				return usageErr(err)
+			}
+			plan := lab.FullPlan()
+			if quick {
+				plan = lab.QuickPlan()
+			}
+			o := lab.Options{DSN: dsn, Backend: backend, PostgresBin: pgBin, Plan: plan, Out: out,
+				Progress: cmd.OutOrStdout(), Clock: clock.Real{}, Logger: log}
+			if dsn != "" {
+				o.Backend = ""
+			}
+			if _, err := lab.Run(cmd.Context(), o); err != nil {
+				var ue *lab.UsageError
+				if errors.As(err, &ue) {
+					return usageErr(err)
+				}
+				return &exitError{code: 1, err: err}
+			}
+			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&quick, "quick", false, "small scale, under 2 minutes")
-	cmd.Flags().StringVar(&dsn, "dsn", "", "run against this PostgreSQL or MySQL URL instead of the embedded backend")
-	cmd.Flags().StringVar(&backend, "backend", "embedded", "embedded or postgres (a throwaway server from the installed binaries)")
-	cmd.Flags().StringVar(&out, "out", "", "directory for report.md, report.json and SVG charts")
+	fl := cmd.Flags()
+	fl.BoolVar(&quick, "quick", false, "small scale, under 2 minutes (see the table above)")
+	fl.StringVar(&dsn, "dsn", "", "run against this PostgreSQL or MySQL/MariaDB URL instead of a started backend")
+	fl.StringVar(&backend, "backend", lab.BackendEmbedded, "database to start when no --dsn: embedded or postgres")
+	fl.StringVar(&pgBin, "postgres-bin", "", "directory of initdb and postgres for --backend postgres (default: PATH, then /usr/lib/postgresql/*/bin)")
+	fl.StringVar(&out, "out", "", "directory for report.md, report.json and the SVG charts")
+	fl.StringVar(&logLevel, "log-level", "error", "log level of the components (to standard error): debug, info, warn, error")
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -32,6 +33,7 @@ type serveFlags struct {
 	catalog   string
 	logLevel  string
 	logFormat string
+	procs     int
 }
 
 func newServe() *cobra.Command {
@@ -60,6 +62,7 @@ to the link named "default".`,
 	fl.StringVar(&f.catalog, "catalog", "", "catalog file (rules, pools, users, links, settings)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.IntVar(&f.procs, "procs", defaultProcs(), "CPUs the proxy may use at once (GOMAXPROCS); the default, half the CPUs, leaves the rest to the database and its clients")
 	return cmd
 }
 
@@ -125,6 +128,10 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return usageErr(err)
 	}
+	if f.procs < 1 {
+		return usageErr(fmt.Errorf("--procs: bad value %d (want 1 or more)", f.procs))
+	}
+	runtime.GOMAXPROCS(f.procs)
 	clk := clock.Real{}
 	reg := session.NewRegistry(session.Options{})
 	app, err := newApp(ctx, cfg, log, clk, reg)
@@ -141,6 +148,12 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	}
 	return nil
 }
+
+// defaultProcs is half the CPUs, at least one. A proxy's work per message
+// is mostly system calls and wake-ups; on a small machine shared with the
+// database, running its goroutines on fewer threads costs fewer
+// cross-thread wake-ups and leaves the other CPUs to the database.
+func defaultProcs() int { return max(1, runtime.NumCPU()/2) }
 
 // frontend builds a route's protocol front end.
 func frontend(r config.Route, log *slog.Logger, clk clock.Clock, reg *session.Registry) (proxy.Frontend, error) {
