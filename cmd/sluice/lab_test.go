@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestLabHelpDocumentsScale(t *testing.T) {
+	var out strings.Builder
+	if code := run(context.Background(), []string{"lab", "--help"}, &out, &out); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	for _, want := range []string{
+		"--quick", "--dsn", "--backend", "--out",
+		"0, 1, 5, 10", "0, 0.3, 1, 2, 5, 10, 20", // RTT points, quick and full
+		"0, 1, 4, 10", "0, 1, 2, 4, 8, 10", // bulk sessions, quick and full
+		"under 2 minutes", "under 15 minutes",
+		"report.md", "report.json", "tps_vs_rtt.svg", "slowdown_vs_n.svg",
+		"postgres://", "mysql://", "initdb",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("lab --help does not mention %q", want)
+		}
+	}
+}
+
+func TestLabUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "--backend", "oracle"}, "unknown backend"},
+		{[]string{"lab", "--dsn", "http://db/x"}, "bad --dsn"},
+		{[]string{"lab", "--dsn", "mysql://u:p@h:3306/"}, "name a database"},
+		{[]string{"lab", "--dsn", "postgres://u@h/db", "--backend", "postgres"}, "not both"},
+		{[]string{"lab", "--log-level", "loud"}, "--log-level"},
+		{[]string{"lab", "--bogus"}, "--bogus"},
+		{[]string{"lab", "extra"}, "extra"},
+	}
+	for _, tt := range tests {
+		var out strings.Builder
+		code := run(context.Background(), tt.args, &out, &out)
+		if code != 2 || !strings.Contains(out.String(), tt.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 mentioning %q", tt.args, code, out.String(), tt.want)
+		}
+	}
+}
+
+func TestLabPostgresBinariesMissing(t *testing.T) {
+	var stdout, stderr strings.Builder
+	code := run(context.Background(), []string{"lab", "--quick", "--backend", "postgres", "--postgres-bin", t.TempDir()}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "not found") || !strings.Contains(stderr.String(), "initdb") {
+		t.Fatalf("exit %d, stderr %q; want exit 1 saying the server binaries are missing", code, stderr.String())
+	}
+}

@@ -1,0 +1,316 @@
+package lab
+
+import (
+	"bufio"
+	"encoding/json"
+	"encoding/xml"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The helpers here check a written report: its files, that report.md's
+// tables carry report.json's figures, and that the charts are what they
+// claim to be.
+
+// node is a parsed XML element.
+type node struct {
+	XMLName xml.Name
+	Attrs   []xml.Attr `xml:",any,attr"`
+	Text    string     `xml:",chardata"`
+	Nodes   []node     `xml:",any"`
+}
+
+func (n *node) attr(name string) string {
+	for _, a := range n.Attrs {
+		if a.Name.Local == name {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+func (n *node) walk(f func(*node)) {
+	f(n)
+	for i := range n.Nodes {
+		n.Nodes[i].walk(f)
+	}
+}
+
+// find returns the elements below n (n included) with the given class.
+func (n *node) find(class string) []*node {
+	var out []*node
+	n.walk(func(m *node) {
+		if m.attr("class") == class {
+			out = append(out, m)
+		}
+	})
+	return out
+}
+
+func (n *node) texts() []string {
+	var out []string
+	n.walk(func(m *node) {
+		if m.XMLName.Local == "text" {
+			out = append(out, m.Text)
+		}
+	})
+	return out
+}
+
+// chart is what checkChart read from an SVG file.
+type chart struct {
+	root   *node
+	xLabel string
+	yLabel string
+	legend []string
+	// series maps a series name to its points in pixels.
+	series map[string][][2]float64
+}
+
+// readChart parses an SVG chart and checks its skeleton: the SVG
+// namespace, both axes with a line, ticks and a label, a legend with one
+// entry per series, and one polyline per series.
+func readChart(t *testing.T, path string) *chart {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root node
+	if err := xml.Unmarshal(data, &root); err != nil {
+		t.Fatalf("%s: not XML: %v", path, err)
+	}
+	if root.XMLName.Local != "svg" || root.XMLName.Space != "http://www.w3.org/2000/svg" {
+		t.Fatalf("%s: root %v, want svg in the SVG namespace", path, root.XMLName)
+	}
+	c := &chart{root: &root, series: map[string][][2]float64{}}
+	for _, axis := range []string{"axis x", "axis y"} {
+		g := root.find(axis)
+		if len(g) != 1 {
+			t.Fatalf("%s: %d %q groups", path, len(g), axis)
+		}
+		if len(g[0].find("line")) != 1 || len(g[0].find("tick")) < 2 {
+			t.Fatalf("%s: %s lacks its line or ticks", path, axis)
+		}
+		labels := g[0].find("label")
+		if len(labels) != 1 || labels[0].Text == "" {
+			t.Fatalf("%s: %s has no label", path, axis)
+		}
+		if axis == "axis x" {
+			c.xLabel = labels[0].Text
+		} else {
+			c.yLabel = labels[0].Text
+		}
+	}
+	legend := root.find("legend")
+	if len(legend) != 1 {
+		t.Fatalf("%s: %d legends", path, len(legend))
+	}
+	c.legend = legend[0].texts()
+	for _, s := range root.find("series") {
+		var pts [][2]float64
+		for _, p := range strings.Fields(s.find("line")[0].attr("points")) {
+			a, b, _ := strings.Cut(p, ",")
+			x, err1 := strconv.ParseFloat(a, 64)
+			y, err2 := strconv.ParseFloat(b, 64)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%s: bad point %q", path, p)
+			}
+			pts = append(pts, [2]float64{x, y})
+		}
+		c.series[s.attr("data-name")] = pts
+	}
+	if len(c.series) != len(c.legend) {
+		t.Fatalf("%s: %d series but legend %q", path, len(c.series), c.legend)
+	}
+	for _, name := range c.legend {
+		if _, ok := c.series[name]; !ok {
+			t.Fatalf("%s: legend entry %q has no series", path, name)
+		}
+	}
+	return c
+}
+
+// mdTable returns the Markdown table that follows the line starting
+// with header, as rows of cells (header row first).
+func mdTable(t *testing.T, md, header string) [][]string {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(md))
+	var rows [][]string
+	in := false
+	for sc.Scan() {
+		line := sc.Text()
+		if !in {
+			if strings.HasPrefix(line, header) {
+				in = true
+			} else {
+				continue
+			}
+		}
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		if strings.HasPrefix(line, "|---") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		rows = append(rows, cells)
+	}
+	if len(rows) == 0 {
+		t.Fatalf("no table with header %q in report.md", header)
+	}
+	return rows
+}
+
+// cellNum reads a table cell as a number, without its unit suffix.
+func cellNum(t *testing.T, cell string) float64 {
+	t.Helper()
+	s := strings.TrimRight(cell, "x%")
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("cell %q is not a number", cell)
+	}
+	return v
+}
+
+// near reports whether a printed figure matches v to its printed
+// precision.
+func near(printed, v, precision float64) bool {
+	return math.Abs(printed-v) <= precision/2+1e-9
+}
+
+// checkReportFiles checks that dir holds a complete, consistent report
+// for rep and returns what report.json holds.
+func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, FileJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js Report
+	if err := json.Unmarshal(data, &js); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	mdBytes, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(mdBytes)
+	if (js.Latency == nil) != (rep.Latency == nil) || (js.Flow == nil) != (rep.Flow == nil) {
+		t.Fatal("report.json lacks an experiment the run made")
+	}
+	if !strings.Contains(md, "## Targets") || len(js.Targets) != 3 {
+		t.Errorf("targets missing: %d in JSON", len(js.Targets))
+	}
+
+	if l := js.Latency; l != nil {
+		rows := mdTable(t, md, "| added RTT (ms) | ping")
+		if len(rows)-1 != len(l.Rows) {
+			t.Fatalf("latency table has %d rows, JSON %d", len(rows)-1, len(l.Rows))
+		}
+		for i, r := range l.Rows {
+			cells := rows[i+1]
+			checks := []struct {
+				name      string
+				cell      string
+				v, prec   float64
+				pctOfFrac bool
+			}{
+				{"rtt", cells[0], r.RTTMs, 0.001, false},
+				{"ping", cells[1], r.PingMs, 0.01, false},
+				{"tps", cells[2], r.TPS, 0.1, false},
+				{"predicted", cells[3], r.PredictedTPS, 0.1, false},
+				{"deviation", cells[4], 100 * r.Deviation, 0.1, true},
+				{"qps", cells[5], r.QPS, 0.1, false},
+				{"avg", cells[6], r.AvgMs, 0.01, false},
+				{"p95", cells[7], r.P95Ms, 0.01, false},
+				{"round trips", cells[8], r.RoundTrips, 0.1, false},
+			}
+			for _, c := range checks {
+				if got := cellNum(t, c.cell); !near(got, c.v, c.prec) {
+					t.Errorf("latency row %d %s: table %s, JSON %v", i, c.name, c.cell, c.v)
+				}
+			}
+			if r.PredictedTPS > 0 && !near(r.Deviation, r.TPS/r.PredictedTPS-1, 1e-9) {
+				t.Errorf("row %d: deviation %v inconsistent with TPS %v / predicted %v", i, r.Deviation, r.TPS, r.PredictedTPS)
+			}
+		}
+		if len(l.Prepare) > 0 {
+			prep := mdTable(t, md, "| added RTT (ms) | prepare")
+			for i, r := range l.Prepare {
+				if !near(cellNum(t, prep[i+1][1]), r.Seconds, 0.01) {
+					t.Errorf("prepare row %d: table %s, JSON %v", i, prep[i+1][1], r.Seconds)
+				}
+			}
+		}
+		c := readChart(t, filepath.Join(dir, FileTPSChart))
+		if !strings.Contains(c.xLabel, "(ms)") || !strings.Contains(c.yLabel, "transactions/s") {
+			t.Errorf("TPS chart axis labels %q, %q", c.xLabel, c.yLabel)
+		}
+		if len(c.series) != 2 || len(c.series["measured"]) != len(l.Rows) {
+			t.Errorf("TPS chart series %v", c.legend)
+		}
+		if !strings.Contains(md, "("+FileTPSChart+")") {
+			t.Error("report.md does not show the TPS chart")
+		}
+	}
+
+	if f := js.Flow; f != nil {
+		rows := mdTable(t, md, "| bulk sessions N")
+		ns := f.ns()
+		if len(rows)-1 != len(ns) {
+			t.Fatalf("flow table has %d rows, want one per N (%v)", len(rows)-1, ns)
+		}
+		for i, n := range ns {
+			cells := rows[i+1]
+			if cellNum(t, cells[0]) != float64(n) {
+				t.Errorf("flow row %d is N=%s, want %d", i, cells[0], n)
+			}
+			for _, c := range []struct {
+				control         string
+				elapsed, slowdn int
+			}{{"off", 1, 3}, {"on", 4, 5}} {
+				r := f.row(c.control, n)
+				if r == nil {
+					t.Fatalf("no %s point for N=%d in JSON", c.control, n)
+				}
+				if !near(cellNum(t, cells[c.elapsed]), r.ElapsedMs, 0.1) || !near(cellNum(t, cells[c.slowdn]), r.Slowdown, 0.01) {
+					t.Errorf("N=%d %s: table %s %s, JSON %v %v", n, c.control, cells[c.elapsed], cells[c.slowdn], r.ElapsedMs, r.Slowdown)
+				}
+				base := f.row(c.control, 0)
+				if !near(r.Slowdown, r.ElapsedMs/base.ElapsedMs, 1e-9) {
+					t.Errorf("N=%d %s: slowdown %v is not elapsed / elapsed at N=0", n, c.control, r.Slowdown)
+				}
+				if len(r.SamplesMs) != f.Reps {
+					t.Errorf("N=%d %s: %d samples, want %d", n, c.control, len(r.SamplesMs), f.Reps)
+				}
+			}
+		}
+		c := readChart(t, filepath.Join(dir, FileSlowdown))
+		off, on := c.series["network_control off"], c.series["network_control on"]
+		if len(off) != len(ns) || len(on) != len(ns) {
+			t.Fatalf("slowdown chart series %v", c.legend)
+		}
+		if !strings.Contains(c.xLabel, "N") || !strings.Contains(c.yLabel, "slowdown") {
+			t.Errorf("slowdown chart axis labels %q, %q", c.xLabel, c.yLabel)
+		}
+		// The chart must draw the data: a larger slowdown is higher up
+		// (a smaller y).
+		last := len(ns) - 1
+		offY, onY := off[last][1], on[last][1]
+		if (f.row("off", ns[last]).Slowdown > f.row("on", ns[last]).Slowdown) != (offY < onY) {
+			t.Errorf("slowdown chart: last points at y=%v (off) and y=%v (on) contradict the data", offY, onY)
+		}
+		if !strings.Contains(md, "("+FileSlowdown+")") {
+			t.Error("report.md does not show the slowdown chart")
+		}
+	}
+	return &js
+}

@@ -1,0 +1,128 @@
+package lab
+
+import (
+	"context"
+	"database/sql"
+	"sync/atomic"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// conn is one session of the lab's own clients (the benchmark has its
+// own).
+type conn interface {
+	// bulk runs the bulk statement once, adding the payload bytes it
+	// receives to n as they come.
+	bulk(ctx context.Context, n *atomic.Int64) error
+	// normal runs the normal query and returns its payload bytes.
+	normal(ctx context.Context) (int64, error)
+	// ping makes one minimal round trip.
+	ping(ctx context.Context) error
+	close()
+}
+
+// connect opens a session to addr as user ("" for the DSN's own
+// credentials).
+func (d *database) connect(ctx context.Context, addr, user, password string) (conn, error) {
+	switch d.protocol {
+	case protoMySQL:
+		cfg := d.mysqlConfig(addr, user, password)
+		cn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, err
+		}
+		db := sql.OpenDB(cn)
+		db.SetMaxOpenConns(1)
+		c, err := db.Conn(ctx)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		return &mysqlFlowConn{db: db, c: c}, nil
+	default:
+		c, err := pgconn.Connect(ctx, d.urlAt(addr, user, password, false))
+		if err != nil {
+			return nil, err
+		}
+		return pgFlowConn{c}, nil
+	}
+}
+
+type pgFlowConn struct{ c *pgconn.PgConn }
+
+func (c pgFlowConn) bulk(ctx context.Context, n *atomic.Int64) error {
+	_, err := c.c.CopyTo(ctx, counter{n}, pgBulkSQL)
+	return err
+}
+
+func (c pgFlowConn) normal(ctx context.Context) (int64, error) {
+	mrr := c.c.Exec(ctx, pgNormalSQL)
+	var total int64
+	for mrr.NextResult() {
+		rr := mrr.ResultReader()
+		for rr.NextRow() {
+			for _, v := range rr.Values() {
+				total += int64(len(v))
+			}
+		}
+		if _, err := rr.Close(); err != nil {
+			mrr.Close()
+			return total, err
+		}
+	}
+	return total, mrr.Close()
+}
+
+func (c pgFlowConn) ping(ctx context.Context) error {
+	_, err := c.c.Exec(ctx, "SELECT 1").ReadAll()
+	return err
+}
+
+func (c pgFlowConn) close() { c.c.Close(context.Background()) }
+
+type mysqlFlowConn struct {
+	db *sql.DB
+	c  *sql.Conn
+}
+
+func (c *mysqlFlowConn) query(ctx context.Context, q string, each func(int)) (int64, error) {
+	rows, err := c.c.QueryContext(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var total int64
+	var b sql.RawBytes
+	for rows.Next() {
+		if err := rows.Scan(&b); err != nil {
+			return total, err
+		}
+		total += int64(len(b))
+		if each != nil {
+			each(len(b))
+		}
+	}
+	return total, rows.Err()
+}
+
+func (c *mysqlFlowConn) bulk(ctx context.Context, n *atomic.Int64) error {
+	_, err := c.query(ctx, mysqlBulkSQL, func(k int) { n.Add(int64(k)) })
+	return err
+}
+
+func (c *mysqlFlowConn) normal(ctx context.Context) (int64, error) {
+	return c.query(ctx, mysqlNormalSQL, nil)
+}
+
+func (c *mysqlFlowConn) ping(ctx context.Context) error { return c.c.PingContext(ctx) }
+
+func (c *mysqlFlowConn) close() {
+	c.c.Close()
+	c.db.Close()
+}
+
+// counter is an io.Writer that counts.
+type counter struct{ n *atomic.Int64 }
+
+func (c counter) Write(p []byte) (int, error) { c.n.Add(int64(len(p))); return len(p), nil }

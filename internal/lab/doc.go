@@ -1,0 +1,54 @@
+// Package lab is `sluice lab`: it reproduces the two reference
+// experiments end to end, on one machine, through sluice, and reports
+// them as tables, Markdown, JSON and SVG charts.
+//
+// It owns the experiment procedures, the database the experiments run
+// against when the user has none, and the report. It does not own what
+// it measures: the benchmark is package bench, the proxy, links, path
+// emulation and workload manager are the product's own packages, wired in
+// process exactly as `sluice serve` wires them, so every measured byte
+// crosses a real sluice route over real loopback sockets and every
+// setting is a console statement (ALTER LINK, CREATE EXCEPT RULE, SET).
+//
+// # The database
+//
+// Run starts the embedded database (package litepg: SQLite over the
+// PostgreSQL protocol) by default, a throwaway PostgreSQL from the
+// installed binaries with BackendPostgres (package pgtemp), or addresses
+// the user's server with a postgres:// or mysql:// DSN. Everything the
+// lab starts it stops, and everything it creates in a database it drops
+// at the end, on error too: the benchmark's sbtest tables (it refuses to
+// run when they exist already rather than drop someone's tables), and
+// the login named bulk that the flow-control experiment creates when
+// there is none; when a login of that name exists, or the lab may not
+// create one, it reaches the bulk pool through a second route whose
+// sessions default to that pool, and says so.
+//
+// # Experiment 1: latency
+//
+// oltp_read_write at added round-trip times (a one-way delay of RTT/2 on
+// the link, in each direction), each run beside the model's prediction
+// threads / (base latency + round trips x RTT), where the base latency is
+// the average at RTT 0 and the round trips per transaction are counted
+// by the benchmark; plus the table load (prepare) timed at chosen RTTs.
+// A minimal round trip is timed at each setting too, so the report shows
+// what a round trip really cost.
+//
+// # Experiment 2: flow control
+//
+// A query returning about 1 MB, measured repeatedly under N concurrent
+// bulk sessions, with network_control off and on. The bulk sessions'
+// pool has a penalty exception rule; each point waits until every bulk
+// statement is penalised (read from the session registry, as SHOW
+// STATEMENTS does) before it measures. The link capacity is calibrated
+// from what one bulk session can stream, with a wide margin, so that on a
+// small machine the link rather than the processor is the bottleneck.
+//
+// # Time and output
+//
+// All waiting and timing uses the Options' clock.Clock. Progress lines
+// (one per step, periodic lines during long steps) and the tables go to
+// Options.Progress as the run goes. Report carries every figure; its
+// JSON form is report.json, and WriteFiles also writes report.md and the
+// charts (package svg).
+package lab

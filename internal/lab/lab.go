@@ -1,0 +1,298 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/clock"
+)
+
+// UsageError is a bad option: the caller's mistake, not the run's.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Options configure Run.
+type Options struct {
+	// DSN is the database to run against: postgres://user:pass@host:port/db
+	// or mysql://user:pass@host:port/db (a go-sql-driver DSN
+	// user:pass@tcp(host:port)/db works too). "" uses Backend.
+	DSN string
+	// Backend is BackendEmbedded (also "") or BackendPostgres; ignored
+	// when DSN is set.
+	Backend string
+	// PostgresBin is the directory of initdb and postgres for
+	// BackendPostgres; "" searches PATH and /usr/lib/postgresql/*/bin.
+	PostgresBin string
+	// Plan is what to measure; see QuickPlan and FullPlan.
+	Plan Plan
+	// Out, if set, is the directory that receives report.md, report.json
+	// and the SVG charts; it is created if missing.
+	Out string
+	// Progress receives progress lines and the tables as the run goes;
+	// nil discards them.
+	Progress io.Writer
+	// Clock times everything; nil means clock.Real.
+	Clock clock.Clock
+	// Logger receives the components' logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Plan is the scale of a run. An experiment with no points is skipped.
+type Plan struct {
+	// Name labels the plan in the report ("quick", "full").
+	Name    string
+	Latency LatencyPlan
+	Flow    FlowPlan
+}
+
+// LatencyPlan is the scale of the latency experiment.
+type LatencyPlan struct {
+	// RTTs are the added round-trip times; 0 is always measured (it is
+	// the model's base) and added when missing. Empty skips the
+	// experiment.
+	RTTs []time.Duration
+	// PrepareRTTs are the added RTTs at which the table load (sluice
+	// bench prepare) is timed.
+	PrepareRTTs []time.Duration
+	// Threads is --threads; 0 picks 1 on the embedded backend (SQLite
+	// admits one writer at a time, so more threads would queue on its
+	// lock instead of on the network) and 4 on a server.
+	Threads int
+	// Tables and TableSize are --tables and --table-size.
+	Tables, TableSize int
+	// Time and Warmup are --time and --warmup-time of each run.
+	Time, Warmup time.Duration
+	// ReportInterval is --report-interval: how often a run prints a
+	// progress line. 0 prints none.
+	ReportInterval time.Duration
+}
+
+// FlowPlan is the scale of the flow-control experiment.
+type FlowPlan struct {
+	// Ns are the numbers of concurrent bulk sessions; 0 is always
+	// measured (it is the base of the slowdown) and added when missing.
+	// Empty skips the experiment.
+	Ns []int
+	// Reps is how many times the normal query is measured per point.
+	Reps int
+	// Capacity is the link capacity in bytes/s; 0 calibrates it: the
+	// largest of 100, 50, 20, 10, 5, 2 or 1 MB/s, at most MaxCapacity,
+	// that is at most a tenth of what one bulk session streams through
+	// an unlimited link, so that one session saturates it and the
+	// processor time the bulk traffic costs stays small (see the
+	// report).
+	Capacity int64
+	// MaxCapacity caps the calibrated capacity; 0 means 100 MB/s.
+	MaxCapacity int64
+	// RuleBandwidth and RuleElapsed are the exception rule's thresholds,
+	// in MB/s and seconds.
+	RuleBandwidth, RuleElapsed float64
+	// CheckPeriod is except_check_period.
+	CheckPeriod time.Duration
+	// PenaltyTimeout bounds the wait for the bulk statements to be
+	// penalised before measuring.
+	PenaltyTimeout time.Duration
+}
+
+// QuickPlan is `sluice lab --quick`: a small table, short runs, fewer
+// points; it keeps RTT 10 ms and N = 10, which the targets are about.
+func QuickPlan() Plan {
+	return Plan{
+		Name: "quick",
+		Latency: LatencyPlan{
+			RTTs:        ms(0, 1, 5, 10),
+			PrepareRTTs: ms(0, 10),
+			Tables:      1, TableSize: 10000,
+			Time: 3 * time.Second, Warmup: time.Second, ReportInterval: time.Second,
+		},
+		Flow: FlowPlan{
+			Ns: []int{0, 1, 4, 10}, Reps: 8,
+			RuleBandwidth: 1, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
+			PenaltyTimeout: 15 * time.Second,
+		},
+	}
+}
+
+// FullPlan is `sluice lab`: the reference experiments' points.
+func FullPlan() Plan {
+	return Plan{
+		Name: "full",
+		Latency: LatencyPlan{
+			RTTs:        ms(0, 0.3, 1, 2, 5, 10, 20),
+			PrepareRTTs: ms(0, 10),
+			Tables:      1, TableSize: 100000,
+			Time: 15 * time.Second, Warmup: 3 * time.Second, ReportInterval: 5 * time.Second,
+		},
+		Flow: FlowPlan{
+			Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 20,
+			RuleBandwidth: 1, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
+			PenaltyTimeout: 20 * time.Second,
+		},
+	}
+}
+
+func ms(v ...float64) []time.Duration {
+	out := make([]time.Duration, len(v))
+	for i, x := range v {
+		out[i] = time.Duration(x * float64(time.Millisecond))
+	}
+	return out
+}
+
+// validate checks o and fills in the plan's defaults.
+func (o *Options) validate() error {
+	if o.DSN != "" && o.Backend != "" && o.Backend != BackendEmbedded {
+		return &UsageError{Msg: "give --dsn or --backend, not both"}
+	}
+	if o.DSN == "" && o.Backend != "" && o.Backend != BackendEmbedded && o.Backend != BackendPostgres {
+		return &UsageError{Msg: fmt.Sprintf("unknown backend %q (want %s or %s)", o.Backend, BackendEmbedded, BackendPostgres)}
+	}
+	if o.DSN != "" {
+		if _, err := parseDSN(o.DSN); err != nil {
+			return err
+		}
+	}
+	l := &o.Plan.Latency
+	if len(l.RTTs) > 0 {
+		for _, r := range append(slices.Clone(l.RTTs), l.PrepareRTTs...) {
+			if r < 0 || r > 10*time.Second {
+				return &UsageError{Msg: fmt.Sprintf("added RTT %v out of range (0 to 10 s)", r)}
+			}
+		}
+		if !slices.Contains(l.RTTs, 0) {
+			l.RTTs = append(l.RTTs, 0)
+		}
+		slices.Sort(l.RTTs)
+		l.RTTs = slices.Compact(l.RTTs)
+		if l.Tables <= 0 {
+			l.Tables = 1
+		}
+		if l.TableSize <= 0 {
+			l.TableSize = 10000
+		}
+		if l.Time <= 0 {
+			l.Time = 10 * time.Second
+		}
+		if l.Threads < 0 {
+			return &UsageError{Msg: "threads must be >= 0"}
+		}
+	}
+	f := &o.Plan.Flow
+	if len(f.Ns) > 0 {
+		for _, n := range f.Ns {
+			if n < 0 || n > 100 {
+				return &UsageError{Msg: fmt.Sprintf("bulk sessions %d out of range (0 to 100)", n)}
+			}
+		}
+		if !slices.Contains(f.Ns, 0) {
+			f.Ns = append(f.Ns, 0)
+		}
+		slices.Sort(f.Ns)
+		f.Ns = slices.Compact(f.Ns)
+		if f.Reps <= 0 {
+			f.Reps = 20
+		}
+		if f.MaxCapacity <= 0 {
+			f.MaxCapacity = 100_000_000
+		}
+		if f.RuleBandwidth <= 0 {
+			f.RuleBandwidth = 1
+		}
+		if f.RuleElapsed <= 0 {
+			f.RuleElapsed = 0.5
+		}
+		if f.CheckPeriod < 100*time.Millisecond {
+			f.CheckPeriod = 100 * time.Millisecond
+		}
+		if f.PenaltyTimeout <= 0 {
+			f.PenaltyTimeout = 20 * time.Second
+		}
+	}
+	if len(l.RTTs) == 0 && len(f.Ns) == 0 {
+		return &UsageError{Msg: "the plan has no experiment to run"}
+	}
+	return nil
+}
+
+// Run starts (or connects to) the database, puts sluice in front of it,
+// runs the plan's experiments, and returns the report. With Options.Out
+// set it also writes the report files. Everything it started is stopped
+// and everything it created in the database (benchmark tables, the bulk
+// login role it made) is dropped before it returns, on error too.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := newPrinter(o.Progress, clk)
+	start := clk.Now()
+
+	db, err := openDatabase(ctx, &o, clk, log, p.step)
+	if err != nil {
+		return nil, err
+	}
+	defer db.close()
+	s, err := startSluice(clk, log, db)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	route, err := s.addRoute("lab", "")
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Plan: o.Plan.Name, Backend: db.kind, Database: db.describe, Protocol: db.protocol, Started: start.UTC()}
+	p.printf("sluice lab (%s plan): %s\n", planName(o.Plan), db.describe)
+	p.printf("sluice route %s -> %s (protocol %s); every measured byte goes through it\n\n", route, db.upstream, db.protocol)
+
+	if len(o.Plan.Latency.RTTs) > 0 {
+		lr, err := runLatency(ctx, &latencyRun{plan: o.Plan.Latency, db: db, s: s, route: route, clk: clk, p: p})
+		if err != nil {
+			return nil, fmt.Errorf("latency experiment: %w", err)
+		}
+		rep.Latency = lr
+		p.printf("\n")
+		lr.table().text(p)
+		p.printf("\n")
+	}
+	if len(o.Plan.Flow.Ns) > 0 {
+		fr, err := runFlow(ctx, &flowRun{plan: o.Plan.Flow, db: db, s: s, route: route, clk: clk, log: log, p: p})
+		if err != nil {
+			return nil, fmt.Errorf("flow-control experiment: %w", err)
+		}
+		rep.Flow = fr
+		p.printf("\n")
+		fr.table().text(p)
+		p.printf("\n")
+	}
+	rep.Seconds = clk.Now().Sub(start).Seconds()
+	rep.Targets = rep.evaluate()
+	rep.targetTable().text(p)
+	if o.Out != "" {
+		files, err := rep.WriteFiles(o.Out)
+		if err != nil {
+			return rep, err
+		}
+		p.printf("\nwrote %s\n", joinFiles(files))
+	}
+	return rep, nil
+}
+
+func planName(p Plan) string {
+	if p.Name == "" {
+		return "custom"
+	}
+	return p.Name
+}

@@ -1,0 +1,22 @@
+// Package pgtemp runs a throwaway PostgreSQL server from the installed
+// server binaries, for `sluice lab --backend postgres`.
+//
+// Start creates a private temporary directory, runs initdb into it,
+// starts postgres listening only on a free loopback port (and on a Unix
+// socket inside that directory), and waits until it accepts connections.
+// The superuser is "postgres" with a random password given to initdb
+// through a file; TCP connections authenticate with scram-sha-256. The
+// server runs without fsync and with synchronous_commit off: its data is
+// disposable. Close stops it (fast shutdown, then SIGQUIT and SIGKILL if
+// it lingers) and removes the directory; nothing outlives Close.
+//
+// PostgreSQL refuses to run as root. When the process is root, initdb and
+// postgres run as the "postgres" system user (Options.User), as
+// `runuser -u postgres` would run them, and the directory is handed to
+// that user.
+//
+// The binaries are looked up in Options.BinDir, then in PATH, then in
+// /usr/lib/postgresql/*/bin (newest version first). When none is found
+// Start returns an error wrapping ErrNotInstalled that says what to
+// install.
+package pgtemp

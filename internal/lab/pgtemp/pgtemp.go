@@ -1,0 +1,361 @@
+package pgtemp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicelab/sluice/internal/clock"
+)
+
+// ErrNotInstalled is wrapped by Start's error when initdb or postgres
+// cannot be found.
+var ErrNotInstalled = errors.New("PostgreSQL server binaries (initdb, postgres) not found")
+
+// Options configure Start. The zero value finds the binaries itself and
+// runs as the "postgres" user when the process is root.
+type Options struct {
+	// BinDir is the directory holding initdb and postgres; "" searches
+	// PATH and /usr/lib/postgresql/*/bin.
+	BinDir string
+	// User is the system user the server runs as when the process is
+	// root; "" means "postgres". Ignored when not root.
+	User string
+	// StartTimeout bounds initdb plus the wait for the server to accept
+	// connections; 0 means 90 s.
+	StartTimeout time.Duration
+	// Clock paces the readiness checks; nil means clock.Real.
+	Clock clock.Clock
+	// Logger receives the steps at debug level; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is a running throwaway PostgreSQL. Close it.
+type Server struct {
+	url     string
+	dir     string
+	clk     clock.Clock
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the postmaster has exited
+	waitErr error         // set before exited is closed
+	log     *tailBuffer
+	version string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// URL returns the superuser's connection URL (database postgres, TCP on
+// loopback, sslmode=disable).
+func (s *Server) URL() string { return s.url }
+
+// Dir returns the server's temporary directory (data directory and
+// socket), which Close removes.
+func (s *Server) Dir() string { return s.dir }
+
+// Version returns the server's version as `postgres --version` reports
+// it: "PostgreSQL 16.4 (Debian 16.4-1)"; "" if that failed.
+func (s *Server) Version() string { return s.version }
+
+// FindBinaries returns the directory holding initdb and postgres: dir if
+// given (and complete), else the one in PATH, else the newest
+// /usr/lib/postgresql/*/bin.
+func FindBinaries(dir string) (string, error) {
+	complete := func(d string) bool {
+		for _, b := range []string{"initdb", "postgres"} {
+			if fi, err := os.Stat(filepath.Join(d, b)); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	if dir != "" {
+		if complete(dir) {
+			return dir, nil
+		}
+		return "", fmt.Errorf("%w in %s", ErrNotInstalled, dir)
+	}
+	if p, err := exec.LookPath("postgres"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil && complete(filepath.Dir(real)) {
+			return filepath.Dir(real), nil
+		}
+		if complete(filepath.Dir(p)) {
+			return filepath.Dir(p), nil
+		}
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil && complete(filepath.Dir(real)) {
+			return filepath.Dir(real), nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
+	for _, d := range dirs {
+		if complete(d) {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("%w (install the PostgreSQL server, e.g. apt-get install postgresql, or give its bin directory)", ErrNotInstalled)
+}
+
+// versionOf reads the major version from /usr/lib/postgresql/VERSION/bin.
+func versionOf(dir string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+	return v
+}
+
+// Start initialises and starts a server. ctx bounds the start only; the
+// server runs until Close.
+func Start(ctx context.Context, o Options) (*Server, error) {
+	bin, err := FindBinaries(o.BinDir)
+	if err != nil {
+		return nil, fmt.Errorf("pgtemp: %w", err)
+	}
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	timeout := o.StartTimeout
+	if timeout <= 0 {
+		timeout = 90 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	cred, err := credential(o.User)
+	if err != nil {
+		return nil, fmt.Errorf("pgtemp: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "sluice-pg-*")
+	if err != nil {
+		return nil, fmt.Errorf("pgtemp: temporary directory: %w", err)
+	}
+	s := &Server{dir: dir, clk: clk, exited: make(chan struct{}), log: &tailBuffer{max: 8 << 10}}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(dir)
+		}
+	}()
+	password, err := randomHex(16)
+	if err != nil {
+		return nil, fmt.Errorf("pgtemp: %w", err)
+	}
+	pwfile := filepath.Join(dir, "pwfile")
+	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("pgtemp: %w", err)
+	}
+	if cred != nil {
+		for _, p := range []string{dir, pwfile} {
+			if err := os.Chown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+				return nil, fmt.Errorf("pgtemp: hand %s to the server user: %w", p, err)
+			}
+		}
+	}
+	if out, err := command(ctx, cred, dir, filepath.Join(bin, "postgres"), "--version").Output(); err == nil {
+		s.version = "PostgreSQL " + strings.TrimPrefix(strings.TrimSpace(string(out)), "postgres (PostgreSQL) ")
+	}
+	data := filepath.Join(dir, "data")
+	log.Debug("initdb", "bin", bin, "data", data)
+	initdb := command(ctx, cred, dir, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
+		"--pwfile="+pwfile, "--auth-local=trust", "--auth-host=scram-sha-256",
+		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("pgtemp: initdb: %w\n%s", err, tail(out, 2000))
+	}
+	os.Remove(pwfile)
+
+	port, err := freePort()
+	if err != nil {
+		return nil, fmt.Errorf("pgtemp: %w", err)
+	}
+	s.cmd = command(context.Background(), cred, dir, filepath.Join(bin, "postgres"), "-D", data,
+		"-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_directories="+dir,
+		"-c", "max_connections=200",
+		"-c", "fsync=off",
+		"-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off",
+		"-c", "shared_buffers=128MB",
+		"-c", "logging_collector=off")
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("pgtemp: start postgres: %w", err)
+	}
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		close(s.exited)
+	}()
+	u := url.URL{Scheme: "postgres", User: url.UserPassword("postgres", password),
+		Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Path: "/postgres", RawQuery: "sslmode=disable"}
+	s.url = u.String()
+	log.Debug("waiting for postgres", "port", port)
+	if err := s.waitReady(ctx); err != nil {
+		s.stop()
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// waitReady connects until the server answers, exits or ctx ends.
+func (s *Server) waitReady(ctx context.Context) error {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		c, connErr := pgconn.Connect(cctx, s.url)
+		cancel()
+		if connErr == nil {
+			c.Close(ctx)
+			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("pgtemp: postgres exited during start (%v):\n%s", s.waitErr, s.log.String())
+		default:
+		}
+		if err := clock.Sleep(ctx, s.clk, 100*time.Millisecond); err != nil {
+			return fmt.Errorf("pgtemp: postgres did not accept connections: %w (last attempt: %v)\n%s", err, connErr, s.log.String())
+		}
+	}
+}
+
+// Close stops the server and removes its directory. It is safe to call
+// more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.stop()
+		s.closeErr = os.RemoveAll(s.dir)
+	})
+	return s.closeErr
+}
+
+// stop asks the postmaster for a fast shutdown (SIGINT) and escalates to
+// an immediate shutdown (SIGQUIT) after 20 s and SIGKILL after 10 more.
+func (s *Server) stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	for _, step := range []struct {
+		sig  syscall.Signal
+		wait time.Duration
+	}{{syscall.SIGINT, 20 * time.Second}, {syscall.SIGQUIT, 10 * time.Second}, {syscall.SIGKILL, 10 * time.Second}} {
+		select {
+		case <-s.exited:
+			return
+		default:
+		}
+		s.cmd.Process.Signal(step.sig)
+		t := s.clk.NewTimer(step.wait)
+		select {
+		case <-s.exited:
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// credential returns the identity to run the server as: nil when the
+// process is not root, the named user (default postgres) when it is.
+func credential(name string) (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	if name == "" {
+		name = "postgres"
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("running as root, and PostgreSQL refuses root: need the system user %q to run the server as: %w", name, err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("user %s: non-numeric uid or gid", name)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// command prepares a server program, run as cred when set, in dir.
+func command(ctx context.Context, cred *syscall.Credential, dir, name string, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, name, args...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), "LC_ALL=C", "TZ=UTC")
+	if cred != nil {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		c.Env = append(c.Env, "HOME="+dir)
+	}
+	return c
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// tailBuffer keeps the last max bytes written to it. It is safe for
+// concurrent use.
+type tailBuffer struct {
+	max int
+	mu  sync.Mutex
+	buf []byte // guarded by mu
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return tail(t.buf, t.max)
+}

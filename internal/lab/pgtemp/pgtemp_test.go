@@ -1,0 +1,83 @@
+package pgtemp
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+func TestFindBinariesMissing(t *testing.T) {
+	_, err := FindBinaries(t.TempDir())
+	if !errors.Is(err, ErrNotInstalled) {
+		t.Fatalf("FindBinaries(empty dir) = %v, want ErrNotInstalled", err)
+	}
+	_, err = Start(context.Background(), Options{BinDir: filepath.Join(t.TempDir(), "nowhere")})
+	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("Start without binaries = %v, want a clear ErrNotInstalled", err)
+	}
+}
+
+// TestStartStop starts a real throwaway server, uses it, and checks that
+// Close stops it and leaves nothing behind.
+func TestStartStop(t *testing.T) {
+	if _, err := FindBinaries(""); err != nil {
+		testenv.Missing(t, "%v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.HasPrefix(s.URL(), "postgres://postgres:") || !strings.Contains(s.URL(), "@127.0.0.1:") {
+		t.Errorf("URL %s: want the postgres superuser on loopback", s.URL())
+	}
+	if !strings.HasPrefix(s.Version(), "PostgreSQL 1") {
+		t.Errorf("version %q", s.Version())
+	}
+	c, err := pgx.Connect(ctx, s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var super string
+	if err := c.QueryRow(ctx, "SHOW is_superuser").Scan(&super); err != nil || super != "on" {
+		t.Errorf("is_superuser = %q, %v", super, err)
+	}
+	var listen string
+	c.QueryRow(ctx, "SHOW listen_addresses").Scan(&listen)
+	if listen != "127.0.0.1" {
+		t.Errorf("listen_addresses = %q, want loopback only", listen)
+	}
+	c.Close(ctx)
+
+	wrong := strings.Replace(s.URL(), "postgres:", "postgres:x", 1)
+	if c, err := pgx.Connect(ctx, wrong); err == nil {
+		c.Close(ctx)
+		t.Error("a wrong password was accepted")
+	}
+
+	dir := s.Dir()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("directory %s still there after Close: %v", dir, err)
+	}
+	if c, err := pgx.Connect(ctx, s.URL()); err == nil {
+		c.Close(ctx)
+		t.Error("server still answers after Close")
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
