@@ -269,7 +269,11 @@ func sysbenchRTT(ctx context.Context, db string, seconds int) error {
 	default:
 		return fmt.Errorf("unknown db %q", db)
 	}
-	s, err := harness.Start(ctx, proto, up)
+	var extra []string
+	if procs := os.Getenv("SLUICE_PROCS"); procs != "" {
+		extra = append(extra, "--procs", procs)
+	}
+	s, err := harness.Start(ctx, proto, up, extra...)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,10 @@ package clock
 
 import (
 	"context"
+	"runtime"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Clock tells the time and arms timers.
@@ -62,4 +65,36 @@ func SleepUntil(ctx context.Context, c Clock, deadline time.Time) error {
 // Sleep blocks for d on c, or until ctx is done.
 func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	return SleepUntil(ctx, c, c.Now().Add(d))
+}
+
+// Precise is implemented by clocks that can sleep more precisely than
+// their timers. Go's timers can wake a millisecond late on an idle Linux
+// host, because the runtime's network poller sleeps in whole
+// milliseconds; a thread sleeping in the kernel wakes within tens of
+// microseconds.
+type Precise interface {
+	// SleepPrecise blocks the calling goroutine, and the thread running
+	// it, for d. It cannot be interrupted, so callers keep d short.
+	SleepPrecise(d time.Duration)
+}
+
+// SleepPrecise sleeps in the kernel (nanosleep) for d, resuming after
+// signals. The thread's timer slack is lowered to 1 µs first, so the
+// kernel does not round the wake-up up by its default 50 µs.
+func (Real) SleepPrecise(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
+	ts := unix.NsecToTimespec(int64(d))
+	for {
+		var rem unix.Timespec
+		err := unix.Nanosleep(&ts, &rem)
+		if err != unix.EINTR {
+			return
+		}
+		ts = rem
+	}
 }

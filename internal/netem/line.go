@@ -16,6 +16,9 @@ import (
 // wraps net.ErrClosed.
 var ErrClosed = fmt.Errorf("netem: line closed: %w", net.ErrClosed)
 
+// maxKernelLate bounds the kernel-sleep lateness a Line compensates for.
+const maxKernelLate = 150 * time.Microsecond
+
 // DefaultSpin is the longest a Line yield-spins before a release deadline
 // when LineOptions.Spin is 0.
 const DefaultSpin = 2 * time.Millisecond
@@ -64,8 +67,11 @@ type LineOptions struct {
 // is.
 //
 // Precision: the writer sleeps on the clock until shortly before a release
-// deadline, then yield-spins (runtime.Gosched in a loop reading the clock)
-// until the deadline. How early it wakes (the lead) is the observed
+// deadline, then finishes the wait precisely: with a clock that implements
+// clock.Precise (the real one) in a kernel sleep aimed at the deadline less
+// the mean lateness of such sleeps, so releases are right on average;
+// with other clocks by yield-spinning (runtime.Gosched in a loop reading
+// the clock) until the deadline. How early it wakes (the lead) is the observed
 // lateness of its timers plus 100 µs, at most LineOptions.Spin: Go's timers
 // wake up to about 1 ms late on an idle Linux host, because the netpoller
 // sleeps in whole milliseconds, and much less when the process is busy.
@@ -101,6 +107,9 @@ type Line struct {
 	// Owned by the writer goroutine.
 	rtimer  clock.Timer   // release timer, armed lazily
 	lateEst time.Duration // decaying maximum of observed timer lateness
+	// kernelLate is the running mean of how late clock.Precise sleeps
+	// wake; owned by the writer goroutine.
+	kernelLate time.Duration
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
@@ -115,16 +124,17 @@ type Line struct {
 // dst.
 func NewLine(clk clock.Clock, dst io.Writer, path *Path, opts LineOptions) *Line {
 	l := &Line{
-		clk:      clk,
-		dst:      dst,
-		path:     path,
-		ackDelay: opts.AckDelay,
-		pool:     opts.Pool,
-		notify:   make(chan struct{}, 1),
-		progress: make(chan struct{}, 1),
-		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
-		lateEst:  initialLate,
+		clk:        clk,
+		dst:        dst,
+		path:       path,
+		ackDelay:   opts.AckDelay,
+		pool:       opts.Pool,
+		notify:     make(chan struct{}, 1),
+		progress:   make(chan struct{}, 1),
+		quit:       make(chan struct{}),
+		done:       make(chan struct{}),
+		lateEst:    initialLate,
+		kernelLate: 60 * time.Microsecond,
 	}
 	switch {
 	case opts.Spin == 0:
@@ -381,9 +391,11 @@ func (l *Line) discard() {
 }
 
 // waitUntil blocks until the clock reaches deadline, sleeping until one
-// lead before it and, if spin is set, yield-spinning for the rest. It
+// lead before it and, if spin is set, finishing the wait precisely: in the
+// kernel when the clock can (clock.Precise), else by yield-spinning. It
 // returns false if the Line is closed meanwhile.
 func (l *Line) waitUntil(deadline time.Time, spin bool) bool {
+	precise, canSleep := l.clk.(clock.Precise)
 	for {
 		now := l.clk.Now()
 		rem := deadline.Sub(now)
@@ -393,8 +405,14 @@ func (l *Line) waitUntil(deadline time.Time, spin bool) bool {
 		var lead time.Duration
 		if spin && l.spinMax > 0 {
 			lead = min(l.lateEst+spinMargin, l.spinMax)
+			if canSleep {
+				lead = l.lateEst + spinMargin
+			}
 		}
 		if rem <= lead {
+			if canSleep {
+				return l.sleepPrecise(precise, deadline, now)
+			}
 			return l.spinUntil(deadline)
 		}
 		d := rem - lead
@@ -410,6 +428,29 @@ func (l *Line) waitUntil(deadline time.Time, spin bool) bool {
 			return false
 		}
 		l.observe(l.clk.Now().Sub(now.Add(d)))
+	}
+}
+
+// sleepPrecise sleeps in the kernel until deadline, less the mean
+// lateness of such sleeps, so that releases are right on average without
+// spinning. Spinning would be as precise but keeps the Go scheduler from
+// polling the network while it lasts, delaying every other flow of the
+// process.
+func (l *Line) sleepPrecise(p clock.Precise, deadline, now time.Time) bool {
+	d := deadline.Sub(now) - l.kernelLate
+	if d > 0 {
+		p.SleepPrecise(d)
+		// A sleep that overslept because the host was busy says nothing
+		// about the kernel's timer: clip samples so that outliers do not
+		// make later releases early.
+		late := min(max(l.clk.Now().Sub(now.Add(d)), 0), maxKernelLate)
+		l.kernelLate += (late - l.kernelLate) / 8
+	}
+	select {
+	case <-l.quit:
+		return false
+	default:
+		return true
 	}
 }
 
