@@ -112,7 +112,7 @@ func QuickPlan() Plan {
 		},
 		Flow: FlowPlan{
 			Ns: []int{0, 1, 4, 10}, Reps: 8,
-			RuleBandwidth: 1, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
+			RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
 			PenaltyTimeout: 15 * time.Second,
 		},
 	}
@@ -130,7 +130,7 @@ func FullPlan() Plan {
 		},
 		Flow: FlowPlan{
 			Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 20,
-			RuleBandwidth: 1, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
+			RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
 			PenaltyTimeout: 20 * time.Second,
 		},
 	}
@@ -201,7 +201,7 @@ func (o *Options) validate() error {
 			f.MaxCapacity = 100_000_000
 		}
 		if f.RuleBandwidth <= 0 {
-			f.RuleBandwidth = 1
+			f.RuleBandwidth = 0.05
 		}
 		if f.RuleElapsed <= 0 {
 			f.RuleElapsed = 0.5

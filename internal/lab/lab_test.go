@@ -38,7 +38,7 @@ func tinyPlan() Plan {
 		},
 		Flow: FlowPlan{
 			Ns: []int{0, 2}, Reps: 3,
-			RuleBandwidth: 1, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
+			RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
 			PenaltyTimeout: 20 * time.Second,
 		},
 	}
