@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"encoding/xml"
+	"github.com/sluicelab/sluice/internal/lab/svg/svgdoc"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,54 +17,9 @@ import (
 // tables carry report.json's figures, and that the charts are what they
 // claim to be.
 
-// node is a parsed XML element.
-type node struct {
-	XMLName xml.Name
-	Attrs   []xml.Attr `xml:",any,attr"`
-	Text    string     `xml:",chardata"`
-	Nodes   []node     `xml:",any"`
-}
-
-func (n *node) attr(name string) string {
-	for _, a := range n.Attrs {
-		if a.Name.Local == name {
-			return a.Value
-		}
-	}
-	return ""
-}
-
-func (n *node) walk(f func(*node)) {
-	f(n)
-	for i := range n.Nodes {
-		n.Nodes[i].walk(f)
-	}
-}
-
-// find returns the elements below n (n included) with the given class.
-func (n *node) find(class string) []*node {
-	var out []*node
-	n.walk(func(m *node) {
-		if m.attr("class") == class {
-			out = append(out, m)
-		}
-	})
-	return out
-}
-
-func (n *node) texts() []string {
-	var out []string
-	n.walk(func(m *node) {
-		if m.XMLName.Local == "text" {
-			out = append(out, m.Text)
-		}
-	})
-	return out
-}
-
 // chart is what checkChart read from an SVG file.
 type chart struct {
-	root   *node
+	root   *svgdoc.Node
 	xLabel string
 	yLabel string
 	legend []string
@@ -80,7 +36,7 @@ func readChart(t *testing.T, path string) *chart {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var root node
+	var root svgdoc.Node
 	if err := xml.Unmarshal(data, &root); err != nil {
 		t.Fatalf("%s: not XML: %v", path, err)
 	}
@@ -89,14 +45,14 @@ func readChart(t *testing.T, path string) *chart {
 	}
 	c := &chart{root: &root, series: map[string][][2]float64{}}
 	for _, axis := range []string{"axis x", "axis y"} {
-		g := root.find(axis)
+		g := root.Find(axis)
 		if len(g) != 1 {
 			t.Fatalf("%s: %d %q groups", path, len(g), axis)
 		}
-		if len(g[0].find("line")) != 1 || len(g[0].find("tick")) < 2 {
+		if len(g[0].Find("line")) != 1 || len(g[0].Find("tick")) < 2 {
 			t.Fatalf("%s: %s lacks its line or ticks", path, axis)
 		}
-		labels := g[0].find("label")
+		labels := g[0].Find("label")
 		if len(labels) != 1 || labels[0].Text == "" {
 			t.Fatalf("%s: %s has no label", path, axis)
 		}
@@ -106,14 +62,14 @@ func readChart(t *testing.T, path string) *chart {
 			c.yLabel = labels[0].Text
 		}
 	}
-	legend := root.find("legend")
+	legend := root.Find("legend")
 	if len(legend) != 1 {
 		t.Fatalf("%s: %d legends", path, len(legend))
 	}
-	c.legend = legend[0].texts()
-	for _, s := range root.find("series") {
+	c.legend = legend[0].Texts()
+	for _, s := range root.Find("series") {
 		var pts [][2]float64
-		for _, p := range strings.Fields(s.find("line")[0].attr("points")) {
+		for _, p := range strings.Fields(s.Find("line")[0].Attr("points")) {
 			a, b, _ := strings.Cut(p, ",")
 			x, err1 := strconv.ParseFloat(a, 64)
 			y, err2 := strconv.ParseFloat(b, 64)
@@ -122,7 +78,7 @@ func readChart(t *testing.T, path string) *chart {
 			}
 			pts = append(pts, [2]float64{x, y})
 		}
-		c.series[s.attr("data-name")] = pts
+		c.series[s.Attr("data-name")] = pts
 	}
 	if len(c.series) != len(c.legend) {
 		t.Fatalf("%s: %d series but legend %q", path, len(c.series), c.legend)

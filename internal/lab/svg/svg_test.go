@@ -2,6 +2,7 @@ package svg
 
 import (
 	"encoding/xml"
+	"github.com/sluicelab/sluice/internal/lab/svg/svgdoc"
 	"io"
 	"math"
 	"strconv"
@@ -9,56 +10,9 @@ import (
 	"testing"
 )
 
-// node is a parsed XML element.
-type node struct {
-	XMLName xml.Name
-	Attrs   []xml.Attr `xml:",any,attr"`
-	Text    string     `xml:",chardata"`
-	Nodes   []node     `xml:",any"`
-}
-
-func (n *node) attr(name string) string {
-	for _, a := range n.Attrs {
-		if a.Name.Local == name {
-			return a.Value
-		}
-	}
-	return ""
-}
-
-// walk calls f for n and every element below it.
-func (n *node) walk(f func(*node)) {
-	f(n)
-	for i := range n.Nodes {
-		n.Nodes[i].walk(f)
-	}
-}
-
-// find returns the elements with the given class.
-func (n *node) find(class string) []*node {
-	var out []*node
-	n.walk(func(m *node) {
-		if m.attr("class") == class {
-			out = append(out, m)
-		}
-	})
-	return out
-}
-
-// texts returns the text of the <text> elements below n.
-func (n *node) texts() []string {
-	var out []string
-	n.walk(func(m *node) {
-		if m.XMLName.Local == "text" {
-			out = append(out, m.Text)
-		}
-	})
-	return out
-}
-
-func parse(t *testing.T, doc string) *node {
+func parse(t *testing.T, doc string) *svgdoc.Node {
 	t.Helper()
-	var root node
+	var root svgdoc.Node
 	if err := xml.Unmarshal([]byte(doc), &root); err != nil {
 		t.Fatalf("not XML: %v\n%s", err, doc)
 	}
@@ -81,18 +35,18 @@ func TestChartStructure(t *testing.T) {
 		ZeroX:  true, ZeroY: true,
 	}
 	root := parse(t, c.String())
-	if w, h := root.attr("width"), root.attr("height"); w != "720" || h != "450" {
+	if w, h := root.Attr("width"), root.Attr("height"); w != "720" || h != "450" {
 		t.Errorf("size %sx%s, want the default 720x450", w, h)
 	}
 	for _, axis := range []string{"axis x", "axis y"} {
-		g := root.find(axis)
+		g := root.Find(axis)
 		if len(g) != 1 {
 			t.Fatalf("%d %q groups, want 1", len(g), axis)
 		}
-		if len(g[0].find("line")) != 1 {
+		if len(g[0].Find("line")) != 1 {
 			t.Errorf("%s: no axis line", axis)
 		}
-		ticks := g[0].find("tick")
+		ticks := g[0].Find("tick")
 		if len(ticks) < 3 {
 			t.Errorf("%s: %d tick labels, want at least 3", axis, len(ticks))
 		}
@@ -105,43 +59,43 @@ func TestChartStructure(t *testing.T) {
 			prev = v
 		}
 	}
-	labels := root.find("label")
+	labels := root.Find("label")
 	if len(labels) != 2 || labels[0].Text != "added RTT (ms)" || labels[1].Text != "transactions per second" {
-		t.Errorf("axis labels %v", root.texts())
+		t.Errorf("axis labels %v", root.Texts())
 	}
-	if x := root.find("axis x")[0].find("tick"); x[0].Text != "0" {
+	if x := root.Find("axis x")[0].Find("tick"); x[0].Text != "0" {
 		t.Errorf("ZeroX: first x tick %q, want 0", x[0].Text)
 	}
-	series := root.find("series")
+	series := root.Find("series")
 	if len(series) != 2 {
 		t.Fatalf("%d series groups, want 2", len(series))
 	}
 	for i, s := range series {
-		if s.attr("data-name") != c.Series[i].Name {
-			t.Errorf("series %d named %q", i, s.attr("data-name"))
+		if s.Attr("data-name") != c.Series[i].Name {
+			t.Errorf("series %d named %q", i, s.Attr("data-name"))
 		}
-		lines := s.find("line")
-		if len(lines) != 1 || len(strings.Fields(lines[0].attr("points"))) != 4 {
+		lines := s.Find("line")
+		if len(lines) != 1 || len(strings.Fields(lines[0].Attr("points"))) != 4 {
 			t.Errorf("series %d: want one polyline of 4 points", i)
 		}
-		if m := s.find("marker"); len(m) != 4 {
+		if m := s.Find("marker"); len(m) != 4 {
 			t.Errorf("series %d: %d markers, want 4", i, len(m))
 		}
 	}
-	if series[0].find("line")[0].attr("stroke-dasharray") != "" || series[1].find("line")[0].attr("stroke-dasharray") == "" {
+	if series[0].Find("line")[0].Attr("stroke-dasharray") != "" || series[1].Find("line")[0].Attr("stroke-dasharray") == "" {
 		t.Error("only the second series should be dashed")
 	}
-	legend := root.find("legend")
+	legend := root.Find("legend")
 	if len(legend) != 1 {
 		t.Fatalf("%d legends", len(legend))
 	}
-	if got := legend[0].texts(); strings.Join(got, "|") != "measured|predicted" {
+	if got := legend[0].Texts(); strings.Join(got, "|") != "measured|predicted" {
 		t.Errorf("legend %q", got)
 	}
-	if g := root.find("guide"); len(g) != 1 || g[0].texts()[0] != "target" {
+	if g := root.Find("guide"); len(g) != 1 || g[0].Texts()[0] != "target" {
 		t.Errorf("guide missing: %d", len(g))
 	}
-	if root.find("title")[0].Text != c.Title {
+	if root.Find("title")[0].Text != c.Title {
 		t.Error("title text missing")
 	}
 }
@@ -151,7 +105,7 @@ func TestChartStructure(t *testing.T) {
 func TestChartGeometry(t *testing.T) {
 	c := Chart{Series: []Series{{Name: "s", Points: []Point{{0, 1}, {10, 11}}}}}
 	root := parse(t, c.String())
-	pts := strings.Fields(root.find("series")[0].find("line")[0].attr("points"))
+	pts := strings.Fields(root.Find("series")[0].Find("line")[0].Attr("points"))
 	xy := func(s string) (float64, float64) {
 		a, b, _ := strings.Cut(s, ",")
 		x, _ := strconv.ParseFloat(a, 64)
@@ -194,20 +148,20 @@ func TestChartOddData(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := parse(t, tt.chart.String())
-			if len(root.find("axis x")) != 1 || len(root.find("axis y")) != 1 {
+			if len(root.Find("axis x")) != 1 || len(root.Find("axis y")) != 1 {
 				t.Fatal("axes missing")
 			}
-			series := root.find("series")
+			series := root.Find("series")
 			if len(series) != len(tt.pts) {
 				t.Fatalf("%d series, want %d", len(series), len(tt.pts))
 			}
 			for i, s := range series {
-				if n := len(strings.Fields(s.find("line")[0].attr("points"))); n != tt.pts[i] {
+				if n := len(strings.Fields(s.Find("line")[0].Attr("points"))); n != tt.pts[i] {
 					t.Errorf("series %d: %d points, want %d", i, n, tt.pts[i])
 				}
 			}
 			if tt.name == "escaped names" {
-				if root.find("series")[0].attr("data-name") != "c&d <e>" || root.find("label")[0].Text != "a<b" {
+				if root.Find("series")[0].Attr("data-name") != "c&d <e>" || root.Find("label")[0].Text != "a<b" {
 					t.Error("text not round-tripped through escaping")
 				}
 			}
@@ -245,13 +199,13 @@ func TestLogY(t *testing.T) {
 	c := Chart{LogY: true, ZeroY: true, Series: []Series{{Name: "tps", Points: []Point{{0, 1000}, {1, 45}, {5, 0}, {10, 4.9}}}}}
 	root := parse(t, c.String())
 	var ticks []string
-	for _, tk := range root.find("axis y")[0].find("tick") {
+	for _, tk := range root.Find("axis y")[0].Find("tick") {
 		ticks = append(ticks, tk.Text)
 	}
 	if got := strings.Join(ticks, " "); got != "1 10 100 1000" {
 		t.Errorf("log ticks %q, want the decades 1 10 100 1000", got)
 	}
-	pts := strings.Fields(root.find("series")[0].find("line")[0].attr("points"))
+	pts := strings.Fields(root.Find("series")[0].Find("line")[0].Attr("points"))
 	if len(pts) != 3 {
 		t.Errorf("%d points drawn, want 3 (y = 0 has no logarithm)", len(pts))
 	}
@@ -283,7 +237,7 @@ func TestLegendWraps(t *testing.T) {
 		t.Fatalf("%d legend rows for 5 long names in 300 px, want several", len(rows))
 	}
 	root := parse(t, c.String())
-	if n := len(root.find("entry")); n != 5 {
+	if n := len(root.Find("entry")); n != 5 {
 		t.Errorf("%d legend entries, want 5", n)
 	}
 }
@@ -309,7 +263,7 @@ func FuzzRender(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, label string, x0, y0, x1, y1 float64) {
 		c := Chart{Title: label, XLabel: label, YLabel: name, ZeroY: true,
 			Series: []Series{{Name: name, Points: []Point{{x0, y0}, {x1, y1}}}}, Guides: []Guide{{Y: y1, Label: label}}}
-		var root node
+		var root svgdoc.Node
 		if err := xml.Unmarshal([]byte(c.String()), &root); err != nil {
 			t.Fatalf("output is not XML: %v", err)
 		}
