@@ -104,8 +104,8 @@ func run(ctx context.Context, url string, counts []int, reps int, capacity strin
 
 	fmt.Printf("flow control: link capacity %s, normal query ~1 MB x %d per point (median reported), bulk sessions pull %q\n", capacity, reps, bulkQuery)
 	type row struct {
-		n                 int
-		ms, slowdown, low float64
+		n                  int
+		ms, slowdown, low  float64
 		lowShare, lowAlone float64
 	}
 	results := map[string][]row{}
