@@ -488,7 +488,11 @@ func (st *Statement) End(now time.Time, o Outcome, rows int64, code string) {
 	s.mu.Lock()
 	for i, x := range s.active {
 		if x == st {
-			s.active = append(s.active[:i:i], s.active[i+1:]...)
+			// Remove in place: the slice's array is reused by the next
+			// Begin, so a session allocates nothing per statement for it.
+			n := copy(s.active[i:], s.active[i+1:])
+			s.active[i+n] = nil
+			s.active = s.active[:i+n]
 			break
 		}
 	}
