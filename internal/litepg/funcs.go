@@ -51,6 +51,8 @@ func (s *Server) registerFunctions() error {
 		det("char_length", 1, fnCharLength),
 		det("character_length", 1, fnCharLength),
 		det("version", 0, func([]driver.Value) (driver.Value, error) { return s.version, nil }),
+		det("pg_get_serial_sequence", 2, fnSerialSequence),
+		vol("setval", -1, fnSetval),
 		vol("now", 0, s.fnNow),
 		vol("clock_timestamp", 0, s.fnNow),
 		vol("statement_timestamp", 0, s.fnNow),
@@ -64,6 +66,29 @@ func (s *Server) registerFunctions() error {
 		}
 	}
 	return nil
+}
+
+// fnSerialSequence names a serial column's sequence as PostgreSQL would
+// (table_column_seq). litepg has no sequences: a serial column is
+// SQLite's rowid.
+func fnSerialSequence(args []driver.Value) (driver.Value, error) {
+	t, ok1 := textArg(args[0])
+	c, ok2 := textArg(args[1])
+	if !ok1 || !ok2 {
+		return nil, nil
+	}
+	return t + "_" + c + "_seq", nil
+}
+
+// fnSetval accepts setval(sequence, value [, is_called]) and returns value
+// without doing anything: a serial column is SQLite's AUTOINCREMENT rowid,
+// which already continues after the highest id inserted, including ids a
+// COPY gave explicitly.
+func fnSetval(args []driver.Value) (driver.Value, error) {
+	if len(args) < 2 || len(args) > 3 {
+		return nil, fmt.Errorf("function setval takes 2 or 3 arguments")
+	}
+	return args[1], nil
 }
 
 // textArg renders an SQL argument as text; ok is false for NULL.

@@ -610,6 +610,13 @@ func translateAlter(toks []token, e env) (*stmt, error) {
 	}
 	rest = rest[n:]
 	body := rest
+	if pk := addPrimaryKey(body); pk != nil {
+		// SQLite cannot add a primary key to a table; a unique index
+		// gives the same lookups and the same uniqueness.
+		out := []token{rawTok("CREATE UNIQUE INDEX IF NOT EXISTS"), rawTok(quoteIdent(name + "_pkey")), rawTok("ON"), rawTok(quoteIdent(name))}
+		out = append(out, pk...)
+		return &stmt{kind: skExec, tag: "ALTER TABLE", sql: emit(out), write: true, ddl: true}, nil
+	}
 	if len(body) >= 2 && body[0].is("add") {
 		i := 1
 		if body[1].is("column") {
@@ -629,6 +636,26 @@ func translateAlter(toks []token, e env) (*stmt, error) {
 	out := append(prefix, rawTok(quoteIdent(name)))
 	out = append(out, body...)
 	return &stmt{kind: skExec, tag: "ALTER TABLE", sql: emit(out), write: true, ddl: true}, nil
+}
+
+// addPrimaryKey returns the parenthesised column list of
+// "ADD [CONSTRAINT name] PRIMARY KEY (cols)", or nil for any other ALTER.
+func addPrimaryKey(body []token) []token {
+	if len(body) < 4 || !body[0].is("add") {
+		return nil
+	}
+	i := 1
+	if body[i].is("constraint") {
+		i += 2
+	}
+	if i+2 >= len(body) || !body[i].is("primary") || !body[i+1].is("key") || !body[i+2].isPunct("(") {
+		return nil
+	}
+	cols := body[i+2:]
+	if !cols[len(cols)-1].isPunct(")") {
+		return nil
+	}
+	return cols
 }
 
 // rawTok makes a synthetic token emitted verbatim.
