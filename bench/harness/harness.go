@@ -120,8 +120,12 @@ func (s *Sluice) Query(ctx context.Context, q string) ([]map[string]string, erro
 }
 
 // RSS returns the sluice process's resident set size in KiB.
-func (s *Sluice) RSS() float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+func (s *Sluice) RSS() float64 { return ProcessRSS(s.cmd.Process.Pid) }
+
+// ProcessRSS returns a process's resident set size (VmRSS) in KiB, or 0
+// if it cannot be read.
+func ProcessRSS(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}

@@ -18,12 +18,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/sluicelab/sluice/bench/harness"
 )
 
 func main() {
@@ -36,23 +36,17 @@ func main() {
 }
 
 func run(n int, protocol string) error {
-	dir, err := os.MkdirTemp("", "idleconns")
+	bin, dir, err := harness.Build()
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "sluice")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build: %w", err)
-	}
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	go serveStub(up)
-	listen := freeAddr()
+	listen := harness.FreeAddr()
 	srv := exec.Command(bin, "serve", "--listen", listen, "--upstream", up.Addr().String(), "--protocol", protocol, "--log-level", "warn")
 	srv.Stderr = os.Stderr
 	if err := srv.Start(); err != nil {
@@ -60,7 +54,8 @@ func run(n int, protocol string) error {
 	}
 	defer srv.Process.Kill()
 	waitListening(listen)
-	base := rss(srv.Process.Pid)
+	pid := srv.Process.Pid
+	base := harness.ProcessRSS(pid)
 	ctx := context.Background()
 	conns := make([]*pgconn.PgConn, 0, n)
 	start := time.Now()
@@ -75,38 +70,13 @@ func run(n int, protocol string) error {
 		}
 	}
 	time.Sleep(2 * time.Second)
-	held := rss(srv.Process.Pid)
+	held := harness.ProcessRSS(pid)
 	fmt.Printf("route %s: sluice RSS %.1f MiB before, %.1f MiB with %d idle sessions (%.1f KiB per session)\n",
 		protocol, base/1024, held/1024, n, (held-base)/float64(n))
 	for _, c := range conns {
 		c.Close(ctx)
 	}
 	return nil
-}
-
-// rss returns the process's VmRSS in KiB.
-func rss(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			var kb float64
-			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")), "%f", &kb)
-			return kb
-		}
-	}
-	return 0
-}
-
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func waitListening(addr string) {

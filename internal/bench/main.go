@@ -28,10 +28,11 @@ const (
 // Main owns the process while it runs: for run and prepare, unless
 // GOMAXPROCS is set in the environment, it lowers GOMAXPROCS to one
 // scheduler thread per 16 connections (--threads for run, --tables for
-// prepare; never above the current setting) and restores it on return. A benchmark client spends its time waiting for
-// answers; idle scheduler threads only spin up and back down on every
-// answer, and on a machine shared with the server that costs the server
-// CPU. Library callers of Run and Prepare keep their own setting.
+// prepare; never above the current setting) and restores it on return.
+// A benchmark client spends its time waiting for answers; idle scheduler
+// threads only spin up and back down on every answer, and on a machine
+// shared with the server that costs the server CPU. Library callers of
+// Run and Prepare keep their own setting.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, workload, command, err := ParseArgs(args)
 	if err != nil {
