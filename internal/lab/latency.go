@@ -94,12 +94,6 @@ func (r *latencyRun) options() bench.Options {
 	o.Tables, o.TableSize = r.plan.Tables, r.plan.TableSize
 	o.Time, o.WarmupTime, o.ReportInterval = r.plan.Time, r.plan.Warmup, r.plan.ReportInterval
 	o.Clock = r.clk
-	if r.db.kind == BackendEmbedded {
-		// SQLite cannot add a primary key to a loaded table, which is how
-		// prepare builds it on PostgreSQL; an index on id serves the
-		// same statements.
-		o.AutoInc, o.Secondary = false, true
-	}
 	return o
 }
 
