@@ -49,6 +49,8 @@ type pump struct {
 	dir   direction
 	src   net.Conn
 	dst   net.Conn
+	rd    io.Reader // src, or raw reads on its socket
+	wr    io.Writer // dst, or raw writes on its socket
 	obs   wire.Observer
 	clk   clock.Clock
 	count func(int)
@@ -67,7 +69,13 @@ type pump struct {
 }
 
 func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst net.Conn, obs wire.Observer) *pump {
-	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, obs: obs, clk: s.clk}
+	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, rd: src, wr: dst, obs: obs, clk: s.clk}
+	if rio := newRawIO(src); rio != nil {
+		p.rd = rio
+	}
+	if wio := newRawIO(dst); wio != nil {
+		p.wr = wio
+	}
 	if dir == dirUp {
 		p.count = sess.AddUp
 	} else {
@@ -88,7 +96,7 @@ func (p *pump) run(ctx context.Context, first []byte) error {
 	small := make([]byte, smallBuf)
 	buf := small
 	for {
-		n, rerr := p.src.Read(buf)
+		n, rerr := p.rd.Read(buf)
 		if n > 0 {
 			if err := p.chunk(ctx, buf[:n]); err != nil {
 				return err
@@ -131,7 +139,7 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 		return fmt.Errorf("%s link: %w", p.dir, err)
 	}
 	if p.line == nil && p.params.IsZero() && !depart.After(p.clk.Now()) {
-		if _, err := p.dst.Write(b); err != nil {
+		if _, err := p.wr.Write(b); err != nil {
 			return fmt.Errorf("%s write: %w", p.dir, err)
 		}
 		return nil
