@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/rawconn"
 )
 
 // MySQL client error numbers that mean the connection is gone; when one is
@@ -75,7 +76,7 @@ func (d *mysqlDialer) connect(ctx context.Context, n int) (*rawConn, error) {
 	var mu sync.Mutex
 	var sock net.Conn
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dialRaw(ctx, network, addr)
+		c, err := rawconn.Dial(ctx, network, addr)
 		mu.Lock()
 		sock = c
 		mu.Unlock()

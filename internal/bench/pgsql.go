@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicelab/sluice/internal/rawconn"
 )
 
 // PostgreSQL SQLSTATEs the benchmark acts on.
@@ -37,7 +39,7 @@ func newPgDialer(o *Options) (*pgDialer, error) {
 	if err != nil {
 		return nil, usageErrorf("bad PostgreSQL address: %v", err)
 	}
-	cfg.DialFunc = dialRaw
+	cfg.DialFunc = rawconn.Dial
 	return &pgDialer{cfg: cfg, ps: o.PSMode == PSAuto}, nil
 }
 

@@ -13,12 +13,10 @@
 // link when it may go, and writes it. On the common path (no emulation,
 // an uncontended unlimited link) that is a read, a few atomic operations
 // and a write: no channel hop, no allocation per chunk, and the buffer is
-// reused. On plain TCP sockets the read and the write are raw system
-// calls made while the runtime holds the socket (rawIO): a call that need
-// not wait skips the runtime's system-call bookkeeping and the wake-up of
-// its monitor thread (under small request/response messages, a large
-// share of sluice's own CPU); a call that must wait parks on the network
-// poller like any net.Conn. TLS and wrapped connections keep their own Read and Write.
+// reused. On plain sockets the read and the write are raw system calls
+// (internal/rawconn), which under small requests and responses saves a
+// large share of sluice's own CPU; TLS and wrapped connections keep their
+// own Read and Write.
 // Emulation and scheduling cost only where they are switched on:
 // a flow whose binding carries a delay or whose link has a capacity hands
 // its chunks to a delay line with its own writer goroutine, so the pump

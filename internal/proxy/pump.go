@@ -12,6 +12,7 @@ import (
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -49,8 +50,8 @@ type pump struct {
 	dir   direction
 	src   net.Conn
 	dst   net.Conn
-	rd    io.Reader // src, or raw reads on its socket
-	wr    io.Writer // dst, or raw writes on its socket
+	rd    io.Reader // src, with raw reads on a plain socket (rawconn)
+	wr    io.Writer // dst, with raw writes on a plain socket (rawconn)
 	obs   wire.Observer
 	clk   clock.Clock
 	count func(int)
@@ -69,13 +70,7 @@ type pump struct {
 }
 
 func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst net.Conn, obs wire.Observer) *pump {
-	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, rd: src, wr: dst, obs: obs, clk: s.clk}
-	if rio := newRawIO(src); rio != nil {
-		p.rd = rio
-	}
-	if wio := newRawIO(dst); wio != nil {
-		p.wr = wio
-	}
+	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, rd: rawconn.Wrap(src), wr: rawconn.Wrap(dst), obs: obs, clk: s.clk}
 	if dir == dirUp {
 		p.count = sess.AddUp
 	} else {

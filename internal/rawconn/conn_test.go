@@ -1,9 +1,10 @@
-package bench
+package rawconn
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -11,7 +12,7 @@ import (
 	"time"
 )
 
-// rawPair returns a rawIOConn dialled to a loopback listener and the
+// rawPair returns a Conn dialled to a loopback listener and the
 // accepted end.
 func rawPair(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
@@ -25,19 +26,19 @@ func rawPair(t testing.TB) (net.Conn, net.Conn) {
 		c, _ := ln.Accept()
 		accepted <- c
 	}()
-	c, err := dialRaw(context.Background(), "tcp", ln.Addr().String())
+	c, err := Dial(context.Background(), "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := c.(*rawIOConn); !ok {
-		t.Fatalf("dialRaw returned %T", c)
+	if _, ok := c.(*Conn); !ok {
+		t.Fatalf("Dial returned %T", c)
 	}
 	s := <-accepted
 	t.Cleanup(func() { c.Close(); s.Close() })
 	return c, s
 }
 
-func TestRawIOConnRoundTrip(t *testing.T) {
+func TestConnRoundTrip(t *testing.T) {
 	c, s := rawPair(t)
 	// 8 MB exceeds the socket buffers, so Write waits for room.
 	msg := bytes.Repeat([]byte("0123456789abcdef"), 1<<19)
@@ -70,7 +71,7 @@ func TestRawIOConnRoundTrip(t *testing.T) {
 	}
 }
 
-func TestRawIOConnDeadlineAndClose(t *testing.T) {
+func TestConnDeadlineAndClose(t *testing.T) {
 	c, _ := rawPair(t)
 	c.SetReadDeadline(time.Unix(1, 0))
 	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -89,7 +90,7 @@ func TestRawIOConnDeadlineAndClose(t *testing.T) {
 	}
 }
 
-func BenchmarkRawIOConnPingPong(b *testing.B) {
+func BenchmarkConnPingPong(b *testing.B) {
 	c, s := rawPair(b)
 	go io.Copy(s, s)
 	buf := make([]byte, 64)
@@ -101,5 +102,63 @@ func BenchmarkRawIOConnPingPong(b *testing.B) {
 		if _, err := io.ReadFull(c, buf); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestWrapLeavesOtherConnsAlone(t *testing.T) {
+	_, s := rawPair(t)
+	type wrapped struct{ net.Conn }
+	w := wrapped{s}
+	if got := Wrap(w); got != net.Conn(w) {
+		t.Fatalf("Wrap of a wrapped connection returned %T", got)
+	}
+	if _, ok := Wrap(s).(*Conn); !ok {
+		t.Fatal("Wrap of a *net.TCPConn did not return a *Conn")
+	}
+}
+
+// TestConnStream writes more than the socket buffers hold while the other
+// end reads in small pieces through a Conn: writes stop on EAGAIN and
+// resume, and every byte arrives once, in order, then io.EOF.
+func TestConnStream(t *testing.T) {
+	c, s := rawPair(t)
+	r := Wrap(s)
+	data := make([]byte, 32<<20)
+	for i := range data {
+		data[i] = byte(i*7 + i>>13)
+	}
+	werr := make(chan error, 1)
+	go func() {
+		for off := 0; off < len(data); off += 1 << 20 {
+			if n, err := c.Write(data[off : off+1<<20]); err != nil || n != 1<<20 {
+				werr <- fmt.Errorf("write at %d: %d bytes, %v", off, n, err)
+				return
+			}
+		}
+		werr <- c.(*Conn).Conn.(*net.TCPConn).CloseWrite()
+	}()
+	var got bytes.Buffer
+	buf := make([]byte, 3000)
+	for {
+		n, err := r.Read(buf)
+		got.Write(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read after %d bytes: %v", got.Len(), err)
+		}
+		if n == 0 {
+			t.Fatal("Read returned no bytes and no error")
+		}
+	}
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("received %d bytes that differ from the %d sent", got.Len(), len(data))
+	}
+	if n, err := r.Read(nil); n != 0 || err != nil {
+		t.Fatalf("empty read: %d, %v", n, err)
 	}
 }

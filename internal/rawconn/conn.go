@@ -1,4 +1,4 @@
-package bench
+package rawconn
 
 import (
 	"context"
@@ -9,23 +9,13 @@ import (
 	"unsafe"
 )
 
-// rawIOConn is a TCP or Unix socket whose reads and writes are raw system
-// calls made inside the network poller's callbacks.
-//
-// A benchmark connection is strict ping-pong: one request, then a wait for
-// its answer. Through the standard net.Conn every read and write enters the
-// runtime's blocking-syscall path, which, with all processors idle between
-// answers, wakes the runtime's monitor thread on almost every call; that
-// wake-up costs more than the read itself. A non-blocking read or write
-// never blocks, so it can be a raw system call; waiting stays with the
-// poller (syscall.RawConn), so deadlines and Close behave as for any
-// net.Conn. The database server shares the machine in most benchmark
-// setups, so client CPU saved is server throughput gained: this cuts the
-// client's CPU per transaction by about a third.
+// Conn is a socket whose reads and writes are raw system calls made
+// inside the network poller's callbacks (see the package comment). It
+// embeds the net.Conn it wraps for everything else.
 //
 // Read and Write may run concurrently with each other and with Close, as
 // for net.Conn. Neither allocates.
-type rawIOConn struct {
+type Conn struct {
 	net.Conn
 	rc syscall.RawConn
 
@@ -42,29 +32,39 @@ type rawIOConn struct {
 	writeFn func(fd uintptr) bool // c.write, bound once
 }
 
-// dialRaw connects like net.Dialer and wraps the connection in a
-// rawIOConn (connections without a descriptor are returned as they are).
-func dialRaw(ctx context.Context, network, addr string) (net.Conn, error) {
+// Dial connects like net.Dialer and wraps the connection (see Wrap).
+func Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return c, nil
+	return Wrap(c), nil
+}
+
+// Wrap returns c with raw reads and writes if c is a *net.TCPConn or a
+// *net.UnixConn, and c itself otherwise (TLS and other wrapped
+// connections keep their own Read and Write).
+func Wrap(c net.Conn) net.Conn {
+	var sc syscall.Conn
+	switch v := c.(type) {
+	case *net.TCPConn:
+		sc = v
+	case *net.UnixConn:
+		sc = v
+	default:
+		return c
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		c.Close()
-		return nil, err
+		return c
 	}
-	r := &rawIOConn{Conn: c, rc: rc}
+	r := &Conn{Conn: c, rc: rc}
 	r.readFn, r.writeFn = r.read, r.write
-	return r, nil
+	return r
 }
 
-func (c *rawIOConn) Read(p []byte) (int, error) {
+func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -85,7 +85,7 @@ func (c *rawIOConn) Read(p []byte) (int, error) {
 }
 
 // read is the poller callback of Read: false asks it to wait for input.
-func (c *rawIOConn) read(fd uintptr) bool {
+func (c *Conn) read(fd uintptr) bool {
 	for {
 		// The socket is non-blocking: this returns at once.
 		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
@@ -103,7 +103,7 @@ func (c *rawIOConn) read(fd uintptr) bool {
 	}
 }
 
-func (c *rawIOConn) Write(p []byte) (int, error) {
+func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.wbuf, c.wdone, c.werrno = p, 0, 0
@@ -120,7 +120,7 @@ func (c *rawIOConn) Write(p []byte) (int, error) {
 
 // write is the poller callback of Write: false asks it to wait for room in
 // the send buffer.
-func (c *rawIOConn) write(fd uintptr) bool {
+func (c *Conn) write(fd uintptr) bool {
 	for c.wdone < len(c.wbuf) {
 		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.wbuf[c.wdone])), uintptr(len(c.wbuf)-c.wdone))
 		switch errno {
@@ -137,6 +137,6 @@ func (c *rawIOConn) write(fd uintptr) bool {
 	return true
 }
 
-func (c *rawIOConn) opError(op string, err error) error {
+func (c *Conn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: c.RemoteAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }

@@ -1,0 +1,22 @@
+// Package rawconn wraps TCP and Unix sockets so that reads and writes
+// that need not wait are raw system calls.
+//
+// Through the standard net.Conn every read and write enters the runtime's
+// blocking-system-call path. For strict ping-pong traffic (a benchmark
+// client waiting for each answer, a proxy relaying small requests and
+// responses) the processors are idle between messages, and then almost
+// every such call also wakes the runtime's monitor thread: a futex wake
+// and a context switch that cost more than the read itself. A socket the
+// runtime created is non-blocking, so a read or write on it returns at
+// once and can be a raw system call. Waiting stays with the network
+// poller (syscall.RawConn): when a call would block, the goroutine parks
+// exactly as in net.Conn, so deadlines, Close from another goroutine and
+// half-close behave the same. The calls are made inside the poller's
+// callbacks, while the runtime holds the descriptor, so a concurrent
+// Close cannot let the number be reused under a call.
+//
+// Invariants: every byte passed to Write is written, in order, or Write
+// returns an error saying how many were; Read returns at least one byte,
+// io.EOF at the end of the stream, or an error; nothing is allocated per
+// call.
+package rawconn
