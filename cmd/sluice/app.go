@@ -14,7 +14,9 @@ import (
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/proxy"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
 // app is a running `sluice serve`: proxy, workload manager and consoles.
@@ -35,6 +37,53 @@ func (p policy) Bind(route, user string) proxy.Binding {
 
 func (p policy) Version() uint64 { return p.m.Version() }
 
+// forwarder is data-port forwarding for one route: the statements of
+// the configured users are split by the workload manager in the route's
+// dialect.
+type forwarder struct {
+	mgr     *wlm.Manager
+	users   map[string]bool
+	dialect ddl.Dialect
+}
+
+func (f forwarder) Forwards(user string) bool { return f.users[user] }
+
+func (f forwarder) Forward(ctx context.Context, sql string) (string, bool, error) {
+	rest, took, err := f.mgr.ForwardUser(ctx, sql, f.dialect)
+	var e *ddl.Error
+	if errors.As(err, &e) {
+		err = &wire.Refusal{Code: e.Code, Message: e.Message}
+	}
+	return rest, took, err
+}
+
+// forwarders makes each route's forwarder for the configured users; with
+// none, forwarding is off and every forwarder is nil.
+type forwarders struct {
+	mgr   *wlm.Manager
+	users map[string]bool
+}
+
+func newForwarders(mgr *wlm.Manager, users []string) forwarders {
+	fs := forwarders{mgr: mgr}
+	if len(users) > 0 {
+		fs.users = make(map[string]bool, len(users))
+		for _, u := range users {
+			fs.users[u] = true
+		}
+	}
+	return fs
+}
+
+// forwarder returns the forwarder of a route speaking d, or nil when
+// forwarding is off.
+func (fs forwarders) forwarder(d ddl.Dialect) wire.Forwarder {
+	if fs.users == nil {
+		return nil
+	}
+	return forwarder{mgr: fs.mgr, users: fs.users, dialect: d}
+}
+
 func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, clk clock.Clock, reg *session.Registry) (*app, error) {
 	mgr, err := wlm.NewManager(wlm.ManagerOptions{Clock: clk, Logger: log, Registry: reg, CatalogPath: cfg.Catalog})
 	if err != nil {
@@ -46,8 +95,9 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, clk clock
 	actx, cancel := context.WithCancel(context.Background())
 	a := &app{log: log, mgr: mgr, cancel: cancel}
 	a.srv = proxy.New(proxy.Options{Logger: log, Clock: clk, Registry: reg, Policy: policy{mgr}})
+	fwd := newForwarders(mgr, cfg.Admin.ForwardUsers)
 	for _, r := range cfg.Routes {
-		fe, err := frontend(r, log, clk, reg)
+		fe, err := frontend(r, log, clk, reg, fwd)
 		if err != nil {
 			a.close()
 			return nil, usageErr(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire/mysql"
 	"github.com/sluicelab/sluice/internal/wire/pg"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
 type serveFlags struct {
@@ -156,7 +157,7 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 func defaultProcs() int { return max(1, runtime.NumCPU()/2) }
 
 // frontend builds a route's protocol front end.
-func frontend(r config.Route, log *slog.Logger, clk clock.Clock, reg *session.Registry) (proxy.Frontend, error) {
+func frontend(r config.Route, log *slog.Logger, clk clock.Clock, reg *session.Registry, fwd forwarders) (proxy.Frontend, error) {
 	var serverTLS, upTLS *tls.Config
 	if r.TLS != nil {
 		cert, err := tls.LoadX509KeyPair(r.TLS.Cert, r.TLS.Key)
@@ -186,9 +187,9 @@ func frontend(r config.Route, log *slog.Logger, clk clock.Clock, reg *session.Re
 	rlog := log.With("route", r.Name)
 	switch r.Protocol {
 	case "postgres":
-		return pg.New(pg.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Keys: reg}), nil
+		return pg.New(pg.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Keys: reg, Forward: fwd.forwarder(ddl.PostgreSQL)}), nil
 	case "mysql":
-		return mysql.New(mysql.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, KillUser: r.KillUser, KillPassword: r.KillPassword}), nil
+		return mysql.New(mysql.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, KillUser: r.KillUser, KillPassword: r.KillPassword, Forward: fwd.forwarder(ddl.MySQL)}), nil
 	}
 	return nil, nil
 }

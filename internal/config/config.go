@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -37,6 +38,11 @@ type Admin struct {
 	Listen   string            // "" disables the console
 	Password string            // password of user admin
 	Users    map[string]string // more console users and their passwords
+	// ForwardUsers are the data-route users whose CREATE USER and ALTER
+	// USER ... RESOURCE POOL statements sluice splits: the binding goes
+	// to the catalog, the rest to the database. Empty (the default)
+	// forwards nothing and leaves every session's bytes untouched.
+	ForwardUsers []string
 }
 
 // HTTP is the HTTP API.
@@ -105,9 +111,10 @@ func (e *Error) Error() string {
 // file mirrors the YAML layout.
 type file struct {
 	Admin *struct {
-		Listen   string            `yaml:"listen"`
-		Password string            `yaml:"password"`
-		Users    map[string]string `yaml:"users"`
+		Listen       string            `yaml:"listen"`
+		Password     string            `yaml:"password"`
+		Users        map[string]string `yaml:"users"`
+		ForwardUsers []string          `yaml:"forward_users"`
 	} `yaml:"admin"`
 	HTTP *struct {
 		Listen string `yaml:"listen"`
@@ -175,6 +182,20 @@ func Parse(name string, data []byte) (*Config, error) {
 			if err := checkAddr(c.Admin.Listen); err != nil {
 				return nil, bad("admin.listen", c.Admin.Listen, err.Error())
 			}
+		}
+		seen := map[string]bool{}
+		for i, u := range f.Admin.ForwardUsers {
+			key := fmt.Sprintf("admin.forward_users[%d]", i)
+			switch {
+			case u == "":
+				return nil, bad(key, u, "want a user name")
+			case strings.ContainsFunc(u, unicode.IsControl):
+				return nil, bad(key, u, "a user name has no control characters")
+			case seen[u]:
+				return nil, bad(key, u, "duplicate user")
+			}
+			seen[u] = true
+			c.Admin.ForwardUsers = append(c.Admin.ForwardUsers, u)
 		}
 	}
 	if f.HTTP != nil {

@@ -11,6 +11,7 @@ func TestParseGood(t *testing.T) {
 admin:
   listen: 127.0.0.1:6433
   password: secret
+  forward_users: [dba, "Ops Admin"]
 catalog: /tmp/cat.json
 shutdown_grace: 3s
 routes:
@@ -41,6 +42,9 @@ settings:
 	if c.Links[0].Name != "wan" || c.Links[0].Options["capacity"] != "100MB" || c.Settings["low_priority_bandwidth"] != "64MB" {
 		t.Fatalf("links = %+v settings = %v", c.Links, c.Settings)
 	}
+	if len(c.Admin.ForwardUsers) != 2 || c.Admin.ForwardUsers[0] != "dba" || c.Admin.ForwardUsers[1] != "Ops Admin" {
+		t.Fatalf("forward_users = %q", c.Admin.ForwardUsers)
+	}
 	if c.Routes[0].Emulation["delay"] != "5ms" {
 		t.Fatalf("emulation = %v", c.Routes[0].Emulation)
 	}
@@ -60,6 +64,10 @@ func TestParseErrors(t *testing.T) {
 		{"routes:\n  - name: a\n    listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n  - name: a\n    listen: 127.0.0.1:3\n    upstream: 127.0.0.1:2\n", []string{"routes[1].name", `"a"`, "duplicate"}},
 		{"routes: [\n", []string{"s.yaml"}},
 		{"routes:\n  - listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    protocol: tcp\n    kill_user: root\n", []string{"routes[0].kill_user"}},
+		{"admin:\n  forward_users: [a, \"\"]\n", []string{"s.yaml", "admin.forward_users[1]", `""`}},
+		{"admin:\n  forward_users: [a, a]\n", []string{"s.yaml", "admin.forward_users[1]", `"a"`, "duplicate"}},
+		{"admin:\n  forward_users: [\"a\\tb\"]\n", []string{"admin.forward_users[0]", `"a\tb"`, "control"}},
+		{"admin:\n  forward_users: dba\n", []string{"s.yaml", "line 2", "dba"}},
 	}
 	for _, tt := range tests {
 		_, err := Parse("s.yaml", []byte(tt.yaml))
@@ -77,7 +85,7 @@ func TestParseErrors(t *testing.T) {
 
 func TestEmptyFile(t *testing.T) {
 	c, err := Parse("e.yaml", nil)
-	if err != nil || len(c.Routes) != 0 {
+	if err != nil || len(c.Routes) != 0 || c.Admin.ForwardUsers != nil {
 		t.Fatalf("c=%+v err=%v", c, err)
 	}
 }

@@ -6,4 +6,10 @@
 // without guessing. Unknown keys are errors too: a misspelt option must
 // not be silently ignored. Nothing here touches the network or starts
 // anything; the caller applies a Config it has been given whole.
+//
+// admin.forward_users lists the data-route users whose CREATE/ALTER USER
+// ... RESOURCE POOL statements are split between the catalog and the
+// database (data-port forwarding). It is empty, and forwarding off, by
+// default; each entry must be a non-empty name without control
+// characters, given once.
 package config

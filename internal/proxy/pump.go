@@ -53,6 +53,7 @@ type pump struct {
 	rd    io.Reader // src, with raw reads on a plain socket (rawconn)
 	wr    io.Writer // dst, with raw writes on a plain socket (rawconn)
 	obs   wire.Observer
+	rw    wire.Rewriter // obs as a Rewriter, or nil
 	clk   clock.Clock
 	count func(int)
 
@@ -71,6 +72,7 @@ type pump struct {
 
 func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst net.Conn, obs wire.Observer) *pump {
 	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, rd: rawconn.Wrap(src), wr: rawconn.Wrap(dst), obs: obs, clk: s.clk}
+	p.rw, _ = obs.(wire.Rewriter)
 	if dir == dirUp {
 		p.count = sess.AddUp
 	} else {
@@ -105,6 +107,12 @@ func (p *pump) run(ctx context.Context, first []byte) error {
 			if !errors.Is(rerr, io.EOF) {
 				return fmt.Errorf("%s read: %w", p.dir, rerr)
 			}
+			if p.rw != nil {
+				// What the rewriter holds back goes on before the half-close.
+				if err := p.chunk(ctx, nil); err != nil {
+					return err
+				}
+			}
 			if p.line != nil {
 				if err := p.line.Flush(ctx); err != nil {
 					return fmt.Errorf("%s write: %w", p.dir, err)
@@ -122,6 +130,12 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 		return err
 	}
 	p.count(len(b))
+	if p.rw != nil {
+		var err error
+		if b, err = p.rw.Rewrite(ctx, b); err != nil || len(b) == 0 {
+			return err
+		}
+	}
 	if v := p.srv.policy.Version(); !p.bound || v != p.version {
 		p.bind(v)
 	}
@@ -141,7 +155,7 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 	}
 	if p.line == nil {
 		p.path = netem.NewPath(p.params, p.seed())
-		p.line = netem.NewLine(p.clk, p.dst, p.path, netem.LineOptions{AckDelay: p.ackDelay})
+		p.line = netem.NewLine(p.clk, p.wr, p.path, netem.LineOptions{AckDelay: p.ackDelay})
 	}
 	if err := p.line.Write(ctx, b, depart); err != nil {
 		return fmt.Errorf("%s write: %w", p.dir, err)

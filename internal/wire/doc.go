@@ -9,6 +9,13 @@
 // observers only watch them: they never change, hold back or re-encode a
 // byte, so forwarding stays byte-exact whatever the observer does.
 //
+// The one exception is opt-in per session: an observer that is also a
+// Rewriter returns the bytes to forward in place of each chunk. Front
+// ends install one only for the sessions of users a Forwarder names
+// (data-port forwarding of CREATE/ALTER USER ... RESOURCE POOL); every
+// other session relays byte for byte and pays nothing for the
+// possibility. The session's byte counters count what the client sent.
+//
 // Observers are called from one goroutine per direction, with every byte
 // of that direction exactly once and in order, in chunks of any size and
 // alignment. An observer that finds the stream malformed returns an

@@ -10,7 +10,9 @@
 //
 // Manager.Exec runs the console's statements (parsed by package ddl):
 // CREATE / ALTER / DROP for EXCEPT RULE, RESOURCE POOL, LINK and USER (a
-// user's binding to a pool; a PASSWORD is accepted and ignored), SET,
+// user's binding to a pool; the console records no password: a PASSWORD
+// clause is accepted there and dropped, see Data-port forwarding for the
+// statement that reaches the database too), SET,
 // SHOW, RESET and the SELECT of a few views. Option names and keywords
 // are case-insensitive. Values take the units of package units (MB is
 // 10^6 bytes, MiB 2^20, Mbit 10^6 bits; a rate is per second; times take
@@ -80,6 +82,18 @@
 // Runtime links are reconfigured in place: SET low_priority_bandwidth
 // reconfigures every link, ALTER LINK that link, and pool weights reach
 // every link.
+//
+// # Data-port forwarding
+//
+// Manager.ForwardUser serves `CREATE USER u RESOURCE POOL 'p' PASSWORD
+// 'x'` sent on a data route (by the users the configuration names): it
+// splits the statement with ddl.SplitUserPool, makes the binding with
+// BindUser and returns the rest (`CREATE USER u PASSWORD 'x'`, or
+// `IDENTIFIED BY 'x'` for MySQL) for the protocol front end to send to
+// the database. BindUser creates or replaces the binding whatever the
+// verb, because the database decides whether the user exists; an
+// unknown pool is the console's 42704. The binding is made before the
+// database runs the rest and stays if the database refuses it.
 //
 // # Atomicity and persistence
 //

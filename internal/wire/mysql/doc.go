@@ -139,6 +139,20 @@
 // thread, and KILL QUERY fails. Without KillUser the route cannot cancel
 // (Frontend.CanCancel is false).
 //
+// # Data-port forwarding
+//
+// With Options.Forward set, a session whose user the Forwarder names gets
+// a client observer that is also a wire.Rewriter (forward.go): once the
+// server has accepted the login, each COM_QUERY of at most
+// MaxForwardQuery bytes sent in the command phase is shown whole to the
+// Forwarder, and a statement it takes is replaced by a COM_QUERY of the
+// rest (same sequence id, new length); a refused one by a SIGNAL that
+// makes the server send the ERR (SQLSTATE kept, error 1644). Prepared
+// statements, LOCAL INFILE data, authentication packets and longer
+// commands pass untouched. The user is checked at each command, so
+// COM_CHANGE_USER away from a named user ends forwarding. Every other
+// session keeps the plain observers and is relayed byte for byte.
+//
 // # Concurrency
 //
 // A Frontend is safe for concurrent use. Each session's two observers run

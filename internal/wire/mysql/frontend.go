@@ -48,6 +48,12 @@ type Options struct {
 	// DialTimeout bounds dialling the upstream; 0 means only the context
 	// passed to Open bounds it.
 	DialTimeout time.Duration
+
+	// Forward, when set, inspects the COM_QUERY statements of the
+	// sessions whose user it names and rewrites the CREATE/ALTER USER
+	// ... RESOURCE POOL statements it takes (see forward.go). nil, and
+	// every other session, relays the client's bytes untouched.
+	Forward wire.Forwarder
 }
 
 // Defaults.
@@ -214,12 +220,25 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 	if _, err := up.Write(rp); err != nil {
 		return wire.Conn{}, fmt.Errorf("mysql: send handshake response to upstream: %w", err)
 	}
+	forward := f.o.Forward != nil && f.o.Forward.Forwards(r.user)
 	var buffered []byte
+	authed := false
 	if offset != 0 {
-		buffered, err = relayAuth(client, up, offset)
+		authUp := up
+		var sniff *authSniffer // notes whether the login succeeded
+		if forward {
+			sniff = &authSniffer{Conn: up}
+			authUp = sniff
+		}
+		buffered, err = relayAuth(client, authUp, offset)
 		if err != nil {
 			return wire.Conn{}, fmt.Errorf("mysql: authentication: %w", err)
 		}
+		authed = sniff != nil && sniff.accepted()
+	}
+	var upRelay, downRelay wire.Observer = upObs, downObs
+	if forward {
+		upRelay, downRelay = forwarding(f.o.Forward, f.log, sess, upObs, downObs, authed)
 	}
 	if f.o.KillUser != "" {
 		sess.SetCanceler(&killer{o: &f.o, log: f.log, dial: dial, sess: sess, connID: g.connID})
@@ -230,8 +249,8 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		Session:  sess,
 		Client:   client,
 		Upstream: up,
-		Up:       upObs,
-		Down:     downObs,
+		Up:       upRelay,
+		Down:     downRelay,
 		Buffered: buffered,
 	}, nil
 }

@@ -101,6 +101,18 @@
 // Malformed server bytes are a plain error. No input makes a decoder
 // panic; the fuzz targets hold the startup parser and the framing to that.
 //
+// # Data-port forwarding
+//
+// With Options.Forward set, a session whose user the Forwarder names gets
+// a client observer that is also a wire.Rewriter (forward.go): after the
+// first ReadyForQuery, each simple Query of at most MaxForwardQuery bytes
+// is shown whole to the Forwarder, and a statement it takes is replaced
+// by a Query of the rest; a refused one by a DO block that makes the
+// server raise the error (SQLSTATE kept), so ErrorResponse and
+// ReadyForQuery come in order. The extended protocol (Parse), several
+// statements in one Query, and longer Queries pass untouched. Every other
+// session keeps the plain observers and is relayed byte for byte.
+//
 // # Concurrency
 //
 // A Frontend is safe for concurrent use. Each observer runs in its pump's

@@ -65,6 +65,11 @@ type Options struct {
 	// Keys finds the session a client CancelRequest is for; nil drops
 	// every CancelRequest.
 	Keys KeyLookup
+	// Forward, when set, inspects the simple Query statements of the
+	// sessions whose user it names and rewrites the CREATE/ALTER USER
+	// ... RESOURCE POOL statements it takes (see forward.go). nil, and
+	// every other session, relays the client's bytes untouched.
+	Forward wire.Forwarder
 }
 
 // Frontend is the PostgreSQL front end of a route. It is safe for
@@ -81,6 +86,7 @@ type Frontend struct {
 	dialTimeout    time.Duration
 	startupTimeout time.Duration
 	keys           KeyLookup
+	forward        wire.Forwarder
 }
 
 // New returns a front end configured by o.
@@ -96,6 +102,7 @@ func New(o Options) *Frontend {
 		dialTimeout:    o.DialTimeout,
 		startupTimeout: o.StartupTimeout,
 		keys:           o.Keys,
+		forward:        o.Forward,
 	}
 	if f.clk == nil {
 		f.clk = clock.Real{}
@@ -194,6 +201,10 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 	}
 
 	upObs, downObs := f.observers(sess, func(k []byte) { f.installKey(sess, k, dial) })
+	if f.forward != nil && f.forward.Forwards(sess.User()) {
+		fu, fd := forwarding(f.forward, f.log, sess, upObs, downObs)
+		return wire.Conn{Session: sess, Client: conn, Upstream: up, Up: fu, Down: fd}, nil
+	}
 	return wire.Conn{Session: sess, Client: conn, Upstream: up, Up: upObs, Down: downObs}, nil
 }
 

@@ -28,6 +28,14 @@
 // accepted before or after the object kind of a DROP; CREATE takes IF
 // NOT EXISTS after the object kind.
 //
+// SplitUserPool serves the other side of the proxy: it reads one
+// statement bound for a database (PostgreSQL or MySQL dialect, each with
+// its own quotes and comments) and, when it is CREATE USER or ALTER USER
+// with a RESOURCE POOL clause, takes the clause out by token position,
+// leaving the rest byte for byte for the database. Text it cannot read
+// with certainty is reported as not a user statement, so it reaches the
+// database unchanged; it never panics either, and has a fuzz target.
+//
 // Every error is an *Error carrying a SQLSTATE and the 1-based character
 // position of the offending token, as PostgreSQL's ErrorResponse does:
 // 42601 for syntax errors (including unknown statements, at their first

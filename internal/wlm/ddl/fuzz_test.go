@@ -50,3 +50,53 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func FuzzSplitUserPool(f *testing.F) {
+	for _, s := range []string{
+		"CREATE USER user1 RESOURCE POOL 'rp1' PASSWORD 'xxxxxxxx';",
+		"ALTER USER u WITH RESOURCE POOL p2 LOGIN",
+		`ALTER USER "Mixed Case" RESOURCE POOL "P1" CONNECTION LIMIT 3`,
+		"CREATE USER u PASSWORD $$it's; RESOURCE$$ RESOURCE POOL 'p'",
+		"CREATE USER u PASSWORD E'a\\'b' RESOURCE POOL 'p'",
+		"CREATE USER u/**/RESOURCE POOL 'p'/**/PASSWORD 'x'",
+		"CREATE USER 'U1'@'%' PASSWORD 'x' RESOURCE POOL \"p\"",
+		"CREATE OR REPLACE USER u@10.0.0.1 RESOURCE POOL 'p' ENCRYPTED PASSWORD 'x'",
+		"CREATE USER u WITH RESOURCE POOL 'p' PASSWORD 'x'",
+		"CREATE USER u RESOURCE POOL 'p' /*! , v */",
+		"CREATE USER u /* /* */ RESOURCE POOL 'p'", "CREATE USER u RESOURCE POOL $x$p$x",
+		"CREATE USER u@", "'", "$", "/*", "E'\\", "CREATE USER ü RESOURCE POOL 'é'",
+	} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, sql string, mysql bool) {
+		d := PostgreSQL
+		if mysql {
+			d = MySQL
+		}
+		got, ok := SplitUserPool(sql, d)
+		if !ok {
+			return
+		}
+		if got.User == "" {
+			t.Fatalf("SplitUserPool(%q, %s): empty user", sql, d)
+		}
+		if got.Pool.Pos < 1 || got.Pool.Pos > utf8.RuneCountInString(sql) {
+			t.Fatalf("SplitUserPool(%q, %s): pool position %d outside the text", sql, d, got.Pool.Pos)
+		}
+		if d == PostgreSQL && len(got.Rest) >= len(sql) {
+			t.Fatalf("SplitUserPool(%q, %s): rest %q is not shorter", sql, d, got.Rest)
+		}
+		// The rest is one user statement without the clause.
+		if _, again := SplitUserPool(got.Rest, d); again {
+			t.Fatalf("SplitUserPool(%q, %s): rest %q splits again", sql, d, got.Rest)
+		}
+		scan := scanPostgres
+		if d == MySQL {
+			scan = scanMySQL
+		}
+		if _, ok := scan(got.Rest); !ok {
+			t.Fatalf("SplitUserPool(%q, %s): rest %q does not lex", sql, d, got.Rest)
+		}
+	})
+}

@@ -1,0 +1,430 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire"
+)
+
+// Data-port forwarding. For a session whose user Options.Forward names,
+// the client observer is also a wire.Rewriter: every COM_QUERY the
+// client sends in the command phase, once the server has accepted its
+// login, is shown whole to the Forwarder, and when it takes the
+// statement the packet is replaced by a COM_QUERY of the rest, with the
+// same sequence id and its own length.
+//
+//	COM_QUERY: int<3> length, int<1> sequence id, 0x03, [query attributes], sql
+//
+// A command is held back only while it is incomplete, and only up to
+// MaxForwardQuery bytes; longer ones, and every other packet (prepared
+// statements, LOCAL INFILE data, authentication), pass untouched. The
+// Forwarder's rest translates PASSWORD 'x' to IDENTIFIED BY 'x'. When
+// the Forwarder refuses a statement, sluice sends instead
+//
+//	SIGNAL SQLSTATE '42704' SET MESSAGE_TEXT = '...'
+//
+// which MariaDB runs outside a stored program: the client gets the
+// server's own ERR packet (error 1644, ER_SIGNAL_EXCEPTION, with that
+// SQLSTATE and message) with the sequence ids the exchange expects, and
+// the session goes on. The user is checked again at each command, so
+// COM_CHANGE_USER to a user the Forwarder does not name stops it.
+
+// MaxForwardQuery is the largest command packet, header included, held
+// back to be inspected for a forwarding user, in bytes.
+const MaxForwardQuery = 1 << 20
+
+// keepBuffer is the largest buffer a forwarding session keeps between
+// packets, in bytes; larger ones, grown for a long command, are dropped.
+const keepBuffer = 64 << 10
+
+// forwarding returns the observers of a session whose statements fwd
+// inspects. authed says the login has already succeeded (Open relayed
+// it); otherwise the returned server observer watches for the server's
+// OK.
+func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up *upObserver, down *downObserver, authed bool) (*forwardUp, wire.Observer) {
+	fu := &forwardUp{obs: up, fwd: fwd, log: log, sess: sess, authed: new(atomic.Bool)}
+	if authed {
+		fu.authed.Store(true)
+		return fu, down
+	}
+	return fu, &forwardDown{obs: down, authed: fu.authed}
+}
+
+// forwardUp observes the client's bytes with the ordinary observer and
+// rewrites its COM_QUERY packets. It observes inside Rewrite, packet by
+// packet, so that the phase it reads at the start of each packet is the
+// one the ordinary observer has reached there. It is used by the client
+// pump only.
+type forwardUp struct {
+	obs    *upObserver
+	fwd    wire.Forwarder
+	log    *slog.Logger
+	sess   *session.Session
+	authed *atomic.Bool // the server has accepted the login
+
+	hdr      [4]byte // a header split across chunks
+	hn       int     // bytes in hdr
+	rem      int     // payload bytes of the current physical packet to pass untouched
+	cont     bool    // the next physical packet continues the current logical one
+	eligible bool    // the current logical packet may be inspected
+	holding  bool    // a packet is being held back in held
+	held     []byte  // the packet held back, header included
+	size     int     // whole size of the held packet
+
+	out []byte // output of the current call when it is not the input
+	msg []byte // the replacement packet
+}
+
+var _ wire.Rewriter = (*forwardUp)(nil)
+
+// Observe implements wire.Observer. It does nothing: Rewrite, which the
+// proxy calls right after it with the same bytes, observes them.
+func (f *forwardUp) Observe(p []byte) error { return nil }
+
+// Rewrite implements wire.Rewriter. Chunks that hold no command of
+// interest are returned as they are.
+func (f *forwardUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
+	if len(p) == 0 {
+		return f.heldBack(), nil
+	}
+	if cap(f.out) > keepBuffer {
+		f.out = nil // the last call's output, no longer needed
+	}
+	o := output{in: p, out: f.out[:0], direct: true}
+	seen := 0 // p[:seen] has been observed
+	observe := func() error {
+		err := f.obs.Observe(p[seen:o.pos])
+		seen = o.pos
+		return err
+	}
+	for o.pos < len(p) {
+		left := p[o.pos:]
+		switch {
+		case f.rem > 0:
+			n := min(f.rem, len(left))
+			o.pass(n)
+			f.rem -= n
+			continue
+		case f.holding:
+			n := min(f.size-len(f.held), len(left))
+			f.held = append(f.held, left[:n]...)
+			o.skip(n)
+			f.heldMore(ctx, &o)
+			continue
+		}
+		// At a header.
+		if f.hn == 0 && !f.cont {
+			// A logical packet starts: bring the ordinary observer up to
+			// here, then decide with the phase it is in.
+			if err := observe(); err != nil {
+				return nil, err
+			}
+			f.eligible = f.mayInspect()
+		}
+		var hdr []byte
+		split := f.hn > 0 || len(left) < 4 // the header is assembled in f.hdr
+		if !split {
+			hdr = left[:4]
+		} else {
+			n := copy(f.hdr[f.hn:], left)
+			f.hn += n
+			o.skip(n)
+			if f.hn < 4 {
+				continue
+			}
+			f.hn = 0
+			hdr = f.hdr[:]
+		}
+		length := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
+		first := !f.cont
+		f.cont = length == maxPayload
+		size := 4 + length
+		if !first || !f.eligible || f.cont || length == 0 || size > MaxForwardQuery {
+			if split {
+				o.emit(hdr)
+			} else {
+				o.pass(4)
+			}
+			f.rem = length
+			continue
+		}
+		switch {
+		case split: // hold the packet
+			f.holding, f.size = true, size
+			f.held = append(f.held[:0], hdr...)
+			f.heldMore(ctx, &o)
+		case len(left) >= size: // the whole packet is here
+			if repl, ok := f.command(ctx, left[:size]); ok {
+				o.skip(size)
+				o.emit(repl)
+			} else {
+				o.pass(size)
+			}
+		default:
+			f.holding, f.size = true, size
+			f.held = append(f.held[:0], left...)
+			o.skip(len(left))
+		}
+	}
+	if err := observe(); err != nil {
+		return nil, err
+	}
+	f.out = o.out
+	return o.result(), nil
+}
+
+// mayInspect reports whether the logical packet starting now may be a
+// statement to show the Forwarder: the login has succeeded, the client
+// is in the command phase, and the session's user is still one the
+// Forwarder names.
+func (f *forwardUp) mayInspect() bool {
+	if !f.authed.Load() {
+		return false
+	}
+	c := f.obs.c
+	c.mu.Lock()
+	ph := c.phase
+	c.mu.Unlock()
+	return ph == phCommand && f.fwd.Forwards(f.sess.User())
+}
+
+// heldMore emits the held packet once it is complete.
+func (f *forwardUp) heldMore(ctx context.Context, o *output) {
+	if len(f.held) < f.size {
+		return
+	}
+	f.holding = false
+	if repl, ok := f.command(ctx, f.held); ok {
+		o.emit(repl)
+	} else {
+		o.emit(f.held)
+	}
+	if cap(f.held) > keepBuffer {
+		f.held = nil
+	}
+}
+
+// command shows the statement of a COM_QUERY packet pkt (header
+// included) to the Forwarder. It returns the packet to send instead, or
+// false to send pkt as it is.
+func (f *forwardUp) command(ctx context.Context, pkt []byte) ([]byte, bool) {
+	payload := pkt[4:]
+	if len(payload) == 0 || payload[0] != comQuery {
+		return nil, false
+	}
+	body := payload[1:]
+	sql := body
+	if f.obs.c.caps&capQueryAttributes != 0 {
+		if sql = skipQueryAttributes(body); sql == nil {
+			return nil, false
+		}
+	}
+	attrs := body[:len(body)-len(sql)]
+	rest, took, err := f.fwd.Forward(ctx, string(sql))
+	if !took {
+		return nil, false
+	}
+	if err != nil {
+		code, text := refusal(err)
+		f.log.Info("forwarded statement refused", "session", f.sess.ID, "user", f.sess.User(), "code", code, "err", text)
+		rest = signalStatement(code, text)
+	}
+	n := 1 + len(attrs) + len(rest)
+	if n >= maxPayload {
+		// Not reachable from a packet under MaxForwardQuery; send the
+		// original, which the server refuses as a syntax error.
+		return nil, false
+	}
+	f.msg = append(f.msg[:0], byte(n), byte(n>>8), byte(n>>16), pkt[3], comQuery)
+	f.msg = append(f.msg, attrs...)
+	f.msg = append(f.msg, rest...)
+	return f.msg, true
+}
+
+// refusal returns the SQLSTATE and message to report for err.
+func refusal(err error) (code, msg string) {
+	var r *wire.Refusal
+	if errors.As(err, &r) && validSignalState(r.Code) {
+		return r.Code, r.Message
+	}
+	return "HY000", err.Error()
+}
+
+// validSignalState reports whether c is a SQLSTATE SIGNAL raises as an
+// error: five digits or upper-case letters, outside the success, warning
+// and not-found classes.
+func validSignalState(c string) bool {
+	if len(c) != 5 || c[:2] == "00" || c[:2] == "01" || c[:2] == "02" {
+		return false
+	}
+	for i := 0; i < len(c); i++ {
+		if !(c[i] >= '0' && c[i] <= '9' || c[i] >= 'A' && c[i] <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// signalStatement returns a statement that makes MySQL or MariaDB raise
+// an error with SQLSTATE code and message msg. The message is quoted for
+// the default sql_mode (backslashes escape).
+func signalStatement(code, msg string) string {
+	q := strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(msg)
+	return "SIGNAL SQLSTATE '" + code + "' SET MESSAGE_TEXT = '" + q + "'"
+}
+
+// forwardDown observes the server's bytes with the ordinary observer and
+// notes the OK that ends the login (or the ERR that fails it), after
+// which it only calls the ordinary observer. It is used by the server
+// pump only.
+type forwardDown struct {
+	obs    *downObserver
+	authed *atomic.Bool
+
+	done  bool // the login has ended
+	hdr   [4]byte
+	hn    int
+	rem   int  // payload bytes of the current physical packet still to skip
+	first bool // the next payload byte is the first of a logical packet
+	cont  bool // the next physical packet continues the current logical one
+}
+
+// Observe implements wire.Observer.
+func (d *forwardDown) Observe(p []byte) error {
+	if err := d.obs.Observe(p); err != nil {
+		return err
+	}
+	for len(p) > 0 && !d.done {
+		if d.rem > 0 {
+			if d.first {
+				d.first = false
+				switch p[0] {
+				case 0x00: // OK
+					d.authed.Store(true)
+					d.done = true
+				case 0xff: // ERR: the login failed
+					d.done = true
+				}
+			}
+			n := min(d.rem, len(p))
+			d.rem -= n
+			p = p[n:]
+			continue
+		}
+		n := copy(d.hdr[d.hn:], p)
+		d.hn += n
+		p = p[n:]
+		if d.hn < 4 {
+			return nil
+		}
+		d.hn = 0
+		length := int(d.hdr[0]) | int(d.hdr[1])<<8 | int(d.hdr[2])<<16
+		d.first, d.cont, d.rem = !d.cont, length == maxPayload, length
+	}
+	return nil
+}
+
+// authSniffer passes an upstream connection through while Open relays
+// the login, and notes the first byte of each logical packet the server
+// sends, so that after the exchange it can tell an OK from an ERR.
+type authSniffer struct {
+	net.Conn
+	hdr   [4]byte
+	hn    int
+	rem   int
+	first bool
+	cont  bool
+	last  byte // first payload byte of the latest logical packet
+}
+
+func (s *authSniffer) Read(p []byte) (int, error) {
+	n, err := s.Conn.Read(p)
+	b := p[:n]
+	for len(b) > 0 {
+		if s.rem > 0 {
+			if s.first {
+				s.first, s.last = false, b[0]
+			}
+			k := min(s.rem, len(b))
+			s.rem -= k
+			b = b[k:]
+			continue
+		}
+		k := copy(s.hdr[s.hn:], b)
+		s.hn += k
+		b = b[k:]
+		if s.hn < 4 {
+			break
+		}
+		s.hn = 0
+		length := int(s.hdr[0]) | int(s.hdr[1])<<8 | int(s.hdr[2])<<16
+		s.first, s.cont, s.rem = !s.cont, length == maxPayload, length
+	}
+	return n, err
+}
+
+// accepted reports whether the last packet the server sent was an OK.
+func (s *authSniffer) accepted() bool { return s.last == 0x00 && s.rem == 0 && s.hn == 0 && !s.first }
+
+// output assembles what a Rewrite call forwards: runs of its input and
+// other bytes. While it has only passed input on, whole and in order, it
+// is a prefix of the input and costs no copy.
+type output struct {
+	in     []byte
+	pos    int    // input consumed
+	out    []byte // the output, once it is not a prefix of in
+	direct bool   // the output is in[:pos]
+}
+
+// pass forwards the next n input bytes.
+func (o *output) pass(n int) {
+	if !o.direct {
+		o.out = append(o.out, o.in[o.pos:o.pos+n]...)
+	}
+	o.pos += n
+}
+
+// skip consumes the next n input bytes without forwarding them.
+func (o *output) skip(n int) {
+	o.detach()
+	o.pos += n
+}
+
+// emit forwards b, which is not the next input.
+func (o *output) emit(b []byte) {
+	o.detach()
+	o.out = append(o.out, b...)
+}
+
+func (o *output) detach() {
+	if o.direct {
+		o.out = append(o.out[:0], o.in[:o.pos]...)
+		o.direct = false
+	}
+}
+
+func (o *output) result() []byte {
+	if o.direct {
+		return o.in[:o.pos]
+	}
+	return o.out
+}
+
+// heldBack ends the stream: it returns, unchanged, the bytes of an
+// incomplete message still held back, and holds nothing more.
+func (f *forwardUp) heldBack() []byte {
+	var b []byte
+	switch {
+	case f.holding:
+		b, f.holding = f.held, false
+	case f.hn > 0:
+		b, f.hn = f.hdr[:f.hn], 0
+	}
+	return b
+}

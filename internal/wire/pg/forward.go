@@ -1,0 +1,333 @@
+package pg
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire"
+)
+
+// Data-port forwarding. For a session whose user Options.Forward names,
+// the client observer is also a wire.Rewriter: every simple Query
+// message the client sends after the server's first ReadyForQuery is
+// shown whole to the Forwarder, and when it takes the statement the
+// message is replaced by a Query of the rest, with its own length.
+//
+//	Query: 'Q' int32 len, string sql
+//
+// A Query is held back only while it is incomplete, and only up to
+// MaxForwardQuery bytes: a longer one passes untouched, as does
+// everything else (the extended protocol's Parse, COPY data, ...). When
+// the Forwarder refuses a statement, sluice sends instead a DO block
+// that raises the error with its SQLSTATE, so the client gets the
+// server's own ErrorResponse and ReadyForQuery in order and the session
+// stays in step. Until the first ReadyForQuery (the end of
+// authentication) nothing is inspected: a client cannot act before it
+// has logged in.
+
+// MaxForwardQuery is the largest Query message, header included, held
+// back to be inspected for a forwarding user, in bytes.
+const MaxForwardQuery = 1 << 20
+
+// keepBuffer is the largest buffer a forwarding session keeps between
+// messages, in bytes; larger ones, grown for a long Query, are dropped.
+const keepBuffer = 64 << 10
+
+// codeInternal is the SQLSTATE of a refusal that carries none.
+const codeInternal = "XX000"
+
+// forwarding returns the observers of a session whose statements fwd
+// inspects.
+func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up *clientObserver, down *serverObserver) (*forwardUp, *forwardDown) {
+	ready := new(atomic.Bool)
+	return &forwardUp{obs: up, fwd: fwd, log: log, sess: sess, ready: ready},
+		&forwardDown{obs: down, ready: ready}
+}
+
+// forwardUp observes the client's bytes with the ordinary observer and
+// rewrites its Query messages. It is used by the client pump only.
+type forwardUp struct {
+	obs   *clientObserver
+	fwd   wire.Forwarder
+	log   *slog.Logger
+	sess  *session.Session
+	ready *atomic.Bool // the server has sent its first ReadyForQuery
+
+	hdr     [headerLen]byte // a header split across chunks
+	hn      int             // bytes in hdr
+	rem     int             // bytes of the current message still to pass untouched
+	holding bool            // a Query is being held back in held
+	held    []byte          // the Query held back, header included
+	size    int             // whole size of the held Query
+	broken  bool            // the stream does not frame: pass everything
+
+	out []byte // output of the current call when it is not the input
+	msg []byte // the replacement Query
+}
+
+var _ wire.Rewriter = (*forwardUp)(nil)
+
+// Observe implements wire.Observer with the ordinary client observer.
+func (f *forwardUp) Observe(p []byte) error { return f.obs.Observe(p) }
+
+// Rewrite implements wire.Rewriter. Chunks that hold no Query of
+// interest are returned as they are.
+func (f *forwardUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
+	if len(p) == 0 {
+		return f.heldBack(), nil
+	}
+	if cap(f.out) > keepBuffer {
+		f.out = nil // the last call's output, no longer needed
+	}
+	o := output{in: p, out: f.out[:0], direct: true}
+	for o.pos < len(p) {
+		left := p[o.pos:]
+		switch {
+		case f.broken:
+			o.pass(len(left))
+		case f.rem > 0:
+			n := min(f.rem, len(left))
+			o.pass(n)
+			f.rem -= n
+		case f.holding:
+			n := min(f.size-len(f.held), len(left))
+			f.held = append(f.held, left[:n]...)
+			o.skip(n)
+			f.heldMore(ctx, &o)
+		case f.hn == 0 && len(left) >= headerLen:
+			size, inspect := f.header(left[0], left[1:headerLen])
+			switch {
+			case !inspect:
+				o.pass(min(headerLen, size))
+				f.rem = size - headerLen
+			case len(left) >= size:
+				// The whole Query is here: no copy unless it changes.
+				if repl, ok := f.query(ctx, left[:size]); ok {
+					o.skip(size)
+					o.emit(repl)
+				} else {
+					o.pass(size)
+				}
+			default:
+				f.holding, f.size = true, size
+				f.held = append(f.held[:0], left...)
+				o.skip(len(left))
+			}
+		default: // a header split across chunks
+			n := copy(f.hdr[f.hn:], left)
+			f.hn += n
+			o.skip(n)
+			if f.hn < headerLen {
+				continue
+			}
+			f.hn = 0
+			size, inspect := f.header(f.hdr[0], f.hdr[1:])
+			if !inspect {
+				o.emit(f.hdr[:min(headerLen, size)])
+				f.rem = size - headerLen
+				continue
+			}
+			f.holding, f.size = true, size
+			f.held = append(f.held[:0], f.hdr[:]...)
+			f.heldMore(ctx, &o)
+		}
+	}
+	f.out = o.out
+	return o.result(), nil
+}
+
+// header decides what to do with a message of type typ whose length
+// field is length (4 bytes): its whole size, and whether it is a Query
+// to inspect. A length the protocol does not allow breaks the framing:
+// the rest of the stream passes untouched (the client observer has
+// already ended the session for it).
+func (f *forwardUp) header(typ byte, length []byte) (size int, inspect bool) {
+	n := int64(binary.BigEndian.Uint32(length))
+	if n < 4 {
+		f.broken = true
+		return headerLen, false
+	}
+	size = int(n) + 1
+	return size, typ == 'Q' && size <= MaxForwardQuery && f.ready.Load()
+}
+
+// heldMore emits the held Query once it is complete.
+func (f *forwardUp) heldMore(ctx context.Context, o *output) {
+	if len(f.held) < f.size {
+		return
+	}
+	f.holding = false
+	if repl, ok := f.query(ctx, f.held); ok {
+		o.emit(repl)
+	} else {
+		o.emit(f.held)
+	}
+	if cap(f.held) > keepBuffer {
+		f.held = nil
+	}
+}
+
+// query shows the Query message msg to the Forwarder. It returns the
+// message to send instead, or false to send msg as it is.
+func (f *forwardUp) query(ctx context.Context, msg []byte) ([]byte, bool) {
+	body := msg[headerLen:]
+	if len(body) == 0 || bytes.IndexByte(body, 0) != len(body)-1 {
+		return nil, false // malformed: the server will say so
+	}
+	rest, took, err := f.fwd.Forward(ctx, string(body[:len(body)-1]))
+	if !took {
+		return nil, false
+	}
+	if err != nil {
+		code, text := refusal(err)
+		f.log.Info("forwarded statement refused", "session", f.sess.ID, "user", f.sess.User(), "code", code, "err", text)
+		rest = raiseStatement(code, text)
+	}
+	f.msg = append(f.msg[:0], 'Q', 0, 0, 0, 0)
+	f.msg = append(f.msg, rest...)
+	f.msg = append(f.msg, 0)
+	binary.BigEndian.PutUint32(f.msg[1:headerLen], uint32(len(f.msg)-1))
+	return f.msg, true
+}
+
+// refusal returns the SQLSTATE and message to report for err.
+func refusal(err error) (code, msg string) {
+	var r *wire.Refusal
+	if errors.As(err, &r) && validCode(r.Code) {
+		return r.Code, r.Message
+	}
+	return codeInternal, err.Error()
+}
+
+// validCode reports whether c is a SQLSTATE of an error: five digits or
+// upper-case letters, outside the success and warning classes.
+func validCode(c string) bool {
+	if len(c) != 5 || c[:2] == "00" || c[:2] == "01" || c[:2] == "02" {
+		return false
+	}
+	for i := 0; i < len(c); i++ {
+		if !(c[i] >= '0' && c[i] <= '9' || c[i] >= 'A' && c[i] <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// raiseStatement returns a statement that makes PostgreSQL raise the
+// error code with message msg. The message is an escape string literal
+// (E-prefixed), which reads the same whatever standard_conforming_strings
+// says, inside a dollar quote whose tag it does not contain.
+func raiseStatement(code, msg string) string {
+	lit := "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(msg) + "'"
+	body := "BEGIN RAISE EXCEPTION USING ERRCODE = '" + code + "', MESSAGE = " + lit + "; END"
+	tag := "$sluice$"
+	for i := 1; strings.Contains(body, tag); i++ {
+		tag = "$sluice" + strconv.Itoa(i) + "$"
+	}
+	return "DO " + tag + body + tag
+}
+
+// forwardDown observes the server's bytes with the ordinary observer and
+// notes the first ReadyForQuery, which ends authentication. It is used
+// by the server pump only.
+type forwardDown struct {
+	obs   *serverObserver
+	ready *atomic.Bool
+
+	hdr [headerLen]byte
+	hn  int
+	rem int // payload bytes of the current message still to skip
+}
+
+// Observe implements wire.Observer. Once the first ReadyForQuery has
+// been seen it only calls the ordinary observer.
+func (d *forwardDown) Observe(p []byte) error {
+	if err := d.obs.Observe(p); err != nil {
+		return err
+	}
+	for len(p) > 0 && !d.ready.Load() {
+		if d.rem > 0 {
+			n := min(d.rem, len(p))
+			d.rem -= n
+			p = p[n:]
+			continue
+		}
+		n := copy(d.hdr[d.hn:], p)
+		d.hn += n
+		p = p[n:]
+		if d.hn < headerLen {
+			return nil
+		}
+		d.hn = 0
+		if d.hdr[0] == 'Z' {
+			d.ready.Store(true)
+			return nil
+		}
+		d.rem = max(0, int(binary.BigEndian.Uint32(d.hdr[1:]))-4)
+	}
+	return nil
+}
+
+// output assembles what a Rewrite call forwards: runs of its input and
+// other bytes. While it has only passed input on, whole and in order, it
+// is a prefix of the input and costs no copy.
+type output struct {
+	in     []byte
+	pos    int    // input consumed
+	out    []byte // the output, once it is not a prefix of in
+	direct bool   // the output is in[:pos]
+}
+
+// pass forwards the next n input bytes.
+func (o *output) pass(n int) {
+	if !o.direct {
+		o.out = append(o.out, o.in[o.pos:o.pos+n]...)
+	}
+	o.pos += n
+}
+
+// skip consumes the next n input bytes without forwarding them.
+func (o *output) skip(n int) {
+	o.detach()
+	o.pos += n
+}
+
+// emit forwards b, which is not the next input.
+func (o *output) emit(b []byte) {
+	o.detach()
+	o.out = append(o.out, b...)
+}
+
+func (o *output) detach() {
+	if o.direct {
+		o.out = append(o.out[:0], o.in[:o.pos]...)
+		o.direct = false
+	}
+}
+
+func (o *output) result() []byte {
+	if o.direct {
+		return o.in[:o.pos]
+	}
+	return o.out
+}
+
+// heldBack ends the stream: it returns, unchanged, the bytes of an
+// incomplete message still held back, and holds nothing more.
+func (f *forwardUp) heldBack() []byte {
+	var b []byte
+	switch {
+	case f.holding:
+		b, f.holding = f.held, false
+	case f.hn > 0:
+		b, f.hn = f.hdr[:f.hn], 0
+	}
+	return b
+}

@@ -1,0 +1,49 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+)
+
+// Rewriter is an Observer that may also change the bytes it observes.
+// The proxy checks for it once per pump; an observer that does not
+// implement it costs nothing.
+type Rewriter interface {
+	// Rewrite is called with each chunk, in order, after Observe, and
+	// returns the bytes to forward now in its place. It may return p
+	// itself, a different slice, or nothing; it may hold back an
+	// incomplete message and return it with a later chunk. It must not
+	// retain p after returning; the slice it returns is valid until its
+	// next call. An error ends the session as Observe's does (a *Fatal
+	// sends its Reply). At the end of the stream the proxy calls it once
+	// more with an empty p, and it returns what it still holds back, as
+	// it is, so no byte the client sent is lost.
+	Rewrite(ctx context.Context, p []byte) ([]byte, error)
+}
+
+// Forwarder takes workload-management statements out of a data route's
+// stream: the CREATE USER and ALTER USER ... RESOURCE POOL statements of
+// the users it names. A protocol front end asks it when a session opens
+// and, for those users only, shows it every simple statement. It must be
+// safe for concurrent use.
+type Forwarder interface {
+	// Forwards reports whether user's statements are shown to Forward.
+	Forwards(user string) bool
+	// Forward inspects one statement text. took false means "not mine":
+	// the statement goes to the database unchanged. took true with a
+	// nil error means the forwarder has acted on it (bound the user to
+	// the pool) and rest is what the database gets instead. took true
+	// with an error means it refused: the front end makes the client see
+	// the error in the protocol's own way and keeps the session usable.
+	// A *Refusal error carries the SQLSTATE to report; any other error
+	// is reported as XX000.
+	Forward(ctx context.Context, sql string) (rest string, took bool, err error)
+}
+
+// Refusal is an error a Forwarder reports to the client.
+type Refusal struct {
+	Code    string // SQLSTATE, five characters
+	Message string // the error message, as the database would word it
+}
+
+func (r *Refusal) Error() string { return fmt.Sprintf("%s: %s", r.Code, r.Message) }
