@@ -4,7 +4,10 @@
 //
 //   - precision: pgbench -S -c 1 through sluice with delay 0.5, 1, 5 and
 //     10 ms each way vs direct; the added round trip per query against
-//     2 x delay (target: within max(2%, 0.1 ms)).
+//     2 x delay (target: within max(2%, 0.1 ms)). A second baseline runs
+//     direct again paced (pgbench -R) at the rate the sluice run reached:
+//     behind a delay the server idles between queries and answers the
+//     next one more slowly, which the paced run shows without sluice.
 //   - throughput: one COPY ... TO STDOUT of 200 MB through rate='50MB'
 //     (target 4.0 s +-5%), and through delay='25ms' with a 1 MiB window
 //     (target 1 MiB / 50 ms +-10%).
@@ -68,20 +71,32 @@ func main() {
 
 var latencyRE = regexp.MustCompile(`latency average = ([0-9.]+) ms`)
 
-// pgbench runs a select-only pgbench against host:port and returns the
-// mean latency per transaction in ms.
-func pgbench(host, port string, seconds int) (float64, error) {
-	cmd := exec.Command("pgbench", "-h", host, "-p", port, "-U", "sluice", "-S", "-c", "1", "-T", strconv.Itoa(seconds), "-n", "pgbench")
+var pgbenchTPSRE = regexp.MustCompile(`tps = ([0-9.]+)`)
+
+// pgbench runs a select-only pgbench with one client against host:port
+// and returns the mean latency per transaction in ms and the
+// transactions per second. rate > 0 paces it with pgbench -R at that
+// many transactions per second (latency then counts from each
+// transaction's scheduled start).
+func pgbench(host, port string, seconds int, rate float64) (latency, tps float64, err error) {
+	args := []string{"-h", host, "-p", port, "-U", "sluice", "-S", "-c", "1", "-T", strconv.Itoa(seconds), "-n"}
+	if rate > 0 {
+		args = append(args, "-R", strconv.FormatFloat(rate, 'f', 1, 64))
+	}
+	cmd := exec.Command("pgbench", append(args, "pgbench")...)
 	cmd.Env = append(os.Environ(), "PGPASSWORD=sluice")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("pgbench: %v: %s", err, out)
+		return 0, 0, fmt.Errorf("pgbench: %v: %s", err, out)
 	}
-	m := latencyRE.FindSubmatch(out)
-	if m == nil {
-		return 0, fmt.Errorf("pgbench printed no latency: %s", out)
+	m, t := latencyRE.FindSubmatch(out), pgbenchTPSRE.FindSubmatch(out)
+	if m == nil || t == nil {
+		return 0, 0, fmt.Errorf("pgbench printed no latency: %s", out)
 	}
-	return strconv.ParseFloat(string(m[1]), 64)
+	if latency, err = strconv.ParseFloat(string(m[1]), 64); err == nil {
+		tps, err = strconv.ParseFloat(string(t[1]), 64)
+	}
+	return latency, tps, err
 }
 
 func ensurePgbench(url string) error {
@@ -124,30 +139,39 @@ func precision(ctx context.Context, url string, seconds int) error {
 	dh, dp, _ := strings.Cut(up, ":")
 	sh, sp, _ := strings.Cut(s.Listen, ":")
 	fmt.Printf("\nprecision: pgbench -S -c 1 -T %d, direct vs through sluice, delay each way\n", seconds)
-	fmt.Printf("%-8s %12s %12s %12s %12s %10s %8s\n", "delay", "direct ms", "sluice ms", "added ms", "want ms", "error", "ok")
+	fmt.Printf("(paced: direct again, at the rate the sluice run reached, so the server idles\n")
+	fmt.Printf(" between queries as long as behind the delay; an idle server answers slower)\n")
+	fmt.Printf("%-7s %9s %9s %9s %9s %9s %7s %8s %5s %8s %5s\n", "delay", "direct", "paced", "sluice", "added", "added/p", "want",
+		"error", "ok", "error/p", "ok/p")
+	verdict := func(d, e float64) string {
+		switch {
+		case d == 0:
+			return "-"
+		case math.Abs(e) <= math.Max(0.02*2*d, 0.1):
+			return "yes"
+		}
+		return "NO"
+	}
 	for _, d := range []float64{0, 0.5, 1, 5, 10} {
 		if err := s.Exec(ctx, fmt.Sprintf("ALTER LINK default WITH (delay='%gms')", d)); err != nil {
 			return err
 		}
-		direct, err := pgbench(dh, dp, seconds)
+		direct, _, err := pgbench(dh, dp, seconds, 0)
 		if err != nil {
 			return err
 		}
-		via, err := pgbench(sh, sp, seconds)
+		via, tps, err := pgbench(sh, sp, seconds, 0)
 		if err != nil {
 			return err
 		}
-		added, want := via-direct, 2*d
-		errAbs := added - want
-		tol := math.Max(0.02*want, 0.1)
-		ok := "yes"
-		if d > 0 && math.Abs(errAbs) > tol {
-			ok = "NO"
+		paced, _, err := pgbench(dh, dp, seconds, tps)
+		if err != nil {
+			return err
 		}
-		if d == 0 {
-			ok = "-"
-		}
-		fmt.Printf("%-8s %12.3f %12.3f %12.3f %12.3f %+9.3f %8s\n", fmt.Sprintf("%gms", d), direct, via, added, want, errAbs, ok)
+		want := 2 * d
+		e, ep := via-direct-want, via-paced-want
+		fmt.Printf("%-7s %9.3f %9.3f %9.3f %9.3f %9.3f %7.3f %+8.3f %5s %+8.3f %5s\n", fmt.Sprintf("%gms", d),
+			direct, paced, via, via-direct, via-paced, want, e, verdict(d, e), ep, verdict(d, ep))
 	}
 	return nil
 }

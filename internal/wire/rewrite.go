@@ -47,3 +47,68 @@ type Refusal struct {
 }
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%s: %s", r.Code, r.Message) }
+
+// Output assembles what one Rewrite call forwards: runs of its input and
+// other bytes. While it has only passed input on, whole and in order, it
+// is a prefix of the input and costs no copy. The zero value is not
+// usable; call NewOutput.
+type Output struct {
+	in     []byte
+	pos    int    // input consumed
+	out    []byte // the output, once it is not a prefix of in
+	direct bool   // the output is in[:pos]
+}
+
+// NewOutput starts the output of a call whose input is in; buf is a
+// buffer to reuse (its contents are discarded), nil for none.
+func NewOutput(in, buf []byte) Output {
+	return Output{in: in, out: buf[:0], direct: true}
+}
+
+// Pos returns how many input bytes have been consumed.
+func (o *Output) Pos() int { return o.pos }
+
+// Pass forwards the next n input bytes.
+func (o *Output) Pass(n int) {
+	if !o.direct {
+		o.out = append(o.out, o.in[o.pos:o.pos+n]...)
+	}
+	o.pos += n
+}
+
+// Skip consumes the next n input bytes without forwarding them.
+func (o *Output) Skip(n int) {
+	o.detach()
+	o.pos += n
+}
+
+// Emit forwards b, which is not the next input.
+func (o *Output) Emit(b []byte) {
+	o.detach()
+	o.out = append(o.out, b...)
+}
+
+func (o *Output) detach() {
+	if o.direct {
+		o.out = append(o.out[:0], o.in[:o.pos]...)
+		o.direct = false
+	}
+}
+
+// Result returns the bytes to forward: a prefix of the input, or the
+// reused buffer.
+func (o *Output) Result() []byte {
+	if o.direct {
+		return o.in[:o.pos]
+	}
+	return o.out
+}
+
+// Buffer returns the buffer the output was assembled in, to be passed to
+// the next NewOutput (nil while the output is a prefix of the input).
+func (o *Output) Buffer() []byte {
+	if o.direct {
+		return o.out[:0]
+	}
+	return o.out
+}

@@ -96,25 +96,25 @@ func (f *forwardUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 	if cap(f.out) > keepBuffer {
 		f.out = nil // the last call's output, no longer needed
 	}
-	o := output{in: p, out: f.out[:0], direct: true}
+	o := wire.NewOutput(p, f.out)
 	seen := 0 // p[:seen] has been observed
 	observe := func() error {
-		err := f.obs.Observe(p[seen:o.pos])
-		seen = o.pos
+		err := f.obs.Observe(p[seen:o.Pos()])
+		seen = o.Pos()
 		return err
 	}
-	for o.pos < len(p) {
-		left := p[o.pos:]
+	for o.Pos() < len(p) {
+		left := p[o.Pos():]
 		switch {
 		case f.rem > 0:
 			n := min(f.rem, len(left))
-			o.pass(n)
+			o.Pass(n)
 			f.rem -= n
 			continue
 		case f.holding:
 			n := min(f.size-len(f.held), len(left))
 			f.held = append(f.held, left[:n]...)
-			o.skip(n)
+			o.Skip(n)
 			f.heldMore(ctx, &o)
 			continue
 		}
@@ -134,7 +134,7 @@ func (f *forwardUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		} else {
 			n := copy(f.hdr[f.hn:], left)
 			f.hn += n
-			o.skip(n)
+			o.Skip(n)
 			if f.hn < 4 {
 				continue
 			}
@@ -147,9 +147,9 @@ func (f *forwardUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		size := 4 + length
 		if !first || !f.eligible || f.cont || length == 0 || size > MaxForwardQuery {
 			if split {
-				o.emit(hdr)
+				o.Emit(hdr)
 			} else {
-				o.pass(4)
+				o.Pass(4)
 			}
 			f.rem = length
 			continue
@@ -161,22 +161,22 @@ func (f *forwardUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 			f.heldMore(ctx, &o)
 		case len(left) >= size: // the whole packet is here
 			if repl, ok := f.command(ctx, left[:size]); ok {
-				o.skip(size)
-				o.emit(repl)
+				o.Skip(size)
+				o.Emit(repl)
 			} else {
-				o.pass(size)
+				o.Pass(size)
 			}
 		default:
 			f.holding, f.size = true, size
 			f.held = append(f.held[:0], left...)
-			o.skip(len(left))
+			o.Skip(len(left))
 		}
 	}
 	if err := observe(); err != nil {
 		return nil, err
 	}
-	f.out = o.out
-	return o.result(), nil
+	f.out = o.Buffer()
+	return o.Result(), nil
 }
 
 // mayInspect reports whether the logical packet starting now may be a
@@ -195,15 +195,15 @@ func (f *forwardUp) mayInspect() bool {
 }
 
 // heldMore emits the held packet once it is complete.
-func (f *forwardUp) heldMore(ctx context.Context, o *output) {
+func (f *forwardUp) heldMore(ctx context.Context, o *wire.Output) {
 	if len(f.held) < f.size {
 		return
 	}
 	f.holding = false
 	if repl, ok := f.command(ctx, f.held); ok {
-		o.emit(repl)
+		o.Emit(repl)
 	} else {
-		o.emit(f.held)
+		o.Emit(f.held)
 	}
 	if cap(f.held) > keepBuffer {
 		f.held = nil
@@ -371,50 +371,6 @@ func (s *authSniffer) Read(p []byte) (int, error) {
 
 // accepted reports whether the last packet the server sent was an OK.
 func (s *authSniffer) accepted() bool { return s.last == 0x00 && s.rem == 0 && s.hn == 0 && !s.first }
-
-// output assembles what a Rewrite call forwards: runs of its input and
-// other bytes. While it has only passed input on, whole and in order, it
-// is a prefix of the input and costs no copy.
-type output struct {
-	in     []byte
-	pos    int    // input consumed
-	out    []byte // the output, once it is not a prefix of in
-	direct bool   // the output is in[:pos]
-}
-
-// pass forwards the next n input bytes.
-func (o *output) pass(n int) {
-	if !o.direct {
-		o.out = append(o.out, o.in[o.pos:o.pos+n]...)
-	}
-	o.pos += n
-}
-
-// skip consumes the next n input bytes without forwarding them.
-func (o *output) skip(n int) {
-	o.detach()
-	o.pos += n
-}
-
-// emit forwards b, which is not the next input.
-func (o *output) emit(b []byte) {
-	o.detach()
-	o.out = append(o.out, b...)
-}
-
-func (o *output) detach() {
-	if o.direct {
-		o.out = append(o.out[:0], o.in[:o.pos]...)
-		o.direct = false
-	}
-}
-
-func (o *output) result() []byte {
-	if o.direct {
-		return o.in[:o.pos]
-	}
-	return o.out
-}
 
 // heldBack ends the stream: it returns, unchanged, the bytes of an
 // incomplete message still held back, and holds nothing more.

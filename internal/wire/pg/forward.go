@@ -86,51 +86,51 @@ func (f *forwardUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 	if cap(f.out) > keepBuffer {
 		f.out = nil // the last call's output, no longer needed
 	}
-	o := output{in: p, out: f.out[:0], direct: true}
-	for o.pos < len(p) {
-		left := p[o.pos:]
+	o := wire.NewOutput(p, f.out)
+	for o.Pos() < len(p) {
+		left := p[o.Pos():]
 		switch {
 		case f.broken:
-			o.pass(len(left))
+			o.Pass(len(left))
 		case f.rem > 0:
 			n := min(f.rem, len(left))
-			o.pass(n)
+			o.Pass(n)
 			f.rem -= n
 		case f.holding:
 			n := min(f.size-len(f.held), len(left))
 			f.held = append(f.held, left[:n]...)
-			o.skip(n)
+			o.Skip(n)
 			f.heldMore(ctx, &o)
 		case f.hn == 0 && len(left) >= headerLen:
 			size, inspect := f.header(left[0], left[1:headerLen])
 			switch {
 			case !inspect:
-				o.pass(min(headerLen, size))
+				o.Pass(min(headerLen, size))
 				f.rem = size - headerLen
 			case len(left) >= size:
 				// The whole Query is here: no copy unless it changes.
 				if repl, ok := f.query(ctx, left[:size]); ok {
-					o.skip(size)
-					o.emit(repl)
+					o.Skip(size)
+					o.Emit(repl)
 				} else {
-					o.pass(size)
+					o.Pass(size)
 				}
 			default:
 				f.holding, f.size = true, size
 				f.held = append(f.held[:0], left...)
-				o.skip(len(left))
+				o.Skip(len(left))
 			}
 		default: // a header split across chunks
 			n := copy(f.hdr[f.hn:], left)
 			f.hn += n
-			o.skip(n)
+			o.Skip(n)
 			if f.hn < headerLen {
 				continue
 			}
 			f.hn = 0
 			size, inspect := f.header(f.hdr[0], f.hdr[1:])
 			if !inspect {
-				o.emit(f.hdr[:min(headerLen, size)])
+				o.Emit(f.hdr[:min(headerLen, size)])
 				f.rem = size - headerLen
 				continue
 			}
@@ -139,8 +139,8 @@ func (f *forwardUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 			f.heldMore(ctx, &o)
 		}
 	}
-	f.out = o.out
-	return o.result(), nil
+	f.out = o.Buffer()
+	return o.Result(), nil
 }
 
 // header decides what to do with a message of type typ whose length
@@ -159,15 +159,15 @@ func (f *forwardUp) header(typ byte, length []byte) (size int, inspect bool) {
 }
 
 // heldMore emits the held Query once it is complete.
-func (f *forwardUp) heldMore(ctx context.Context, o *output) {
+func (f *forwardUp) heldMore(ctx context.Context, o *wire.Output) {
 	if len(f.held) < f.size {
 		return
 	}
 	f.holding = false
 	if repl, ok := f.query(ctx, f.held); ok {
-		o.emit(repl)
+		o.Emit(repl)
 	} else {
-		o.emit(f.held)
+		o.Emit(f.held)
 	}
 	if cap(f.held) > keepBuffer {
 		f.held = nil
@@ -273,50 +273,6 @@ func (d *forwardDown) Observe(p []byte) error {
 		d.rem = max(0, int(binary.BigEndian.Uint32(d.hdr[1:]))-4)
 	}
 	return nil
-}
-
-// output assembles what a Rewrite call forwards: runs of its input and
-// other bytes. While it has only passed input on, whole and in order, it
-// is a prefix of the input and costs no copy.
-type output struct {
-	in     []byte
-	pos    int    // input consumed
-	out    []byte // the output, once it is not a prefix of in
-	direct bool   // the output is in[:pos]
-}
-
-// pass forwards the next n input bytes.
-func (o *output) pass(n int) {
-	if !o.direct {
-		o.out = append(o.out, o.in[o.pos:o.pos+n]...)
-	}
-	o.pos += n
-}
-
-// skip consumes the next n input bytes without forwarding them.
-func (o *output) skip(n int) {
-	o.detach()
-	o.pos += n
-}
-
-// emit forwards b, which is not the next input.
-func (o *output) emit(b []byte) {
-	o.detach()
-	o.out = append(o.out, b...)
-}
-
-func (o *output) detach() {
-	if o.direct {
-		o.out = append(o.out[:0], o.in[:o.pos]...)
-		o.direct = false
-	}
-}
-
-func (o *output) result() []byte {
-	if o.direct {
-		return o.in[:o.pos]
-	}
-	return o.out
 }
 
 // heldBack ends the stream: it returns, unchanged, the bytes of an
