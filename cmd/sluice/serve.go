@@ -55,7 +55,7 @@ to the link named "default".`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.config, "config", "", "YAML configuration file")
 	fl.StringVar(&f.listen, "listen", "", "listen address of a route (host:port)")
-	fl.StringVar(&f.upstream, "upstream", "", "upstream address of that route (host:port)")
+	fl.StringVar(&f.upstream, "upstream", "", "upstream address of that route (host:port, or the absolute path of a Unix socket)")
 	fl.StringVar(&f.protocol, "protocol", "tcp", "protocol of that route: postgres, mysql or tcp")
 	fl.StringVar(&f.link, "link", "default", "link of that route")
 	fl.StringVar(&f.admin, "admin", "", "admin console address (PostgreSQL protocol)")

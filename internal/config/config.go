@@ -282,8 +282,11 @@ func ValidateRoute(r *Route) error {
 	if r.Upstream == "" {
 		return &Error{Key: "upstream", Msg: "a route needs an upstream address"}
 	}
-	if err := checkAddr(r.Upstream); err != nil {
+	if err := checkUpstream(r.Upstream); err != nil {
 		return &Error{Key: "upstream", Value: r.Upstream, Msg: err.Error()}
+	}
+	if strings.HasPrefix(r.Upstream, "/") && r.UpstreamTLS != nil && r.UpstreamTLS.ServerName == "" && !r.UpstreamTLS.InsecureSkipVerify {
+		return &Error{Key: "upstream_tls.server_name", Msg: "a Unix socket upstream names no host: set server_name to verify the certificate against"}
 	}
 	switch r.Protocol {
 	case "":
@@ -299,6 +302,17 @@ func ValidateRoute(r *Route) error {
 	}
 	if r.Protocol != "mysql" && (r.KillUser != "" || r.KillPassword != "") {
 		return &Error{Key: "kill_user", Value: r.KillUser, Msg: "kill credentials apply to mysql routes only"}
+	}
+	return nil
+}
+
+// checkUpstream accepts host:port or the absolute path of a Unix socket.
+func checkUpstream(a string) error {
+	if strings.HasPrefix(a, "/") {
+		return nil
+	}
+	if checkAddr(a) != nil {
+		return fmt.Errorf("want host:port or the absolute path of a Unix socket")
 	}
 	return nil
 }

@@ -89,3 +89,24 @@ func TestEmptyFile(t *testing.T) {
 		t.Fatalf("c=%+v err=%v", c, err)
 	}
 }
+
+func TestUpstreamUnixSocket(t *testing.T) {
+	for _, tc := range []struct {
+		upstream string
+		ok       bool
+	}{
+		{"/var/run/postgresql/.s.PGSQL.5432", true},
+		{"127.0.0.1:5432", true},
+		{"run/postgresql/.s.PGSQL.5432", false},
+		{"localhost", false},
+	} {
+		r := Route{Name: "r", Listen: "127.0.0.1:6432", Upstream: tc.upstream, Protocol: "postgres"}
+		err := ValidateRoute(&r)
+		if (err == nil) != tc.ok {
+			t.Errorf("upstream %q: err %v, want ok=%v", tc.upstream, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), tc.upstream) {
+			t.Errorf("upstream %q: error %q does not name the value", tc.upstream, err)
+		}
+	}
+}

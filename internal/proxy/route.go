@@ -20,7 +20,7 @@ type Frontend interface {
 type Route struct {
 	Name     string
 	Listen   string // host:port
-	Upstream string // host:port
+	Upstream string // host:port, or the absolute path of a Unix socket
 	Protocol string // postgres, mysql or tcp
 	Link     string // link name; "" means "default"
 	// Frontend runs the protocol's opening exchange; nil relays raw bytes
@@ -54,7 +54,7 @@ func (r *Route) dialer() wire.Dialer {
 	d := &net.Dialer{Timeout: timeout}
 	addr := r.Upstream
 	return func(ctx context.Context) (net.Conn, error) {
-		c, err := d.DialContext(ctx, "tcp", addr)
+		c, err := d.DialContext(ctx, wire.Network(addr), addr)
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", addr, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 
 	"github.com/sluicelab/sluice/internal/session"
 )
@@ -34,6 +35,16 @@ func (Nop) Observe([]byte) error { return nil }
 
 // Dialer connects to the route's upstream.
 type Dialer func(ctx context.Context) (net.Conn, error)
+
+// Network returns the network of an upstream address for net.Dial: "unix"
+// for an absolute path (a Unix socket, as PostgreSQL's
+// /var/run/postgresql/.s.PGSQL.5432), "tcp" for host:port.
+func Network(addr string) string {
+	if strings.HasPrefix(addr, "/") {
+		return "unix"
+	}
+	return "tcp"
+}
 
 // Conn is a session after the opening exchange, ready for relaying.
 type Conn struct {

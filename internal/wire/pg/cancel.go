@@ -78,7 +78,7 @@ func (f *Frontend) dialCancel(ctx context.Context, dial wire.Dialer) (net.Conn, 
 		return dial(ctx)
 	}
 	var d net.Dialer
-	return d.DialContext(ctx, "tcp", f.upstream)
+	return d.DialContext(ctx, wire.Network(f.upstream), f.upstream)
 }
 
 // installKey registers the upstream's cancel key for sess and installs a
