@@ -22,15 +22,20 @@
 //     problem is a property of the algorithm, kept and documented, not a
 //     defect to hide; it is why the counter serves only where coarse
 //     accounting is enough.
-//   - LeakyBucket is a queue that leaks at the rate. Idle time earns
-//     nothing, so it never bursts beyond one tick of its granularity g
-//     (default 1 ms): each tick releases at most rate*g units plus the
-//     overdraft of one reservation, and a backlogged stream gets the rate
-//     exactly. The link's low-priority class uses it, as the reference
-//     system does (low_priority_bandwidth, 256 MB/s enforced per
-//     millisecond: at most 256 kB per ms). The ticks are also what make it
-//     cheap: a backlogged stream is released once per tick, in a batch, so
-//     whoever waits for it wakes once per millisecond, not once per chunk.
+//   - LeakyBucket is a queue that leaks at the rate, released in ticks
+//     of its granularity g (default 1 ms): each tick releases at most
+//     rate*g units plus the overdraft of one reservation. Idle time earns
+//     nothing beyond one tick. A caller that comes back up to one tick
+//     after its last unit leaked (a late timer, the work between two
+//     reservations) is late, not idle: its units leak on from where the
+//     last ones ended, so the tick after it fell behind may also pass what
+//     it missed, and a stream that keeps reserving gets the rate exactly.
+//     The link's low-priority class uses it, as the reference system does
+//     (low_priority_bandwidth, 256 MB/s enforced per millisecond: at most
+//     256 kB per ms, and 512 kB in the millisecond after one the class
+//     fell behind in). The ticks are also what make it cheap: a
+//     backlogged stream is released once per tick, in a batch, so whoever
+//     waits for it wakes once per millisecond, not once per chunk.
 //   - TokenBucket accrues tokens up to a burst. After idle time a stream
 //     may pass the whole burst at once; over any interval T at most
 //     burst + rate*T units pass, with no regard to edges. It suits limits

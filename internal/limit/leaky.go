@@ -11,30 +11,42 @@ const DefaultGranularity = time.Millisecond
 
 // LeakyBucket shapes a stream to a constant rate. Units enter the bucket
 // in reservation order and leak out at the rate, one after another; the
-// bucket is a queue, so idle time earns no credit and it never bursts
-// beyond one tick.
+// bucket is a queue, so idle time earns nothing beyond one tick.
 //
 // Release is quantized to ticks of the granularity g, aligned to the first
 // time the bucket sees: a reservation passes at the start of the tick in
 // which its first unit leaks, or at once if that tick has begun. So a
-// backlogged stream is released once per tick, in batches, and:
+// backlogged stream is released once per tick, in batches.
+//
+// A reservation made when the bucket is empty (its last unit leaked
+// before now) is either late or new. Late: the last unit leaked at most
+// one tick before now. The stream was held back, not idle (a timer that
+// fired late, a caller that wrote and read between two reservations), so
+// its units leak on from where the last one ended, and the part of the
+// rate it missed is made up. New: the bucket has been empty for longer.
+// The units leak from the start of now's tick: the ticks before are lost,
+// the current one is not.
+//
+// So:
 //
 //   - each tick releases at most rate*g units plus the overdraft of its
 //     last reservation (the part that leaks in later ticks, which those
-//     ticks repay);
-//   - over any interval of length T at most rate*(T+g) units pass, plus
-//     one reservation;
-//   - in the long run a backlogged stream gets exactly the rate.
+//     ticks repay), plus, for a late reservation, what the stream left
+//     unused in the tick before: at most 2*rate*g and an overdraft, and
+//     only right after a tick in which the stream fell behind;
+//   - over any interval of length T at most rate*(T+2g) units pass, plus
+//     one reservation (rate*(T+g) for a stream that is never late);
+//   - a stream that keeps reserving, even up to one tick late each time,
+//     gets exactly the rate in the long run, and never more.
 //
-// With rate 256e6 bytes/s and g = 1 ms a busy stream passes at most 256 kB
-// per millisecond plus one chunk, and never more on average. A reservation
+// With rate 256e6 bytes/s and g = 1 ms a busy stream passes 256 kB per
+// millisecond plus one chunk, and never more on average. A reservation
 // larger than rate*g still passes in the tick its first unit leaks in;
 // the reservations behind it wait for its whole leak time.
 //
-// At a tick edge, idle time earns nothing: a stream that resumes late in
-// a tick gets what is left of that tick (plus one reservation's
-// overdraft) and then rate*g in the next, where a FixedWindow would give
-// it a whole fresh window on each side of the edge.
+// After a pause a stream gets the current tick's allowance at once (plus
+// one reservation's overdraft) and then rate*g per tick, where a
+// FixedWindow gives a whole fresh window on each side of an edge.
 //
 // The zero value is an unlimited bucket with the default granularity.
 // A LeakyBucket is safe for concurrent use.
@@ -104,11 +116,14 @@ func (b *LeakyBucket) planLocked(now time.Time, n int, commit bool) time.Time {
 		return now
 	}
 	t := b.m.offset(now)
+	g := b.tickLocked()
 	s, rem := b.m.cur, b.m.rem
-	if s < t {
-		s, rem = t, 0
+	if s < t && t-s > g {
+		// New: empty for more than a tick. Leak from the start of now's
+		// tick; a late reservation leaks on from the cursor.
+		s, rem = floorTo(t, g), 0
 	}
-	at := floorTo(s, b.tickLocked())
+	at := floorTo(s, g)
 	if commit {
 		b.m.cur, b.m.rem = advance(s, rem, n, b.m.rate)
 	}

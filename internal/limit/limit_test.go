@@ -2,6 +2,7 @@ package limit
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -73,6 +74,36 @@ func TestLeakyBucket(t *testing.T) {
 			{at: 10200 * time.Microsecond, n: 100, want: 10200 * time.Microsecond}, // cursor 10.5 ms, same tick
 			{at: 10200 * time.Microsecond, n: 500, want: 10200 * time.Microsecond}, // cursor 10.6 ms
 			{at: 10200 * time.Microsecond, n: 1, want: 11 * ms},                    // cursor 11.1 ms
+		}},
+		{"late within a tick", []step{
+			{at: 0, n: 500, want: 0}, // cursor 0.5 ms
+			{at: 900 * time.Microsecond, n: 500, want: 900 * time.Microsecond}, // leaks from 0.5 ms, not 0.9: cursor 1 ms
+			{at: 900 * time.Microsecond, n: 900, want: 1 * ms},                 // cursor 1.9 ms
+			{at: 900 * time.Microsecond, n: 1, peek: true, want: 1 * ms},
+		}},
+		{"late across a tick edge", []step{
+			{at: 0, n: 500, want: 0}, // cursor 0.5 ms
+			// Back 0.9 ms after the last unit, in tick 1: late, so the
+			// units of tick 0 it missed pass too.
+			{at: 1400 * time.Microsecond, n: 500, want: 1400 * time.Microsecond}, // cursor 1 ms
+			{at: 1400 * time.Microsecond, n: 600, want: 1400 * time.Microsecond}, // cursor 1.6 ms
+			{at: 1400 * time.Microsecond, n: 500, want: 1400 * time.Microsecond}, // 1600 units in tick 1; cursor 2.1 ms
+			{at: 1400 * time.Microsecond, n: 1, want: 2 * ms},
+		}},
+		{"idle for more than a tick", []step{
+			{at: 0, n: 500, want: 0}, // cursor 0.5 ms
+			// Back 1.1 ms after the last unit: new, leaks from the start
+			// of tick 1; tick 0 is lost.
+			{at: 1600 * time.Microsecond, n: 500, want: 1600 * time.Microsecond}, // cursor 1.5 ms
+			{at: 1600 * time.Microsecond, n: 500, want: 1600 * time.Microsecond}, // cursor 2 ms
+			{at: 1600 * time.Microsecond, n: 1, want: 2 * ms},
+		}},
+		{"after a pause at most one tick at once", []step{
+			{at: 0, n: 1000, want: 0},
+			{at: 10900 * time.Microsecond, n: 800, want: 10900 * time.Microsecond}, // leaks from 10 ms
+			{at: 10900 * time.Microsecond, n: 300, want: 10900 * time.Microsecond}, // 10.8 ms: overdraft into tick 11
+			{at: 10900 * time.Microsecond, n: 1, want: 11 * ms},                    // cursor 11.1 ms
+			{at: 10900 * time.Microsecond, n: 1, peek: true, want: 11 * ms},
 		}},
 		{"oversize", []step{
 			{at: 0, n: 5000, want: 0}, // leaks until 5 ms
@@ -332,6 +363,104 @@ func TestLeakyBucketPerTick(t *testing.T) {
 		if n > rate/1000+chunk {
 			t.Errorf("tick %d passed %d units, bound %d", tick, n, rate/1000+chunk)
 		}
+	}
+}
+
+// TestLeakyBucketIdleStream checks the bounds for a stream that pauses
+// and resumes at random, reservations of random size passing whenever
+// the bucket lets them: per tick at most 2*rate*g plus the tick's last
+// reservation (the tick's own allowance and what a late stream missed in
+// the tick before), and in any interval of length T at most rate*(T+2g)
+// plus one reservation.
+func TestLeakyBucketIdleStream(t *testing.T) {
+	const rate, g, maxN = 1_000_000, ms, 3000 // 1000 units per tick
+	r := rand.New(rand.NewPCG(3, 4))
+	lb := NewLeakyBucket(rate, g)
+	lb.Reserve(t0, 0)
+	type pass struct {
+		at time.Time
+		n  int64
+	}
+	var passed []pass
+	now := t0
+	for range 20000 {
+		if r.IntN(3) == 0 {
+			now = now.Add(time.Duration(r.Int64N(int64(3 * ms))))
+		}
+		n := 1 + r.IntN(maxN)
+		at := lb.Reserve(now, n)
+		if at.Before(now) {
+			t.Fatalf("reservation passes at %v, before it was made at %v", at.Sub(t0), now.Sub(t0))
+		}
+		now = at
+		passed = append(passed, pass{at, int64(n)})
+	}
+	perTick := map[int64]int64{}
+	last := map[int64]int64{}
+	for _, p := range passed {
+		k := int64(p.at.Sub(t0) / g)
+		perTick[k] += p.n
+		last[k] = p.n
+	}
+	perG := rate * int64(g) / int64(time.Second)
+	for k, n := range perTick {
+		if bound := 2*perG + last[k]; n > bound {
+			t.Errorf("tick %d passed %d units, bound %d", k, n, bound)
+		}
+	}
+	for _, T := range []time.Duration{g / 2, g, 3 * g, 50 * g} {
+		bound := rate*int64(T+2*g)/int64(time.Second) + maxN
+		var sum int64
+		j := 0
+		for i := range passed {
+			sum += passed[i].n
+			for !passed[j].at.Add(T).After(passed[i].at) {
+				sum -= passed[j].n
+				j++
+			}
+			if sum > bound {
+				t.Fatalf("%d units within %v ending at %v, bound %d", sum, T, passed[i].at.Sub(t0), bound)
+			}
+		}
+	}
+}
+
+// TestLeakyBucketLateCaller: a caller that, like a pump woken by a real
+// timer, comes back up to most of a tick after each release, and spends
+// some time between two reservations, still gets the rate.
+func TestLeakyBucketLateCaller(t *testing.T) {
+	const chunk = 32 << 10
+	tests := []struct {
+		name string
+		rate int64
+		late time.Duration // most a wake-up is late; uniform in [0, late)
+		work time.Duration // between a pass and the next reservation
+	}{
+		{"256MB/s, timers up to 0.9 ms late", 256_000_000, 900 * time.Microsecond, 20 * time.Microsecond},
+		{"20MB/s, timers up to 0.9 ms late", 20_000_000, 900 * time.Microsecond, 100 * time.Microsecond},
+		{"20MB/s, slow caller", 20_000_000, 500 * time.Microsecond, 1500 * time.Microsecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(5, 6))
+			lb := NewLeakyBucket(tt.rate, ms)
+			lb.Reserve(t0, 0)
+			now := t0
+			end := t0.Add(time.Second)
+			var units int64
+			for now.Before(end) {
+				at := lb.Reserve(now, chunk)
+				if at.After(now) {
+					now = at.Add(time.Duration(r.Int64N(int64(tt.late))))
+				}
+				units += chunk
+				now = now.Add(tt.work)
+			}
+			got := float64(units) / now.Sub(t0).Seconds()
+			if got < 0.99*float64(tt.rate) || got > 1.01*float64(tt.rate)+chunk {
+				t.Errorf("caller got %.0f units/s, rate %d", got, tt.rate)
+			}
+		})
 	}
 }
 

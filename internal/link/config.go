@@ -45,8 +45,11 @@ type Config struct {
 	// Low class is held to LowPriorityBandwidth and LowPriorityQueueBytes.
 	NetworkControl bool
 	// LowPriorityBandwidth is the bytes/s the Low class as a whole may
-	// enter the link at, metered by a leaky bucket with 1 ms ticks. 0
-	// means no rate limit. Applies only with NetworkControl.
+	// enter the link at, metered by a leaky bucket with 1 ms ticks: per
+	// tick at most rate/1000 bytes plus one chunk, plus what the class
+	// left unused in the tick before while it was held back (see
+	// limit.LeakyBucket). 0 means no rate limit. Applies only with
+	// NetworkControl.
 	LowPriorityBandwidth int64
 	// LowPriorityQueueBytes bounds the Low-class bytes inside the device
 	// FIFO, so a Normal or High byte waits behind at most that much Low

@@ -45,10 +45,20 @@
 // 66 us at 1 GB/s, while Low still fills every byte of capacity the other
 // classes leave, because the bound is on what is queued, not on what
 // flows: as fast as Low bytes depart, Low bytes may enter. The scheduler
-// is work conserving. The Low class as a whole is also held to
-// LowPriorityBandwidth, the reference system's low_priority_bandwidth, by
-// a leaky bucket with 1 ms ticks (package limit): at most rate/1000 bytes
-// per millisecond plus one chunk, never a burst after idle time.
+// is work conserving. At its limit: a single Low flow keeps the FIFO busy
+// only if it comes back with its next chunk before the bound drains (64
+// KiB at 100 MB/s is 0.66 ms), so with timers that fire up to 1 ms late
+// it leaves part of the idle capacity unused (up to a fifth at 100 MB/s);
+// several flows fill it.
+//
+// The Low class as a whole is also held to LowPriorityBandwidth, the
+// reference system's low_priority_bandwidth, by a leaky bucket with 1 ms
+// ticks (package limit): at most rate/1000 bytes per millisecond plus one
+// chunk, and on top of that what the class left unused in the
+// millisecond before, if it was held back there (by a late timer, or a
+// pump slow to come back). So the class gets the rate exactly, and idle
+// time beyond one tick earns nothing: after a pause the class gets at
+// most the current tick's allowance at once.
 //
 // # Strict priority and fair shares
 //
@@ -92,7 +102,14 @@
 // (about 1 ms on a typical host), so a run admits a waiting chunk at the
 // time its obstacle went away, not at the time the run happens: the
 // emulated link keeps its capacity even when the FIFO drains faster than
-// the timer can tick.
+// the timer can tick. For the same reason an arrival first admits what
+// was due before it, at the times it was due, and only then competes by
+// priority (at the same instant, priority decides): a Normal chunk that
+// arrives while a late run is pending does not take the place of a Low
+// chunk whose turn came earlier, and the link does not idle for the
+// timer's lateness. Lateness is made good in virtual time, never by
+// sleeping in the kernel for precision, which holds a thread per sleep
+// and, with many flows, delays every other goroutine's network reads.
 //
 // With Capacity 0 and no limit on the Send's class (not Low, or no
 // LowPriorityBandwidth) there is no FIFO to wait for. Send then takes no

@@ -82,7 +82,7 @@ func fuzzSchedBody(t *testing.T, data []byte) {
 		case 0, 1: // send
 			f := flows[int(a)%len(flows)]
 			if f.state != stQueued {
-				s.enqueue(now, f, 1+int64(b)*int64(1+c%16), Class(c%NumClasses))
+				s.arrive(now, f, 1+int64(b)*int64(1+c%16), Class(c%NumClasses))
 			}
 		case 2: // advance the clock
 			now = now.Add(time.Duration(a)*time.Millisecond + time.Duration(b)*10*time.Microsecond)

@@ -330,8 +330,7 @@ func (f *Flow) sendSlow(ctx context.Context, n int64, c Class) (time.Time, error
 		return time.Time{}, ErrClosed
 	}
 	now := d.link.clk.Now()
-	d.s.enqueue(now, f, n, c)
-	next := d.s.dispatch(now)
+	next := d.s.arrive(now, f, n, c)
 	if f.state != stQueued {
 		dep, err := f.depart, f.err
 		d.mu.Unlock()

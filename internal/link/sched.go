@@ -202,8 +202,11 @@ func (s *sched) pool(name string) *pool {
 }
 
 // configure applies a normalized configuration at now. Waiting flows keep
-// their place; bytes already admitted keep their departure.
+// their place; bytes already admitted keep their departure, and flows
+// whose obstacle went away before now are admitted under the old
+// settings first.
 func (s *sched) configure(now time.Time, cfg Config) {
+	s.catchUp(now)
 	s.advance(now) // the new settings hold from now on
 	if cfg.Capacity != s.cfg.Capacity {
 		s.fifo.tailRem = 0
@@ -212,6 +215,29 @@ func (s *sched) configure(now time.Time, cfg Config) {
 	s.low.SetRate(now, cfg.LowPriorityBandwidth)
 	for name, p := range s.pools {
 		p.weight = cfg.weight(name)
+	}
+}
+
+// arrive makes f wait with n bytes of class c, sent at now, and runs the
+// scheduler; it returns when the scheduler should run again, as dispatch.
+//
+// Flows whose obstacle went away before now are admitted first, as a
+// punctual run would have admitted them before f existed: a late timer
+// must not let a later arrival of a higher class take the place of a
+// lower class's admission that was due, or the link would idle for the
+// lateness. Only then does f compete, by priority, with what is left; at
+// the same instant, priority decides.
+func (s *sched) arrive(now time.Time, f *Flow, n int64, c Class) time.Time {
+	s.catchUp(now)
+	s.enqueue(now, f, n, c)
+	return s.dispatch(now)
+}
+
+// catchUp admits the waiting flows whose obstacles went away before now,
+// leaving those that would be admitted at now itself.
+func (s *sched) catchUp(now time.Time) {
+	if s.arrival.head != nil {
+		s.dispatch(now.Add(-1))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
@@ -92,6 +93,8 @@ type Line struct {
 	ackDelay func() time.Duration
 	spinMax  time.Duration // 0 when spinning is disabled
 	pool     *BufferPool
+
+	coarse atomic.Bool // releases at timer precision only (SetCoarse)
 
 	notify    chan struct{} // capacity 1; Write to writer: a chunk was queued
 	progress  chan struct{} // capacity 1; writer to Write and Flush: a chunk was passed on
@@ -354,7 +357,7 @@ func (l *Line) run() {
 				return
 			}
 		}
-		if !l.waitUntil(c.release, alone) {
+		if !l.waitUntil(c.release, alone && !l.coarse.Load()) {
 			return
 		}
 		nw, err := l.dst.Write(c.buf[:c.n])
@@ -380,6 +383,15 @@ func (l *Line) run() {
 		}
 	}
 }
+
+// SetCoarse makes the Line release at timer precision (on), without the
+// precise finish of a lone chunk's wait, or precisely again (off). A
+// precise finish holds a thread in a kernel sleep per chunk: right for a
+// request or a response, whose delay is what is measured, and costly for
+// bulk flows, where many of them at once keep the process from polling
+// its other sockets for milliseconds. Safe for concurrent use; it applies
+// from the next release.
+func (l *Line) SetCoarse(on bool) { l.coarse.Store(on) }
 
 // discard returns the chunks not passed on to the pool.
 func (l *Line) discard() {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -560,5 +561,54 @@ func TestRing(t *testing.T) {
 	}
 	if next != 1000 {
 		t.Fatalf("popped %d values", next)
+	}
+}
+
+// preciseFake is a virtual clock that also offers precise sleeps, which
+// it counts and completes by moving the clock.
+type preciseFake struct {
+	*clock.Fake
+	sleeps atomic.Int32
+}
+
+func (p *preciseFake) SleepPrecise(d time.Duration) {
+	p.sleeps.Add(1)
+	p.Advance(d)
+}
+
+// A lone chunk's release ends in a precise sleep unless the Line is
+// coarse; a coarse Line releases on its timer, exactly at the release
+// time of a virtual clock.
+func TestLineCoarse(t *testing.T) {
+	ctx := context.Background()
+	prm := Params{Delay: 500 * time.Microsecond}
+
+	clk := &preciseFake{Fake: clock.NewFake(t0)}
+	rec := newRecorder(clk)
+	l := NewLine(clk, rec, NewPath(prm, 1), LineOptions{})
+	defer closeLine(t, l)
+	if err := l.Write(ctx, []byte("q"), t0); err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t)
+	if clk.sleeps.Load() == 0 {
+		t.Fatal("a lone chunk was released without a precise sleep")
+	}
+
+	clk = &preciseFake{Fake: clock.NewFake(t0)}
+	rec = newRecorder(clk)
+	l = NewLine(clk, rec, NewPath(prm, 1), LineOptions{})
+	defer closeLine(t, l)
+	l.SetCoarse(true)
+	if err := l.Write(ctx, []byte("q"), t0); err != nil {
+		t.Fatal(err)
+	}
+	clk.BlockUntil(1)
+	clk.Advance(prm.Delay)
+	if g := rec.next(t); !g.at.Equal(t0.Add(prm.Delay)) {
+		t.Fatalf("coarse release at +%v, want +%v", g.at.Sub(t0), prm.Delay)
+	}
+	if n := clk.sleeps.Load(); n != 0 {
+		t.Fatalf("coarse Line made %d precise sleeps", n)
 	}
 }

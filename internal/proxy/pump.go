@@ -67,6 +67,7 @@ type pump struct {
 	ack     netem.Params // emulation of the other direction (its delay returns ACKs)
 	path    *netem.Path
 	line    *netem.Line // non-nil once chunks must wait for a release time
+	coarse  bool        // line releases at timer precision (class Low)
 	large   *[]byte
 }
 
@@ -156,6 +157,13 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 	if p.line == nil {
 		p.path = netem.NewPath(p.params, p.seed())
 		p.line = netem.NewLine(p.clk, p.wr, p.path, netem.LineOptions{AckDelay: p.ackDelay})
+	}
+	// Low-class bytes are bulk: released at timer precision, so that many
+	// such flows do not hold threads in precise sleeps (see
+	// netem.Line.SetCoarse).
+	if low := class == link.Low; low != p.coarse {
+		p.line.SetCoarse(low)
+		p.coarse = low
 	}
 	if err := p.line.Write(ctx, b, depart); err != nil {
 		return fmt.Errorf("%s write: %w", p.dir, err)
