@@ -106,7 +106,7 @@ type row struct {
 	lowAlone, lowSide float64 // low class MB/s at the client, alone and beside the normal query
 	linkAlone         float64 // low class MB/s admitted by the link, alone and beside
 	linkSide          float64
-	lowShare          float64 // lowSide / capacity the normal query leaves idle
+	lowShare          float64 // linkSide / capacity the normal query leaves idle on the link
 	hostCPU, sluCPU   float64 // % of one core during the normal queries
 }
 
@@ -175,7 +175,10 @@ func run(ctx context.Context, url string, counts []int, reps int, capBytes int64
 			r := row{n: n, ms: p.ms, lowAlone: p.lowAlone, lowSide: p.lowSide, linkAlone: p.linkAlone, linkSide: p.linkSide,
 				hostCPU: p.hostCPU, sluCPU: p.sluCPU}
 			if idle := float64(capBytes)/1e6 - p.normalMBs; idle > 0 {
-				r.lowShare = p.lowSide / idle
+				// On the link: what the clients receive lags it by their
+				// socket buffers, too much for a window of a few hundred
+				// milliseconds.
+				r.lowShare = p.linkSide / idle
 			}
 			if direct {
 				if err := settleServer(ctx, url); err != nil {
@@ -200,7 +203,7 @@ func run(ctx context.Context, url string, counts []int, reps int, capBytes int64
 		}
 	}
 	fmt.Printf("\nslowdown is against N=%d of the same setting; direct = same query and paced bulk load without sluice; floor = slowdown the host's CPU alone would cause (see the package doc)\n", counts[0])
-	fmt.Printf("\n| setting | N | normal query ms (median) | slowdown | direct ms | slowdown floor | low class alone MB/s | low beside normal MB/s | low / idle capacity | host CPU | sluice CPU |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("\n| setting | N | normal query ms (median) | slowdown | direct ms | slowdown floor | low class alone MB/s | low beside normal MB/s | low / idle link capacity | host CPU | sluice CPU |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, name := range only {
 		for _, r := range results[name] {
 			directMS, floor := "-", "-"
@@ -258,7 +261,7 @@ type pointResult struct {
 	ms                  float64 // normal query, median elapsed
 	lowAlone, lowSide   float64 // bulk MB/s at the clients
 	linkAlone, linkSide float64 // low-class MB/s admitted by the link; 0 without sluice
-	normalMBs           float64 // normal query MB/s over its window
+	normalMBs           float64 // normal query MB/s over its window: on the link, or at the client without sluice
 	hostCPU, sluCPU     float64 // % of one core over the normal queries' window
 }
 
@@ -334,9 +337,10 @@ func point(ctx context.Context, s *harness.Sluice, pid int, normalURL, bulkURL s
 	if _, err := query(); err != nil { // warm up the session
 		return res, err
 	}
-	linkLow := func() int64 { return 0 }
+	linkLow, linkNormal := func() int64 { return 0 }, func() int64 { return 0 }
 	if s != nil {
-		linkLow = func() int64 { return linkLowBytes(ctx, s) }
+		linkLow = func() int64 { return linkBytes(ctx, s, "bytes_low") }
+		linkNormal = func() int64 { return linkBytes(ctx, s, "bytes_normal") }
 	}
 	if n > 0 && s == nil {
 		time.Sleep(time.Second) // let the paced sessions reach their rate
@@ -357,7 +361,7 @@ func point(ctx context.Context, s *harness.Sluice, pid int, normalURL, bulkURL s
 	var times []float64
 	var normalBytes int64
 	h0, s0 := hostCPU(), procCPU(pid)
-	b0, l0, t0 := bulkBytes.Load(), linkLow(), time.Now()
+	b0, l0, n0, t0 := bulkBytes.Load(), linkLow(), linkNormal(), time.Now()
 	for i := 0; i < reps; i++ {
 		start := time.Now()
 		nb, err := query()
@@ -371,6 +375,12 @@ func point(ctx context.Context, s *harness.Sluice, pid int, normalURL, bulkURL s
 	res.lowSide = float64(bulkBytes.Load()-b0) / 1e6 / secs
 	res.linkSide = float64(linkLow()-l0) / 1e6 / secs
 	res.normalMBs = float64(normalBytes) / 1e6 / secs
+	if s != nil {
+		// The link's own count: the bytes the schedule gave the normal
+		// query, protocol framing included, in the same window as the
+		// low class's.
+		res.normalMBs = float64(linkNormal()-n0) / 1e6 / secs
+	}
 	res.hostCPU = hostCPU().since(h0)
 	if pid > 0 {
 		res.sluCPU = 100 * (procCPU(pid) - s0) / secs
@@ -394,16 +404,17 @@ func abort(c net.Conn) {
 	c.Close()
 }
 
-// linkLowBytes returns the low-class bytes the default link has admitted,
-// both directions, or 0 if sluice does not say.
-func linkLowBytes(ctx context.Context, s *harness.Sluice) int64 {
+// linkBytes returns the bytes of one class the default link has admitted
+// (col: bytes_low, bytes_normal, bytes_high), both directions, or 0 if
+// sluice does not say.
+func linkBytes(ctx context.Context, s *harness.Sluice, col string) int64 {
 	rows, err := s.Query(ctx, "SHOW LINKS")
 	if err != nil {
 		return 0
 	}
 	for _, r := range rows {
 		if r["name"] == "default" {
-			v, _ := strconv.ParseInt(r["bytes_low"], 10, 64)
+			v, _ := strconv.ParseInt(r[col], 10, 64)
 			return v
 		}
 	}

@@ -63,3 +63,44 @@ func TestSleepCancelled(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestHighResTimer(t *testing.T) {
+	var clk Clock = Real{}
+	hr, ok := clk.(HighRes)
+	if !ok {
+		t.Fatal("Real is not HighRes")
+	}
+	tm, release := hr.NewHighResTimer(2 * time.Millisecond)
+	defer release()
+	start := time.Now()
+	select {
+	case <-tm.C():
+		if el := time.Since(start); el < 2*time.Millisecond {
+			t.Fatalf("fired after %v, before its 2ms", el)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("high-resolution timer never fired")
+	}
+	if tm.Stop() {
+		t.Fatal("Stop of a fired timer reported it armed")
+	}
+	if tm.Reset(time.Hour) {
+		t.Fatal("Reset of a stopped timer reported it armed")
+	}
+	if !tm.Stop() {
+		t.Fatal("Stop of an armed timer reported it disarmed")
+	}
+	select {
+	case <-tm.C():
+		t.Fatal("a stopped timer fired")
+	case <-time.After(20 * time.Millisecond):
+	}
+	tm.Reset(0)
+	select {
+	case <-tm.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Reset(0) did not fire")
+	}
+	release()
+	release() // safe twice
+}

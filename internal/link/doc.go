@@ -47,9 +47,11 @@
 // flows: as fast as Low bytes depart, Low bytes may enter. The scheduler
 // is work conserving. At its limit: a single Low flow keeps the FIFO busy
 // only if it comes back with its next chunk before the bound drains (64
-// KiB at 100 MB/s is 0.66 ms), so with timers that fire up to 1 ms late
-// it leaves part of the idle capacity unused (up to a fifth at 100 MB/s);
-// several flows fill it.
+// KiB at 100 MB/s is 0.66 ms); with Go's timers, which can fire 1 ms late,
+// it would leave up to a fifth of the idle capacity unused. So the
+// scheduler's one timer per direction is a high-resolution one when the
+// clock offers it (clock.HighRes: a timerfd in the network poller, which
+// wakes within microseconds without holding a thread).
 //
 // The Low class as a whole is also held to LowPriorityBandwidth, the
 // reference system's low_priority_bandwidth, by a leaky bucket with 1 ms
@@ -109,7 +111,8 @@
 // chunk whose turn came earlier, and the link does not idle for the
 // timer's lateness. Lateness is made good in virtual time, never by
 // sleeping in the kernel for precision, which holds a thread per sleep
-// and, with many flows, delays every other goroutine's network reads.
+// and, with many flows, delays every other goroutine's network reads;
+// what lateness remains is made small by the high-resolution timer.
 //
 // With Capacity 0 and no limit on the Send's class (not Low, or no
 // LowPriorityBandwidth) there is no FIFO to wait for. Send then takes no

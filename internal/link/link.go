@@ -177,6 +177,8 @@ func (d *direction) run() {
 	defer close(d.done)
 	clk := d.link.clk
 	var t clock.Timer
+	release := func() {}
+	defer func() { release() }()
 	for {
 		d.mu.Lock()
 		if d.closed {
@@ -191,7 +193,14 @@ func (d *direction) run() {
 		if !next.IsZero() {
 			wait := next.Sub(clk.Now())
 			if t == nil {
-				t = clk.NewTimer(wait)
+				// Admissions wait for this timer (the occupancy bound,
+				// the low class's bucket): a high-resolution one keeps a
+				// late wake from leaving the link idle.
+				if hr, ok := clk.(clock.HighRes); ok {
+					t, release = hr.NewHighResTimer(wait)
+				} else {
+					t = clk.NewTimer(wait)
+				}
 			} else {
 				t.Reset(wait)
 			}
