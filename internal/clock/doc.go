@@ -6,8 +6,17 @@
 // time under test: a Fake clock moves only when the test advances it, and
 // timers fire in deadline order, deterministically.
 //
+// Go's timers can fire a millisecond late on an idle host (the runtime's
+// network poller sleeps in whole milliseconds). Two optional interfaces
+// give more where it matters: Precise, a kernel sleep that holds its
+// thread (for one release at a time, as a delay line's), and HighRes,
+// timers on a timerfd in the network poller that wake within microseconds
+// without holding a thread (for a scheduler's one timer). Real has both;
+// Fake's timers are exact already.
+//
 // Invariants:
-//   - Real delegates to package time and is safe for concurrent use.
+//   - Real delegates to package time (and to timerfd for HighRes) and is
+//     safe for concurrent use.
 //   - Fake is safe for concurrent use. Its time never moves backwards and
 //     moves only through Advance or Set. A timer whose deadline is at or
 //     before the new time fires during that call, in deadline order (ties in
