@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -47,6 +48,32 @@ type Refusal struct {
 }
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%s: %s", r.Code, r.Message) }
+
+// RefusalOf returns the SQLSTATE and message a front end reports for an
+// error of Forward: a *Refusal's own when its code is an error SQLSTATE,
+// else fallback and the error's text.
+func RefusalOf(err error, fallback string) (code, msg string) {
+	var r *Refusal
+	if errors.As(err, &r) && ErrorState(r.Code) {
+		return r.Code, r.Message
+	}
+	return fallback, err.Error()
+}
+
+// ErrorState reports whether c is a SQLSTATE of an error: five digits or
+// upper-case letters, outside the success (00), warning (01) and no-data
+// (02) classes.
+func ErrorState(c string) bool {
+	if len(c) != 5 || c[:2] == "00" || c[:2] == "01" || c[:2] == "02" {
+		return false
+	}
+	for i := 0; i < len(c); i++ {
+		if !(c[i] >= '0' && c[i] <= '9' || c[i] >= 'A' && c[i] <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
 
 // Output assembles what one Rewrite call forwards: runs of its input and
 // other bytes. While it has only passed input on, whole and in order, it

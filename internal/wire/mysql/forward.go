@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"strings"
@@ -231,7 +230,7 @@ func (f *forwardUp) command(ctx context.Context, pkt []byte) ([]byte, bool) {
 		return nil, false
 	}
 	if err != nil {
-		code, text := refusal(err)
+		code, text := wire.RefusalOf(err, "HY000")
 		f.log.Info("forwarded statement refused", "session", f.sess.ID, "user", f.sess.User(), "code", code, "err", text)
 		rest = signalStatement(code, text)
 	}
@@ -245,30 +244,6 @@ func (f *forwardUp) command(ctx context.Context, pkt []byte) ([]byte, bool) {
 	f.msg = append(f.msg, attrs...)
 	f.msg = append(f.msg, rest...)
 	return f.msg, true
-}
-
-// refusal returns the SQLSTATE and message to report for err.
-func refusal(err error) (code, msg string) {
-	var r *wire.Refusal
-	if errors.As(err, &r) && validSignalState(r.Code) {
-		return r.Code, r.Message
-	}
-	return "HY000", err.Error()
-}
-
-// validSignalState reports whether c is a SQLSTATE SIGNAL raises as an
-// error: five digits or upper-case letters, outside the success, warning
-// and not-found classes.
-func validSignalState(c string) bool {
-	if len(c) != 5 || c[:2] == "00" || c[:2] == "01" || c[:2] == "02" {
-		return false
-	}
-	for i := 0; i < len(c); i++ {
-		if !(c[i] >= '0' && c[i] <= '9' || c[i] >= 'A' && c[i] <= 'Z') {
-			return false
-		}
-	}
-	return true
 }
 
 // signalStatement returns a statement that makes MySQL or MariaDB raise

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -186,7 +185,7 @@ func (f *forwardUp) query(ctx context.Context, msg []byte) ([]byte, bool) {
 		return nil, false
 	}
 	if err != nil {
-		code, text := refusal(err)
+		code, text := wire.RefusalOf(err, codeInternal)
 		f.log.Info("forwarded statement refused", "session", f.sess.ID, "user", f.sess.User(), "code", code, "err", text)
 		rest = raiseStatement(code, text)
 	}
@@ -195,29 +194,6 @@ func (f *forwardUp) query(ctx context.Context, msg []byte) ([]byte, bool) {
 	f.msg = append(f.msg, 0)
 	binary.BigEndian.PutUint32(f.msg[1:headerLen], uint32(len(f.msg)-1))
 	return f.msg, true
-}
-
-// refusal returns the SQLSTATE and message to report for err.
-func refusal(err error) (code, msg string) {
-	var r *wire.Refusal
-	if errors.As(err, &r) && validCode(r.Code) {
-		return r.Code, r.Message
-	}
-	return codeInternal, err.Error()
-}
-
-// validCode reports whether c is a SQLSTATE of an error: five digits or
-// upper-case letters, outside the success and warning classes.
-func validCode(c string) bool {
-	if len(c) != 5 || c[:2] == "00" || c[:2] == "01" || c[:2] == "02" {
-		return false
-	}
-	for i := 0; i < len(c); i++ {
-		if !(c[i] >= '0' && c[i] <= '9' || c[i] >= 'A' && c[i] <= 'Z') {
-			return false
-		}
-	}
-	return true
 }
 
 // raiseStatement returns a statement that makes PostgreSQL raise the

@@ -181,8 +181,8 @@ func TestRaiseStatementTag(t *testing.T) {
 		t.Fatalf("raiseStatement = %s\nwant %s", got, want)
 	}
 	for _, c := range []string{"00000", "01000", "4270", "42p01", "42704x"} {
-		if validCode(c) {
-			t.Errorf("validCode(%q) = true", c)
+		if wire.ErrorState(c) {
+			t.Errorf("ErrorState(%q) = true", c)
 		}
 	}
 }
