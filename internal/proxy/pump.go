@@ -64,6 +64,7 @@ type pump struct {
 	pool    string     // pool of the current flow
 	flow    *link.Flow
 	params  netem.Params // emulation of this direction
+	plain   bool         // params.IsZero(), kept by bind: no emulation
 	ack     netem.Params // emulation of the other direction (its delay returns ACKs)
 	path    *netem.Path
 	line    *netem.Line // non-nil once chunks must wait for a release time
@@ -148,7 +149,7 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s link: %w", p.dir, err)
 	}
-	if p.line == nil && p.params.IsZero() && !depart.After(p.clk.Now()) {
+	if p.line == nil && p.plain && !depart.After(p.clk.Now()) {
 		if _, err := p.wr.Write(b); err != nil {
 			return fmt.Errorf("%s write: %w", p.dir, err)
 		}
@@ -189,6 +190,7 @@ func (p *pump) bind(v uint64) {
 	} else {
 		p.params, p.ack = b.Down, b.Up
 	}
+	p.plain = p.params.IsZero()
 	if p.path != nil {
 		p.path.SetParams(p.params)
 	}
