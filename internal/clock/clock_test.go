@@ -70,9 +70,9 @@ func TestHighResTimer(t *testing.T) {
 	if !ok {
 		t.Fatal("Real is not HighRes")
 	}
+	start := time.Now()
 	tm, release := hr.NewHighResTimer(2 * time.Millisecond)
 	defer release()
-	start := time.Now()
 	select {
 	case <-tm.C():
 		if el := time.Since(start); el < 2*time.Millisecond {

@@ -24,15 +24,16 @@ func ExampleLine() {
 	})
 	defer l.Close()
 
-	start := clk.Now()
-	if err := l.Write(ctx, []byte("SELECT 1"), start); err != nil {
+	// The bytes reach the server about 2 ms after they arrived (right on
+	// average: a release may come a few microseconds early or late).
+	if err := l.Write(ctx, []byte("SELECT 1"), clk.Now()); err != nil {
 		fmt.Println(err)
 	}
 	if err := l.Flush(ctx); err != nil {
 		fmt.Println(err)
 	}
-	fmt.Println(server.String(), clk.Now().Sub(start) >= 2*time.Millisecond)
-	// Output: SELECT 1 true
+	fmt.Println(server.String())
+	// Output: SELECT 1
 }
 
 func ExamplePath_Release() {
