@@ -68,16 +68,18 @@ type LineOptions struct {
 // is.
 //
 // Precision: the writer sleeps on the clock until shortly before a release
-// deadline, then finishes the wait precisely: with a clock that implements
-// clock.Precise (the real one) in a kernel sleep aimed at the deadline less
-// the mean lateness of such sleeps, so releases are right on average;
-// with other clocks by yield-spinning (runtime.Gosched in a loop reading
+// deadline, then finishes the wait precisely: with a clock that has
+// high-resolution timers (clock.HighRes, the real one) on such a timer
+// aimed at the deadline less the mean lateness of its wake-ups, so
+// releases are right on average and no thread is held; with a clock that
+// can only sleep precisely (clock.Precise) in a kernel sleep aimed the
+// same way; with other clocks by yield-spinning (runtime.Gosched in a loop reading
 // the clock) until the deadline. How early it wakes (the lead) is the observed
 // lateness of its timers plus 100 µs, at most LineOptions.Spin: Go's timers
 // wake up to about 1 ms late on an idle Linux host, because the netpoller
 // sleeps in whole milliseconds, and much less when the process is busy.
-// The spin costs up to one lead of one CPU, a little over 1 ms on an idle
-// host, per chunk released on its own (a request or a response). A chunk
+// Spinning, with a clock that offers neither, costs up to one lead of one
+// CPU per chunk released on its own (a request or a response). A chunk
 // with more queued behind it is part of a stream and is released at timer
 // precision, without spinning: up to one timer lateness late and never
 // more, since every deadline is absolute.
@@ -108,8 +110,12 @@ type Line struct {
 	wtimer  clock.Timer // admission timer, armed lazily
 
 	// Owned by the writer goroutine.
-	rtimer  clock.Timer   // release timer, armed lazily
-	lateEst time.Duration // decaying maximum of observed timer lateness
+	rtimer clock.Timer // release timer, armed lazily
+	// hr is the high-resolution timer finishing a lone chunk's wait when
+	// the clock has one (clock.HighRes), armed lazily; hrRelease frees it.
+	hr        clock.Timer
+	hrRelease func()
+	lateEst   time.Duration // decaying maximum of observed timer lateness
 	// kernelLate is the running mean of how late clock.Precise sleeps
 	// wake; owned by the writer goroutine.
 	kernelLate time.Duration
@@ -335,6 +341,11 @@ func stopTimer(t clock.Timer) {
 func (l *Line) run() {
 	defer close(l.done)
 	defer l.discard()
+	defer func() {
+		if l.hrRelease != nil {
+			l.hrRelease()
+		}
+	}()
 	for {
 		select {
 		case <-l.quit:
@@ -386,11 +397,11 @@ func (l *Line) run() {
 
 // SetCoarse makes the Line release at timer precision (on), without the
 // precise finish of a lone chunk's wait, or precisely again (off). A
-// precise finish holds a thread in a kernel sleep per chunk: right for a
-// request or a response, whose delay is what is measured, and costly for
-// bulk flows, where many of them at once keep the process from polling
-// its other sockets for milliseconds. Safe for concurrent use; it applies
-// from the next release.
+// precise finish costs a wake-up of its own per chunk (and, with a clock
+// that can only sleep precisely, a thread held in a kernel sleep): right
+// for a request or a response, whose delay is what is measured, and waste
+// for bulk flows. Safe for concurrent use; it applies from the next
+// release.
 func (l *Line) SetCoarse(on bool) { l.coarse.Store(on) }
 
 // discard returns the chunks not passed on to the pool.
@@ -422,6 +433,9 @@ func (l *Line) waitUntil(deadline time.Time, spin bool) bool {
 			}
 		}
 		if rem <= lead {
+			if hr, ok := l.clk.(clock.HighRes); ok {
+				return l.waitHighRes(hr, deadline)
+			}
 			if canSleep {
 				return l.sleepPrecise(precise, deadline, now)
 			}
@@ -463,6 +477,43 @@ func (l *Line) sleepPrecise(p clock.Precise, deadline, now time.Time) bool {
 		return false
 	default:
 		return true
+	}
+}
+
+// waitHighRes finishes a wait on a high-resolution timer aimed at the
+// deadline less the mean lateness of its wake-ups, so that releases are
+// right on average, and no thread is held: a kernel sleep would keep the
+// goroutine's processor from every other goroutine until the runtime
+// takes it back, which can be milliseconds. A tick that was in flight
+// when the timer was re-armed only makes it look at the clock again.
+func (l *Line) waitHighRes(hr clock.HighRes, deadline time.Time) bool {
+	target := deadline.Add(-l.kernelLate)
+	for {
+		d := target.Sub(l.clk.Now())
+		if d <= 0 {
+			return true
+		}
+		if l.hr == nil {
+			l.hr, l.hrRelease = hr.NewHighResTimer(d)
+		} else {
+			select {
+			case <-l.hr.C(): // a tick left from an earlier wait
+			default:
+			}
+			l.hr.Reset(d)
+		}
+		select {
+		case <-l.hr.C():
+		case <-l.quit:
+			stopTimer(l.hr)
+			return false
+		}
+		if late := l.clk.Now().Sub(target); late >= 0 {
+			// As for kernel sleeps: clip, so that a wake-up delayed by a
+			// busy host does not make later releases early.
+			l.kernelLate += (min(late, maxKernelLate) - l.kernelLate) / 8
+			return true
+		}
 	}
 }
 

@@ -564,51 +564,59 @@ func TestRing(t *testing.T) {
 	}
 }
 
-// preciseFake is a virtual clock that also offers precise sleeps, which
-// it counts and completes by moving the clock.
+// preciseFake is a virtual clock that offers precise sleeps, which it
+// counts and completes by moving the clock, and no high-resolution
+// timers.
 type preciseFake struct {
-	*clock.Fake
+	f      *clock.Fake
 	sleeps atomic.Int32
 }
 
+func (p *preciseFake) Now() time.Time                       { return p.f.Now() }
+func (p *preciseFake) NewTimer(d time.Duration) clock.Timer { return p.f.NewTimer(d) }
 func (p *preciseFake) SleepPrecise(d time.Duration) {
 	p.sleeps.Add(1)
-	p.Advance(d)
+	p.f.Advance(d)
 }
 
-// A lone chunk's release ends in a precise sleep unless the Line is
-// coarse; a coarse Line releases on its timer, exactly at the release
-// time of a virtual clock.
-func TestLineCoarse(t *testing.T) {
+// A lone chunk's wait ends on a high-resolution timer when the clock has
+// them, aimed early by the expected wake-up lateness; else in a precise
+// sleep. A coarse Line releases on its ordinary timer, exactly at the
+// release time of a virtual clock.
+func TestLinePreciseAndCoarse(t *testing.T) {
 	ctx := context.Background()
 	prm := Params{Delay: 500 * time.Microsecond}
 
-	clk := &preciseFake{Fake: clock.NewFake(t0)}
-	rec := newRecorder(clk)
-	l := NewLine(clk, rec, NewPath(prm, 1), LineOptions{})
+	pc := &preciseFake{f: clock.NewFake(t0)}
+	rec := newRecorder(pc)
+	l := NewLine(pc, rec, NewPath(prm, 1), LineOptions{})
 	defer closeLine(t, l)
 	if err := l.Write(ctx, []byte("q"), t0); err != nil {
 		t.Fatal(err)
 	}
 	rec.next(t)
-	if clk.sleeps.Load() == 0 {
+	if pc.sleeps.Load() == 0 {
 		t.Fatal("a lone chunk was released without a precise sleep")
 	}
 
-	clk = &preciseFake{Fake: clock.NewFake(t0)}
-	rec = newRecorder(clk)
-	l = NewLine(clk, rec, NewPath(prm, 1), LineOptions{})
-	defer closeLine(t, l)
-	l.SetCoarse(true)
-	if err := l.Write(ctx, []byte("q"), t0); err != nil {
-		t.Fatal(err)
-	}
-	clk.BlockUntil(1)
-	clk.Advance(prm.Delay)
-	if g := rec.next(t); !g.at.Equal(t0.Add(prm.Delay)) {
-		t.Fatalf("coarse release at +%v, want +%v", g.at.Sub(t0), prm.Delay)
-	}
-	if n := clk.sleeps.Load(); n != 0 {
-		t.Fatalf("coarse Line made %d precise sleeps", n)
+	for _, coarse := range []bool{false, true} {
+		clk := clock.NewFake(t0) // a clock.HighRes
+		rec := newRecorder(clk)
+		l := NewLine(clk, rec, NewPath(prm, 1), LineOptions{})
+		defer closeLine(t, l)
+		l.SetCoarse(coarse)
+		if err := l.Write(ctx, []byte("q"), t0); err != nil {
+			t.Fatal(err)
+		}
+		clk.BlockUntil(1)
+		next, _ := clk.Next()
+		clk.Set(next)
+		g := rec.next(t)
+		switch {
+		case coarse && !g.at.Equal(t0.Add(prm.Delay)):
+			t.Fatalf("coarse release at +%v, want +%v", g.at.Sub(t0), prm.Delay)
+		case !coarse && !(g.at.Before(t0.Add(prm.Delay)) && g.at.After(t0)):
+			t.Fatalf("high-resolution release at +%v, want just before +%v", g.at.Sub(t0), prm.Delay)
+		}
 	}
 }

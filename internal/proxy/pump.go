@@ -159,9 +159,8 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 		p.path = netem.NewPath(p.params, p.seed())
 		p.line = netem.NewLine(p.clk, p.wr, p.path, netem.LineOptions{AckDelay: p.ackDelay})
 	}
-	// Low-class bytes are bulk: released at timer precision, so that many
-	// such flows do not hold threads in precise sleeps (see
-	// netem.Line.SetCoarse).
+	// Low-class bytes are bulk: released at timer precision, without a
+	// precise wake-up per chunk (see netem.Line.SetCoarse).
 	if low := class == link.Low; low != p.coarse {
 		p.line.SetCoarse(low)
 		p.coarse = low
