@@ -164,9 +164,13 @@ func precision(ctx context.Context, url string, seconds int) error {
 		if err != nil {
 			return err
 		}
-		paced, _, err := pgbench(dh, dp, seconds, tps)
-		if err != nil {
-			return err
+		// Without a delay there is no idle time to reproduce, and pacing
+		// at the unpaced rate would only queue in pgbench's schedule.
+		paced := direct
+		if d > 0 {
+			if paced, _, err = pgbench(dh, dp, seconds, tps); err != nil {
+				return err
+			}
 		}
 		want := 2 * d
 		e, ep := via-direct-want, via-paced-want
