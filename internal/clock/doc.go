@@ -11,8 +11,9 @@
 // give more where it matters: Precise, a kernel sleep that holds its
 // thread (for one release at a time, as a delay line's), and HighRes,
 // timers on a timerfd in the network poller that wake within microseconds
-// without holding a thread (for a scheduler's one timer). Real has both;
-// Fake's timers are exact already.
+// without holding a thread (for a scheduler's timer, a delay line's
+// release). Real has both; Fake has neither, its timers being exact, and
+// a test that wants a code path behind one wraps it.
 //
 // Invariants:
 //   - Real delegates to package time (and to timerfd for HighRes) and is

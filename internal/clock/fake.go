@@ -34,9 +34,6 @@ func (f *Fake) NewTimer(d time.Duration) Timer {
 	return t
 }
 
-// NewHighResTimer is NewTimer: virtual timers are exact already.
-func (f *Fake) NewHighResTimer(d time.Duration) (Timer, func()) { return f.NewTimer(d), func() {} }
-
 // Advance moves the clock forward by d, firing due timers in order.
 // Timers armed by code woken during the call fire too if they fall due
 // within the same advance.

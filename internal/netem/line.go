@@ -116,8 +116,8 @@ type Line struct {
 	hr        clock.Timer
 	hrRelease func()
 	lateEst   time.Duration // decaying maximum of observed timer lateness
-	// kernelLate is the running mean of how late clock.Precise sleeps
-	// wake; owned by the writer goroutine.
+	// kernelLate is the running mean of how late precise wake-ups come;
+	// owned by the writer goroutine.
 	kernelLate time.Duration
 
 	mu sync.Mutex
@@ -413,11 +413,16 @@ func (l *Line) discard() {
 	}
 }
 
-// waitUntil blocks until the clock reaches deadline, sleeping until one
-// lead before it and, if spin is set, finishing the wait precisely: in the
-// kernel when the clock can (clock.Precise), else by yield-spinning. It
-// returns false if the Line is closed meanwhile.
+// waitUntil blocks until the clock reaches deadline. If spin is set (and
+// LineOptions.Spin allows it) the wait is precise: on a high-resolution
+// timer when the clock has them, for the whole wait; else sleeping until
+// one lead before the deadline and finishing in the kernel when the clock
+// can (clock.Precise), else by yield-spinning. It returns false if the
+// Line is closed meanwhile.
 func (l *Line) waitUntil(deadline time.Time, spin bool) bool {
+	if hr, ok := l.clk.(clock.HighRes); ok && spin && l.spinMax > 0 {
+		return l.waitHighRes(hr, deadline)
+	}
 	precise, canSleep := l.clk.(clock.Precise)
 	for {
 		now := l.clk.Now()
@@ -433,9 +438,6 @@ func (l *Line) waitUntil(deadline time.Time, spin bool) bool {
 			}
 		}
 		if rem <= lead {
-			if hr, ok := l.clk.(clock.HighRes); ok {
-				return l.waitHighRes(hr, deadline)
-			}
 			if canSleep {
 				return l.sleepPrecise(precise, deadline, now)
 			}
@@ -466,11 +468,7 @@ func (l *Line) sleepPrecise(p clock.Precise, deadline, now time.Time) bool {
 	d := deadline.Sub(now) - l.kernelLate
 	if d > 0 {
 		p.SleepPrecise(d)
-		// A sleep that overslept because the host was busy says nothing
-		// about the kernel's timer: clip samples so that outliers do not
-		// make later releases early.
-		late := min(max(l.clk.Now().Sub(now.Add(d)), 0), maxKernelLate)
-		l.kernelLate += (late - l.kernelLate) / 8
+		l.noteWake(l.clk.Now().Sub(now.Add(d)))
 	}
 	select {
 	case <-l.quit:
@@ -509,12 +507,20 @@ func (l *Line) waitHighRes(hr clock.HighRes, deadline time.Time) bool {
 			return false
 		}
 		if late := l.clk.Now().Sub(target); late >= 0 {
-			// As for kernel sleeps: clip, so that a wake-up delayed by a
-			// busy host does not make later releases early.
-			l.kernelLate += (min(late, maxKernelLate) - l.kernelLate) / 8
+			l.noteWake(late)
 			return true
 		}
 	}
+}
+
+// noteWake folds the lateness of one precise wake-up into kernelLate, the
+// running mean the next precise wait is aimed early by. A wake-up late
+// because the host was busy says nothing about the timer: samples are
+// clipped to [0, maxKernelLate] so that outliers do not make later
+// releases early.
+func (l *Line) noteWake(late time.Duration) {
+	late = min(max(late, 0), maxKernelLate)
+	l.kernelLate += (late - l.kernelLate) / 8
 }
 
 // observe folds one timer lateness into lateEst, a maximum that decays by

@@ -579,6 +579,14 @@ func (p *preciseFake) SleepPrecise(d time.Duration) {
 	p.f.Advance(d)
 }
 
+// hrFake is a virtual clock with high-resolution timers (exact, like all
+// its timers).
+type hrFake struct{ *clock.Fake }
+
+func (h hrFake) NewHighResTimer(d time.Duration) (clock.Timer, func()) {
+	return h.NewTimer(d), func() {}
+}
+
 // A lone chunk's wait ends on a high-resolution timer when the clock has
 // them, aimed early by the expected wake-up lateness; else in a precise
 // sleep. A coarse Line releases on its ordinary timer, exactly at the
@@ -600,7 +608,7 @@ func TestLinePreciseAndCoarse(t *testing.T) {
 	}
 
 	for _, coarse := range []bool{false, true} {
-		clk := clock.NewFake(t0) // a clock.HighRes
+		clk := hrFake{clock.NewFake(t0)}
 		rec := newRecorder(clk)
 		l := NewLine(clk, rec, NewPath(prm, 1), LineOptions{})
 		defer closeLine(t, l)
