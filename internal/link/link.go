@@ -190,6 +190,7 @@ func (d *direction) run() {
 		d.mu.Unlock()
 
 		var fire <-chan time.Time
+		due := false
 		if !next.IsZero() {
 			wait := next.Sub(clk.Now())
 			if t == nil {
@@ -205,11 +206,18 @@ func (d *direction) run() {
 				t.Reset(wait)
 			}
 			fire = t.C()
+			// The clock may have reached next between the read above and
+			// the arming (a preemption, or a virtual clock moved by another
+			// goroutine): the timer would then fire one wait too late, so
+			// run again at once instead.
+			due = !clk.Now().Before(next)
 		}
-		select {
-		case <-fire:
-		case <-d.kick:
-		case <-d.stop:
+		if !due {
+			select {
+			case <-fire:
+			case <-d.kick:
+			case <-d.stop:
+			}
 		}
 		if t != nil && !t.Stop() {
 			select {
