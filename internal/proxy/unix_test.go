@@ -62,8 +62,19 @@ func TestUnixSocketUpstream(t *testing.T) {
 	defer c.Close(ctx)
 	done := make(chan error, 1)
 	go func() { done <- c.Exec(ctx, "SELECT pg_sleep(30)").Close() }()
+	// Cancel once PostgreSQL runs the query: a cancel that reaches it
+	// before the query does is dropped.
+	admin, err := pgconn.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
 	deadline := time.Now().Add(10 * time.Second)
-	for len(srv.Registry().Active()) == 0 && time.Now().Before(deadline) {
+	for time.Now().Before(deadline) {
+		rs, err := admin.Exec(ctx, "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep%'").ReadAll()
+		if len(srv.Registry().Active()) > 0 && err == nil && len(rs) == 1 && len(rs[0].Rows) > 0 {
+			break
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	if err := c.CancelRequest(ctx); err != nil {
