@@ -4,10 +4,11 @@
 //
 //   - precision: pgbench -S -c 1 through sluice with delay 0.5, 1, 5 and
 //     10 ms each way vs direct; the added round trip per query against
-//     2 x delay (target: within max(2%, 0.1 ms)). A second baseline runs
-//     direct again paced (pgbench -R) at the rate the sluice run reached:
-//     behind a delay the server idles between queries and answers the
-//     next one more slowly, which the paced run shows without sluice.
+//     2 x delay (target: within max(2%, 0.1 ms)), each the SELECT's own
+//     mean latency from pgbench -r. A second baseline runs direct again
+//     with the client sleeping 2 x delay after each query: behind a delay
+//     the server idles that long between queries and answers the next
+//     one more slowly, which the paced run shows without sluice.
 //   - throughput: one COPY ... TO STDOUT of 200 MB through rate='50MB'
 //     (target 4.0 s +-5%), and through delay='25ms' with a 1 MiB window
 //     (target 1 MiB / 50 ms +-10%).
@@ -69,34 +70,49 @@ func main() {
 	}
 }
 
-var latencyRE = regexp.MustCompile(`latency average = ([0-9.]+) ms`)
+// selectLine is the statement pgbench -S runs, as a custom script; the
+// pgbench database is initialised at scale 10 (1,000,000 accounts).
+const selectLine = "SELECT abalance FROM pgbench_accounts WHERE aid = :aid;"
 
-var pgbenchTPSRE = regexp.MustCompile(`tps = ([0-9.]+)`)
+// selectLatencyRE finds the SELECT's own mean latency in pgbench -r's
+// per-statement report.
+var selectLatencyRE = regexp.MustCompile(`(?m)^\s*([0-9.]+)\s+(?:[0-9]+\s+)?` + regexp.QuoteMeta(selectLine))
 
-// pgbench runs a select-only pgbench with one client against host:port
-// and returns the mean latency per transaction in ms and the
-// transactions per second. rate > 0 paces it with pgbench -R at that
-// many transactions per second (latency then counts from each
-// transaction's scheduled start).
-func pgbench(host, port string, seconds int, rate float64) (latency, tps float64, err error) {
-	args := []string{"-h", host, "-p", port, "-U", "sluice", "-S", "-c", "1", "-T", strconv.Itoa(seconds), "-n"}
-	if rate > 0 {
-		args = append(args, "-R", strconv.FormatFloat(rate, 'f', 1, 64))
+// pgbench runs pgbench -S's transaction (one random point select) with
+// one client against host:port for the given seconds and returns the
+// SELECT's mean latency in ms, from pgbench's per-statement report. idle
+// > 0 makes the client sleep that long after each query (\sleep), so
+// the server idles between queries as it does behind a delay; the
+// sleep itself is not in the latency.
+func pgbench(host, port string, seconds int, idle time.Duration) (latency float64, err error) {
+	script := "\\set aid random(1, 1000000)\n" + selectLine + "\n"
+	if idle > 0 {
+		script += fmt.Sprintf("\\sleep %d us\n", idle.Microseconds())
 	}
-	cmd := exec.Command("pgbench", append(args, "pgbench")...)
+	f, err := os.CreateTemp("", "precision-*.sql")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(script); err != nil {
+		f.Close()
+		return 0, err
+	}
+	if err := f.Close(); err != nil {
+		return 0, err
+	}
+	args := []string{"-h", host, "-p", port, "-U", "sluice", "-n", "-r", "-c", "1", "-T", strconv.Itoa(seconds), "-f", f.Name(), "pgbench"}
+	cmd := exec.Command("pgbench", args...)
 	cmd.Env = append(os.Environ(), "PGPASSWORD=sluice")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return 0, 0, fmt.Errorf("pgbench: %v: %s", err, out)
+		return 0, fmt.Errorf("pgbench: %v: %s", err, out)
 	}
-	m, t := latencyRE.FindSubmatch(out), pgbenchTPSRE.FindSubmatch(out)
-	if m == nil || t == nil {
-		return 0, 0, fmt.Errorf("pgbench printed no latency: %s", out)
+	m := selectLatencyRE.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("pgbench printed no statement latency: %s", out)
 	}
-	if latency, err = strconv.ParseFloat(string(m[1]), 64); err == nil {
-		tps, err = strconv.ParseFloat(string(t[1]), 64)
-	}
-	return latency, tps, err
+	return strconv.ParseFloat(string(m[1]), 64)
 }
 
 func ensurePgbench(url string) error {
@@ -139,8 +155,9 @@ func precision(ctx context.Context, url string, seconds int) error {
 	dh, dp, _ := strings.Cut(up, ":")
 	sh, sp, _ := strings.Cut(s.Listen, ":")
 	fmt.Printf("\nprecision: pgbench -S -c 1 -T %d, direct vs through sluice, delay each way\n", seconds)
-	fmt.Printf("(paced: direct again, at the rate the sluice run reached, so the server idles\n")
-	fmt.Printf(" between queries as long as behind the delay; an idle server answers slower)\n")
+	fmt.Printf("(latency: the SELECT's own mean, pgbench -r; paced: direct again with the client\n")
+	fmt.Printf(" sleeping 2 x delay after each query, so the server idles as long as behind the\n")
+	fmt.Printf(" delay; an idle server answers slower)\n")
 	fmt.Printf("%-7s %9s %9s %9s %9s %9s %7s %8s %5s %8s %5s\n", "delay", "direct", "paced", "sluice", "added", "added/p", "want",
 		"error", "ok", "error/p", "ok/p")
 	verdict := func(d, e float64) string {
@@ -156,19 +173,18 @@ func precision(ctx context.Context, url string, seconds int) error {
 		if err := s.Exec(ctx, fmt.Sprintf("ALTER LINK default WITH (delay='%gms')", d)); err != nil {
 			return err
 		}
-		direct, _, err := pgbench(dh, dp, seconds, 0)
+		direct, err := pgbench(dh, dp, seconds, 0)
 		if err != nil {
 			return err
 		}
-		via, tps, err := pgbench(sh, sp, seconds, 0)
+		via, err := pgbench(sh, sp, seconds, 0)
 		if err != nil {
 			return err
 		}
-		// Without a delay there is no idle time to reproduce, and pacing
-		// at the unpaced rate would only queue in pgbench's schedule.
+		// Behind the delay the server idles 2 x delay before each query.
 		paced := direct
 		if d > 0 {
-			if paced, _, err = pgbench(dh, dp, seconds, tps); err != nil {
+			if paced, err = pgbench(dh, dp, seconds, time.Duration(2*d*float64(time.Millisecond))); err != nil {
 				return err
 			}
 		}
