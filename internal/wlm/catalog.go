@@ -1,6 +1,7 @@
 package wlm
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"sort"
@@ -220,74 +221,43 @@ func (e Emulation) IsZero() bool { return e == Emulation{} }
 
 // Over returns e with every option set in o replacing e's.
 func (e Emulation) Over(o Emulation) Emulation {
-	r := e
-	if o.Delay != nil {
-		r.Delay = o.Delay
+	return Emulation{
+		Delay:        cmp.Or(o.Delay, e.Delay),
+		Jitter:       cmp.Or(o.Jitter, e.Jitter),
+		Distribution: cmp.Or(o.Distribution, e.Distribution),
+		Correlation:  cmp.Or(o.Correlation, e.Correlation),
+		Rate:         cmp.Or(o.Rate, e.Rate),
+		Burst:        cmp.Or(o.Burst, e.Burst),
+		Loss:         cmp.Or(o.Loss, e.Loss),
+		RTO:          cmp.Or(o.RTO, e.RTO),
+		Window:       cmp.Or(o.Window, e.Window),
+		Seed:         cmp.Or(o.Seed, e.Seed),
 	}
-	if o.Jitter != nil {
-		r.Jitter = o.Jitter
-	}
-	if o.Distribution != nil {
-		r.Distribution = o.Distribution
-	}
-	if o.Correlation != nil {
-		r.Correlation = o.Correlation
-	}
-	if o.Rate != nil {
-		r.Rate = o.Rate
-	}
-	if o.Burst != nil {
-		r.Burst = o.Burst
-	}
-	if o.Loss != nil {
-		r.Loss = o.Loss
-	}
-	if o.RTO != nil {
-		r.RTO = o.RTO
-	}
-	if o.Window != nil {
-		r.Window = o.Window
-	}
-	if o.Seed != nil {
-		r.Seed = o.Seed
-	}
-	return r
 }
 
 // Params returns the netem parameters e sets, zero elsewhere.
 func (e Emulation) Params() netem.Params {
-	var p netem.Params
-	if e.Delay != nil {
-		p.Delay = time.Duration(*e.Delay)
+	return netem.Params{
+		Delay:        time.Duration(valueOrZero(e.Delay)),
+		Jitter:       time.Duration(valueOrZero(e.Jitter)),
+		Distribution: valueOrZero(e.Distribution),
+		Correlation:  valueOrZero(e.Correlation),
+		Rate:         valueOrZero(e.Rate),
+		Burst:        valueOrZero(e.Burst),
+		Loss:         valueOrZero(e.Loss),
+		RTO:          time.Duration(valueOrZero(e.RTO)),
+		Window:       valueOrZero(e.Window),
+		Seed:         valueOrZero(e.Seed),
 	}
-	if e.Jitter != nil {
-		p.Jitter = time.Duration(*e.Jitter)
+}
+
+// valueOrZero returns *p, or the zero value of T when p is nil.
+func valueOrZero[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
 	}
-	if e.Distribution != nil {
-		p.Distribution = *e.Distribution
-	}
-	if e.Correlation != nil {
-		p.Correlation = *e.Correlation
-	}
-	if e.Rate != nil {
-		p.Rate = *e.Rate
-	}
-	if e.Burst != nil {
-		p.Burst = *e.Burst
-	}
-	if e.Loss != nil {
-		p.Loss = *e.Loss
-	}
-	if e.RTO != nil {
-		p.RTO = time.Duration(*e.RTO)
-	}
-	if e.Window != nil {
-		p.Window = *e.Window
-	}
-	if e.Seed != nil {
-		p.Seed = *e.Seed
-	}
-	return p
+	return *p
 }
 
 // Duration is a time.Duration that encodes in JSON as text ("10ms").

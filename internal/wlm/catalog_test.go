@@ -410,6 +410,72 @@ CREATE USER u2 RESOURCE POOL 'vip'`)
 	}
 }
 
+// distinctEmulation returns an Emulation with every option set to a
+// pointer of its own, so that a result shows where each option came from.
+func distinctEmulation() Emulation {
+	var e Emulation
+	v := reflect.ValueOf(&e).Elem()
+	for i := range v.NumField() {
+		v.Field(i).Set(reflect.New(v.Field(i).Type().Elem()))
+	}
+	return e
+}
+
+func TestEmulationOver(t *testing.T) {
+	base, top := distinctEmulation(), distinctEmulation()
+	if got := base.Over(Emulation{}); got != base {
+		t.Errorf("Over(zero) = %+v, want the receiver %+v", got, base)
+	}
+	if got := (Emulation{}).Over(top); got != top {
+		t.Errorf("zero.Over(o) = %+v, want o %+v", got, top)
+	}
+	if got := base.Over(top); got != top {
+		t.Errorf("Over(all set) = %+v, want o %+v", got, top)
+	}
+	// One option set in o replaces that option only.
+	typ := reflect.TypeFor[Emulation]()
+	for i := range typ.NumField() {
+		var o Emulation
+		reflect.ValueOf(&o).Elem().Field(i).Set(reflect.ValueOf(top).Field(i))
+		want := base
+		reflect.ValueOf(&want).Elem().Field(i).Set(reflect.ValueOf(top).Field(i))
+		if got := base.Over(o); got != want {
+			t.Errorf("Over(only %s) = %+v, want %+v", typ.Field(i).Name, got, want)
+		}
+	}
+}
+
+func TestEmulationParams(t *testing.T) {
+	tests := []struct {
+		e    Emulation
+		want netem.Params
+	}{
+		{Emulation{}, netem.Params{}},
+		{Emulation{Delay: ptr(Duration(10 * time.Millisecond))}, netem.Params{Delay: 10 * time.Millisecond}},
+		{Emulation{Jitter: ptr(Duration(time.Millisecond))}, netem.Params{Jitter: time.Millisecond}},
+		{Emulation{Distribution: ptr(netem.Normal)}, netem.Params{Distribution: netem.Normal}},
+		{Emulation{Correlation: ptr(0.25)}, netem.Params{Correlation: 0.25}},
+		{Emulation{Rate: ptr(int64(100e6))}, netem.Params{Rate: 100e6}},
+		{Emulation{Burst: ptr(int64(64 << 10))}, netem.Params{Burst: 64 << 10}},
+		{Emulation{Loss: ptr(0.001)}, netem.Params{Loss: 0.001}},
+		{Emulation{RTO: ptr(Duration(300 * time.Millisecond))}, netem.Params{RTO: 300 * time.Millisecond}},
+		{Emulation{Window: ptr(int64(4 << 20))}, netem.Params{Window: 4 << 20}},
+		{Emulation{Seed: ptr(int64(42))}, netem.Params{Seed: 42}},
+	}
+	if n := reflect.TypeFor[Emulation]().NumField(); len(tests) != n+1 {
+		t.Fatalf("%d cases for %d options: every option needs one", len(tests)-1, n)
+	}
+	for _, tt := range tests {
+		if got := tt.e.Params(); got != tt.want {
+			t.Errorf("%+v.Params() = %+v, want %+v", tt.e, got, tt.want)
+		}
+	}
+	// Options set to their zero value give zero parameters.
+	if got := distinctEmulation().Params(); got != (netem.Params{}) {
+		t.Errorf("Params of zero-valued options = %+v", got)
+	}
+}
+
 func TestAbortNeedsCancel(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
 	if err := m.SetRoute("my", Route{Protocol: "mysql", CanCancel: false}); err != nil {

@@ -64,6 +64,12 @@ func bytesAt(profile []phase, s float64) int64 {
 	return int64(total)
 }
 
+// poolWithRule is the DDL of exception rule r WITH the options with and of
+// resource pool p that uses it.
+func poolWithRule(with string) string {
+	return "CREATE EXCEPT RULE r WITH (" + with + "); CREATE RESOURCE POOL p WITH (except_rule=r)"
+}
+
 func TestEvaluatorRules(t *testing.T) {
 	const start = 300 * time.Millisecond // the statement starts between ticks
 	tests := []struct {
@@ -83,19 +89,19 @@ func TestEvaluatorRules(t *testing.T) {
 		},
 		{
 			name:    "AND: bandwidth below the threshold",
-			ddl:     "CREATE EXCEPT RULE r WITH (bandwidth=128, elapsedtime=60, action=penalty); CREATE RESOURCE POOL p WITH (except_rule=r)",
+			ddl:     poolWithRule("bandwidth=128, elapsedtime=60, action=penalty"),
 			profile: []phase{{1e9, 100}},
 			wantAt:  -1,
 		},
 		{
 			name:    "AND: fast early, slow once elapsedtime is reached",
-			ddl:     "CREATE EXCEPT RULE r WITH (bandwidth=128, elapsedtime=60, action=penalty); CREATE RESOURCE POOL p WITH (except_rule=r)",
+			ddl:     poolWithRule("bandwidth=128, elapsedtime=60, action=penalty"),
 			profile: []phase{{30, 500}, {1e9, 0}},
 			wantAt:  -1,
 		},
 		{
 			name:    "bandwidth rises later: caught at a check period",
-			ddl:     "CREATE EXCEPT RULE r WITH (bandwidth=128, elapsedtime=60, action=penalty); CREATE RESOURCE POOL p WITH (except_rule=r)",
+			ddl:     poolWithRule("bandwidth=128, elapsedtime=60, action=penalty"),
 			profile: []phase{{70, 100}, {1e9, 200}},
 			wantAt:  75.3, wantRule: "r", action: Penalty,
 		},
@@ -107,25 +113,25 @@ func TestEvaluatorRules(t *testing.T) {
 		},
 		{
 			name:    "-1 bandwidth is unlimited: elapsed time alone",
-			ddl:     "CREATE EXCEPT RULE r WITH (bandwidth=-1, elapsedtime=10, action=penalty); CREATE RESOURCE POOL p WITH (except_rule=r)",
+			ddl:     poolWithRule("bandwidth=-1, elapsedtime=10, action=penalty"),
 			profile: []phase{{1e9, 0}},
 			wantAt:  10.3, wantRule: "r", action: Penalty,
 		},
 		{
 			name:    "-1 elapsedtime: first check one period after the start",
-			ddl:     "CREATE EXCEPT RULE r WITH (bandwidth=100, elapsedtime=-1, action=penalty); CREATE RESOURCE POOL p WITH (except_rule=r)",
+			ddl:     poolWithRule("bandwidth=100, elapsedtime=-1, action=penalty"),
 			profile: []phase{{1e9, 150}},
 			wantAt:  5.3, wantRule: "r", action: Penalty,
 		},
 		{
 			name:    "the 5 s window forgets an early burst",
-			ddl:     "CREATE EXCEPT RULE r WITH (bandwidth=100, elapsedtime=10, action=penalty); CREATE RESOURCE POOL p WITH (except_rule=r)",
+			ddl:     poolWithRule("bandwidth=100, elapsedtime=10, action=penalty"),
 			profile: []phase{{1, 2000}, {1e9, 0}},
 			wantAt:  -1,
 		},
 		{
 			name:    "check period follows except_check_period",
-			ddl:     "SET except_check_period = 2; CREATE EXCEPT RULE r WITH (bandwidth=100, elapsedtime=10, action=penalty); CREATE RESOURCE POOL p WITH (except_rule=r)",
+			ddl:     "SET except_check_period = 2; " + poolWithRule("bandwidth=100, elapsedtime=10, action=penalty"),
 			profile: []phase{{13, 50}, {1e9, 300}},
 			wantAt:  14.3, wantRule: "r", action: Penalty,
 		},
@@ -133,7 +139,7 @@ func TestEvaluatorRules(t *testing.T) {
 			// elapsedtime=0 is due at once (0.3 s), when a bandwidth
 			// cannot be measured yet, so the rule fires one period later.
 			name:    "no bandwidth before 1 s: the next check is a period later",
-			ddl:     "CREATE EXCEPT RULE r WITH (bandwidth=0, elapsedtime=0, action=penalty); CREATE RESOURCE POOL p WITH (except_rule=r)",
+			ddl:     poolWithRule("bandwidth=0, elapsedtime=0, action=penalty"),
 			profile: []phase{{1e9, 10}},
 			wantAt:  5.3, wantRule: "r", action: Penalty,
 		},
