@@ -63,12 +63,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	s.must(t, 201, "POST", "/api/users", map[string]any{"name": lowUser, "resource_pool": "hogs"})
 	via := s.addPGRoute(t, url, "dash", "dash")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go bulk(ctx, t, withUser(t, via, lowUser, lowPassword), &wg)
-	go small(ctx, t, via, &wg)
-	defer func() { cancel(); wg.Wait() }()
+	stop := startLoad(t, via)
+	defer stop()
 
 	// Wait for the evaluator to penalise the bulk statement.
 	var penalized httpapi.Statement

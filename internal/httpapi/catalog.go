@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/units"
 	"github.com/sluicelab/sluice/internal/wlm"
 )
@@ -118,26 +119,52 @@ type kind struct {
 	path     string   // "links"
 	sql      string   // "LINK"
 	readOnly []string // output fields ignored on input
-	list     func(s *Server) []any
-	one      func(s *Server, name string) (any, bool)
+	// find returns every object in name order, or the one named only
+	// ("" for all); nil when there is none.
+	find func(s *Server, only string) []any
 }
 
 var kinds = []kind{
-	{path: "links", sql: "LINK", readOnly: []string{"routes", "bytes", "waiting_bytes", "device_queue_bytes"},
-		list: func(s *Server) []any { return s.links("") }, one: func(s *Server, n string) (any, bool) { return first(s.links(n)) }},
-	{path: "rules", sql: "EXCEPT RULE", readOnly: []string{"pools", "firings"},
-		list: func(s *Server) []any { return s.rules("") }, one: func(s *Server, n string) (any, bool) { return first(s.rules(n)) }},
-	{path: "pools", sql: "RESOURCE POOL", readOnly: []string{"users", "sessions"},
-		list: func(s *Server) []any { return s.pools("") }, one: func(s *Server, n string) (any, bool) { return first(s.pools(n)) }},
-	{path: "users", sql: "USER", readOnly: []string{"sessions"},
-		list: func(s *Server) []any { return s.users("") }, one: func(s *Server, n string) (any, bool) { return first(s.users(n)) }},
+	{path: "links", sql: "LINK", readOnly: []string{"routes", "bytes", "waiting_bytes", "device_queue_bytes"}, find: (*Server).links},
+	{path: "rules", sql: "EXCEPT RULE", readOnly: []string{"pools", "firings"}, find: (*Server).rules},
+	{path: "pools", sql: "RESOURCE POOL", readOnly: []string{"users", "sessions"}, find: (*Server).pools},
+	{path: "users", sql: "USER", readOnly: []string{"sessions"}, find: (*Server).users},
 }
 
-func first(xs []any) (any, bool) {
+// list returns every object of k in name order, empty (not nil) for none.
+func (k kind) list(s *Server) []any {
+	if xs := k.find(s, ""); xs != nil {
+		return xs
+	}
+	return []any{}
+}
+
+// one returns the object of k named name; ok is false when it does not
+// exist.
+func (k kind) one(s *Server, name string) (v any, ok bool) {
+	xs := k.find(s, name)
 	if len(xs) == 0 {
 		return nil, false
 	}
 	return xs[0], true
+}
+
+// statement starts verb's statement on the object of k named name:
+// ALTER RESOURCE POOL "name", with the name blamed on field name.
+func (k kind) statement(verb, name string) *statement {
+	st := &statement{}
+	st.raw(verb+" "+k.sql+" ").field("name", quoteIdent(name))
+	return st
+}
+
+// options appends the body's fields other than name and the read-only
+// ones as k's clauses, and reports whether it wrote any. alter writes
+// null as DEFAULT; create leaves null fields out.
+func (k kind) options(st *statement, b body, alter bool) (bool, *Error) {
+	if k.path == "users" {
+		return userOptions(st, b, k.readOnly)
+	}
+	return st.withOptions(b, alter, append(k.readOnly, "name")...)
 }
 
 func sorted[V any](m map[string]V) []string {
@@ -147,6 +174,27 @@ func sorted[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// selected returns m's keys in order when only is "", else only alone,
+// or none when m lacks it.
+func selected[V any](m map[string]V, only string) []string {
+	if only == "" {
+		return sorted(m)
+	}
+	if _, ok := m[only]; ok {
+		return []string{only}
+	}
+	return nil
+}
+
+// sessionsBy counts the open sessions by key (their pool or user).
+func (s *Server) sessionsBy(key func(*session.Session) string) map[string]int {
+	n := map[string]int{}
+	for _, ss := range s.mgr.Registry().Sessions() {
+		n[key(ss)]++
+	}
+	return n
 }
 
 // links returns every link, or the one named only.
@@ -163,10 +211,7 @@ func (s *Server) links(only string) []any {
 		routes[ln] = append(routes[ln], rn)
 	}
 	var out []any
-	for _, name := range sorted(cat.Links) {
-		if only != "" && name != only {
-			continue
-		}
+	for _, name := range selected(cat.Links, only) {
 		d := cat.Links[name]
 		l := Link{Name: name, Capacity: units.FormatRate(d.Capacity), Emulation: emulationJSON(d.Emulation),
 			Routes: routes[name], Bytes: map[string]map[string]int64{}}
@@ -197,10 +242,7 @@ func (s *Server) rules(only string) []any {
 	cat := s.mgr.Catalog()
 	stats := s.mgr.Stats()
 	var out []any
-	for _, name := range sorted(cat.Rules) {
-		if only != "" && name != only {
-			continue
-		}
+	for _, name := range selected(cat.Rules, only) {
 		r := cat.Rules[name]
 		pools := []string{}
 		for _, pn := range sorted(cat.Pools) {
@@ -218,15 +260,9 @@ func (s *Server) rules(only string) []any {
 
 func (s *Server) pools(only string) []any {
 	cat := s.mgr.Catalog()
-	sessions := map[string]int{}
-	for _, ss := range s.mgr.Registry().Sessions() {
-		sessions[ss.Pool()]++
-	}
+	sessions := s.sessionsBy((*session.Session).Pool)
 	var out []any
-	for _, name := range sorted(cat.Pools) {
-		if only != "" && name != only {
-			continue
-		}
+	for _, name := range selected(cat.Pools, only) {
 		p := cat.Pools[name]
 		users := []string{}
 		for _, un := range sorted(cat.Users) {
@@ -245,15 +281,9 @@ func (s *Server) pools(only string) []any {
 
 func (s *Server) users(only string) []any {
 	cat := s.mgr.Catalog()
-	sessions := map[string]int{}
-	for _, ss := range s.mgr.Registry().Sessions() {
-		sessions[ss.User()]++
-	}
+	sessions := s.sessionsBy((*session.Session).User)
 	var out []any
-	for _, name := range sorted(cat.Users) {
-		if only != "" && name != only {
-			continue
-		}
+	for _, name := range selected(cat.Users, only) {
 		out = append(out, User{Name: name, ResourcePool: cat.Users[name].Pool, Sessions: sessions[name]})
 	}
 	return out
@@ -268,14 +298,30 @@ func (s *Server) exec(ctx context.Context, st *statement) (wlm.Result, *Error) {
 	return res, nil
 }
 
+// apply runs st, which creates or alters the object of k named name, and
+// answers status with the object as it then stands.
+func (s *Server) apply(w http.ResponseWriter, r *http.Request, k kind, name string, st *statement, status int) {
+	if _, e := s.exec(r.Context(), st); e != nil {
+		writeError(w, e)
+		return
+	}
+	v, _ := k.one(s, name)
+	writeJSON(w, status, v)
+}
+
+// execNoContent runs st and answers 204.
+func (s *Server) execNoContent(w http.ResponseWriter, r *http.Request, st *statement) {
+	if _, e := s.exec(r.Context(), st); e != nil {
+		writeError(w, e)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 func (s *Server) registerCatalog(mux *http.ServeMux) {
 	for _, k := range kinds {
 		mux.HandleFunc("GET /api/"+k.path, func(w http.ResponseWriter, r *http.Request) {
-			list := k.list(s)
-			if list == nil {
-				list = []any{}
-			}
-			writeJSON(w, http.StatusOK, list)
+			writeJSON(w, http.StatusOK, k.list(s))
 		})
 		mux.HandleFunc("GET /api/"+k.path+"/{name}", func(w http.ResponseWriter, r *http.Request) {
 			name := r.PathValue("name")
@@ -333,12 +379,7 @@ func userOptions(st *statement, b body, readOnly []string) (bool, *Error) {
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, k kind) {
-	raw, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	b, e := decodeBody(raw)
+	b, e := readObject(w, r)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -352,33 +393,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, k kind) {
 		writeError(w, badField("name", "missing required field: name"))
 		return
 	}
-	st := &statement{}
-	st.raw("CREATE "+k.sql+" ").field("name", quoteIdent(name))
-	if k.path == "users" {
-		_, e = userOptions(st, b, k.readOnly)
-	} else {
-		_, e = st.withOptions(b, false, append(k.readOnly, "name")...)
-	}
-	if e != nil {
+	st := k.statement("CREATE", name)
+	if _, e := k.options(st, b, false); e != nil {
 		writeError(w, e)
 		return
 	}
-	if _, e := s.exec(r.Context(), st); e != nil {
-		writeError(w, e)
-		return
-	}
-	v, _ := k.one(s, name)
-	writeJSON(w, http.StatusCreated, v)
+	s.apply(w, r, k, name, st, http.StatusCreated)
 }
 
 func (s *Server) alter(w http.ResponseWriter, r *http.Request, k kind) {
 	name := r.PathValue("name")
-	raw, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	b, e := decodeBody(raw)
+	b, e := readObject(w, r)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -390,14 +415,8 @@ func (s *Server) alter(w http.ResponseWriter, r *http.Request, k kind) {
 		writeError(w, e)
 		return
 	}
-	st := &statement{}
-	st.raw("ALTER "+k.sql+" ").field("name", quoteIdent(name))
-	var wrote bool
-	if k.path == "users" {
-		wrote, e = userOptions(st, b, k.readOnly)
-	} else {
-		wrote, e = st.withOptions(b, true, append(k.readOnly, "name")...)
-	}
+	st := k.statement("ALTER", name)
+	wrote, e := k.options(st, b, true)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -406,18 +425,11 @@ func (s *Server) alter(w http.ResponseWriter, r *http.Request, k kind) {
 		writeError(w, &Error{Status: http.StatusBadRequest, Message: "nothing to change: the body sets no field"})
 		return
 	}
-	if _, e := s.exec(r.Context(), st); e != nil {
-		writeError(w, e)
-		return
-	}
-	v, _ := k.one(s, name)
-	writeJSON(w, http.StatusOK, v)
+	s.apply(w, r, k, name, st, http.StatusOK)
 }
 
 func (s *Server) drop(w http.ResponseWriter, r *http.Request, k kind) {
-	name := r.PathValue("name")
-	st := &statement{}
-	st.raw("DROP "+k.sql+" ").field("name", quoteIdent(name))
+	st := k.statement("DROP", r.PathValue("name"))
 	switch c := r.URL.Query().Get("cascade"); c {
 	case "", "false", "0":
 	case "true", "1":
@@ -426,11 +438,7 @@ func (s *Server) drop(w http.ResponseWriter, r *http.Request, k kind) {
 		writeError(w, badField("cascade", "query parameter cascade: bad value %q (want true or false)", c))
 		return
 	}
-	if _, e := s.exec(r.Context(), st); e != nil {
-		writeError(w, e)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	s.execNoContent(w, r, st)
 }
 
 func (s *Server) settingsList(ctx context.Context) ([]Setting, *Error) {
@@ -449,11 +457,7 @@ func (s *Server) settingsList(ctx context.Context) ([]Setting, *Error) {
 
 func (s *Server) listSettings(w http.ResponseWriter, r *http.Request) {
 	list, e := s.settingsList(r.Context())
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	writeJSON(w, http.StatusOK, list)
+	respond(w, http.StatusOK, list, e)
 }
 
 func (s *Server) setting(ctx context.Context, name string) (Setting, *Error) {
@@ -475,11 +479,7 @@ func (s *Server) setting(ctx context.Context, name string) (Setting, *Error) {
 
 func (s *Server) showSetting(w http.ResponseWriter, r *http.Request) {
 	x, e := s.setting(r.Context(), r.PathValue("name"))
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	writeJSON(w, http.StatusOK, x)
+	respond(w, http.StatusOK, x, e)
 }
 
 // set runs SET name = 'value' (or TO DEFAULT for null), blaming field.
@@ -506,12 +506,7 @@ func (s *Server) set(ctx context.Context, name, field string, raw []byte) *Error
 // value restores the default.
 func (s *Server) setSetting(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	raw, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	b, e := decodeBody(raw)
+	b, e := readObject(w, r)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -530,23 +525,14 @@ func (s *Server) setSetting(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x, e := s.setting(r.Context(), name)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	writeJSON(w, http.StatusOK, x)
+	respond(w, http.StatusOK, x, e)
 }
 
 // setSettings is PATCH /api/settings with {"name": value, ...}. The
 // settings are set one by one in name order, as several SET statements
 // would be; the first failure stops, and those before it stay set.
 func (s *Server) setSettings(w http.ResponseWriter, r *http.Request) {
-	raw, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	b, e := decodeBody(raw)
+	b, e := readObject(w, r)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -570,9 +556,5 @@ func (s *Server) setSettings(w http.ResponseWriter, r *http.Request) {
 func (s *Server) resetSetting(w http.ResponseWriter, r *http.Request) {
 	st := &statement{}
 	st.raw("RESET ").field("name", quoteIdent(r.PathValue("name")))
-	if _, e := s.exec(r.Context(), st); e != nil {
-		writeError(w, e)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	s.execNoContent(w, r, st)
 }

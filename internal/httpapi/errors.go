@@ -94,6 +94,15 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, e.Status, e)
 }
 
+// respond writes v with status when e is nil, else e's error body.
+func respond(w http.ResponseWriter, status int, v any, e *Error) {
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
 // muxErrors turns the mux's own plain-text 404 and 405 answers into JSON
 // errors; everything else passes through.
 type muxErrors struct {

@@ -70,6 +70,17 @@ func small(ctx context.Context, t testing.TB, url string, wg *sync.WaitGroup) {
 	}
 }
 
+// startLoad runs bulk as lowUser and small through via until stop is
+// called; stop waits for both to end and may be called again.
+func startLoad(t testing.TB, via string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go bulk(ctx, t, withUser(t, via, lowUser, lowPassword), &wg)
+	go small(ctx, t, via, &wg)
+	return func() { cancel(); wg.Wait() }
+}
+
 // histogramDelta returns the observations and the sum added to a
 // histogram between two scrapes.
 func histogramDelta(a, b *dto.Metric) (count uint64, sum float64) {
@@ -95,12 +106,8 @@ func TestMetricsUnderLoad(t *testing.T) {
 	s.must(t, 201, "POST", "/api/users", map[string]any{"name": lowUser, "resource_pool": "bulk"})
 	via := s.addPGRoute(t, url, "lab", "lab")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go bulk(ctx, t, withUser(t, via, lowUser, lowPassword), &wg)
-	go small(ctx, t, via, &wg)
-	defer func() { cancel(); wg.Wait() }()
+	stop := startLoad(t, via)
+	defer stop()
 
 	time.Sleep(time.Second)
 	low := map[string]string{"link": "lab", "direction": "down", "class": "low"}
@@ -163,8 +170,7 @@ func TestMetricsUnderLoad(t *testing.T) {
 	if find(b, "go_goroutines", nil) == nil || find(b, "process_cpu_seconds_total", nil) == nil {
 		t.Error("runtime or process metrics missing")
 	}
-	cancel()
-	wg.Wait()
+	stop()
 	c := s.scrape(t)
 	ok := map[string]string{"route": "lab", "user": "sluice", "pool": "", "outcome": "ok"}
 	if v := counterValue(c, "sluice_statements_total", ok); v < 10 {

@@ -138,7 +138,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		var mb *http.MaxBytesError
@@ -148,4 +148,13 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, &Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
 	}
 	return b, nil
+}
+
+// readObject reads the request body as a JSON object.
+func readObject(w http.ResponseWriter, r *http.Request) (body, *Error) {
+	raw, e := readBody(w, r)
+	if e != nil {
+		return nil, e
+	}
+	return decodeBody(raw)
 }

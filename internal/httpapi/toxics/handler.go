@@ -56,11 +56,36 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeError writes err as Toxiproxy's error body, with the field.
 func writeError(w http.ResponseWriter, err error) {
+	e := asError(err)
+	writeJSON(w, e.Status, e)
+}
+
+// asError returns the *Error in err's chain, or a 500 carrying err's
+// message when there is none.
+func asError(err error) *Error {
 	var e *Error
 	if !errors.As(err, &e) {
 		e = &Error{Status: http.StatusInternalServerError, Message: err.Error()}
 	}
-	writeJSON(w, e.Status, e)
+	return e
+}
+
+// respond writes v with status when err is nil, else err's error body.
+func respond(w http.ResponseWriter, status int, v any, err error) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+// noContent answers 204 when err is nil, else err's error body.
+func noContent(w http.ResponseWriter, err error) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -75,6 +100,25 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
+// readJSON reads the request body into v.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(body, v)
+}
+
+// readToxic reads the request body as a toxic; toxicity is nil when the
+// body leaves it out.
+func readToxic(w http.ResponseWriter, r *http.Request) (t Toxic, toxicity *float64, err error) {
+	body, err := readBody(w, r)
+	if err != nil {
+		return Toxic{}, nil, err
+	}
+	return decodeToxic(body)
+}
+
 func (s *Service) listProxies(w http.ResponseWriter, r *http.Request) {
 	out := map[string]Proxy{}
 	for _, p := range s.Proxies() {
@@ -84,32 +128,18 @@ func (s *Service) listProxies(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) createProxy(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	var c Config
-	if err := decodeJSON(body, &c); err != nil {
+	if err := readJSON(w, r, &c); err != nil {
 		writeError(w, err)
 		return
 	}
 	p, err := s.CreateProxy(r.Context(), c)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, p)
+	respond(w, http.StatusCreated, p, err)
 }
 
 func (s *Service) populate(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	var cs []Config
-	if err := decodeJSON(body, &cs); err != nil {
+	if err := readJSON(w, r, &cs); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -118,10 +148,7 @@ func (s *Service) populate(w http.ResponseWriter, r *http.Request) {
 		ps = []Proxy{}
 	}
 	if err != nil {
-		var e *Error
-		if !errors.As(err, &e) {
-			e = &Error{Status: http.StatusInternalServerError, Message: err.Error()}
-		}
+		e := asError(err)
 		writeJSON(w, e.Status, struct {
 			*Error
 			Proxies []Proxy `json:"proxies"`
@@ -133,56 +160,30 @@ func (s *Service) populate(w http.ResponseWriter, r *http.Request) {
 
 func (s *Service) showProxy(w http.ResponseWriter, r *http.Request) {
 	p, err := s.Proxy(r.PathValue("proxy"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, p)
+	respond(w, http.StatusOK, p, err)
 }
 
 func (s *Service) updateProxy(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	var c Config
-	if err := decodeJSON(body, &c); err != nil {
+	if err := readJSON(w, r, &c); err != nil {
 		writeError(w, err)
 		return
 	}
 	p, err := s.UpdateProxy(r.Context(), r.PathValue("proxy"), c)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, p)
+	respond(w, http.StatusOK, p, err)
 }
 
 func (s *Service) deleteProxy(w http.ResponseWriter, r *http.Request) {
-	if err := s.DeleteProxy(r.Context(), r.PathValue("proxy")); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	noContent(w, s.DeleteProxy(r.Context(), r.PathValue("proxy")))
 }
 
 func (s *Service) listToxics(w http.ResponseWriter, r *http.Request) {
 	ts, err := s.Toxics(r.PathValue("proxy"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, ts)
+	respond(w, http.StatusOK, ts, err)
 }
 
 func (s *Service) addToxic(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	t, toxicity, err := decodeToxic(body)
+	t, toxicity, err := readToxic(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -191,55 +192,30 @@ func (s *Service) addToxic(w http.ResponseWriter, r *http.Request) {
 		t.Toxicity = 1
 	}
 	out, err := s.AddToxic(r.PathValue("proxy"), t)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	respond(w, http.StatusOK, out, err)
 }
 
 func (s *Service) showToxic(w http.ResponseWriter, r *http.Request) {
 	t, err := s.Toxic(r.PathValue("proxy"), r.PathValue("toxic"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, t)
+	respond(w, http.StatusOK, t, err)
 }
 
 func (s *Service) updateToxic(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	t, toxicity, err := decodeToxic(body)
+	t, toxicity, err := readToxic(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	out, err := s.UpdateToxic(r.PathValue("proxy"), r.PathValue("toxic"), toxicity, t.Attributes)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	respond(w, http.StatusOK, out, err)
 }
 
 func (s *Service) removeToxic(w http.ResponseWriter, r *http.Request) {
-	if err := s.RemoveToxic(r.PathValue("proxy"), r.PathValue("toxic")); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	noContent(w, s.RemoveToxic(r.PathValue("proxy"), r.PathValue("toxic")))
 }
 
 func (s *Service) reset(w http.ResponseWriter, r *http.Request) {
-	if err := s.Reset(r.Context()); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	noContent(w, s.Reset(r.Context()))
 }
 
 // showVersion answers text, as Toxiproxy 2.5 does, or {"version": ...}
