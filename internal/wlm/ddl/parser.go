@@ -103,6 +103,43 @@ func (p *parser) accept(kw string) bool {
 	return false
 }
 
+// acceptAll consumes the keywords kws if they are all next, in order;
+// otherwise it consumes nothing.
+func (p *parser) acceptAll(kws ...string) bool {
+	for k, kw := range kws {
+		if t := p.peekAt(k); t.kind != tIdent || t.val != kw {
+			return false
+		}
+	}
+	for range kws {
+		p.next()
+	}
+	return true
+}
+
+// acceptOp consumes the operator op if it is next.
+func (p *parser) acceptOp(op string) bool {
+	if p.isOp(op) {
+		p.next()
+		return true
+	}
+	return false
+}
+
+// acceptName consumes an identifier or a "quoted identifier" if one is
+// next.
+func (p *parser) acceptName() (token, bool) {
+	t := p.peek()
+	if !isName(t) {
+		return t, false
+	}
+	p.next()
+	return t, true
+}
+
+// isName reports whether t is an identifier or a "quoted identifier".
+func isName(t token) bool { return t.kind == tIdent || t.kind == tQIdent }
+
 func (p *parser) expectKeyword(kw string) error {
 	if !p.accept(kw) {
 		return p.syntaxError()
@@ -111,10 +148,9 @@ func (p *parser) expectKeyword(kw string) error {
 }
 
 func (p *parser) expectOp(op string) error {
-	if !p.isOp(op) {
+	if !p.acceptOp(op) {
 		return p.syntaxError()
 	}
-	p.next()
 	return nil
 }
 
@@ -138,60 +174,42 @@ func (p *parser) text(from int) string {
 	return string(p.src[start:end])
 }
 
+// node is a statement being parsed. Every statement type embeds base,
+// which (*parser).statement fills in once the last token is read.
+type node interface {
+	Statement
+	setBase(base)
+}
+
+func (b *base) setBase(v base) { *b = v }
+
 func (p *parser) statement() (Statement, error) {
 	first := p.i
 	t := p.peek()
-	var st Statement
+	var st node
 	var err error
-	if t.kind == tIdent {
-		switch t.val {
-		case "create":
-			p.next()
-			st, err = p.create()
-		case "alter":
-			p.next()
-			st, err = p.alter()
-		case "drop":
-			p.next()
-			st, err = p.drop()
-		case "set":
-			p.next()
-			st, err = p.set()
-		case "reset":
-			p.next()
-			st, err = p.reset()
-		case "show":
-			p.next()
-			st, err = p.show()
-		case "select":
-			p.next()
-			st, err = p.selectStmt()
-		default:
-			return nil, p.syntaxError()
-		}
-	} else {
+	switch {
+	case p.accept("create"):
+		st, err = p.create()
+	case p.accept("alter"):
+		st, err = p.alter()
+	case p.accept("drop"):
+		st, err = p.drop()
+	case p.accept("set"):
+		st, err = p.set()
+	case p.accept("reset"):
+		st, err = p.reset()
+	case p.accept("show"):
+		st, err = p.show()
+	case p.accept("select"):
+		st, err = p.selectStmt()
+	default:
 		return nil, p.syntaxError()
 	}
 	if err != nil {
 		return nil, err
 	}
-	b := base{pos: t.pos, text: p.text(first)}
-	switch s := st.(type) {
-	case *Create:
-		s.base = b
-	case *Alter:
-		s.base = b
-	case *Drop:
-		s.base = b
-	case *Set:
-		s.base = b
-	case *Reset:
-		s.base = b
-	case *Show:
-		s.base = b
-	case *Select:
-		s.base = b
-	}
+	st.setBase(base{pos: t.pos, text: p.text(first)})
 	return st, nil
 }
 
@@ -212,58 +230,32 @@ func (p *parser) kind() (Kind, error) {
 
 // name reads an object name: an identifier or a "quoted identifier".
 func (p *parser) name() (Name, error) {
-	t := p.peek()
-	if t.kind == tIdent || t.kind == tQIdent {
-		p.next()
-		return Name{Name: t.val, Pos: t.pos}, nil
+	t, ok := p.acceptName()
+	if !ok {
+		return Name{}, p.syntaxError()
 	}
-	return Name{}, p.syntaxError()
+	return Name{Name: t.val, Pos: t.pos}, nil
 }
 
-func (p *parser) create() (Statement, error) {
+func (p *parser) create() (node, error) {
 	k, err := p.kind()
 	if err != nil {
 		return nil, err
 	}
-	ifNot := false
-	if p.isKeyword("if") && p.peekAt(1).kind == tIdent && p.peekAt(1).val == "not" &&
-		p.peekAt(2).kind == tIdent && p.peekAt(2).val == "exists" {
-		p.next()
-		p.next()
-		p.next()
-		ifNot = true
-	}
-	n, err := p.name()
-	if err != nil {
-		return nil, err
-	}
-	var opts []Option
-	if k == User {
-		opts, err = p.userOptions()
-	} else {
-		opts, err = p.withOptions()
-	}
+	ifNot := p.acceptAll("if", "not", "exists")
+	n, opts, err := p.nameAndOptions(k)
 	if err != nil {
 		return nil, err
 	}
 	return &Create{Kind: k, IfNotExists: ifNot, Name: n, Options: opts}, nil
 }
 
-func (p *parser) alter() (Statement, error) {
+func (p *parser) alter() (node, error) {
 	k, err := p.kind()
 	if err != nil {
 		return nil, err
 	}
-	n, err := p.name()
-	if err != nil {
-		return nil, err
-	}
-	var opts []Option
-	if k == User {
-		opts, err = p.userOptions()
-	} else {
-		opts, err = p.withOptions()
-	}
+	n, opts, err := p.nameAndOptions(k)
 	if err != nil {
 		return nil, err
 	}
@@ -273,15 +265,30 @@ func (p *parser) alter() (Statement, error) {
 	return &Alter{Kind: k, Name: n, Options: opts}, nil
 }
 
-func (p *parser) drop() (Statement, error) {
-	d := &Drop{}
-	d.IfExists = p.ifExists()
+// nameAndOptions reads the name and options of CREATE or ALTER of kind
+// k: the clauses of a user, a WITH list for the other kinds.
+func (p *parser) nameAndOptions(k Kind) (Name, []Option, error) {
+	n, err := p.name()
+	if err != nil {
+		return Name{}, nil, err
+	}
+	var opts []Option
+	if k == User {
+		opts, err = p.userOptions()
+	} else {
+		opts, err = p.withOptions()
+	}
+	return n, opts, err
+}
+
+func (p *parser) drop() (node, error) {
+	d := &Drop{IfExists: p.acceptAll("if", "exists")}
 	k, err := p.kind()
 	if err != nil {
 		return nil, err
 	}
 	d.Kind = k
-	if p.ifExists() {
+	if p.acceptAll("if", "exists") {
 		d.IfExists = true
 	}
 	for {
@@ -290,10 +297,9 @@ func (p *parser) drop() (Statement, error) {
 			return nil, err
 		}
 		d.Names = append(d.Names, n)
-		if !p.isOp(",") {
+		if !p.acceptOp(",") {
 			break
 		}
-		p.next()
 	}
 	switch {
 	case p.accept("cascade"):
@@ -303,34 +309,21 @@ func (p *parser) drop() (Statement, error) {
 	return d, nil
 }
 
-// ifExists consumes IF EXISTS if it is next.
-func (p *parser) ifExists() bool {
-	if p.isKeyword("if") && p.peekAt(1).kind == tIdent && p.peekAt(1).val == "exists" {
-		p.next()
-		p.next()
-		return true
-	}
-	return false
-}
-
 // withOptions reads an optional [WITH] ( name = value [, ...] ).
 func (p *parser) withOptions() ([]Option, error) {
 	with := p.accept("with")
-	if !p.isOp("(") {
+	if !p.acceptOp("(") {
 		if with {
 			return nil, p.syntaxError()
 		}
 		return nil, nil
 	}
-	p.next()
 	var opts []Option
 	for {
-		t := p.peek()
-		if t.kind != tIdent && t.kind != tQIdent {
+		t, ok := p.acceptName()
+		if !ok {
 			return nil, p.syntaxError()
 		}
-		p.next()
-		name := strings.ToLower(t.val)
 		if err := p.expectOp("="); err != nil {
 			return nil, err
 		}
@@ -338,20 +331,28 @@ func (p *parser) withOptions() ([]Option, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range opts {
-			if o.Name == name {
-				return nil, Errorf(CodeSyntax, t.pos, "conflicting or redundant options: %s is given twice", name)
-			}
+		name := strings.ToLower(t.val)
+		if opts, err = addOption(opts, Option{Name: name, NamePos: t.pos, Value: v}, name); err != nil {
+			return nil, err
 		}
-		opts = append(opts, Option{Name: name, NamePos: t.pos, Value: v})
-		if p.isOp(")") {
-			p.next()
+		if p.acceptOp(")") {
 			return opts, nil
 		}
 		if err := p.expectOp(","); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// addOption appends o to opts. An option of the same name already there
+// is an error at o's name, which the message spells as shown.
+func addOption(opts []Option, o Option, shown string) ([]Option, error) {
+	for _, prev := range opts {
+		if prev.Name == o.Name {
+			return nil, Errorf(CodeSyntax, o.NamePos, "conflicting or redundant options: %s is given twice", shown)
+		}
+	}
+	return append(opts, o), nil
 }
 
 // userOptions reads the clauses of CREATE/ALTER USER in any order:
@@ -361,65 +362,43 @@ func (p *parser) withOptions() ([]Option, error) {
 func (p *parser) userOptions() ([]Option, error) {
 	p.accept("with")
 	var opts []Option
-	add := func(name string, pos int, v Value) error {
-		for _, o := range opts {
-			if o.Name == name {
-				return Errorf(CodeSyntax, pos, "conflicting or redundant options: %s is given twice", strings.ReplaceAll(name, "_", " "))
-			}
-		}
-		opts = append(opts, Option{Name: name, NamePos: pos, Value: v})
-		return nil
-	}
 	for {
 		t := p.peek()
 		if t.kind != tIdent {
 			return opts, nil
 		}
+		// A clause is its first word, a keyword that must follow (then,
+		// if any) and a value.
+		var name, then string
+		read := p.password
 		switch t.val {
 		case "resource":
-			p.next()
-			if err := p.expectKeyword("pool"); err != nil {
-				return nil, err
-			}
-			v, err := p.value()
-			if err != nil {
-				return nil, err
-			}
-			if err := add("resource_pool", t.pos, v); err != nil {
-				return nil, err
-			}
-		case "encrypted", "unencrypted", "password":
-			p.next()
-			if t.val != "password" {
-				if err := p.expectKeyword("password"); err != nil {
-					return nil, err
-				}
-			}
-			v, err := p.password()
-			if err != nil {
-				return nil, err
-			}
-			if err := add("password", t.pos, v); err != nil {
-				return nil, err
-			}
+			name, then, read = "resource_pool", "pool", p.value
+		case "password":
+			name = "password"
+		case "encrypted", "unencrypted":
+			name, then = "password", "password"
 		case "identified":
-			p.next()
-			if err := p.expectKeyword("by"); err != nil {
-				return nil, err
-			}
-			v, err := p.password()
-			if err != nil {
-				return nil, err
-			}
-			if err := add("password", t.pos, v); err != nil {
-				return nil, err
-			}
+			name, then = "password", "by"
 		case "cascade", "restrict":
 			return nil, p.syntaxError()
 		default:
 			// Role attributes (LOGIN, SYSADMIN, ...) belong to the
 			// database, not to the proxy.
 			return nil, Errorf(CodeNotSupported, t.pos, "user option %s is not supported: sluice records only a user's RESOURCE POOL (and accepts and ignores PASSWORD)", strings.ToUpper(t.val))
+		}
+		p.next()
+		if then != "" {
+			if err := p.expectKeyword(then); err != nil {
+				return nil, err
+			}
+		}
+		v, err := read()
+		if err != nil {
+			return nil, err
+		}
+		if opts, err = addOption(opts, Option{Name: name, NamePos: t.pos, Value: v}, strings.ReplaceAll(name, "_", " ")); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -477,28 +456,25 @@ func (p *parser) value() (Value, error) {
 
 // settingName reads a possibly dotted setting name.
 func (p *parser) settingName() (string, int, error) {
-	t := p.peek()
-	if t.kind != tIdent && t.kind != tQIdent {
+	t, ok := p.acceptName()
+	if !ok {
 		return "", 0, p.syntaxError()
 	}
-	p.next()
 	name := strings.ToLower(t.val)
-	for p.isOp(".") {
-		p.next()
-		n := p.peek()
-		if n.kind != tIdent && n.kind != tQIdent {
+	for p.acceptOp(".") {
+		n, ok := p.acceptName()
+		if !ok {
 			return "", 0, p.syntaxError()
 		}
-		p.next()
 		name += "." + strings.ToLower(n.val)
 	}
 	return name, t.pos, nil
 }
 
-func (p *parser) set() (Statement, error) {
+func (p *parser) set() (node, error) {
 	if p.isKeyword("session") || p.isKeyword("local") {
 		// SET SESSION name / SET LOCAL name; "session" alone is a name.
-		if n := p.peekAt(1); n.kind == tIdent || n.kind == tQIdent {
+		if isName(p.peekAt(1)) {
 			p.next()
 		}
 	}
@@ -518,7 +494,7 @@ func (p *parser) set() (Statement, error) {
 	return &Set{Name: name, NamePos: pos, Value: v}, nil
 }
 
-func (p *parser) reset() (Statement, error) {
+func (p *parser) reset() (node, error) {
 	name, pos, err := p.settingName()
 	if err != nil {
 		return nil, err
@@ -526,7 +502,7 @@ func (p *parser) reset() (Statement, error) {
 	return &Reset{Name: name, NamePos: pos}, nil
 }
 
-func (p *parser) show() (Statement, error) {
+func (p *parser) show() (node, error) {
 	name, pos, err := p.settingName()
 	if err != nil {
 		return nil, err
@@ -535,18 +511,18 @@ func (p *parser) show() (Statement, error) {
 }
 
 // unsupported reports the next token as a construct the console's SELECT
-// does not support.
+// does not support; the end of input is a syntax error.
 func (p *parser) unsupported() *Error {
 	t := p.peek()
 	if t.kind == tEOF {
-		return Errorf(CodeSyntax, t.pos, "syntax error at end of input")
+		return p.syntaxError()
 	}
 	e := Errorf(CodeNotSupported, t.pos, "unsupported SELECT at or near %s", t.describe(p.src))
 	e.Hint = "The console answers SELECT * FROM pg_session_wlmstat or gs_wlm_session_statistics (with an optional column list and LIMIT), SELECT version() and SELECT of literals."
 	return e
 }
 
-func (p *parser) selectStmt() (Statement, error) {
+func (p *parser) selectStmt() (node, error) {
 	s := &Select{Limit: -1}
 	for {
 		tg, err := p.target()
@@ -554,34 +530,25 @@ func (p *parser) selectStmt() (Statement, error) {
 			return nil, err
 		}
 		s.Targets = append(s.Targets, tg)
-		if !p.isOp(",") {
+		if !p.acceptOp(",") {
 			break
 		}
-		p.next()
 	}
 	if p.accept("from") {
-		t := p.peek()
-		if t.kind != tIdent && t.kind != tQIdent {
+		t, ok := p.acceptName()
+		if !ok {
 			return nil, p.unsupported()
 		}
-		p.next()
 		s.From, s.FromPos = strings.ToLower(t.val), t.pos
-		if p.isOp(".") {
-			p.next()
-			n := p.peek()
-			if n.kind != tIdent && n.kind != tQIdent {
+		if p.acceptOp(".") {
+			n, ok := p.acceptName()
+			if !ok {
 				return nil, p.unsupported()
 			}
-			p.next()
 			s.Schema, s.From = s.From, strings.ToLower(n.val)
 		}
-		// An optional alias.
-		if p.accept("as") {
-			if _, err := p.name(); err != nil {
-				return nil, p.unsupported()
-			}
-		} else if t := p.peek(); t.kind == tQIdent || t.kind == tIdent && !reservedAfterFrom[t.val] {
-			p.next()
+		if _, err := p.alias(""); err != nil {
+			return nil, err
 		}
 	}
 	if p.accept("limit") {
@@ -615,6 +582,25 @@ var reservedAfterFrom = map[string]bool{
 	"and": true, "or": true, "not": true, "is": true, "in": true, "like": true, "between": true,
 }
 
+// alias reads an optional [AS] alias and returns it, or "" for none.
+// Without AS, an identifier is an alias unless it is a word of
+// reservedAfterFrom or the keyword stop ("" for none), which start the
+// next clause instead.
+func (p *parser) alias(stop string) (string, error) {
+	if p.accept("as") {
+		t, ok := p.acceptName()
+		if !ok {
+			return "", p.unsupported()
+		}
+		return t.val, nil
+	}
+	if t := p.peek(); t.kind == tQIdent || t.kind == tIdent && t.val != stop && !reservedAfterFrom[t.val] {
+		p.next()
+		return t.val, nil
+	}
+	return "", nil
+}
+
 func (p *parser) target() (Target, error) {
 	t := p.peek()
 	tg := Target{Pos: t.pos}
@@ -629,8 +615,8 @@ func (p *parser) target() (Target, error) {
 			return tg, p.unsupported()
 		}
 		tg.Value = &v
-	case t.kind == tIdent || t.kind == tQIdent:
-		if t.kind == tIdent && reservedAfterFrom[t.val] || t.kind == tIdent && t.val == "from" {
+	case isName(t):
+		if t.kind == tIdent && (t.val == "from" || reservedAfterFrom[t.val]) {
 			return tg, p.unsupported()
 		}
 		p.next()
@@ -639,54 +625,34 @@ func (p *parser) target() (Target, error) {
 			tg.Name = t.val
 		}
 		// Qualified names: keep the last part.
-		for p.isOp(".") {
-			p.next()
-			n := p.peek()
-			if n.kind == tOp && n.val == "*" {
-				p.next()
+		for p.acceptOp(".") {
+			if p.acceptOp("*") {
 				tg.Star, tg.Name = true, ""
 				return tg, nil
 			}
-			if n.kind != tIdent && n.kind != tQIdent {
+			n, ok := p.acceptName()
+			if !ok {
 				return tg, p.unsupported()
 			}
-			p.next()
 			tg.Name = strings.ToLower(n.val)
 		}
-		if p.isOp("(") {
-			p.next()
+		if p.acceptOp("(") {
 			tg.Func = true
-			for !p.isOp(")") {
+			for !p.acceptOp(")") {
 				v, err := p.value()
 				if err != nil {
 					return tg, p.unsupported()
 				}
 				tg.Args = append(tg.Args, v)
-				if p.isOp(",") {
-					p.next()
-					continue
-				}
-				if !p.isOp(")") {
+				if !p.acceptOp(",") && !p.isOp(")") {
 					return tg, p.unsupported()
 				}
 			}
-			p.next()
 		}
 	default:
 		return tg, p.unsupported()
 	}
-	switch t := p.peek(); {
-	case t.kind == tIdent && t.val == "as":
-		p.next()
-		a := p.peek()
-		if a.kind != tIdent && a.kind != tQIdent {
-			return tg, p.unsupported()
-		}
-		p.next()
-		tg.Alias = a.val
-	case t.kind == tQIdent || t.kind == tIdent && t.val != "from" && !reservedAfterFrom[t.val]:
-		p.next()
-		tg.Alias = t.val
-	}
-	return tg, nil
+	var err error
+	tg.Alias, err = p.alias("from")
+	return tg, err
 }

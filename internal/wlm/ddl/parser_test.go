@@ -7,39 +7,10 @@ import (
 	"testing"
 )
 
-// strip zeroes the source position and text so statements compare by
-// content.
+// strip zeroes the source position and text of st, in place, so
+// statements compare by content.
 func strip(st Statement) Statement {
-	switch s := st.(type) {
-	case *Create:
-		c := *s
-		c.base = base{}
-		return &c
-	case *Alter:
-		c := *s
-		c.base = base{}
-		return &c
-	case *Drop:
-		c := *s
-		c.base = base{}
-		return &c
-	case *Set:
-		c := *s
-		c.base = base{}
-		return &c
-	case *Reset:
-		c := *s
-		c.base = base{}
-		return &c
-	case *Show:
-		c := *s
-		c.base = base{}
-		return &c
-	case *Select:
-		c := *s
-		c.base = base{}
-		return &c
-	}
+	st.(node).setBase(base{})
 	return st
 }
 

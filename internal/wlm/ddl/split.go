@@ -98,14 +98,7 @@ func SplitUserPool(sql string, d Dialect) (UserPool, bool) {
 	if !containsPool(sql) {
 		return UserPool{}, false // the common case, without lexing
 	}
-	var toks []stok
-	var ok bool
-	switch d {
-	case PostgreSQL:
-		toks, ok = scanPostgres(sql)
-	case MySQL:
-		toks, ok = scanMySQL(sql)
-	}
+	toks, ok := scan(sql, d)
 	if !ok {
 		return UserPool{}, false
 	}
@@ -200,24 +193,24 @@ func SplitUserPool(sql string, d Dialect) (UserPool, bool) {
 	}
 	out.Pool = val
 
-	// Edits, in text order, that make the rest.
-	var edits []edit
+	// Edits, in text order, that make the rest: the clause goes and, for
+	// MySQL, PASSWORD 'x' becomes IDENTIFIED BY 'x'. A PASSWORD right
+	// after the clause does not look back into it: a pool named
+	// ENCRYPTED or BY is no part of the password.
 	s, e := toks[clause].start, v.end
 	if d == MySQL && clause > i && toks[clause-1].isWord("with") &&
 		(clause+3 >= len(toks) || !mysqlResourceOptions[toks[clause+3].val]) {
 		s = toks[clause-1].start
 	}
-	if d == MySQL {
-		for k := i; k < clause; k++ {
-			if pw, ok := mysqlPassword(toks, k, i); ok {
-				edits = append(edits, pw)
-			}
-		}
-	}
-	edits = append(edits, removal(sql, s, e))
-	if d == MySQL {
-		for k := clause + 3; k < len(toks); k++ {
-			if pw, ok := mysqlPassword(toks, k, i); ok {
+	edits := make([]edit, 0, 4) // the clause and a few passwords, without a heap allocation
+	for k, first := i, i; k < len(toks); k++ {
+		switch {
+		case k == clause:
+			edits = append(edits, removal(sql, s, e))
+			k += 2 // POOL and the pool
+			first = k + 1
+		case d == MySQL:
+			if pw, ok := mysqlPassword(toks, k, first); ok {
 				edits = append(edits, pw)
 			}
 		}
@@ -274,9 +267,10 @@ func removal(sql string, s, e int) edit {
 }
 
 // mysqlPassword turns the PASSWORD 'x' of a CREATE/ALTER USER at toks[k]
-// (options starting at first) into IDENTIFIED BY 'x'. A PASSWORD after
-// BY (IDENTIFIED BY PASSWORD 'hash'), before anything but a string
-// (PASSWORD EXPIRE, PASSWORD('x')) or inside parentheses is left alone.
+// into IDENTIFIED BY 'x', looking back no further than toks[first]. A
+// PASSWORD after BY (IDENTIFIED BY PASSWORD 'hash'), before anything but
+// a string (PASSWORD EXPIRE, PASSWORD('x')) or inside parentheses is
+// left alone.
 func mysqlPassword(toks []stok, k, first int) (edit, bool) {
 	t := toks[k]
 	if !t.isWord("password") || k+1 >= len(toks) || toks[k+1].kind != tString {
@@ -409,168 +403,199 @@ func lowerASCII(s string) string {
 	return s
 }
 
-// quotedEnd finds the end of a string or name opened by the quote q at
-// sql[i]. A doubled q stands for one; with backslash, a backslash
-// escapes the next byte. It returns the index after the closing quote,
-// the contents with doubled quotes undone (escapes kept as written), and
-// whether a backslash occurred.
-func quotedEnd(sql string, i int, q byte, backslash bool) (end int, val string, bs bool, ok bool) {
+// scan splits sql into tokens by the lexical rules of dialect d (for
+// MySQL, those of MySQL and MariaDB under the default sql_mode); the last
+// token is always tEOF. It returns false for text it cannot split with
+// certainty: an unterminated quote or comment, an empty quoted name, a
+// MySQL executable comment (/*! or /*M!), or an unknown dialect.
+func scan(sql string, d Dialect) ([]stok, bool) {
+	if d != PostgreSQL && d != MySQL {
+		return nil, false
+	}
+	var toks []stok
+	i := 0
+	for {
+		var ok bool
+		if i, ok = skipBlank(sql, i, d); !ok {
+			return nil, false
+		}
+		if i >= len(sql) {
+			return append(toks, stok{kind: tEOF, start: len(sql), end: len(sql)}), true
+		}
+		t, ok := scanToken(sql, i, d)
+		if !ok {
+			return nil, false
+		}
+		toks = append(toks, t)
+		i = t.end
+	}
+}
+
+// skipBlank returns the index of the first byte at or after i that is
+// neither white space nor inside a comment of dialect d, and false for
+// a /* comment that is unterminated or, in MySQL, executable.
+func skipBlank(sql string, i int, d Dialect) (int, bool) {
+	n := len(sql)
+	for i < n {
+		c := sql[i]
+		switch {
+		case isSpaceByte(c):
+			i++
+		case isLineComment(sql, i, d):
+			for i < n && sql[i] != '\n' {
+				i++
+			}
+		case c == '/' && i+1 < n && sql[i+1] == '*':
+			end, ok := commentEnd(sql, i, d)
+			if !ok {
+				return i, false
+			}
+			i = end
+		default:
+			return i, true
+		}
+	}
+	return i, true
+}
+
+// isLineComment reports whether a comment that runs to the end of the
+// line starts at sql[i]: -- in PostgreSQL; # or -- followed by white
+// space, a control character or the end of the text in MySQL.
+func isLineComment(sql string, i int, d Dialect) bool {
+	switch {
+	case sql[i] == '#':
+		return d == MySQL
+	case sql[i] != '-' || i+1 >= len(sql) || sql[i+1] != '-':
+		return false
+	}
+	return d == PostgreSQL || i+2 == len(sql) || sql[i+2] <= ' '
+}
+
+// commentEnd returns the index after the /* comment that starts at
+// sql[i], and false when it is unterminated. PostgreSQL comments nest;
+// in MySQL the first */ ends the comment, and an executable comment
+// (/*! or /*M!) returns false.
+func commentEnd(sql string, i int, d Dialect) (int, bool) {
+	if d == MySQL {
+		body := sql[i+2:]
+		if strings.HasPrefix(body, "!") || strings.HasPrefix(body, "M!") {
+			return 0, false
+		}
+		j := strings.Index(body, "*/")
+		if j < 0 {
+			return 0, false
+		}
+		return i + 2 + j + 2, true
+	}
+	n := len(sql)
+	depth := 0
+	for {
+		switch {
+		case i+1 >= n:
+			return 0, false
+		case sql[i] == '/' && sql[i+1] == '*':
+			depth++
+			i += 2
+		case sql[i] == '*' && sql[i+1] == '/':
+			depth--
+			i += 2
+		default:
+			i++
+		}
+		if depth == 0 {
+			return i, true
+		}
+	}
+}
+
+// scanToken reads the token of dialect d that starts at sql[i], which is
+// neither white space nor a comment. It returns false for an
+// unterminated quote and for an empty quoted name.
+func scanToken(sql string, i int, d Dialect) (stok, bool) {
+	n := len(sql)
+	c := sql[i]
+	pg := d == PostgreSQL
+	switch {
+	case c == '\'' || !pg && c == '"':
+		return quotedToken(sql, i, i, tString, !pg) // MySQL: backslash escapes in both quotes
+	case pg && (c == 'e' || c == 'E') && i+1 < n && sql[i+1] == '\'':
+		return quotedToken(sql, i, i+1, tString, true)
+	case pg && (c == 'u' || c == 'U') && i+2 < n && sql[i+1] == '&' && (sql[i+2] == '\'' || sql[i+2] == '"'):
+		k := tString
+		if sql[i+2] == '"' {
+			k = tQIdent
+		}
+		return quotedToken(sql, i, i+2, k, false)
+	case pg && c == '"', !pg && c == '`':
+		t, ok := quotedToken(sql, i, i, tQIdent, false)
+		return t, ok && t.val != ""
+	case pg && c == '$':
+		return dollarToken(sql, i)
+	case isWordStart(c) || !pg && c == '$':
+		j := i
+		for j < n && isWordPart(sql[j]) {
+			j++
+		}
+		return stok{kind: tIdent, start: i, end: j, val: lowerASCII(sql[i:j])}, true
+	case c >= '0' && c <= '9' || c == '.' && i+1 < n && sql[i+1] >= '0' && sql[i+1] <= '9':
+		j := scanNumberBytes(sql, i)
+		return stok{kind: tNumber, start: i, end: j, val: sql[i:j]}, true
+	}
+	return stok{kind: tOp, start: i, end: i + 1, val: sql[i : i+1]}, true
+}
+
+// quotedToken reads a string or quoted name whose opening quote is at
+// sql[q], written from sql[start] (start < q after a prefix such as E or
+// U&), and returns false when it is unterminated. A doubled quote stands
+// for one; with backslash, a backslash escapes the next byte and val
+// keeps the escape as written. The token is raw, its val not the decoded
+// contents, when it has a prefix or holds a backslash escape.
+func quotedToken(sql string, start, q int, kind tokKind, backslash bool) (stok, bool) {
+	quote := sql[q]
+	raw := start < q
 	var b strings.Builder
-	for j := i + 1; j < len(sql); j++ {
+	for j := q + 1; j < len(sql); j++ {
 		c := sql[j]
 		switch {
-		case c == '\\':
-			bs = true
-			if backslash {
-				if j+1 >= len(sql) {
-					return 0, "", bs, false
-				}
-				b.WriteByte(c)
-				b.WriteByte(sql[j+1])
+		case c == '\\' && backslash:
+			if j+1 >= len(sql) {
+				return stok{}, false
+			}
+			raw = true
+			b.WriteByte(c)
+			b.WriteByte(sql[j+1])
+			j++
+			continue
+		case c == quote:
+			if j+1 < len(sql) && sql[j+1] == quote {
+				b.WriteByte(quote)
 				j++
 				continue
 			}
-		case c == q:
-			if j+1 < len(sql) && sql[j+1] == q {
-				b.WriteByte(q)
-				j++
-				continue
-			}
-			return j + 1, b.String(), bs, true
+			return stok{kind: kind, start: start, end: j + 1, val: b.String(), raw: raw}, true
 		}
 		b.WriteByte(c)
 	}
-	return 0, "", bs, false
+	return stok{}, false
 }
 
-// scanNumberBytes returns the index after a number starting at sql[i]:
-// digits, letters, dots and underscores, with a sign after an exponent.
-func scanNumberBytes(sql string, i int) int {
-	for i < len(sql) {
-		c := sql[i]
-		switch {
-		case c >= '0' && c <= '9' || c == '.' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
-			i++
-			if (c == 'e' || c == 'E') && i+1 < len(sql) && (sql[i] == '+' || sql[i] == '-') && sql[i+1] >= '0' && sql[i+1] <= '9' {
-				i++
-			}
-		default:
-			return i
+// dollarToken reads the PostgreSQL token at sql[i] == '$': a
+// $tag$dollar-quoted string$tag$ (false when unterminated), or else a
+// parameter such as $1, returned as an operator token.
+func dollarToken(sql string, i int) (stok, bool) {
+	if tag, ok := dollarTag(sql, i); ok {
+		body := i + len(tag)
+		j := strings.Index(sql[body:], tag)
+		if j < 0 {
+			return stok{}, false
 		}
+		return stok{kind: tString, start: i, end: body + j + len(tag), val: sql[body : body+j]}, true
 	}
-	return i
-}
-
-// scanPostgres splits sql into tokens by PostgreSQL's lexical rules. It
-// returns false for text it cannot split with certainty.
-func scanPostgres(sql string) ([]stok, bool) {
-	var toks []stok
-	n := len(sql)
-	i := 0
-	for {
-		// White space and comments.
-		for i < n {
-			c := sql[i]
-			switch {
-			case isSpaceByte(c):
-				i++
-				continue
-			case c == '-' && i+1 < n && sql[i+1] == '-':
-				for i < n && sql[i] != '\n' {
-					i++
-				}
-				continue
-			case c == '/' && i+1 < n && sql[i+1] == '*':
-				depth := 0
-				for {
-					switch {
-					case i+1 >= n:
-						return nil, false
-					case sql[i] == '/' && sql[i+1] == '*':
-						depth++
-						i += 2
-					case sql[i] == '*' && sql[i+1] == '/':
-						depth--
-						i += 2
-					default:
-						i++
-					}
-					if depth == 0 {
-						break
-					}
-				}
-				continue
-			}
-			break
-		}
-		if i >= n {
-			return append(toks, stok{kind: tEOF, start: n, end: n}), true
-		}
-		start := i
-		c := sql[i]
-		switch {
-		case c == '\'':
-			end, val, _, ok := quotedEnd(sql, i, '\'', false)
-			if !ok {
-				return nil, false
-			}
-			toks = append(toks, stok{kind: tString, start: start, end: end, val: val})
-			i = end
-		case (c == 'e' || c == 'E') && i+1 < n && sql[i+1] == '\'':
-			end, val, _, ok := quotedEnd(sql, i+1, '\'', true)
-			if !ok {
-				return nil, false
-			}
-			toks = append(toks, stok{kind: tString, start: start, end: end, val: val, raw: true})
-			i = end
-		case (c == 'u' || c == 'U') && i+2 < n && sql[i+1] == '&' && (sql[i+2] == '\'' || sql[i+2] == '"'):
-			q := sql[i+2]
-			end, val, _, ok := quotedEnd(sql, i+2, q, false)
-			if !ok {
-				return nil, false
-			}
-			k := tString
-			if q == '"' {
-				k = tQIdent
-			}
-			toks = append(toks, stok{kind: k, start: start, end: end, val: val, raw: true})
-			i = end
-		case c == '"':
-			end, val, _, ok := quotedEnd(sql, i, '"', false)
-			if !ok || val == "" {
-				return nil, false
-			}
-			toks = append(toks, stok{kind: tQIdent, start: start, end: end, val: val})
-			i = end
-		case c == '$':
-			if tag, ok := dollarTag(sql, i); ok {
-				j := strings.Index(sql[i+len(tag):], tag)
-				if j < 0 {
-					return nil, false
-				}
-				end := i + len(tag) + j + len(tag)
-				toks = append(toks, stok{kind: tString, start: start, end: end, val: sql[i+len(tag) : end-len(tag)]})
-				i = end
-				break
-			}
-			i++
-			for i < n && sql[i] >= '0' && sql[i] <= '9' {
-				i++
-			}
-			toks = append(toks, stok{kind: tOp, start: start, end: i, val: sql[start:i]})
-		case isWordStart(c):
-			for i < n && isWordPart(sql[i]) {
-				i++
-			}
-			toks = append(toks, stok{kind: tIdent, start: start, end: i, val: lowerASCII(sql[start:i])})
-		case c >= '0' && c <= '9' || c == '.' && i+1 < n && sql[i+1] >= '0' && sql[i+1] <= '9':
-			i = scanNumberBytes(sql, i)
-			toks = append(toks, stok{kind: tNumber, start: start, end: i, val: sql[start:i]})
-		default:
-			i++
-			toks = append(toks, stok{kind: tOp, start: start, end: i, val: sql[start:i]})
-		}
+	j := i + 1
+	for j < len(sql) && sql[j] >= '0' && sql[j] <= '9' {
+		j++
 	}
+	return stok{kind: tOp, start: i, end: j, val: sql[i:j]}, true
 }
 
 // dollarTag returns the opening $tag$ of a dollar-quoted string at
@@ -592,69 +617,20 @@ func dollarTag(sql string, i int) (string, bool) {
 	return "", false
 }
 
-// scanMySQL splits sql into tokens by MySQL's and MariaDB's lexical
-// rules under the default sql_mode. It returns false for text it cannot
-// split with certainty, including executable comments.
-func scanMySQL(sql string) ([]stok, bool) {
-	var toks []stok
-	n := len(sql)
-	i := 0
-	for {
-		for i < n {
-			c := sql[i]
-			switch {
-			case isSpaceByte(c):
-				i++
-				continue
-			case c == '#', c == '-' && i+2 <= n && sql[i+1] == '-' && (i+2 == n || sql[i+2] <= ' '):
-				for i < n && sql[i] != '\n' {
-					i++
-				}
-				continue
-			case c == '/' && i+1 < n && sql[i+1] == '*':
-				if i+2 < n && (sql[i+2] == '!' || sql[i+2] == 'M' && i+3 < n && sql[i+3] == '!') {
-					return nil, false // executable comment
-				}
-				j := strings.Index(sql[i+2:], "*/")
-				if j < 0 {
-					return nil, false
-				}
-				i += 2 + j + 2
-				continue
-			}
-			break
-		}
-		if i >= n {
-			return append(toks, stok{kind: tEOF, start: n, end: n}), true
-		}
-		start := i
+// scanNumberBytes returns the index after a number starting at sql[i]:
+// digits, letters, dots and underscores, with a sign after an exponent.
+func scanNumberBytes(sql string, i int) int {
+	for i < len(sql) {
 		c := sql[i]
 		switch {
-		case c == '\'' || c == '"':
-			end, val, bs, ok := quotedEnd(sql, i, c, true)
-			if !ok {
-				return nil, false
-			}
-			toks = append(toks, stok{kind: tString, start: start, end: end, val: val, raw: bs})
-			i = end
-		case c == '`':
-			end, val, _, ok := quotedEnd(sql, i, '`', false)
-			if !ok || val == "" {
-				return nil, false
-			}
-			toks = append(toks, stok{kind: tQIdent, start: start, end: end, val: val})
-			i = end
-		case isWordStart(c) || c == '$':
-			for i < n && isWordPart(sql[i]) {
+		case c >= '0' && c <= '9' || c == '.' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			i++
+			if (c == 'e' || c == 'E') && i+1 < len(sql) && (sql[i] == '+' || sql[i] == '-') && sql[i+1] >= '0' && sql[i+1] <= '9' {
 				i++
 			}
-			toks = append(toks, stok{kind: tIdent, start: start, end: i, val: lowerASCII(sql[start:i])})
-		case c >= '0' && c <= '9' || c == '.' && i+1 < n && sql[i+1] >= '0' && sql[i+1] <= '9':
-			i = scanNumberBytes(sql, i)
-			toks = append(toks, stok{kind: tNumber, start: start, end: i, val: sql[start:i]})
 		default:
-			i++
-			toks = append(toks, stok{kind: tOp, start: start, end: i, val: sql[start:i]})
+			return i
 		}
 	}
+	return i
 }

@@ -72,6 +72,17 @@ func TestSplitUserPool(t *testing.T) {
 			Value{String, "p", 72}, "CREATE USER u IDENTIFIED VIA ed25519 USING PASSWORD('x') # c"},
 		{MySQL, "CREATE USER u PASSWORD 'a\\'b' RESOURCE POOL 'p'", false, "u",
 			Value{String, "p", 45}, "CREATE USER u IDENTIFIED BY 'a\\'b'"},
+		// A pool named ENCRYPTED or BY is no part of a PASSWORD after it.
+		{MySQL, "CREATE USER u RESOURCE POOL encrypted PASSWORD 'x'", false, "u",
+			Value{Word, "encrypted", 29}, "CREATE USER u IDENTIFIED BY 'x'"},
+		{MySQL, "CREATE USER u RESOURCE POOL by PASSWORD 'x'", false, "u",
+			Value{Word, "by", 29}, "CREATE USER u IDENTIFIED BY 'x'"},
+		// Each dialect's own comments and names: MySQL comments do not
+		// nest, $ starts a name, `quotes` a pool.
+		{MySQL, "CREATE USER $u /* a /* b */ RESOURCE POOL `p` -- c", false, "$u",
+			Value{String, "p", 43}, "CREATE USER $u /* a /* b */ -- c"},
+		{PostgreSQL, "CREATE USER u /* a /* b */ c */ RESOURCE POOL 'p' --c", false, "u",
+			Value{String, "p", 47}, "CREATE USER u /* a /* b */ c */ --c"},
 	}
 	for _, tt := range tests {
 		got, ok := SplitUserPool(tt.sql, tt.d)
@@ -126,6 +137,8 @@ func TestSplitUserPoolNotMine(t *testing.T) {
 		{PostgreSQL, "ALTER USER u RENAME TO v RESOURCE POOL 'p'"},
 		{PostgreSQL, "ALTER USER u IN DATABASE d RESOURCE POOL 'p'"},
 		{PostgreSQL, "ALTER USER"},
+		{PostgreSQL, "CREATE USER $u RESOURCE POOL 'p'"},
+		{PostgreSQL, `CREATE USER u RESOURCE POOL U&"p"`},
 		{MySQL, "CREATE USER a, b RESOURCE POOL 'p'"},
 		{MySQL, "CREATE USER u RESOURCE POOL 'p' /*! , v */"},
 		{MySQL, "CREATE USER u /*M! RESOURCE POOL 'p' */"},
@@ -138,6 +151,9 @@ func TestSplitUserPoolNotMine(t *testing.T) {
 		{MySQL, "CREATE USER IF EXISTS u RESOURCE POOL 'p'"},
 		{MySQL, "CREATE OR USER u RESOURCE POOL 'p'"},
 		{MySQL, "CREATE USER ''@'%' RESOURCE POOL 'p'"},
+		{MySQL, "CREATE USER u RESOURCE POOL 'p' --c"},
+		{MySQL, "CREATE USER `` RESOURCE POOL 'p'"},
+		{MySQL, `CREATE USER u RESOURCE POOL "p\""`},
 		{Dialect(0), "CREATE USER u RESOURCE POOL 'p'"},
 	}
 	for _, tt := range tests {
