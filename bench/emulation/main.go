@@ -8,7 +8,9 @@
 //     mean latency from pgbench -r. A second baseline runs direct again
 //     with the client sleeping 2 x delay after each query: behind a delay
 //     the server idles that long between queries and answers the next
-//     one more slowly, which the paced run shows without sluice.
+//     one more slowly, which the paced run shows without sluice. The
+//     last column is sluice's own share, read from its metrics: how late
+//     its delay lines handed the query and the answer to the sockets.
 //   - throughput: one COPY ... TO STDOUT of 200 MB through rate='50MB'
 //     (target 4.0 s +-5%), and through delay='25ms' with a 1 MiB window
 //     (target 1 MiB / 50 ms +-10%).
@@ -28,6 +30,7 @@ import (
 	"io"
 	"log"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -147,7 +150,8 @@ func precision(ctx context.Context, url string, seconds int) error {
 		return err
 	}
 	up, _ := harness.HostPort(url)
-	s, err := harness.Start(ctx, "postgres", up)
+	httpAddr := harness.FreeAddr()
+	s, err := harness.Start(ctx, "postgres", up, "--http", httpAddr)
 	if err != nil {
 		return err
 	}
@@ -158,8 +162,10 @@ func precision(ctx context.Context, url string, seconds int) error {
 	fmt.Printf("(latency: the SELECT's own mean, pgbench -r; paced: direct again with the client\n")
 	fmt.Printf(" sleeping 2 x delay after each query, so the server idles as long as behind the\n")
 	fmt.Printf(" delay; an idle server answers slower)\n")
-	fmt.Printf("%-7s %9s %9s %9s %9s %9s %7s %8s %5s %8s %5s\n", "delay", "direct", "paced", "sluice", "added", "added/p", "want",
-		"error", "ok", "error/p", "ok/p")
+	fmt.Printf(" own: sluice's own release lateness, mean per query, both directions, in us,\n")
+	fmt.Printf(" from sluice_emulation_release_lateness_seconds)\n")
+	fmt.Printf("%-7s %9s %9s %9s %9s %9s %7s %8s %5s %8s %5s %7s\n", "delay", "direct", "paced", "sluice", "added", "added/p", "want",
+		"error", "ok", "error/p", "ok/p", "own")
 	verdict := func(d, e float64) string {
 		switch {
 		case d == 0:
@@ -177,9 +183,22 @@ func precision(ctx context.Context, url string, seconds int) error {
 		if err != nil {
 			return err
 		}
+		before, err := releaseLateness(httpAddr)
+		if err != nil {
+			return err
+		}
 		via, err := pgbench(sh, sp, seconds, 0)
 		if err != nil {
 			return err
+		}
+		after, err := releaseLateness(httpAddr)
+		if err != nil {
+			return err
+		}
+		// Both directions' lateness, per query (one release each way).
+		own := "-"
+		if n := after.count - before.count; n > 0 {
+			own = fmt.Sprintf("%+.1f", 2*(after.sum-before.sum)/n*1e6)
 		}
 		// Behind the delay the server idles 2 x delay before each query.
 		paced := direct
@@ -190,10 +209,44 @@ func precision(ctx context.Context, url string, seconds int) error {
 		}
 		want := 2 * d
 		e, ep := via-direct-want, via-paced-want
-		fmt.Printf("%-7s %9.3f %9.3f %9.3f %9.3f %9.3f %7.3f %+8.3f %5s %+8.3f %5s\n", fmt.Sprintf("%gms", d),
-			direct, paced, via, via-direct, via-paced, want, e, verdict(d, e), ep, verdict(d, ep))
+		fmt.Printf("%-7s %9.3f %9.3f %9.3f %9.3f %9.3f %7.3f %+8.3f %5s %+8.3f %5s %7s\n", fmt.Sprintf("%gms", d),
+			direct, paced, via, via-direct, via-paced, want, e, verdict(d, e), ep, verdict(d, ep), own)
 	}
 	return nil
+}
+
+// lateness is the precise releases' lateness summed over routes and
+// directions: count releases, sum seconds.
+type lateness struct{ count, sum float64 }
+
+// latenessRE matches the precise releases' count and sum in sluice's
+// metrics exposition.
+var latenessRE = regexp.MustCompile(`(?m)^sluice_emulation_release_lateness_seconds_(sum|count)\{[^}]*wait="precise"[^}]*\} (\S+)$`)
+
+// releaseLateness scrapes sluice's /metrics at addr.
+func releaseLateness(addr string) (lateness, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return lateness{}, fmt.Errorf("metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return lateness{}, fmt.Errorf("metrics: %w", err)
+	}
+	var l lateness
+	for _, m := range latenessRE.FindAllSubmatch(body, -1) {
+		v, err := strconv.ParseFloat(string(m[2]), 64)
+		if err != nil {
+			return lateness{}, fmt.Errorf("metrics: %q: %w", m[0], err)
+		}
+		if string(m[1]) == "sum" {
+			l.sum += v
+		} else {
+			l.count += v
+		}
+	}
+	return l, nil
 }
 
 // copyTime times one COPY TO STDOUT through addr and returns bytes and

@@ -67,13 +67,18 @@
 // Release times are absolute: each chunk keeps its arrival time and is
 // released at a deadline computed from it, so errors never accumulate over
 // chunks as they do with a sleep per chunk. Meeting a deadline to better
-// than Go's timer granularity takes more than a timer: Go's timers wake up
-// to about 1 ms late on an idle Linux host, because the netpoller sleeps in
-// whole milliseconds. The Line's writer therefore sleeps until one lead
-// before the deadline, where the lead is the lateness its timers have shown
-// plus 100 µs (at most LineOptions.Spin), then yield-spins on the clock:
-// runtime.Gosched in a loop until the clock reads the deadline. It spins
-// only for a chunk released on its own (a request or a response); chunks of
-// a stream are released at timer precision, their deadlines still
-// absolute. The cost is up to one lead of one CPU per such chunk.
+// than Go's timer granularity takes more than a Go timer, which wakes up
+// to about 1 ms late on an idle Linux host (the netpoller sleeps in whole
+// milliseconds). A chunk released on its own (a request or a response)
+// therefore finishes its wait on a high-resolution timer when the clock
+// has one (clock.HighRes), aimed early by the mean lateness of its
+// wake-ups; with a clock that can only sleep precisely, in a kernel sleep
+// aimed the same way; otherwise by yield-spinning on the clock for up to
+// LineOptions.Spin. Chunks of a stream, and of lines set coarse, are
+// released at timer precision, their deadlines still absolute.
+//
+// Lateness measures the result: LineOptions.Precise and Timed record, for
+// every release, the clock's time just before the write less the release
+// time. It is what the emulation adds to the model; the write itself and
+// the receiver's wake-up are the host's.
 package netem

@@ -51,6 +51,10 @@ type LineOptions struct {
 	// Pool supplies the buffers chunks are copied into; nil means a pool
 	// private to the Line.
 	Pool *BufferPool
+	// Precise and Timed, when not nil, record how late releases leave:
+	// Precise those of a lone chunk, whose wait ends precisely (see
+	// Line), Timed the others (queued behind another chunk, or coarse).
+	Precise, Timed *Lateness
 }
 
 // Line is a delay line in front of an io.Writer: it holds each chunk
@@ -82,7 +86,8 @@ type LineOptions struct {
 // CPU per chunk released on its own (a request or a response). A chunk
 // with more queued behind it is part of a stream and is released at timer
 // precision, without spinning: up to one timer lateness late and never
-// more, since every deadline is absolute.
+// more, since every deadline is absolute. LineOptions.Precise and Timed
+// measure both kinds of release as they happen.
 //
 // Write and Flush are called from one goroutine at a time (the flow's
 // pump). Close may be called from any goroutine, also while Write or Flush
@@ -95,6 +100,8 @@ type Line struct {
 	ackDelay func() time.Duration
 	spinMax  time.Duration // 0 when spinning is disabled
 	pool     *BufferPool
+	precise  *Lateness // nil: not recorded
+	timed    *Lateness // nil: not recorded
 
 	coarse atomic.Bool // releases at timer precision only (SetCoarse)
 
@@ -138,6 +145,8 @@ func NewLine(clk clock.Clock, dst io.Writer, path *Path, opts LineOptions) *Line
 		path:       path,
 		ackDelay:   opts.AckDelay,
 		pool:       opts.Pool,
+		precise:    opts.Precise,
+		timed:      opts.Timed,
 		notify:     make(chan struct{}, 1),
 		progress:   make(chan struct{}, 1),
 		quit:       make(chan struct{}),
@@ -368,8 +377,12 @@ func (l *Line) run() {
 				return
 			}
 		}
-		if !l.waitUntil(c.release, alone && !l.coarse.Load()) {
+		precise := alone && !l.coarse.Load() && l.spinMax > 0
+		if !l.waitUntil(c.release, precise) {
 			return
+		}
+		if h := l.lateness(precise); h != nil {
+			h.Record(l.clk.Now().Sub(c.release))
 		}
 		nw, err := l.dst.Write(c.buf[:c.n])
 		if err == nil && nw < c.n {
@@ -393,6 +406,14 @@ func (l *Line) run() {
 			return
 		}
 	}
+}
+
+// lateness returns the histogram a release records into, nil for none.
+func (l *Line) lateness(precise bool) *Lateness {
+	if precise {
+		return l.precise
+	}
+	return l.timed
 }
 
 // SetCoarse makes the Line release at timer precision (on), without the

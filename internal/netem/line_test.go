@@ -607,10 +607,13 @@ func TestLinePreciseAndCoarse(t *testing.T) {
 		t.Fatal("a lone chunk was released without a precise sleep")
 	}
 
+	// Each release is also recorded once, in the histogram of its kind,
+	// with its lateness against the release time.
 	for _, coarse := range []bool{false, true} {
+		var precise, timed Lateness
 		clk := hrFake{clock.NewFake(t0)}
 		rec := newRecorder(clk)
-		l := NewLine(clk, rec, NewPath(prm, 1), LineOptions{})
+		l := NewLine(clk, rec, NewPath(prm, 1), LineOptions{Precise: &precise, Timed: &timed})
 		defer closeLine(t, l)
 		l.SetCoarse(coarse)
 		if err := l.Write(ctx, []byte("q"), t0); err != nil {
@@ -626,5 +629,69 @@ func TestLinePreciseAndCoarse(t *testing.T) {
 		case !coarse && !(g.at.Before(t0.Add(prm.Delay)) && g.at.After(t0)):
 			t.Fatalf("high-resolution release at +%v, want just before +%v", g.at.Sub(t0), prm.Delay)
 		}
+		closeLine(t, l)
+		want, other := &precise, &timed
+		if coarse {
+			want, other = &timed, &precise
+		}
+		if s := want.Snapshot(); s.Count != 1 || s.Sum != g.at.Sub(t0.Add(prm.Delay)) {
+			t.Errorf("coarse=%v: recorded %d releases, sum %v; want 1, %v", coarse, s.Count, s.Sum, g.at.Sub(t0.Add(prm.Delay)))
+		}
+		if n := other.Snapshot().Count; n != 0 {
+			t.Errorf("coarse=%v: %d releases in the other histogram", coarse, n)
+		}
+	}
+}
+
+func TestLatenessSnapshot(t *testing.T) {
+	us := time.Microsecond
+	tests := []struct {
+		name   string
+		record []time.Duration
+		mean   time.Duration
+		// at: cumulative count at these bounds
+		at map[time.Duration]uint64
+	}{
+		{name: "empty", at: map[time.Duration]uint64{0: 0, 10 * time.Millisecond: 0}},
+		{name: "on a bound counts in it", record: []time.Duration{0, 5 * us, -100 * us}, mean: -95 * us / 3,
+			at: map[time.Duration]uint64{-100 * us: 1, -50 * us: 1, 0: 2, 5 * us: 3}},
+		{name: "below every bound", record: []time.Duration{-time.Second}, mean: -time.Second,
+			at: map[time.Duration]uint64{-100 * us: 1, 10 * time.Millisecond: 1}},
+		{name: "above every bound is only in Count", record: []time.Duration{time.Second, us}, mean: (time.Second + us) / 2,
+			at: map[time.Duration]uint64{5 * us: 1, 10 * time.Millisecond: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h Lateness
+			var sum time.Duration
+			for _, d := range tt.record {
+				h.Record(d)
+				sum += d
+			}
+			s := h.Snapshot()
+			if s.Count != uint64(len(tt.record)) || s.Sum != sum || s.Mean() != tt.mean {
+				t.Fatalf("count %d sum %v mean %v, want %d, %v, %v", s.Count, s.Sum, s.Mean(), len(tt.record), sum, tt.mean)
+			}
+			bounds := s.Bounds()
+			if len(bounds) != len(s.Buckets) {
+				t.Fatalf("%d bounds, %d buckets", len(bounds), len(s.Buckets))
+			}
+			for i, b := range bounds {
+				if i > 0 && (b <= bounds[i-1] || s.Buckets[i] < s.Buckets[i-1]) {
+					t.Fatalf("bucket %d (%v): bounds or counts decrease", i, b)
+				}
+				if want, ok := tt.at[b]; ok && s.Buckets[i] != want {
+					t.Errorf("bucket le %v = %d, want %d", b, s.Buckets[i], want)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkLatenessRecord(b *testing.B) {
+	b.ReportAllocs()
+	var h Lateness
+	for i := 0; b.Loop(); i++ {
+		h.Record(time.Duration(i%4000-1000) * time.Microsecond)
 	}
 }

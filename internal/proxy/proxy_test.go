@@ -225,21 +225,11 @@ func TestUpstreamDownPostgres(t *testing.T) {
 // TestHalfClose checks that a client's half-close reaches the upstream and
 // the upstream's answer still reaches the client.
 func TestHalfClose(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	up := serveOnce(t, func(c net.Conn) {
 		b, _ := io.ReadAll(c) // until the client's half-close
 		fmt.Fprintf(c, "got %d bytes", len(b))
-	}()
-	_, addr := startProxy(t, "tcp", ln.Addr().String())
+	})
+	_, addr := startProxy(t, "tcp", up)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

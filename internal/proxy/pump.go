@@ -67,14 +67,16 @@ type pump struct {
 	plain   bool         // params.IsZero(), kept by bind: no emulation
 	ack     netem.Params // emulation of the other direction (its delay returns ACKs)
 	path    *netem.Path
-	line    *netem.Line // non-nil once chunks must wait for a release time
-	coarse  bool        // line releases at timer precision (class Low)
+	line    *netem.Line  // non-nil once chunks must wait for a release time
+	coarse  bool         // line releases at timer precision (class Low)
+	late    *dirLateness // the route's release histograms for this direction
 	large   *[]byte
 }
 
 func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst net.Conn, obs wire.Observer) *pump {
 	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, rd: rawconn.Wrap(src), wr: rawconn.Wrap(dst), obs: obs, clk: s.clk}
 	p.rw, _ = obs.(wire.Rewriter)
+	p.late = s.lateness(r.Name, dir)
 	if dir == dirUp {
 		p.count = sess.AddUp
 	} else {
@@ -157,7 +159,9 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 	}
 	if p.line == nil {
 		p.path = netem.NewPath(p.params, p.seed())
-		p.line = netem.NewLine(p.clk, p.wr, p.path, netem.LineOptions{AckDelay: p.ackDelay})
+		p.line = netem.NewLine(p.clk, p.wr, p.path, netem.LineOptions{
+			AckDelay: p.ackDelay, Precise: &p.late.precise, Timed: &p.late.timed,
+		})
 	}
 	// Low-class bytes are bulk: released at timer precision, without a
 	// precise wake-up per chunk (see netem.Line.SetCoarse).

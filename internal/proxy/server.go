@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
 )
 
@@ -35,10 +38,11 @@ type Server struct {
 	link     *link.Link // used when a binding names none; see defaultLink
 
 	mu       sync.Mutex
-	routes   map[string]*listener // guarded by mu
-	conns    map[*relay]struct{}  // guarded by mu; live sessions
-	closing  bool                 // guarded by mu
-	sessions sync.WaitGroup       // counts relays; Add under mu
+	routes   map[string]*listener       // guarded by mu
+	conns    map[*relay]struct{}        // guarded by mu; live sessions
+	late     map[string]*[2]dirLateness // guarded by mu; by route name, then direction
+	closing  bool                       // guarded by mu
+	sessions sync.WaitGroup             // counts relays; Add under mu
 }
 
 // New returns a Server with no routes.
@@ -62,6 +66,7 @@ func New(o Options) *Server {
 		policy: o.Policy,
 		routes: make(map[string]*listener),
 		conns:  make(map[*relay]struct{}),
+		late:   make(map[string]*[2]dirLateness),
 	}
 }
 
@@ -249,6 +254,46 @@ func (s *Server) Close() error {
 		return err
 	}
 	return nil
+}
+
+// dirLateness holds the release histograms of one direction of a route.
+type dirLateness struct {
+	precise, timed netem.Lateness
+}
+
+// lateness returns route's histograms for dir, made on first use. They
+// outlive the route's sessions, and the route itself, so that counts
+// never go back.
+func (s *Server) lateness(route string, dir direction) *dirLateness {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.late[route]
+	if l == nil {
+		l = new([2]dirLateness)
+		s.late[route] = l
+	}
+	return &l[dir]
+}
+
+// ReleaseLateness calls f with the histogram of how late the delay lines
+// of each route, direction ("up": client to server, "down") and kind of
+// wait ("precise" for a lone request or response, "timer" for the rest of
+// a stream) have released, in the order of route names. See
+// netem.Lateness.
+func (s *Server) ReleaseLateness(f func(route, direction, wait string, h netem.LatenessSnapshot)) {
+	s.mu.Lock()
+	names := slices.Sorted(maps.Keys(s.late))
+	ls := make([]*[2]dirLateness, len(names))
+	for i, n := range names {
+		ls[i] = s.late[n]
+	}
+	s.mu.Unlock()
+	for i, n := range names {
+		for d := dirUp; d <= dirDown; d++ {
+			f(n, d.String(), "precise", ls[i][d].precise.Snapshot())
+			f(n, d.String(), "timer", ls[i][d].timed.Snapshot())
+		}
+	}
 }
 
 // UnsentBytes returns, per route, the bytes written to client sockets that

@@ -21,6 +21,7 @@
 //	sluice_rule_checks_total                                   counter
 //	sluice_rule_cancel_failures_total                          counter
 //	sluice_route_unsent_bytes{route}                           gauge
+//	sluice_emulation_release_lateness_seconds{route,direction,wait} histogram
 //
 // direction is up (client to server) or down; class is high, normal or
 // low; pool is "" for traffic outside any resource pool. The queue-delay
@@ -30,6 +31,14 @@
 // most 32 KiB). Pool byte counters appear once a pool has sent bytes in
 // a class. The emulation gauges are the link's own options (0 when
 // unset), not those a route or pool may override.
+//
+// The release-lateness histogram says how precise the emulated delay is:
+// how late each delay line handed a chunk to the socket after its release
+// time (negative: early), with wait "precise" for a lone request or
+// response and "timer" for the rest of a stream; its buckets run from
+// -100us to 10ms. What the write and the receiver's wake-up add after
+// that is the host's, not the emulation's, and is not in it. A route's
+// histograms appear once it has released a chunk.
 //
 // Three metrics are fed by a watcher of the session registry, since they
 // describe events rather than state:

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
 )
@@ -20,6 +21,13 @@ type Unsent interface {
 	UnsentBytes() map[string]int64
 }
 
+// Lateness reports how late the routes' delay lines release, as
+// histograms per route, direction and kind of wait. proxy.Server
+// implements it.
+type Lateness interface {
+	ReleaseLateness(f func(route, direction, wait string, h netem.LatenessSnapshot))
+}
+
 // Options configure Metrics.
 type Options struct {
 	// Manager provides the links, the catalog, the rule counters and the
@@ -28,6 +36,9 @@ type Options struct {
 	// Unsent provides the kernel's unsent bytes per route; nil leaves
 	// sluice_route_unsent_bytes out.
 	Unsent Unsent
+	// Lateness provides the delay lines' release lateness; nil leaves
+	// sluice_emulation_release_lateness_seconds out.
+	Lateness Lateness
 	// NoProcess leaves out the Go runtime and process collectors (tests
 	// that compare whole expositions).
 	NoProcess bool
@@ -74,7 +85,7 @@ func New(o Options) (*Metrics, error) {
 		Name: "sluice_statements_penalized_total",
 		Help: "Statements moved to the low network class by a penalty rule.",
 	}, labels)
-	cs := []prometheus.Collector{m.ended, m.duration, m.penalized, newCollector(o.Manager, o.Unsent)}
+	cs := []prometheus.Collector{m.ended, m.duration, m.penalized, newCollector(o.Manager, o.Unsent, o.Lateness)}
 	if !o.NoProcess {
 		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -125,17 +136,19 @@ func (m *Metrics) Close() error {
 type collector struct {
 	mgr    *wlm.Manager
 	unsent Unsent
+	late   Lateness
 
 	linkBytes, poolBytes, queueDelay, waiting, queued      *prometheus.Desc
 	capacity, delay, jitter, rate, sessions, running, pens *prometheus.Desc
 	firings, checks, cancelFailures, unsentBytes           *prometheus.Desc
+	releaseLateness                                        *prometheus.Desc
 }
 
-func newCollector(mgr *wlm.Manager, unsent Unsent) *collector {
+func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness) *collector {
 	ldc := []string{"link", "direction", "class"}
 	srp := []string{"route", "user", "pool"}
 	return &collector{
-		mgr: mgr, unsent: unsent,
+		mgr: mgr, unsent: unsent, late: late,
 		linkBytes: prometheus.NewDesc("sluice_link_bytes_total",
 			"Bytes admitted by a link, by direction (up: client to server) and class.", ldc, nil),
 		poolBytes: prometheus.NewDesc("sluice_link_pool_bytes_total",
@@ -169,6 +182,10 @@ func newCollector(mgr *wlm.Manager, unsent Unsent) *collector {
 			"Abort firings whose cancel request failed.", nil, nil),
 		unsentBytes: prometheus.NewDesc("sluice_route_unsent_bytes",
 			"Bytes written to a route's client sockets that the kernel has not sent yet.", []string{"route"}, nil),
+		releaseLateness: prometheus.NewDesc("sluice_emulation_release_lateness_seconds",
+			"How late delay lines hand chunks to the socket after their emulated release time (negative: early), "+
+				"by route, direction and wait (precise: a lone request or response; timer: the rest of a stream).",
+			[]string{"route", "direction", "wait"}, nil),
 	}
 }
 
@@ -176,7 +193,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.linkBytes, c.poolBytes, c.queueDelay, c.waiting, c.queued,
 		c.capacity, c.delay, c.jitter, c.rate, c.sessions, c.running, c.pens,
-		c.firings, c.checks, c.cancelFailures, c.unsentBytes,
+		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness,
 	} {
 		ch <- d
 	}
@@ -277,5 +294,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for name, n := range routes {
 			ch <- prometheus.MustNewConstMetric(c.unsentBytes, prometheus.GaugeValue, float64(n), name)
 		}
+	}
+
+	if c.late != nil {
+		c.late.ReleaseLateness(func(route, dir, wait string, h netem.LatenessSnapshot) {
+			if h.Count == 0 {
+				return
+			}
+			buckets := make(map[float64]uint64, len(h.Buckets))
+			for i, b := range h.Bounds() {
+				buckets[b.Seconds()] = h.Buckets[i]
+			}
+			ch <- prometheus.MustNewConstHistogram(c.releaseLateness, h.Count, h.Sum.Seconds(), buckets, route, dir, wait)
+		})
 	}
 }

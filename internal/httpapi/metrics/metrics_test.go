@@ -13,6 +13,7 @@ import (
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/httpapi/metrics"
 	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
 )
@@ -227,6 +228,60 @@ func TestExposition(t *testing.T) {
 	}
 	if strings.Contains(body, "sluice_route_unsent_bytes") {
 		t.Error("unsent bytes exposed without Options.Unsent")
+	}
+}
+
+// lateness serves fixed histograms as proxy.Server does.
+type lateness map[[3]string]*netem.Lateness
+
+func (l lateness) ReleaseLateness(f func(route, direction, wait string, h netem.LatenessSnapshot)) {
+	for k, h := range l {
+		f(k[0], k[1], k[2], h.Snapshot())
+	}
+}
+
+// TestReleaseLateness checks the delay lines' lateness histograms:
+// buckets in seconds, negative ones included, and no series for a
+// histogram that recorded nothing.
+func TestReleaseLateness(t *testing.T) {
+	f := newFixture(t, nil)
+	var used, empty netem.Lateness
+	for _, d := range []time.Duration{-30 * time.Microsecond, 10 * time.Microsecond, 3 * time.Millisecond} {
+		used.Record(d)
+	}
+	m, err := metrics.New(metrics.Options{Manager: f.mgr, NoProcess: true, Lateness: lateness{
+		{"rt", "up", "precise"}: &used,
+		{"rt", "down", "timer"}: &empty,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	name := "sluice_emulation_release_lateness_seconds"
+	for _, want := range []string{
+		"# TYPE " + name + " histogram",
+		name + `_bucket{direction="up",route="rt",wait="precise",le="-5e-05"} 0`,
+		name + `_bucket{direction="up",route="rt",wait="precise",le="-2e-05"} 1`,
+		name + `_bucket{direction="up",route="rt",wait="precise",le="1e-05"} 2`,
+		name + `_bucket{direction="up",route="rt",wait="precise",le="0.005"} 3`,
+		name + `_bucket{direction="up",route="rt",wait="precise",le="+Inf"} 3`,
+		name + `_sum{direction="up",route="rt",wait="precise"} 0.00298`,
+		name + `_count{direction="up",route="rt",wait="precise"} 3`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+	if strings.Contains(body, name+`_count{direction="down"`) {
+		t.Error("a histogram that recorded nothing is exposed")
+	}
+	rec = httptest.NewRecorder()
+	f.m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if strings.Contains(rec.Body.String(), name) {
+		t.Error("release lateness exposed without Options.Lateness")
 	}
 }
 

@@ -1,0 +1,63 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/session"
+)
+
+// delayPolicy binds every session to the same emulation both ways.
+type delayPolicy struct{ p netem.Params }
+
+func (d delayPolicy) Bind(route, user string) Binding { return Binding{Up: d.p, Down: d.p} }
+func (delayPolicy) Version() uint64                   { return 1 }
+
+// TestReleaseLateness checks that every request and response that waits
+// in a delay line is recorded once, per route and direction, as a precise
+// release.
+func TestReleaseLateness(t *testing.T) {
+	up := serveOnce(t, func(c net.Conn) { io.Copy(c, c) })
+	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{}),
+		Policy: delayPolicy{netem.Params{Delay: 2 * time.Millisecond}}})
+	defer srv.Close()
+	addr, err := srv.AddRoute(Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: up, Protocol: "tcp", DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const exchanges = 5
+	buf := make([]byte, 4)
+	for range exchanges {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("echo %q, %v", buf, err)
+		}
+	}
+	got := map[[3]string]uint64{}
+	srv.ReleaseLateness(func(route, dir, wait string, h netem.LatenessSnapshot) {
+		got[[3]string{route, dir, wait}] = h.Count
+	})
+	want := map[[3]string]uint64{
+		{"echo", "up", "precise"}: exchanges, {"echo", "down", "precise"}: exchanges,
+		{"echo", "up", "timer"}: 0, {"echo", "down", "timer"}: 0,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("histograms %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("%v: %d releases recorded, want %d", k, got[k], n)
+		}
+	}
+}
