@@ -140,3 +140,57 @@ func (c *Conn) write(fd uintptr) bool {
 func (c *Conn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: c.RemoteAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
+
+// ReadEach reads c into buf and calls f with each chunk read, until the
+// end of the stream (it then returns nil), a read error, or an error from
+// f (returned as is). f returns the buffer for the next read, which may
+// be buf again or another one; it must not be empty. The chunks are in
+// stream order, each at least one byte, and are only valid until f
+// returns.
+//
+// After a read that did not fill its buffer the socket's receive queue
+// was empty, so instead of reading again (a call that would only fail
+// with EAGAIN) ReadEach waits for the poller to report new data. Request
+// and response traffic thus costs one read per message instead of two.
+// This relies on staying inside one poller callback for the whole
+// stream: the poller forgets readiness it reported only when a new read
+// begins, and any byte that arrives after the short read reports anew.
+//
+// f runs on the goroutine calling ReadEach, with the read side of c held:
+// it may block, and may write to c, but must not read from c. A deadline
+// or a Close from another goroutine ends a wait as it ends a Read.
+func (c *Conn) ReadEach(buf []byte, f func(b []byte) (next []byte, err error)) error {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	var ferr, rerr error
+	err := c.rc.Read(func(fd uintptr) bool {
+		for {
+			n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+			switch {
+			case errno == syscall.EINTR:
+				continue
+			case errno == syscall.EAGAIN:
+				return false
+			case errno != 0:
+				rerr = c.opError("read", errno)
+				return true
+			case n == 0:
+				return true // end of stream
+			}
+			short := int(n) < len(buf)
+			if buf, ferr = f(buf[:n]); ferr != nil {
+				return true
+			}
+			if short {
+				return false // wait for the poller, then read
+			}
+		}
+	})
+	switch {
+	case ferr != nil:
+		return ferr
+	case rerr != nil:
+		return rerr
+	}
+	return err
+}

@@ -162,3 +162,129 @@ func TestConnStream(t *testing.T) {
 		t.Fatalf("empty read: %d, %v", n, err)
 	}
 }
+
+// TestReadEachStream sends 32 MiB in writes of varying size, with pauses
+// that leave the reader waiting after short reads, and checks that
+// ReadEach delivers every byte in order while f swaps buffers.
+func TestReadEachStream(t *testing.T) {
+	c, s := rawPair(t)
+	r := Wrap(s).(*Conn)
+	data := make([]byte, 32<<20)
+	for i := range data {
+		data[i] = byte(i*7 + i>>13)
+	}
+	werr := make(chan error, 1)
+	go func() {
+		for off, i := 0, 0; off < len(data); i++ {
+			n := min(1+(i*7919)%(300<<10), len(data)-off)
+			if _, err := c.Write(data[off : off+n]); err != nil {
+				werr <- err
+				return
+			}
+			off += n
+			if i%64 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		werr <- c.(*Conn).Conn.(*net.TCPConn).CloseWrite()
+	}()
+	var got bytes.Buffer
+	bufs := [][]byte{make([]byte, 4<<10), make([]byte, 32<<10)}
+	calls := 0
+	err := r.ReadEach(bufs[0], func(b []byte) ([]byte, error) {
+		if len(b) == 0 {
+			t.Fatal("f called with no bytes")
+		}
+		got.Write(b)
+		calls++
+		return bufs[calls%2], nil
+	})
+	if err != nil {
+		t.Fatalf("ReadEach after %d bytes: %v", got.Len(), err)
+	}
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("received %d bytes that differ from the %d sent", got.Len(), len(data))
+	}
+}
+
+// TestReadEachPingPong answers each request from inside f: every read is
+// short, so every next request must be seen through the poller alone.
+func TestReadEachPingPong(t *testing.T) {
+	c, s := rawPair(t)
+	r := Wrap(s).(*Conn)
+	done := make(chan error, 1)
+	go func() {
+		done <- r.ReadEach(make([]byte, 4096), func(b []byte) ([]byte, error) {
+			_, err := r.Write(b)
+			return b[:cap(b)], err
+		})
+	}()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	buf := make([]byte, 64)
+	for i := range 2000 {
+		msg := fmt.Appendf(nil, "request %d", i)
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf[:len(msg)]); err != nil || !bytes.Equal(buf[:len(msg)], msg) {
+			t.Fatalf("exchange %d: %q, %v", i, buf[:len(msg)], err)
+		}
+	}
+	c.(*Conn).Conn.(*net.TCPConn).CloseWrite()
+	if err := <-done; err != nil {
+		t.Fatalf("ReadEach at the end of the stream: %v", err)
+	}
+}
+
+// TestReadEachEnds checks the other ways out: f's error as is, a
+// deadline, and a Close from another goroutine.
+func TestReadEachEnds(t *testing.T) {
+	stop := errors.New("stop")
+	tests := []struct {
+		name string
+		act  func(c, r net.Conn)
+		f    func(b []byte) ([]byte, error)
+		want error
+	}{
+		{"f fails", func(c, r net.Conn) { c.Write([]byte("x")) },
+			func(b []byte) ([]byte, error) { return nil, stop }, stop},
+		{"deadline", func(c, r net.Conn) { r.SetReadDeadline(time.Now().Add(50 * time.Millisecond)) },
+			func(b []byte) ([]byte, error) { return b, nil }, os.ErrDeadlineExceeded},
+		{"deadline after a short read", func(c, r net.Conn) {
+			c.Write([]byte("x"))
+			r.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		}, func(b []byte) ([]byte, error) { return b[:cap(b)], nil }, os.ErrDeadlineExceeded},
+		{"close", func(c, r net.Conn) {
+			time.AfterFunc(50*time.Millisecond, func() { r.Close() })
+		}, func(b []byte) ([]byte, error) { return b, nil }, net.ErrClosed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, s := rawPair(t)
+			r := Wrap(s).(*Conn)
+			tt.act(c, r)
+			err := r.ReadEach(make([]byte, 16), tt.f)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("ReadEach: %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func BenchmarkReadEachPingPong(b *testing.B) {
+	c, s := rawPair(b)
+	r := Wrap(s).(*Conn)
+	go r.ReadEach(make([]byte, 4096), func(p []byte) ([]byte, error) {
+		_, err := r.Write(p)
+		return p[:cap(p)], err
+	})
+	b.ReportAllocs()
+	msg, buf := []byte("ping"), make([]byte, 4)
+	for b.Loop() {
+		c.Write(msg)
+		io.ReadFull(c, buf)
+	}
+}

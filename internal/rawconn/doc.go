@@ -15,6 +15,11 @@
 // callbacks, while the runtime holds the descriptor, so a concurrent
 // Close cannot let the number be reused under a call.
 //
+// ReadEach serves a reader that forwards what it reads (the proxy's
+// pumps): after a read that left the receive queue empty it waits for
+// the poller instead of reading again, so a message costs one read, not a
+// read and a read that fails with EAGAIN.
+//
 // Invariants: every byte passed to Write is written, in order, or Write
 // returns an error saying how many were; Read returns at least one byte,
 // io.EOF at the end of the stream, or an error; nothing is allocated per
