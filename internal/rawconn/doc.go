@@ -20,6 +20,12 @@
 // the poller instead of reading again, so a message costs one read, not a
 // read and a read that fails with EAGAIN.
 //
+// A read that returns less than its buffer has emptied the receive queue,
+// yet the next read cannot be skipped in favour of waiting for the
+// poller: when the peer's FIN came with the last bytes, that read consumed
+// it, the poller will not report it again, and only another read returns
+// the end of the stream.
+//
 // Invariants: every byte passed to Write is written, in order, or Write
 // returns an error saying how many were; Read returns at least one byte,
 // io.EOF at the end of the stream, or an error; nothing is allocated per
