@@ -94,62 +94,39 @@ func (p *pump) run(ctx context.Context, first []byte) error {
 			return err
 		}
 	}
-	buf := make([]byte, smallBuf)
-	// next forwards one chunk read into buf and returns the buffer for
-	// the next read: the large one from the first read that fills the
-	// small one.
-	next := func(b []byte) ([]byte, error) {
-		if err := p.chunk(ctx, b); err != nil {
-			return nil, errChunk{err}
-		}
-		if len(b) == len(buf) && p.large == nil {
-			p.large = largePool.Get().(*[]byte)
-			buf = *p.large
-		}
-		return buf, nil
-	}
-	var rerr error
-	if rc, ok := p.rd.(*rawconn.Conn); ok {
-		rerr = rc.ReadEach(buf, next)
-	} else {
-		for rerr == nil {
-			var n int
-			if n, rerr = p.rd.Read(buf); n > 0 {
-				if _, err := next(buf[:n]); err != nil {
-					rerr = err
-				}
+	small := make([]byte, smallBuf)
+	buf := small
+	for {
+		n, rerr := p.rd.Read(buf)
+		if n > 0 {
+			if err := p.chunk(ctx, buf[:n]); err != nil {
+				return err
+			}
+			if n == len(buf) && p.large == nil {
+				p.large = largePool.Get().(*[]byte)
+				buf = *p.large
 			}
 		}
-		if errors.Is(rerr, io.EOF) {
-			rerr = nil
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) {
+				return fmt.Errorf("%s read: %w", p.dir, rerr)
+			}
+			if p.rw != nil {
+				// What the rewriter holds back goes on before the half-close.
+				if err := p.chunk(ctx, nil); err != nil {
+					return err
+				}
+			}
+			if p.line != nil {
+				if err := p.line.Flush(ctx); err != nil {
+					return fmt.Errorf("%s write: %w", p.dir, err)
+				}
+			}
+			closeWrite(p.dst)
+			return nil
 		}
 	}
-	if ce, ok := rerr.(errChunk); ok {
-		return ce.err
-	}
-	if rerr != nil {
-		return fmt.Errorf("%s read: %w", p.dir, rerr)
-	}
-	if p.rw != nil {
-		// What the rewriter holds back goes on before the half-close.
-		if err := p.chunk(ctx, nil); err != nil {
-			return err
-		}
-	}
-	if p.line != nil {
-		if err := p.line.Flush(ctx); err != nil {
-			return fmt.Errorf("%s write: %w", p.dir, err)
-		}
-	}
-	closeWrite(p.dst)
-	return nil
 }
-
-// errChunk carries an error of forwarding a chunk out of the read loop,
-// apart from the read errors that loop reports.
-type errChunk struct{ err error }
-
-func (e errChunk) Error() string { return e.err.Error() }
 
 // chunk observes, schedules and forwards one chunk.
 func (p *pump) chunk(ctx context.Context, b []byte) error {

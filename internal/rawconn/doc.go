@@ -15,11 +15,6 @@
 // callbacks, while the runtime holds the descriptor, so a concurrent
 // Close cannot let the number be reused under a call.
 //
-// ReadEach serves a reader that forwards what it reads (the proxy's
-// pumps): after a read that left the receive queue empty it waits for
-// the poller instead of reading again, so a message costs one read, not a
-// read and a read that fails with EAGAIN.
-//
 // A read that returns less than its buffer has emptied the receive queue,
 // yet the next read cannot be skipped in favour of waiting for the
 // poller: when the peer's FIN came with the last bytes, that read consumed
