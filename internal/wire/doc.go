@@ -15,6 +15,9 @@
 // (data-port forwarding of CREATE/ALTER USER ... RESOURCE POOL); every
 // other session relays byte for byte and pays nothing for the
 // possibility. The session's byte counters count what the client sent.
+// Holdback is the framing such a rewriter shares across protocols: it
+// passes every message through untouched except the few it holds back
+// whole, across chunks, to inspect and perhaps replace.
 //
 // Observers are called from one goroutine per direction, with every byte
 // of that direction exactly once and in order, in chunks of any size and

@@ -38,16 +38,13 @@ import (
 // back to be inspected for a forwarding user, in bytes.
 const MaxForwardQuery = 1 << 20
 
-// keepBuffer is the largest buffer a forwarding session keeps between
-// packets, in bytes; larger ones, grown for a long command, are dropped.
-const keepBuffer = 64 << 10
-
 // forwarding returns the observers of a session whose statements fwd
 // inspects. authed says the login has already succeeded (Open relayed
 // it); otherwise the returned server observer watches for the server's
 // OK.
 func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up *upObserver, down *downObserver, authed bool) (*forwardUp, wire.Observer) {
 	fu := &forwardUp{obs: up, fwd: fwd, log: log, sess: sess, authed: new(atomic.Bool)}
+	fu.hold = wire.Holdback{HeaderLen: 4, Header: fu.header, Inspect: fu.command, Start: fu.start}
 	if authed {
 		fu.authed.Store(true)
 		return fu, down
@@ -67,17 +64,11 @@ type forwardUp struct {
 	sess   *session.Session
 	authed *atomic.Bool // the server has accepted the login
 
-	hdr      [4]byte // a header split across chunks
-	hn       int     // bytes in hdr
-	rem      int     // payload bytes of the current physical packet to pass untouched
-	cont     bool    // the next physical packet continues the current logical one
-	eligible bool    // the current logical packet may be inspected
-	holding  bool    // a packet is being held back in held
-	held     []byte  // the packet held back, header included
-	size     int     // whole size of the held packet
-
-	out []byte // output of the current call when it is not the input
-	msg []byte // the replacement packet
+	hold     wire.Holdback // the framing: holds back the commands to inspect
+	seen     int           // bytes of the current chunk observed
+	cont     bool          // the next physical packet continues the current logical one
+	eligible bool          // the current logical packet may be inspected
+	msg      []byte        // the replacement packet
 }
 
 var _ wire.Rewriter = (*forwardUp)(nil)
@@ -90,92 +81,45 @@ func (f *forwardUp) Observe(p []byte) error { return nil }
 // interest are returned as they are.
 func (f *forwardUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 	if len(p) == 0 {
-		return f.heldBack(), nil
+		return f.hold.Rewrite(ctx, p)
 	}
-	if cap(f.out) > keepBuffer {
-		f.out = nil // the last call's output, no longer needed
+	f.seen = 0
+	out, err := f.hold.Rewrite(ctx, p)
+	if err == nil {
+		err = f.obs.Observe(p[f.seen:])
 	}
-	o := wire.NewOutput(p, f.out)
-	seen := 0 // p[:seen] has been observed
-	observe := func() error {
-		err := f.obs.Observe(p[seen:o.Pos()])
-		seen = o.Pos()
-		return err
-	}
-	for o.Pos() < len(p) {
-		left := p[o.Pos():]
-		switch {
-		case f.rem > 0:
-			n := min(f.rem, len(left))
-			o.Pass(n)
-			f.rem -= n
-			continue
-		case f.holding:
-			n := min(f.size-len(f.held), len(left))
-			f.held = append(f.held, left[:n]...)
-			o.Skip(n)
-			f.heldMore(ctx, &o)
-			continue
-		}
-		// At a header.
-		if f.hn == 0 && !f.cont {
-			// A logical packet starts: bring the ordinary observer up to
-			// here, then decide with the phase it is in.
-			if err := observe(); err != nil {
-				return nil, err
-			}
-			f.eligible = f.mayInspect()
-		}
-		var hdr []byte
-		split := f.hn > 0 || len(left) < 4 // the header is assembled in f.hdr
-		if !split {
-			hdr = left[:4]
-		} else {
-			n := copy(f.hdr[f.hn:], left)
-			f.hn += n
-			o.Skip(n)
-			if f.hn < 4 {
-				continue
-			}
-			f.hn = 0
-			hdr = f.hdr[:]
-		}
-		length := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
-		first := !f.cont
-		f.cont = length == maxPayload
-		size := 4 + length
-		if !first || !f.eligible || f.cont || length == 0 || size > MaxForwardQuery {
-			if split {
-				o.Emit(hdr)
-			} else {
-				o.Pass(4)
-			}
-			f.rem = length
-			continue
-		}
-		switch {
-		case split: // hold the packet
-			f.holding, f.size = true, size
-			f.held = append(f.held[:0], hdr...)
-			f.heldMore(ctx, &o)
-		case len(left) >= size: // the whole packet is here
-			if repl, ok := f.command(ctx, left[:size]); ok {
-				o.Skip(size)
-				o.Emit(repl)
-			} else {
-				o.Pass(size)
-			}
-		default:
-			f.holding, f.size = true, size
-			f.held = append(f.held[:0], left...)
-			o.Skip(len(left))
-		}
-	}
-	if err := observe(); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	f.out = o.Buffer()
-	return o.Result(), nil
+	return out, nil
+}
+
+// start is called where a packet header begins, with the part of the
+// chunk before it. When a logical packet starts there, it brings the
+// ordinary observer up to here, then decides with the phase it is in.
+func (f *forwardUp) start(before []byte) error {
+	if f.cont {
+		return nil
+	}
+	err := f.obs.Observe(before[f.seen:])
+	f.seen = len(before)
+	if err != nil {
+		return err
+	}
+	f.eligible = f.mayInspect()
+	return nil
+}
+
+// header decides what to do with the physical packet whose header is
+// hdr: its whole size, and whether to inspect it: it is the only
+// physical packet of an eligible logical packet, not empty, and at most
+// MaxForwardQuery bytes.
+func (f *forwardUp) header(hdr []byte) (size int, inspect bool) {
+	length := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
+	first := !f.cont
+	f.cont = length == maxPayload
+	size = 4 + length
+	return size, first && f.eligible && !f.cont && length != 0 && size <= MaxForwardQuery
 }
 
 // mayInspect reports whether the logical packet starting now may be a
@@ -191,22 +135,6 @@ func (f *forwardUp) mayInspect() bool {
 	ph := c.phase
 	c.mu.Unlock()
 	return ph == phCommand && f.fwd.Forwards(f.sess.User())
-}
-
-// heldMore emits the held packet once it is complete.
-func (f *forwardUp) heldMore(ctx context.Context, o *wire.Output) {
-	if len(f.held) < f.size {
-		return
-	}
-	f.holding = false
-	if repl, ok := f.command(ctx, f.held); ok {
-		o.Emit(repl)
-	} else {
-		o.Emit(f.held)
-	}
-	if cap(f.held) > keepBuffer {
-		f.held = nil
-	}
 }
 
 // command shows the statement of a COM_QUERY packet pkt (header
@@ -346,16 +274,3 @@ func (s *authSniffer) Read(p []byte) (int, error) {
 
 // accepted reports whether the last packet the server sent was an OK.
 func (s *authSniffer) accepted() bool { return s.last == 0x00 && s.rem == 0 && s.hn == 0 && !s.first }
-
-// heldBack ends the stream: it returns, unchanged, the bytes of an
-// incomplete message still held back, and holds nothing more.
-func (f *forwardUp) heldBack() []byte {
-	var b []byte
-	switch {
-	case f.holding:
-		b, f.holding = f.held, false
-	case f.hn > 0:
-		b, f.hn = f.hdr[:f.hn], 0
-	}
-	return b
-}

@@ -243,11 +243,15 @@ func FuzzForwardRewrite(f *testing.F) {
 	f.Add(bytes.Join([][]byte{query("CREATE USER u3 RESOURCE POOL 'nope'"), pk(0, []byte{comPing})}, nil), 3)
 	f.Add(pk(0, []byte{comQuery}), 2)
 	f.Add([]byte{0xff, 0xff, 0xff, 0, 1}, 1)
+	f.Add([]byte{'0'}, 1) // a split at the end
 	f.Fuzz(func(t *testing.T, in []byte, split int) {
 		run := func(chunks ...[]byte) ([]byte, bool) {
 			h := newForwardHarness(t, true)
 			var out []byte
 			for _, c := range chunks {
+				if len(c) == 0 {
+					continue // an empty chunk ends the stream
+				}
 				b, err := h.up.Rewrite(context.Background(), c)
 				if err != nil {
 					return nil, false // the ordinary observer ends the session

@@ -35,10 +35,6 @@ import (
 // back to be inspected for a forwarding user, in bytes.
 const MaxForwardQuery = 1 << 20
 
-// keepBuffer is the largest buffer a forwarding session keeps between
-// messages, in bytes; larger ones, grown for a long Query, are dropped.
-const keepBuffer = 64 << 10
-
 // codeInternal is the SQLSTATE of a refusal that carries none.
 const codeInternal = "XX000"
 
@@ -46,8 +42,9 @@ const codeInternal = "XX000"
 // inspects.
 func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up *clientObserver, down *serverObserver) (*forwardUp, *forwardDown) {
 	ready := new(atomic.Bool)
-	return &forwardUp{obs: up, fwd: fwd, log: log, sess: sess, ready: ready},
-		&forwardDown{obs: down, ready: ready}
+	fu := &forwardUp{obs: up, fwd: fwd, log: log, sess: sess, ready: ready}
+	fu.hold = wire.Holdback{HeaderLen: headerLen, Header: fu.header, Inspect: fu.query}
+	return fu, &forwardDown{obs: down, ready: ready}
 }
 
 // forwardUp observes the client's bytes with the ordinary observer and
@@ -59,16 +56,8 @@ type forwardUp struct {
 	sess  *session.Session
 	ready *atomic.Bool // the server has sent its first ReadyForQuery
 
-	hdr     [headerLen]byte // a header split across chunks
-	hn      int             // bytes in hdr
-	rem     int             // bytes of the current message still to pass untouched
-	holding bool            // a Query is being held back in held
-	held    []byte          // the Query held back, header included
-	size    int             // whole size of the held Query
-	broken  bool            // the stream does not frame: pass everything
-
-	out []byte // output of the current call when it is not the input
-	msg []byte // the replacement Query
+	hold wire.Holdback // the framing: holds back the Queries to inspect
+	msg  []byte        // the replacement Query
 }
 
 var _ wire.Rewriter = (*forwardUp)(nil)
@@ -79,98 +68,21 @@ func (f *forwardUp) Observe(p []byte) error { return f.obs.Observe(p) }
 // Rewrite implements wire.Rewriter. Chunks that hold no Query of
 // interest are returned as they are.
 func (f *forwardUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
-	if len(p) == 0 {
-		return f.heldBack(), nil
-	}
-	if cap(f.out) > keepBuffer {
-		f.out = nil // the last call's output, no longer needed
-	}
-	o := wire.NewOutput(p, f.out)
-	for o.Pos() < len(p) {
-		left := p[o.Pos():]
-		switch {
-		case f.broken:
-			o.Pass(len(left))
-		case f.rem > 0:
-			n := min(f.rem, len(left))
-			o.Pass(n)
-			f.rem -= n
-		case f.holding:
-			n := min(f.size-len(f.held), len(left))
-			f.held = append(f.held, left[:n]...)
-			o.Skip(n)
-			f.heldMore(ctx, &o)
-		case f.hn == 0 && len(left) >= headerLen:
-			size, inspect := f.header(left[0], left[1:headerLen])
-			switch {
-			case !inspect:
-				o.Pass(min(headerLen, size))
-				f.rem = size - headerLen
-			case len(left) >= size:
-				// The whole Query is here: no copy unless it changes.
-				if repl, ok := f.query(ctx, left[:size]); ok {
-					o.Skip(size)
-					o.Emit(repl)
-				} else {
-					o.Pass(size)
-				}
-			default:
-				f.holding, f.size = true, size
-				f.held = append(f.held[:0], left...)
-				o.Skip(len(left))
-			}
-		default: // a header split across chunks
-			n := copy(f.hdr[f.hn:], left)
-			f.hn += n
-			o.Skip(n)
-			if f.hn < headerLen {
-				continue
-			}
-			f.hn = 0
-			size, inspect := f.header(f.hdr[0], f.hdr[1:])
-			if !inspect {
-				o.Emit(f.hdr[:min(headerLen, size)])
-				f.rem = size - headerLen
-				continue
-			}
-			f.holding, f.size = true, size
-			f.held = append(f.held[:0], f.hdr[:]...)
-			f.heldMore(ctx, &o)
-		}
-	}
-	f.out = o.Buffer()
-	return o.Result(), nil
+	return f.hold.Rewrite(ctx, p)
 }
 
-// header decides what to do with a message of type typ whose length
-// field is length (4 bytes): its whole size, and whether it is a Query
-// to inspect. A length the protocol does not allow breaks the framing:
-// the rest of the stream passes untouched (the client observer has
-// already ended the session for it).
-func (f *forwardUp) header(typ byte, length []byte) (size int, inspect bool) {
-	n := int64(binary.BigEndian.Uint32(length))
+// header decides what to do with a message whose header is h: its
+// whole size, and whether it is a Query to inspect. A length the
+// protocol does not allow breaks the framing: the size is 0, and the
+// rest of the stream passes untouched (the client observer has already
+// ended the session for it).
+func (f *forwardUp) header(h []byte) (size int, inspect bool) {
+	n := int64(binary.BigEndian.Uint32(h[1:headerLen]))
 	if n < 4 {
-		f.broken = true
-		return headerLen, false
+		return 0, false
 	}
 	size = int(n) + 1
-	return size, typ == 'Q' && size <= MaxForwardQuery && f.ready.Load()
-}
-
-// heldMore emits the held Query once it is complete.
-func (f *forwardUp) heldMore(ctx context.Context, o *wire.Output) {
-	if len(f.held) < f.size {
-		return
-	}
-	f.holding = false
-	if repl, ok := f.query(ctx, f.held); ok {
-		o.Emit(repl)
-	} else {
-		o.Emit(f.held)
-	}
-	if cap(f.held) > keepBuffer {
-		f.held = nil
-	}
+	return size, h[0] == 'Q' && size <= MaxForwardQuery && f.ready.Load()
 }
 
 // query shows the Query message msg to the Forwarder. It returns the
@@ -249,17 +161,4 @@ func (d *forwardDown) Observe(p []byte) error {
 		d.rem = max(0, int(binary.BigEndian.Uint32(d.hdr[1:]))-4)
 	}
 	return nil
-}
-
-// heldBack ends the stream: it returns, unchanged, the bytes of an
-// incomplete message still held back, and holds nothing more.
-func (f *forwardUp) heldBack() []byte {
-	var b []byte
-	switch {
-	case f.holding:
-		b, f.holding = f.held, false
-	case f.hn > 0:
-		b, f.hn = f.hdr[:f.hn], 0
-	}
-	return b
 }

@@ -219,6 +219,8 @@ func FuzzForwardRewrite(f *testing.F) {
 	f.Add(bytes.Join([][]byte{query("CREATE USER u3 RESOURCE POOL 'nope'"), enc(&pgproto3.Sync{})}, nil), 3)
 	f.Add(raw('Q', []byte("CREATE USER u5 RESOURCE POOL 'p'")), 2)
 	f.Add([]byte{'Q', 0, 0, 0, 1}, 1)
+	cut := append(query("SELECT 1"), query("CREATE USER u5")[:9]...)
+	f.Add(cut, len(cut)) // a split at the end
 	f.Fuzz(func(t *testing.T, in []byte, split int) {
 		run := func(chunks ...[]byte) []byte {
 			_, fu, fd := newForwardRig(t, &fakeForwarder{})
@@ -227,6 +229,9 @@ func FuzzForwardRewrite(f *testing.F) {
 			}
 			var out []byte
 			for _, c := range chunks {
+				if len(c) == 0 {
+					continue // an empty chunk ends the stream
+				}
 				if fu.Observe(c) != nil {
 					return nil // the ordinary observer ends the session
 				}
