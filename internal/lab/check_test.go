@@ -194,6 +194,12 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 					t.Errorf("latency row %d %s: table %s, JSON %v", i, c.name, c.cell, c.v)
 				}
 			}
+			switch {
+			case r.Releases == 0 && cells[9] != "-":
+				t.Errorf("latency row %d: release lateness %s with no delayed chunk", i, cells[9])
+			case r.Releases > 0 && !near(cellNum(t, cells[9]), r.LateUs, 0.1):
+				t.Errorf("latency row %d release late: table %s, JSON %v", i, cells[9], r.LateUs)
+			}
 			if r.PredictedTPS > 0 && !near(r.Deviation, r.TPS/r.PredictedTPS-1, 1e-9) {
 				t.Errorf("row %d: deviation %v inconsistent with TPS %v / predicted %v", i, r.Deviation, r.TPS, r.PredictedTPS)
 			}

@@ -32,7 +32,9 @@
 // the average at RTT 0 and the round trips per transaction are counted
 // by the benchmark; plus the table load (prepare) timed at chosen RTTs.
 // A minimal round trip is timed at each setting too, so the report shows
-// what a round trip really cost.
+// what a round trip really cost, and the delay lines' release lateness
+// during each run (netem.Lateness) shows how much of that was sluice's
+// own error.
 //
 // # Experiment 2: flow control
 //

@@ -115,6 +115,11 @@ func runTiny(t *testing.T, o Options) *Report {
 	if l.Rows[1].PingMs < 10 {
 		t.Errorf("ping at 10 ms RTT took %.2f ms", l.Rows[1].PingMs)
 	}
+	// Every statement and answer at 10 ms waited in a delay line; none
+	// did without a delay.
+	if l.Rows[0].Releases != 0 || float64(l.Rows[1].Releases) < l.RoundTrips*float64(l.Rows[1].Transactions) {
+		t.Errorf("delayed chunks: %d at RTT 0, %d at 10 ms for %d transactions", l.Rows[0].Releases, l.Rows[1].Releases, l.Rows[1].Transactions)
+	}
 	f := rep.Flow
 	off, on := f.row("off", 2), f.row("on", 2)
 	if off == nil || on == nil || off.Slowdown <= on.Slowdown {

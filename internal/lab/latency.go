@@ -56,6 +56,12 @@ type LatencyRow struct {
 	RoundTrips    float64 `json:"round_trips_per_transaction"`
 	Transactions  uint64  `json:"transactions"`
 	IgnoredErrors uint64  `json:"ignored_errors"`
+	// Releases counts the chunks sluice's delay lines held during the run
+	// (0 at RTT 0), and LateUs is how late they left after their emulated
+	// release time, mean in µs (negative: early): sluice's own error in
+	// applying the RTT.
+	Releases uint64  `json:"delayed_chunks"`
+	LateUs   float64 `json:"release_late_us"`
 }
 
 // PrepareRow is one timed `prepare`.
@@ -195,10 +201,12 @@ func runLatency(ctx context.Context, r *latencyRun) (*LatencyReport, error) {
 		}
 		p.step("RTT %s: a minimal round trip takes %.2f ms (median of %d); running %s for %s (+%s warm-up)",
 			fmtRTT(rtt), ping, pings, o.Workload, o.Time, o.WarmupTime)
+		before := r.s.lateness()
 		res, err := bench.Run(ctx, o, &lineFilter{out: p, prefix: "[ ", indent: "           "})
 		if err != nil {
 			return nil, fmt.Errorf("run at RTT %s: %w", fmtRTT(rtt), err)
 		}
+		late := r.s.lateness()
 		if res.Transactions == 0 {
 			return nil, fmt.Errorf("run at RTT %s: no transaction completed", fmtRTT(rtt))
 		}
@@ -213,6 +221,10 @@ func runLatency(ctx context.Context, r *latencyRun) (*LatencyReport, error) {
 			MinMs: durMs(res.Latency.Min), MaxMs: durMs(res.Latency.Max),
 			PredictedTPS: base.PredictTPS(rtt), RoundTrips: res.RoundTripsPerTransaction(),
 			Transactions: res.Transactions, IgnoredErrors: res.IgnoredErrors,
+			Releases: late.Count - before.Count,
+		}
+		if row.Releases > 0 {
+			row.LateUs = float64(late.Sum-before.Sum) / float64(row.Releases) / float64(time.Microsecond)
 		}
 		if row.PredictedTPS > 0 {
 			row.Deviation = row.TPS/row.PredictedTPS - 1
@@ -220,6 +232,10 @@ func runLatency(ctx context.Context, r *latencyRun) (*LatencyReport, error) {
 		rep.Rows = append(rep.Rows, row)
 		p.step("RTT %s: %.1f TPS (model %.1f, %+.1f%%), %.1f QPS, latency avg %.2f ms, p95 %.2f ms, %.1f round trips/txn",
 			fmtRTT(rtt), row.TPS, row.PredictedTPS, 100*row.Deviation, row.QPS, row.AvgMs, row.P95Ms, row.RoundTrips)
+		if row.Releases > 0 {
+			p.step("RTT %s: sluice released %d delayed chunks %+.1f µs from their emulated times on average",
+				fmtRTT(rtt), row.Releases, row.LateUs)
+		}
 	}
 	if err := r.s.setRTT(ctx, 0); err != nil {
 		return nil, err

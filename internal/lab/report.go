@@ -186,11 +186,15 @@ func (t table) markdown(w io.Writer) {
 
 // table returns the latency runs.
 func (l *LatencyReport) table() table {
-	t := table{head: []string{"added RTT (ms)", "ping (ms)", "TPS", "predicted TPS", "deviation", "QPS", "avg latency (ms)", "95th pct (ms)", "round trips/txn"}}
+	t := table{head: []string{"added RTT (ms)", "ping (ms)", "TPS", "predicted TPS", "deviation", "QPS", "avg latency (ms)", "95th pct (ms)", "round trips/txn", "release late (µs)"}}
 	for _, r := range l.Rows {
+		late := "-"
+		if r.Releases > 0 {
+			late = fmt.Sprintf("%+.1f", r.LateUs)
+		}
 		t.rows = append(t.rows, []string{
 			fmtNum(r.RTTMs), f2(r.PingMs), f1(r.TPS), f1(r.PredictedTPS), fmt.Sprintf("%+.1f%%", 100*r.Deviation),
-			f1(r.QPS), f2(r.AvgMs), f2(r.P95Ms), f1(r.RoundTrips),
+			f1(r.QPS), f2(r.AvgMs), f2(r.P95Ms), f1(r.RoundTrips), late,
 		})
 	}
 	return t

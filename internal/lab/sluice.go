@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/proxy"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/units"
@@ -35,6 +36,17 @@ type policy struct{ m *wlm.Manager }
 
 func (p policy) Bind(route, user string) proxy.Binding { return proxy.Binding(p.m.Bind(route, user)) }
 func (p policy) Version() uint64                       { return p.m.Version() }
+
+// lateness returns the release lateness of every delay line so far, all
+// routes, directions and kinds of wait together.
+func (s *sluice) lateness() netem.LatenessSnapshot {
+	var sum netem.LatenessSnapshot
+	s.srv.ReleaseLateness(func(_, _, _ string, h netem.LatenessSnapshot) {
+		sum.Count += h.Count
+		sum.Sum += h.Sum
+	})
+	return sum
+}
 
 // startSluice starts the proxy and the workload manager with no routes.
 func startSluice(clk clock.Clock, log *slog.Logger, db *database) (*sluice, error) {
