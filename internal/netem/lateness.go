@@ -1,6 +1,7 @@
 package netem
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -56,8 +57,8 @@ type LatenessSnapshot struct {
 }
 
 // Bounds returns the upper bounds of LatenessSnapshot.Buckets, from
-// -100 µs to 10 ms.
-func (LatenessSnapshot) Bounds() []time.Duration { return latenessBounds[:] }
+// -100 µs to 10 ms, in a slice of the caller's own.
+func (LatenessSnapshot) Bounds() []time.Duration { return slices.Clone(latenessBounds[:]) }
 
 // Mean returns the mean lateness, 0 when nothing was recorded.
 func (s LatenessSnapshot) Mean() time.Duration {
