@@ -191,11 +191,7 @@ type forwardDown struct {
 	authed *atomic.Bool
 
 	done  bool // the login has ended
-	hdr   [4]byte
-	hn    int
-	rem   int  // payload bytes of the current physical packet still to skip
-	first bool // the next payload byte is the first of a logical packet
-	cont  bool // the next physical packet continues the current logical one
+	leads packetLeads
 }
 
 // Observe implements wire.Observer.
@@ -203,74 +199,79 @@ func (d *forwardDown) Observe(p []byte) error {
 	if err := d.obs.Observe(p); err != nil {
 		return err
 	}
-	for len(p) > 0 && !d.done {
-		if d.rem > 0 {
-			if d.first {
-				d.first = false
-				switch p[0] {
-				case 0x00: // OK
-					d.authed.Store(true)
-					d.done = true
-				case 0xff: // ERR: the login failed
-					d.done = true
-				}
+	if !d.done {
+		d.leads.scan(p, func(c byte) bool {
+			switch c {
+			case 0x00: // OK
+				d.authed.Store(true)
+				d.done = true
+			case 0xff: // ERR: the login failed
+				d.done = true
 			}
-			n := min(d.rem, len(p))
-			d.rem -= n
-			p = p[n:]
-			continue
-		}
-		n := copy(d.hdr[d.hn:], p)
-		d.hn += n
-		p = p[n:]
-		if d.hn < 4 {
-			return nil
-		}
-		d.hn = 0
-		length := int(d.hdr[0]) | int(d.hdr[1])<<8 | int(d.hdr[2])<<16
-		d.first, d.cont, d.rem = !d.cont, length == maxPayload, length
+			return d.done
+		})
 	}
 	return nil
 }
+
+// packetLeads follows a stream of MySQL packets across chunks and finds
+// the first payload byte of each logical packet (continuation packets of
+// 16 MiB ones are part of the same logical packet; an empty packet has
+// no first byte). The zero value is at the start of a packet.
+type packetLeads struct {
+	hdr   [4]byte
+	hn    int  // bytes in hdr
+	rem   int  // payload bytes of the current physical packet still to skip
+	first bool // the next payload byte is the first of a logical packet
+	cont  bool // the next physical packet continues the current logical one
+}
+
+// scan follows b, calling lead with each first payload byte; it stops
+// early, mid-stream, when lead returns true.
+func (l *packetLeads) scan(b []byte, lead func(c byte) (stop bool)) {
+	for len(b) > 0 {
+		if l.rem > 0 {
+			if l.first {
+				l.first = false
+				if lead(b[0]) {
+					return
+				}
+			}
+			n := min(l.rem, len(b))
+			l.rem -= n
+			b = b[n:]
+			continue
+		}
+		n := copy(l.hdr[l.hn:], b)
+		l.hn += n
+		b = b[n:]
+		if l.hn < 4 {
+			return
+		}
+		l.hn = 0
+		length := int(l.hdr[0]) | int(l.hdr[1])<<8 | int(l.hdr[2])<<16
+		l.first, l.cont, l.rem = !l.cont, length == maxPayload, length
+	}
+}
+
+// atBoundary reports whether the stream so far ends a logical packet
+// that had a first byte.
+func (l *packetLeads) atBoundary() bool { return l.rem == 0 && l.hn == 0 && !l.first }
 
 // authSniffer passes an upstream connection through while Open relays
 // the login, and notes the first byte of each logical packet the server
 // sends, so that after the exchange it can tell an OK from an ERR.
 type authSniffer struct {
 	net.Conn
-	hdr   [4]byte
-	hn    int
-	rem   int
-	first bool
-	cont  bool
+	leads packetLeads
 	last  byte // first payload byte of the latest logical packet
 }
 
 func (s *authSniffer) Read(p []byte) (int, error) {
 	n, err := s.Conn.Read(p)
-	b := p[:n]
-	for len(b) > 0 {
-		if s.rem > 0 {
-			if s.first {
-				s.first, s.last = false, b[0]
-			}
-			k := min(s.rem, len(b))
-			s.rem -= k
-			b = b[k:]
-			continue
-		}
-		k := copy(s.hdr[s.hn:], b)
-		s.hn += k
-		b = b[k:]
-		if s.hn < 4 {
-			break
-		}
-		s.hn = 0
-		length := int(s.hdr[0]) | int(s.hdr[1])<<8 | int(s.hdr[2])<<16
-		s.first, s.cont, s.rem = !s.cont, length == maxPayload, length
-	}
+	s.leads.scan(p[:n], func(c byte) bool { s.last = c; return false })
 	return n, err
 }
 
 // accepted reports whether the last packet the server sent was an OK.
-func (s *authSniffer) accepted() bool { return s.last == 0x00 && s.rem == 0 && s.hn == 0 && !s.first }
+func (s *authSniffer) accepted() bool { return s.last == 0x00 && s.leads.atBoundary() }

@@ -3,7 +3,6 @@ package mysql
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -12,28 +11,13 @@ import (
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
+	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
-// fakeForwarder takes statements that begin with "CREATE USER" and
-// contain " RESOURCE POOL 'p'": it drops that clause, and refuses the
-// pool 'nope'. It names the user "admin" only.
-type fakeForwarder struct{ seen []string }
-
-func (f *fakeForwarder) Forwards(user string) bool { return user == "admin" }
-
-func (f *fakeForwarder) Forward(ctx context.Context, sql string) (string, bool, error) {
-	f.seen = append(f.seen, sql)
-	if !strings.HasPrefix(sql, "CREATE USER") {
-		return sql, false, nil
-	}
-	if strings.Contains(sql, " RESOURCE POOL 'nope'") {
-		return "", true, &wire.Refusal{Code: "42704", Message: `resource pool "nope" does not exist`}
-	}
-	if strings.Contains(sql, " RESOURCE POOL 'bad'") {
-		return "", true, errors.New("it's broken")
-	}
-	rest := strings.Replace(sql, " RESOURCE POOL 'p'", "", 1)
-	return rest, rest != sql, nil
+// newFakeForwarder returns the test Forwarder (see wiretest.Forwarder),
+// failing the pool 'bad' with "it's broken".
+func newFakeForwarder() *wiretest.Forwarder {
+	return &wiretest.Forwarder{Failure: "it's broken"}
 }
 
 // forwardHarness is a session of user "admin" with forwarding observers.
@@ -42,13 +26,13 @@ type forwardHarness struct {
 	sess *session.Session
 	up   *forwardUp
 	down wire.Observer
-	fwd  *fakeForwarder
+	fwd  *wiretest.Forwarder
 }
 
 func newForwardHarness(t testing.TB, authed bool) *forwardHarness {
 	reg, sess, u, d := harnessObservers(testCaps, 0, !authed)
 	sess.SetIdentity("admin", "db", "")
-	h := &forwardHarness{reg: reg, sess: sess, fwd: &fakeForwarder{}}
+	h := &forwardHarness{reg: reg, sess: sess, fwd: newFakeForwarder()}
 	h.up, h.down = forwarding(h.fwd, slog.New(slog.DiscardHandler), sess, u, d, authed)
 	return h
 }
@@ -114,8 +98,8 @@ func TestForwardRewrite(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%s: forwarded %d bytes, want %d\n got %q\nwant %q", name, len(got), len(want), clipBytes(got), clipBytes(want))
 		}
-		if len(h.fwd.seen) != 4 {
-			t.Fatalf("%s: forwarder saw %q", name, h.fwd.seen)
+		if len(h.fwd.Seen) != 4 {
+			t.Fatalf("%s: forwarder saw %q", name, h.fwd.Seen)
 		}
 		recs := records(h.reg)
 		if len(recs) != len(steps) || recs[0].SQL != "CREATE USER u1 RESOURCE POOL 'p' IDENTIFIED BY 'pw1'" || recs[0].Outcome != session.OK {
@@ -155,8 +139,8 @@ func TestForwardWaitsForLogin(t *testing.T) {
 	if got := h.client(t, pk(3, bytes.Repeat([]byte{7}, 20))); len(got) != 24 {
 		t.Fatalf("auth data forwarded as %q", got)
 	}
-	if got := h.client(t, q); !bytes.Equal(got, q) || len(h.fwd.seen) != 0 {
-		t.Fatalf("before the OK: forwarded %q, forwarder saw %q", got, h.fwd.seen)
+	if got := h.client(t, q); !bytes.Equal(got, q) || len(h.fwd.Seen) != 0 {
+		t.Fatalf("before the OK: forwarded %q, forwarder saw %q", got, h.fwd.Seen)
 	}
 	h.server(t, pk(4, okPayload(0, 2)), pk(1, okPayload(0, 2)))
 	if got := h.client(t, q); !bytes.Equal(got, query("CREATE USER u1")) {
@@ -165,8 +149,8 @@ func TestForwardWaitsForLogin(t *testing.T) {
 
 	h = newForwardHarness(t, false)
 	h.server(t, pk(2, errPayload(1045, "28000", "Access denied")))
-	if got := h.client(t, q); !bytes.Equal(got, q) || len(h.fwd.seen) != 0 {
-		t.Fatalf("after a failed login: forwarded %q, forwarder saw %q", got, h.fwd.seen)
+	if got := h.client(t, q); !bytes.Equal(got, q) || len(h.fwd.Seen) != 0 {
+		t.Fatalf("after a failed login: forwarded %q, forwarder saw %q", got, h.fwd.Seen)
 	}
 }
 
@@ -177,8 +161,8 @@ func TestForwardSkipsInfileData(t *testing.T) {
 	h.client(t, query("LOAD DATA LOCAL INFILE 'f' INTO TABLE t"))
 	h.server(t, pk(1, []byte{0xfb}, []byte("f")))
 	data := append(pk(2, []byte{comQuery}, []byte("CREATE USER u1 RESOURCE POOL 'p'")), pk(3)...)
-	if got := h.client(t, data); !bytes.Equal(got, data) || len(h.fwd.seen) != 1 {
-		t.Fatalf("infile data forwarded as %q; forwarder saw %q", got, h.fwd.seen)
+	if got := h.client(t, data); !bytes.Equal(got, data) || len(h.fwd.Seen) != 1 {
+		t.Fatalf("infile data forwarded as %q; forwarder saw %q", got, h.fwd.Seen)
 	}
 	h.server(t, pk(4, okPayload(1, 2)))
 	if got := h.client(t, query("CREATE USER u1 RESOURCE POOL 'p'")); !bytes.Equal(got, query("CREATE USER u1")) {
@@ -192,8 +176,8 @@ func TestForwardChecksUserEachCommand(t *testing.T) {
 	h := newForwardHarness(t, true)
 	h.sess.SetIdentity("app", "db", "")
 	q := query("CREATE USER u1 RESOURCE POOL 'p'")
-	if got := h.client(t, q); !bytes.Equal(got, q) || len(h.fwd.seen) != 0 {
-		t.Fatalf("forwarded %q, forwarder saw %q", got, h.fwd.seen)
+	if got := h.client(t, q); !bytes.Equal(got, q) || len(h.fwd.Seen) != 0 {
+		t.Fatalf("forwarded %q, forwarder saw %q", got, h.fwd.Seen)
 	}
 }
 

@@ -3,7 +3,6 @@ package pg
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -11,28 +10,13 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/sluicelab/sluice/internal/wire"
+	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
-// fakeForwarder takes statements that begin with "CREATE USER" and
-// contain " RESOURCE POOL 'p'": it drops that clause, and refuses the
-// pool 'nope'. It takes the user "admin" only.
-type fakeForwarder struct{ seen []string }
-
-func (f *fakeForwarder) Forwards(user string) bool { return user == "admin" }
-
-func (f *fakeForwarder) Forward(ctx context.Context, sql string) (string, bool, error) {
-	f.seen = append(f.seen, sql)
-	if !strings.HasPrefix(sql, "CREATE USER") {
-		return sql, false, nil
-	}
-	if strings.Contains(sql, " RESOURCE POOL 'nope'") {
-		return "", true, &wire.Refusal{Code: "42704", Message: `resource pool "nope" does not exist`}
-	}
-	if strings.Contains(sql, " RESOURCE POOL 'bad'") {
-		return "", true, errors.New("disk on fire")
-	}
-	rest := strings.Replace(sql, " RESOURCE POOL 'p'", "", 1)
-	return rest, rest != sql, nil
+// newFakeForwarder returns the test Forwarder (see wiretest.Forwarder),
+// failing the pool 'bad' with "disk on fire".
+func newFakeForwarder() *wiretest.Forwarder {
+	return &wiretest.Forwarder{Failure: "disk on fire"}
 }
 
 // takeNothing is a Forwarder that takes no statement.
@@ -95,7 +79,7 @@ func TestForwardRewrite(t *testing.T) {
 
 	check := func(name string, chunks ...[]byte) {
 		t.Helper()
-		fwd := &fakeForwarder{}
+		fwd := newFakeForwarder()
 		r, fu, fd := newForwardRig(t, fwd)
 		if err := fd.Observe(startupDown); err != nil {
 			t.Fatal(err)
@@ -104,8 +88,8 @@ func TestForwardRewrite(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%s: forwarded %d bytes, want %d\n got %q\nwant %q", name, len(got), len(want), clipBytes(got), clipBytes(want))
 		}
-		if len(fwd.seen) != 4 { // the long Query and the malformed one are not shown
-			t.Fatalf("%s: forwarder saw %d statements: %q", name, len(fwd.seen), fwd.seen)
+		if len(fwd.Seen) != 4 { // the long Query and the malformed one are not shown
+			t.Fatalf("%s: forwarder saw %d statements: %q", name, len(fwd.Seen), fwd.Seen)
 		}
 		// The statement records keep what the client sent.
 		if recs := r.records(); len(recs) == 0 || recs[0].SQL != "CREATE USER u1 RESOURCE POOL 'p' PASSWORD 'pw1'" {
@@ -139,7 +123,7 @@ func clipBytes(b []byte) []byte {
 // Before the server's first ReadyForQuery nothing is inspected: a client
 // that sends a Query before it has logged in cannot bind anyone.
 func TestForwardBeforeReady(t *testing.T) {
-	fwd := &fakeForwarder{}
+	fwd := newFakeForwarder()
 	_, fu, fd := newForwardRig(t, fwd)
 	pw := enc(&pgproto3.PasswordMessage{Password: "secret"})
 	q := query("CREATE USER u1 RESOURCE POOL 'p'")
@@ -150,8 +134,8 @@ func TestForwardBeforeReady(t *testing.T) {
 	if err := fd.Observe(startupDown[:len(startupDown)-6]); err != nil {
 		t.Fatal(err)
 	}
-	if got := pump(t, fu, q); !bytes.Equal(got, q) || len(fwd.seen) != 0 {
-		t.Fatalf("before ready: forwarded %q, forwarder saw %q", got, fwd.seen)
+	if got := pump(t, fu, q); !bytes.Equal(got, q) || len(fwd.Seen) != 0 {
+		t.Fatalf("before ready: forwarded %q, forwarder saw %q", got, fwd.Seen)
 	}
 	if err := fd.Observe(startupDown[len(startupDown)-6:]); err != nil {
 		t.Fatal(err)
@@ -163,7 +147,7 @@ func TestForwardBeforeReady(t *testing.T) {
 
 // A chunk with nothing to rewrite is forwarded as it is, without a copy.
 func TestForwardPassThroughIsInput(t *testing.T) {
-	_, fu, fd := newForwardRig(t, &fakeForwarder{})
+	_, fu, fd := newForwardRig(t, newFakeForwarder())
 	if err := fd.Observe(startupDown); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +177,7 @@ func TestOpenForwardsOnlyNamedUsers(t *testing.T) {
 		user string
 		want bool
 	}{{"admin", true}, {"app", false}} {
-		r := startOpen(t, Options{Forward: &fakeForwarder{}}, nil)
+		r := startOpen(t, Options{Forward: newFakeForwarder()}, nil)
 		startup := startupBytes(map[string]string{"user": tt.user})
 		r.send(t, startup)
 		up := <-r.upstream
@@ -223,7 +207,7 @@ func FuzzForwardRewrite(f *testing.F) {
 	f.Add(cut, len(cut)) // a split at the end
 	f.Fuzz(func(t *testing.T, in []byte, split int) {
 		run := func(chunks ...[]byte) []byte {
-			_, fu, fd := newForwardRig(t, &fakeForwarder{})
+			_, fu, fd := newForwardRig(t, newFakeForwarder())
 			if err := fd.Observe(startupDown); err != nil {
 				t.Fatal(err)
 			}
@@ -278,7 +262,7 @@ func BenchmarkForwardRewritePassThrough(b *testing.B) {
 func TestForwardEndOfStreamReleasesHeldBytes(t *testing.T) {
 	q := query("CREATE USER u1 RESOURCE POOL 'p'")
 	for _, cut := range []int{2, 9} { // inside the header, inside the Query
-		_, fu, fd := newForwardRig(t, &fakeForwarder{})
+		_, fu, fd := newForwardRig(t, newFakeForwarder())
 		if err := fd.Observe(startupDown); err != nil {
 			t.Fatal(err)
 		}
