@@ -57,6 +57,14 @@ func startApp(t *testing.T, routes ...config.Route) *testApp {
 		Routes: append([]config.Route{{Name: "pg", Listen: ta.route, Protocol: "postgres",
 			Upstream: net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))}}, routes...),
 	}
+	ta.app = runApp(t, c)
+	return ta
+}
+
+// runApp starts the app of configuration c, closed when the test ends;
+// it logs to stderr with -v.
+func runApp(t *testing.T, c *config.Config) *app {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -65,9 +73,8 @@ func startApp(t *testing.T, routes ...config.Route) *testApp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ta.app = a
 	t.Cleanup(a.close)
-	return ta
+	return a
 }
 
 // psqlAdmin runs SQL through the real psql against the admin console.

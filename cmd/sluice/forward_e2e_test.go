@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -18,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
@@ -56,17 +54,8 @@ func startForwardApp(t *testing.T) *forwardApp {
 			{Name: "my", Listen: fa.myRoute, Protocol: "mysql", Upstream: mcfg.Addr},
 		},
 	}
-	log := slog.New(slog.DiscardHandler)
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	a, err := newApp(context.Background(), c, log, clock.Real{}, session.NewRegistry(session.Options{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fa.app = a
-	t.Cleanup(a.close)
-	if _, err := a.mgr.Exec(context.Background(), "CREATE RESOURCE POOL p1"); err != nil {
+	fa.app = runApp(t, c)
+	if _, err := fa.app.mgr.Exec(context.Background(), "CREATE RESOURCE POOL p1"); err != nil {
 		t.Fatal(err)
 	}
 	return fa
