@@ -69,14 +69,13 @@ type pump struct {
 	path    *netem.Path
 	line    *netem.Line  // non-nil once chunks must wait for a release time
 	coarse  bool         // line releases at timer precision (class Low)
-	late    *dirLateness // the route's release histograms for this direction
+	late    *dirLateness // the route's release histograms for this direction, set with line
 	large   *[]byte
 }
 
 func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst net.Conn, obs wire.Observer) *pump {
 	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, rd: rawconn.Wrap(src), wr: rawconn.Wrap(dst), obs: obs, clk: s.clk}
 	p.rw, _ = obs.(wire.Rewriter)
-	p.late = s.lateness(r.Name, dir)
 	if dir == dirUp {
 		p.count = sess.AddUp
 	} else {
@@ -158,6 +157,7 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 		return nil
 	}
 	if p.line == nil {
+		p.late = p.srv.lateness(p.route.Name, p.dir)
 		p.path = netem.NewPath(p.params, p.seed())
 		p.line = netem.NewLine(p.clk, p.wr, p.path, netem.LineOptions{
 			AckDelay: p.ackDelay, Precise: &p.late.precise, Timed: &p.late.timed,
