@@ -13,6 +13,10 @@
 # start the reference proxies when they are installed (apt-get install
 # haproxy pgbouncer) and print their port; they are stopped by
 # stop_references. Without them the comparison is sluice against direct.
+#
+# start_kernelrelay PORT UPSTREAM_PORT starts bench/kernelrelay, a relay
+# whose bytes never leave the kernel (BPF sockmap): the ceiling any proxy
+# could reach here. It needs root; without it the row is left out.
 
 overhead_tmp=$(mktemp -d)
 chmod 777 "$overhead_tmp" # pgbouncer runs as postgres and writes its pid and log here
@@ -91,9 +95,26 @@ INI
 	echo "$1"
 }
 
+start_kernelrelay() { # port upstream_port
+	[ "$(id -u)" = 0 ] || return 1
+	go build -o "$overhead_tmp/kernelrelay" ./bench/kernelrelay || return 1
+	"$overhead_tmp/kernelrelay" -listen "127.0.0.1:$1" -upstream "127.0.0.1:$2" >/dev/null 2>"$overhead_tmp/kernelrelay.log" &
+	echo $! >"$overhead_tmp/kernelrelay.pid"
+	for _ in $(seq 1 50); do
+		grep -q "relaying in the kernel" "$overhead_tmp/kernelrelay.log" && {
+			echo "$1"
+			return 0
+		}
+		kill -0 "$(cat "$overhead_tmp/kernelrelay.pid")" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$overhead_tmp/kernelrelay.log" >&2
+	return 1
+}
+
 stop_references() {
 	local f
-	for f in "$overhead_tmp"/haproxy.pid "$overhead_tmp"/pgbouncer.pid; do
+	for f in "$overhead_tmp"/haproxy.pid "$overhead_tmp"/pgbouncer.pid "$overhead_tmp"/kernelrelay.pid; do
 		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
 	done
 	rm -rf "$overhead_tmp"
