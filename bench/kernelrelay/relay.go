@@ -113,10 +113,11 @@ func (r *relay) splice(a, b *net.TCPConn) error {
 	}
 	defer r.peers.Delete(kb)
 	// The sockhash drops a socket by itself when it closes.
-	for _, c := range []*net.TCPConn{a, b} {
-		if err := r.register(c); err != nil {
-			return err
-		}
+	if err := r.register(a, ka); err != nil {
+		return err
+	}
+	if err := r.register(b, kb); err != nil {
+		return err
 	}
 	done := make(chan struct{})
 	go func() {
@@ -199,11 +200,8 @@ func tcpInfo(c *net.TCPConn) (*unix.TCPInfo, error) {
 	return info, nil
 }
 
-func (r *relay) register(c *net.TCPConn) error {
-	k, err := cookie(c)
-	if err != nil {
-		return err
-	}
+// register puts c, whose cookie is k, into the sockhash.
+func (r *relay) register(c *net.TCPConn, k uint64) error {
 	return withFD(c, func(fd int) error {
 		if err := r.socks.Put(k, uint64(fd)); err != nil {
 			return fmt.Errorf("sockhash: %w", err)
