@@ -10,9 +10,9 @@
 // what a proxy could reach if it did no work of its own; no user-space
 // proxy (sluice, PgBouncer, HAProxy) can be cheaper.
 //
-// Bytes that arrived before the sockets were registered stay in the
-// receive queue and are copied by a goroutine per direction, which also
-// carries end of stream (the program sees data, not FIN). That is sound
+// Bytes that arrived before both sockets were registered and paired
+// reach the receive queue and are copied by a goroutine per direction,
+// which also carries end of stream (the program sees data, not FIN). That is sound
 // for request/response protocols such as PostgreSQL's and MySQL's, whose
 // first speaker waits for an answer: nothing can overtake bytes still
 // waiting in the queue. A half-close waits until the kernel has queued on

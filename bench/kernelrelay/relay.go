@@ -96,28 +96,27 @@ func (r *relay) Close() error {
 func (r *relay) splice(a, b *net.TCPConn) error {
 	defer a.Close()
 	defer b.Close()
-	ka, err := cookie(a)
-	if err != nil {
-		return err
+	conns := [2]*net.TCPConn{a, b}
+	var keys [2]uint64
+	for i, c := range conns {
+		k, err := cookie(c)
+		if err != nil {
+			return err
+		}
+		// The sockhash drops a socket by itself when it closes.
+		if err := r.register(c, k); err != nil {
+			return err
+		}
+		keys[i] = k
 	}
-	kb, err := cookie(b)
-	if err != nil {
-		return err
-	}
-	if err := r.peers.Put(ka, kb); err != nil {
-		return fmt.Errorf("peer map: %w", err)
-	}
-	defer r.peers.Delete(ka)
-	if err := r.peers.Put(kb, ka); err != nil {
-		return fmt.Errorf("peer map: %w", err)
-	}
-	defer r.peers.Delete(kb)
-	// The sockhash drops a socket by itself when it closes.
-	if err := r.register(a, ka); err != nil {
-		return err
-	}
-	if err := r.register(b, kb); err != nil {
-		return err
+	// Peers only once both sockets are in the sockhash: a redirect to a
+	// socket not yet there would drop the segment, while a socket without
+	// a peer passes its bytes to the copies below.
+	for i, k := range keys {
+		if err := r.peers.Put(k, keys[1-i]); err != nil {
+			return fmt.Errorf("peer map: %w", err)
+		}
+		defer r.peers.Delete(k)
 	}
 	done := make(chan struct{})
 	go func() {
