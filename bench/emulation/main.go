@@ -18,9 +18,15 @@
 //     and 10 ms; the 10 ms run's minimum latency (>= 200 ms) and its TPS
 //     against threads / (avg latency at 0 + 20 x 10 ms) (target +-15%).
 //
+// Every experiment runs, direct and through sluice alike, under a PM QoS
+// CPU latency request of 0 (-cpu-latency; see internal/cpulatency) when
+// the process may hold one: idle CPUs then poll instead of halting, and a
+// query that comes after a pause is not charged the exit from a deep idle
+// state, which on a virtual machine costs more than the 0.1 ms target.
+//
 // Run with the test servers up (scripts/testdb start):
 //
-//	go run ./bench/emulation [-exp precision,throughput,sysbench] [-db pgsql,mysql]
+//	go run ./bench/emulation [-exp precision,throughput,sysbench] [-db pgsql,mysql] [-cpu-latency 0s|off]
 package main
 
 import (
@@ -41,6 +47,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/bench/harness"
+	"github.com/sluicelab/sluice/internal/cpulatency"
 )
 
 func main() {
@@ -48,8 +55,24 @@ func main() {
 	dbs := flag.String("db", "pgsql", "databases for the sysbench experiment: pgsql, mysql")
 	dur := flag.Int("time", 10, "seconds per pgbench run")
 	sbtime := flag.Int("sbtime", 30, "seconds per sysbench run")
+	cpuLat := flag.String("cpu-latency", "0s", "hold a PM QoS CPU latency request of this bound for the whole run, for direct and sluice alike (needs root; \"off\": none)")
 	flag.Parse()
 	ctx := context.Background()
+	if *cpuLat != "off" {
+		bound, err := time.ParseDuration(*cpuLat)
+		if err != nil || bound < 0 {
+			log.Fatalf("-cpu-latency: bad value %q (want a duration of 0 or more, or off)", *cpuLat)
+		}
+		req, err := cpulatency.Hold(cpulatency.Device, bound)
+		if err != nil {
+			fmt.Printf("CPU latency request: not held (%v); idle CPUs may sleep deeply\n", err)
+		} else {
+			defer req.Close()
+			fmt.Printf("CPU latency request: held at %v for the whole run (idle CPUs leave idle within it)\n", bound)
+		}
+	} else {
+		fmt.Printf("CPU latency request: none (-cpu-latency off); idle CPUs may sleep deeply\n")
+	}
 	pgURL := harness.Env("SLUICE_TEST_PG", "postgres://sluice:sluice@127.0.0.1:15432/sluice?sslmode=disable")
 	for _, e := range strings.Split(*exps, ",") {
 		var err error

@@ -33,6 +33,8 @@ func TestBadConfigExit2(t *testing.T) {
 		{[]string{"serve", "--config", filepath.Join(dir, "missing.yaml")}, []string{"missing.yaml"}},
 		{[]string{"serve", "--bogus"}, []string{"--bogus"}},
 		{[]string{"serve"}, []string{"nothing to serve"}},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--cpu-latency", "soon"}, []string{"--cpu-latency", `"soon"`}},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--cpu-latency", "-5us"}, []string{"--cpu-latency", `"-5us"`}},
 	}
 	for _, tt := range tests {
 		var out strings.Builder

@@ -11,11 +11,13 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/cpulatency"
 	"github.com/sluicelab/sluice/internal/proxy"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire/mysql"
@@ -35,6 +37,7 @@ type serveFlags struct {
 	logLevel  string
 	logFormat string
 	procs     int
+	cpuLat    string
 }
 
 func newServe() *cobra.Command {
@@ -63,6 +66,7 @@ to the link named "default".`,
 	fl.StringVar(&f.catalog, "catalog", "", "catalog file (rules, pools, users, links, settings)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.StringVar(&f.cpuLat, "cpu-latency", "", "while serving, hold a PM QoS request that no CPU take longer than this to leave idle (e.g. 0s: idle CPUs poll), so emulated delays are not lengthened by deep idle states; needs root; empty: no request")
 	fl.IntVar(&f.procs, "procs", defaultProcs(), "CPUs the proxy may use at once (GOMAXPROCS); the default, half the CPUs, leaves the rest to the database and its clients")
 	return cmd
 }
@@ -131,6 +135,18 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	}
 	if f.procs < 1 {
 		return usageErr(fmt.Errorf("--procs: bad value %d (want 1 or more)", f.procs))
+	}
+	if f.cpuLat != "" {
+		bound, err := time.ParseDuration(f.cpuLat)
+		if err != nil || bound < 0 {
+			return usageErr(fmt.Errorf("--cpu-latency: bad value %q (want a duration of 0 or more, such as 0s or 20us)", f.cpuLat))
+		}
+		req, err := cpulatency.Hold(cpulatency.Device, bound)
+		if err != nil {
+			return err
+		}
+		defer req.Close()
+		log.Info("holding CPU latency request", "bound", bound.String())
 	}
 	runtime.GOMAXPROCS(f.procs)
 	clk := clock.Real{}
