@@ -23,14 +23,14 @@ type Request struct {
 }
 
 // Hold opens path (normally Device) and asks that no CPU's idle-state exit
-// latency exceed max, truncated to whole microseconds, until Close. A
-// negative max is an error; one above about 35 minutes is capped at the
+// latency exceed bound, truncated to whole microseconds, until Close. A
+// negative bound is an error; one above about 35 minutes is capped at the
 // interface's largest bound.
-func Hold(path string, max time.Duration) (*Request, error) {
-	if max < 0 {
-		return nil, fmt.Errorf("cpulatency: bound %v is negative", max)
+func Hold(path string, bound time.Duration) (*Request, error) {
+	if bound < 0 {
+		return nil, fmt.Errorf("cpulatency: bound %v is negative", bound)
 	}
-	us := max / time.Microsecond
+	us := bound / time.Microsecond
 	if us > math.MaxInt32 {
 		us = math.MaxInt32
 	}
