@@ -59,9 +59,9 @@ func main() {
 	flag.Parse()
 	ctx := context.Background()
 	if *cpuLat != "off" {
-		bound, err := time.ParseDuration(*cpuLat)
-		if err != nil || bound < 0 {
-			log.Fatalf("-cpu-latency: bad value %q (want a duration of 0 or more, or off)", *cpuLat)
+		bound, err := cpulatency.ParseBound(*cpuLat)
+		if err != nil {
+			log.Fatalf("-cpu-latency: %v (or off)", err)
 		}
 		req, err := cpulatency.Hold(cpulatency.Device, bound)
 		if err != nil {

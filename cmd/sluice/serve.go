@@ -11,7 +11,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -137,9 +136,9 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 		return usageErr(fmt.Errorf("--procs: bad value %d (want 1 or more)", f.procs))
 	}
 	if f.cpuLat != "" {
-		bound, err := time.ParseDuration(f.cpuLat)
-		if err != nil || bound < 0 {
-			return usageErr(fmt.Errorf("--cpu-latency: bad value %q (want a duration of 0 or more, such as 0s or 20us)", f.cpuLat))
+		bound, err := cpulatency.ParseBound(f.cpuLat)
+		if err != nil {
+			return usageErr(fmt.Errorf("--cpu-latency: %w", err))
 		}
 		req, err := cpulatency.Hold(cpulatency.Device, bound)
 		if err != nil {

@@ -47,6 +47,16 @@ func Hold(path string, bound time.Duration) (*Request, error) {
 	return &Request{f: f}, nil
 }
 
+// ParseBound reads a bound as written on a command line: a Go duration
+// of 0 or more ("0s", "20us"). The error names the value.
+func ParseBound(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("bad value %q (want a duration of 0 or more, such as 0s or 20us)", s)
+	}
+	return d, nil
+}
+
 // Close withdraws the request. Calls after the first return its result.
 func (r *Request) Close() error {
 	r.once.Do(func() { r.err = r.f.Close() })

@@ -2,8 +2,10 @@ package cpulatency_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +85,28 @@ func TestKernelHonoursRequest(t *testing.T) {
 	}
 	if before > 7*time.Microsecond && after != before {
 		t.Errorf("bound after Close = %v, want %v again", after, before)
+	}
+}
+
+func TestParseBound(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"0s", 0, true},
+		{"0", 0, true},
+		{"20us", 20 * time.Microsecond, true},
+		{"-1us", 0, false},
+		{"soon", 0, false},
+		{"", 0, false},
+	} {
+		got, err := cpulatency.ParseBound(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseBound(%q) = %v, %v; want %v, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.in)) {
+			t.Errorf("ParseBound(%q) error %q does not name the value", tc.in, err)
+		}
 	}
 }
