@@ -2,7 +2,6 @@ package cpulatency
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -74,9 +73,6 @@ func Current(path string) (time.Duration, error) {
 	defer f.Close()
 	var b [4]byte
 	if _, err := io.ReadFull(f, b[:]); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return 0, fmt.Errorf("cpulatency: %s: short read", path)
-		}
 		return 0, fmt.Errorf("cpulatency: read %s: %w", path, err)
 	}
 	return time.Duration(int32(binary.NativeEndian.Uint32(b[:]))) * time.Microsecond, nil

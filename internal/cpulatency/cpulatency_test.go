@@ -15,8 +15,8 @@ import (
 
 func TestHoldWritesMicroseconds(t *testing.T) {
 	for _, tc := range []struct {
-		max  time.Duration
-		want uint32
+		bound time.Duration
+		want  uint32
 	}{
 		{0, 0},
 		{1500 * time.Nanosecond, 1},
@@ -27,16 +27,16 @@ func TestHoldWritesMicroseconds(t *testing.T) {
 		if err := os.WriteFile(path, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		r, err := cpulatency.Hold(path, tc.max)
+		r, err := cpulatency.Hold(path, tc.bound)
 		if err != nil {
-			t.Fatalf("Hold(%v): %v", tc.max, err)
+			t.Fatalf("Hold(%v): %v", tc.bound, err)
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(b) != 4 || binary.NativeEndian.Uint32(b) != tc.want {
-			t.Errorf("Hold(%v) wrote %x, want the 32-bit %d", tc.max, b, tc.want)
+			t.Errorf("Hold(%v) wrote %x, want the 32-bit %d", tc.bound, b, tc.want)
 		}
 		if err := r.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -62,12 +62,10 @@ func TestKernelHonoursRequest(t *testing.T) {
 	before, err := cpulatency.Current(cpulatency.Device)
 	if err != nil {
 		testenv.Missing(t, "PM QoS device: %v", err)
-		return
 	}
 	r, err := cpulatency.Hold(cpulatency.Device, 7*time.Microsecond)
 	if err != nil {
 		testenv.Missing(t, "PM QoS device not writable: %v", err)
-		return
 	}
 	got, err := cpulatency.Current(cpulatency.Device)
 	if err != nil {
