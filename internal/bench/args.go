@@ -245,6 +245,10 @@ func optionTable(o *Options) []optDef {
 		o.Format = v
 		return nil
 	}})
+	add(optDef{name: "io-model", arg: "STRING", help: "how run workers wait {thread: each in its own thread, as sysbench's; poller: on Go's network poller}", def: o.IOModel, setter: func(v string) error {
+		o.IOModel = v
+		return nil
+	}})
 	intOpt("num-threads", "deprecated alias for --threads", &o.Threads)
 	int64Opt("max-requests", "deprecated alias for --events", &o.Events)
 	secOpt("max-time", "deprecated alias for --time", &o.Time)

@@ -64,6 +64,7 @@ func TestDefaultsAreSysbench1020(t *testing.T) {
 		{"number-of-ranges", o.NumberOfRanges, 10},
 		{"delta", o.Delta, 5},
 		{"format", o.Format, "human"},
+		{"io-model", o.IOModel, "thread"},
 	}
 	for _, c := range checks {
 		if !reflect.DeepEqual(c.got, c.want) {
@@ -170,6 +171,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"--time=-1", "oltp_read_write", "run"}, "bad value for --time"},
 		{[]string{"--mysql-port=0", "oltp_read_write", "run"}, "bad value for --mysql-port"},
 		{[]string{"--format=xml", "oltp_read_write", "run"}, "bad value for --format"},
+		{[]string{"--io-model=threads", "oltp_read_write", "run"}, "bad value for --io-model"},
 		{[]string{"--percentile=0", "--histogram", "oltp_read_write", "run"}, "--histogram cannot be used with --percentile=0"},
 		{[]string{"--dsn=http://x", "oltp_read_write", "run"}, "bad value for --dsn"},
 		{[]string{"--db-driver=mysql", "--dsn=postgres://h/db", "oltp_read_write", "run"}, "--dsn is a pgsql address but --db-driver is mysql"},

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
+
+	"github.com/sluicelab/sluice/internal/rawconn"
+	"github.com/sluicelab/sluice/internal/threadconn"
 )
 
 // Counter is the class sysbench counts an executed statement in: a
@@ -87,6 +91,25 @@ type Conn interface {
 	Exec(ctx context.Context, st *Statement, args []Arg) (Outcome, error)
 	// Close ends the connection.
 	Close() error
+}
+
+// dialFunc opens a socket, as net.Dialer.DialContext.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// newDialFunc returns how o's connections are opened: wrapped by rawconn
+// under the poller model, by threadconn under the thread model.
+func newDialFunc(o *Options) dialFunc {
+	if o.IOModel != IOThread {
+		return rawconn.Dial
+	}
+	clk := o.clock()
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := threadconn.Dial(ctx, clk, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 }
 
 // Dialer opens the connections of a run. Dial is called concurrently.

@@ -50,11 +50,21 @@
 // builds indexes after loading.
 //
 // The client stays out of the server's way: a benchmark usually shares
-// the machine with the server, so client CPU is server throughput.
-// Sockets are read and written with raw non-blocking system calls under
-// the network poller (no runtime monitor wake-up per call), Main runs with
-// one scheduler thread per 16 connections, and the workloads allocate
-// nothing per statement.
+// the machine with the server, so client CPU is server throughput, and
+// the workloads allocate nothing per statement.
+//
+// A run waits as sysbench does by default (--io-model=thread): each
+// worker is locked to an operating-system thread and waits in its own
+// blocking system calls (package threadconn), Main sets GOMAXPROCS to one
+// per connection and one more, and each worker yields once per event so
+// the runtime's monitor leaves its processor alone. The kernel then sees
+// which client thread serves which server process and places the two
+// together, as it does for sysbench's threads. --io-model=poller, and
+// prepare and cleanup always, read and write with raw non-blocking system
+// calls under the network poller (package rawconn), and Main runs them
+// with one scheduler thread per 16 connections: cheaper for many
+// connections, but one thread serves them all and the client's work
+// cannot spread across CPUs beside the server's.
 //
 // Invariants: statements are the only traffic in the measured path (no
 // pool, no liveness check, no context watcher per statement); a worker's

@@ -153,21 +153,39 @@ func integration(t *testing.T, conn []string, schema func(t *testing.T)) {
 	}
 
 	// One thread, no contention: exactly sysbench's 14/4/2 and 20 round
-	// trips per transaction, in both statement modes.
+	// trips per transaction, in both statement modes and both I/O models.
 	for _, ps := range []string{"auto", "disable"} {
-		o, _, _, err := ParseArgs(args("--tables=2", size, "--threads=1", "--events=200", "--time=0", "--db-ps-mode="+ps, "oltp_read_write", "run"))
+		for _, io := range []string{IOPoller, IOThread} {
+			o, _, _, err := ParseArgs(args("--tables=2", size, "--threads=1", "--events=200", "--time=0", "--db-ps-mode="+ps, "--io-model="+io, "oltp_read_write", "run"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Run(context.Background(), o, &strings.Builder{})
+			if err != nil {
+				t.Fatalf("ps-mode %s, io-model %s: %v", ps, io, err)
+			}
+			if res.Transactions != 200 || res.Reads != 14*200 || res.Writes != 4*200 || res.Other != 2*200 || res.RoundTrips != 20*200 {
+				t.Fatalf("ps-mode %s, io-model %s: r/w/o %d/%d/%d round trips %d over %d transactions", ps, io, res.Reads, res.Writes, res.Other, res.RoundTrips, res.Transactions)
+			}
+			if res.Latency.Min <= 0 || res.Latency.Max < res.Latency.Min || res.Histogram.TotalCount() != 200 {
+				t.Fatalf("latency %+v", res.Latency)
+			}
+		}
+	}
+
+	// A thread per worker, several workers, cut short by the context: the
+	// workers blocked in their reads return.
+	{
+		o, _, _, err := ParseArgs(args("--tables=2", size, "--threads=4", "--time=0", "--io-model=thread", "oltp_read_write", "run"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := Run(context.Background(), o, &strings.Builder{})
-		if err != nil {
-			t.Fatalf("ps-mode %s: %v", ps, err)
-		}
-		if res.Transactions != 200 || res.Reads != 14*200 || res.Writes != 4*200 || res.Other != 2*200 || res.RoundTrips != 20*200 {
-			t.Fatalf("ps-mode %s: r/w/o %d/%d/%d round trips %d over %d transactions", ps, res.Reads, res.Writes, res.Other, res.RoundTrips, res.Transactions)
-		}
-		if res.Latency.Min <= 0 || res.Latency.Max < res.Latency.Min || res.Histogram.TotalCount() != 200 {
-			t.Fatalf("latency %+v", res.Latency)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		res, err := Run(ctx, o, &strings.Builder{})
+		cancel()
+		// Statements of the transactions cut short count too.
+		if !errors.Is(err, context.DeadlineExceeded) || res.Transactions == 0 || res.Reads < 14*res.Transactions {
+			t.Fatalf("cancelled thread-model run: %v, %d transactions, %d reads", err, res.Transactions, res.Reads)
 		}
 	}
 

@@ -31,8 +31,12 @@ const (
 // prepare; never above the current setting) and restores it on return.
 // A benchmark client spends its time waiting for answers; idle scheduler
 // threads only spin up and back down on every answer, and on a machine
-// shared with the server that costs the server CPU. Library callers of
-// Run and Prepare keep their own setting.
+// shared with the server that costs the server CPU. For a run under
+// --io-model=thread (the default) it sets one scheduler thread per
+// connection and one more instead: each
+// worker keeps its processor while blocked in a system call, and one
+// that must wait for a processor when its answer comes costs a hand-off.
+// Library callers of Run and Prepare keep their own setting.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, workload, command, err := ParseArgs(args)
 	if err != nil {
@@ -47,7 +51,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if _, set := os.LookupEnv("GOMAXPROCS"); conns > 0 && !set {
 		prev := runtime.GOMAXPROCS(0)
-		runtime.GOMAXPROCS(max(1, min(prev, (conns+15)/16)))
+		procs := max(1, min(prev, (conns+15)/16))
+		if o.IOModel == IOThread && command == CmdRun {
+			procs = conns + 1
+		}
+		runtime.GOMAXPROCS(procs)
 		defer runtime.GOMAXPROCS(prev)
 	}
 	if command == CmdHelp {

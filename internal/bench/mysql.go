@@ -14,7 +14,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluicelab/sluice/internal/clock"
-	"github.com/sluicelab/sluice/internal/rawconn"
 )
 
 // MySQL client error numbers that mean the connection is gone; when one is
@@ -41,6 +40,7 @@ type mysqlDialer struct {
 	ignore map[uint16]bool
 	all    bool // --mysql-ignore-errors=all
 	clk    clock.Clock
+	dial   dialFunc
 }
 
 func newMySQLDialer(o *Options) (*mysqlDialer, error) {
@@ -48,7 +48,7 @@ func newMySQLDialer(o *Options) (*mysqlDialer, error) {
 	if err != nil {
 		return nil, usageErrorf("bad MySQL address: %v", err)
 	}
-	d := &mysqlDialer{cfgs: cfgs, ps: o.PSMode == PSAuto, ignore: map[uint16]bool{}, clk: o.clock()}
+	d := &mysqlDialer{cfgs: cfgs, ps: o.PSMode == PSAuto, ignore: map[uint16]bool{}, clk: o.clock(), dial: newDialFunc(o)}
 	for _, e := range o.MySQL.IgnoreErrors {
 		if e == "all" {
 			d.all = true
@@ -76,7 +76,7 @@ func (d *mysqlDialer) connect(ctx context.Context, n int) (*rawConn, error) {
 	var mu sync.Mutex
 	var sock net.Conn
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := rawconn.Dial(ctx, network, addr)
+		c, err := d.dial(ctx, network, addr)
 		mu.Lock()
 		sock = c
 		mu.Unlock()

@@ -22,6 +22,17 @@ const (
 	FormatJSON  = "json"
 )
 
+// Connection I/O models, as --io-model spells them.
+const (
+	// IOPoller waits on Go's network poller: the runtime's few threads
+	// serve every connection.
+	IOPoller = "poller"
+	// IOThread gives each run worker an operating-system thread of its
+	// own, blocked in its own system calls, as sysbench's threads are
+	// (see package threadconn).
+	IOThread = "thread"
+)
+
 // Prepared-statement modes, as --db-ps-mode spells them.
 const (
 	PSAuto    = "auto"    // server-side prepared statements where the workload prepares
@@ -60,6 +71,7 @@ type Options struct {
 	Histogram      bool          // --histogram: print the latency histogram
 	Verbosity      int           // --verbosity: 0..5; 3 and up prints the report
 	Format         string        // --format: FormatHuman or FormatJSON
+	IOModel        string        // --io-model: how run workers wait, IOThread or IOPoller
 
 	Rand     sbrand.Config // --rand-type, --rand-spec-*, --rand-pareto-h
 	RandSeed int64         // --rand-seed: 0 seeds from the clock
@@ -140,6 +152,7 @@ func DefaultOptions() Options {
 		Percentile:      95,
 		Verbosity:       3,
 		Format:          FormatHuman,
+		IOModel:         IOThread,
 		Rand:            sbrand.DefaultConfig(),
 		Tables:          1,
 		TableSize:       10000,
@@ -195,6 +208,11 @@ func (o *Options) Validate() error {
 	case FormatHuman, FormatJSON:
 	default:
 		return bad("format", o.Format, "human or json")
+	}
+	switch o.IOModel {
+	case IOPoller, IOThread:
+	default:
+		return bad("io-model", o.IOModel, "poller or thread")
 	}
 	checks := []struct {
 		name string

@@ -9,8 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/sluicelab/sluice/internal/rawconn"
 )
 
 // PostgreSQL SQLSTATEs the benchmark acts on.
@@ -39,7 +37,7 @@ func newPgDialer(o *Options) (*pgDialer, error) {
 	if err != nil {
 		return nil, usageErrorf("bad PostgreSQL address: %v", err)
 	}
-	cfg.DialFunc = rawconn.Dial
+	cfg.DialFunc = pgconn.DialFunc(newDialFunc(o))
 	return &pgDialer{cfg: cfg, ps: o.PSMode == PSAuto}, nil
 }
 

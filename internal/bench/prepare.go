@@ -32,8 +32,12 @@ type adminConn interface {
 	close() error
 }
 
-// openAdmin opens connection n for prepare or cleanup.
+// openAdmin opens connection n for prepare or cleanup. These wait on
+// the network poller whatever o.IOModel says: the I/O model is the run's.
 func openAdmin(ctx context.Context, o *Options, n int) (adminConn, error) {
+	po := *o
+	po.IOModel = IOPoller
+	o = &po
 	if o.Driver == DriverPgSQL {
 		d, err := newPgDialer(o)
 		if err != nil {

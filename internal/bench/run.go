@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,9 @@ func run(ctx context.Context, o *Options, d Dialer, out io.Writer) (Result, erro
 	for _, w := range r.workers {
 		wg.Go(func() {
 			defer r.running.Add(-1)
+			if r.o.IOModel == IOThread {
+				runtime.LockOSThread()
+			}
 			if err := r.loop(runCtx, w); err != nil {
 				r.fail(err)
 				cancel()
@@ -281,6 +285,12 @@ func (r *runner) loop(ctx context.Context, w *worker) error {
 			r.concurrency.Add(1)
 		}
 		w.tally = counters{}
+		if o.IOModel == IOThread {
+			// A goroutine never rescheduled for 10 ms makes the
+			// runtime's monitor take its processor at every system
+			// call (package threadconn).
+			runtime.Gosched()
+		}
 		for {
 			err := r.wl.event(w, ctx)
 			if err == nil {

@@ -84,6 +84,9 @@ type latencyRun struct {
 // options returns the benchmark options of a run through the route.
 func (r *latencyRun) options() bench.Options {
 	o := bench.DefaultOptions()
+	// The lab runs the benchmark in the process that runs the proxy; it
+	// keeps the runtime's threads to itself.
+	o.IOModel = bench.IOPoller
 	o.Workload = "oltp_read_write"
 	o.Driver = bench.DriverPgSQL
 	if r.db.protocol == protoMySQL {
