@@ -56,10 +56,10 @@
 // A run waits as sysbench does by default (--io-model=thread): each
 // worker is locked to an operating-system thread and waits in its own
 // blocking system calls (package threadconn), Main sets GOMAXPROCS to one
-// per connection and one more, and each worker yields once per event so
-// the runtime's monitor leaves its processor alone. The kernel then sees
-// which client thread serves which server process and places the two
-// together, as it does for sysbench's threads. --io-model=poller, and
+// per connection and one more, and each worker yields every 5 ms,
+// between events, so the runtime's monitor leaves its processor alone.
+// The kernel then sees which client thread serves which server process
+// and places the two together, as it does for sysbench's threads. --io-model=poller, and
 // prepare and cleanup always, read and write with raw non-blocking system
 // calls under the network poller (package rawconn), and Main runs them
 // with one scheduler thread per 16 connections: cheaper for many

@@ -255,6 +255,12 @@ func (r *runner) explain(err error) error {
 	return err
 }
 
+// yieldEvery is how often a worker of the thread model yields: under the
+// 10 ms after which the runtime's monitor starts taking the processor of
+// a goroutine that was not rescheduled, and as seldom as that allows,
+// since each yield of a locked thread hands its processor over and back.
+const yieldEvery = 5 * time.Millisecond
+
 // loop is one worker's event loop (sysbench's thread_run).
 func (r *runner) loop(ctx context.Context, w *worker) error {
 	o := r.o
@@ -285,10 +291,11 @@ func (r *runner) loop(ctx context.Context, w *worker) error {
 			r.concurrency.Add(1)
 		}
 		w.tally = counters{}
-		if o.IOModel == IOThread {
+		if o.IOModel == IOThread && now.Sub(w.yielded) >= yieldEvery {
 			// A goroutine never rescheduled for 10 ms makes the
 			// runtime's monitor take its processor at every system
 			// call (package threadconn).
+			w.yielded = now
 			runtime.Gosched()
 		}
 		for {
@@ -520,12 +527,13 @@ func (r *runner) result(end time.Time, intervals []Interval) Result {
 // scratch buffers and its statistics. Only the worker's goroutine touches
 // it, except stats (guarded by its mutex).
 type worker struct {
-	id     int
-	o      *Options
-	conn   Conn
-	set    *stmtSet
-	rnd    *sbrand.Rand
-	unique *sbrand.Unique // shared; safe for concurrent use
+	id      int
+	o       *Options
+	conn    Conn
+	yielded time.Time // when the worker last yielded its thread (thread model)
+	set     *stmtSet
+	rnd     *sbrand.Rand
+	unique  *sbrand.Unique // shared; safe for concurrent use
 
 	args         [4]Arg
 	wide         []Arg  // select_random_* parameters
