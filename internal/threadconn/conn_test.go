@@ -97,19 +97,25 @@ func TestEOFAfterData(t *testing.T) {
 	}
 }
 
-// TestCloseWakesRead closes the Conn while a Read is blocked on a peer
-// that never writes.
-func TestCloseWakesRead(t *testing.T) {
+// blockedRead starts a Read on a Conn whose peer never writes, and waits
+// a moment for it to block; the read's error comes on the channel.
+func blockedRead(t *testing.T) (*Conn, <-chan error) {
 	hold := make(chan struct{})
-	addr := serve(t, func(net.Conn) { <-hold })
-	defer close(hold)
-	c := dial(t, addr)
+	t.Cleanup(func() { close(hold) })
+	c := dial(t, serve(t, func(net.Conn) { <-hold }))
 	errc := make(chan error, 1)
 	go func() {
 		_, err := c.Read(make([]byte, 8))
 		errc <- err
 	}()
-	time.Sleep(20 * time.Millisecond) // let the read block
+	time.Sleep(20 * time.Millisecond)
+	return c, errc
+}
+
+// TestCloseWakesRead closes the Conn while a Read is blocked on a peer
+// that never writes.
+func TestCloseWakesRead(t *testing.T) {
+	c, errc := blockedRead(t)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -127,16 +133,7 @@ func TestCloseWakesRead(t *testing.T) {
 // TestPastDeadlineInterruptsRead is how pgconn cancels a query: a
 // deadline of now, set while the read is blocked.
 func TestPastDeadlineInterruptsRead(t *testing.T) {
-	hold := make(chan struct{})
-	addr := serve(t, func(net.Conn) { <-hold })
-	defer close(hold)
-	c := dial(t, addr)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := c.Read(make([]byte, 8))
-		errc <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
+	c, errc := blockedRead(t)
 	if err := c.SetDeadline(time.Now()); err != nil {
 		t.Fatal(err)
 	}
