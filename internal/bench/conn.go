@@ -96,9 +96,10 @@ type Conn interface {
 // dialFunc opens a socket, as net.Dialer.DialContext.
 type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
-// newDialFunc returns how o's connections are opened: wrapped by rawconn
-// under the poller model, by threadconn under the thread model.
-func newDialFunc(o *Options) dialFunc {
+// runDialFunc returns how the run workers' connections are opened:
+// wrapped by rawconn under the poller model, by threadconn under the
+// thread model. prepare and cleanup always use rawconn.Dial.
+func runDialFunc(o *Options) dialFunc {
 	if o.IOModel != IOThread {
 		return rawconn.Dial
 	}

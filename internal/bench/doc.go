@@ -59,12 +59,13 @@
 // per connection and one more, and each worker yields every 5 ms,
 // between events, so the runtime's monitor leaves its processor alone.
 // The kernel then sees which client thread serves which server process
-// and places the two together, as it does for sysbench's threads. --io-model=poller, and
-// prepare and cleanup always, read and write with raw non-blocking system
-// calls under the network poller (package rawconn), and Main runs them
-// with one scheduler thread per 16 connections: cheaper for many
-// connections, but one thread serves them all and the client's work
-// cannot spread across CPUs beside the server's.
+// and places the two together, as it does for sysbench's threads.
+// --io-model=poller, and prepare and cleanup always, read and write with
+// raw non-blocking system calls under the network poller (package
+// rawconn), and Main runs them with one scheduler thread per 16
+// connections: cheaper for many connections, but one thread serves them
+// all and the client's work cannot spread across CPUs beside the
+// server's.
 //
 // Invariants: statements are the only traffic in the measured path (no
 // pool, no liveness check, no context watcher per statement); a worker's

@@ -33,9 +33,9 @@ const (
 // threads only spin up and back down on every answer, and on a machine
 // shared with the server that costs the server CPU. For a run under
 // --io-model=thread (the default) it sets one scheduler thread per
-// connection and one more instead: each
-// worker keeps its processor while blocked in a system call, and one
-// that must wait for a processor when its answer comes costs a hand-off.
+// connection and one more instead: each worker keeps its processor while
+// blocked in a system call, and one that must wait for a processor when
+// its answer comes costs a hand-off.
 // Library callers of Run and Prepare keep their own setting.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, workload, command, err := ParseArgs(args)

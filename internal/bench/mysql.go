@@ -43,12 +43,12 @@ type mysqlDialer struct {
 	dial   dialFunc
 }
 
-func newMySQLDialer(o *Options) (*mysqlDialer, error) {
+func newMySQLDialer(o *Options, dial dialFunc) (*mysqlDialer, error) {
 	cfgs, err := mysqlConfigs(o)
 	if err != nil {
 		return nil, usageErrorf("bad MySQL address: %v", err)
 	}
-	d := &mysqlDialer{cfgs: cfgs, ps: o.PSMode == PSAuto, ignore: map[uint16]bool{}, clk: o.clock(), dial: newDialFunc(o)}
+	d := &mysqlDialer{cfgs: cfgs, ps: o.PSMode == PSAuto, ignore: map[uint16]bool{}, clk: o.clock(), dial: dial}
 	for _, e := range o.MySQL.IgnoreErrors {
 		if e == "all" {
 			d.all = true

@@ -32,12 +32,12 @@ type pgDialer struct {
 	ps  bool
 }
 
-func newPgDialer(o *Options) (*pgDialer, error) {
+func newPgDialer(o *Options, dial dialFunc) (*pgDialer, error) {
 	cfg, err := pgConfig(o)
 	if err != nil {
 		return nil, usageErrorf("bad PostgreSQL address: %v", err)
 	}
-	cfg.DialFunc = pgconn.DialFunc(newDialFunc(o))
+	cfg.DialFunc = pgconn.DialFunc(dial)
 	return &pgDialer{cfg: cfg, ps: o.PSMode == PSAuto}, nil
 }
 

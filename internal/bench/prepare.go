@@ -13,14 +13,15 @@ import (
 
 	"github.com/sluicelab/sluice/internal/bench/sbrand"
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/rawconn"
 )
 
-// newDialer returns the Dialer of o's driver.
+// newDialer returns the Dialer of o's driver for a run.
 func newDialer(o *Options) (Dialer, error) {
 	if o.Driver == DriverPgSQL {
-		return newPgDialer(o)
+		return newPgDialer(o, runDialFunc(o))
 	}
-	return newMySQLDialer(o)
+	return newMySQLDialer(o, runDialFunc(o))
 }
 
 // adminConn is a connection for prepare and cleanup.
@@ -32,20 +33,17 @@ type adminConn interface {
 	close() error
 }
 
-// openAdmin opens connection n for prepare or cleanup. These wait on
-// the network poller whatever o.IOModel says: the I/O model is the run's.
+// openAdmin opens connection n for prepare or cleanup. It waits on the
+// network poller whatever o.IOModel says: the I/O model is the run's.
 func openAdmin(ctx context.Context, o *Options, n int) (adminConn, error) {
-	po := *o
-	po.IOModel = IOPoller
-	o = &po
 	if o.Driver == DriverPgSQL {
-		d, err := newPgDialer(o)
+		d, err := newPgDialer(o, rawconn.Dial)
 		if err != nil {
 			return nil, err
 		}
 		return d.admin(ctx)
 	}
-	d, err := newMySQLDialer(o)
+	d, err := newMySQLDialer(o, rawconn.Dial)
 	if err != nil {
 		return nil, err
 	}

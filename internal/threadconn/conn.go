@@ -109,7 +109,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		err = io.EOF
 	}
 	if err = c.cause(err, true); err == io.EOF {
-		return 0, io.EOF
+		return 0, err
 	}
 	return 0, c.opError("read", err)
 }
@@ -172,8 +172,6 @@ func (c *Conn) cause(err error, read bool) error {
 	case errors.Is(err, syscall.EAGAIN):
 		// The socket's timeout ran out.
 		return os.ErrDeadlineExceeded
-	case errors.Is(err, os.ErrClosed):
-		return net.ErrClosed
 	}
 	var pe *os.PathError
 	if errors.As(err, &pe) {
@@ -183,9 +181,6 @@ func (c *Conn) cause(err error, read bool) error {
 }
 
 func (c *Conn) opError(op string, err error) error {
-	if err == io.EOF {
-		return err
-	}
 	return &net.OpError{Op: op, Net: c.local.Network(), Source: c.local, Addr: c.remote, Err: err}
 }
 
