@@ -22,11 +22,14 @@
 // CPU latency request of 0 (-cpu-latency; see internal/cpulatency) when
 // the process may hold one: idle CPUs then poll instead of halting, and a
 // query that comes after a pause is not charged the exit from a deep idle
-// state, which on a virtual machine costs more than the 0.1 ms target.
+// state, which on a virtual machine costs more than the 0.1 ms target. In
+// the precision experiment sluice is pinned to one CPU (-cpus; see
+// internal/cpuset), so its wake-ups do not land where pgbench and the
+// server are about to run.
 //
 // Run with the test servers up (scripts/testdb start):
 //
-//	go run ./bench/emulation [-exp precision,throughput,sysbench] [-db pgsql,mysql] [-cpu-latency 0s|off]
+//	go run ./bench/emulation [-exp precision,throughput,sysbench] [-db pgsql,mysql] [-cpu-latency 0s|off] [-cpus last|off|LIST]
 package main
 
 import (
@@ -48,6 +51,7 @@ import (
 
 	"github.com/sluicelab/sluice/bench/harness"
 	"github.com/sluicelab/sluice/internal/cpulatency"
+	"github.com/sluicelab/sluice/internal/cpuset"
 )
 
 func main() {
@@ -55,6 +59,7 @@ func main() {
 	dbs := flag.String("db", "pgsql", "databases for the sysbench experiment: pgsql, mysql")
 	dur := flag.Int("time", 10, "seconds per pgbench run")
 	sbtime := flag.Int("sbtime", 30, "seconds per sysbench run")
+	cpus := flag.String("cpus", "last", "CPUs sluice is pinned to in the precision experiment (sluice serve --cpus): a CPU list, \"last\" (the last CPU this process may use) or \"off\"")
 	cpuLat := flag.String("cpu-latency", "0s", "hold a PM QoS CPU latency request of this bound for the whole run, for direct and sluice alike (needs root; \"off\": none)")
 	flag.Parse()
 	ctx := context.Background()
@@ -73,12 +78,15 @@ func main() {
 	} else {
 		fmt.Printf("CPU latency request: none (-cpu-latency off); idle CPUs may sleep deeply\n")
 	}
+	pinArgs, err := pinFlag(*cpus)
+	if err != nil {
+		log.Fatalf("-cpus: %v", err)
+	}
 	pgURL := harness.Env("SLUICE_TEST_PG", "postgres://sluice:sluice@127.0.0.1:15432/sluice?sslmode=disable")
 	for _, e := range strings.Split(*exps, ",") {
-		var err error
 		switch e {
 		case "precision":
-			err = precision(ctx, pgURL, *dur)
+			err = precision(ctx, pgURL, *dur, pinArgs)
 		case "throughput":
 			err = throughput(ctx, pgURL)
 		case "sysbench":
@@ -168,13 +176,37 @@ func ensurePgbench(url string) error {
 	return nil
 }
 
-func precision(ctx context.Context, url string, seconds int) error {
+// pinFlag turns -cpus into sluice serve's arguments.
+func pinFlag(v string) ([]string, error) {
+	switch v {
+	case "off":
+		return nil, nil
+	case "last":
+		allowed, err := cpuset.Allowed()
+		if err != nil {
+			return nil, err
+		}
+		last := 0
+		for c := 0; c <= cpuset.Max; c++ {
+			if allowed.IsSet(c) {
+				last = c
+			}
+		}
+		return []string{"--cpus", strconv.Itoa(last)}, nil
+	}
+	if _, err := cpuset.Parse(v); err != nil {
+		return nil, fmt.Errorf("%w, or last, or off", err)
+	}
+	return []string{"--cpus", v}, nil
+}
+
+func precision(ctx context.Context, url string, seconds int, pin []string) error {
 	if err := ensurePgbench(url); err != nil {
 		return err
 	}
 	up, _ := harness.HostPort(url)
 	httpAddr := harness.FreeAddr()
-	s, err := harness.Start(ctx, "postgres", up, "--http", httpAddr)
+	s, err := harness.Start(ctx, "postgres", up, append([]string{"--http", httpAddr}, pin...)...)
 	if err != nil {
 		return err
 	}
@@ -182,6 +214,11 @@ func precision(ctx context.Context, url string, seconds int) error {
 	dh, dp, _ := strings.Cut(up, ":")
 	sh, sp, _ := strings.Cut(s.Listen, ":")
 	fmt.Printf("\nprecision: pgbench -S -c 1 -T %d, direct vs through sluice, delay each way\n", seconds)
+	if len(pin) == 2 {
+		fmt.Printf("(sluice pinned to CPU %s: sluice serve --cpus %s)\n", pin[1], pin[1])
+	} else {
+		fmt.Printf("(sluice not pinned: -cpus off)\n")
+	}
 	fmt.Printf("(latency: the SELECT's own mean, pgbench -r; paced: direct again with the client\n")
 	fmt.Printf(" sleeping 2 x delay after each query, so the server idles as long as behind the\n")
 	fmt.Printf(" delay; an idle server answers slower)\n")

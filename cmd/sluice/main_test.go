@@ -2,10 +2,16 @@ package main
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/cpuset"
 )
 
 func TestHelpListsCommands(t *testing.T) {
@@ -35,6 +41,8 @@ func TestBadConfigExit2(t *testing.T) {
 		{[]string{"serve"}, []string{"nothing to serve"}},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--cpu-latency", "soon"}, []string{"--cpu-latency", `"soon"`}},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--cpu-latency", "-5us"}, []string{"--cpu-latency", `"-5us"`}},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--cpus", "1-x"}, []string{"--cpus", `"1-x"`}},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--cpus", "1023"}, []string{"--cpus", "CPU 1023 not available"}},
 	}
 	for _, tt := range tests {
 		var out strings.Builder
@@ -56,5 +64,74 @@ func TestAdminRefusesNonLoopbackWithoutPassword(t *testing.T) {
 	code := run(context.Background(), []string{"serve", "--admin", "0.0.0.0:0"}, &out, &out)
 	if code != 2 || !strings.Contains(out.String(), "needs a password") {
 		t.Fatalf("exit %d: %s", code, out.String())
+	}
+}
+
+// TestServePinsToCPUs runs serve with --cpus naming one CPU and checks that
+// every thread of the process is pinned to it while serving.
+func TestServePinsToCPUs(t *testing.T) {
+	allowed, err := cpuset.Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := runtime.GOMAXPROCS(0)
+	defer func() {
+		runtime.GOMAXPROCS(procs)
+		if err := cpuset.Pin(allowed, allowed); err != nil {
+			t.Errorf("restore affinity: %v", err)
+		}
+	}()
+	last := -1
+	for c := 0; c <= cpuset.Max; c++ {
+		if allowed.IsSet(c) {
+			last = c
+		}
+	}
+	want := strconv.Itoa(last)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	var out strings.Builder
+	go func() {
+		done <- run(ctx, []string{"serve", "--listen", addr, "--upstream", "127.0.0.1:1", "--cpus", want}, &out, &out)
+	}()
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i > 200 {
+			cancel()
+			t.Fatalf("serve did not listen: %v (exit %d: %s)", err, <-done, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Errorf("GOMAXPROCS = %d while pinned to one CPU, want 1", got)
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/status")
+		if err != nil {
+			continue // exited
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok && strings.TrimSpace(v) != want {
+				t.Errorf("thread %s may run on %s, want %s", task.Name(), strings.TrimSpace(v), want)
+			}
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("serve exit %d: %s", code, out.String())
 	}
 }

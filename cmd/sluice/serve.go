@@ -17,6 +17,7 @@ import (
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/cpulatency"
+	"github.com/sluicelab/sluice/internal/cpuset"
 	"github.com/sluicelab/sluice/internal/proxy"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire/mysql"
@@ -36,6 +37,7 @@ type serveFlags struct {
 	logLevel  string
 	logFormat string
 	procs     int
+	cpus      string
 	cpuLat    string
 }
 
@@ -67,6 +69,7 @@ to the link named "default".`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.cpuLat, "cpu-latency", "", "while serving, hold a PM QoS request that no CPU take longer than this to leave idle (e.g. 0s: idle CPUs poll), so emulated delays are not lengthened by deep idle states; needs root; empty: no request")
 	fl.IntVar(&f.procs, "procs", defaultProcs(), "CPUs the proxy may use at once (GOMAXPROCS); the default, half the CPUs, leaves the rest to the database and its clients")
+	fl.StringVar(&f.cpus, "cpus", "", "pin the proxy's threads to these CPUs (a list such as 0 or 0-3,6, as taskset -c takes); --procs then defaults to their number; emulated delays are most precise with the proxy on a CPU of its own; empty: no pinning")
 	return cmd
 }
 
@@ -135,6 +138,16 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	if f.procs < 1 {
 		return usageErr(fmt.Errorf("--procs: bad value %d (want 1 or more)", f.procs))
 	}
+	if f.cpus != "" {
+		n, err := pin(f.cpus)
+		if err != nil {
+			return usageErr(fmt.Errorf("--cpus: %w", err))
+		}
+		if !cmd.Flags().Changed("procs") {
+			f.procs = n
+		}
+		log.Info("pinned to CPUs", "cpus", f.cpus, "procs", f.procs)
+	}
 	if f.cpuLat != "" {
 		bound, err := cpulatency.ParseBound(f.cpuLat)
 		if err != nil {
@@ -163,6 +176,23 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 		log.Warn("grace period over; closed remaining sessions", "err", err)
 	}
 	return nil
+}
+
+// pin restricts the process to the CPU list cpus and returns how many
+// CPUs that is.
+func pin(cpus string) (int, error) {
+	set, err := cpuset.Parse(cpus)
+	if err != nil {
+		return 0, err
+	}
+	allowed, err := cpuset.Allowed()
+	if err != nil {
+		return 0, err
+	}
+	if err := cpuset.Pin(set, allowed); err != nil {
+		return 0, err
+	}
+	return set.Count(), nil
 }
 
 // defaultProcs is half the CPUs, at least one. A proxy's work per message

@@ -1,0 +1,4 @@
+package cpuset
+
+// Threads lists the process's thread IDs, for tests.
+var Threads = threads
