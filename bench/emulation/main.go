@@ -186,13 +186,7 @@ func pinFlag(v string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		last := 0
-		for c := 0; c <= cpuset.Max; c++ {
-			if allowed.IsSet(c) {
-				last = c
-			}
-		}
-		return []string{"--cpus", strconv.Itoa(last)}, nil
+		return []string{"--cpus", strconv.Itoa(cpuset.Last(allowed))}, nil
 	}
 	if _, err := cpuset.Parse(v); err != nil {
 		return nil, fmt.Errorf("%w, or last, or off", err)

@@ -81,13 +81,7 @@ func TestServePinsToCPUs(t *testing.T) {
 			t.Errorf("restore affinity: %v", err)
 		}
 	}()
-	last := -1
-	for c := 0; c <= cpuset.Max; c++ {
-		if allowed.IsSet(c) {
-			last = c
-		}
-	}
-	want := strconv.Itoa(last)
+	want := strconv.Itoa(cpuset.Last(allowed))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

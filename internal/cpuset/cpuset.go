@@ -89,6 +89,16 @@ func Format(set Set) string {
 	return b.String()
 }
 
+// Last returns the highest CPU in set, or -1 if set is empty.
+func Last(set Set) int {
+	for c := Max; c >= 0; c-- {
+		if set.IsSet(c) {
+			return c
+		}
+	}
+	return -1
+}
+
 // Allowed returns the CPUs the calling thread may run on.
 func Allowed() (Set, error) {
 	var set Set
@@ -107,10 +117,8 @@ func Pin(set, allowed Set) error {
 		return errors.New("cpuset: no CPU to pin to")
 	}
 	var outside Set
-	for c := 0; c <= Max; c++ {
-		if set.IsSet(c) && !allowed.IsSet(c) {
-			outside.Set(c)
-		}
+	for i := range set {
+		outside[i] = set[i] &^ allowed[i]
 	}
 	if outside.Count() > 0 {
 		return fmt.Errorf("cpuset: CPU %s not available to this process (it may use %s)", Format(outside), Format(allowed))

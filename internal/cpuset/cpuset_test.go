@@ -81,6 +81,17 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+func TestLast(t *testing.T) {
+	for _, tc := range []struct {
+		s    cpuset.Set
+		want int
+	}{{set(), -1}, {set(0), 0}, {set(1, 5), 5}, {set(3, cpuset.Max), cpuset.Max}} {
+		if got := cpuset.Last(tc.s); got != tc.want {
+			t.Errorf("Last(%s) = %d, want %d", cpuset.Format(tc.s), got, tc.want)
+		}
+	}
+}
+
 func TestPinRefuses(t *testing.T) {
 	allowed := set(0, 1)
 	if err := cpuset.Pin(cpuset.Set{}, allowed); err == nil {
@@ -105,13 +116,7 @@ func TestPinEveryThread(t *testing.T) {
 			t.Errorf("restore: %v", err)
 		}
 	}()
-	var one cpuset.Set
-	for c := cpuset.Max; c >= 0; c-- {
-		if allowed.IsSet(c) {
-			one.Set(c)
-			break
-		}
-	}
+	one := set(cpuset.Last(allowed))
 	// Threads held in blocking system calls, so the runtime has more
 	// than the one running this test.
 	var fds [2]int
