@@ -9,8 +9,10 @@
 //     with the client sleeping 2 x delay after each query: behind a delay
 //     the server idles that long between queries and answers the next
 //     one more slowly, which the paced run shows without sluice. The
-//     last column is sluice's own share, read from its metrics: how late
-//     its delay lines handed the query and the answer to the sockets.
+//     three columns run in rotating rounds (-rounds), so the host's drift
+//     lands on all of them alike. The last column is sluice's own share,
+//     read from its metrics: how late its delay lines handed the query
+//     and the answer to the sockets.
 //   - throughput: one COPY ... TO STDOUT of 200 MB through rate='50MB'
 //     (target 4.0 s +-5%), and through delay='25ms' with a 1 MiB window
 //     (target 1 MiB / 50 ms +-10%).
@@ -57,7 +59,8 @@ import (
 func main() {
 	exps := flag.String("exp", "precision,throughput,sysbench", "experiments to run")
 	dbs := flag.String("db", "pgsql", "databases for the sysbench experiment: pgsql, mysql")
-	dur := flag.Int("time", 10, "seconds per pgbench run")
+	dur := flag.Int("time", 10, "seconds of pgbench per column and delay in the precision experiment")
+	rounds := flag.Int("rounds", 5, "rounds the precision experiment splits each column's time into, the columns' order rotating")
 	sbtime := flag.Int("sbtime", 30, "seconds per sysbench run")
 	cpus := flag.String("cpus", "last", "CPUs sluice is pinned to in the precision experiment (sluice serve --cpus): a CPU list, \"last\" (the last CPU this process may use) or \"off\"")
 	cpuLat := flag.String("cpu-latency", "0s", "hold a PM QoS CPU latency request of this bound for the whole run, for direct and sluice alike (needs root; \"off\": none)")
@@ -78,6 +81,9 @@ func main() {
 	} else {
 		fmt.Printf("CPU latency request: none (-cpu-latency off); idle CPUs may sleep deeply\n")
 	}
+	if *rounds < 1 {
+		log.Fatalf("-rounds: bad value %d (want 1 or more)", *rounds)
+	}
 	pinArgs, err := pinFlag(*cpus)
 	if err != nil {
 		log.Fatalf("-cpus: %v", err)
@@ -86,7 +92,7 @@ func main() {
 	for _, e := range strings.Split(*exps, ",") {
 		switch e {
 		case "precision":
-			err = precision(ctx, pgURL, *dur, pinArgs)
+			err = precision(ctx, pgURL, *dur, *rounds, pinArgs)
 		case "throughput":
 			err = throughput(ctx, pgURL)
 		case "sysbench":
@@ -194,7 +200,7 @@ func pinFlag(v string) ([]string, error) {
 	return []string{"--cpus", v}, nil
 }
 
-func precision(ctx context.Context, url string, seconds int, pin []string) error {
+func precision(ctx context.Context, url string, seconds, rounds int, pin []string) error {
 	if err := ensurePgbench(url); err != nil {
 		return err
 	}
@@ -207,7 +213,7 @@ func precision(ctx context.Context, url string, seconds int, pin []string) error
 	defer s.Stop()
 	dh, dp, _ := strings.Cut(up, ":")
 	sh, sp, _ := strings.Cut(s.Listen, ":")
-	fmt.Printf("\nprecision: pgbench -S -c 1 -T %d, direct vs through sluice, delay each way\n", seconds)
+	fmt.Printf("\nprecision: pgbench -S -c 1, %d rounds of -T %d per column, rotating; direct vs through sluice, delay each way\n", rounds, max(1, seconds/rounds))
 	if len(pin) == 2 {
 		fmt.Printf("(sluice pinned to CPU %s: sluice serve --cpus %s)\n", pin[1], pin[1])
 	} else {
@@ -233,33 +239,59 @@ func precision(ctx context.Context, url string, seconds int, pin []string) error
 		if err := s.Exec(ctx, fmt.Sprintf("ALTER LINK default WITH (delay='%gms')", d)); err != nil {
 			return err
 		}
-		direct, err := pgbench(dh, dp, seconds, 0)
-		if err != nil {
-			return err
+		// The three columns run in rounds, their order rotating, so that
+		// the host's drift over the minute a row takes lands on all three.
+		idle := time.Duration(2 * d * float64(time.Millisecond))
+		var direct, via, paced float64
+		var released, lateSum float64
+		per := max(1, seconds/rounds)
+		for r := range rounds {
+			fmt.Fprintf(os.Stderr, "  delay %gms: round %d/%d\n", d, r+1, rounds)
+			for k := range 3 {
+				switch (r + k) % 3 {
+				case 0:
+					v, err := pgbench(dh, dp, per, 0)
+					if err != nil {
+						return err
+					}
+					direct += v / float64(rounds)
+				case 1:
+					before, err := releaseLateness(httpAddr)
+					if err != nil {
+						return err
+					}
+					v, err := pgbench(sh, sp, per, 0)
+					if err != nil {
+						return err
+					}
+					after, err := releaseLateness(httpAddr)
+					if err != nil {
+						return err
+					}
+					via += v / float64(rounds)
+					released += after.count - before.count
+					lateSum += after.sum - before.sum
+				case 2:
+					// Behind the delay the server idles 2 x delay before
+					// each query; at zero delay paced is direct.
+					if d == 0 {
+						continue
+					}
+					v, err := pgbench(dh, dp, per, idle)
+					if err != nil {
+						return err
+					}
+					paced += v / float64(rounds)
+				}
+			}
 		}
-		before, err := releaseLateness(httpAddr)
-		if err != nil {
-			return err
-		}
-		via, err := pgbench(sh, sp, seconds, 0)
-		if err != nil {
-			return err
-		}
-		after, err := releaseLateness(httpAddr)
-		if err != nil {
-			return err
+		if d == 0 {
+			paced = direct
 		}
 		// Both directions' lateness, per query (one release each way).
 		own := "-"
-		if n := after.count - before.count; n > 0 {
-			own = fmt.Sprintf("%+.1f", 2*(after.sum-before.sum)/n*1e6)
-		}
-		// Behind the delay the server idles 2 x delay before each query.
-		paced := direct
-		if d > 0 {
-			if paced, err = pgbench(dh, dp, seconds, time.Duration(2*d*float64(time.Millisecond))); err != nil {
-				return err
-			}
+		if released > 0 {
+			own = fmt.Sprintf("%+.1f", 2*lateSum/released*1e6)
 		}
 		want := 2 * d
 		e, ep := via-direct-want, via-paced-want
