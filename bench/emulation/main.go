@@ -84,7 +84,7 @@ func main() {
 	if *rounds < 1 {
 		log.Fatalf("-rounds: bad value %d (want 1 or more)", *rounds)
 	}
-	pinArgs, err := pinFlag(*cpus)
+	pinTo, err := pinFlag(*cpus)
 	if err != nil {
 		log.Fatalf("-cpus: %v", err)
 	}
@@ -92,7 +92,7 @@ func main() {
 	for _, e := range strings.Split(*exps, ",") {
 		switch e {
 		case "precision":
-			err = precision(ctx, pgURL, *dur, *rounds, pinArgs)
+			err = precision(ctx, pgURL, *dur, *rounds, pinTo)
 		case "throughput":
 			err = throughput(ctx, pgURL)
 		case "sysbench":
@@ -182,31 +182,38 @@ func ensurePgbench(url string) error {
 	return nil
 }
 
-// pinFlag turns -cpus into sluice serve's arguments.
-func pinFlag(v string) ([]string, error) {
+// pinFlag turns -cpus into the CPU list for sluice serve --cpus, "" for
+// none.
+func pinFlag(v string) (string, error) {
 	switch v {
 	case "off":
-		return nil, nil
+		return "", nil
 	case "last":
 		allowed, err := cpuset.Allowed()
 		if err != nil {
-			return nil, err
+			return "", err
 		}
-		return []string{"--cpus", strconv.Itoa(cpuset.Last(allowed))}, nil
+		return strconv.Itoa(cpuset.Last(allowed)), nil
 	}
 	if _, err := cpuset.Parse(v); err != nil {
-		return nil, fmt.Errorf("%w, or last, or off", err)
+		return "", fmt.Errorf("%w, or last, or off", err)
 	}
-	return []string{"--cpus", v}, nil
+	return v, nil
 }
 
-func precision(ctx context.Context, url string, seconds, rounds int, pin []string) error {
+// precision runs the precision experiment; pinTo is sluice's CPU list
+// ("" leaves it free).
+func precision(ctx context.Context, url string, seconds, rounds int, pinTo string) error {
 	if err := ensurePgbench(url); err != nil {
 		return err
 	}
 	up, _ := harness.HostPort(url)
 	httpAddr := harness.FreeAddr()
-	s, err := harness.Start(ctx, "postgres", up, append([]string{"--http", httpAddr}, pin...)...)
+	args := []string{"--http", httpAddr}
+	if pinTo != "" {
+		args = append(args, "--cpus", pinTo)
+	}
+	s, err := harness.Start(ctx, "postgres", up, args...)
 	if err != nil {
 		return err
 	}
@@ -214,8 +221,8 @@ func precision(ctx context.Context, url string, seconds, rounds int, pin []strin
 	dh, dp, _ := strings.Cut(up, ":")
 	sh, sp, _ := strings.Cut(s.Listen, ":")
 	fmt.Printf("\nprecision: pgbench -S -c 1, %d rounds of -T %d per column, rotating; direct vs through sluice, delay each way\n", rounds, max(1, seconds/rounds))
-	if len(pin) == 2 {
-		fmt.Printf("(sluice pinned to CPU %s: sluice serve --cpus %s)\n", pin[1], pin[1])
+	if pinTo != "" {
+		fmt.Printf("(sluice pinned to CPU %s: sluice serve --cpus %s)\n", pinTo, pinTo)
 	} else {
 		fmt.Printf("(sluice not pinned: -cpus off)\n")
 	}
