@@ -237,11 +237,16 @@ func precision(ctx context.Context, url string, seconds, rounds int, pinTo strin
 		switch {
 		case d == 0:
 			return "-"
-		case math.Abs(e) <= math.Max(0.02*2*d, 0.1):
+		case math.Abs(e) <= tolerance(d):
 			return "yes"
 		}
 		return "NO"
 	}
+	// passed counts the delayed rows within tolerance, against direct and
+	// against paced; idleCost is the largest excess of paced over direct
+	// beyond the tolerance, in ms (0: none).
+	var passed, passedP, rows int
+	var idleCost float64
 	for _, d := range []float64{0, 0.5, 1, 5, 10} {
 		if err := s.Exec(ctx, fmt.Sprintf("ALTER LINK default WITH (delay='%gms')", d)); err != nil {
 			return err
@@ -304,9 +309,31 @@ func precision(ctx context.Context, url string, seconds, rounds int, pinTo strin
 		e, ep := via-direct-want, via-paced-want
 		fmt.Printf("%-7s %9.3f %9.3f %9.3f %9.3f %9.3f %7.3f %+8.3f %5s %+8.3f %5s %7s\n", fmt.Sprintf("%gms", d),
 			direct, paced, via, via-direct, via-paced, want, e, verdict(d, e), ep, verdict(d, ep), own)
+		if d == 0 {
+			continue
+		}
+		rows++
+		if verdict(d, e) == "yes" {
+			passed++
+		}
+		if verdict(d, ep) == "yes" {
+			passedP++
+		}
+		if x := paced - direct - tolerance(d); x > idleCost {
+			idleCost = x
+		}
+	}
+	fmt.Printf("within tolerance: %d of %d delays against direct, %d of %d against paced\n", passed, rows, passedP, rows)
+	if idleCost > 0 {
+		fmt.Printf("(paced ran up to %.3f ms beyond the tolerance above direct, with no sluice in the\n", idleCost)
+		fmt.Printf(" path: this host wakes an idle CPU late, and any delay on the wire pays that)\n")
 	}
 	return nil
 }
+
+// tolerance is the precision target's allowed error at a one-way delay of
+// d ms: max(2% of the added round trip, 0.1 ms), in ms.
+func tolerance(d float64) float64 { return math.Max(0.02*2*d, 0.1) }
 
 // lateness is the precise releases' lateness summed over routes and
 // directions: count releases, sum seconds.
