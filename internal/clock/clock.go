@@ -67,6 +67,21 @@ func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	return SleepUntil(ctx, c, c.Now().Add(d))
 }
 
+// Wall is implemented by clocks that can place a wall-clock reading taken
+// outside the process (a kernel receive timestamp) on their own time line.
+type Wall interface {
+	// FromWall returns the clock's time when the wall clock read w.
+	FromWall(w time.Time) time.Time
+}
+
+// FromWall returns the present less w's age by the wall clock, so the
+// result carries a monotonic reading and compares with Now. A step of the
+// wall clock between w and the call moves the result by the step.
+func (Real) FromWall(w time.Time) time.Time {
+	now := time.Now()
+	return now.Add(-now.Sub(w.Round(0)))
+}
+
 // Precise is implemented by clocks that can sleep more precisely than
 // their timers. Go's timers can wake a millisecond late on an idle Linux
 // host, because the runtime's network poller sleeps in whole

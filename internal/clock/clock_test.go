@@ -104,3 +104,20 @@ func TestHighResTimer(t *testing.T) {
 	release()
 	release() // safe twice
 }
+
+// TestFromWall: a wall-clock reading lands on Real's time line, with a
+// monotonic reading, as far before Now as it is old.
+func TestFromWall(t *testing.T) {
+	var c Real
+	for _, age := range []time.Duration{0, 3 * time.Millisecond, 2 * time.Second, -time.Second} {
+		before := c.Now()
+		got := c.FromWall(time.Now().Round(0).Add(-age))
+		after := c.Now()
+		if got.Round(0) == got {
+			t.Fatalf("age %v: %v has no monotonic reading", age, got)
+		}
+		if got.Before(before.Add(-age)) || got.After(after.Add(-age)) {
+			t.Fatalf("age %v: got %v, want between %v and %v", age, got, before.Add(-age), after.Add(-age))
+		}
+	}
+}

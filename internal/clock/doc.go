@@ -13,7 +13,10 @@
 // timers on a timerfd in the network poller that wake within microseconds
 // without holding a thread (for a scheduler's timer, a delay line's
 // release). Real has both; Fake has neither, its timers being exact, and
-// a test that wants a code path behind one wraps it.
+// a test that wants a code path behind one wraps it. A third, Wall,
+// turns a kernel timestamp (wall-clock time) into the clock's time; a
+// Fake has no such mapping, so code under a Fake clock ignores kernel
+// timestamps.
 //
 // Invariants:
 //   - Real delegates to package time (and to timerfd for HighRes) and is

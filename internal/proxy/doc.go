@@ -20,7 +20,11 @@
 // Emulation and scheduling cost only where they are switched on:
 // a flow whose binding carries a delay or whose link has a capacity hands
 // its chunks to a delay line with its own writer goroutine, so the pump
-// keeps reading while earlier bytes wait for their release time.
+// keeps reading while earlier bytes wait for their release time. A
+// chunk's delay counts from when the kernel received it (SO_TIMESTAMPNS,
+// turned on for the socket when its delay line starts), not from when the
+// pump woke up to read it: that wake-up, after an idle wait, would add
+// its own latency to every delayed request and response.
 //
 // Invariants:
 //   - Bytes are never dropped, duplicated or reordered: a flow has at most

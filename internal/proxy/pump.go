@@ -70,6 +70,8 @@ type pump struct {
 	line    *netem.Line  // non-nil once chunks must wait for a release time
 	coarse  bool         // line releases at timer precision (class Low)
 	late    *dirLateness // the route's release histograms for this direction, set with line
+	stamps  stamper      // rd, once it reports kernel receive times (set with line); nil if it cannot
+	wall    clock.Wall   // clk, when stamps is set
 	large   *[]byte
 }
 
@@ -162,6 +164,7 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 		p.line = netem.NewLine(p.clk, p.wr, p.path, netem.LineOptions{
 			AckDelay: p.ackDelay, Precise: &p.late.precise, Timed: &p.late.timed,
 		})
+		p.stampReads()
 	}
 	// Low-class bytes are bulk: released at timer precision, without a
 	// precise wake-up per chunk (see netem.Line.SetCoarse).
@@ -169,10 +172,62 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 		p.line.SetCoarse(low)
 		p.coarse = low
 	}
-	if err := p.line.Write(ctx, b, depart); err != nil {
+	at := depart
+	if p.stamps != nil {
+		if r := p.stamps.ReadStamp(); !r.IsZero() {
+			at = arrival(depart, p.clk.Now(), p.wall.FromWall(r))
+		}
+	}
+	if err := p.line.Write(ctx, b, at); err != nil {
 		return fmt.Errorf("%s write: %w", p.dir, err)
 	}
 	return nil
+}
+
+// stamper is a reader that reports when the kernel received what it
+// returned (rawconn.Conn).
+type stamper interface {
+	StampReads() error
+	ReadStamp() time.Time // wall clock; zero for none
+}
+
+// stampReads asks for kernel receive times on src, if the clock can place
+// them and the socket can give them; the flow's delay then counts from
+// when its bytes reached the host rather than from when the pump got to
+// them. A delayed flow is idle between chunks, and the wake-up that ends
+// its read comes tens of microseconds after the bytes, more on a busy or
+// virtual host: charged to every chunk, on top of the delay.
+func (p *pump) stampReads() {
+	w, ok := p.clk.(clock.Wall)
+	if !ok {
+		return
+	}
+	st, ok := p.rd.(stamper)
+	if !ok {
+		return
+	}
+	if err := st.StampReads(); err != nil {
+		p.srv.log.Debug("no receive timestamps", "route", p.route.Name, "dir", p.dir.String(), "err", err)
+		return
+	}
+	p.stamps, p.wall = st, w
+}
+
+// maxStampAge bounds how old a receive time may be and still stand for a
+// chunk's arrival. An older one means the wall clock stepped, or the
+// bytes waited unread while the flow was held back, when the read time
+// serves as well.
+const maxStampAge = time.Second
+
+// arrival returns when a chunk entered its emulated path: received, the
+// kernel's receive time of its last segment (on the clock's time line),
+// if the link let the chunk leave at once (depart not after now) and
+// received lies at most maxStampAge before depart; depart otherwise.
+func arrival(depart, now, received time.Time) time.Time {
+	if depart.After(now) || received.After(depart) || depart.Sub(received) > maxStampAge {
+		return depart
+	}
+	return received
 }
 
 func (p *pump) ackDelay() time.Duration { return p.ack.Delay }

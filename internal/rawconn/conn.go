@@ -2,11 +2,15 @@ package rawconn
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Conn is a socket whose reads and writes are raw system calls made
@@ -24,6 +28,15 @@ type Conn struct {
 	rn     uintptr    // guarded by rmu
 	rerrno syscall.Errno
 	readFn func(fd uintptr) bool // c.read, bound once
+
+	// Receive timestamps (StampReads), all guarded by rmu: Read then
+	// uses recvmsg with msg, whose one iovec is iov and whose control
+	// buffer is oob (uint64s, for the alignment of a cmsghdr).
+	stamps bool
+	msg    unix.Msghdr
+	iov    unix.Iovec
+	oob    [oobWords]uint64
+	stamp  time.Time // the latest Read's; zero for none
 
 	wmu     sync.Mutex // held for a whole Write
 	wbuf    []byte     // guarded by wmu
@@ -71,8 +84,14 @@ func (c *Conn) Read(p []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	c.rbuf, c.rn, c.rerrno = p, 0, 0
+	if c.stamps {
+		c.stamp = time.Time{}
+		c.iov.Base = &p[0]
+		c.iov.SetLen(len(p))
+	}
 	err := c.rc.Read(c.readFn)
 	c.rbuf = nil
+	c.iov.Base = nil
 	switch {
 	case err != nil:
 		return 0, err
@@ -86,6 +105,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 
 // read is the poller callback of Read: false asks it to wait for input.
 func (c *Conn) read(fd uintptr) bool {
+	if c.stamps {
+		return c.recvmsg(fd)
+	}
 	for {
 		// The socket is non-blocking: this returns at once.
 		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
@@ -101,6 +123,66 @@ func (c *Conn) read(fd uintptr) bool {
 		}
 		return true
 	}
+}
+
+// recvmsg is read with the kernel's receive timestamp (StampReads).
+func (c *Conn) recvmsg(fd uintptr) bool {
+	oob := unsafe.Slice((*byte)(unsafe.Pointer(&c.oob[0])), len(c.oob)*8)
+	for {
+		// The kernel shortens Controllen to what it wrote; reset both.
+		c.msg.Control = &oob[0]
+		c.msg.SetControllen(len(oob))
+		n, _, errno := syscall.RawSyscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&c.msg)), 0)
+		switch errno {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		case 0:
+			c.rn = n
+			if sec, nsec, ok := parseStamp(oob[:min(int(c.msg.Controllen), len(oob))]); ok {
+				c.stamp = time.Unix(sec, nsec)
+			}
+		default:
+			c.rerrno = errno
+		}
+		return true
+	}
+}
+
+// StampReads asks the kernel for the receive time of what each later Read
+// returns (SO_TIMESTAMPNS), read back with ReadStamp. Reads then use
+// recvmsg instead of read. The kernel keeps one switch for the whole
+// host: while any socket asks, it stamps every packet it receives. Call
+// it from the goroutine that reads, or while no Read runs; it is not to be
+// undone.
+func (c *Conn) StampReads() error {
+	var serr error
+	if err := c.rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	}); err != nil {
+		return fmt.Errorf("rawconn: receive timestamps: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("rawconn: receive timestamps: %w", serr)
+	}
+	c.rmu.Lock()
+	c.stamps = true
+	c.msg.Iov = &c.iov
+	c.msg.SetIovlen(1)
+	c.rmu.Unlock()
+	return nil
+}
+
+// ReadStamp returns the kernel's receive time of the latest segment whose
+// bytes the latest Read returned, by the wall clock (no monotonic
+// reading), or the zero Time when there is none: StampReads was not
+// called, the Read failed, or the kernel sent no stamp (a socket family
+// that keeps none). Call it from the goroutine that reads, after Read.
+func (c *Conn) ReadStamp() time.Time {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	return c.stamp
 }
 
 func (c *Conn) Write(p []byte) (int, error) {

@@ -21,6 +21,11 @@
 // it, the poller will not report it again, and only another read returns
 // the end of the stream.
 //
+// On request (StampReads) a Conn reads with recvmsg and keeps the
+// kernel's receive time of what each Read returned (SO_TIMESTAMPNS), for
+// a caller that must know when bytes reached the host rather than when it
+// got to them. parseStamp decodes the control messages and never panics.
+//
 // Invariants: every byte passed to Write is written, in order, or Write
 // returns an error saying how many were; Read returns at least one byte,
 // io.EOF at the end of the stream, or an error; nothing is allocated per

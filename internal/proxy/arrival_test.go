@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire"
+)
+
+func TestArrival(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	tests := []struct {
+		name                  string
+		depart, now, received time.Time
+		want                  time.Time
+	}{
+		{"received before the read", ms(10), ms(10), ms(9), ms(9)},
+		{"received at the read", ms(10), ms(10), ms(10), ms(10)},
+		{"link held the chunk back", ms(15), ms(10), ms(9), ms(15)},
+		{"stamp after depart (clock stepped back)", ms(10), ms(10), ms(11), ms(10)},
+		{"stamp at the age bound", ms(1000), ms(1000), ms(0), ms(0)},
+		{"stamp past the age bound", ms(1001), ms(1001), ms(0), ms(1001)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := arrival(tt.depart, tt.now, tt.received); !got.Equal(tt.want) {
+				t.Fatalf("arrival = %v, want %v", got.Sub(t0), tt.want.Sub(t0))
+			}
+		})
+	}
+}
+
+// upDelayPolicy delays the client's bytes only.
+type upDelayPolicy struct{ p netem.Params }
+
+func (d upDelayPolicy) Bind(route, user string) Binding { return Binding{Up: d.p} }
+func (upDelayPolicy) Version() uint64                   { return 1 }
+
+// slowObserver holds every chunk for d before the pump goes on with it:
+// a pump that gets to its bytes late.
+type slowObserver struct{ d time.Duration }
+
+func (o slowObserver) Observe([]byte) error { time.Sleep(o.d); return nil }
+
+// slowFrontend opens raw sessions whose client bytes pass a slowObserver.
+type slowFrontend struct{ d time.Duration }
+
+func (f slowFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
+	s := register()
+	up, err := dial(ctx)
+	if err != nil {
+		return wire.Conn{}, err
+	}
+	return wire.Conn{Session: s, Client: client, Upstream: up, Up: slowObserver{f.d}}, nil
+}
+
+// TestDelayCountsFromReceipt: a delayed flow's bytes are released one
+// delay after they reached the host, not one delay after the pump got to
+// them. The pump here is 150 ms late with each chunk and the delay is
+// 150 ms; the echo must come back after about 150 ms, not 300.
+func TestDelayCountsFromReceipt(t *testing.T) {
+	const late, delay = 150 * time.Millisecond, 150 * time.Millisecond
+	up := serveOnce(t, func(c net.Conn) { io.Copy(c, c) })
+	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{}),
+		Policy: upDelayPolicy{netem.Params{Delay: delay}}})
+	defer srv.Close()
+	addr, err := srv.AddRoute(Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: up, Protocol: "tcp",
+		DialTimeout: 2 * time.Second, Frontend: slowFrontend{late}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 4)
+	// The first chunk starts the flow's delay line, which turns the
+	// timestamps on for the reads after it.
+	for i := range 4 {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		start := time.Now()
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("echo %q, %v", buf, err)
+		}
+		rtt := time.Since(start)
+		if rtt < delay {
+			t.Fatalf("exchange %d: round trip %v, shorter than the delay %v", i, rtt, delay)
+		}
+		if i > 0 && rtt >= delay+late/2 {
+			t.Fatalf("exchange %d: round trip %v; the delay counted from the pump's read (%v), not from receipt", i, rtt, delay+late)
+		}
+	}
+}
