@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/netem"
-	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -66,20 +65,7 @@ func (f slowFrontend) Open(ctx context.Context, client net.Conn, register wire.R
 // 150 ms; the echo must come back after about 150 ms, not 300.
 func TestDelayCountsFromReceipt(t *testing.T) {
 	const late, delay = 150 * time.Millisecond, 150 * time.Millisecond
-	up := serveOnce(t, func(c net.Conn) { io.Copy(c, c) })
-	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{}),
-		Policy: upDelayPolicy{netem.Params{Delay: delay}}})
-	defer srv.Close()
-	addr, err := srv.AddRoute(Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: up, Protocol: "tcp",
-		DialTimeout: 2 * time.Second, Frontend: slowFrontend{late}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("tcp", addr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := echoRoute(t, upDelayPolicy{netem.Params{Delay: delay}}, slowFrontend{late})
 	buf := make([]byte, 4)
 	// The first chunk starts the flow's delay line, which turns the
 	// timestamps on for the reads after it.

@@ -16,15 +16,16 @@ type delayPolicy struct{ p netem.Params }
 func (d delayPolicy) Bind(route, user string) Binding { return Binding{Up: d.p, Down: d.p} }
 func (delayPolicy) Version() uint64                   { return 1 }
 
-// TestReleaseLateness checks that every request and response that waits
-// in a delay line is recorded once, per route and direction, as a precise
-// release.
-func TestReleaseLateness(t *testing.T) {
+// echoRoute serves a tcp route named echo, under policy and with frontend
+// (nil for none), to an echo server, and returns the server and a client
+// connected through it. Both are closed when the test ends.
+func echoRoute(t *testing.T, policy Policy, frontend Frontend) (*Server, net.Conn) {
+	t.Helper()
 	up := serveOnce(t, func(c net.Conn) { io.Copy(c, c) })
-	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{}),
-		Policy: delayPolicy{netem.Params{Delay: 2 * time.Millisecond}}})
-	defer srv.Close()
-	addr, err := srv.AddRoute(Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: up, Protocol: "tcp", DialTimeout: 2 * time.Second})
+	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{}), Policy: policy})
+	t.Cleanup(func() { srv.Close() })
+	addr, err := srv.AddRoute(Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: up, Protocol: "tcp",
+		DialTimeout: 2 * time.Second, Frontend: frontend})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,15 @@ func TestReleaseLateness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return srv, c
+}
+
+// TestReleaseLateness checks that every request and response that waits
+// in a delay line is recorded once, per route and direction, as a precise
+// release.
+func TestReleaseLateness(t *testing.T) {
+	srv, c := echoRoute(t, delayPolicy{netem.Params{Delay: 2 * time.Millisecond}}, nil)
 	const exchanges = 5
 	buf := make([]byte, 4)
 	for range exchanges {

@@ -104,35 +104,21 @@ func (c *Conn) Read(p []byte) (int, error) {
 }
 
 // read is the poller callback of Read: false asks it to wait for input.
+// With stamps it is recvmsg, keeping the kernel's receive timestamp.
 func (c *Conn) read(fd uintptr) bool {
-	if c.stamps {
-		return c.recvmsg(fd)
-	}
-	for {
-		// The socket is non-blocking: this returns at once.
-		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
-		switch errno {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
-		case 0:
-			c.rn = n
-		default:
-			c.rerrno = errno
-		}
-		return true
-	}
-}
-
-// recvmsg is read with the kernel's receive timestamp (StampReads).
-func (c *Conn) recvmsg(fd uintptr) bool {
 	oob := unsafe.Slice((*byte)(unsafe.Pointer(&c.oob[0])), len(c.oob)*8)
 	for {
-		// The kernel shortens Controllen to what it wrote; reset both.
-		c.msg.Control = &oob[0]
-		c.msg.SetControllen(len(oob))
-		n, _, errno := syscall.RawSyscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&c.msg)), 0)
+		// The socket is non-blocking: this returns at once.
+		var n uintptr
+		var errno syscall.Errno
+		if c.stamps {
+			// The kernel shortens Controllen to what it wrote; reset it.
+			c.msg.Control = &oob[0]
+			c.msg.SetControllen(len(oob))
+			n, _, errno = syscall.RawSyscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&c.msg)), 0)
+		} else {
+			n, _, errno = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		}
 		switch errno {
 		case syscall.EINTR:
 			continue
@@ -140,8 +126,10 @@ func (c *Conn) recvmsg(fd uintptr) bool {
 			return false
 		case 0:
 			c.rn = n
-			if sec, nsec, ok := parseStamp(oob[:min(int(c.msg.Controllen), len(oob))]); ok {
-				c.stamp = time.Unix(sec, nsec)
+			if c.stamps {
+				if sec, nsec, ok := parseStamp(oob[:min(int(c.msg.Controllen), len(oob))]); ok {
+					c.stamp = time.Unix(sec, nsec)
+				}
 			}
 		default:
 			c.rerrno = errno
@@ -153,7 +141,9 @@ func (c *Conn) recvmsg(fd uintptr) bool {
 // StampReads asks the kernel for the receive time of what each later Read
 // returns (SO_TIMESTAMPNS), read back with ReadStamp. Reads then use
 // recvmsg instead of read. The kernel keeps one switch for the whole
-// host: while any socket asks, it stamps every packet it receives. Call
+// host: while any socket asks, it stamps every packet it receives. The
+// first request on a host where none was on takes effect from a kernel
+// work queue, so segments received just after it may have no stamp. Call
 // it from the goroutine that reads, or while no Read runs; it is not to be
 // undone.
 func (c *Conn) StampReads() error {

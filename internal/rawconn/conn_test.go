@@ -93,6 +93,11 @@ func TestConnDeadlineAndClose(t *testing.T) {
 func BenchmarkConnPingPong(b *testing.B) {
 	c, s := rawPair(b)
 	go io.Copy(s, s)
+	pingPong(b, c)
+}
+
+// pingPong runs b.N exchanges of 64 bytes on c, whose peer echoes.
+func pingPong(b *testing.B, c net.Conn) {
 	buf := make([]byte, 64)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
