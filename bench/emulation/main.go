@@ -233,11 +233,12 @@ func precision(ctx context.Context, url string, seconds, rounds int, pinTo strin
 	fmt.Printf(" from sluice_emulation_release_lateness_seconds)\n")
 	fmt.Printf("%-7s %9s %9s %9s %9s %9s %7s %8s %5s %8s %5s %7s\n", "delay", "direct", "paced", "sluice", "added", "added/p", "want",
 		"error", "ok", "error/p", "ok/p", "own")
+	within := func(d, e float64) bool { return math.Abs(e) <= tolerance(d) }
 	verdict := func(d, e float64) string {
 		switch {
 		case d == 0:
 			return "-"
-		case math.Abs(e) <= tolerance(d):
+		case within(d, e):
 			return "yes"
 		}
 		return "NO"
@@ -313,10 +314,10 @@ func precision(ctx context.Context, url string, seconds, rounds int, pinTo strin
 			continue
 		}
 		rows++
-		if verdict(d, e) == "yes" {
+		if within(d, e) {
 			passed++
 		}
-		if verdict(d, ep) == "yes" {
+		if within(d, ep) {
 			passedP++
 		}
 		if x := paced - direct - tolerance(d); x > idleCost {

@@ -70,16 +70,17 @@ func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 // Wall is implemented by clocks that can place a wall-clock reading taken
 // outside the process (a kernel receive timestamp) on their own time line.
 type Wall interface {
-	// FromWall returns the clock's time when the wall clock read w.
-	FromWall(w time.Time) time.Time
+	// FromWall returns the clock's time when the wall clock read w, given
+	// now, a reading of this clock.
+	FromWall(w, now time.Time) time.Time
 }
 
-// FromWall returns the present less w's age by the wall clock, so the
-// result carries a monotonic reading and compares with Now. A step of the
-// wall clock between w and the call moves the result by the step.
-func (Real) FromWall(w time.Time) time.Time {
-	now := time.Now()
-	return now.Add(-now.Sub(w.Round(0)))
+// FromWall returns now less w's age by the wall clock (now's wall reading
+// against w's), so the result keeps now's monotonic reading and compares
+// with Now. A step of the wall clock between w and now moves the result
+// by the step. It reads no clock itself.
+func (Real) FromWall(w, now time.Time) time.Time {
+	return now.Add(-now.Round(0).Sub(w.Round(0)))
 }
 
 // Precise is implemented by clocks that can sleep more precisely than

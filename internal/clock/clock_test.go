@@ -111,7 +111,8 @@ func TestFromWall(t *testing.T) {
 	var c Real
 	for _, age := range []time.Duration{0, 3 * time.Millisecond, 2 * time.Second, -time.Second} {
 		before := c.Now()
-		got := c.FromWall(time.Now().Round(0).Add(-age))
+		w := time.Now().Round(0).Add(-age)
+		got := c.FromWall(w, c.Now())
 		after := c.Now()
 		if got.Round(0) == got {
 			t.Fatalf("age %v: %v has no monotonic reading", age, got)

@@ -175,7 +175,8 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 	at := depart
 	if p.stamps != nil {
 		if r := p.stamps.ReadStamp(); !r.IsZero() {
-			at = arrival(depart, p.clk.Now(), p.wall.FromWall(r))
+			now := p.clk.Now()
+			at = arrival(depart, now, p.wall.FromWall(r, now))
 		}
 	}
 	if err := p.line.Write(ctx, b, at); err != nil {

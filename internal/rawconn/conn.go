@@ -36,7 +36,7 @@ type Conn struct {
 	msg    unix.Msghdr
 	iov    unix.Iovec
 	oob    [oobWords]uint64
-	stamp  time.Time // the latest Read's; zero for none
+	stamp  time.Time // the latest Read's, zero for none; also read, unlocked, by ReadStamp on the reading goroutine
 
 	wmu     sync.Mutex // held for a whole Write
 	wbuf    []byte     // guarded by wmu
@@ -168,12 +168,9 @@ func (c *Conn) StampReads() error {
 // bytes the latest Read returned, by the wall clock (no monotonic
 // reading), or the zero Time when there is none: StampReads was not
 // called, the Read failed, or the kernel sent no stamp (a socket family
-// that keeps none). Call it from the goroutine that reads, after Read.
-func (c *Conn) ReadStamp() time.Time {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	return c.stamp
-}
+// that keeps none). Call it only from the goroutine that reads, after
+// Read: it takes no lock, being on the path of every delayed chunk.
+func (c *Conn) ReadStamp() time.Time { return c.stamp }
 
 func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()

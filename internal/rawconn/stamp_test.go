@@ -138,6 +138,19 @@ func TestReadStamp(t *testing.T) {
 	}
 }
 
+// stampedPair returns a Conn dialled to a loopback listener and the
+// accepted end as a Conn whose reads already come with stamps.
+func stampedPair(t *testing.T) (net.Conn, *Conn) {
+	t.Helper()
+	c, s := rawPair(t)
+	r := Wrap(s).(*Conn)
+	if err := r.StampReads(); err != nil {
+		t.Fatal(err)
+	}
+	awaitStamps(t, c, r)
+	return c, r
+}
+
 // awaitStamps exchanges a byte from w to r until a read of r comes with a
 // stamp: on a host where no socket asked before, the kernel switches
 // stamping on from a work queue, and segments received before that carry
@@ -163,12 +176,7 @@ func awaitStamps(t *testing.T, w net.Conn, r *Conn) {
 // TestStampedStream repeats TestConnStream's transfer with stamped reads:
 // every byte once, in order, then io.EOF, and a stamp on each read.
 func TestStampedStream(t *testing.T) {
-	c, s := rawPair(t)
-	r := Wrap(s).(*Conn)
-	if err := r.StampReads(); err != nil {
-		t.Fatal(err)
-	}
-	awaitStamps(t, c, r)
+	c, r := stampedPair(t)
 	data := make([]byte, 8<<20)
 	for i := range data {
 		data[i] = byte(i*7 + i>>13)
@@ -205,12 +213,7 @@ func TestStampedStream(t *testing.T) {
 }
 
 func TestStampedReadAllocs(t *testing.T) {
-	c, s := rawPair(t)
-	r := Wrap(s).(*Conn)
-	if err := r.StampReads(); err != nil {
-		t.Fatal(err)
-	}
-	awaitStamps(t, c, r)
+	c, r := stampedPair(t)
 	msg, buf := []byte("ping"), make([]byte, 64)
 	allocs := testing.AllocsPerRun(200, func() {
 		if _, err := c.Write(msg); err != nil {
