@@ -282,7 +282,8 @@ type Session struct {
 	canceler   Canceler     // guarded by mu
 	active     []*Statement // guarded by mu; oldest first
 	statements int64        // guarded by mu; begun so far
-	closed     time.Time    // guarded by mu; zero while open
+	closed     time.Time    // guarded by mu; when Close ran
+	isClosed   bool         // guarded by mu; Close has run
 }
 
 // SetIdentity records who the client says it is.
@@ -376,10 +377,18 @@ func (s *Session) Penalized() bool { return s.penalized.Load() > 0 }
 func (s *Session) Begin(sql string, now time.Time) *Statement {
 	st := &Statement{ID: s.reg.nextStmt.Add(1), Session: s, SQL: sql, Started: now}
 	s.mu.Lock()
-	s.active = append(s.active, st)
 	s.statements++
+	closed := s.isClosed
+	if !closed {
+		s.active = append(s.active, st)
+	}
 	s.mu.Unlock()
 	s.reg.emit(Event{Kind: StatementStarted, Session: s, Statement: st})
+	if closed {
+		// An observer may still be finishing a chunk after the session
+		// closed; its statement ends at once, as Close ends the others.
+		st.End(now, Failed, -1, "08006")
+	}
 	return st
 }
 
@@ -408,12 +417,17 @@ func (s *Session) Closed() time.Time {
 // from the registry. Safe to call twice.
 func (s *Session) Close(now time.Time) {
 	s.mu.Lock()
-	if !s.closed.IsZero() {
+	if s.isClosed {
 		s.mu.Unlock()
 		return
 	}
-	s.closed = now
+	s.closed, s.isClosed = now, true
+	// Close takes the running statements out of the session before ending
+	// them: End removes a statement from s.active in place, so ranging
+	// over a slice that shares its array would skip some and see others
+	// twice (or nil) as the array shifts under the loop.
 	active := s.active
+	s.active = nil
 	s.mu.Unlock()
 	for _, st := range active {
 		st.End(now, Failed, -1, "08006")

@@ -113,3 +113,39 @@ func TestCloseEndsRunning(t *testing.T) {
 		t.Fatalf("outcome %v penalized %v", st.Outcome(), s.Penalized())
 	}
 }
+
+// TestCloseEndsEveryPipelined closes a session with several statements
+// running, as a client that pipelines queries and then resets leaves it.
+func TestCloseEndsEveryPipelined(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 5, 8} {
+		r := NewRegistry(Options{})
+		s := r.Open(Info{}, time.Time{})
+		sts := make([]*Statement, n)
+		for i := range sts {
+			sts[i] = s.Begin("select 1", time.Time{})
+		}
+		s.Close(time.Time{})
+		for i, st := range sts {
+			if st.Outcome() != Failed {
+				t.Errorf("n=%d: statement %d outcome %v, want failed", n, i, st.Outcome())
+			}
+		}
+		if got := len(s.Active()); got != 0 {
+			t.Errorf("n=%d: %d statements still active", n, got)
+		}
+		if got := len(r.Recent()); got != n {
+			t.Errorf("n=%d: %d recent statements, want %d", n, got, n)
+		}
+	}
+}
+
+// TestBeginAfterClose: a statement begun after Close ends at once.
+func TestBeginAfterClose(t *testing.T) {
+	r := NewRegistry(Options{})
+	s := r.Open(Info{}, time.Time{})
+	s.Close(time.Time{})
+	st := s.Begin("select 1", time.Time{})
+	if st.Outcome() != Failed || len(s.Active()) != 0 {
+		t.Fatalf("outcome %v, %d active", st.Outcome(), len(s.Active()))
+	}
+}
