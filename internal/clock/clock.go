@@ -114,3 +114,11 @@ func (Real) SleepPrecise(d time.Duration) {
 		ts = rem
 	}
 }
+
+// SocketDeadline returns the deadline d from now for a socket's
+// SetDeadline, SetReadDeadline or SetWriteDeadline. A socket's deadline
+// is a time on the runtime poller's wall clock, never on an injected
+// Clock: under Fake, Now is an arbitrary point in virtual time, and as a
+// deadline it would lie anywhere from long past to far future. So a
+// socket deadline is always taken here, whatever Clock the caller holds.
+func SocketDeadline(d time.Duration) time.Time { return time.Now().Add(d) }

@@ -75,7 +75,7 @@ func New(o Options) (*Server, error) {
 	s := &Server{mgr: o.Manager, clk: o.Clock, log: o.Logger, token: o.Token, mux: http.NewServeMux()}
 	mo := metrics.Options{Manager: o.Manager, NoProcess: o.NoProcessMetrics}
 	if o.Proxy != nil {
-		mo.Unsent, mo.Lateness = o.Proxy, o.Proxy
+		mo.Unsent, mo.Lateness, mo.Panics = o.Proxy, o.Proxy, o.Proxy
 	}
 	var err error
 	if s.metrics, err = metrics.New(mo); err != nil {

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -13,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,24 +44,6 @@ func tinyPlan() Plan {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the run's concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func testLogger() *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -78,7 +58,7 @@ func runTiny(t *testing.T, o Options) *Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var progress syncBuffer
+	var progress testenv.Buffer
 	o.Plan, o.Out, o.Progress, o.Logger = tinyPlan(), t.TempDir(), &progress, testLogger()
 	rep, err := Run(ctx, o)
 	if testing.Verbose() {
@@ -298,7 +278,7 @@ func TestRunUsageErrors(t *testing.T) {
 
 func TestRunCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var progress syncBuffer
+	var progress testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		_, err := Run(ctx, Options{Plan: tinyPlan(), Progress: &progress})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/panics"
 )
 
 // ErrClosed is returned by Write and Flush once the Line is closed. It
@@ -350,6 +351,7 @@ func stopTimer(t clock.Timer) {
 func (l *Line) run() {
 	defer close(l.done)
 	defer l.discard()
+	defer l.catch()
 	defer func() {
 		if l.hrRelease != nil {
 			l.hrRelease()
@@ -406,6 +408,21 @@ func (l *Line) run() {
 			return
 		}
 	}
+}
+
+// catch records a panic of the writer goroutine as the Line's failure, so
+// that the flow's next Write returns it (a *panics.Error) and only its
+// session ends. It must be deferred directly by run.
+func (l *Line) catch() {
+	v := recover()
+	if v == nil {
+		return
+	}
+	l.mu.Lock()
+	if l.err == nil {
+		l.err = panics.Recovered("delay line", v)
+	}
+	l.mu.Unlock()
 }
 
 // lateness returns the histogram a release records into, nil for none.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/panics"
 )
 
 // got is one dst.Write seen by a recorder.
@@ -693,5 +694,33 @@ func BenchmarkLatenessRecord(b *testing.B) {
 	var h Lateness
 	for i := 0; b.Loop(); i++ {
 		h.Record(time.Duration(i%4000-1000) * time.Microsecond)
+	}
+}
+
+// panicWriter panics on every write.
+type panicWriter struct{}
+
+func (panicWriter) Write([]byte) (int, error) { panic("dst exploded") }
+
+// TestLineWriterPanic: a panic in the writer goroutine stops the Line and
+// comes back from Flush, Write and Close as a *panics.Error, instead of
+// ending the process.
+func TestLineWriterPanic(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	l := NewLine(clk, panicWriter{}, NewPath(Params{}, 0), noSpin)
+	if err := l.Write(ctx, []byte("x"), t0); err != nil {
+		t.Fatal(err)
+	}
+	err := l.Flush(ctx)
+	pe := panics.As(err)
+	if pe == nil || pe.Value != "dst exploded" || pe.Where != "delay line" {
+		t.Fatalf("Flush = %v, want the writer's panic", err)
+	}
+	if err := l.Write(ctx, []byte("y"), t0); panics.As(err) == nil {
+		t.Fatalf("Write after the panic = %v", err)
+	}
+	if err := l.Close(); panics.As(err) == nil {
+		t.Fatalf("Close = %v", err)
 	}
 }

@@ -35,6 +35,17 @@
 //     earlier byte has been written.
 //   - A session ends when both directions have ended or either fails; the
 //     session's sockets are then closed, once.
+//   - A panic ends only its own session. The pumps (and the observers and
+//     rewriters they call), the opening exchange and the delay lines'
+//     writers recover their panics as errors (internal/panics); the relay
+//     logs each at ERROR with its stack, counts it per route
+//     (Server.SessionPanics), stops both pumps, sends the client the
+//     protocol's error (wire.Conn.InternalError: PostgreSQL FATAL XX000,
+//     MySQL ERR 1105) and closes both sockets. The client reads that error
+//     whole unless the panic came in the middle of a server message the
+//     down pump had begun to forward.
+//   - Socket deadlines are wall-clock times (clock.SocketDeadline), never
+//     the injected clock's.
 //   - Socket options: TCP_NODELAY on both sides; TCP_NOTSENT_LOWAT on the
 //     client-facing socket so unsent data waits in sluice, where it can be
 //     scheduled, rather than in the kernel.

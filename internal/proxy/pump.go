@@ -12,6 +12,7 @@ import (
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/panics"
 	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -89,7 +90,8 @@ func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst
 // run pumps until src ends or an error. first is forwarded before
 // anything read from src. At end of stream dst is half-closed after every
 // byte has been written.
-func (p *pump) run(ctx context.Context, first []byte) error {
+func (p *pump) run(ctx context.Context, first []byte) (err error) {
+	defer panics.Catch(p.dir.String()+" pump", &err)
 	if len(first) > 0 {
 		if err := p.chunk(ctx, first); err != nil {
 			return err

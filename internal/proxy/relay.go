@@ -3,12 +3,15 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/panics"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -41,6 +44,30 @@ func (r *relay) abort() {
 	r.client.Close()
 	if up != nil {
 		up.Close()
+	}
+}
+
+// serve runs the session. A panic that escapes the code run and relay
+// guard themselves (the pumps and the opening exchange return theirs as
+// errors) ends only this session: it is logged and counted, and both
+// sockets and the session are closed.
+func (r *relay) serve() {
+	var err error
+	func() {
+		defer panics.Catch("session", &err)
+		r.run()
+	}()
+	pe := panics.As(err)
+	if pe == nil {
+		return
+	}
+	r.panicked(pe)
+	r.abort()
+	r.mu.Lock()
+	s := r.sess
+	r.mu.Unlock()
+	if s != nil {
+		s.Close(r.srv.clk.Now())
 	}
 }
 
@@ -83,9 +110,16 @@ func (r *relay) run() {
 		up, err = trackedDial(ctx)
 		conn = wire.Conn{Session: s, Client: r.client, Upstream: up}
 	} else {
-		conn, err = r.route.Frontend.Open(ctx, r.client, register, trackedDial)
+		conn, err = r.open(ctx, register, trackedDial)
 	}
 	if err != nil {
+		if pe := panics.As(err); pe != nil {
+			r.panicked(pe)
+			if f, ok := r.route.Frontend.(openFailer); ok {
+				r.client.SetWriteDeadline(clock.SocketDeadline(time.Second))
+				r.client.Write(f.OpenFailure(internalErrorMsg))
+			}
+		}
 		r.client.Close()
 		r.mu.Lock()
 		s, up := r.sess, r.upstream
@@ -103,6 +137,41 @@ func (r *relay) run() {
 		return
 	}
 	r.relay(ctx, conn)
+}
+
+// open runs the route's opening exchange, a panic in it returned as an
+// error.
+func (r *relay) open(ctx context.Context, register wire.Register, dial wire.Dialer) (c wire.Conn, err error) {
+	defer panics.Catch("opening exchange", &err)
+	return r.route.Frontend.Open(ctx, r.client, register, dial)
+}
+
+// aLongTimeAgo is a deadline in the past: setting it unblocks pending I/O.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// internalErrorMsg is what a client reads when sluice ends its session for
+// a panic. The panic itself goes to the log only.
+const internalErrorMsg = "sluice: internal error; the session was closed (see sluice's log)"
+
+// openFailer is implemented by front ends that can tell a client, at any
+// point of the opening exchange, that sluice ended it for an internal
+// error.
+type openFailer interface {
+	OpenFailure(msg string) []byte
+}
+
+// panicked logs and counts a panic recovered in one of the session's
+// goroutines.
+func (r *relay) panicked(pe *panics.Error) {
+	r.srv.countPanic(r.route.Name)
+	r.mu.Lock()
+	var id uint64
+	if r.sess != nil {
+		id = r.sess.ID
+	}
+	r.mu.Unlock()
+	r.srv.log.Error("session panicked; closing it", "route", r.route.Name, "session", id,
+		"client", r.client.RemoteAddr().String(), "where", pe.Where, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
 }
 
 func (r *relay) relay(ctx context.Context, c wire.Conn) {
@@ -139,6 +208,16 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 	)
 	fail := func(err error) {
 		errOnce.Do(func() { firstErr = err })
+		if panics.As(err) != nil {
+			// Keep the client socket open for the protocol's error, sent
+			// once both pumps have stopped (fatal is set before the
+			// upstream closes, so the down pump's failure leaves it); a
+			// read deadline in the past stops the up pump's read.
+			fatal.Store(true)
+			c.Upstream.Close()
+			c.Client.SetReadDeadline(aLongTimeAgo)
+			return
+		}
 		c.Upstream.Close()
 		if !fatal.Load() {
 			c.Client.Close()
@@ -153,15 +232,15 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 	}()
 	if err := up.run(ctx, c.Buffered); err != nil {
 		var f *wire.Fatal
-		if errors.As(err, &f) {
+		if errors.As(err, &f) && panics.As(err) == nil {
 			// Stop the server side first so nothing else is written to the
 			// client, then send the client the protocol's error.
 			fatal.Store(true)
 			c.Upstream.Close()
-			c.Client.SetWriteDeadline(r.srv.clk.Now().Add(time.Second))
+			c.Client.SetWriteDeadline(clock.SocketDeadline(time.Second))
 			<-downDone
 			if len(f.Reply) > 0 {
-				c.Client.SetWriteDeadline(r.srv.clk.Now().Add(time.Second))
+				c.Client.SetWriteDeadline(clock.SocketDeadline(time.Second))
 				c.Client.Write(f.Reply)
 			}
 			fatal.Store(false)
@@ -169,10 +248,22 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 		fail(err)
 	}
 	<-downDone
+	pe := panics.As(firstErr)
+	if pe != nil {
+		r.panicked(pe)
+	}
+	if pe != nil && c.InternalError != nil {
+		// Both pumps have stopped (the panic closed the server side), so
+		// the protocol's error is the last thing the client reads.
+		if reply := r.internalError(c); len(reply) > 0 {
+			c.Client.SetWriteDeadline(clock.SocketDeadline(time.Second))
+			c.Client.Write(reply)
+		}
+	}
 	c.Client.Close()
 	c.Upstream.Close()
 	if c.Close != nil {
-		c.Close()
+		r.closeConn(c)
 	}
 	up.close()
 	down.close()
@@ -186,6 +277,29 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 		return
 	}
 	log.Info("session closed", attrs...)
+}
+
+// internalError builds c's internal-error reply; a panic while building it
+// sends nothing.
+func (r *relay) internalError(c wire.Conn) (reply []byte) {
+	defer func() {
+		if recover() != nil {
+			reply = nil
+		}
+	}()
+	return c.InternalError(internalErrorMsg)
+}
+
+// closeConn calls the front end's Close, a panic in it logged and counted.
+func (r *relay) closeConn(c wire.Conn) {
+	var err error
+	func() {
+		defer panics.Catch("session close", &err)
+		c.Close()
+	}()
+	if pe := panics.As(err); pe != nil {
+		r.panicked(pe)
+	}
 }
 
 // isClosedErr reports whether err is the ordinary end of a connection.

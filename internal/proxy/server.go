@@ -41,6 +41,7 @@ type Server struct {
 	routes   map[string]*listener       // guarded by mu
 	conns    map[*relay]struct{}        // guarded by mu; live sessions
 	late     map[string]*[2]dirLateness // guarded by mu; by route name, then direction
+	panics   map[string]uint64          // guarded by mu; recovered session panics by route name
 	closing  bool                       // guarded by mu
 	sessions sync.WaitGroup             // counts relays; Add under mu
 }
@@ -67,6 +68,7 @@ func New(o Options) *Server {
 		routes: make(map[string]*listener),
 		conns:  make(map[*relay]struct{}),
 		late:   make(map[string]*[2]dirLateness),
+		panics: make(map[string]uint64),
 	}
 }
 
@@ -202,7 +204,7 @@ func (s *Server) accept(l *listener) {
 		s.mu.Unlock()
 		go func() {
 			defer s.sessions.Done()
-			r.run()
+			r.serve()
 			s.mu.Lock()
 			delete(s.conns, r)
 			s.mu.Unlock()
@@ -294,6 +296,21 @@ func (s *Server) ReleaseLateness(f func(route, direction, wait string, h netem.L
 			f(n, d.String(), "timer", ls[i][d].timed.Snapshot())
 		}
 	}
+}
+
+// countPanic counts a panic recovered in a session of route.
+func (s *Server) countPanic(route string) {
+	s.mu.Lock()
+	s.panics[route]++
+	s.mu.Unlock()
+}
+
+// SessionPanics returns, per route, how many sessions ended because one of
+// their goroutines panicked. Counts outlive the route and never go back.
+func (s *Server) SessionPanics() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.panics)
 }
 
 // UnsentBytes returns, per route, the bytes written to client sockets that

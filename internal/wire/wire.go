@@ -59,6 +59,11 @@ type Conn struct {
 	// Close, if set, is called once when the session ends, after both
 	// pumps have stopped.
 	Close func()
+	// InternalError, if set, returns the protocol's message telling the
+	// client that sluice ended the session for an internal error (a
+	// PostgreSQL ErrorResponse FATAL XX000, a MySQL ERR 1105). The proxy
+	// calls it once, after both pumps have stopped; nil sends nothing.
+	InternalError func(msg string) []byte
 }
 
 // Fatal ends a session with a protocol error the client can read.

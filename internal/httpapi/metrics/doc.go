@@ -22,6 +22,7 @@
 //	sluice_rule_cancel_failures_total                          counter
 //	sluice_route_unsent_bytes{route}                           gauge
 //	sluice_emulation_release_lateness_seconds{route,direction,wait} histogram
+//	sluice_session_panics_total{route}                         counter
 //
 // direction is up (client to server) or down; class is high, normal or
 // low; pool is "" for traffic outside any resource pool. The queue-delay
@@ -31,6 +32,11 @@
 // most 32 KiB). Pool byte counters appear once a pool has sent bytes in
 // a class. The emulation gauges are the link's own options (0 when
 // unset), not those a route or pool may override.
+//
+// sluice_session_panics_total counts sessions that ended because one of
+// their goroutines panicked (each is logged at ERROR with its stack); a
+// route appears once it has had one. Anything above zero is a bug worth
+// reporting, but only that session ended.
 //
 // The release-lateness histogram says how precise the emulated delay is:
 // how late each delay line handed a chunk to the socket after its release

@@ -28,6 +28,12 @@ type Lateness interface {
 	ReleaseLateness(f func(route, direction, wait string, h netem.LatenessSnapshot))
 }
 
+// Panics reports, per route, the sessions that ended because one of their
+// goroutines panicked. proxy.Server implements it.
+type Panics interface {
+	SessionPanics() map[string]uint64
+}
+
 // Options configure Metrics.
 type Options struct {
 	// Manager provides the links, the catalog, the rule counters and the
@@ -39,6 +45,9 @@ type Options struct {
 	// Lateness provides the delay lines' release lateness; nil leaves
 	// sluice_emulation_release_lateness_seconds out.
 	Lateness Lateness
+	// Panics provides the recovered session panics; nil leaves
+	// sluice_session_panics_total out.
+	Panics Panics
 	// NoProcess leaves out the Go runtime and process collectors (tests
 	// that compare whole expositions).
 	NoProcess bool
@@ -85,7 +94,7 @@ func New(o Options) (*Metrics, error) {
 		Name: "sluice_statements_penalized_total",
 		Help: "Statements moved to the low network class by a penalty rule.",
 	}, labels)
-	cs := []prometheus.Collector{m.ended, m.duration, m.penalized, newCollector(o.Manager, o.Unsent, o.Lateness)}
+	cs := []prometheus.Collector{m.ended, m.duration, m.penalized, newCollector(o.Manager, o.Unsent, o.Lateness, o.Panics)}
 	if !o.NoProcess {
 		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -137,18 +146,19 @@ type collector struct {
 	mgr    *wlm.Manager
 	unsent Unsent
 	late   Lateness
+	panics Panics
 
 	linkBytes, poolBytes, queueDelay, waiting, queued      *prometheus.Desc
 	capacity, delay, jitter, rate, sessions, running, pens *prometheus.Desc
 	firings, checks, cancelFailures, unsentBytes           *prometheus.Desc
-	releaseLateness                                        *prometheus.Desc
+	releaseLateness, sessionPanics                         *prometheus.Desc
 }
 
-func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness) *collector {
+func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *collector {
 	ldc := []string{"link", "direction", "class"}
 	srp := []string{"route", "user", "pool"}
 	return &collector{
-		mgr: mgr, unsent: unsent, late: late,
+		mgr: mgr, unsent: unsent, late: late, panics: pan,
 		linkBytes: prometheus.NewDesc("sluice_link_bytes_total",
 			"Bytes admitted by a link, by direction (up: client to server) and class.", ldc, nil),
 		poolBytes: prometheus.NewDesc("sluice_link_pool_bytes_total",
@@ -186,6 +196,9 @@ func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness) *collector {
 			"How late delay lines hand chunks to the socket after their emulated release time (negative: early), "+
 				"by route, direction and wait (precise: a lone request or response; timer: the rest of a stream).",
 			[]string{"route", "direction", "wait"}, nil),
+		sessionPanics: prometheus.NewDesc("sluice_session_panics_total",
+			"Sessions ended because one of their goroutines panicked, by route; each panic ends only its own session.",
+			[]string{"route"}, nil),
 	}
 }
 
@@ -193,7 +206,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.linkBytes, c.poolBytes, c.queueDelay, c.waiting, c.queued,
 		c.capacity, c.delay, c.jitter, c.rate, c.sessions, c.running, c.pens,
-		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness,
+		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness, c.sessionPanics,
 	} {
 		ch <- d
 	}
@@ -293,6 +306,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for name, n := range routes {
 			ch <- prometheus.MustNewConstMetric(c.unsentBytes, prometheus.GaugeValue, float64(n), name)
+		}
+	}
+
+	if c.panics != nil {
+		for route, n := range c.panics.SessionPanics() {
+			ch <- prometheus.MustNewConstMetric(c.sessionPanics, prometheus.CounterValue, float64(n), route)
 		}
 	}
 

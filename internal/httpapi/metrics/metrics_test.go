@@ -285,6 +285,35 @@ func TestReleaseLateness(t *testing.T) {
 	}
 }
 
+type panicCounts map[string]uint64
+
+func (p panicCounts) SessionPanics() map[string]uint64 { return p }
+
+// TestSessionPanics checks sluice_session_panics_total, per route, and
+// that it is absent without Options.Panics.
+func TestSessionPanics(t *testing.T) {
+	f := newFixture(t, nil)
+	m, err := metrics.New(metrics.Options{Manager: f.mgr, NoProcess: true, Panics: panicCounts{"pg": 3, "my": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	name := "sluice_session_panics_total"
+	for _, want := range []string{"# TYPE " + name + " counter", name + `{route="pg"} 3`, name + `{route="my"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+	rec = httptest.NewRecorder()
+	f.m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if strings.Contains(rec.Body.String(), name) {
+		t.Error("session panics exposed without Options.Panics")
+	}
+}
+
 func BenchmarkGather(b *testing.B) {
 	f := newFixture(b, unsent{"rt": 1})
 	now := f.clk.Now()

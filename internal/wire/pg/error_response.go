@@ -21,6 +21,7 @@ const (
 	codeQueryCanceled     = "57014"
 	codeProtocolViolation = "08P01"
 	codeConnectionFailure = "08006"
+	codeInternalError     = "XX000"
 )
 
 // Severities sluice sends.

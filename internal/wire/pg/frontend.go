@@ -203,9 +203,17 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 	upObs, downObs := f.observers(sess, func(k []byte) { f.installKey(sess, k, dial) })
 	if f.forward != nil && f.forward.Forwards(sess.User()) {
 		fu, fd := forwarding(f.forward, f.log, sess, upObs, downObs)
-		return wire.Conn{Session: sess, Client: conn, Upstream: up, Up: fu, Down: fd}, nil
+		return wire.Conn{Session: sess, Client: conn, Upstream: up, Up: fu, Down: fd, InternalError: f.OpenFailure}, nil
 	}
-	return wire.Conn{Session: sess, Client: conn, Upstream: up, Up: upObs, Down: downObs}, nil
+	return wire.Conn{Session: sess, Client: conn, Upstream: up, Up: upObs, Down: downObs, InternalError: f.OpenFailure}, nil
+}
+
+// OpenFailure returns the ErrorResponse (FATAL, SQLSTATE XX000) that tells
+// a client sluice ended its session for an internal error. A client reads
+// it at any point of the opening exchange, and after it whenever the
+// server's last message reached the client whole.
+func (f *Frontend) OpenFailure(msg string) []byte {
+	return errorResponse(severityFatal, codeInternalError, msg)
 }
 
 // observers returns the two observers of a session. onKey receives the

@@ -1,0 +1,143 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
+	"github.com/sluicelab/sluice/internal/wire"
+	"github.com/sluicelab/sluice/internal/wire/pg"
+)
+
+// trigger panics when a chunk holds its marker.
+type trigger struct {
+	next   wire.Observer
+	marker []byte
+}
+
+func (o trigger) Observe(p []byte) error {
+	if bytes.Contains(p, o.marker) {
+		panic("observer exploded on " + string(o.marker))
+	}
+	return o.next.Observe(p)
+}
+
+// panickyFrontend is a PostgreSQL front end whose observers panic on a
+// marker in either direction, and whose opening exchange panics for one
+// user.
+type panickyFrontend struct {
+	*pg.Frontend
+}
+
+func (f panickyFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
+	var sess *session.Session
+	reg := func() *session.Session {
+		sess = register()
+		return sess
+	}
+	dialer := func(ctx context.Context) (net.Conn, error) {
+		if sess != nil && sess.User() == "explode_at_open" {
+			panic("front end exploded")
+		}
+		return dial(ctx)
+	}
+	c, err := f.Frontend.Open(ctx, client, reg, dialer)
+	if err != nil {
+		return c, err
+	}
+	c.Up = trigger{c.Up, []byte("boom-up")}
+	c.Down = trigger{c.Down, []byte("boom-down")}
+	return c, nil
+}
+
+// TestPanicEndsOnlyThatSession injects panics into the observers of both
+// directions and into the opening exchange of sessions against a real
+// PostgreSQL. Each such session ends with FATAL XX000, the panic is
+// logged with its stack and counted, and a session opened before goes
+// on, as do new ones.
+func TestPanicEndsOnlyThatSession(t *testing.T) {
+	url := testenv.PostgresURL(t)
+	up := upstreamAddr(t, url)
+	var logs testenv.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	reg := session.NewRegistry(session.Options{})
+	srv := New(Options{Logger: log, Registry: reg})
+	t.Cleanup(func() { srv.Close() })
+	fe := panickyFrontend{pg.New(pg.Options{Clock: clock.Real{}, Logger: log, Upstream: up, Keys: reg})}
+	a, err := srv.AddRoute(Route{Name: "r", Listen: "127.0.0.1:0", Upstream: up, Protocol: "postgres", Frontend: fe, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := a.String()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	good, err := pgconn.Connect(ctx, viaProxy(t, url, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close(ctx)
+
+	cases := []struct {
+		name, sql, user string
+	}{
+		{"up observer", "SELECT 'boom-up'", ""},
+		{"down observer", "SELECT 'boom' || '-down'", ""},
+		{"opening exchange", "SELECT 1", "explode_at_open"},
+	}
+	for i, tc := range cases {
+		dsn := viaProxy(t, url, addr)
+		if tc.user != "" {
+			dsn = strings.Replace(dsn, "postgres://sluice:", "postgres://"+tc.user+":", 1)
+		}
+		var pgErr *pgconn.PgError
+		c, err := pgconn.Connect(ctx, dsn)
+		if err == nil {
+			err = c.Exec(ctx, tc.sql).Close()
+			c.Close(ctx)
+		}
+		if !errors.As(err, &pgErr) || pgErr.Code != "XX000" || pgErr.Severity != "FATAL" {
+			t.Errorf("%s: err %v, want FATAL XX000 from sluice", tc.name, err)
+		}
+		if got := srv.SessionPanics()["r"]; got != uint64(i+1) {
+			t.Errorf("%s: %d panics counted, want %d", tc.name, got, i+1)
+		}
+		res := good.ExecParams(ctx, "SELECT 7", nil, nil, nil, nil).Read()
+		if res.Err != nil || string(res.Rows[0][0]) != "7" {
+			t.Fatalf("%s: the other session: %v", tc.name, res.Err)
+		}
+	}
+	fresh, err := pgconn.Connect(ctx, viaProxy(t, url, addr))
+	if err != nil {
+		t.Fatalf("new session after the panics: %v", err)
+	}
+	if err := fresh.Exec(ctx, "SELECT 1").Close(); err != nil {
+		t.Fatal(err)
+	}
+	fresh.Close(ctx)
+
+	out := logs.String()
+	for _, want := range []string{"session panicked", "level=ERROR", "observer exploded on boom-up", "observer exploded on boom-down", "front end exploded", "panicky", "where=\"up pump\"", "where=\"down pump\"", "where=\"opening exchange\""} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+	// Every panicked session has left the registry.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(reg.Sessions()) != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(reg.Sessions()); n != 1 {
+		t.Errorf("%d sessions open, want the one that did not panic", n)
+	}
+}

@@ -1,0 +1,27 @@
+package testenv
+
+import (
+	"bytes"
+	"sync"
+)
+
+// Buffer is a bytes.Buffer safe for concurrent writers: a log sink for the
+// goroutines of a server under test. The zero value is ready to use.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer // guarded by mu
+}
+
+// Write appends p.
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
