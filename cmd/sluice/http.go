@@ -56,7 +56,7 @@ func (a *app) startHTTP(ctx context.Context, cfg *config.Config, clk clock.Clock
 	}
 	a.log.Info("HTTP API listening", "listen", ln.Addr().String(), "auth", auth)
 	go func() {
-		if err := api.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if err := api.Run(ctx); !errors.Is(err, context.Canceled) {
 			a.log.Error("dashboard sampler stopped", "err", err)
 		}
 	}()

@@ -741,9 +741,7 @@ func (s *session) handleDescribe(m *pgproto3.Describe) error {
 			return &pgError{code: codeInvalidSQLStatementName, msg: fmt.Sprintf("prepared statement %q does not exist", m.Name)}
 		}
 		oids := make([]uint32, len(p.paramOIDs))
-		for i, o := range p.paramOIDs {
-			oids[i] = o
-		}
+		copy(oids, p.paramOIDs)
 		s.send(&pgproto3.ParameterDescription{ParameterOIDs: oids})
 		s.sendRowDescription(p.cols, nil)
 		return nil

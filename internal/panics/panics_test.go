@@ -23,7 +23,7 @@ func TestCatch(t *testing.T) {
 		{"no panic", func() {}, "", io.ErrUnexpectedEOF},
 		{"string", func() { panic("boom") }, "panic in test: boom", nil},
 		{"error", func() { panic(io.ErrClosedPipe) }, "panic in test: io: read/write on closed pipe", io.ErrClosedPipe},
-		{"nil map", func() { var m map[string]int; m["x"] = 1 }, "panic in test: assignment to entry in nil map", nil},
+		{"nil pointer", func() { var p *struct{ n int }; p.n++ }, "panic in test: runtime error: invalid memory address or nil pointer dereference", nil},
 		{"index", func() { var s []int; _ = s[len(s)+1] }, "panic in test: runtime error: index out of range [1] with length 0", nil},
 	}
 	for _, tt := range tests {

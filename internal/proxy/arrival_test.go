@@ -56,7 +56,7 @@ func (f slowFrontend) Open(ctx context.Context, client net.Conn, register wire.R
 	if err != nil {
 		return wire.Conn{}, err
 	}
-	return wire.Conn{Session: s, Client: client, Upstream: up, Up: slowObserver{f.d}}, nil
+	return wire.Conn{Session: s, Client: client, Upstream: up, Up: slowObserver(f)}, nil
 }
 
 // TestDelayCountsFromReceipt: a delayed flow's bytes are released one

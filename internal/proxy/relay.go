@@ -22,8 +22,7 @@ type relay struct {
 	route *Route
 	start time.Time
 
-	closeOnce sync.Once
-	client    net.Conn // the accepted socket
+	client net.Conn // the accepted socket
 
 	mu       sync.Mutex
 	upstream net.Conn         // guarded by mu; nil until dialled
