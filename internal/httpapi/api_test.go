@@ -242,6 +242,59 @@ func TestCheckExposure(t *testing.T) {
 	}
 }
 
+// TestNoTokenProxyListen checks that without a token the Toxiproxy API
+// opens loopback listeners only, whichever request asks for one, and
+// that with a token it opens any.
+func TestNoTokenProxyListen(t *testing.T) {
+	const up = `"upstream": "127.0.0.1:1"`
+	steps := []struct {
+		token        string
+		method, path string
+		body         string
+		status       int
+	}{
+		{"", "POST", "/proxies", `{"name": "any", "listen": "0.0.0.0:0", ` + up + `}`, 403},
+		{"", "POST", "/proxies", `{"name": "any", "listen": ":0", ` + up + `}`, 403},
+		{"", "POST", "/proxies", `{"name": "any", "listen": "[::]:0", ` + up + `}`, 403},
+		{"", "POST", "/proxies", `{"name": "any", "listen": "example.com:0", ` + up + `}`, 403},
+		{"", "POST", "/proxies", `{"name": "lo", "listen": "127.0.0.1:0", ` + up + `}`, 201},
+		{"", "POST", "/proxies", `{"name": "host", "listen": "localhost:0", ` + up + `}`, 201},
+		{"", "POST", "/proxies", `{"name": "dflt", ` + up + `}`, 201},
+		{"", "POST", "/proxies/lo", `{"listen": "0.0.0.0:0"}`, 403},
+		{"", "PATCH", "/proxies/lo", `{"listen": ":0", "enabled": true}`, 403},
+		{"", "POST", "/proxies/lo", `{"listen": "127.0.0.2:0"}`, 200},
+		{"", "POST", "/populate", `[{"name": "p1", "listen": "127.0.0.1:0", ` + up + `}, {"name": "p2", "listen": ":0", ` + up + `}]`, 403},
+		{"", "POST", "/populate", `[{"name": "lo", "listen": "0.0.0.0:0", ` + up + `}]`, 403},
+		{"t", "POST", "/proxies", `{"name": "any", "listen": "0.0.0.0:0", ` + up + `}`, 201},
+		{"t", "POST", "/proxies", `{"name": "lo", "listen": "127.0.0.1:0", ` + up + `}`, 201},
+		{"t", "POST", "/proxies/lo", `{"listen": ":0"}`, 200},
+	}
+	stacks := map[string]*stack{"": newStack(t, stackOptions{}), "t": newStack(t, stackOptions{token: "t"})}
+	for i, st := range steps {
+		s := stacks[st.token]
+		code, body := s.do(t, st.method, st.path, st.body)
+		if code != st.status {
+			t.Fatalf("step %d: token %q: %s %s %s: status %d, want %d: %s", i, st.token, st.method, st.path, st.body, code, st.status, body)
+		}
+		if code == 403 && !strings.Contains(decodeError(t, body).Message, "token") {
+			t.Fatalf("step %d: refusal %s does not say a token is needed", i, body)
+		}
+	}
+	// Nothing refused was made or moved: the proxies and their
+	// listeners are the loopback ones.
+	for tok, s := range stacks {
+		for _, p := range s.api.Toxics().Proxies() {
+			host, _, _ := net.SplitHostPort(p.Listen)
+			if ip := net.ParseIP(host); tok == "" && (ip == nil || !ip.IsLoopback()) {
+				t.Errorf("without a token, proxy %s listens on %s", p.Name, p.Listen)
+			}
+			if p.Name == "p1" || p.Name == "p2" {
+				t.Errorf("a refused /populate made proxy %s", p.Name)
+			}
+		}
+	}
+}
+
 type fakeCanceler struct{ calls int }
 
 func (f *fakeCanceler) Cancel(ctx context.Context) error { f.calls++; return nil }

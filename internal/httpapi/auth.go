@@ -31,6 +31,18 @@ func CheckExposure(listen, token string) error {
 	return nil
 }
 
+// loopbackListen refuses a proxy listen address that is not loopback:
+// without a token the API may not open a port that others can reach (a
+// port in front of a password-less admin console, say). An address
+// without a host (":8474") listens on every interface.
+func loopbackListen(listen string) error {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || !isLoopback(host) {
+		return fmt.Errorf("without a token (SLUICE_HTTP_TOKEN or http.token) proxies listen on loopback addresses only; set a token to listen on %s", listen)
+	}
+	return nil
+}
+
 // isLoopback reports whether host is "localhost" or a loopback IP.
 func isLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {

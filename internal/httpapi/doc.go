@@ -81,9 +81,15 @@
 // Without a token, sluice serve refuses to listen on an address that is
 // not loopback (CheckExposure; exit code 2), and the server answers only
 // requests whose Host is a loopback name (localhost, 127.0.0.1, [::1]),
-// so that a web page cannot reach it through DNS rebinding. In both
-// cases a request that changes something and carries an Origin header
-// from another host is refused with 403 (a browser's cross-site request).
+// so that a web page cannot reach it through DNS rebinding, and the
+// Toxiproxy API opens loopback listeners only: a proxy whose listen
+// address is not loopback (0.0.0.0, "" or [::] as host, another name),
+// whether it is created, populated or updated, is refused with 403, since
+// such a port reaches whatever is behind it (a password-less admin
+// console, say) from anywhere. Nothing under /api/ opens a listener.
+// In both cases a request that changes something and carries an Origin
+// header from another host is refused with 403 (a browser's cross-site
+// request).
 //
 // # Metrics and dashboard
 //
