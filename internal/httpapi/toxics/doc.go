@@ -80,8 +80,9 @@
 //     configuration file are not listed.
 //   - GET /version answers the sluice version, as text, or as
 //     {"version": ...} to a client that accepts only JSON.
-//   - Requests from browsers are not refused by user agent; the HTTP
-//     server's authentication applies instead (see package httpapi).
+//   - Requests from browsers are not refused by user agent (Toxiproxy
+//     refuses any whose User-Agent starts with Mozilla/); package httpapi
+//     refuses those that could be cross-site forgeries instead.
 //
 // A Service is safe for concurrent use.
 package toxics
