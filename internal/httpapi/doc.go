@@ -24,6 +24,10 @@
 //	POST   /api/statements/{id}/cancel    cancel through the protocol (202)
 //	/proxies, /populate, /reset, /version the Toxiproxy API (package toxics)
 //
+// Statement text is shown as the session registry keeps it: with every
+// password literal replaced by '***' (package redact), here, in the
+// snapshot and on the page.
+//
 // # Catalog
 //
 // The catalog endpoints change nothing themselves: each request becomes
