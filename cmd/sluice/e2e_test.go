@@ -69,6 +69,12 @@ func runApp(t *testing.T, c *config.Config) *app {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	return runAppLogging(t, c, log)
+}
+
+// runAppLogging is runApp with the app's logger.
+func runAppLogging(t *testing.T, c *config.Config, log *slog.Logger) *app {
+	t.Helper()
 	a, err := newApp(context.Background(), c, log, clock.Real{}, session.NewRegistry(session.Options{}))
 	if err != nil {
 		t.Fatal(err)

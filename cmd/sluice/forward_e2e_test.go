@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -35,6 +36,13 @@ type forwardApp struct {
 
 func startForwardApp(t *testing.T) *forwardApp {
 	t.Helper()
+	return startForwardAppWith(t, nil, nil)
+}
+
+// startForwardAppWith is startForwardApp with edit, if not nil, applied
+// to the configuration first, and log, if not nil, as the app's logger.
+func startForwardAppWith(t *testing.T, edit func(*config.Config), log *slog.Logger) *forwardApp {
+	t.Helper()
 	pcfg, err := pgx.ParseConfig(testenv.PostgresURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +62,14 @@ func startForwardApp(t *testing.T) *forwardApp {
 			{Name: "my", Listen: fa.myRoute, Protocol: "mysql", Upstream: mcfg.Addr},
 		},
 	}
-	fa.app = runApp(t, c)
+	if edit != nil {
+		edit(c)
+	}
+	if log != nil {
+		fa.app = runAppLogging(t, c, log)
+	} else {
+		fa.app = runApp(t, c)
+	}
 	if _, err := fa.app.mgr.Exec(context.Background(), "CREATE RESOURCE POOL p1"); err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +100,28 @@ func pgCode(err error) string {
 		return e.Code
 	}
 	return ""
+}
+
+// dropMySQLUsers drops MySQL users user@'%' now and when the test ends,
+// connected as cfg directly; it returns that connection, closed after the
+// last drop.
+func dropMySQLUsers(t *testing.T, cfg *mysql.Config, users ...string) *sql.DB {
+	t.Helper()
+	root, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	drop := func() {
+		for _, u := range users {
+			if _, err := root.Exec("DROP USER IF EXISTS '" + u + "'@'%'"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	drop()
+	t.Cleanup(drop)
+	return root
 }
 
 // dropRoles drops PostgreSQL roles now and when the test ends.
@@ -242,20 +279,7 @@ func TestForwardUserMySQL(t *testing.T) {
 	fa := startForwardApp(t)
 	ctx := context.Background()
 	const m1, m2 = "sluice_fwd_m1", "sluice_fwd_m2"
-	root, err := sql.Open("mysql", fa.my.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	drop := func() {
-		for _, u := range []string{m1, m2} {
-			if _, err := root.Exec("DROP USER IF EXISTS '" + u + "'@'%'"); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	drop()
-	t.Cleanup(drop)
+	root := dropMySQLUsers(t, fa.my, m1, m2)
 
 	route := func(user, password string) *sql.DB {
 		cfg := mysql.NewConfig()

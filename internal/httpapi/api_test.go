@@ -198,6 +198,91 @@ func TestAuth(t *testing.T) {
 	}
 }
 
+// TestCrossSiteForgery checks the rule against requests a browser can
+// be made to send for another site: a form-style or text/plain POST is
+// refused when it bears any mark of a browser, with a token (the browser
+// may hold the Basic credentials) or without; JSON, the X-Sluice-Request
+// header, and programs that send no browser mark pass.
+func TestCrossSiteForgery(t *testing.T) {
+	const (
+		browser = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36"
+		form    = "application/x-www-form-urlencoded"
+		text    = "text/plain;charset=UTF-8"
+	)
+	type hdr = map[string]string
+	cases := []struct {
+		name         string
+		method, path string
+		header       hdr
+		status       int
+	}{
+		{"form, cross-site Origin", "POST", "/api/links", hdr{"Content-Type": form, "Origin": "http://evil.example", "User-Agent": browser}, 403},
+		{"JSON, cross-site Origin", "POST", "/api/links", hdr{"Content-Type": "application/json", "Origin": "http://evil.example"}, 403},
+		{"opaque Origin", "POST", "/api/links", hdr{"Content-Type": text, "Origin": "null"}, 403},
+		{"text/plain, no Origin, browser agent", "POST", "/api/links", hdr{"Content-Type": text, "User-Agent": browser}, 403},
+		{"text/plain, no Origin, Referer", "POST", "/api/links", hdr{"Content-Type": text, "Referer": "http://evil.example/page"}, 403},
+		{"form, no Origin, Sec-Fetch-Site", "POST", "/api/links", hdr{"Content-Type": form, "Sec-Fetch-Site": "cross-site"}, 403},
+		{"multipart, no Origin, Sec-Fetch-Mode", "POST", "/proxies", hdr{"Content-Type": "multipart/form-data; boundary=x", "Sec-Fetch-Mode": "navigate"}, 403},
+		{"no type, browser agent", "POST", "/reset", hdr{"User-Agent": browser}, 403},
+		{"text/plain, same Origin, browser agent", "PATCH", "/api/settings/network_control", hdr{"Content-Type": text, "Origin": "ORIGIN", "User-Agent": browser}, 403},
+		{"JSON lookalike type, browser agent", "POST", "/api/links", hdr{"Content-Type": "application/jsonx", "User-Agent": browser}, 403},
+		{"JSON, browser agent", "POST", "/api/links", hdr{"Content-Type": "application/json", "User-Agent": browser}, 201},
+		{"JSON with charset, same Origin", "POST", "/api/links", hdr{"Content-Type": "application/json; charset=utf-8", "Origin": "ORIGIN", "User-Agent": browser}, 201},
+		{"text/plain with X-Sluice-Request", "POST", "/api/links", hdr{"Content-Type": text, "X-Sluice-Request": "1", "User-Agent": browser, "Referer": "ORIGIN/"}, 201},
+		{"text/plain, program", "POST", "/api/links", hdr{"Content-Type": text}, 201},
+		{"form, curl", "POST", "/api/links", hdr{"Content-Type": form, "User-Agent": "curl/8.5.0"}, 201},
+		{"reset, program", "POST", "/reset", hdr{"Content-Type": "text/plain"}, 204},
+		{"DELETE, browser agent", "DELETE", "/api/links/NAME", hdr{"User-Agent": browser}, 204},
+		{"DELETE, cross-site Origin", "DELETE", "/api/links/NAME", hdr{"Origin": "http://evil.example", "User-Agent": browser}, 403},
+		{"GET, cross-site", "GET", "/api/links", hdr{"Origin": "http://evil.example", "User-Agent": browser, "Sec-Fetch-Site": "cross-site"}, 200},
+	}
+	for _, token := range []string{"", "tok"} {
+		s := newStack(t, stackOptions{token: token})
+		origin := s.hs.URL
+		for i, c := range cases {
+			name := "l" + strconv.Itoa(i)
+			s.must(t, 201, "POST", "/api/links", map[string]any{"name": name})
+			body := `{"name": "n` + strconv.Itoa(i) + `"}`
+			if c.path == "/api/settings/network_control" {
+				body = `{"value": "off"}`
+			}
+			req, _ := http.NewRequest(c.method, s.hs.URL+strings.ReplaceAll(c.path, "NAME", name), strings.NewReader(body))
+			if c.method == "DELETE" || c.path == "/reset" {
+				req.Body, req.ContentLength = nil, 0
+			}
+			for k, v := range c.header {
+				req.Header.Set(k, strings.ReplaceAll(v, "ORIGIN", origin))
+			}
+			if token != "" {
+				req.SetBasicAuth("toxiproxy", token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.status {
+				t.Errorf("token %q: %s: %s %s: status %d, want %d: %s", token, c.name, c.method, c.path, resp.StatusCode, c.status, out)
+			}
+		}
+		// A cross-origin fetch with JSON or the header asks first, and
+		// sluice never grants the preflight.
+		req, _ := http.NewRequest("OPTIONS", s.hs.URL+"/api/links", nil)
+		req.Header.Set("Origin", "http://evil.example")
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "content-type, x-sluice-request")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if a := resp.Header.Get("Access-Control-Allow-Origin"); a != "" || resp.StatusCode < 300 {
+			t.Errorf("token %q: preflight answered %d with Access-Control-Allow-Origin %q", token, resp.StatusCode, a)
+		}
+	}
+}
+
 // TestNoTokenLoopbackNames checks that without a token the API answers
 // loopback host names only (no DNS rebinding).
 func TestNoTokenLoopbackNames(t *testing.T) {
@@ -238,6 +323,59 @@ func TestCheckExposure(t *testing.T) {
 		}
 		if err != nil && c.listen != "nonsense" && !strings.Contains(err.Error(), "token") {
 			t.Errorf("CheckExposure(%q): message %q does not say a token is needed", c.listen, err)
+		}
+	}
+}
+
+// TestNoTokenProxyListen checks that without a token the Toxiproxy API
+// opens loopback listeners only, whichever request asks for one, and
+// that with a token it opens any.
+func TestNoTokenProxyListen(t *testing.T) {
+	const up = `"upstream": "127.0.0.1:1"`
+	steps := []struct {
+		token        string
+		method, path string
+		body         string
+		status       int
+	}{
+		{"", "POST", "/proxies", `{"name": "any", "listen": "0.0.0.0:0", ` + up + `}`, 403},
+		{"", "POST", "/proxies", `{"name": "any", "listen": ":0", ` + up + `}`, 403},
+		{"", "POST", "/proxies", `{"name": "any", "listen": "[::]:0", ` + up + `}`, 403},
+		{"", "POST", "/proxies", `{"name": "any", "listen": "example.com:0", ` + up + `}`, 403},
+		{"", "POST", "/proxies", `{"name": "lo", "listen": "127.0.0.1:0", ` + up + `}`, 201},
+		{"", "POST", "/proxies", `{"name": "host", "listen": "localhost:0", ` + up + `}`, 201},
+		{"", "POST", "/proxies", `{"name": "dflt", ` + up + `}`, 201},
+		{"", "POST", "/proxies/lo", `{"listen": "0.0.0.0:0"}`, 403},
+		{"", "PATCH", "/proxies/lo", `{"listen": ":0", "enabled": true}`, 403},
+		{"", "POST", "/proxies/lo", `{"listen": "127.0.0.2:0"}`, 200},
+		{"", "POST", "/populate", `[{"name": "p1", "listen": "127.0.0.1:0", ` + up + `}, {"name": "p2", "listen": ":0", ` + up + `}]`, 403},
+		{"", "POST", "/populate", `[{"name": "lo", "listen": "0.0.0.0:0", ` + up + `}]`, 403},
+		{"t", "POST", "/proxies", `{"name": "any", "listen": "0.0.0.0:0", ` + up + `}`, 201},
+		{"t", "POST", "/proxies", `{"name": "lo", "listen": "127.0.0.1:0", ` + up + `}`, 201},
+		{"t", "POST", "/proxies/lo", `{"listen": ":0"}`, 200},
+	}
+	stacks := map[string]*stack{"": newStack(t, stackOptions{}), "t": newStack(t, stackOptions{token: "t"})}
+	for i, st := range steps {
+		s := stacks[st.token]
+		code, body := s.do(t, st.method, st.path, st.body)
+		if code != st.status {
+			t.Fatalf("step %d: token %q: %s %s %s: status %d, want %d: %s", i, st.token, st.method, st.path, st.body, code, st.status, body)
+		}
+		if code == 403 && !strings.Contains(decodeError(t, body).Message, "token") {
+			t.Fatalf("step %d: refusal %s does not say a token is needed", i, body)
+		}
+	}
+	// Nothing refused was made or moved: the proxies and their
+	// listeners are the loopback ones.
+	for tok, s := range stacks {
+		for _, p := range s.api.Toxics().Proxies() {
+			host, _, _ := net.SplitHostPort(p.Listen)
+			if ip := net.ParseIP(host); tok == "" && (ip == nil || !ip.IsLoopback()) {
+				t.Errorf("without a token, proxy %s listens on %s", p.Name, p.Listen)
+			}
+			if p.Name == "p1" || p.Name == "p2" {
+				t.Errorf("a refused /populate made proxy %s", p.Name)
+			}
 		}
 	}
 }
@@ -374,6 +512,23 @@ func TestToxiproxyClientWithToken(t *testing.T) {
 	code, body := s.do(t, "POST", "/proxies/echo/toxics", `{"type":"latency","attributes":{"latncy":5}}`)
 	if e := decodeError(t, body); code != 400 || e.Field != "attributes.latncy" {
 		t.Fatalf("misspelt attribute: %d %s", code, body)
+	}
+	// The client sends a proxy update and /reset as text/plain, and a
+	// DELETE without a body: the cross-site rule lets them through.
+	if err := px.Disable(); err != nil || px.Enabled {
+		t.Fatalf("disable: %v (enabled %v)", err, px.Enabled)
+	}
+	if err := px.Enable(); err != nil || !px.Enabled {
+		t.Fatalf("enable: %v (enabled %v)", err, px.Enabled)
+	}
+	if err := client.ResetState(); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	if ts, err := px.Toxics(); err != nil || len(ts) != 0 {
+		t.Fatalf("toxics after reset: %v, %v", ts, err)
+	}
+	if err := px.Delete(); err != nil {
+		t.Fatalf("delete: %v", err)
 	}
 }
 

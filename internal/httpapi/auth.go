@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -31,6 +32,18 @@ func CheckExposure(listen, token string) error {
 	return nil
 }
 
+// loopbackListen refuses a proxy listen address that is not loopback:
+// without a token the API may not open a port that others can reach (a
+// port in front of a password-less admin console, say). An address
+// without a host (":8474") listens on every interface.
+func loopbackListen(listen string) error {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || !isLoopback(host) {
+		return fmt.Errorf("without a token (SLUICE_HTTP_TOKEN or http.token) proxies listen on loopback addresses only; set a token to listen on %s", listen)
+	}
+	return nil
+}
+
 // isLoopback reports whether host is "localhost" or a loopback IP.
 func isLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
@@ -53,18 +66,56 @@ func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
+// RequestHeader marks a state-changing request as sent by a program or by
+// a page's script, not by a form: a page of another site can add it only
+// after a CORS preflight, which sluice never grants. Any value will do.
+const RequestHeader = "X-Sluice-Request"
+
+// checkForgery refuses a state-changing request that a browser may have
+// sent for another site (see the package documentation): one whose Origin
+// names another host; and a POST, PUT or PATCH that is neither JSON nor
+// marked with RequestHeader and bears a mark of a browser. DELETE needs
+// only the Origin test: no form sends it, and a page of another site can
+// send it only after a preflight.
+func checkForgery(r *http.Request) *Error {
+	if safeMethod(r.Method) {
+		return nil
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			return &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("cross-origin request from %s refused", o)}
+		}
+	}
+	if r.Method == http.MethodDelete || isJSON(r.Header.Get("Content-Type")) || r.Header.Get(RequestHeader) != "" || !fromBrowser(r) {
+		return nil
+	}
+	return &Error{Status: http.StatusForbidden, Message: "request refused as a possible cross-site forgery: a browser's request that changes something must be JSON (Content-Type: application/json) or carry the " + RequestHeader + " header"}
+}
+
+// isJSON reports whether a Content-Type is application/json, with or
+// without parameters.
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
+// fromBrowser reports whether r bears a header that browsers put on the
+// requests they send and programs such as curl, Go's net/http and
+// Toxiproxy's client do not: Origin, Referer, Sec-Fetch-Site or
+// Sec-Fetch-Mode (which no script can set), or a User-Agent starting with
+// "Mozilla/" (which Toxiproxy itself refuses).
+func fromBrowser(r *http.Request) bool {
+	h := r.Header
+	return h.Get("Origin") != "" || h.Get("Referer") != "" || h.Get("Sec-Fetch-Site") != "" || h.Get("Sec-Fetch-Mode") != "" ||
+		strings.HasPrefix(r.UserAgent(), "Mozilla/")
+}
+
 // authorize checks a request, and answers the page's ?token= itself (a
 // cookie and a redirect); it returns the error to send, or nil to go on.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) *Error {
-	if !safeMethod(r.Method) {
-		// A browser names the page that sent a request; refuse requests
-		// that other sites make a browser send.
-		if o := r.Header.Get("Origin"); o != "" {
-			u, err := url.Parse(o)
-			if err != nil || !strings.EqualFold(u.Host, r.Host) {
-				return &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("cross-origin request from %s refused", o)}
-			}
-		}
+	if e := checkForgery(r); e != nil {
+		return e
 	}
 	if s.token == "" {
 		// Without a token the API listens on loopback only; answering

@@ -24,6 +24,10 @@
 //	POST   /api/statements/{id}/cancel    cancel through the protocol (202)
 //	/proxies, /populate, /reset, /version the Toxiproxy API (package toxics)
 //
+// Statement text is shown as the session registry keeps it: with every
+// password literal replaced by '***' (package redact), here, in the
+// snapshot and on the page.
+//
 // # Catalog
 //
 // The catalog endpoints change nothing themselves: each request becomes
@@ -81,9 +85,41 @@
 // Without a token, sluice serve refuses to listen on an address that is
 // not loopback (CheckExposure; exit code 2), and the server answers only
 // requests whose Host is a loopback name (localhost, 127.0.0.1, [::1]),
-// so that a web page cannot reach it through DNS rebinding. In both
-// cases a request that changes something and carries an Origin header
-// from another host is refused with 403 (a browser's cross-site request).
+// so that a web page cannot reach it through DNS rebinding, and the
+// Toxiproxy API opens loopback listeners only: a proxy whose listen
+// address is not loopback (0.0.0.0, "" or [::] as host, another name),
+// whether it is created, populated or updated, is refused with 403, since
+// such a port reaches whatever is behind it (a password-less admin
+// console, say) from anywhere. Nothing under /api/ opens a listener.
+//
+// # Cross-site requests
+//
+// With a token or without, a request that changes something (any method
+// but GET, HEAD and OPTIONS) is refused with 403 when a browser may have
+// sent it for a page of another site, which could otherwise use the
+// browser's loopback access or its cached Basic credentials:
+//
+//   - an Origin header naming another host than Host (browsers send
+//     Origin on every cross-origin POST, and "null" from opaque origins)
+//     is refused, whatever else the request carries;
+//   - a POST, PUT or PATCH passes only if its Content-Type is
+//     application/json (parameters allowed), or it carries the header
+//     X-Sluice-Request (any value), or it bears no mark of a browser: no
+//     Origin, Referer, Sec-Fetch-Site or Sec-Fetch-Mode header and no
+//     User-Agent starting with "Mozilla/".
+//
+// A page of another site can send a POST without a preflight only as a
+// "simple" request: a form, or a fetch with a form or text/plain body
+// and no header of its own; both carry browser marks and neither can be
+// JSON or carry X-Sluice-Request, so both are refused. A JSON body or a
+// custom header makes the browser ask first (a CORS preflight, OPTIONS),
+// and sluice never answers one with Access-Control-Allow-Origin, so the
+// request is never sent. The third way in keeps programs working
+// unchanged: Toxiproxy's Go client and toxiproxy-cli send text/plain on a
+// proxy update (enable, disable) and on /reset, curl -d sends a form
+// type, and neither sends a browser mark. DELETE needs only the Origin
+// test: no form can send it, and another site's fetch can send it only
+// after a preflight, for any body or none.
 //
 // # Metrics and dashboard
 //

@@ -96,8 +96,8 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	return s
 }
 
-// do sends a request with the stack's token and returns the status and
-// body.
+// do sends a request with the stack's token, and a body as JSON, and
+// returns the status and body.
 func (s *stack) do(t testing.TB, method, path string, body any) (int, []byte) {
 	t.Helper()
 	var rd io.Reader
@@ -118,6 +118,9 @@ func (s *stack) do(t testing.TB, method, path string, body any) (int, []byte) {
 	}
 	if s.token != "" {
 		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

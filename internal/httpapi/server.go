@@ -86,7 +86,11 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	if o.Proxy != nil {
-		s.toxics, err = toxics.New(toxics.Options{Server: o.Proxy, Manager: o.Manager, Clock: o.Clock, Logger: o.Logger.With("component", "toxics"), Version: o.Version})
+		to := toxics.Options{Server: o.Proxy, Manager: o.Manager, Clock: o.Clock, Logger: o.Logger.With("component", "toxics"), Version: o.Version}
+		if o.Token == "" {
+			to.CheckListen = loopbackListen
+		}
+		s.toxics, err = toxics.New(to)
 		if err != nil {
 			s.metrics.Close()
 			return nil, fmt.Errorf("httpapi: %w", err)

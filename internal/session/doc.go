@@ -21,4 +21,6 @@
 //     the goroutine that caused the event; they must not block.
 //   - The registry keeps every open session and a bounded ring of
 //     recently ended statements (Options.KeepStatements).
+//   - A statement's SQL text never holds a password: Begin hides the
+//     password literals (package redact) before anything can read it.
 package session

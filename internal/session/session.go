@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/redact"
 )
 
 // Outcome is how a statement ended.
@@ -373,8 +375,12 @@ func (s *Session) BytesDown() int64 { return s.bytesDown.Load() }
 func (s *Session) Penalized() bool { return s.penalized.Load() > 0 }
 
 // Begin opens a statement with its SQL text (already truncated by the
-// caller if it wants) at now.
+// caller if it wants) at now. The statement keeps the text with its
+// password literals hidden (redact.SQL, in the dialect of the session's
+// protocol; a literal cut short by the truncation is hidden through the
+// end), so no view or log of it shows a password.
 func (s *Session) Begin(sql string, now time.Time) *Statement {
+	sql = redact.SQL(sql, dialect(s.Info.Protocol))
 	st := &Statement{ID: s.reg.nextStmt.Add(1), Session: s, SQL: sql, Started: now}
 	s.mu.Lock()
 	s.statements++
@@ -390,6 +396,15 @@ func (s *Session) Begin(sql string, now time.Time) *Statement {
 		st.End(now, Failed, -1, "08006")
 	}
 	return st
+}
+
+// dialect returns the SQL dialect of a protocol: MySQL's for mysql,
+// PostgreSQL's for any other.
+func dialect(protocol string) redact.Dialect {
+	if protocol == "mysql" {
+		return redact.MySQL
+	}
+	return redact.PostgreSQL
 }
 
 // Active returns the session's running statements, oldest first.
@@ -446,7 +461,7 @@ func (s *Session) Close(now time.Time) {
 type Statement struct {
 	ID      uint64
 	Session *Session
-	SQL     string
+	SQL     string // as Begin got it, with its password literals hidden
 	Started time.Time
 
 	bytesUp         atomic.Int64

@@ -149,3 +149,41 @@ func TestBeginAfterClose(t *testing.T) {
 		t.Fatalf("outcome %v, %d active", st.Outcome(), len(s.Active()))
 	}
 }
+
+// TestBeginHidesPasswords checks that a statement's text hides its
+// passwords, in the dialect of the session's protocol, before a watcher,
+// the running list or the ring of ended statements can see it.
+func TestBeginHidesPasswords(t *testing.T) {
+	cases := []struct {
+		protocol, sql, want string
+	}{
+		{"postgres", "ALTER ROLE bob PASSWORD 'pw-secret-1'", "ALTER ROLE bob PASSWORD '***'"},
+		{"postgres", "ALTER ROLE bob PASSWORD $$pw-secret-1", "ALTER ROLE bob PASSWORD '***'"},
+		{"mysql", `CREATE USER bob IDENTIFIED BY "pw-secret-1"`, "CREATE USER bob IDENTIFIED BY '***'"},
+		// An executable comment is code to MySQL, a comment to
+		// PostgreSQL.
+		{"mysql", "CREATE USER bob /*!80000 IDENTIFIED BY 'pw-secret-1' */", "CREATE USER bob /*!80000 IDENTIFIED BY '***' */"},
+		{"postgres", "SELECT 1 /*!80000 IDENTIFIED BY 'x' */", "SELECT 1 /*!80000 IDENTIFIED BY 'x' */"},
+		{"mysql", "SELECT 1", "SELECT 1"},
+	}
+	for _, c := range cases {
+		r := NewRegistry(Options{})
+		var seen []string
+		r.Watch(WatcherFunc(func(e Event) {
+			if e.Kind == StatementStarted {
+				seen = append(seen, e.Statement.SQL)
+			}
+		}))
+		now := time.Unix(100, 0)
+		s := r.Open(Info{Route: "r", Protocol: c.protocol}, now)
+		st := s.Begin(c.sql, now)
+		running := r.Active()[0].Snapshot().SQL
+		st.End(now, OK, 0, "")
+		ended := r.Recent()[0].Snapshot().SQL
+		for what, got := range map[string]string{"statement": st.SQL, "watcher": seen[0], "running": running, "ended": ended} {
+			if got != c.want {
+				t.Errorf("%s %q: %s shows %q, want %q", c.protocol, c.sql, what, got, c.want)
+			}
+		}
+	}
+}

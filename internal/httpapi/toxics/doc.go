@@ -72,14 +72,17 @@
 //     field is to blame, "field".
 //   - A proxy without a listen address listens on DefaultListen
 //     (127.0.0.1, a free port), not on every interface. An address in use
-//     is 409 and any other listen failure 400 (Toxiproxy: 500).
+//     is 409 and any other listen failure 400 (Toxiproxy: 500). An
+//     address that Options.CheckListen refuses is 403 (package httpapi
+//     refuses non-loopback addresses when it has no token).
 //   - Proxy and toxic names may not contain '/' or control characters.
 //   - Only proxies made through this API carry toxics; routes from the
 //     configuration file are not listed.
 //   - GET /version answers the sluice version, as text, or as
 //     {"version": ...} to a client that accepts only JSON.
-//   - Requests from browsers are not refused by user agent; the HTTP
-//     server's authentication applies instead (see package httpapi).
+//   - Requests from browsers are not refused by user agent (Toxiproxy
+//     refuses any whose User-Agent starts with Mozilla/); package httpapi
+//     refuses those that could be cross-site forgeries instead.
 //
 // A Service is safe for concurrent use.
 package toxics

@@ -39,6 +39,13 @@ type Options struct {
 	// [0, 1); nil means math/rand/v2's Float64. It must be safe for
 	// concurrent use.
 	Rand func() float64
+	// CheckListen, if not nil, is asked about every listen address a
+	// request gives, before a proxy listens on it (create, populate, an
+	// update that changes the address; the default address included). An
+	// error refuses the request with 403 and its message. It is called
+	// with the Service's lock held and must not call back into the
+	// Service.
+	CheckListen func(listen string) error
 }
 
 // Service runs Toxiproxy-style proxies: tcp routes of a proxy.Server, each
@@ -51,6 +58,7 @@ type Service struct {
 	log     *slog.Logger
 	version string
 	draw    func() float64
+	check   func(listen string) error // nil allows every address
 
 	mu      sync.Mutex
 	proxies map[string]*proxyState // guarded by mu
@@ -92,7 +100,7 @@ func New(o Options) (*Service, error) {
 		o.Rand = rand.Float64
 	}
 	return &Service{
-		srv: o.Server, mgr: o.Manager, clk: o.Clock, log: o.Logger, version: o.Version, draw: o.Rand,
+		srv: o.Server, mgr: o.Manager, clk: o.Clock, log: o.Logger, version: o.Version, draw: o.Rand, check: o.CheckListen,
 		proxies: make(map[string]*proxyState),
 	}, nil
 }
@@ -182,6 +190,21 @@ func notFound(name string) *Error {
 // quoteIdent quotes a name as an SQL identifier.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
+// checkListen checks a proxy's listen address: its form, then the
+// Options.CheckListen policy. field names it in errors.
+func (s *Service) checkListen(field, listen string) error {
+	if err := checkAddr(field, listen); err != nil {
+		return err
+	}
+	if s.check == nil {
+		return nil
+	}
+	if err := s.check(listen); err != nil {
+		return errorf(http.StatusForbidden, field, "%s %q refused: %v", field, listen, err)
+	}
+	return nil
+}
+
 func checkAddr(field, addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -191,6 +214,15 @@ func checkAddr(field, addr string) error {
 		return errorf(http.StatusBadRequest, field, "%s %q is invalid: the port is missing", field, addr)
 	}
 	return nil
+}
+
+// listenOf returns the listen address of a proxy to create from c:
+// c.Listen, or DefaultListen when it is absent or "".
+func listenOf(c Config) string {
+	if c.Listen != nil && *c.Listen != "" {
+		return *c.Listen
+	}
+	return DefaultListen
 }
 
 // Proxies returns every proxy, sorted by name.
@@ -235,11 +267,8 @@ func (s *Service) createLocked(ctx context.Context, c Config) (Proxy, error) {
 	if err := checkAddr("upstream", *c.Upstream); err != nil {
 		return Proxy{}, err
 	}
-	listen := DefaultListen
-	if c.Listen != nil && *c.Listen != "" {
-		listen = *c.Listen
-	}
-	if err := checkAddr("listen", listen); err != nil {
+	listen := listenOf(c)
+	if err := s.checkListen("listen", listen); err != nil {
 		return Proxy{}, err
 	}
 	if s.proxies[c.Name] != nil {
@@ -327,9 +356,9 @@ func (s *Service) UpdateProxy(ctx context.Context, name string, c Config) (Proxy
 		return Proxy{}, notFound(name)
 	}
 	listen, upstream := px.listen, px.upstream
-	if c.Listen != nil {
+	if c.Listen != nil && *c.Listen != px.listen {
 		listen = *c.Listen
-		if err := checkAddr("listen", listen); err != nil {
+		if err := s.checkListen("listen", listen); err != nil {
 			return Proxy{}, err
 		}
 	}
@@ -394,17 +423,16 @@ func (s *Service) Populate(ctx context.Context, cs []Config) ([]Proxy, error) {
 		if c.Upstream == nil || *c.Upstream == "" {
 			return nil, errorf(http.StatusBadRequest, fmt.Sprintf("[%d].upstream", i), "missing required field: upstream at proxy %d", i+1)
 		}
+		if err := s.checkListen(fmt.Sprintf("[%d].listen", i), listenOf(c)); err != nil {
+			return nil, err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Proxy, 0, len(cs))
 	for _, c := range cs {
 		if px := s.proxies[c.Name]; px != nil {
-			listen := DefaultListen
-			if c.Listen != nil && *c.Listen != "" {
-				listen = *c.Listen
-			}
-			if px.listen == listen && px.upstream == *c.Upstream {
+			if px.listen == listenOf(c) && px.upstream == *c.Upstream {
 				out = append(out, px.viewLocked())
 				continue
 			}

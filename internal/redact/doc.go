@@ -1,0 +1,44 @@
+// Package redact hides the passwords in SQL text, so that sluice can keep,
+// show and log the statements its clients send: SQL returns the text with
+// every literal that holds a password replaced by '***', in PostgreSQL's
+// or MySQL's (and MariaDB's) lexical rules, and every other byte as it
+// was.
+//
+// A literal is a password when it follows, comments and white space
+// aside:
+//
+//   - a word ending in PASSWORD, or such a word and "(" or "=":
+//     [ENCRYPTED] PASSWORD 'x', IDENTIFIED BY PASSWORD 'hash',
+//     PASSWORD('x'), OLD_PASSWORD('x'), MASTER_PASSWORD = 'x', and
+//     user mapping OPTIONS (password 'x');
+//   - BY, AS, USING, REPLACE or "=" in a statement after IDENTIFIED or
+//     SET PASSWORD: IDENTIFIED BY 'x', IDENTIFIED WITH plugin BY | AS 'x',
+//     IDENTIFIED VIA plugin USING 'x', SET PASSWORD FOR u = 'x', and the
+//     REPLACE 'current' of MySQL 8;
+//   - another password literal (MySQL joins adjacent strings: 'a' 'b').
+//
+// A literal is a string in any quoting the dialect knows: '...' with a
+// quote doubled, PostgreSQL's E'...' (backslash escapes), U&'...' and
+// $tag$...$tag$, MySQL's '...' and "..." (backslash escapes), N'...',
+// X'...', B'...' and a _charset introducer before one; a quoted name
+// ("..." in PostgreSQL, `...` in MySQL) or a number in such a place is
+// hidden too, though no server takes it as a password. A MySQL
+// executable comment (/*! ... */, /*M! ... */) is read as code; other
+// comments are skipped.
+//
+// At the limits: a password literal that does not end (text cut short by
+// a length limit, or malformed) is hidden through the end of the text;
+// one holding a backslash is hidden to where it ends under either reading
+// of backslashes (standard_conforming_strings, NO_BACKSLASH_ESCAPES), so
+// a server setting that reads it differently shows nothing of it. Other
+// literals are read by the dialect's defaults, so under such a setting a
+// literal before a password could hide the PASSWORD keyword from the
+// lexer. A password inside another string (a connection string passed to
+// dblink, say) or a column value (INSERT INTO users VALUES ('x')) is not
+// recognised.
+//
+// SQL is a pure function, safe for concurrent use, and never panics. Text
+// that holds neither PASSWORD nor IDENTIFIED (in any case) is returned as
+// it is without allocating, after a scan of its bytes; other text is
+// lexed once and copied only when it holds a password.
+package redact
