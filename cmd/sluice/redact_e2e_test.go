@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -17,24 +15,6 @@ import (
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
-
-// lockedBuffer is a bytes.Buffer that the app's goroutines may log to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer // guarded by mu
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestPasswordsHidden sends statements that set passwords through a real
 // postgres route (pgx, simple and extended protocol) and a real mysql
@@ -46,7 +26,7 @@ func (l *lockedBuffer) String() string {
 func TestPasswordsHidden(t *testing.T) {
 	httpAddr := freeAddr(t)
 	ta := &testApp{admin: freeAddr(t)}
-	logs := &lockedBuffer{}
+	logs := &testenv.Buffer{}
 	fa := startForwardAppWith(t, func(c *config.Config) {
 		c.Admin.Listen, c.Admin.Password = ta.admin, "adminpw"
 		c.HTTP.Listen = httpAddr
