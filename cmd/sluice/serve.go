@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -161,6 +163,7 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 		log.Info("holding CPU latency request", "bound", bound.String())
 	}
 	runtime.GOMAXPROCS(f.procs)
+	defer refuseReload(log)()
 	clk := clock.Real{}
 	reg := session.NewRegistry(session.Options{})
 	app, err := newApp(ctx, cfg, log, clk, reg)
@@ -176,6 +179,34 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 		log.Warn("grace period over; closed remaining sessions", "err", err)
 	}
 	return nil
+}
+
+// refuseReload catches SIGHUP, which would otherwise end the process and
+// every session (the default action), and logs each one at Warn: there is
+// no live reload, so the configuration stays as it is. The returned
+// function restores the default action; after it returns nothing more is
+// logged.
+func refuseReload(log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-hup:
+				log.Warn("SIGHUP received: live reload is not supported; configuration unchanged")
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		<-exited
+	}
 }
 
 // pin restricts the process to the CPU list cpus and returns how many
