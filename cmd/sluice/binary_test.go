@@ -193,3 +193,57 @@ func lineWith(s, sub string) string {
 	}
 	return ""
 }
+
+// TestServeConfigClashExit2 runs serve on configurations that clash
+// while the test itself holds every address they name: each run must
+// exit 2 naming the file, key and value, without a SQLSTATE, having
+// tried to bind nothing (a bind would have failed first, with exit 1).
+func TestServeConfigClashExit2(t *testing.T) {
+	held := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		return ln.Addr().String()
+	}
+	routeA, routeB, adminAddr := held(), held(), held()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	twice := write("twice.yaml", "admin:\n  listen: "+adminAddr+"\nroutes:\n  - name: a\n    listen: "+routeA+
+		"\n    upstream: 127.0.0.1:1\n  - name: b\n    listen: "+routeA+"\n    upstream: 127.0.0.1:1\n")
+	nolink := write("nolink.yaml", "admin:\n  listen: "+adminAddr+"\nroutes:\n  - name: a\n    listen: "+routeA+
+		"\n    upstream: 127.0.0.1:1\n  - name: b\n    listen: "+routeB+"\n    upstream: 127.0.0.1:1\n    link: nope\n")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--config", twice},
+			"config " + twice + `: routes[1].listen: bad value "` + routeA + `": address overlaps "` + routeA + `" given at routes[0].listen in ` + twice},
+		{[]string{"serve", "--config", nolink},
+			"config " + nolink + `: routes[1].link: bad value "nope": link "nope" does not exist`},
+		{[]string{"serve", "--listen", routeA, "--upstream", "127.0.0.1:1", "--admin", routeA},
+			`command line: --admin: bad value "` + routeA + `": address overlaps "` + routeA + `" given at --listen`},
+	}
+	for _, tt := range tests {
+		p := startSluice(t, tt.args...)
+		p.wait(t, 30*time.Second)
+		code := p.cmd.ProcessState.ExitCode()
+		out := p.stderr.String()
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2\n%s", tt.args, code, out)
+		}
+		if !strings.Contains(out, "sluice: "+tt.want+"\n") {
+			t.Errorf("%v: stderr\n%s\nwant the line\nsluice: %s", tt.args, out, tt.want)
+		}
+		if strings.Contains(out, "listening") || strings.Contains(out, "42704") {
+			t.Errorf("%v: stderr shows a bind or a SQLSTATE:\n%s", tt.args, out)
+		}
+	}
+}
