@@ -204,7 +204,7 @@ func (a *app) newAdmin(cfg *config.Config, clk clock.Clock) (*admin.Server, stri
 		pw = cfg.Admin.Password
 	}
 	if pw != "" {
-		users["admin"] = pw
+		users[admin.DefaultUser] = pw
 	}
 	noPassword := len(users) == 0
 	if noPassword && !isLoopback(cfg.Admin.Listen) {

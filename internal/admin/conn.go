@@ -24,6 +24,11 @@ const textOID = 25
 // maxMessage bounds a client message body, in bytes.
 const maxMessage = 4 << 20
 
+// SQLSTATEs the console sends that package ddl does not name.
+const (
+	codeInvalidAuthorization = "28000" // invalid_authorization_specification
+)
+
 // conn is one client connection.
 type conn struct {
 	s    *Server
@@ -76,7 +81,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		}
 	}
 	if c.user == "" {
-		c.fatal("28000", "no user name specified in startup packet")
+		c.fatal(codeInvalidAuthorization, "no user name specified in startup packet")
 		return
 	}
 	log := s.log.With("client", nc.RemoteAddr().String(), "user", c.user)
@@ -144,11 +149,15 @@ func (c *conn) startup() (*pgproto3.StartupMessage, bool) {
 	}
 }
 
-// authenticate runs SCRAM-SHA-256 (or nothing with AllowNoPassword).
-// Unknown users go through the same exchange with decoy credentials, so
-// a client cannot tell them from a wrong password.
+// authenticate runs SCRAM-SHA-256, or with AllowNoPassword accepts
+// DefaultUser only. Unknown users go through the same exchange with decoy
+// credentials, so a client cannot tell them from a wrong password.
 func (c *conn) authenticate() bool {
 	if c.s.trust {
+		if c.user != DefaultUser {
+			c.fatal(codeInvalidAuthorization, "role %q does not exist", c.user)
+			return false
+		}
 		return true
 	}
 	creds, known := c.s.creds[c.user]

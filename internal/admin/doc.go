@@ -14,8 +14,10 @@
 // (user name to password, from SLUICE_ADMIN_PASSWORD or the
 // configuration file, read by the caller); an unknown user runs the same
 // exchange with decoy credentials and fails with 28P01 like a wrong
-// password, so user names cannot be probed. With AllowNoPassword every
-// user is trusted; the caller allows that only on a loopback address.
+// password, so user names cannot be probed. With AllowNoPassword user
+// admin (DefaultUser) is trusted and any other name refused with FATAL
+// 28000 `role "x" does not exist`, as PostgreSQL refuses an unknown role;
+// the caller allows that only on a loopback address.
 //
 // Simple query protocol: each statement of a Query message runs in order;
 // a statement that returns rows sends RowDescription and DataRows (every
