@@ -35,6 +35,12 @@
 // result format is honoured trivially: the binary form of text is its
 // bytes. After an error, messages are discarded until Sync.
 //
+// A message announcing a body over 4 MiB ends the connection with FATAL
+// 54000 (program_limit_exceeded); the console then half-closes and
+// discards what the client still sends, for up to 5 s (package linger),
+// so a client still writing the message reads the error rather than a
+// reset.
+//
 // psql's own catalog queries (\d and friends) get 0A000, SELECT version()
 // names sluice, and SELECT of literals answers, so drivers' health checks
 // work.
