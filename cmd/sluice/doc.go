@@ -7,7 +7,8 @@
 // binding policy, starts one protocol front end per route, the admin
 // console and the HTTP API, and shuts them down in order on SIGINT or
 // SIGTERM: stop accepting, let sessions finish for the grace period, then
-// close. `sluice bench` and `sluice lab` hand their arguments to
+// close. SIGHUP is logged at Warn and otherwise ignored: there is no live
+// reload, and a reload must not end the sessions. `sluice bench` and `sluice lab` hand their arguments to
 // internal/bench and internal/lab.
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad command line or

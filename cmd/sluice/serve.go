@@ -4,13 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -88,7 +89,8 @@ func newLogger(w *os.File, level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format: bad value %q (want text or json)", format)
 }
 
-// loadConfig merges the config file and the route flags.
+// loadConfig merges the config file and the flags and checks the
+// result as a whole.
 func loadConfig(f serveFlags) (*config.Config, error) {
 	cfg := &config.Config{}
 	if f.config != "" {
@@ -97,31 +99,13 @@ func loadConfig(f serveFlags) (*config.Config, error) {
 			return nil, err
 		}
 		cfg = c
-	} else {
-		cfg.Grace = config.DefaultGrace
 	}
+	fl := config.Flags{Admin: f.admin, HTTP: f.http, Catalog: f.catalog}
 	if f.listen != "" || f.upstream != "" {
-		r := config.Route{Name: "cli", Listen: f.listen, Upstream: f.upstream, Protocol: f.protocol, Link: f.link}
-		if err := config.ValidateRoute(&r); err != nil {
-			var ce *config.Error
-			if errors.As(err, &ce) {
-				ce.Key = "--" + ce.Key
-			}
-			return nil, err
-		}
-		cfg.Routes = append(cfg.Routes, r)
+		fl.Listen, fl.Upstream, fl.Protocol, fl.Link = f.listen, f.upstream, f.protocol, f.link
 	}
-	if f.admin != "" {
-		cfg.Admin.Listen = f.admin
-	}
-	if f.http != "" {
-		cfg.HTTP.Listen = f.http
-	}
-	if f.catalog != "" {
-		cfg.Catalog = f.catalog
-	}
-	if len(cfg.Routes) == 0 && cfg.Admin.Listen == "" && cfg.HTTP.Listen == "" {
-		return nil, &config.Error{Msg: "nothing to serve: give --listen and --upstream, or --config FILE"}
+	if err := cfg.ApplyFlags(fl); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
@@ -161,6 +145,7 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 		log.Info("holding CPU latency request", "bound", bound.String())
 	}
 	runtime.GOMAXPROCS(f.procs)
+	defer refuseReload(log)()
 	clk := clock.Real{}
 	reg := session.NewRegistry(session.Options{})
 	app, err := newApp(ctx, cfg, log, clk, reg)
@@ -176,6 +161,34 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 		log.Warn("grace period over; closed remaining sessions", "err", err)
 	}
 	return nil
+}
+
+// refuseReload catches SIGHUP, which would otherwise end the process and
+// every session (the default action), and logs each one at Warn: there is
+// no live reload, so the configuration stays as it is. The returned
+// function restores the default action; after it returns nothing more is
+// logged.
+func refuseReload(log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-hup:
+				log.Warn("SIGHUP received: live reload is not supported; configuration unchanged")
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		<-exited
+	}
 }
 
 // pin restricts the process to the CPU list cpus and returns how many
@@ -202,12 +215,16 @@ func pin(cpus string) (int, error) {
 func defaultProcs() int { return max(1, runtime.NumCPU()/2) }
 
 // frontend builds a route's protocol front end.
-func frontend(r config.Route, log *slog.Logger, clk clock.Clock, reg *session.Registry, fwd forwarders) (proxy.Frontend, error) {
+func frontend(cfg *config.Config, r config.Route, log *slog.Logger, clk clock.Clock, reg *session.Registry, fwd forwarders) (proxy.Frontend, error) {
+	bad := func(field, value, msg string) error {
+		file, key := cfg.RouteKey(r, field)
+		return &config.Error{File: file, Key: key, Value: value, Msg: msg}
+	}
 	var serverTLS, upTLS *tls.Config
 	if r.TLS != nil {
 		cert, err := tls.LoadX509KeyPair(r.TLS.Cert, r.TLS.Key)
 		if err != nil {
-			return nil, &config.Error{Key: "routes." + r.Name + ".tls", Value: r.TLS.Cert, Msg: err.Error()}
+			return nil, bad("tls", r.TLS.Cert, err.Error())
 		}
 		serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
@@ -220,11 +237,11 @@ func frontend(r config.Route, log *slog.Logger, clk clock.Clock, reg *session.Re
 		if r.UpstreamTLS.CA != "" {
 			pem, err := os.ReadFile(r.UpstreamTLS.CA)
 			if err != nil {
-				return nil, &config.Error{Key: "routes." + r.Name + ".upstream_tls.ca", Value: r.UpstreamTLS.CA, Msg: err.Error()}
+				return nil, bad("upstream_tls.ca", r.UpstreamTLS.CA, err.Error())
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, &config.Error{Key: "routes." + r.Name + ".upstream_tls.ca", Value: r.UpstreamTLS.CA, Msg: "no PEM certificate found"}
+				return nil, bad("upstream_tls.ca", r.UpstreamTLS.CA, "no PEM certificate found")
 			}
 			upTLS.RootCAs = pool
 		}

@@ -303,7 +303,7 @@ func TestTrustAndLifecycle(t *testing.T) {
 	c := startConsole(t, Options{AllowNoPassword: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, "postgres://anyone@"+c.addr.String()+"/x?sslmode=disable")
+	conn, err := pgx.Connect(ctx, "postgres://admin@"+c.addr.String()+"/x?sslmode=disable")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/xdg-go/scram"
 
+	"github.com/sluicelab/sluice/internal/linger"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -21,8 +22,15 @@ import (
 // textOID is the type of every column the console returns.
 const textOID = 25
 
-// maxMessage bounds a client message body, in bytes.
+// maxMessage bounds a client message body, in bytes. A message
+// announcing more ends the connection with FATAL 54000.
 const maxMessage = 4 << 20
+
+// SQLSTATEs the console sends that package ddl does not name.
+const (
+	codeInvalidAuthorization = "28000" // invalid_authorization_specification
+	codeProgramLimitExceeded = "54000" // program_limit_exceeded
+)
 
 // conn is one client connection.
 type conn struct {
@@ -76,7 +84,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		}
 	}
 	if c.user == "" {
-		c.fatal("28000", "no user name specified in startup packet")
+		c.fatal(codeInvalidAuthorization, "no user name specified in startup packet")
 		return
 	}
 	log := s.log.With("client", nc.RemoteAddr().String(), "user", c.user)
@@ -91,7 +99,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	if startup.ProtocolVersion != pgproto3.ProtocolVersion30 || len(unknown) > 0 {
 		c.be.Send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknown})
 	}
-	if !c.authenticate() {
+	if !c.authenticate(ctx) {
 		log.Warn("admin console: authentication failed")
 		return
 	}
@@ -144,11 +152,15 @@ func (c *conn) startup() (*pgproto3.StartupMessage, bool) {
 	}
 }
 
-// authenticate runs SCRAM-SHA-256 (or nothing with AllowNoPassword).
-// Unknown users go through the same exchange with decoy credentials, so
-// a client cannot tell them from a wrong password.
-func (c *conn) authenticate() bool {
+// authenticate runs SCRAM-SHA-256, or with AllowNoPassword accepts
+// DefaultUser only. Unknown users go through the same exchange with decoy
+// credentials, so a client cannot tell them from a wrong password.
+func (c *conn) authenticate(ctx context.Context) bool {
 	if c.s.trust {
+		if c.user != DefaultUser {
+			c.fatal(codeInvalidAuthorization, "role %q does not exist", c.user)
+			return false
+		}
 		return true
 	}
 	creds, known := c.s.creds[c.user]
@@ -172,7 +184,7 @@ func (c *conn) authenticate() bool {
 	if err := c.be.SetAuthType(pgproto3.AuthTypeSASL); err != nil {
 		return false
 	}
-	msg, err := c.be.Receive()
+	msg, err := c.receive(ctx)
 	if err != nil {
 		return false
 	}
@@ -196,7 +208,7 @@ func (c *conn) authenticate() bool {
 	if err := c.be.SetAuthType(pgproto3.AuthTypeSASLContinue); err != nil {
 		return false
 	}
-	msg, err = c.be.Receive()
+	msg, err = c.receive(ctx)
 	if err != nil {
 		return false
 	}
@@ -211,6 +223,25 @@ func (c *conn) authenticate() bool {
 	}
 	c.be.Send(&pgproto3.AuthenticationSASLFinal{Data: []byte(out)})
 	return true
+}
+
+// lingerTimeout bounds how long a connection ended mid-message keeps
+// reading what the client still sends, so the client can read the FATAL
+// error instead of having its write reset.
+const lingerTimeout = 5 * time.Second
+
+// receive reads the next client message. A message longer than
+// maxMessage is answered with FATAL 54000, and the rest of it drained
+// (package linger), before the error is returned, so the client learns
+// why the connection ends.
+func (c *conn) receive(ctx context.Context) (pgproto3.FrontendMessage, error) {
+	msg, err := c.be.Receive()
+	var tooLong *pgproto3.ExceededMaxBodyLenErr
+	if errors.As(err, &tooLong) {
+		c.fatal(codeProgramLimitExceeded, "message of %d bytes exceeds the console's limit of %d bytes", tooLong.ActualBodyLen, tooLong.MaxExpectedBodyLen)
+		linger.Drain(ctx, c.nc, c.s.clk, int64(tooLong.ActualBodyLen), lingerTimeout)
+	}
+	return msg, err
 }
 
 // ready sends ReadyForQuery and flushes.
@@ -270,7 +301,7 @@ func dataRow(row []string) *pgproto3.DataRow {
 
 func (c *conn) loop(ctx context.Context) error {
 	for {
-		msg, err := c.be.Receive()
+		msg, err := c.receive(ctx)
 		if err != nil {
 			return err
 		}

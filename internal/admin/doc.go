@@ -14,8 +14,10 @@
 // (user name to password, from SLUICE_ADMIN_PASSWORD or the
 // configuration file, read by the caller); an unknown user runs the same
 // exchange with decoy credentials and fails with 28P01 like a wrong
-// password, so user names cannot be probed. With AllowNoPassword every
-// user is trusted; the caller allows that only on a loopback address.
+// password, so user names cannot be probed. With AllowNoPassword user
+// admin (DefaultUser) is trusted and any other name refused with FATAL
+// 28000 `role "x" does not exist`, as PostgreSQL refuses an unknown role;
+// the caller allows that only on a loopback address.
 //
 // Simple query protocol: each statement of a Query message runs in order;
 // a statement that returns rows sends RowDescription and DataRows (every
@@ -32,6 +34,12 @@
 // its columns (they only read); other statements run at Execute. Binary
 // result format is honoured trivially: the binary form of text is its
 // bytes. After an error, messages are discarded until Sync.
+//
+// A message announcing a body over 4 MiB ends the connection with FATAL
+// 54000 (program_limit_exceeded); the console then half-closes and
+// discards what the client still sends, for up to 5 s (package linger),
+// so a client still writing the message reads the error rather than a
+// reset.
 //
 // psql's own catalog queries (\d and friends) get 0A000, SELECT version()
 // names sluice, and SELECT of literals answers, so drivers' health checks

@@ -27,6 +27,11 @@ const (
 	scramIterations = 4096
 )
 
+// DefaultUser is the console's built-in user: the one name
+// AllowNoPassword accepts, and the user whose password the caller takes
+// from SLUICE_ADMIN_PASSWORD or admin.password.
+const DefaultUser = "admin"
+
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("admin: server closed")
 
@@ -43,8 +48,10 @@ type Options struct {
 	// Users maps console user names to passwords, checked with
 	// SCRAM-SHA-256.
 	Users map[string]string
-	// AllowNoPassword accepts every user without a password (trust
-	// authentication). The caller allows it only on a loopback address.
+	// AllowNoPassword accepts user DefaultUser without a password (trust
+	// authentication); any other name is refused with 28000, as
+	// PostgreSQL refuses a role that does not exist. The caller allows it
+	// only on a loopback address.
 	AllowNoPassword bool
 	// ServerVersion is the server_version parameter reported to clients;
 	// "" means DefaultServerVersion.

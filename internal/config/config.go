@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 	"unicode"
@@ -31,6 +32,10 @@ type Config struct {
 	// CREATE/ALTER LINK and SET statements would be.
 	Links    []Link
 	Settings map[string]string
+
+	// adminFlag and httpFlag are set when Admin.Listen and HTTP.Listen
+	// came from --admin and --http, so errors name the flag.
+	adminFlag, httpFlag bool
 }
 
 // Admin is the admin console.
@@ -53,7 +58,10 @@ type HTTP struct {
 
 // Route is one listening address.
 type Route struct {
-	Name         string
+	Name string
+	// Key is where the route was given, for error messages: "routes[1]"
+	// in the file; "" for the route of the command-line flags.
+	Key          string
 	Listen       string
 	Upstream     string
 	Protocol     string // postgres, mysql, tcp
@@ -86,6 +94,7 @@ type UpstreamTLS struct {
 // Link is a link definition.
 type Link struct {
 	Name    string
+	Key     string // where it was given: "links[1]"
 	Options map[string]string
 }
 
@@ -161,11 +170,19 @@ func Load(path string) (*Config, error) {
 
 // Parse validates YAML data; name is used in errors.
 func Parse(name string, data []byte) (*Config, error) {
-	var f file
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+	var (
+		f    file
+		root yaml.Node
+	)
+	err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root)
+	if err == nil {
+		err = root.Decode(&f)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, &Error{File: name, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	if err := unknownKey(name, &root, reflect.TypeFor[file](), ""); err != nil {
+		return nil, err
 	}
 	c := &Config{Source: name, Catalog: f.Catalog, Grace: DefaultGrace, Settings: f.Settings}
 	bad := func(key, val, msg string) error { return &Error{File: name, Key: key, Value: val, Msg: msg} }
@@ -179,7 +196,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	if f.Admin != nil {
 		c.Admin = Admin{Listen: f.Admin.Listen, Password: f.Admin.Password, Users: f.Admin.Users}
 		if c.Admin.Listen != "" {
-			if err := checkAddr(c.Admin.Listen); err != nil {
+			if err := checkListen(c.Admin.Listen); err != nil {
 				return nil, bad("admin.listen", c.Admin.Listen, err.Error())
 			}
 		}
@@ -201,25 +218,20 @@ func Parse(name string, data []byte) (*Config, error) {
 	if f.HTTP != nil {
 		c.HTTP = HTTP{Listen: f.HTTP.Listen, Token: f.HTTP.Token}
 		if c.HTTP.Listen != "" {
-			if err := checkAddr(c.HTTP.Listen); err != nil {
+			if err := checkListen(c.HTTP.Listen); err != nil {
 				return nil, bad("http.listen", c.HTTP.Listen, err.Error())
 			}
 		}
 	}
-	names := map[string]bool{}
 	for i, fr := range f.Routes {
 		key := func(k string) string { return fmt.Sprintf("routes[%d].%s", i, k) }
 		r := Route{
-			Name: fr.Name, Listen: fr.Listen, Upstream: fr.Upstream, Protocol: fr.Protocol,
+			Name: fr.Name, Key: fmt.Sprintf("routes[%d]", i), Listen: fr.Listen, Upstream: fr.Upstream, Protocol: fr.Protocol,
 			Link: fr.Link, KillUser: fr.KillUser, KillPassword: fr.KillPassword, Emulation: fr.Emulation,
 		}
 		if r.Name == "" {
 			r.Name = fmt.Sprintf("route%d", i+1)
 		}
-		if names[r.Name] {
-			return nil, bad(key("name"), r.Name, "duplicate route name")
-		}
-		names[r.Name] = true
 		if fr.DialTimeout != "" {
 			d, err := units.ParseDuration(fr.DialTimeout)
 			if err != nil {
@@ -252,20 +264,24 @@ func Parse(name string, data []byte) (*Config, error) {
 			r.UpstreamTLS = &UpstreamTLS{CA: fr.UpstreamTLS.CA, ServerName: fr.UpstreamTLS.ServerName, InsecureSkipVerify: fr.UpstreamTLS.InsecureSkipVerify}
 		}
 		if err := ValidateRoute(&r); err != nil {
-			var ce *Error
-			if errors.As(err, &ce) {
-				ce.File = name
-				ce.Key = key(ce.Key)
-			}
-			return nil, err
+			return nil, c.routeError(r, err)
 		}
 		c.Routes = append(c.Routes, r)
 	}
+	links := map[string]int{}
 	for i, fl := range f.Links {
+		key := fmt.Sprintf("links[%d].name", i)
 		if fl.Name == "" {
-			return nil, bad(fmt.Sprintf("links[%d].name", i), "", "a link needs a name")
+			return nil, bad(key, "", "a link needs a name")
 		}
-		c.Links = append(c.Links, Link{Name: fl.Name, Options: fl.Options})
+		if j, dup := links[fl.Name]; dup {
+			return nil, bad(key, fl.Name, fmt.Sprintf("duplicate link name, also given at links[%d].name", j))
+		}
+		links[fl.Name] = i
+		c.Links = append(c.Links, Link{Name: fl.Name, Key: fmt.Sprintf("links[%d]", i), Options: fl.Options})
+	}
+	if err := c.Check(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -276,7 +292,7 @@ func ValidateRoute(r *Route) error {
 	if r.Listen == "" {
 		return &Error{Key: "listen", Msg: "a route needs a listen address"}
 	}
-	if err := checkAddr(r.Listen); err != nil {
+	if err := checkListen(r.Listen); err != nil {
 		return &Error{Key: "listen", Value: r.Listen, Msg: err.Error()}
 	}
 	if r.Upstream == "" {
@@ -306,24 +322,14 @@ func ValidateRoute(r *Route) error {
 	return nil
 }
 
-// checkUpstream accepts host:port or the absolute path of a Unix socket.
+// checkUpstream accepts host:port with a port from 1 to 65535, or the
+// absolute path of a Unix socket.
 func checkUpstream(a string) error {
 	if strings.HasPrefix(a, "/") {
 		return nil
 	}
-	if checkAddr(a) != nil {
+	if _, _, err := net.SplitHostPort(a); err != nil {
 		return fmt.Errorf("want host:port or the absolute path of a Unix socket")
 	}
-	return nil
-}
-
-func checkAddr(a string) error {
-	_, port, err := net.SplitHostPort(a)
-	if err != nil {
-		return fmt.Errorf("want host:port")
-	}
-	if port == "" {
-		return fmt.Errorf("want host:port with a port")
-	}
-	return nil
+	return checkHostPort(a, 1)
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,106 @@ func TestUpstreamUnixSocket(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), tc.upstream) {
 			t.Errorf("upstream %q: error %q does not name the value", tc.upstream, err)
+		}
+	}
+}
+
+// TestClashes: what would fail only when bound, or be silently
+// overridden, is refused up front with the file, the key and the value.
+func TestClashes(t *testing.T) {
+	const two = "routes:\n  - name: a\n    listen: %s\n    upstream: 127.0.0.1:5432\n  - name: b\n    listen: %s\n    upstream: 127.0.0.1:5432\n"
+	route := func(listen string) string {
+		return "routes:\n  - name: a\n    listen: " + listen + "\n    upstream: 127.0.0.1:5432\n"
+	}
+	tests := []struct {
+		name  string
+		yaml  string
+		flags Flags
+		want  string
+	}{
+		{"same listen twice", fmt.Sprintf(two, "127.0.0.1:6432", "127.0.0.1:6432"), Flags{},
+			`config s.yaml: routes[1].listen: bad value "127.0.0.1:6432": address overlaps "127.0.0.1:6432" given at routes[0].listen in s.yaml`},
+		{"0.0.0.0 covers loopback", fmt.Sprintf(two, "0.0.0.0:6432", "127.0.0.1:6432"), Flags{},
+			`config s.yaml: routes[1].listen: bad value "127.0.0.1:6432": address overlaps "0.0.0.0:6432" given at routes[0].listen in s.yaml`},
+		{"empty host covers loopback", fmt.Sprintf(two, "127.0.0.1:6432", ":6432"), Flags{},
+			`config s.yaml: routes[1].listen: bad value ":6432": address overlaps "127.0.0.1:6432" given at routes[0].listen in s.yaml`},
+		{":: covers IPv4", fmt.Sprintf(two, "'[::]:6432'", "10.0.0.1:6432"), Flags{},
+			`config s.yaml: routes[1].listen: bad value "10.0.0.1:6432": address overlaps "[::]:6432" given at routes[0].listen in s.yaml`},
+		{"localhost is loopback", fmt.Sprintf(two, "localhost:6432", "127.0.0.1:6432"), Flags{},
+			`config s.yaml: routes[1].listen: bad value "127.0.0.1:6432": address overlaps "localhost:6432" given at routes[0].listen in s.yaml`},
+		{"route on the admin address", route("127.0.0.1:6433") + "admin:\n  listen: 127.0.0.1:6433\n", Flags{},
+			`config s.yaml: admin.listen: bad value "127.0.0.1:6433": address overlaps "127.0.0.1:6433" given at routes[0].listen in s.yaml`},
+		{"route on the HTTP address", route("0.0.0.0:8080") + "http:\n  listen: 127.0.0.1:8080\n", Flags{},
+			`config s.yaml: http.listen: bad value "127.0.0.1:8080": address overlaps "0.0.0.0:8080" given at routes[0].listen in s.yaml`},
+		{"listen port 70000", route("127.0.0.1:70000"), Flags{},
+			`config s.yaml: routes[0].listen: bad value "127.0.0.1:70000": port 70000 out of range (want a number from 0 to 65535)`},
+		{"listen port -1", route("127.0.0.1:-1"), Flags{},
+			`config s.yaml: routes[0].listen: bad value "127.0.0.1:-1": port -1 out of range (want a number from 0 to 65535)`},
+		{"upstream port 0", "routes:\n  - listen: 127.0.0.1:1\n    upstream: 127.0.0.1:0\n", Flags{},
+			`config s.yaml: routes[0].upstream: bad value "127.0.0.1:0": port 0 out of range (want a number from 1 to 65535)`},
+		{"admin port", "admin:\n  listen: 127.0.0.1:65536\n", Flags{},
+			`config s.yaml: admin.listen: bad value "127.0.0.1:65536": port 65536 out of range (want a number from 0 to 65535)`},
+		{"duplicate route names", "routes:\n  - name: a\n    listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n  - name: a\n    listen: 127.0.0.1:3\n    upstream: 127.0.0.1:2\n", Flags{},
+			`config s.yaml: routes[1].name: bad value "a": duplicate route name, also given at routes[0].name in s.yaml`},
+		{"duplicate link names", "links:\n  - name: wan\n    delay: 5ms\n  - name: lan\n  - name: wan\n    delay: 7ms\n", Flags{},
+			`config s.yaml: links[2].name: bad value "wan": duplicate link name, also given at links[0].name`},
+		{"unknown top-level key", "routez: []\n", Flags{},
+			`config s.yaml: unknown key "routez" (line 1)`},
+		{"unknown route key", route("127.0.0.1:1") + "  - listen: 127.0.0.1:2\n    upstream: 127.0.0.1:3\n    foo: 1\n", Flags{},
+			`config s.yaml: routes[1]: unknown key "foo" (line 7)`},
+		{"unknown nested key", route("127.0.0.1:1") + "    upstream_tls:\n      ca: x.pem\n      verify: full\n", Flags{},
+			`config s.yaml: routes[0].upstream_tls: unknown key "verify" (line 7)`},
+		{"unknown admin key", "admin:\n  listen: 127.0.0.1:1\n  passwd: x\n", Flags{},
+			`config s.yaml: admin: unknown key "passwd" (line 3)`},
+		{"--listen on a file route", route("127.0.0.1:6432"), Flags{Listen: "0.0.0.0:6432", Upstream: "127.0.0.1:1"},
+			`command line: --listen: bad value "0.0.0.0:6432": address overlaps "127.0.0.1:6432" given at routes[0].listen in s.yaml`},
+		{"--admin on a file route", route("127.0.0.1:6432"), Flags{Admin: "localhost:6432"},
+			`command line: --admin: bad value "localhost:6432": address overlaps "127.0.0.1:6432" given at routes[0].listen in s.yaml`},
+		{"--http on --listen", "", Flags{Listen: "127.0.0.1:6432", Upstream: "127.0.0.1:1", HTTP: "127.0.0.1:6432"},
+			`command line: --http: bad value "127.0.0.1:6432": address overlaps "127.0.0.1:6432" given at --listen`},
+		{"--admin on --http", "", Flags{Admin: ":7000", HTTP: "127.0.0.1:7000"},
+			`command line: --http: bad value "127.0.0.1:7000": address overlaps ":7000" given at --admin`},
+		{"--admin on file http", "http:\n  listen: 127.0.0.1:7000\n", Flags{Admin: "127.0.0.1:7000"},
+			`config s.yaml: http.listen: bad value "127.0.0.1:7000": address overlaps "127.0.0.1:7000" given at --admin`},
+		{"--listen port", "", Flags{Listen: "127.0.0.1:70000", Upstream: "127.0.0.1:1"},
+			`command line: --listen: bad value "127.0.0.1:70000": port 70000 out of range (want a number from 0 to 65535)`},
+		{"--admin port", "", Flags{Admin: "127.0.0.1:-1"},
+			`command line: --admin: bad value "127.0.0.1:-1": port -1 out of range (want a number from 0 to 65535)`},
+		{"flag route named like a file route", "routes:\n  - name: cli\n    listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n", Flags{Listen: "127.0.0.1:3", Upstream: "127.0.0.1:2"},
+			`config s.yaml: routes[0].name: bad value "cli": the route of --listen and --upstream has this name`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("s.yaml", []byte(tt.yaml))
+			if err == nil {
+				err = c.ApplyFlags(tt.flags)
+			}
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("got  %v\nwant %s", err, tt.want)
+			}
+			if strings.Contains(fmt.Sprint(err), "config.") {
+				t.Errorf("error %q names a Go type", err)
+			}
+		})
+	}
+}
+
+// TestNoClash: addresses that can be bound together are accepted.
+func TestNoClash(t *testing.T) {
+	for _, pair := range [][2]string{
+		{"127.0.0.1:6432", "127.0.0.1:6433"},
+		{"127.0.0.1:6432", "127.0.0.2:6432"},
+		{"127.0.0.1:0", "127.0.0.1:0"}, // each gets a free port
+		{"0.0.0.0:6432", "'[::1]:6432'"},
+		{"localhost:6432", "10.0.0.1:6432"},
+	} {
+		y := fmt.Sprintf("routes:\n  - listen: %s\n    upstream: 127.0.0.1:1\n  - listen: %s\n    upstream: 127.0.0.1:1\n", pair[0], pair[1])
+		c, err := Parse("s.yaml", []byte(y))
+		if err == nil {
+			err = c.ApplyFlags(Flags{})
+		}
+		if err != nil {
+			t.Errorf("%s and %s: %v", pair[0], pair[1], err)
 		}
 	}
 }

@@ -4,8 +4,14 @@
 // Every error names the file, the key (as a path such as
 // routes[1].protocol) and the bad value, so a user can fix the file
 // without guessing. Unknown keys are errors too: a misspelt option must
-// not be silently ignored. Nothing here touches the network or starts
-// anything; the caller applies a Config it has been given whole.
+// not be silently ignored; so are two routes or two links of one name.
+// Config.ApplyFlags merges the flags of `sluice serve` (one route, the
+// console and API addresses) into a parsed file, and Check then refuses
+// any two addresses that would contend for one socket: the same port on
+// the same host or under a wildcard (0.0.0.0, "", ::), so a clash is a
+// configuration error, not a bind error halfway through starting.
+// Nothing here touches the network or starts anything; the caller
+// applies a Config it has been given whole.
 //
 // admin.forward_users lists the data-route users whose CREATE/ALTER USER
 // ... RESOURCE POOL statements are split between the catalog and the

@@ -323,7 +323,7 @@ func (s *session) copyIn(ctx context.Context, st *stmt) (err error) {
 	}
 	dec := &copyDecoder{spec: spec, oids: oids, names: names}
 	for {
-		msg, err := s.be.Receive()
+		msg, err := s.receive()
 		if err != nil {
 			return &connError{err}
 		}

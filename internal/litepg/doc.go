@@ -70,8 +70,10 @@
 //
 // # Limits
 //
-// A frontend message may be at most 64 MiB (PostgreSQL allows 1 GB). A
-// client that disconnects while a statement runs is noticed when the
+// A frontend message may be at most 64 MiB (PostgreSQL allows 1 GB); a
+// longer one ends the session with FATAL 54000, after which the server
+// discards what the client still sends for up to 5 s (package linger), so
+// the client reads the error rather than a reset. A client that disconnects while a statement runs is noticed when the
 // statement ends, as in PostgreSQL. Each Server registers its SQL
 // functions on a SQLite driver of its own; the driver keeps such
 // registrations for the life of the process, a few kilobytes per Server.

@@ -15,9 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	sqlite "modernc.org/sqlite"
+
+	"github.com/sluicelab/sluice/internal/linger"
 )
 
 // errCancelConn ends a connection that carried a CancelRequest.
@@ -35,8 +38,14 @@ func (e *connError) Unwrap() error { return e.err }
 
 // maxMessageLen bounds a frontend message. PostgreSQL allows 1 GB; the
 // lab needs far less, and the reader allocates a message's declared
-// length before reading it.
+// length before reading it. A message announcing more ends the session
+// with FATAL 54000.
 const maxMessageLen = 64 << 20
+
+// lingerTimeout bounds how long a session ended mid-message keeps
+// reading what the client still sends, so the client can read the FATAL
+// error instead of having its write reset.
+const lingerTimeout = 5 * time.Second
 
 // flushThreshold is how many bytes of results are buffered before they
 // are written to the client.
@@ -179,7 +188,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 	defer s.cleanup()
 	for {
-		msg, err := s.be.Receive()
+		msg, err := s.receive()
 		if err != nil {
 			return err
 		}
@@ -212,6 +221,22 @@ func (s *session) cleanup() {
 		s.stmtCancel()
 	}
 	s.cancelMu.Unlock()
+}
+
+// receive reads the next frontend message. A message longer than
+// maxMessageLen is answered with FATAL 54000, and the rest of it drained
+// (package linger), before the error is returned, so the client learns
+// why the session ends.
+func (s *session) receive() (pgproto3.FrontendMessage, error) {
+	msg, err := s.be.Receive()
+	var tooLong *pgproto3.ExceededMaxBodyLenErr
+	if errors.As(err, &tooLong) {
+		msg := fmt.Sprintf("message of %d bytes exceeds the limit of %d bytes", tooLong.ActualBodyLen, tooLong.MaxExpectedBodyLen)
+		s.send((&pgError{code: codeProgramLimitExceeded, msg: msg, fatal: true}).response())
+		_ = s.flush()
+		linger.Drain(s.baseCtx, s.conn, s.srv.clock, int64(tooLong.ActualBodyLen), lingerTimeout)
+	}
+	return msg, err
 }
 
 // send buffers a message for the client.
@@ -449,7 +474,7 @@ func (s *session) checkPassword(ok func(string) bool) (bool, error) {
 	if err := s.flush(); err != nil {
 		return false, err
 	}
-	msg, err := s.be.Receive()
+	msg, err := s.receive()
 	if err != nil {
 		return false, err
 	}

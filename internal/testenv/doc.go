@@ -7,4 +7,9 @@
 // fails if CI=true and is skipped otherwise, so a developer without the
 // servers can still run the unit tests while CI can never go green by
 // skipping.
+//
+// StartTLSPostgres starts a PostgreSQL of one test's own with TLS on
+// (package pgtemp: initdb into a temporary directory, a free loopback
+// port, a fresh self-signed certificate), for tests that need what the
+// shared server does not offer; it is stopped when the test ends.
 package testenv

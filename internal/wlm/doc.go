@@ -107,7 +107,9 @@
 // rename, fsync of the directory), so a crash leaves the old or the new
 // catalog. At start the file is loaded and validated; a file that cannot
 // be decoded or is inconsistent is an error naming the file (and the line
-// and column for malformed JSON), and nothing is loaded. A missing file
+// and column for malformed JSON, or for a key an object names twice,
+// which encoding/json would accept with the last value winning), and
+// nothing is loaded. A missing file
 // is created with the default catalog; no file at all keeps the catalog
 // in memory.
 //

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 
 	"github.com/sluicelab/sluice/internal/link"
@@ -74,7 +75,8 @@ func MarshalCatalog(c *Catalog) ([]byte, error) {
 
 // UnmarshalCatalog decodes and validates a catalog file's contents. name
 // is used in errors, which give the line and column when the JSON itself
-// is malformed.
+// is malformed or an object names a key twice (encoding/json would keep
+// the last value silently).
 func UnmarshalCatalog(name string, data []byte) (*Catalog, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("catalog %s: the file is empty", name)
@@ -88,6 +90,9 @@ func UnmarshalCatalog(name string, data []byte) (*Catalog, error) {
 	if dec.More() {
 		off := dec.InputOffset()
 		return nil, fmt.Errorf("catalog %s: %sunexpected data after the catalog", name, where(data, off))
+	}
+	if err := duplicateKey(data, reflect.TypeFor[fileCatalog]()); err != nil {
+		return nil, fmt.Errorf("catalog %s: %w", name, err)
 	}
 	if f.Format != catalogFormat {
 		return nil, fmt.Errorf("catalog %s: format %q, want %q", name, f.Format, catalogFormat)

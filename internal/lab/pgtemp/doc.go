@@ -7,8 +7,9 @@
 // The superuser is "postgres" with a random password given to initdb
 // through a file; TCP connections authenticate with scram-sha-256. The
 // server runs without fsync and with synchronous_commit off: its data is
-// disposable. Close stops it (fast shutdown, then SIGQUIT and SIGKILL if
-// it lingers) and removes the directory; nothing outlives Close.
+// disposable. With Options.CertPEM and KeyPEM it also accepts TLS. Close
+// stops it (fast shutdown, then SIGQUIT and SIGKILL if it lingers) and
+// removes the directory; nothing outlives Close.
 //
 // PostgreSQL refuses to run as root. When the process is root, initdb and
 // postgres run as the "postgres" system user (Options.User), as

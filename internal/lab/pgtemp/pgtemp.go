@@ -46,6 +46,11 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives the steps at debug level; nil discards them.
 	Logger *slog.Logger
+	// CertPEM and KeyPEM, when both are set, turn TLS on (ssl = on) with
+	// this server certificate and its private key, both PEM. Clients
+	// may then negotiate TLS; plain connections are still accepted. nil:
+	// the server refuses TLS.
+	CertPEM, KeyPEM []byte
 }
 
 // Server is a running throwaway PostgreSQL. Close it.
@@ -191,8 +196,15 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgtemp: %w", err)
 	}
-	s.cmd = command(context.Background(), cred, dir, filepath.Join(bin, "postgres"), "-D", data,
-		"-p", strconv.Itoa(port),
+	args := []string{"-D", data, "-p", strconv.Itoa(port)}
+	if o.CertPEM != nil && o.KeyPEM != nil {
+		tlsArgs, err := writeTLS(dir, cred, o.CertPEM, o.KeyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("pgtemp: %w", err)
+		}
+		args = append(args, tlsArgs...)
+	}
+	s.cmd = command(context.Background(), cred, dir, filepath.Join(bin, "postgres"), append(args,
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories="+dir,
 		"-c", "max_connections=200",
@@ -200,7 +212,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
 		"-c", "shared_buffers=128MB",
-		"-c", "logging_collector=off")
+		"-c", "logging_collector=off")...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("pgtemp: start postgres: %w", err)
@@ -297,6 +309,27 @@ func credential(name string) (*syscall.Credential, error) {
 		return nil, fmt.Errorf("user %s: non-numeric uid or gid", name)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// writeTLS writes the server certificate and key into dir, readable only
+// by the server user (postgres refuses a key others can read), and
+// returns the settings that turn TLS on with them.
+func writeTLS(dir string, cred *syscall.Credential, certPEM, keyPEM []byte) ([]string, error) {
+	cert, key := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	for _, f := range []struct {
+		path string
+		b    []byte
+	}{{cert, certPEM}, {key, keyPEM}} {
+		if err := os.WriteFile(f.path, f.b, 0o600); err != nil {
+			return nil, fmt.Errorf("TLS files: %w", err)
+		}
+		if cred != nil {
+			if err := os.Chown(f.path, int(cred.Uid), int(cred.Gid)); err != nil {
+				return nil, fmt.Errorf("hand %s to the server user: %w", f.path, err)
+			}
+		}
+	}
+	return []string{"-c", "ssl=on", "-c", "ssl_cert_file=" + cert, "-c", "ssl_key_file=" + key}, nil
 }
 
 // command prepares a server program, run as cred when set, in dir.

@@ -1,4 +1,4 @@
-package pgtemp
+package pgtemp_test
 
 import (
 	"context"
@@ -11,16 +11,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 func TestFindBinariesMissing(t *testing.T) {
-	_, err := FindBinaries(t.TempDir())
-	if !errors.Is(err, ErrNotInstalled) {
+	_, err := pgtemp.FindBinaries(t.TempDir())
+	if !errors.Is(err, pgtemp.ErrNotInstalled) {
 		t.Fatalf("FindBinaries(empty dir) = %v, want ErrNotInstalled", err)
 	}
-	_, err = Start(context.Background(), Options{BinDir: filepath.Join(t.TempDir(), "nowhere")})
-	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "not found") {
+	_, err = pgtemp.Start(context.Background(), pgtemp.Options{BinDir: filepath.Join(t.TempDir(), "nowhere")})
+	if !errors.Is(err, pgtemp.ErrNotInstalled) || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("Start without binaries = %v, want a clear ErrNotInstalled", err)
 	}
 }
@@ -28,13 +29,13 @@ func TestFindBinariesMissing(t *testing.T) {
 // TestStartStop starts a real throwaway server, uses it, and checks that
 // Close stops it and leaves nothing behind.
 func TestStartStop(t *testing.T) {
-	if _, err := FindBinaries(""); err != nil {
+	if _, err := pgtemp.FindBinaries(""); err != nil {
 		testenv.Missing(t, "%v", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := Start(ctx, Options{})
+	s, err := pgtemp.Start(ctx, pgtemp.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

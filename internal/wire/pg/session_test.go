@@ -2,16 +2,11 @@ package pg
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -73,17 +68,12 @@ func checkCancelled(t *testing.T, errc <-chan error, start time.Time) {
 	}
 }
 
-func TestCancel(t *testing.T) {
-	db := testDB(t)
-	r := startRelay(t, db.addr(), Options{})
+// cancelEachWay cancels a pg_sleep on conn, a session of r, twice: by
+// the client's CancelRequest and by Registry.Cancel. Each must end the
+// statement with 57014.
+func cancelEachWay(t *testing.T, r *relay, db *dbConfig, conn *pgx.Conn, sess *session.Session) {
+	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, r.url(db, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	sess := sessionOf(t, r, conn.PgConn())
-
 	t.Run("client CancelRequest", func(t *testing.T) {
 		errc := startSleep(t, db, conn)
 		start := clock.Real{}.Now()
@@ -107,6 +97,20 @@ func TestCancel(t *testing.T) {
 			t.Error("cancel not marked as requested")
 		}
 	})
+}
+
+func TestCancel(t *testing.T) {
+	db := testDB(t)
+	r := startRelay(t, db.addr(), Options{})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, r.url(db, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	sess := sessionOf(t, r, conn.PgConn())
+
+	cancelEachWay(t, r, db, conn, sess)
 	var n int
 	if err := conn.QueryRow(ctx, "SELECT 41 + 1").Scan(&n); err != nil || n != 42 {
 		t.Fatalf("query after cancels: %d, %v", n, err)
@@ -165,31 +169,8 @@ func TestUpstreamDown(t *testing.T) {
 // 127.0.0.1 and a pool trusting it.
 func selfSigned(t testing.TB) (*tls.Config, *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := clock.Real{}.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "sluice test"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, pool
+	c := testenv.SelfSigned(t)
+	return c.Server, c.Pool
 }
 
 func TestTLSTermination(t *testing.T) {

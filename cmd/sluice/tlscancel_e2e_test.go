@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+// waitUntil polls cond in real time until it holds, failing the test
+// after d.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	var real clock.Real
+	deadline := real.Now().Add(d)
+	for !cond() {
+		if real.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		_ = clock.Sleep(context.Background(), real, 10*time.Millisecond)
+	}
+}
+
+// TestCancelThroughUpstreamTLS runs a route configured with upstream_tls
+// (CA file) to a PostgreSQL with TLS on; pgx cancels a statement when its
+// context ends, and the statement ends with 57014.
+func TestCancelThroughUpstreamTLS(t *testing.T) {
+	srv := testenv.StartTLSPostgres(t)
+	route := freeAddr(t)
+	runApp(t, &config.Config{Grace: time.Second, Routes: []config.Route{{Name: "pgtls", Listen: route, Protocol: "postgres",
+		Upstream: srv.Addr, UpstreamTLS: &config.UpstreamTLS{CA: srv.Cert.CAFile}}}})
+	ctx := context.Background()
+	direct, err := pgx.Connect(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close(ctx)
+	ccfg, err := pgx.ParseConfig("postgres://postgres:" + direct.Config().Password + "@" + route + "/postgres?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Send a CancelRequest as soon as the context ends; close the
+	// connection only if the server has not answered long after.
+	ccfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: time.Minute}
+	}
+	conn, err := pgx.ConnectConfig(ctx, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var ssl bool
+	if err := conn.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || !ssl {
+		t.Fatalf("upstream ssl = %v, %v; want TLS", ssl, err)
+	}
+	qctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := conn.Exec(qctx, "SELECT pg_sleep(30)")
+		errc <- err
+	}()
+	pid := conn.PgConn().PID()
+	waitUntil(t, 10*time.Second, "pg_sleep to run", func() bool {
+		var n int
+		err := direct.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active' AND query LIKE 'SELECT pg_sleep%'", pid).Scan(&n)
+		return err == nil && n == 1
+	})
+	cancel()
+	timer := clock.Real{}.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case err := <-errc:
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "57014" {
+			t.Fatalf("err = %v, want SQLSTATE 57014", err)
+		}
+	case <-timer.C():
+		t.Fatal("statement still running 10s after its context ended")
+	}
+}

@@ -1,0 +1,40 @@
+package linger
+
+import (
+	"context"
+	"io"
+	"net"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/clock"
+)
+
+// aLongTimeAgo is a deadline in the past: setting it unblocks a read.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Drain half-closes c (when it supports CloseWrite, as a *net.TCPConn
+// does) and discards what the client sends until it closes its side,
+// limit bytes have been read, timeout has passed on clk, or ctx ends.
+// It leaves c open and its read deadline possibly in the past: the
+// caller closes c next. A limit or timeout of 0 or less discards
+// nothing, only half-closes.
+func Drain(ctx context.Context, c net.Conn, clk clock.Clock, limit int64, timeout time.Duration) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	if limit <= 0 || timeout <= 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t := clk.NewTimer(timeout)
+	defer t.Stop()
+	go func() {
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+		}
+		_ = c.SetReadDeadline(aLongTimeAgo)
+	}()
+	_, _ = io.CopyN(io.Discard, c, limit)
+}

@@ -1,0 +1,176 @@
+package pg
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+// firstBytes forwards connections to an upstream and records the first
+// eight bytes each one sent, so a test can tell which connections began
+// with an SSLRequest.
+type firstBytes struct {
+	ln net.Listener
+	wg sync.WaitGroup
+
+	mu    sync.Mutex
+	heads [][]byte // guarded by mu; one per connection, in accept order
+}
+
+func startFirstBytes(t *testing.T, upstream string) *firstBytes {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := &firstBytes{ln: ln}
+	fb.wg.Add(1)
+	go func() {
+		defer fb.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fb.wg.Add(1)
+			go func() {
+				defer fb.wg.Done()
+				fb.forward(c, upstream)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		fb.wg.Wait()
+	})
+	return fb
+}
+
+func (fb *firstBytes) forward(c net.Conn, upstream string) {
+	defer c.Close()
+	head := make([]byte, 8)
+	n, _ := io.ReadFull(c, head)
+	fb.mu.Lock()
+	fb.heads = append(fb.heads, head[:n])
+	fb.mu.Unlock()
+	up, err := net.Dial("tcp", upstream)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	if _, err := up.Write(head[:n]); err != nil {
+		return
+	}
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+	<-done
+}
+
+// plainConnections returns how many connections there were and the first
+// bytes of those that did not begin with an SSLRequest.
+func (fb *firstBytes) plainConnections() (int, [][]byte) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	var plain [][]byte
+	for _, h := range fb.heads {
+		if !bytes.Equal(h, sslRequestPacket) {
+			plain = append(plain, h)
+		}
+	}
+	return len(fb.heads), plain
+}
+
+// TestCancelUpstreamTLS cancels statements on a real PostgreSQL with TLS
+// on, reached through a route with upstream TLS: the cancel connections
+// negotiate TLS as libpq does (SSLRequest, handshake, CancelRequest
+// inside TLS), and the statement ends with 57014.
+func TestCancelUpstreamTLS(t *testing.T) {
+	srv := testenv.StartTLSPostgres(t)
+	cfg, err := pgx.ParseConfig(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := &dbConfig{url: srv.URL, host: cfg.Host, port: cfg.Port, user: cfg.User, password: cfg.Password, database: cfg.Database}
+	fb := startFirstBytes(t, srv.Addr)
+	r := startRelay(t, fb.ln.Addr().String(), Options{UpstreamTLS: &tls.Config{RootCAs: srv.Cert.Pool, ServerName: "127.0.0.1"}})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, r.url(db, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var ssl bool
+	if err := conn.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || !ssl {
+		t.Fatalf("upstream ssl = %v, %v; want a TLS upstream connection", ssl, err)
+	}
+	sess := sessionOf(t, r, conn.PgConn())
+
+	cancelEachWay(t, r, db, conn, sess)
+	// The session's own connection and two cancel connections, each
+	// beginning with an SSLRequest.
+	if n, plain := fb.plainConnections(); n != 3 || len(plain) != 0 {
+		t.Errorf("%d upstream connections, these without an SSLRequest first: %x", n, plain)
+	}
+	if errs := r.errors(); len(errs) > 0 {
+		t.Errorf("open errors: %v", errs)
+	}
+}
+
+// TestCancelUpstreamRefusesTLS: an upstream that answers 'N' to the
+// cancel connection's SSLRequest gets no CancelRequest in the clear (the
+// route requires TLS, as sslmode=require does), and the failure is
+// logged at Warn naming the upstream.
+func TestCancelUpstreamRefusesTLS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		head := make([]byte, 8)
+		if _, err := io.ReadFull(c, head); err != nil || !bytes.Equal(head, sslRequestPacket) {
+			got <- head
+			return
+		}
+		if _, err := c.Write([]byte{'N'}); err != nil {
+			return
+		}
+		_ = c.SetReadDeadline(clock.Real{}.Now().Add(10 * time.Second))
+		rest, _ := io.ReadAll(c)
+		got <- append(head, rest...)
+	}()
+	var logBuf strings.Builder // forwardCancel logs on this goroutine
+	reg := session.NewRegistry(session.Options{})
+	f := New(Options{Upstream: ln.Addr().String(), UpstreamTLS: &tls.Config{}, Keys: reg,
+		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
+	sess := reg.Open(session.Info{Protocol: "postgres"}, time.Unix(0, 0))
+	key := []byte{0, 0, 0, 42, 1, 2, 3, 4}
+	f.installKey(sess, key, nil)
+	f.forwardCancel(context.Background(), key)
+	if b := <-got; !bytes.Equal(b, sslRequestPacket) {
+		t.Errorf("upstream got %x, want only the SSLRequest", b)
+	}
+	out := logBuf.String()
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "upstream refused TLS") || !strings.Contains(out, ln.Addr().String()) {
+		t.Errorf("log %q: want a warning that the upstream refused TLS", out)
+	}
+}
