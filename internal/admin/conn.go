@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/xdg-go/scram"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/linger"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
@@ -72,7 +73,7 @@ func (c *conn) fatal(code, format string, args ...any) {
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	c := &conn{s: s, nc: nc, be: pgproto3.NewBackend(nc, nc), stmts: map[string]*prepared{}, portals: map[string]*portal{}, params: map[string]string{}}
 	c.be.SetMaxBodyLen(maxMessage)
-	nc.SetDeadline(s.clk.Now().Add(AuthTimeout))
+	nc.SetDeadline(clock.SocketDeadline(AuthTimeout))
 	startup, ok := c.startup()
 	if !ok {
 		return
