@@ -116,11 +116,14 @@
 // code, or Cancelled for ERR 1317 (ER_QUERY_INTERRUPTED) or any error
 // after a cancel was requested.
 //
-// A client packet longer than Options.MaxPacket, or a command shorter
-// than its fixed fields (a COM_STMT_EXECUTE under 10 bytes, ...), ends
-// the session with a *wire.Fatal whose reply is an ERR packet (1153
-// ER_NET_PACKET_TOO_LARGE or 1835 ER_MALFORMED_PACKET, SQLSTATE 08S01)
-// numbered as the client expects; the packet is not forwarded.
+// A command shorter than its fixed fields (a COM_STMT_EXECUTE under 10
+// bytes, ...) or otherwise malformed is forwarded untouched and recorded
+// as far as it can be decoded ("COM_STMT_EXECUTE" without a statement
+// id); the server answers it, with an ERR as MariaDB does, and the
+// session goes on. Only a framing violation ends a session: a client
+// packet longer than Options.MaxPacket ends it with a *wire.Fatal whose
+// reply is ERR 1153 (ER_NET_PACKET_TOO_LARGE, SQLSTATE 08S01) numbered
+// as the client expects; the packet is not forwarded.
 //
 // # Cancel
 //
