@@ -491,8 +491,8 @@ func TestUpstreamDown(t *testing.T) {
 	if !errors.As(err, &me) {
 		t.Fatalf("ping: %v (%T), want *mysql.MySQLError", err, err)
 	}
-	if me.Number != crConnHostError || !strings.Contains(me.Message, dead) {
-		t.Fatalf("error %d %q: want 2003 naming %s", me.Number, me.Message, dead)
+	if me.Number != erUpstream || !strings.Contains(me.Message, dead) || !strings.Contains(me.Message, "connection refused") {
+		t.Fatalf("error %d %q: want %d naming %s and the reason", me.Number, me.Message, erUpstream, dead)
 	}
 	t.Logf("client saw: %v", me)
 	if len(r.reg.Sessions()) != 0 {
@@ -673,18 +673,34 @@ func TestUpstreamWithoutTLS(t *testing.T) {
 	c := r.openClient(t, nil)
 	err := c.db.Ping()
 	var me *gomysql.MySQLError
-	if !errors.As(err, &me) || me.Number != crSSLConnError || !strings.Contains(me.Message, "does not offer TLS") {
+	if !errors.As(err, &me) || me.Number != erUpstream || !strings.Contains(me.Message, "does not offer TLS") {
 		t.Fatalf("ping: %v", err)
 	}
 }
 
 func TestSSLRequestRefused(t *testing.T) {
 	r := startRelay(t, Options{}, session.Options{})
-	nc, err := net.Dial("tcp", r.addr)
+	nc, gr := dialGreeted(t, r.addr)
+	if gr.caps&capSSL != 0 {
+		t.Fatal("greeting offers TLS with no TLS configured")
+	}
+	req := make([]byte, responsePrefix)
+	binary.LittleEndian.PutUint32(req, capProtocol41|capSecureConnection|capSSL)
+	reply := exchange(t, nc, packet(1, req))
+	if reply[3] != 2 || reply[4] != 0xff || !bytes.Contains(reply, []byte("TLS is not configured")) {
+		t.Fatalf("reply %q", reply)
+	}
+}
+
+// dialGreeted connects a raw client to addr and reads the greeting. The
+// connection's I/O times out after 10 s; the test closes it at cleanup.
+func dialGreeted(t *testing.T, addr string) (net.Conn, greeting) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(clock.Real{}.Now().Add(10 * time.Second))
 	g, err := readPacket(nc, maxHandshake)
 	if err != nil {
@@ -694,19 +710,20 @@ func TestSSLRequestRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gr.caps&capSSL != 0 {
-		t.Fatal("greeting offers TLS with no TLS configured")
+	return nc, gr
+}
+
+// exchange writes b to nc and returns the packet that answers it.
+func exchange(t *testing.T, nc net.Conn, b []byte) []byte {
+	t.Helper()
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
 	}
-	req := make([]byte, responsePrefix)
-	binary.LittleEndian.PutUint32(req, capProtocol41|capSecureConnection|capSSL)
-	nc.Write(packet(1, req))
 	reply, err := readPacket(nc, 1<<16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply[3] != 2 || reply[4] != 0xff || !bytes.Contains(reply, []byte("TLS is not configured")) {
-		t.Fatalf("reply %q", reply)
-	}
+	return reply
 }
 
 // TestSysbench runs sysbench's oltp_read_write (prepared statements, the
