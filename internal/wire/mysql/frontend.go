@@ -86,9 +86,9 @@ const (
 	// authentication completes (its handshake response with connection
 	// attributes, authentication data that Open relays), in bytes.
 	// Clients send a few hundred bytes (the mariadb CLI 221 with its
-	// connection attributes, go-sql-driver 183); a larger packet gets an ERR
-	// (ER_NET_PACKET_TOO_LARGE) and ends the session, as the server
-	// refuses one over its max_allowed_packet.
+	// connection attributes, go-sql-driver 183); a larger packet gets
+	// an ERR (ER_NET_PACKET_TOO_LARGE) and ends the session, as the
+	// server refuses one over its max_allowed_packet.
 	maxLoginPacket = 16 << 10
 )
 
@@ -167,7 +167,7 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 			}
 			return wire.Conn{}, fmt.Errorf("mysql: opening exchange: %w", context.Cause(ctx))
 		}
-		return wire.Conn{}, fmt.Errorf("%w: %w", err, context.Cause(ctx))
+		return wire.Conn{}, withCause(ctx, err)
 	}
 	return wc, err
 }
@@ -300,10 +300,7 @@ func (f *Frontend) connect(ctx context.Context, dial wire.Dialer) (net.Conn, []b
 	defer cancel()
 	up, err := dial(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w: %w", err, context.Cause(ctx))
-		}
-		return nil, nil, fmt.Errorf("dial: %w", err)
+		return nil, nil, fmt.Errorf("dial: %w", withCause(ctx, err))
 	}
 	stop := context.AfterFunc(ctx, func() { up.SetDeadline(aLongTimeAgo) })
 	gp, err := readPacket(up, maxHandshake)
@@ -311,7 +308,7 @@ func (f *Frontend) connect(ctx context.Context, dial wire.Dialer) (net.Conn, []b
 		if err == nil {
 			err = errors.New("greeting read too late")
 		}
-		err = fmt.Errorf("%w: %w", err, context.Cause(ctx))
+		err = withCause(ctx, err)
 	}
 	if err != nil {
 		up.Close()
@@ -327,12 +324,17 @@ func (f *Frontend) upstreamTLS(ctx context.Context, up net.Conn) (*tls.Conn, err
 	defer cancel()
 	tc := tls.Client(up, f.o.UpstreamTLS)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w: %w", err, context.Cause(ctx))
-		}
-		return nil, err
+		return nil, withCause(ctx, err)
 	}
 	return tc, nil
+}
+
+// withCause adds to err why ctx ended, if it has and err does not say.
+func withCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
 }
 
 // reason says in a few words why reaching the upstream failed, for the
