@@ -249,9 +249,11 @@ func frontend(cfg *config.Config, r config.Route, log *slog.Logger, clk clock.Cl
 	rlog := log.With("route", r.Name)
 	switch r.Protocol {
 	case "postgres":
-		return pg.New(pg.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Keys: reg, Forward: fwd.forwarder(ddl.PostgreSQL)}), nil
+		return pg.New(pg.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Keys: reg, Forward: fwd.forwarder(ddl.PostgreSQL),
+			StartupTimeout: r.StartupTimeout}), nil
 	case "mysql":
-		return mysql.New(mysql.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, KillUser: r.KillUser, KillPassword: r.KillPassword, Forward: fwd.forwarder(ddl.MySQL)}), nil
+		return mysql.New(mysql.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, KillUser: r.KillUser, KillPassword: r.KillPassword, Forward: fwd.forwarder(ddl.MySQL),
+			StartupTimeout: r.StartupTimeout, ConnectTimeout: r.ConnectTimeout}), nil
 	}
 	return nil, nil
 }

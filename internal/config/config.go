@@ -76,6 +76,13 @@ type Route struct {
 	// console spells them (delay, jitter, rate, ...), validated by the
 	// workload manager when applied.
 	Emulation map[string]string
+
+	// StartupTimeout bounds a postgres or mysql client's opening
+	// exchange; 0 is the front end's default (30 s).
+	StartupTimeout time.Duration
+	// ConnectTimeout bounds reaching a mysql route's upstream: the dial
+	// and its greeting (and TLS with it); 0 is the default (10 s).
+	ConnectTimeout time.Duration
 }
 
 // TLS terminates client TLS with a certificate.
@@ -151,6 +158,9 @@ type file struct {
 		KillUser     string            `yaml:"kill_user"`
 		KillPassword string            `yaml:"kill_password"`
 		Emulation    map[string]string `yaml:"emulation"`
+
+		StartupTimeout string `yaml:"startup_timeout"`
+		ConnectTimeout string `yaml:"connect_timeout"`
 	} `yaml:"routes"`
 	Links []struct {
 		Name    string            `yaml:"name"`
@@ -232,12 +242,22 @@ func Parse(name string, data []byte) (*Config, error) {
 		if r.Name == "" {
 			r.Name = fmt.Sprintf("route%d", i+1)
 		}
-		if fr.DialTimeout != "" {
-			d, err := units.ParseDuration(fr.DialTimeout)
-			if err != nil {
-				return nil, bad(key("dial_timeout"), fr.DialTimeout, err.Error())
+		for _, d := range []struct {
+			key, val string
+			dst      *time.Duration
+		}{
+			{"dial_timeout", fr.DialTimeout, &r.DialTimeout},
+			{"startup_timeout", fr.StartupTimeout, &r.StartupTimeout},
+			{"connect_timeout", fr.ConnectTimeout, &r.ConnectTimeout},
+		} {
+			if d.val == "" {
+				continue
 			}
-			r.DialTimeout = d
+			v, err := units.ParseDuration(d.val)
+			if err != nil {
+				return nil, bad(key(d.key), d.val, err.Error())
+			}
+			*d.dst = v
 		}
 		if fr.NotSentLowat != "" {
 			if fr.NotSentLowat == "-1" || fr.NotSentLowat == "off" {
@@ -318,6 +338,12 @@ func ValidateRoute(r *Route) error {
 	}
 	if r.Protocol != "mysql" && (r.KillUser != "" || r.KillPassword != "") {
 		return &Error{Key: "kill_user", Value: r.KillUser, Msg: "kill credentials apply to mysql routes only"}
+	}
+	if r.Protocol == "tcp" && r.StartupTimeout != 0 {
+		return &Error{Key: "startup_timeout", Value: r.StartupTimeout.String(), Msg: "a tcp route has no opening exchange; startup_timeout applies to postgres and mysql routes"}
+	}
+	if r.Protocol != "mysql" && r.ConnectTimeout != 0 {
+		return &Error{Key: "connect_timeout", Value: r.ConnectTimeout.String(), Msg: "connect_timeout applies to mysql routes only; dial_timeout bounds the dial of every route"}
 	}
 	return nil
 }

@@ -22,11 +22,14 @@ routes:
     protocol: postgres
     link: wan
     notsent_lowat: 64KiB
+    startup_timeout: 5s
     emulation: {delay: 5ms}
   - listen: 127.0.0.1:3307
     upstream: 127.0.0.1:3306
     protocol: mysql
     kill_user: root
+    startup_timeout: 2s
+    connect_timeout: 500ms
 links:
   - name: wan
     capacity: 100MB
@@ -46,6 +49,10 @@ settings:
 	if len(c.Admin.ForwardUsers) != 2 || c.Admin.ForwardUsers[0] != "dba" || c.Admin.ForwardUsers[1] != "Ops Admin" {
 		t.Fatalf("forward_users = %q", c.Admin.ForwardUsers)
 	}
+	if r := c.Routes; r[0].StartupTimeout != 5*time.Second || r[0].ConnectTimeout != 0 ||
+		r[1].StartupTimeout != 2*time.Second || r[1].ConnectTimeout != 500*time.Millisecond {
+		t.Fatalf("timeouts %v %v, %v %v", r[0].StartupTimeout, r[0].ConnectTimeout, r[1].StartupTimeout, r[1].ConnectTimeout)
+	}
 	if c.Routes[0].Emulation["delay"] != "5ms" {
 		t.Fatalf("emulation = %v", c.Routes[0].Emulation)
 	}
@@ -60,6 +67,10 @@ func TestParseErrors(t *testing.T) {
 		{"routes:\n  - listen: nowhere\n    upstream: 127.0.0.1:2\n", []string{"routes[0].listen", `"nowhere"`}},
 		{"routes:\n  - listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    dial_timeout: 5\n", []string{"routes[0].dial_timeout", `"5"`}},
 		{"routes:\n  - listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    notsent_lowat: lots\n", []string{"routes[0].notsent_lowat", `"lots"`}},
+		{"routes:\n  - listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    protocol: mysql\n    startup_timeout: -1s\n", []string{"routes[0].startup_timeout", `"-1s"`, "negative"}},
+		{"routes:\n  - listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    protocol: mysql\n    connect_timeout: 10\n", []string{"routes[0].connect_timeout", `"10"`}},
+		{"routes:\n  - listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    startup_timeout: 5s\n", []string{"routes[0].startup_timeout", `"5s"`, "tcp"}},
+		{"routes:\n  - listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    protocol: postgres\n    connect_timeout: 5s\n", []string{"routes[0].connect_timeout", `"5s"`, "mysql routes only"}},
 		{"routez: []\n", []string{"s.yaml", "routez"}},
 		{"shutdown_grace: soon\n", []string{"shutdown_grace", `"soon"`}},
 		{"routes:\n  - name: a\n    listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n  - name: a\n    listen: 127.0.0.1:3\n    upstream: 127.0.0.1:2\n", []string{"routes[1].name", `"a"`, "duplicate"}},

@@ -18,4 +18,9 @@
 // database (data-port forwarding). It is empty, and forwarding off, by
 // default; each entry must be a non-empty name without control
 // characters, given once.
+//
+// Route timeouts are durations with a unit; absent or 0 means the front
+// end's default. startup_timeout applies to postgres and mysql routes,
+// connect_timeout to mysql routes only, dial_timeout to every route;
+// each elsewhere is an error.
 package config

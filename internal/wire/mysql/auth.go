@@ -17,7 +17,8 @@ import (
 // s-offset, a client packet with id c reaches the server as c+offset; the
 // payloads are untouched. It returns when the server's OK or ERR has been
 // forwarded, with the client bytes it read past the exchange (the start
-// of the first command), which the relay must forward first.
+// of the first command), which the relay must forward first. A client
+// packet over maxLoginPacket ends the exchange with a *tooLargeError.
 func relayAuth(client, up net.Conn, offset int) ([]byte, error) {
 	var done atomic.Bool
 	type result struct {
@@ -38,9 +39,13 @@ func relayAuth(client, up net.Conn, offset int) ([]byte, error) {
 				fromClient <- result{buf, err}
 				return
 			}
+			if done.Load() { // the exchange is over: this begins a command
+				fromClient <- result{buf, nil}
+				return
+			}
 			n := int(buf[0]) | int(buf[1])<<8 | int(buf[2])<<16
-			if n > maxHandshake {
-				err = fmt.Errorf("client packet of %d bytes during authentication", n)
+			if n > maxLoginPacket {
+				err = &tooLargeError{seq: buf[3], size: n, max: maxLoginPacket}
 				fromClient <- result{nil, err}
 				return
 			}
@@ -93,15 +98,6 @@ func relayAuth(client, up net.Conn, offset int) ([]byte, error) {
 		return nil, fmt.Errorf("from upstream: %w", serverErr)
 	}
 	return r.buf, nil
-}
-
-// readAppend reads n more bytes from r onto buf. On error it returns buf
-// with what was read.
-func readAppend(r io.Reader, buf []byte, n int) ([]byte, error) {
-	start := len(buf)
-	buf = append(buf, make([]byte, n)...)
-	k, err := io.ReadFull(r, buf[start:])
-	return buf[:start+k], err
 }
 
 // readPhysical reads one physical packet, header included.

@@ -39,7 +39,7 @@ func (k *killer) Cancel(ctx context.Context) error {
 	cfg := gomysql.NewConfig()
 	cfg.User, cfg.Passwd = k.o.KillUser, k.o.KillPassword
 	cfg.Net, cfg.Addr = wire.Network(k.o.Upstream), k.o.Upstream
-	cfg.Timeout = k.o.DialTimeout
+	cfg.Timeout = k.o.ConnectTimeout
 	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) { return k.dial(ctx) }
 	cfg.Logger = driverLogger{k.log}
 	if k.o.UpstreamTLS != nil {

@@ -51,10 +51,24 @@
 // clear to caching_sha2_password's full authentication is refused by a
 // server that sees a plain connection.
 //
-// If the upstream cannot be reached, sluice greets the client itself
-// (version 5.5.5-sluice, mysql_native_password, a random scramble),
-// reads its response, and answers ERR 2003 "sluice: could not connect to
-// upstream ADDR: ...", which clients show as the connection error.
+// Options.StartupTimeout (30 s) bounds the whole exchange: a client that
+// stalls in it, before its first byte or in the middle of a packet, is
+// closed at the limit, with its upstream connection. A client packet
+// before authentication completes is at most maxLoginPacket (16 KiB);
+// a larger one gets ERR 1153 (ER_NET_PACKET_TOO_LARGE) and ends the
+// session. Packets read in the exchange are buffered as their bytes
+// arrive, never ahead of them to the length their header announces.
+//
+// Options.ConnectTimeout (10 s) bounds dialling the upstream and reading
+// its greeting (and the TLS handshake with it). If the upstream cannot
+// be reached in time, or refuses, or fails TLS, sluice greets the client
+// itself (version 5.5.5-sluice, mysql_native_password, a random
+// scramble) if it has not relayed a greeting yet, reads its response,
+// and answers ERR 9001 "sluice: could not connect to upstream ADDR:
+// REASON" (or "TLS with upstream ADDR failed"), numbered after the
+// response. Every ERR sluice sends carries a server error number:
+// libmariadb reports a client-range number (2000-2999) sent by a server
+// as "Received malformed packet" instead of the message.
 //
 // # Commands and answers
 //
@@ -116,11 +130,14 @@
 // code, or Cancelled for ERR 1317 (ER_QUERY_INTERRUPTED) or any error
 // after a cancel was requested.
 //
-// A client packet longer than Options.MaxPacket, or a command shorter
-// than its fixed fields (a COM_STMT_EXECUTE under 10 bytes, ...), ends
-// the session with a *wire.Fatal whose reply is an ERR packet (1153
-// ER_NET_PACKET_TOO_LARGE or 1835 ER_MALFORMED_PACKET, SQLSTATE 08S01)
-// numbered as the client expects; the packet is not forwarded.
+// A command shorter than its fixed fields (a COM_STMT_EXECUTE under 10
+// bytes, ...) or otherwise malformed is forwarded untouched and recorded
+// as far as it can be decoded ("COM_STMT_EXECUTE" without a statement
+// id); the server answers it, with an ERR as MariaDB does, and the
+// session goes on. Only a framing violation ends a session: a client
+// packet longer than Options.MaxPacket ends it with a *wire.Fatal whose
+// reply is ERR 1153 (ER_NET_PACKET_TOO_LARGE, SQLSTATE 08S01) numbered
+// as the client expects; the packet is not forwarded.
 //
 // # Cancel
 //

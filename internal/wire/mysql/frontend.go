@@ -6,8 +6,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -45,9 +47,19 @@ type Options struct {
 	// MaxSQL is how many bytes of SQL text are kept per statement; 0
 	// means 4096.
 	MaxSQL int
-	// DialTimeout bounds dialling the upstream; 0 means only the context
-	// passed to Open bounds it.
-	DialTimeout time.Duration
+	// ConnectTimeout bounds reaching the upstream: dialling it and
+	// reading its greeting, and later the TLS handshake with it when
+	// UpstreamTLS is set; 0 is 10 s. At the limit the client is told,
+	// with an ERR naming the upstream. It also bounds the dial of the side
+	// connection that runs KILL QUERY.
+	ConnectTimeout time.Duration
+	// StartupTimeout bounds the whole opening exchange, from the start of
+	// Open until the client's handshake response is forwarded upstream
+	// (with TLS on one leg only, until the server's OK or ERR that ends
+	// authentication); 0 is 30 s. At the limit Open stops and returns an
+	// error; the caller closes the client, Open the upstream. After it
+	// the server's own connect_timeout bounds authentication.
+	StartupTimeout time.Duration
 
 	// Forward, when set, inspects the COM_QUERY statements of the
 	// sessions whose user it names and rewrites the CREATE/ALTER USER
@@ -56,13 +68,34 @@ type Options struct {
 	Forward wire.Forwarder
 }
 
-// Defaults.
+// Defaults for zero Options fields.
 const (
+	DefaultStartupTimeout = 30 * time.Second
+	DefaultConnectTimeout = 10 * time.Second
+
 	defaultMaxPacket = 1 << 30
 	defaultMaxSQL    = 4096
-	// maxHandshake bounds a greeting or handshake response (connection
-	// attributes included) read during the opening exchange.
+)
+
+// Limits of the opening exchange.
+const (
+	// maxHandshake bounds a packet from the upstream during the opening
+	// exchange (its greeting, authentication packets), in bytes.
 	maxHandshake = 1 << 20
+	// maxLoginPacket bounds a packet from the client before
+	// authentication completes (its handshake response with connection
+	// attributes, authentication data that Open relays), in bytes.
+	// Clients send a few hundred bytes (the mariadb CLI 221 with its
+	// connection attributes, go-sql-driver 183); a larger packet gets
+	// an ERR (ER_NET_PACKET_TOO_LARGE) and ends the session, as the
+	// server refuses one over its max_allowed_packet.
+	maxLoginPacket = 16 << 10
+)
+
+// Causes of a timed-out opening exchange.
+var (
+	errStartupTimeout = errors.New("opening exchange timed out (startup_timeout)")
+	errConnectTimeout = errors.New("upstream did not answer in time (connect_timeout)")
 )
 
 // Frontend opens MySQL and MariaDB sessions for one route. It is safe for
@@ -86,6 +119,12 @@ func New(o Options) *Frontend {
 	if o.MaxSQL <= 0 {
 		o.MaxSQL = defaultMaxSQL
 	}
+	if o.StartupTimeout <= 0 {
+		o.StartupTimeout = DefaultStartupTimeout
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
 	return &Frontend{o: o, log: o.Logger}
 }
 
@@ -107,38 +146,38 @@ func (f *Frontend) CanCancel() bool { return f.o.KillUser != "" }
 // the sequence ids of the two sides differ by one, and Open relays the
 // exchange itself, renumbering, until the server's OK or ERR.
 //
-// If the upstream cannot be reached, the client gets a greeting from
-// sluice and, after its handshake response, ERR 2003 naming the
-// upstream; Open returns the error. ctx bounds the whole exchange.
+// If the upstream cannot be reached within Options.ConnectTimeout, the
+// client gets a greeting from sluice and, after its handshake response,
+// ERR 9001 naming the upstream; Open returns the error. The exchange is
+// bounded by Options.StartupTimeout and by ctx; a client packet over
+// maxLoginPacket gets ERR 1153 and ends it.
 func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
+	ctx, cancel := clock.WithTimeout(ctx, f.o.Clock, f.o.StartupTimeout, errStartupTimeout)
+	defer cancel()
 	var guard ioGuard
 	guard.add(client)
 	stop := context.AfterFunc(ctx, guard.interrupt)
 	wc, err := f.open(ctx, client, register, dial, &guard)
-	if !stop() && err == nil {
-		// ctx ended while the exchange finished: deadlines may be set.
-		wc.Upstream.Close()
-		if wc.Session != nil {
-			wc.Session.Close(f.o.Clock.Now())
+	if !stop() {
+		// ctx ended, perhaps as the exchange finished: deadlines may be set.
+		if err == nil {
+			wc.Upstream.Close()
+			if wc.Session != nil {
+				wc.Session.Close(f.o.Clock.Now())
+			}
+			return wire.Conn{}, fmt.Errorf("mysql: opening exchange: %w", context.Cause(ctx))
 		}
-		return wire.Conn{}, fmt.Errorf("mysql: opening exchange: %w", context.Cause(ctx))
+		return wire.Conn{}, withCause(ctx, err)
 	}
 	return wc, err
 }
 
 func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer, guard *ioGuard) (wc wire.Conn, err error) {
-	dctx := ctx
-	if f.o.DialTimeout > 0 {
-		var cancel context.CancelFunc
-		dctx, cancel = context.WithTimeout(ctx, f.o.DialTimeout)
-		defer cancel()
-	}
-	up, err := dial(dctx)
+	up, gp, err := f.connect(ctx, dial)
 	if err != nil {
-		err = fmt.Errorf("mysql: dial upstream %s: %w", f.o.Upstream, err)
-		f.refuse(ctx, client, crConnHostError, "HY000",
-			fmt.Sprintf("sluice: could not connect to upstream %s: %v", f.o.Upstream, err))
-		return wire.Conn{}, err
+		f.refuse(ctx, client, erUpstream, "HY000",
+			fmt.Sprintf("sluice: could not connect to upstream %s: %s", f.o.Upstream, reason(err)))
+		return wire.Conn{}, fmt.Errorf("mysql: upstream %s: %w", f.o.Upstream, err)
 	}
 	guard.add(up)
 	var sess *session.Session
@@ -152,10 +191,6 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 	}()
 
 	// The upstream's greeting.
-	gp, err := readPacket(up, maxHandshake)
-	if err != nil {
-		return wire.Conn{}, fmt.Errorf("mysql: read greeting from upstream %s: %w", f.o.Upstream, err)
-	}
 	if len(gp) > 4 && gp[4] == 0xff { // the upstream refuses (too many connections, host blocked, ...)
 		client.Write(gp)
 		return wire.Conn{}, fmt.Errorf("mysql: upstream %s refused the connection: error %d", f.o.Upstream, parseERR(gp[4:]))
@@ -167,7 +202,7 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		return wire.Conn{}, fmt.Errorf("mysql: greeting from upstream %s: %w", f.o.Upstream, err)
 	}
 	if f.o.UpstreamTLS != nil && g.caps&capSSL == 0 {
-		f.refuse(ctx, client, crSSLConnError, "HY000",
+		f.refuse(ctx, client, erUpstream, "HY000",
 			fmt.Sprintf("sluice: upstream %s does not offer TLS", f.o.Upstream))
 		return wire.Conn{}, fmt.Errorf("mysql: upstream %s does not offer TLS", f.o.Upstream)
 	}
@@ -193,10 +228,10 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		if _, err := up.Write(sslRequest(rp[4:], 1)); err != nil {
 			return wire.Conn{}, fmt.Errorf("mysql: send SSL request to upstream: %w", err)
 		}
-		tc := tls.Client(up, f.o.UpstreamTLS)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			msg := fmt.Sprintf("sluice: TLS with upstream %s failed: %v", f.o.Upstream, err)
-			return wire.Conn{}, f.reject(client, clientSeq+1, crSSLConnError, "HY000", msg)
+		tc, err := f.upstreamTLS(ctx, up)
+		if err != nil {
+			msg := fmt.Sprintf("sluice: TLS with upstream %s failed: %s", f.o.Upstream, reason(err))
+			return wire.Conn{}, f.reject(client, clientSeq+1, erUpstream, "HY000", msg)
 		}
 		up, upSeq = tc, 2
 	}
@@ -232,6 +267,9 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		}
 		buffered, err = relayAuth(client, authUp, offset)
 		if err != nil {
+			if tl := (*tooLargeError)(nil); errors.As(err, &tl) {
+				client.Write(tooLargeReply(tl))
+			}
 			return wire.Conn{}, fmt.Errorf("mysql: authentication: %w", err)
 		}
 		authed = sniff != nil && sniff.accepted()
@@ -255,13 +293,98 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 	}, nil
 }
 
+// connect dials the upstream and reads its greeting, within
+// Options.ConnectTimeout. On error the connection is closed.
+func (f *Frontend) connect(ctx context.Context, dial wire.Dialer) (net.Conn, []byte, error) {
+	ctx, cancel := clock.WithTimeout(ctx, f.o.Clock, f.o.ConnectTimeout, errConnectTimeout)
+	defer cancel()
+	up, err := dial(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dial: %w", withCause(ctx, err))
+	}
+	stop := context.AfterFunc(ctx, func() { up.SetDeadline(aLongTimeAgo) })
+	gp, err := readPacket(up, maxHandshake)
+	if !stop() { // the deadline is set, or about to be
+		if err == nil {
+			err = errors.New("greeting read too late")
+		}
+		err = withCause(ctx, err)
+	}
+	if err != nil {
+		up.Close()
+		return nil, nil, fmt.Errorf("read greeting: %w", err)
+	}
+	return up, gp, nil
+}
+
+// upstreamTLS runs the TLS handshake with the upstream, within
+// Options.ConnectTimeout.
+func (f *Frontend) upstreamTLS(ctx context.Context, up net.Conn) (*tls.Conn, error) {
+	ctx, cancel := clock.WithTimeout(ctx, f.o.Clock, f.o.ConnectTimeout, errConnectTimeout)
+	defer cancel()
+	tc := tls.Client(up, f.o.UpstreamTLS)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, withCause(ctx, err)
+	}
+	return tc, nil
+}
+
+// withCause adds to err why ctx ended, if it has and err does not say.
+func withCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}
+
+// reason says in a few words why reaching the upstream failed, for the
+// client: the timeout that expired, or the system's word for a network
+// error ("connection refused"), without the addresses the message
+// names already.
+func reason(err error) string {
+	for _, cause := range []error{errConnectTimeout, errStartupTimeout} {
+		if errors.Is(err, cause) {
+			return cause.Error()
+		}
+	}
+	var se *os.SyscallError
+	var oe *net.OpError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the upstream closed the connection"
+	case errors.As(err, &se):
+		return se.Err.Error()
+	case errors.As(err, &oe) && oe.Err != nil:
+		return oe.Err.Error()
+	}
+	return err.Error()
+}
+
+// readLogin reads a packet the client sends before authentication
+// completes. One over maxLoginPacket is not read past its header: the
+// client gets ER_NET_PACKET_TOO_LARGE.
+func readLogin(client net.Conn) ([]byte, error) {
+	p, err := readPacket(client, maxLoginPacket)
+	if tl := (*tooLargeError)(nil); errors.As(err, &tl) {
+		client.Write(tooLargeReply(tl))
+	}
+	return p, err
+}
+
+// tooLargeReply is the ERR a client gets for a packet over the limit
+// before authentication completes.
+func tooLargeReply(tl *tooLargeError) []byte {
+	return errPacket(tl.seq+1, erNetPacketTooBig, "08S01", fmt.Sprintf(
+		"sluice: packet of %d bytes before authentication; at most %d accepted", tl.size, tl.max))
+}
+
 // readResponse reads the client's handshake response, terminating TLS
 // first if the client sends an SSLRequest. It returns the client
 // connection to use from then on (a *tls.Conn after TLS), the packet with
 // its header, and its decoding. On a protocol error it answers the client
 // with an ERR.
 func (f *Frontend) readResponse(ctx context.Context, client net.Conn) (net.Conn, []byte, response, error) {
-	rp, err := readPacket(client, maxHandshake)
+	rp, err := readLogin(client)
 	if err != nil {
 		return client, nil, response{}, fmt.Errorf("mysql: read handshake response: %w", err)
 	}
@@ -276,7 +399,7 @@ func (f *Frontend) readResponse(ctx context.Context, client net.Conn) (net.Conn,
 			return client, nil, r, fmt.Errorf("mysql: TLS with client: %w", err)
 		}
 		client = tc
-		if rp, err = readPacket(client, maxHandshake); err != nil {
+		if rp, err = readLogin(client); err != nil {
 			return client, nil, r, fmt.Errorf("mysql: read handshake response: %w", err)
 		}
 		r, err = parseResponse(rp[4:])
@@ -301,9 +424,10 @@ func (f *Frontend) reject(client net.Conn, seq uint8, code uint16, state, msg st
 }
 
 // refuse greets the client as a server would, waits for its handshake
-// response, and answers it with an ERR carrying msg, so the client shows
-// why the session could not open. Errors are ignored: the session is
-// failing anyway.
+// response, and answers it with an ERR carrying msg, numbered after the
+// response (sequence id 2, or 3 after TLS), so the client shows why the
+// session could not open. Errors are ignored: the session is failing
+// anyway.
 func (f *Frontend) refuse(ctx context.Context, client net.Conn, code uint16, state, msg string) {
 	var scramble [20]byte
 	rand.Read(scramble[:])
@@ -313,7 +437,7 @@ func (f *Frontend) refuse(ctx context.Context, client net.Conn, code uint16, sta
 	if _, err := client.Write(ownGreeting(scramble, f.o.TLS != nil)); err != nil {
 		return
 	}
-	rp, err := readPacket(client, maxHandshake)
+	rp, err := readLogin(client)
 	if err != nil {
 		return
 	}
@@ -323,7 +447,7 @@ func (f *Frontend) refuse(ctx context.Context, client net.Conn, code uint16, sta
 			return
 		}
 		client = tc
-		if rp, err = readPacket(client, maxHandshake); err != nil {
+		if rp, err = readLogin(client); err != nil {
 			return
 		}
 	}

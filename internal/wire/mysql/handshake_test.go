@@ -3,6 +3,7 @@ package mysql
 import (
 	"bytes"
 	"encoding/hex"
+	"strings"
 	"testing"
 )
 
@@ -139,6 +140,7 @@ func FuzzParseGreeting(f *testing.F) {
 
 func FuzzParseResponse(f *testing.F) {
 	f.Add(goDriverResp[4:])
+	f.Add(mariadbResponse[4:])
 	f.Add(sslRequest(goDriverResp[4:], 1)[4:])
 	f.Fuzz(func(t *testing.T, p []byte) {
 		r, err := parseResponse(p)
@@ -147,6 +149,9 @@ func FuzzParseResponse(f *testing.F) {
 		}
 		if len(p) < responsePrefix {
 			t.Fatal("short response accepted")
+		}
+		if strings.IndexByte(r.user, 0) >= 0 || strings.IndexByte(r.database, 0) >= 0 {
+			t.Fatalf("NUL in user %q or database %q", r.user, r.database)
 		}
 		q := bytes.Clone(p)
 		setClientSSL(q, true)

@@ -491,8 +491,8 @@ func TestUpstreamDown(t *testing.T) {
 	if !errors.As(err, &me) {
 		t.Fatalf("ping: %v (%T), want *mysql.MySQLError", err, err)
 	}
-	if me.Number != crConnHostError || !strings.Contains(me.Message, dead) {
-		t.Fatalf("error %d %q: want 2003 naming %s", me.Number, me.Message, dead)
+	if me.Number != erUpstream || !strings.Contains(me.Message, dead) || !strings.Contains(me.Message, "connection refused") {
+		t.Fatalf("error %d %q: want %d naming %s and the reason", me.Number, me.Message, erUpstream, dead)
 	}
 	t.Logf("client saw: %v", me)
 	if len(r.reg.Sessions()) != 0 {
@@ -500,14 +500,13 @@ func TestUpstreamDown(t *testing.T) {
 	}
 }
 
-func TestMalformedClientPacket(t *testing.T) {
+func TestOversizedClientPacket(t *testing.T) {
 	r := startRelay(t, Options{MaxPacket: 1 << 20}, session.Options{})
 	tests := []struct {
 		name string
 		pkt  []byte
 		code uint16
 	}{
-		{"short execute", []byte{4, 0, 0, 0, comStmtExecute, 1, 0, 0}, erMalformedPacket},
 		{"oversized", []byte{0x00, 0x00, 0x20, 0, comQuery, 'S', 'E', 'L'}, erNetPacketTooBig},
 	}
 	for _, tt := range tests {
@@ -538,6 +537,64 @@ func TestMalformedClientPacket(t *testing.T) {
 			var v int
 			if err := other.db.QueryRow("SELECT 5").Scan(&v); err != nil || v != 5 {
 				t.Fatalf("other session: %d, %v", v, err)
+			}
+		})
+	}
+}
+
+// TestMalformedCommandForwarded: commands MariaDB finds malformed reach it
+// untouched; its ERR reaches the client, the session goes on, and the
+// statement is recorded as far as it decodes.
+func TestMalformedCommandForwarded(t *testing.T) {
+	r := startRelay(t, Options{}, session.Options{})
+	tests := []struct {
+		name    string
+		payload []byte
+		sql     string // recorded statement; "" for a command without answer
+	}{
+		{"execute without an id", []byte{comStmtExecute, 1, 0, 0}, "COM_STMT_EXECUTE"},
+		{"execute without flags", []byte{comStmtExecute, 0xff, 0xff, 0xff, 0x7f}, "COM_STMT_EXECUTE 2147483647"},
+		{"fetch without a row count", []byte{comStmtFetch, 1, 0, 0, 0}, "COM_STMT_FETCH COM_STMT_FETCH 1"},
+		{"close without an id", []byte{comStmtClose, 1}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := r.openClient(t, nil)
+			conn, sess, _, _ := startSession(t, r, c)
+			raw := *c.last.Load()
+			if _, err := raw.Write(packet(0, tt.payload)); err != nil {
+				t.Fatal(err)
+			}
+			if tt.sql != "" {
+				raw.SetReadDeadline(clock.Real{}.Now().Add(10 * time.Second))
+				reply, err := readPacket(raw, 1<<16)
+				raw.SetReadDeadline(time.Time{})
+				if err != nil {
+					t.Fatalf("read reply: %v (%v)", err, r.errors())
+				}
+				if reply[3] != 1 || reply[4] != 0xff || bytes.Contains(reply, []byte("sluice")) {
+					t.Fatalf("reply %q, want the server's ERR", reply)
+				}
+				t.Logf("server answered: %d %s", binary.LittleEndian.Uint16(reply[5:]), reply[7:])
+			}
+			var v int
+			if err := conn.QueryRowContext(context.Background(), "SELECT 5").Scan(&v); err != nil || v != 5 {
+				t.Fatalf("next query: %d, %v", v, err)
+			}
+			recs := sessionRecords(r.reg, sess.ID)
+			var got []string
+			for _, s := range recs[1:] {
+				got = append(got, fmt.Sprintf("%s/%v", s.SQL, s.Outcome))
+			}
+			want := []string{"SELECT 5/ok"}
+			if tt.sql != "" {
+				want = append([]string{tt.sql + "/error"}, want...)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("statements %v, want %v", got, want)
+			}
+			if len(r.errors()) != 0 {
+				t.Fatal(r.errors())
 			}
 		})
 	}
@@ -616,18 +673,34 @@ func TestUpstreamWithoutTLS(t *testing.T) {
 	c := r.openClient(t, nil)
 	err := c.db.Ping()
 	var me *gomysql.MySQLError
-	if !errors.As(err, &me) || me.Number != crSSLConnError || !strings.Contains(me.Message, "does not offer TLS") {
+	if !errors.As(err, &me) || me.Number != erUpstream || !strings.Contains(me.Message, "does not offer TLS") {
 		t.Fatalf("ping: %v", err)
 	}
 }
 
 func TestSSLRequestRefused(t *testing.T) {
 	r := startRelay(t, Options{}, session.Options{})
-	nc, err := net.Dial("tcp", r.addr)
+	nc, gr := dialGreeted(t, r.addr)
+	if gr.caps&capSSL != 0 {
+		t.Fatal("greeting offers TLS with no TLS configured")
+	}
+	req := make([]byte, responsePrefix)
+	binary.LittleEndian.PutUint32(req, capProtocol41|capSecureConnection|capSSL)
+	reply := exchange(t, nc, packet(1, req))
+	if reply[3] != 2 || reply[4] != 0xff || !bytes.Contains(reply, []byte("TLS is not configured")) {
+		t.Fatalf("reply %q", reply)
+	}
+}
+
+// dialGreeted connects a raw client to addr and reads the greeting. The
+// connection's I/O times out after 10 s; the test closes it at cleanup.
+func dialGreeted(t *testing.T, addr string) (net.Conn, greeting) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(clock.Real{}.Now().Add(10 * time.Second))
 	g, err := readPacket(nc, maxHandshake)
 	if err != nil {
@@ -637,19 +710,20 @@ func TestSSLRequestRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gr.caps&capSSL != 0 {
-		t.Fatal("greeting offers TLS with no TLS configured")
+	return nc, gr
+}
+
+// exchange writes b to nc and returns the packet that answers it.
+func exchange(t *testing.T, nc net.Conn, b []byte) []byte {
+	t.Helper()
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
 	}
-	req := make([]byte, responsePrefix)
-	binary.LittleEndian.PutUint32(req, capProtocol41|capSecureConnection|capSSL)
-	nc.Write(packet(1, req))
 	reply, err := readPacket(nc, 1<<16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply[3] != 2 || reply[4] != 0xff || !bytes.Contains(reply, []byte("TLS is not configured")) {
-		t.Fatalf("reply %q", reply)
-	}
+	return reply
 }
 
 // TestSysbench runs sysbench's oltp_read_write (prepared statements, the

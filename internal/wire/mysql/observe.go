@@ -261,13 +261,9 @@ func (u *upObserver) Observe(p []byte) error {
 			return u.fatal(erNetPacketTooBig, fmt.Sprintf(
 				"sluice: packet from the client exceeds the route's limit of %d bytes", u.f.max))
 		case evCaptured:
-			if err := u.captured(); err != nil {
-				return err
-			}
+			u.captured()
 		case evEnd:
-			if err := u.end(); err != nil {
-				return err
-			}
+			u.end()
 		}
 	}
 }
@@ -318,19 +314,19 @@ func (u *upObserver) begin() {
 	u.f.capture(1)
 }
 
-func (u *upObserver) captured() error {
+func (u *upObserver) captured() {
 	if u.mode != phCommand || u.decoded {
-		return nil
+		return
 	}
 	if len(u.f.buf) == 1 {
 		if want := u.wants(u.f.buf[0]); want > 1 {
 			u.f.capture(want)
 			if u.f.notify {
-				return nil // more to come
+				return // more to come
 			}
 		}
 	}
-	return u.decode(false)
+	u.decode()
 }
 
 // wants is how many payload bytes decoding cmd needs.
@@ -346,41 +342,21 @@ func (u *upObserver) wants(cmd byte) int {
 	return 1
 }
 
-// minSize is the smallest payload a command can have.
-func minSize(cmd byte) int64 {
-	switch cmd {
-	case comStmtExecute:
-		return 10 // id 4, flags 1, iteration count 4
-	case comStmtFetch:
-		return 9 // id 4, rows 4
-	case comStmtSendLongData:
-		return 7 // id 4, parameter 2
-	case comStmtBulkExecute:
-		return 7 // id 4, flags 2
-	case comStmtClose, comStmtReset:
-		return 5 // id 4
-	}
-	return 0
-}
-
 // decode reads the command from the captured prefix and opens its
-// statement. ended says the whole packet has been seen, so f.size is
-// final.
-func (u *upObserver) decode(ended bool) error {
+// statement. A command shorter than its fixed fields is decoded as far
+// as it goes and forwarded like any other: the server answers it with
+// an error (a COM_STMT_CLOSE or COM_STMT_SEND_LONG_DATA, with nothing),
+// and the session goes on.
+func (u *upObserver) decode() {
 	u.decoded = true
 	c := u.c
 	b := u.f.buf
 	if len(b) == 0 { // an empty packet: the server answers "unknown command"
 		u.p = pending{kind: respSimple, cmd: comSleep}
 		u.open(commandName(comSleep))
-		return nil
+		return
 	}
 	cmd := b[0]
-	if ended && u.f.size < minSize(cmd) {
-		return u.fatal(erMalformedPacket, fmt.Sprintf(
-			"sluice: malformed %s packet: %d bytes, at least %d expected",
-			commandName(cmd), u.f.size, minSize(cmd)))
-	}
 	u.p = pending{kind: respSimple, cmd: cmd}
 	switch cmd {
 	case comQuit:
@@ -394,16 +370,17 @@ func (u *upObserver) decode(ended bool) error {
 		u.open("COM_STMT_PREPARE " + sql)
 	case comStmtExecute, comStmtBulkExecute:
 		u.p.kind = respResult
-		u.open(u.preparedSQL(binary.LittleEndian.Uint32(b[1:]), cmd))
+		u.open(u.preparedSQL(b[1:], cmd))
 	case comStmtFetch:
 		u.p.kind = respRows
-		u.open("COM_STMT_FETCH " + u.preparedSQL(binary.LittleEndian.Uint32(b[1:]), cmd))
+		u.open("COM_STMT_FETCH " + u.preparedSQL(b[1:], cmd))
 	case comStmtClose:
 		u.p.kind = respNone
-		id := binary.LittleEndian.Uint32(b[1:])
-		c.mu.Lock()
-		delete(c.prepared, id)
-		c.mu.Unlock()
+		if len(b) >= 5 {
+			c.mu.Lock()
+			delete(c.prepared, binary.LittleEndian.Uint32(b[1:]))
+			c.mu.Unlock()
+		}
 	case comStmtSendLongData:
 		u.p.kind = respNone
 	case comInitDB:
@@ -427,7 +404,6 @@ func (u *upObserver) decode(ended bool) error {
 	default:
 		u.open(commandName(cmd))
 	}
-	return nil
 }
 
 // open begins the command's statement at the time its first byte came.
@@ -460,8 +436,15 @@ func (u *upObserver) querySQL(b []byte) string {
 	return s
 }
 
-// preparedSQL is the recorded text of prepared statement id.
-func (u *upObserver) preparedSQL(id uint32, cmd byte) string {
+// preparedSQL is the recorded text of the prepared statement whose id
+// starts args, the payload after the command byte: the prepared SQL if
+// known, else the command's name with the id, or alone if args is too
+// short to hold one.
+func (u *upObserver) preparedSQL(args []byte, cmd byte) string {
+	if len(args) < 4 {
+		return commandName(cmd)
+	}
+	id := binary.LittleEndian.Uint32(args)
 	if id == 0xffffffff { // MariaDB: the statement prepared last
 		return u.lastPrepared
 	}
@@ -475,7 +458,7 @@ func (u *upObserver) preparedSQL(id uint32, cmd byte) string {
 	return sql
 }
 
-func (u *upObserver) end() error {
+func (u *upObserver) end() {
 	c := u.c
 	switch u.mode {
 	case phInfile:
@@ -486,9 +469,7 @@ func (u *upObserver) end() error {
 		}
 	case phCommand:
 		if !u.decoded {
-			if err := u.decode(true); err != nil {
-				return err
-			}
+			u.decode()
 		}
 		p := u.p
 		p.seq = u.f.lastSeq
@@ -510,7 +491,6 @@ func (u *upObserver) end() error {
 	if u.st == nil {
 		u.f.take() // bytes that belong to no statement
 	}
-	return nil
 }
 
 // skipQueryAttributes returns the statement text of a COM_QUERY payload

@@ -446,37 +446,77 @@ func TestObserveBytesComplete(t *testing.T) {
 	}
 }
 
-func TestObserveMalformed(t *testing.T) {
+// TestObserveShortCommands: a command shorter than its fixed fields is
+// no reason to end the session. It is recorded as far as it decodes and
+// answered by the server: an ERR, or nothing for COM_STMT_CLOSE; the
+// next command is followed as usual.
+func TestObserveShortCommands(t *testing.T) {
+	serverErr := pk(1, errPayload(1835, "08S01", "Malformed communication packet"))
 	tests := []struct {
-		name string
-		b    []byte
-		code uint16
-		seq  uint8
+		name   string
+		cmd    []byte
+		answer []byte
+		want   []record
 	}{
-		{"short execute", pk(0, []byte{comStmtExecute, 1, 0, 0}), erMalformedPacket, 1},
-		{"short close", pk(3, []byte{comStmtClose, 1}), erMalformedPacket, 4},
-		{"short fetch", pk(0, []byte{comStmtFetch}, le32(1)), erMalformedPacket, 1},
-		{"too large", []byte{0xff, 0xff, 0xff, 0, comQuery}, erNetPacketTooBig, 1},
+		{"execute without an id", pk(0, []byte{comStmtExecute, 1, 0, 0}), serverErr,
+			[]record{{"COM_STMT_EXECUTE", session.Failed, -1, "1835", 8, int64(len(serverErr))}}},
+		{"execute without flags", pk(0, []byte{comStmtExecute}, le32(7)), serverErr,
+			[]record{{"COM_STMT_EXECUTE 7", session.Failed, -1, "1835", 9, int64(len(serverErr))}}},
+		{"fetch without a row count", pk(0, []byte{comStmtFetch}, le32(1)), serverErr,
+			[]record{{"COM_STMT_FETCH COM_STMT_FETCH 1", session.Failed, -1, "1835", 9, int64(len(serverErr))}}},
+		{"bulk execute without an id", pk(0, []byte{comStmtBulkExecute}), serverErr,
+			[]record{{"COM_STMT_BULK_EXECUTE", session.Failed, -1, "1835", 5, int64(len(serverErr))}}},
+		{"reset without an id", pk(0, []byte{comStmtReset, 1}), serverErr,
+			[]record{{"COM_STMT_RESET", session.Failed, -1, "1835", 6, int64(len(serverErr))}}},
+		{"close without an id", pk(0, []byte{comStmtClose, 1}), nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reg := session.NewRegistry(session.Options{})
-			sess := reg.Open(session.Info{}, t0)
-			u, _ := newObservers(connConfig{sess: sess, clock: clock.NewFake(t0), log: slog.New(slog.DiscardHandler),
-				maxSQL: 64, maxPacket: 1 << 20, caps: testCaps})
-			err := u.Observe(tt.b)
-			var f *wire.Fatal
-			if !errors.As(err, &f) {
-				t.Fatalf("Observe = %v, want *wire.Fatal", err)
+			q := query("SELECT 1")
+			answer, _ := resultSet(1, false, 1, [][]string{{"1"}}, statusAutocommit)
+			steps := []step{up(tt.cmd)}
+			if tt.answer != nil {
+				steps = append(steps, down(tt.answer))
 			}
-			r := f.Reply
-			if len(r) < 13 || r[3] != tt.seq || r[4] != 0xff || binary.LittleEndian.Uint16(r[5:]) != tt.code || string(r[8:13]) != "08S01" {
-				t.Fatalf("reply %q: want ERR %d seq %d", r, tt.code, tt.seq)
-			}
-			if int(r[0])|int(r[1])<<8|int(r[2])<<16 != len(r)-4 {
-				t.Fatalf("reply length field does not match")
+			steps = append(steps, up(q), down(answer))
+			for _, chunk := range []int{0, 1, 3} {
+				reg, _, u, d := harnessObservers(testCaps, 0, false)
+				if err := run(steps, u, d, chunk); err != nil {
+					t.Fatalf("chunk %d: %v", chunk, err)
+				}
+				upQ := int64(len(q))
+				if tt.answer == nil { // the close's bytes go to the next statement
+					upQ += int64(len(tt.cmd))
+				}
+				want := append(tt.want, record{"SELECT 1", session.OK, 1, "", upQ, int64(len(answer))})
+				if got := records(reg); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("chunk %d:\n got %v\nwant %v", chunk, got, want)
+				}
 			}
 		})
+	}
+}
+
+// TestObserveTooLarge: a client packet over the limit ends the session
+// with an ERR the client reads as the answer to that packet.
+func TestObserveTooLarge(t *testing.T) {
+	for _, seq := range []uint8{0, 3} {
+		reg := session.NewRegistry(session.Options{})
+		sess := reg.Open(session.Info{}, t0)
+		u, _ := newObservers(connConfig{sess: sess, clock: clock.NewFake(t0), log: slog.New(slog.DiscardHandler),
+			maxSQL: 64, maxPacket: 1 << 20, caps: testCaps})
+		err := u.Observe([]byte{0xff, 0xff, 0xff, seq, comQuery})
+		var f *wire.Fatal
+		if !errors.As(err, &f) {
+			t.Fatalf("Observe = %v, want *wire.Fatal", err)
+		}
+		r := f.Reply
+		if len(r) < 13 || r[3] != seq+1 || r[4] != 0xff || binary.LittleEndian.Uint16(r[5:]) != erNetPacketTooBig || string(r[8:13]) != "08S01" {
+			t.Fatalf("reply %q: want ERR %d seq %d", r, erNetPacketTooBig, seq+1)
+		}
+		if int(r[0])|int(r[1])<<8|int(r[2])<<16 != len(r)-4 {
+			t.Fatalf("reply length field does not match")
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // maxPayload is the largest payload of one physical packet. A payload of
@@ -232,15 +233,19 @@ func parseERR(b []byte) uint16 {
 	return binary.LittleEndian.Uint16(b[1:])
 }
 
-// Error numbers sluice sends or recognises.
+// Error numbers sluice sends or recognises. Those sluice sends are from
+// the server's range: clients print a server error's message, while
+// libmariadb answers a client-range number (2000-2999) from a server
+// with "Received malformed packet" (CR_MALFORMED_PACKET).
 const (
 	erHandshake       = 1043 // ER_HANDSHAKE_ERROR
 	erNetPacketTooBig = 1153 // ER_NET_PACKET_TOO_LARGE
 	erQueryInterrupt  = 1317 // ER_QUERY_INTERRUPTED: what KILL QUERY produces
-	erMalformedPacket = 1835 // ER_MALFORMED_PACKET
-	crConnHostError   = 2003 // CR_CONN_HOST_ERROR
-	crSSLConnError    = 2026 // CR_SSL_CONNECTION_ERROR
-	progressCode      = 0xffff
+	// erUpstream says sluice could not reach the upstream or set up the
+	// session with it (refused, timed out, TLS failed). ProxySQL uses
+	// 9001 for its connect timeout to a backend.
+	erUpstream   = 9001
+	progressCode = 0xffff
 )
 
 // errPacket builds a protocol 4.1 ERR packet, header included.
@@ -259,11 +264,27 @@ func errPacket(seq uint8, code uint16, state, msg string) []byte {
 	return append(b, msg...)
 }
 
-// errPacketTooLarge is returned by readPacket for a packet above its limit.
+// errPacketTooLarge is what a *tooLargeError is.
 var errPacketTooLarge = errors.New("packet too large")
 
+// tooLargeError is returned by readPacket for a packet above its limit.
+type tooLargeError struct {
+	seq       uint8 // sequence id of the packet
+	size, max int   // announced payload length and limit, bytes
+}
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("packet too large: %d bytes, at most %d expected", e.size, e.max)
+}
+
+func (e *tooLargeError) Is(target error) bool { return target == errPacketTooLarge }
+
 // readPacket reads one physical packet whose payload is at most max
-// bytes (and never a continued one) and returns it with its header.
+// bytes (and never a continued one) and returns it with its header. Its
+// buffer grows with the bytes that arrive, never ahead of them to the
+// announced length: a peer that announces a large packet and stalls
+// costs what it sent. A packet over max is not read past its header, and
+// the error is a *tooLargeError.
 func readPacket(r io.Reader, max int) ([]byte, error) {
 	var h [4]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
@@ -271,14 +292,40 @@ func readPacket(r io.Reader, max int) ([]byte, error) {
 	}
 	n := int(h[0]) | int(h[1])<<8 | int(h[2])<<16
 	if n > max || n == maxPayload {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d expected", errPacketTooLarge, n, max)
+		return nil, &tooLargeError{seq: h[3], size: n, max: max}
 	}
-	b := make([]byte, 4+n)
+	b := make([]byte, 4, 4+min(n, readStep))
 	copy(b, h[:])
-	if _, err := io.ReadFull(r, b[4:]); err != nil {
-		return nil, err
+	return readAppend(r, b, n)
+}
+
+// readStep is the first allocation readAppend makes for a payload: most
+// handshake packets fit.
+const readStep = 512
+
+// readAppend reads n more bytes from r onto buf, growing buf as they
+// arrive (at most doubling it at each step), so it never holds much
+// more than twice what came. On error it returns buf with what was read,
+// and io.ErrUnexpectedEOF for an end of stream after some of the n
+// bytes, as io.ReadFull does.
+func readAppend(r io.Reader, buf []byte, n int) ([]byte, error) {
+	want := len(buf) + n
+	got := 0
+	for len(buf) < want {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(want-len(buf), max(readStep, cap(buf))))
+		}
+		k, err := r.Read(buf[len(buf):min(cap(buf), want)])
+		buf = buf[:len(buf)+k]
+		got += k
+		if err != nil && len(buf) < want {
+			if err == io.EOF && got > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf, err
+		}
 	}
-	return b, nil
+	return buf, nil
 }
 
 // packet prepends a header to payload.

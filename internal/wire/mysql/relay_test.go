@@ -35,6 +35,7 @@ type relay struct {
 	split bool   // cut every read into pseudo-random chunks before observing
 
 	clientUp, clientDown atomic.Int64 // bytes read from / written to clients in the command phase
+	openRead, openWrote  atomic.Int64 // bytes the Frontend read from / wrote to clients, from accept on
 
 	mu      sync.Mutex
 	openErr []error // guarded by mu
@@ -112,7 +113,7 @@ func (r *relay) serve(c net.Conn) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", r.up)
 	}
-	wc, err := r.fe.Open(ctx, c, register, dial)
+	wc, err := r.fe.Open(ctx, countingConn{c, &r.openWrote, &r.openRead}, register, dial)
 	cancel()
 	if err != nil {
 		r.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"net"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -38,7 +39,7 @@ type canceler struct {
 // acted on it. The exchange is bounded by Options.DialTimeout and ctx. The
 // server never answers, so success means only that the request was sent.
 func (c *canceler) Cancel(ctx context.Context) error {
-	ctx, cancel := withTimeout(ctx, c.f.clk, c.f.dialTimeout, errCancelTimeout)
+	ctx, cancel := clock.WithTimeout(ctx, c.f.clk, c.f.dialTimeout, errCancelTimeout)
 	defer cancel()
 	conn, err := c.f.dialCancel(ctx, c.dial)
 	if err != nil {

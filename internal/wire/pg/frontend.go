@@ -163,7 +163,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // (if any) and the upstream connection. Closing client is the caller's.
 // The whole exchange is bounded by Options.StartupTimeout and by ctx.
 func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
-	ctx, cancel := withTimeout(ctx, f.clk, f.startupTimeout, errStartupTimeout)
+	ctx, cancel := clock.WithTimeout(ctx, f.clk, f.startupTimeout, errStartupTimeout)
 	defer cancel()
 	stopClient := context.AfterFunc(ctx, func() { _ = client.SetDeadline(aLongTimeAgo) })
 	defer stopClient()
@@ -296,20 +296,4 @@ func reason(ctx context.Context, err error) string {
 		return oe.Err.Error()
 	}
 	return err.Error()
-}
-
-// withTimeout returns a context that is cancelled with cause once d has
-// passed on clk, or when the returned function is called.
-func withTimeout(ctx context.Context, clk clock.Clock, d time.Duration, cause error) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	t := clk.NewTimer(d)
-	go func() {
-		select {
-		case <-t.C():
-			cancel(cause)
-		case <-ctx.Done():
-			t.Stop()
-		}
-	}()
-	return ctx, func() { cancel(context.Canceled) }
 }

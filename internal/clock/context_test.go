@@ -1,0 +1,43 @@
+package clock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestWithTimeout: the context ends with the cause when the fake clock
+// passes the timeout, not before; cancelling first ends it with
+// context.Canceled and disarms the timer.
+func TestWithTimeout(t *testing.T) {
+	cause := errors.New("too slow")
+	f := NewFake(time.Unix(0, 0))
+	ctx, cancel := WithTimeout(context.Background(), f, time.Second, cause)
+	defer cancel()
+	f.Advance(999 * time.Millisecond)
+	if ctx.Err() != nil {
+		t.Fatalf("ended early: %v", context.Cause(ctx))
+	}
+	f.Advance(time.Millisecond)
+	<-ctx.Done()
+	if got := context.Cause(ctx); got != cause {
+		t.Fatalf("cause %v, want %v", got, cause)
+	}
+
+	ctx, cancel = WithTimeout(context.Background(), f, time.Hour, cause)
+	f.BlockUntil(1)
+	cancel()
+	cancel()
+	<-ctx.Done()
+	if got := context.Cause(ctx); got != context.Canceled {
+		t.Fatalf("cause %v, want context.Canceled", got)
+	}
+	deadline := Real{}.Now().Add(10 * time.Second)
+	for f.Pending() != 0 { // the waiting goroutine stops the timer
+		if (Real{}).Now().After(deadline) {
+			t.Fatal("timer still armed after cancel")
+		}
+		Sleep(context.Background(), Real{}, time.Millisecond)
+	}
+}
