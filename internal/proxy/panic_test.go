@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"net"
@@ -10,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wire"
+	"github.com/sluicelab/sluice/internal/wire/mysql"
 	"github.com/sluicelab/sluice/internal/wire/pg"
 )
 
@@ -36,7 +39,15 @@ func (o trigger) Observe(p []byte) error {
 // marker in either direction, and whose opening exchange panics for one
 // user.
 type panickyFrontend struct {
-	*pg.Frontend
+	Frontend
+	fail func(msg string) []byte // the wrapped front end's OpenFailure, or nil
+}
+
+func (f panickyFrontend) OpenFailure(msg string) []byte {
+	if f.fail == nil {
+		return nil
+	}
+	return f.fail(msg)
 }
 
 func (f panickyFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
@@ -73,7 +84,8 @@ func TestPanicEndsOnlyThatSession(t *testing.T) {
 	reg := session.NewRegistry(session.Options{})
 	srv := New(Options{Logger: log, Registry: reg})
 	t.Cleanup(func() { srv.Close() })
-	fe := panickyFrontend{pg.New(pg.Options{Clock: clock.Real{}, Logger: log, Upstream: up, Keys: reg})}
+	pgfe := pg.New(pg.Options{Clock: clock.Real{}, Logger: log, Upstream: up, Keys: reg})
+	fe := panickyFrontend{pgfe, pgfe.OpenFailure}
 	a, err := srv.AddRoute(Route{Name: "r", Listen: "127.0.0.1:0", Upstream: up, Protocol: "postgres", Frontend: fe, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -139,5 +151,53 @@ func TestPanicEndsOnlyThatSession(t *testing.T) {
 	}
 	if n := len(reg.Sessions()); n != 1 {
 		t.Errorf("%d sessions open, want the one that did not panic", n)
+	}
+}
+
+// TestPanicEndsOnlyThatSessionMySQL: a panic in a mysql route's observer
+// ends that session with ERR 1105, which the stock driver reads, and a
+// session opened before goes on.
+func TestPanicEndsOnlyThatSessionMySQL(t *testing.T) {
+	cfg, err := gomysql.ParseDSN(testenv.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testenv.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	srv := New(Options{Logger: log})
+	t.Cleanup(func() { srv.Close() })
+	fe := panickyFrontend{mysql.New(mysql.Options{Logger: log, Upstream: cfg.Addr}), nil}
+	a, err := srv.AddRoute(Route{Name: "my", Listen: "127.0.0.1:0", Upstream: cfg.Addr, Protocol: "mysql", Frontend: fe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr = a.String()
+	open := func() *sql.DB {
+		db, err := sql.Open("mysql", cfg.FormatDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(1)
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	good, bad := open(), open()
+	var v int
+	if err := good.QueryRow("SELECT 5").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	_, err = bad.Exec("SELECT 'boom-up'")
+	var me *gomysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1105 || !strings.Contains(me.Message, "internal error") {
+		t.Fatalf("err %v, want ERR 1105 from sluice", err)
+	}
+	if got := srv.SessionPanics()["my"]; got != 1 {
+		t.Errorf("%d panics counted, want 1", got)
+	}
+	if err := good.QueryRow("SELECT 6").Scan(&v); err != nil || v != 6 {
+		t.Fatalf("the other session: %d, %v", v, err)
+	}
+	if !strings.Contains(logs.String(), "observer exploded on boom-up") {
+		t.Error("the panic is not in the log")
 	}
 }

@@ -115,8 +115,10 @@ func (r *relay) run() {
 		if pe := panics.As(err); pe != nil {
 			r.panicked(pe)
 			if f, ok := r.route.Frontend.(openFailer); ok {
-				r.client.SetWriteDeadline(clock.SocketDeadline(time.Second))
-				r.client.Write(f.OpenFailure(internalErrorMsg))
+				if reply := f.OpenFailure(internalErrorMsg); len(reply) > 0 {
+					r.client.SetWriteDeadline(clock.SocketDeadline(time.Second))
+					r.client.Write(reply)
+				}
 			}
 		}
 		r.client.Close()

@@ -290,6 +290,8 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		Up:       upRelay,
 		Down:     downRelay,
 		Buffered: buffered,
+		// The answer to the client's last command: its sequence id + 1.
+		InternalError: func(msg string) []byte { return errPacket(upObs.f.lastSeq+1, erUnknown, "HY000", msg) },
 	}, nil
 }
 

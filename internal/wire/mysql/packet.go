@@ -240,6 +240,7 @@ func parseERR(b []byte) uint16 {
 const (
 	erHandshake       = 1043 // ER_HANDSHAKE_ERROR
 	erNetPacketTooBig = 1153 // ER_NET_PACKET_TOO_LARGE
+	erUnknown         = 1105 // ER_UNKNOWN_ERROR: sluice ended the session for an internal error
 	erQueryInterrupt  = 1317 // ER_QUERY_INTERRUPTED: what KILL QUERY produces
 	// erUpstream says sluice could not reach the upstream or set up the
 	// session with it (refused, timed out, TLS failed). ProxySQL uses
