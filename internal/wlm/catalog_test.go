@@ -3,6 +3,7 @@ package wlm
 import (
 	"context"
 	"errors"
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"reflect"
 	"strings"
 	"testing"
@@ -81,12 +82,12 @@ func TestRuleOptions(t *testing.T) {
 		with string
 		want Rule
 	}{
-		{"bandwidth=128", Rule{128, Unlimited, Abort}},
-		{"bandwidth=-1, elapsedtime=10", Rule{Unlimited, 10, Abort}},
-		{"bandwidth='100Mbit'", Rule{12.5, Unlimited, Abort}},
-		{"bandwidth=0.5, elapsedtime='2m', action=PENALTY", Rule{0.5, 120, Penalty}},
-		{"elapsedtime=0", Rule{Unlimited, 0, Abort}},
-		{"elapsedtime=5, cputime=-1, memsize=-1", Rule{Unlimited, 5, Abort}},
+		{"bandwidth=128", Rule{Bandwidth: 128, ElapsedTime: Unlimited, Action: Abort}},
+		{"bandwidth=-1, elapsedtime=10", Rule{Bandwidth: Unlimited, ElapsedTime: 10, Action: Abort}},
+		{"bandwidth='100Mbit'", Rule{Bandwidth: 12.5, ElapsedTime: Unlimited, Action: Abort}},
+		{"bandwidth=0.5, elapsedtime='2m', action=PENALTY", Rule{Bandwidth: 0.5, ElapsedTime: 120, Action: Penalty}},
+		{"elapsedtime=0", Rule{Bandwidth: Unlimited, ElapsedTime: 0, Action: Abort}},
+		{"elapsedtime=5, cputime=-1, memsize=-1", Rule{Bandwidth: Unlimited, ElapsedTime: 5, Action: Abort}},
 	}
 	for i, tt := range tests {
 		m := newTestManager(t, ManagerOptions{})
@@ -275,11 +276,11 @@ func TestSettings(t *testing.T) {
 		t.Error("RESET network_control did not restore on")
 	}
 	mustExec(t, m, "RESET ALL")
-	if m.Catalog().Settings != DefaultSettings() {
+	if m.Catalog().Settings != catalog.DefaultSettings() {
 		t.Errorf("settings after RESET ALL: %+v", m.Catalog().Settings)
 	}
 	res := mustExec(t, m, "SHOW ALL")
-	if len(res.Rows) != len(settings) || res.Columns[0] != "name" {
+	if len(res.Rows) != len(catalog.SettingNames()) || res.Columns[0] != "name" {
 		t.Errorf("SHOW ALL = %+v", res)
 	}
 	if err := m.Set(context.Background(), "Network_Control", "off"); err != nil || m.Catalog().Settings.NetworkControl {
@@ -405,7 +406,7 @@ CREATE USER u2 RESOURCE POOL 'vip'`)
 	if e.Code != ddl.CodeDependentObjects || !strings.Contains(e.Message, `route "r"`) {
 		t.Errorf("dropping a route's default pool: %v", e)
 	}
-	if _, err := ParseEmulation(map[string]string{"speed": "1"}); err == nil {
+	if _, err := catalog.ParseEmulation(map[string]string{"speed": "1"}); err == nil {
 		t.Error("ParseEmulation accepted an unknown option")
 	}
 }
@@ -451,16 +452,16 @@ func TestEmulationParams(t *testing.T) {
 		want netem.Params
 	}{
 		{Emulation{}, netem.Params{}},
-		{Emulation{Delay: ptr(Duration(10 * time.Millisecond))}, netem.Params{Delay: 10 * time.Millisecond}},
-		{Emulation{Jitter: ptr(Duration(time.Millisecond))}, netem.Params{Jitter: time.Millisecond}},
-		{Emulation{Distribution: ptr(netem.Normal)}, netem.Params{Distribution: netem.Normal}},
-		{Emulation{Correlation: ptr(0.25)}, netem.Params{Correlation: 0.25}},
-		{Emulation{Rate: ptr(int64(100e6))}, netem.Params{Rate: 100e6}},
-		{Emulation{Burst: ptr(int64(64 << 10))}, netem.Params{Burst: 64 << 10}},
-		{Emulation{Loss: ptr(0.001)}, netem.Params{Loss: 0.001}},
-		{Emulation{RTO: ptr(Duration(300 * time.Millisecond))}, netem.Params{RTO: 300 * time.Millisecond}},
-		{Emulation{Window: ptr(int64(4 << 20))}, netem.Params{Window: 4 << 20}},
-		{Emulation{Seed: ptr(int64(42))}, netem.Params{Seed: 42}},
+		{Emulation{Delay: new(Duration(10 * time.Millisecond))}, netem.Params{Delay: 10 * time.Millisecond}},
+		{Emulation{Jitter: new(Duration(time.Millisecond))}, netem.Params{Jitter: time.Millisecond}},
+		{Emulation{Distribution: new(netem.Normal)}, netem.Params{Distribution: netem.Normal}},
+		{Emulation{Correlation: new(0.25)}, netem.Params{Correlation: 0.25}},
+		{Emulation{Rate: new(int64(100e6))}, netem.Params{Rate: 100e6}},
+		{Emulation{Burst: new(int64(64 << 10))}, netem.Params{Burst: 64 << 10}},
+		{Emulation{Loss: new(0.001)}, netem.Params{Loss: 0.001}},
+		{Emulation{RTO: new(Duration(300 * time.Millisecond))}, netem.Params{RTO: 300 * time.Millisecond}},
+		{Emulation{Window: new(int64(4 << 20))}, netem.Params{Window: 4 << 20}},
+		{Emulation{Seed: new(int64(42))}, netem.Params{Seed: 42}},
 	}
 	if n := reflect.TypeFor[Emulation]().NumField(); len(tests) != n+1 {
 		t.Fatalf("%d cases for %d options: every option needs one", len(tests)-1, n)

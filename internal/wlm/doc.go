@@ -1,6 +1,7 @@
-// Package wlm is sluice's workload manager: it owns the catalog (links,
-// exception rules, resource pools, user bindings and settings), the
-// runtime links made from it, the binding of a session to a pool, class,
+// Package wlm is sluice's workload manager: it holds the current catalog
+// (package catalog: links, exception rules, resource pools, user
+// bindings and settings; kept by a Store, package store), the runtime
+// links made from it, the binding of a session to a pool, class,
 // link and path emulation, and the evaluator that applies exception rules
 // to running statements. The admin console and the configuration file
 // change the catalog through a Manager; the proxy asks it how to treat a
@@ -98,9 +99,11 @@
 // # Atomicity and persistence
 //
 // The catalog a Manager holds is immutable. A statement applies to a deep
-// copy, which is validated (references, ranges, the abort check) and,
-// when a catalog file is configured, saved before it replaces the current
-// one with one atomic pointer swap: a statement takes effect entirely or
+// copy (package catalog), which is validated (references, ranges, the
+// abort check) and saved to the Store, conditioned on the revision last
+// loaded or saved, before it replaces the current one with one atomic
+// pointer swap; when the store reports that another writer came first,
+// the Manager loads what it stored and runs the statement again on it: a statement takes effect entirely or
 // not at all, on disk and in memory alike, and readers never see a half
 // change. Statements are serialised by one mutex. The file is JSON,
 // replaced atomically (a temporary file in the same directory, fsync,

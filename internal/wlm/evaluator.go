@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
 )
 
 // Evaluator timing.
@@ -276,7 +277,7 @@ func ruleFires(name string, rule *Rule, mbps float64, bwOK bool, age time.Durati
 		if !bwOK || !(mbps > rule.Bandwidth) {
 			return "", false
 		}
-		why = fmt.Sprintf("bandwidth %sMB/s > %sMB/s", trim2(mbps), formatFloat(rule.Bandwidth))
+		why = fmt.Sprintf("bandwidth %sMB/s > %sMB/s", trim2(mbps), catalog.FormatFloat(rule.Bandwidth))
 	}
 	if rule.ElapsedTime != Unlimited {
 		if age.Seconds() < rule.ElapsedTime {
@@ -285,7 +286,7 @@ func ruleFires(name string, rule *Rule, mbps float64, bwOK bool, age time.Durati
 		if why != "" {
 			why += ", "
 		}
-		why += fmt.Sprintf("elapsed %ss >= %ss", formatFloat(math.Round(age.Seconds()*1000)/1000), formatFloat(rule.ElapsedTime))
+		why += fmt.Sprintf("elapsed %ss >= %ss", catalog.FormatFloat(math.Round(age.Seconds()*1000)/1000), catalog.FormatFloat(rule.ElapsedTime))
 	}
 	return fmt.Sprintf("except rule %s (%s): %s", name, rule.Action, why), true
 }

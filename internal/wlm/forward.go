@@ -3,6 +3,7 @@ package wlm
 import (
 	"context"
 
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
@@ -45,20 +46,8 @@ func (m *Manager) ForwardUser(ctx context.Context, sql string, d ddl.Dialect) (r
 // that cannot cancel, 58030 when the catalog file cannot be saved. On
 // error nothing changes.
 func (m *Manager) BindUser(ctx context.Context, user string, pool ddl.Value) error {
-	opts := []ddl.Option{{Name: "resource_pool", NamePos: pool.Pos, Value: pool}}
-	return m.change(func(c *Catalog) ([]string, error) {
-		u := c.Users[user]
-		if u == nil {
-			u = &UserDef{}
-		}
-		before := *u
-		if err := applyUser(c, u, opts); err != nil {
-			return nil, err
-		}
-		if c.Users[user] != nil && *u == before {
-			return nil, errUnchanged
-		}
-		c.Users[user] = u
-		return nil, nil
+	_, err := m.change(ctx, func(c *Catalog) ([]string, error) {
+		return nil, catalog.BindUser(c, user, pool)
 	})
+	return err
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -16,7 +15,9 @@ import (
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/wlm/store"
 )
 
 // CodeIOError is the SQLSTATE of a failure to save the catalog file.
@@ -33,8 +34,11 @@ type ManagerOptions struct {
 	Registry *session.Registry
 	// CatalogPath is the catalog file. "" keeps the catalog in memory. A
 	// missing file is created with the default catalog; a file that cannot
-	// be read or decoded makes NewManager fail.
+	// be read or decoded makes NewManager fail. Ignored when Store is set.
 	CatalogPath string
+	// Store keeps the catalog; nil means store.NewFile(CatalogPath), or
+	// store.Memory without a path.
+	Store Store
 	// SoftwareVersion is the sluice version SELECT version() reports; ""
 	// means "dev".
 	SoftwareVersion string
@@ -105,14 +109,15 @@ type Manager struct {
 	log      *slog.Logger
 	version0 string // software version for SELECT version()
 	reg      *session.Registry
-	store    store
+	store    Store
 
 	version atomic.Uint64
 	state   atomic.Pointer[state] // replaced, never modified
 	closed  atomic.Bool
 	running atomic.Bool // Run is active
 
-	mu sync.Mutex // serialises changes of state
+	mu  sync.Mutex     // serialises changes of state
+	rev store.Revision // guarded by mu; the store's revision of state's catalog
 
 	evalMu  sync.Mutex
 	tracked map[*session.Statement]*tracked // guarded by evalMu
@@ -142,7 +147,7 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		version0: o.SoftwareVersion,
 		log:      o.Logger,
 		reg:      o.Registry,
-		store:    store{path: o.CatalogPath},
+		store:    o.Store,
 		tracked:  make(map[*session.Statement]*tracked),
 		firings:  make(map[FiringKey]uint64),
 	}
@@ -155,19 +160,27 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	if m.reg == nil {
 		m.reg = session.NewRegistry(session.Options{})
 	}
-	cat, err := m.store.load()
+	if m.store == nil {
+		m.store = &store.Memory{}
+		if o.CatalogPath != "" {
+			m.store = store.NewFile(o.CatalogPath)
+		}
+	}
+	ctx := context.Background()
+	cat, rev, err := m.store.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if cat == nil {
-		cat = NewCatalog()
-		if err := m.store.save(cat); err != nil {
+		cat = catalog.New()
+		if rev, err = m.store.Save(ctx, cat, rev); err != nil {
 			return nil, err
 		}
 	}
+	m.rev = rev
 	st := &state{cat: cat, routes: map[string]route{}, links: map[string]*link.Link{}}
 	for name := range cat.Links {
-		st.links[name] = link.New(name, cat.linkConfig(name), m.clk)
+		st.links[name] = link.New(name, cat.LinkConfig(name), m.clk)
 	}
 	m.state.Store(st)
 	m.version.Store(1)
@@ -215,9 +228,9 @@ func (m *Manager) SetRoute(name string, r Route) error {
 	if r.Pool != "" && cur.cat.Pools[r.Pool] == nil {
 		return ddl.Errorf(ddl.CodeUndefinedObject, 0, "route %s: resource pool %q does not exist", name, r.Pool)
 	}
-	em, err := ParseEmulation(r.Emulation)
+	em, err := catalog.ParseEmulation(r.Emulation)
 	if err == nil {
-		err = em.validate()
+		err = em.Validate()
 	}
 	if err != nil {
 		e := &ddl.Error{Code: ddl.CodeInvalidParameter}
@@ -297,55 +310,62 @@ func (st *state) poolOf(r route, user string) string {
 // CREATE LINK / ALTER LINK would; a configuration file's links use it.
 // Option names and values are spelled as in the console.
 func (m *Manager) DefineLink(ctx context.Context, name string, opts map[string]string) error {
-	keys := slices.Sorted(maps.Keys(opts))
-	options := make([]ddl.Option, 0, len(opts))
-	for _, k := range keys {
-		options = append(options, ddl.Option{Name: strings.ToLower(strings.TrimSpace(k)), Value: ddl.Value{Kind: ddl.String, Text: opts[k]}})
-	}
-	return m.change(func(c *Catalog) ([]string, error) {
-		d := c.Links[name]
-		if d == nil {
-			d = &LinkDef{}
-			c.Links[name] = d
-		}
-		for _, o := range options {
-			if err := setLinkOption(d, o); err != nil {
-				return nil, fmt.Errorf("link %s: %w", name, err)
-			}
-		}
-		return nil, nil
+	_, err := m.change(ctx, func(c *Catalog) ([]string, error) {
+		return nil, catalog.DefineLink(c, name, opts)
 	})
+	return err
 }
 
 // Set changes a setting as SET name = value would; a configuration
 // file's settings use it.
 func (m *Manager) Set(ctx context.Context, name, value string) error {
-	_, err := m.set(strings.ToLower(strings.TrimSpace(name)), 0, ddl.Value{Kind: ddl.String, Text: value})
+	_, err := m.change(ctx, func(c *Catalog) ([]string, error) {
+		return nil, catalog.Set(c, strings.ToLower(strings.TrimSpace(name)), 0, ddl.Value{Kind: ddl.String, Text: value})
+	})
 	return err
 }
 
-// errUnchanged, returned by a change function, ends the change without
-// applying it: the statement had nothing to do.
-var errUnchanged = errors.New("unchanged")
+// maxConflicts bounds how many times a change is retried after the
+// store reported that another writer saved first.
+const maxConflicts = 5
 
 // change applies fn to a copy of the catalog, validates it, saves it and
-// swaps it in; on any error nothing changes. It reconfigures the runtime
-// links and bumps Version. fn returns notices.
-func (m *Manager) change(fn func(c *Catalog) ([]string, error)) error {
-	_, err := m.changeNotices(fn)
-	return err
-}
-
-func (m *Manager) changeNotices(fn func(c *Catalog) ([]string, error)) ([]string, error) {
+// swaps it in; on any error nothing changes. fn returning
+// catalog.ErrUnchanged ends the change without applying it. It
+// reconfigures the runtime links and bumps Version. fn returns notices.
+// When the store reports a conflict, change loads the stored catalog,
+// swaps it in and runs fn again on it.
+func (m *Manager) change(ctx context.Context, fn func(c *Catalog) ([]string, error)) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed.Load() {
-		return nil, errors.New("workload manager is closed")
+	for attempt := 0; ; attempt++ {
+		if m.closed.Load() {
+			return nil, errors.New("workload manager is closed")
+		}
+		notices, err := m.changeLocked(ctx, fn)
+		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
+			return notices, err
+		}
+		if err := m.reloadLocked(ctx); err != nil {
+			return nil, saveError(err)
+		}
 	}
+}
+
+// saveError is the 58030 error of a catalog that could not be saved.
+func saveError(err error) *ddl.Error {
+	e := ddl.Errorf(CodeIOError, 0, "could not save the catalog; nothing was changed")
+	e.Detail = err.Error()
+	return e
+}
+
+// changeLocked is one attempt of change; the error wraps
+// store.ErrConflict when the store refused the save for that reason.
+func (m *Manager) changeLocked(ctx context.Context, fn func(c *Catalog) ([]string, error)) ([]string, error) {
 	cur := m.state.Load()
 	next := cur.cat.Clone()
 	notices, err := fn(next)
-	if errors.Is(err, errUnchanged) {
+	if errors.Is(err, catalog.ErrUnchanged) {
 		return notices, nil
 	}
 	if err != nil {
@@ -357,18 +377,28 @@ func (m *Manager) changeNotices(fn func(c *Catalog) ([]string, error)) ([]string
 	if err := checkAbort(cur.cat, next, cur.routes); err != nil {
 		return nil, err
 	}
-	if err := m.store.save(next); err != nil {
-		e := ddl.Errorf(CodeIOError, 0, "could not save the catalog; nothing was changed")
-		e.Detail = err.Error()
-		return nil, e
+	rev, err := m.store.Save(ctx, next, m.rev)
+	if errors.Is(err, store.ErrConflict) {
+		return nil, err
 	}
+	if err != nil {
+		return nil, saveError(err)
+	}
+	m.rev = rev
+	m.swapLocked(cur, next)
+	return notices, nil
+}
+
+// swapLocked makes next the current catalog: it reconfigures the runtime
+// links (creating and closing them as next says) and bumps Version.
+func (m *Manager) swapLocked(cur *state, next *Catalog) {
 	links := make(map[string]*link.Link, len(next.Links))
 	for name := range next.Links {
 		l := cur.links[name]
 		if l == nil {
-			l = link.New(name, next.linkConfig(name), m.clk)
+			l = link.New(name, next.LinkConfig(name), m.clk)
 		} else {
-			l.Configure(next.linkConfig(name))
+			l.Configure(next.LinkConfig(name))
 		}
 		links[name] = l
 	}
@@ -379,7 +409,33 @@ func (m *Manager) changeNotices(fn func(c *Catalog) ([]string, error)) ([]string
 	}
 	m.state.Store(&state{cat: next, routes: cur.routes, links: links})
 	m.version.Add(1)
-	return notices, nil
+}
+
+// Reload loads the stored catalog and makes it current if its revision
+// differs from the one the Manager holds: what a store that sees other
+// writers' changes calls when one arrives. The stored catalog was
+// validated by the store; routes are not checked against it.
+func (m *Manager) Reload(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed.Load() {
+		return errors.New("workload manager is closed")
+	}
+	return m.reloadLocked(ctx)
+}
+
+func (m *Manager) reloadLocked(ctx context.Context) error {
+	cat, rev, err := m.store.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if cat == nil || rev == m.rev {
+		m.rev = rev
+		return nil
+	}
+	m.rev = rev
+	m.swapLocked(m.state.Load(), cat)
+	return nil
 }
 
 // abortViolations lists, for the given catalog and routes, the abort
@@ -407,7 +463,7 @@ func abortViolations(c *Catalog, routes map[string]route) []string {
 		reached[r.Pool] = true
 	}
 	var out []string
-	for _, pool := range sortedKeys(c.Pools) {
+	for _, pool := range catalog.SortedKeys(c.Pools) {
 		if !reached[pool] {
 			continue
 		}

@@ -1,7 +1,10 @@
 package wlm
 
 import (
+	"context"
 	"errors"
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
+	"github.com/sluicelab/sluice/internal/wlm/store"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,11 +21,11 @@ func TestCatalogRoundTrip(t *testing.T) {
 CREATE EXCEPT RULE r2 WITH (bandwidth=0.125, action=abort);
 CREATE RESOURCE POOL vip WITH (network_priority=high, weight=9, except_rule='r2,bandwidth_rule1', rate='1GB');
 SET low_priority_bandwidth = '123456789'; SET except_check_period = '1.5s'; SET low_priority_queue_bytes = -1; SET network_control = off`)
-	data, err := MarshalCatalog(m.Catalog())
+	data, err := store.Marshal(m.Catalog())
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := UnmarshalCatalog("mem", data)
+	got, err := store.Unmarshal("mem", data)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}
@@ -103,7 +106,7 @@ func TestCatalogCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newTestManager(t, ManagerOptions{CatalogPath: path})
-	if m.Catalog().Links[DefaultLink] == nil || m.Catalog().Settings != DefaultSettings() {
+	if m.Catalog().Links[DefaultLink] == nil || m.Catalog().Settings != catalog.DefaultSettings() {
 		t.Errorf("minimal catalog = %+v", m.Catalog())
 	}
 }
@@ -135,5 +138,47 @@ func TestCatalogSaveFailure(t *testing.T) {
 	var de *ddl.Error
 	if errors.As(error(e), &de) && de.Position != 0 {
 		t.Errorf("position %d", de.Position)
+	}
+}
+
+// racingStore is a store another writer changes: the first Save after
+// other is set fails with ErrConflict, and Load then returns other.
+type racingStore struct {
+	store.Memory
+	other *Catalog
+	saved int
+}
+
+func (s *racingStore) Load(ctx context.Context) (*Catalog, store.Revision, error) {
+	if s.other != nil {
+		return s.other, 100, nil
+	}
+	return s.Memory.Load(ctx)
+}
+
+func (s *racingStore) Save(ctx context.Context, c *Catalog, expected store.Revision) (store.Revision, error) {
+	if s.other != nil && expected != 100 {
+		return 0, store.ErrConflict
+	}
+	s.saved++
+	return expected + 1, nil
+}
+
+// TestStoreConflict: a change refused because another writer saved first
+// is retried on the catalog that writer stored, keeping both changes.
+func TestStoreConflict(t *testing.T) {
+	st := &racingStore{}
+	m := newTestManager(t, ManagerOptions{Store: st})
+	other := m.Catalog().Clone()
+	other.Links["theirs"] = &LinkDef{}
+	st.other = other
+	v := m.Version()
+	mustExec(t, m, "CREATE LINK ours")
+	c := m.Catalog()
+	if c.Links["theirs"] == nil || c.Links["ours"] == nil || m.Link("theirs") == nil {
+		t.Fatalf("after the retried change: links %v", catalog.SortedKeys(c.Links))
+	}
+	if st.saved != 2 || m.Version() <= v {
+		t.Errorf("saved %d times, version %d -> %d", st.saved, v, m.Version())
 	}
 }

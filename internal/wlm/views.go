@@ -10,6 +10,7 @@ import (
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/units"
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
@@ -50,18 +51,19 @@ func (m *Manager) show(s *ddl.Show) (Result, error) {
 		t = routesTable(st)
 	case "all":
 		t.cols = []string{"name", "setting", "description"}
-		for _, x := range settings {
-			t.rows = append(t.rows, []string{x.name, x.def(st.cat.Settings), x.desc})
+		for _, name := range catalog.SettingNames() {
+			v, _ := st.cat.Settings.Show(name)
+			t.rows = append(t.rows, []string{name, v, catalog.SettingDescription(name)})
 		}
 	default:
-		x := findSetting(s.Name)
-		if x == nil {
+		v, ok := st.cat.Settings.Show(s.Name)
+		if !ok {
 			e := ddl.Errorf(ddl.CodeUndefinedObject, s.NamePos, "unrecognized configuration parameter %q", s.Name)
-			e.Hint = "SHOW takes a setting (" + strings.Join(settingNames(), ", ") + ") or one of " + strings.ToUpper(strings.Join(lists, ", ")) + "."
+			e.Hint = "SHOW takes a setting (" + strings.Join(catalog.SettingNames(), ", ") + ") or one of " + strings.ToUpper(strings.Join(lists, ", ")) + "."
 			return Result{}, e
 		}
-		t.cols = []string{x.name}
-		t.rows = [][]string{{x.def(st.cat.Settings)}}
+		t.cols = []string{s.Name}
+		t.rows = [][]string{{v}}
 	}
 	return t.result("SHOW"), nil
 }
@@ -177,11 +179,11 @@ func (m *Manager) poolsTable(st *state) table {
 	for _, s := range m.reg.Sessions() {
 		sessions[s.Pool()]++
 	}
-	for _, name := range sortedKeys(st.cat.Pools) {
+	for _, name := range catalog.SortedKeys(st.cat.Pools) {
 		p := st.cat.Pools[name]
 		t.rows = append(t.rows, []string{
 			name, strings.Join(p.ExceptRules, ","), strconv.Itoa(p.Weight), p.Priority.String(),
-			formatEmulation(p.Emulation), strconv.Itoa(len(st.cat.usersOfPool(name))), strconv.Itoa(sessions[name]),
+			catalog.FormatEmulation(p.Emulation), strconv.Itoa(len(st.cat.UsersOfPool(name))), strconv.Itoa(sessions[name]),
 		})
 	}
 	return t
@@ -191,18 +193,18 @@ func threshold(v float64, unit string) string {
 	if v == Unlimited {
 		return "-1"
 	}
-	return formatFloat(v) + unit
+	return catalog.FormatFloat(v) + unit
 }
 
 func (m *Manager) rulesTable(st *state) table {
 	t := table{cols: []string{"name", "bandwidth", "elapsedtime", "action", "pools", "firings"}}
 	stats := m.Stats()
-	for _, name := range sortedKeys(st.cat.Rules) {
+	for _, name := range catalog.SortedKeys(st.cat.Rules) {
 		r := st.cat.Rules[name]
 		n := stats.Firings[FiringKey{name, Abort}] + stats.Firings[FiringKey{name, Penalty}]
 		t.rows = append(t.rows, []string{
 			name, threshold(r.Bandwidth, "MB/s"), threshold(r.ElapsedTime, "s"), string(r.Action),
-			strings.Join(st.cat.poolsUsingRule(name), ","), strconv.FormatUint(n, 10),
+			strings.Join(st.cat.PoolsUsingRule(name), ","), strconv.FormatUint(n, 10),
 		})
 	}
 	return t
@@ -210,10 +212,10 @@ func (m *Manager) rulesTable(st *state) table {
 
 func (m *Manager) linksTable(st *state) table {
 	t := table{cols: []string{"name", "capacity", "queue_size", "emulation", "routes", "bytes_high", "bytes_normal", "bytes_low", "waiting", "queued"}}
-	for _, name := range sortedKeys(st.cat.Links) {
+	for _, name := range catalog.SortedKeys(st.cat.Links) {
 		d := st.cat.Links[name]
 		var routes []string
-		for _, rn := range sortedKeys(st.routes) {
+		for _, rn := range catalog.SortedKeys(st.routes) {
 			if st.routes[rn].linkName() == name {
 				routes = append(routes, rn)
 			}
@@ -235,7 +237,7 @@ func (m *Manager) linksTable(st *state) table {
 			}
 		}
 		t.rows = append(t.rows, []string{
-			name, units.FormatRate(d.Capacity), queue, formatEmulation(d.Emulation), strings.Join(routes, ","),
+			name, units.FormatRate(d.Capacity), queue, catalog.FormatEmulation(d.Emulation), strings.Join(routes, ","),
 			itoa(by[link.High]), itoa(by[link.Normal]), itoa(by[link.Low]), itoa(waiting), itoa(queued),
 		})
 	}
@@ -248,7 +250,7 @@ func (m *Manager) usersTable(st *state) table {
 	for _, s := range m.reg.Sessions() {
 		sessions[s.User()]++
 	}
-	for _, name := range sortedKeys(st.cat.Users) {
+	for _, name := range catalog.SortedKeys(st.cat.Users) {
 		t.rows = append(t.rows, []string{name, st.cat.Users[name].Pool, strconv.Itoa(sessions[name])})
 	}
 	return t
@@ -256,9 +258,9 @@ func (m *Manager) usersTable(st *state) table {
 
 func routesTable(st *state) table {
 	t := table{cols: []string{"name", "protocol", "link", "pool", "can_cancel", "emulation"}}
-	for _, name := range sortedKeys(st.routes) {
+	for _, name := range catalog.SortedKeys(st.routes) {
 		r := st.routes[name]
-		t.rows = append(t.rows, []string{name, r.Protocol, r.linkName(), r.Pool, yesNo(r.CanCancel), formatEmulation(r.em)})
+		t.rows = append(t.rows, []string{name, r.Protocol, r.linkName(), r.Pool, yesNo(r.CanCancel), catalog.FormatEmulation(r.em)})
 	}
 	return t
 }
@@ -395,11 +397,11 @@ func (m *Manager) selectValues(st *state, s *ddl.Select) (Result, error) {
 		case tg.Func && tg.Name == "version" && len(tg.Args) == 0:
 			col, val = "version", m.versionString()
 		case tg.Func && tg.Name == "current_setting" && len(tg.Args) == 1:
-			x := findSetting(strings.ToLower(tg.Args[0].Text))
-			if x == nil {
+			v, ok := st.cat.Settings.Show(strings.ToLower(tg.Args[0].Text))
+			if !ok {
 				return Result{}, ddl.Errorf(ddl.CodeUndefinedObject, tg.Args[0].Pos, "unrecognized configuration parameter %q", tg.Args[0].Text)
 			}
-			col, val = "current_setting", x.def(st.cat.Settings)
+			col, val = "current_setting", v
 		case tg.Func:
 			return Result{}, ddl.Errorf(ddl.CodeNotSupported, tg.Pos, "function %s() is not supported by the sluice admin console", tg.Name)
 		default:

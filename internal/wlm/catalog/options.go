@@ -1,4 +1,4 @@
-package wlm
+package catalog
 
 import (
 	"fmt"
@@ -186,8 +186,8 @@ func ParseEmulation(opts map[string]string) (Emulation, error) {
 	return e, nil
 }
 
-// formatEmulation writes the options e sets as "delay=10ms jitter=1ms".
-func formatEmulation(e Emulation) string {
+// FormatEmulation writes the options e sets as "delay=10ms jitter=1ms".
+func FormatEmulation(e Emulation) string {
 	var parts []string
 	add := func(k, v string) { parts = append(parts, k+"="+v) }
 	if e.Delay != nil {
@@ -200,7 +200,7 @@ func formatEmulation(e Emulation) string {
 		add("distribution", e.Distribution.String())
 	}
 	if e.Correlation != nil {
-		add("correlation", formatFloat(*e.Correlation))
+		add("correlation", FormatFloat(*e.Correlation))
 	}
 	if e.Rate != nil {
 		add("rate", units.FormatRate(*e.Rate))
@@ -209,7 +209,7 @@ func formatEmulation(e Emulation) string {
 		add("burst", units.FormatBytes(*e.Burst))
 	}
 	if e.Loss != nil {
-		add("loss", formatFloat(*e.Loss*100)+"%")
+		add("loss", FormatFloat(*e.Loss*100)+"%")
 	}
 	if e.RTO != nil {
 		add("rto", units.FormatDuration(time.Duration(*e.RTO)))
@@ -223,7 +223,8 @@ func formatEmulation(e Emulation) string {
 	return strings.Join(parts, " ")
 }
 
-func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+// FormatFloat writes f in the fewest digits that read back as f.
+func FormatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // linkOptions are the options of CREATE/ALTER LINK.
 var linkOptions = append([]string{"capacity", "queue_size"}, emulationOptions...)
@@ -523,10 +524,56 @@ func findSetting(name string) *setting {
 	return nil
 }
 
-func settingNames() []string {
+// SettingNames returns the settings' names in SHOW ALL order.
+func SettingNames() []string {
 	out := make([]string, len(settings))
 	for i, s := range settings {
 		out[i] = s.name
 	}
 	return out
+}
+
+// SettingDescription returns the description SHOW ALL gives setting
+// name, "" for an unknown name.
+func SettingDescription(name string) string {
+	if x := findSetting(name); x != nil {
+		return x.desc
+	}
+	return ""
+}
+
+// Show returns setting name as SHOW writes it; ok is false for an
+// unknown name.
+func (s Settings) Show(name string) (v string, ok bool) {
+	x := findSetting(name)
+	if x == nil {
+		return "", false
+	}
+	return x.def(s), true
+}
+
+// Text writes setting name exactly, as the catalog file keeps it; ""
+// for an unknown name.
+func (s Settings) Text(name string) string {
+	switch name {
+	case "except_check_period":
+		return s.ExceptCheckPeriod.String()
+	case "low_priority_bandwidth":
+		return strconv.FormatInt(s.LowPriorityBandwidth, 10)
+	case "low_priority_queue_bytes":
+		return strconv.FormatInt(s.LowPriorityQueueBytes, 10)
+	case "network_control":
+		return findSetting(name).def(s)
+	}
+	return ""
+}
+
+// Set sets setting name to v as SET does, without the statement's error
+// wrapping; an unknown name is an error.
+func (s *Settings) Set(name string, v ddl.Value) error {
+	x := findSetting(name)
+	if x == nil {
+		return fmt.Errorf("unknown setting %q", name)
+	}
+	return x.set(s, v)
 }

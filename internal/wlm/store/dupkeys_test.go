@@ -1,11 +1,14 @@
-package wlm
+package store
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
 )
 
 // TestCatalogDuplicateKey: a catalog file that names a key twice in one
@@ -31,7 +34,7 @@ func TestCatalogDuplicateKey(t *testing.T) {
 			`line 1, column 70 (offset 69): duplicate key "network_control" in settings`},
 	}
 	for _, tt := range tests {
-		_, err := UnmarshalCatalog("c.json", []byte(tt.data))
+		_, err := Unmarshal("c.json", []byte(tt.data))
 		if err == nil || err.Error() != "catalog c.json: "+tt.want {
 			t.Errorf("%s: got %v\nwant catalog c.json: %s", tt.name, err, tt.want)
 		}
@@ -41,11 +44,10 @@ func TestCatalogDuplicateKey(t *testing.T) {
 	if err := os.WriteFile(path, []byte(tests[1].data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := NewManager(ManagerOptions{CatalogPath: path}); err == nil {
-		m.Close()
-		t.Error("NewManager loaded a catalog with a duplicate key")
+	if _, _, err := NewFile(path).Load(context.Background()); err == nil {
+		t.Error("Load accepted a catalog with a duplicate key")
 	} else if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tests[1].want) {
-		t.Errorf("NewManager: %v", err)
+		t.Errorf("Load: %v", err)
 	}
 
 	// Keys that are distinct stay distinct: map keys differing in case,
@@ -55,7 +57,7 @@ func TestCatalogDuplicateKey(t *testing.T) {
 		`{"format": "sluice-catalog/1", "links": {"default": {"emulation": {"delay": "1ms"}}, "wan": {"emulation": {"delay": "1ms"}}}}`,
 		`{"format": "sluice-catalog/1", "users": {"users": {}}}`,
 	} {
-		if _, err := UnmarshalCatalog("c.json", []byte(ok)); err != nil {
+		if _, err := Unmarshal("c.json", []byte(ok)); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
@@ -90,13 +92,13 @@ func TestDuplicateKeyAnyShape(t *testing.T) {
 	}
 }
 
-// FuzzUnmarshalCatalog holds the catalog loader to three things on any
+// FuzzUnmarshal holds the catalog loader to three things on any
 // input: it does not panic; what it accepts names no key twice in one
 // object (json.Unmarshal into a generic map would have lost a value); and
-// what it accepts survives MarshalCatalog and loading again unchanged.
-func FuzzUnmarshalCatalog(f *testing.F) {
+// what it accepts survives Marshal and loading again unchanged.
+func FuzzUnmarshal(f *testing.F) {
 	f.Add([]byte(`{"format": "sluice-catalog/1"}`))
-	if b, err := MarshalCatalog(NewCatalog()); err == nil {
+	if b, err := Marshal(catalog.New()); err == nil {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"format": "sluice-catalog/1", "format": "sluice-catalog/1"}`))
@@ -104,18 +106,18 @@ func FuzzUnmarshalCatalog(f *testing.F) {
 	f.Add([]byte(`{"format": "sluice-catalog/1", "pools": {"p": {"weight": 1, "Weight": 2, "network_priority": "low"}}}`))
 	f.Add([]byte("{\n  \"format\": \"sluice-catalog/1\",\n  \"links\": {"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := UnmarshalCatalog("f.json", data)
+		c, err := Unmarshal("f.json", data)
 		if err != nil {
 			return
 		}
 		if err := duplicateKey(data, nil); err != nil {
 			t.Fatalf("accepted a catalog with an exact duplicate key: %v", err)
 		}
-		b, err := MarshalCatalog(c)
+		b, err := Marshal(c)
 		if err != nil {
 			t.Fatalf("marshal an accepted catalog: %v", err)
 		}
-		again, err := UnmarshalCatalog("f.json", b)
+		again, err := Unmarshal("f.json", b)
 		if err != nil {
 			t.Fatalf("reload of a marshalled catalog: %v\n%s", err, b)
 		}

@@ -1,4 +1,4 @@
-package wlm
+package store
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package wlm
+package catalog
 
 import (
 	"cmp"
@@ -110,9 +110,9 @@ func DefaultSettings() Settings {
 	}
 }
 
-// NewCatalog returns a catalog holding only the default link and default
+// New returns a catalog holding only the default link and default
 // settings.
-func NewCatalog() *Catalog {
+func New() *Catalog {
 	return &Catalog{
 		Links:    map[string]*LinkDef{DefaultLink: {}},
 		Rules:    map[string]*Rule{},
@@ -151,8 +151,8 @@ func (c *Catalog) Clone() *Catalog {
 	return n
 }
 
-// linkConfig returns the runtime configuration of link name.
-func (c *Catalog) linkConfig(name string) link.Config {
+// LinkConfig returns the runtime configuration of link name.
+func (c *Catalog) LinkConfig(name string) link.Config {
 	d := c.Links[name]
 	if d == nil {
 		d = &LinkDef{}
@@ -171,8 +171,8 @@ func (c *Catalog) linkConfig(name string) link.Config {
 	}
 }
 
-// poolsUsingRule returns the pools whose except_rule lists rule, sorted.
-func (c *Catalog) poolsUsingRule(rule string) []string {
+// PoolsUsingRule returns the pools whose except_rule lists rule, sorted.
+func (c *Catalog) PoolsUsingRule(rule string) []string {
 	var out []string
 	for name, p := range c.Pools {
 		if slices.Contains(p.ExceptRules, rule) {
@@ -183,8 +183,8 @@ func (c *Catalog) poolsUsingRule(rule string) []string {
 	return out
 }
 
-// usersOfPool returns the users bound to pool, sorted.
-func (c *Catalog) usersOfPool(pool string) []string {
+// UsersOfPool returns the users bound to pool, sorted.
+func (c *Catalog) UsersOfPool(pool string) []string {
 	var out []string
 	for name, u := range c.Users {
 		if u.Pool == pool {
@@ -195,7 +195,8 @@ func (c *Catalog) usersOfPool(pool string) []string {
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+// SortedKeys returns the keys of m in order.
+func SortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
 

@@ -1,0 +1,22 @@
+// Package catalog is the workload manager's configuration as data: the
+// types (links, exception rules, resource pools, user bindings,
+// settings), their validation, and the execution of the console's
+// changing statements (CREATE, ALTER, DROP, SET, RESET of package ddl)
+// on a catalog.
+//
+// Everything here is pure: no I/O, no clock, no locks. A change is a
+// function applied to a Clone; on error the clone is thrown away, so a
+// statement takes effect entirely or not at all. ErrUnchanged says the
+// statement had nothing to do. Errors are *ddl.Error at the position of
+// the token (or built AST node) to blame: 42704 undefined object, 42710
+// duplicate object, 22023 invalid parameter value (naming the parameter
+// and the value), 0A000 not supported, 2BP01 dependent objects.
+//
+// Invariants, kept by every statement and checked by Validate: the link
+// DefaultLink exists; every rule a pool lists and every pool a user is
+// bound to exists; weights are in [1, link.MaxWeight]; every emulation
+// makes valid netem parameters.
+//
+// Package catalog knows nothing of where a catalog is kept (package
+// store) nor of the runtime links, routes and sessions (package wlm).
+package catalog
