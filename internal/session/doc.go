@@ -23,4 +23,13 @@
 //     recently ended statements (Options.KeepStatements).
 //   - A statement's SQL text never holds a password: Begin hides the
 //     password literals (package redact) before anything can read it.
+//
+// # Lock order
+//
+// Lock order: Registry.mu before Session.mu (SetCancelKey holds both).
+// Statement.mu is a leaf: it is never held while another lock is taken.
+// Callers outside the package may hold their own lock while calling a
+// Session's or Statement's methods (the workload manager's evaluator
+// does: its lock before Session.mu), but no method here calls out while
+// holding a lock, and watchers run with no lock held.
 package session

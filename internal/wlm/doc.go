@@ -121,5 +121,26 @@
 // 256·10^6 bytes/s; 0 unlimited), low_priority_queue_bytes (64KiB; -1
 // off), network_control (on), except_check_period (5s).
 //
+// # Evaluator
+//
+// One pass (Evaluate) samples every running statement and checks the
+// rules that are due under the evaluator's lock, then applies the
+// firings without it: penalties at once, in statement order, and the
+// cancel requests of aborts concurrently, at most MaxConcurrentCancels
+// at a time, each bounded by CancelTimeout on the manager's clock. A pass
+// with many aborts against an unresponsive server so takes about one
+// CancelTimeout, not one per statement. The pass returns once every
+// cancel request has ended.
+//
+// # Lock order
+//
+// Lock order: Manager.mu before a runtime link's lock (a change
+// reconfigures links under it). Manager.evalMu before session.Session.mu
+// and session.Statement.mu (a pass reads sessions and statements under
+// it); the registry's lock is never taken under evalMu (Registry.Active
+// is read before it). Manager.mu and evalMu are never held together, and
+// no lock is held across a cancel request. Manager.mu, which serialises
+// changes, is held across the store's Save.
+//
 // A Manager is safe for concurrent use.
 package wlm

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 )
@@ -25,7 +27,16 @@ const (
 	MinBandwidthAge = time.Second
 	// CancelTimeout bounds one cancel request of an abort rule.
 	CancelTimeout = 5 * time.Second
+	// MaxConcurrentCancels bounds the cancel requests one pass has in
+	// flight: the aborts of a pass are cancelled concurrently, so a pass
+	// with n aborts takes about ceil(n/MaxConcurrentCancels) ×
+	// CancelTimeout at worst, not n × CancelTimeout.
+	MaxConcurrentCancels = 64
 )
+
+// errCancelTimeout is the cause of a cancel request that ran out of
+// CancelTimeout.
+var errCancelTimeout = errors.New("cancel request timed out")
 
 // FiringKey identifies a counter of rule firings.
 type FiringKey struct {
@@ -249,9 +260,19 @@ func (m *Manager) Evaluate(ctx context.Context, now time.Time) (nextDue time.Tim
 	m.evalMu.Unlock()
 
 	sort.SliceStable(apply, func(i, j int) bool { return apply[i].st.ID < apply[j].st.ID })
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, MaxConcurrentCancels)
 	for _, f := range apply {
-		m.act(ctx, f)
+		if !m.act(f) {
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			m.cancel(ctx, f)
+		})
 	}
+	wg.Wait()
 	return nextDue
 }
 
@@ -294,33 +315,44 @@ func ruleFires(name string, rule *Rule, mbps float64, bwOK bool, age time.Durati
 func trim2(f float64) string { return fmt.Sprintf("%.2f", f) }
 
 // act applies a firing: logs it, records it in the statement's
-// except_info, and penalises or cancels the statement.
-func (m *Manager) act(ctx context.Context, f firing) {
-	sess := f.st.Session
-	attrs := []any{
-		"rule", f.rule, "action", string(f.action), "statement", f.st.ID,
-		"session", sess.ID, "user", sess.User(), "pool", f.pool,
-		"bandwidth_mbps", f.bw, "elapsed", f.age,
-	}
-	switch f.action {
-	case Penalty:
+// except_info, and penalises the statement. It reports whether the
+// firing is an abort, whose cancel request is then up to the caller.
+func (m *Manager) act(f firing) (cancel bool) {
+	m.log.Info("exception rule fired", f.attrs()...)
+	if f.action == Penalty {
 		if !f.st.Penalize(f.info) {
 			f.st.NoteException(f.info)
 		}
-		m.log.Info("exception rule fired", attrs...)
-	case Abort:
-		f.st.NoteException(f.info)
-		m.log.Info("exception rule fired", attrs...)
-		cctx, cancel := context.WithTimeout(ctx, CancelTimeout)
-		err := m.reg.Cancel(cctx, f.st)
-		cancel()
-		if err != nil && !errors.Is(err, session.ErrNotRunning) {
-			m.evalMu.Lock()
-			m.cancelF++
-			m.evalMu.Unlock()
-			f.st.NoteException("cancel failed: " + err.Error())
-			m.log.Warn("exception rule could not cancel the statement", append(attrs, "err", err)...)
-		}
+		return false
+	}
+	f.st.NoteException(f.info)
+	return true
+}
+
+// cancel sends the cancel request of an abort firing, bounded by
+// CancelTimeout on the manager's clock; a failure is counted, logged and
+// noted in the statement's except_info. It is safe to run concurrently.
+func (m *Manager) cancel(ctx context.Context, f firing) {
+	cctx, stop := clock.WithTimeout(ctx, m.clk, CancelTimeout, errCancelTimeout)
+	err := m.reg.Cancel(cctx, f.st)
+	stop()
+	if err == nil || errors.Is(err, session.ErrNotRunning) {
+		return
+	}
+	m.evalMu.Lock()
+	m.cancelF++
+	m.evalMu.Unlock()
+	f.st.NoteException("cancel failed: " + err.Error())
+	m.log.Warn("exception rule could not cancel the statement", append(f.attrs(), "err", err)...)
+}
+
+// attrs are the log attributes of a firing.
+func (f firing) attrs() []any {
+	sess := f.st.Session
+	return []any{
+		"rule", f.rule, "action", string(f.action), "statement", f.st.ID,
+		"session", sess.ID, "user", sess.User(), "pool", f.pool,
+		"bandwidth_mbps", f.bw, "elapsed", f.age,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
@@ -390,4 +391,46 @@ func BenchmarkEvaluate(b *testing.B) {
 		now = now.Add(time.Second)
 		m.Evaluate(ctx, now)
 	}
+}
+
+// blockingCanceler answers no cancel request: it waits until the
+// request's context ends.
+type blockingCanceler struct{}
+
+func (blockingCanceler) Cancel(ctx context.Context) error {
+	<-ctx.Done()
+	return context.Cause(ctx)
+}
+
+// TestEvaluateCancelsConcurrently: the aborts of one pass are cancelled
+// concurrently, so a pass with n cancel requests that all time out
+// takes one CancelTimeout, not n of them.
+func TestEvaluateCancelsConcurrently(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := session.NewRegistry(session.Options{})
+		// The real clock: inside the bubble it is synctest's virtual time.
+		m := newTestManager(t, ManagerOptions{Registry: reg, Clock: clock.Real{}})
+		mustExec(t, m, "CREATE EXCEPT RULE r WITH (elapsedtime=1); CREATE RESOURCE POOL p WITH (except_rule=r); CREATE USER u RESOURCE POOL p")
+		start := time.Now()
+		const n = 10
+		var sts []*session.Statement
+		for range n {
+			s := reg.Open(session.Info{Route: "pg"}, start)
+			s.SetIdentity("u", "", "")
+			s.SetCanceler(blockingCanceler{})
+			sts = append(sts, s.Begin("SELECT pg_sleep(60)", start))
+		}
+		m.Evaluate(context.Background(), start.Add(2*time.Second))
+		if took := time.Since(start); took != CancelTimeout {
+			t.Errorf("a pass with %d cancels that time out took %v, want %v", n, took, CancelTimeout)
+		}
+		if got := m.Stats().CancelFailures; got != n {
+			t.Errorf("cancel failures %d, want %d", got, n)
+		}
+		for _, st := range sts {
+			if ex := st.Snapshot().Except; len(ex) != 2 || !strings.Contains(ex[1], errCancelTimeout.Error()) {
+				t.Errorf("statement %d: except_info %q", st.ID, ex)
+			}
+		}
+	})
 }

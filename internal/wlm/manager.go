@@ -119,6 +119,8 @@ type Manager struct {
 	mu  sync.Mutex     // serialises changes of state
 	rev store.Revision // guarded by mu; the store's revision of state's catalog
 
+	// evalMu guards the evaluator's memory. Lock order: evalMu before
+	// session.Session.mu; never with mu.
 	evalMu  sync.Mutex
 	tracked map[*session.Statement]*tracked // guarded by evalMu
 	checks  uint64                          // guarded by evalMu; rule evaluations
