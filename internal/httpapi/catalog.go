@@ -12,6 +12,7 @@ import (
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/units"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
 // Emulation is a set of path-emulation options, spelled as the console
@@ -117,7 +118,7 @@ type Setting struct {
 // kind describes one catalog collection of the API.
 type kind struct {
 	path     string   // "links"
-	sql      string   // "LINK"
+	kind     ddl.Kind // ddl.Link
 	readOnly []string // output fields ignored on input
 	// find returns every object in name order, or the one named only
 	// ("" for all); nil when there is none.
@@ -125,10 +126,10 @@ type kind struct {
 }
 
 var kinds = []kind{
-	{path: "links", sql: "LINK", readOnly: []string{"routes", "bytes", "waiting_bytes", "device_queue_bytes"}, find: (*Server).links},
-	{path: "rules", sql: "EXCEPT RULE", readOnly: []string{"pools", "firings"}, find: (*Server).rules},
-	{path: "pools", sql: "RESOURCE POOL", readOnly: []string{"users", "sessions"}, find: (*Server).pools},
-	{path: "users", sql: "USER", readOnly: []string{"sessions"}, find: (*Server).users},
+	{path: "links", kind: ddl.Link, readOnly: []string{"routes", "bytes", "waiting_bytes", "device_queue_bytes"}, find: (*Server).links},
+	{path: "rules", kind: ddl.Rule, readOnly: []string{"pools", "firings"}, find: (*Server).rules},
+	{path: "pools", kind: ddl.Pool, readOnly: []string{"users", "sessions"}, find: (*Server).pools},
+	{path: "users", kind: ddl.User, readOnly: []string{"sessions"}, find: (*Server).users},
 }
 
 // list returns every object of k in name order, empty (not nil) for none.
@@ -149,22 +150,14 @@ func (k kind) one(s *Server, name string) (v any, ok bool) {
 	return xs[0], true
 }
 
-// statement starts verb's statement on the object of k named name:
-// ALTER RESOURCE POOL "name", with the name blamed on field name.
-func (k kind) statement(verb, name string) *statement {
-	st := &statement{}
-	st.raw(verb+" "+k.sql+" ").field("name", quoteIdent(name))
-	return st
-}
-
-// options appends the body's fields other than name and the read-only
-// ones as k's clauses, and reports whether it wrote any. alter writes
-// null as DEFAULT; create leaves null fields out.
-func (k kind) options(st *statement, b body, alter bool) (bool, *Error) {
-	if k.path == "users" {
-		return userOptions(st, b, k.readOnly)
+// options returns the body's fields other than name and the read-only
+// ones as k's options. alter makes null DEFAULT; create leaves null
+// fields out.
+func (k kind) options(rq *request, b body, alter bool) ([]ddl.Option, error) {
+	if k.kind == ddl.User {
+		return userOptions(rq, b, k.readOnly)
 	}
-	return st.withOptions(b, alter, append(k.readOnly, "name")...)
+	return rq.options(b, alter, append(k.readOnly, "name")...)
 }
 
 func sorted[V any](m map[string]V) []string {
@@ -289,19 +282,19 @@ func (s *Server) users(only string) []any {
 	return out
 }
 
-// exec runs one built statement.
-func (s *Server) exec(ctx context.Context, st *statement) (wlm.Result, *Error) {
-	res, err := s.mgr.Exec(ctx, st.String())
+// exec runs one statement built by rq.
+func (s *Server) exec(ctx context.Context, rq *request, st ddl.Statement) (wlm.Result, *Error) {
+	res, err := s.mgr.ExecStatement(ctx, st)
 	if err != nil {
-		return wlm.Result{}, fromDDL(err, st)
+		return wlm.Result{}, fromDDL(err, rq)
 	}
 	return res, nil
 }
 
 // apply runs st, which creates or alters the object of k named name, and
 // answers status with the object as it then stands.
-func (s *Server) apply(w http.ResponseWriter, r *http.Request, k kind, name string, st *statement, status int) {
-	if _, e := s.exec(r.Context(), st); e != nil {
+func (s *Server) apply(w http.ResponseWriter, r *http.Request, k kind, name string, rq *request, st ddl.Statement, status int) {
+	if _, e := s.exec(r.Context(), rq, st); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -310,8 +303,8 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, k kind, name stri
 }
 
 // execNoContent runs st and answers 204.
-func (s *Server) execNoContent(w http.ResponseWriter, r *http.Request, st *statement) {
-	if _, e := s.exec(r.Context(), st); e != nil {
+func (s *Server) execNoContent(w http.ResponseWriter, r *http.Request, rq *request, st ddl.Statement) {
+	if _, e := s.exec(r.Context(), rq, st); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -343,39 +336,23 @@ func (s *Server) registerCatalog(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /api/settings/{name}", s.resetSetting)
 }
 
-func noun(k kind) string {
-	switch k.path {
-	case "rules":
-		return "except rule"
-	case "pools":
-		return "resource pool"
-	case "users":
-		return "user"
-	}
-	return "link"
-}
+func noun(k kind) string { return k.kind.Noun() }
 
-// userOptions writes a user's clauses: RESOURCE POOL 'pool' or DEFAULT.
-// Only resource_pool may be set.
-func userOptions(st *statement, b body, readOnly []string) (bool, *Error) {
-	wrote := false
+// userOptions returns a user's options: resource_pool, a pool's name or
+// DEFAULT for null. Only resource_pool may be set.
+func userOptions(rq *request, b body, readOnly []string) ([]ddl.Option, error) {
+	var opts []ddl.Option
 	for _, k := range b.keys(append(readOnly, "name")...) {
 		if k != "resource_pool" {
-			return false, badField(k, "unknown field %s of a user (valid: name, resource_pool)", k)
+			return nil, badField(k, "unknown field %s of a user (valid: name, resource_pool)", k)
 		}
 		v, err := optionValue(k, b[k])
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		st.raw(" RESOURCE POOL ")
-		if v.null {
-			st.field(k, "DEFAULT")
-		} else {
-			st.field(k, quoteLiteral(v.text))
-		}
-		wrote = true
+		opts = append(opts, rq.option(k, k, v))
 	}
-	return wrote, nil
+	return opts, nil
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, k kind) {
@@ -393,12 +370,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, k kind) {
 		writeError(w, badField("name", "missing required field: name"))
 		return
 	}
-	st := k.statement("CREATE", name)
-	if _, e := k.options(st, b, false); e != nil {
-		writeError(w, e)
+	rq := &request{}
+	st := &ddl.Create{Kind: k.kind, Name: rq.name("name", name)}
+	opts, err := k.options(rq, b, false)
+	if err != nil {
+		writeError(w, fromDDL(err, rq))
 		return
 	}
-	s.apply(w, r, k, name, st, http.StatusCreated)
+	st.Options = opts
+	s.apply(w, r, k, name, rq, st, http.StatusCreated)
 }
 
 func (s *Server) alter(w http.ResponseWriter, r *http.Request, k kind) {
@@ -415,34 +395,37 @@ func (s *Server) alter(w http.ResponseWriter, r *http.Request, k kind) {
 		writeError(w, e)
 		return
 	}
-	st := k.statement("ALTER", name)
-	wrote, e := k.options(st, b, true)
-	if e != nil {
-		writeError(w, e)
+	rq := &request{}
+	st := &ddl.Alter{Kind: k.kind, Name: rq.name("name", name)}
+	opts, err := k.options(rq, b, true)
+	if err != nil {
+		writeError(w, fromDDL(err, rq))
 		return
 	}
-	if !wrote {
+	if len(opts) == 0 {
 		writeError(w, &Error{Status: http.StatusBadRequest, Message: "nothing to change: the body sets no field"})
 		return
 	}
-	s.apply(w, r, k, name, st, http.StatusOK)
+	st.Options = opts
+	s.apply(w, r, k, name, rq, st, http.StatusOK)
 }
 
 func (s *Server) drop(w http.ResponseWriter, r *http.Request, k kind) {
-	st := k.statement("DROP", r.PathValue("name"))
+	rq := &request{}
+	st := &ddl.Drop{Kind: k.kind, Names: []ddl.Name{rq.name("name", r.PathValue("name"))}}
 	switch c := r.URL.Query().Get("cascade"); c {
 	case "", "false", "0":
 	case "true", "1":
-		st.raw(" CASCADE")
+		st.Cascade = true
 	default:
 		writeError(w, badField("cascade", "query parameter cascade: bad value %q (want true or false)", c))
 		return
 	}
-	s.execNoContent(w, r, st)
+	s.execNoContent(w, r, rq, st)
 }
 
 func (s *Server) settingsList(ctx context.Context) ([]Setting, *Error) {
-	res, e := s.exec(ctx, (&statement{}).raw("SHOW ALL"))
+	res, e := s.exec(ctx, &request{}, &ddl.Show{Name: "all"})
 	if e != nil {
 		return nil, e
 	}
@@ -488,14 +471,10 @@ func (s *Server) set(ctx context.Context, name, field string, raw []byte) *Error
 	if e != nil {
 		return e
 	}
-	st := &statement{}
-	st.raw("SET ").field("name", quoteIdent(name))
-	if v.null {
-		st.raw(" TO ").field(field, "DEFAULT")
-	} else {
-		st.raw(" = ").field(field, quoteLiteral(v.text))
-	}
-	_, e = s.exec(ctx, st)
+	rq := &request{}
+	namePos := rq.pos("name")
+	st := &ddl.Set{Name: strings.ToLower(name), NamePos: namePos, Value: v.ddl(rq.pos(field))}
+	_, e = s.exec(ctx, rq, st)
 	if e != nil && e.Field == "name" && field != "value" {
 		e.Field = field
 	}
@@ -554,7 +533,7 @@ func (s *Server) setSettings(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resetSetting(w http.ResponseWriter, r *http.Request) {
-	st := &statement{}
-	st.raw("RESET ").field("name", quoteIdent(r.PathValue("name")))
-	s.execNoContent(w, r, st)
+	rq := &request{}
+	st := &ddl.Reset{Name: strings.ToLower(r.PathValue("name")), NamePos: rq.pos("name")}
+	s.execNoContent(w, r, rq, st)
 }

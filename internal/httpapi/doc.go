@@ -32,7 +32,8 @@
 //
 // The catalog endpoints change nothing themselves: each request becomes
 // the admin console's statement (CREATE / ALTER / DROP LINK, RESOURCE
-// POOL, EXCEPT RULE, USER; SET, RESET, SHOW) run by wlm.Manager.Exec, so
+// POOL, EXCEPT RULE, USER; SET, RESET, SHOW), built as a package ddl
+// AST and run by wlm.Manager.ExecStatement, so
 // validation, atomicity and persistence are exactly the console's. A
 // request body is a JSON object: "name" names the object, every other
 // field is an option written as the console spells it (capacity, delay,
@@ -40,9 +41,11 @@
 // elapsedtime, action, resource_pool, ...). A string is taken as it is, a
 // number as written, a boolean as on or off, an array of strings joined
 // by commas (except_rule), and null is DEFAULT in a PATCH (the option is
-// unset) and ignored in a POST. Names become quoted identifiers and
-// values quoted strings, with their quotes doubled, so no request text
-// is ever SQL. Responses echo option values in the same spelling
+// unset) and ignored in a POST. Names and values go into the AST as
+// they are (a value as a string), never through SQL text, so no request
+// text can change a statement's meaning; each AST position is the
+// number of the request field it came from, so an error names that
+// field. Responses echo option values in the same spelling
 // ("125MB/s", "10ms"), so an object read with GET can be sent back;
 // read-only fields (a link's routes and byte counters, a pool's users,
 // a rule's firings, ...) are ignored on input. Renaming is not

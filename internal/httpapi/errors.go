@@ -51,11 +51,16 @@ func statusOf(code string) int {
 	return http.StatusBadRequest
 }
 
-// fromDDL converts the workload manager's error for statement st into an
-// API error naming the field its position points at. An undefined object
+// fromDDL converts the workload manager's error for the statement rq
+// built into an API error naming the field its position points at; an
+// *Error passes through. An undefined object
 // named by a body field (a pool's except_rule, a user's resource_pool) is
 // a bad field, 400, not a missing resource.
-func fromDDL(err error, st *statement) *Error {
+func fromDDL(err error, rq *request) *Error {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae
+	}
 	var de *ddl.Error
 	if !errors.As(err, &de) {
 		return &Error{Status: http.StatusInternalServerError, Message: err.Error()}
@@ -64,8 +69,8 @@ func fromDDL(err error, st *statement) *Error {
 	if de.Detail != "" {
 		e.Message += ": " + de.Detail
 	}
-	if st != nil && de.Position > 0 {
-		e.Field = st.fieldAt(de.Position)
+	if rq != nil {
+		e.Field = rq.fieldAt(de.Position)
 	}
 	if e.Field != "" && e.Field != "name" && de.Code == ddl.CodeUndefinedObject {
 		e.Status = http.StatusBadRequest

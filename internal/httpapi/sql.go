@@ -7,61 +7,54 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
-// quoteIdent quotes s as an SQL identifier: "s", with every " doubled.
-// Any text is safe inside: the console's lexer ends a quoted identifier
-// only at a single ".
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
-
-// quoteLiteral quotes s as an SQL string: 's', with every ' doubled.
-func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
-
-// statement builds the text of one console statement and remembers
-// which request field each part of it came from, so that an error's
-// position (1-based, in characters) names the field to blame.
-type statement struct {
-	b     strings.Builder
-	n     int // characters written
-	spans []span
+// request builds the console statement (a ddl AST) a JSON request asks
+// for. Every position in the AST is a field number: the 1-based index,
+// in fields, of the request field the node came from. An error the
+// workload manager returns at a position so names its field.
+type request struct {
+	fields []string
 }
 
-type span struct {
-	field    string
-	from, to int // 1-based character positions, to exclusive
+// pos returns the position of a node that comes from field f.
+func (r *request) pos(f string) int {
+	r.fields = append(r.fields, f)
+	return len(r.fields)
 }
 
-func (s *statement) raw(text string) *statement {
-	s.b.WriteString(text)
-	s.n += utf8.RuneCountInString(text)
-	return s
-}
-
-// field writes text as coming from request field f.
-func (s *statement) field(f, text string) *statement {
-	from := s.n + 1
-	s.raw(text)
-	s.spans = append(s.spans, span{f, from, s.n + 1})
-	return s
-}
-
-// fieldAt returns the field whose text holds character pos, or "".
-func (s *statement) fieldAt(pos int) string {
-	for _, sp := range s.spans {
-		if pos >= sp.from && pos < sp.to {
-			return sp.field
-		}
+// fieldAt returns the field of position pos, or "".
+func (r *request) fieldAt(pos int) string {
+	if pos < 1 || pos > len(r.fields) {
+		return ""
 	}
-	return ""
+	return r.fields[pos-1]
 }
 
-func (s *statement) String() string { return s.b.String() }
+// name is an object name from field f.
+func (r *request) name(f, name string) ddl.Name { return ddl.Name{Name: name, Pos: r.pos(f)} }
+
+// option is option name = v from field f: a string value as written, or
+// DEFAULT for null. Option names are case-insensitive, as the console's.
+func (r *request) option(f, name string, v value) ddl.Option {
+	p := r.pos(f)
+	return ddl.Option{Name: strings.ToLower(name), NamePos: p, Value: v.ddl(p)}
+}
 
 // value is one option value from a JSON body.
 type value struct {
 	null bool
-	text string // the value as an SQL literal's content
+	text string // the value as a console string's content
+}
+
+// ddl returns v as the console's value at pos: a string, or DEFAULT.
+func (v value) ddl(pos int) ddl.Value {
+	if v.null {
+		return ddl.Value{Kind: ddl.Default, Text: "default", Pos: pos}
+	}
+	return ddl.Value{Kind: ddl.String, Text: v.text, Pos: pos}
 }
 
 // body is a decoded JSON object: each key's raw value.
@@ -169,35 +162,31 @@ func clip(s string) string {
 	return s
 }
 
-// withOptions appends WITH (name = 'value', ...) for the body's fields
-// other than skip, in name order. alter writes null as DEFAULT; create
-// leaves null fields out. It reports whether any option was written.
-func (s *statement) withOptions(b body, alter bool, skip ...string) (bool, *Error) {
-	wrote := false
+// options returns the option of each of the body's fields other than
+// skip, in name order. alter makes null DEFAULT; create leaves null
+// fields out. A field the console could not name (an empty key), or one
+// named twice when case is ignored, is refused as the console would
+// refuse the option.
+func (r *request) options(b body, alter bool, skip ...string) ([]ddl.Option, error) {
+	var opts []ddl.Option
 	for _, k := range b.keys(skip...) {
 		v, err := optionValue(k, b[k])
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if v.null && !alter {
 			continue
 		}
-		if !wrote {
-			s.raw(" WITH (")
-		} else {
-			s.raw(", ")
+		o := r.option(k, k, v)
+		if k == "" {
+			return nil, ddl.Errorf(ddl.CodeSyntax, o.NamePos, "zero-length delimited identifier at or near \"\"\"\"")
 		}
-		wrote = true
-		s.field(k, quoteIdent(k))
-		s.raw(" = ")
-		if v.null {
-			s.field(k, "DEFAULT")
-		} else {
-			s.field(k, quoteLiteral(v.text))
+		for _, prev := range opts {
+			if prev.Name == o.Name {
+				return nil, ddl.Errorf(ddl.CodeSyntax, o.NamePos, "conflicting or redundant options: %s is given twice", o.Name)
+			}
 		}
+		opts = append(opts, o)
 	}
-	if wrote {
-		s.raw(")")
-	}
-	return wrote, nil
+	return opts, nil
 }
