@@ -72,7 +72,6 @@ func parseBool(v ddl.Value) (bool, error) {
 	return false, fmt.Errorf("%q: want on or off", v.Text)
 }
 
-func ptr[T any](v T) *T { return &v }
 
 // emulationOptions are the path-emulation options of links, routes and
 // pools.
@@ -81,86 +80,50 @@ var emulationOptions = []string{"delay", "jitter", "distribution", "correlation"
 // setEmulation applies option o to e. It reports false if o is not an
 // emulation option. DEFAULT unsets the option.
 func setEmulation(e *Emulation, o ddl.Option) (bool, error) {
-	v := o.Value
-	unset := v.Kind == ddl.Default
 	var err error
 	switch o.Name {
-	case "delay", "jitter", "rto":
-		var d *Duration
-		if !unset {
-			var x time.Duration
-			if x, err = parseDuration(v); err != nil {
-				return true, badValue(o.Name, v, err)
-			}
-			d = ptr(Duration(x))
-		}
-		switch o.Name {
-		case "delay":
-			e.Delay = d
-		case "jitter":
-			e.Jitter = d
-		default:
-			e.RTO = d
-		}
+	case "delay":
+		e.Delay, err = optional(o, parseDurationOption)
+	case "jitter":
+		e.Jitter, err = optional(o, parseDurationOption)
+	case "rto":
+		e.RTO, err = optional(o, parseDurationOption)
 	case "distribution":
-		e.Distribution = nil
-		if !unset {
-			x, err := netem.ParseDistribution(v.Text)
-			if err != nil {
-				return true, badValue(o.Name, v, err)
-			}
-			e.Distribution = &x
-		}
-	case "correlation", "loss":
-		var f *float64
-		if !unset {
-			x, err := parseFraction(v)
-			if err != nil {
-				return true, badValue(o.Name, v, err)
-			}
-			f = &x
-		}
-		if o.Name == "loss" {
-			e.Loss = f
-		} else {
-			e.Correlation = f
-		}
+		e.Distribution, err = optional(o, func(v ddl.Value) (netem.Distribution, error) { return netem.ParseDistribution(v.Text) })
+	case "correlation":
+		e.Correlation, err = optional(o, parseFraction)
+	case "loss":
+		e.Loss, err = optional(o, parseFraction)
 	case "rate":
-		e.Rate = nil
-		if !unset {
-			x, err := parseRate(v)
-			if err != nil {
-				return true, badValue(o.Name, v, err)
-			}
-			e.Rate = &x
-		}
-	case "burst", "window":
-		var n *int64
-		if !unset {
-			x, err := parseSize(v)
-			if err != nil {
-				return true, badValue(o.Name, v, err)
-			}
-			n = &x
-		}
-		if o.Name == "burst" {
-			e.Burst = n
-		} else {
-			e.Window = n
-		}
+		e.Rate, err = optional(o, parseRate)
+	case "burst":
+		e.Burst, err = optional(o, parseSize)
+	case "window":
+		e.Window, err = optional(o, parseSize)
 	case "seed":
-		e.Seed = nil
-		if !unset {
-			x, err := parseInt(v, math.MinInt64, math.MaxInt64)
-			if err != nil {
-				return true, badValue(o.Name, v, err)
-			}
-			e.Seed = &x
-		}
+		e.Seed, err = optional(o, func(v ddl.Value) (int64, error) { return parseInt(v, math.MinInt64, math.MaxInt64) })
 	default:
 		return false, nil
 	}
-	return true, nil
+	return true, err
+}
+
+// optional parses option o with parse: nil for DEFAULT, a new pointer to
+// the value otherwise, or the 22023 error naming o and its value.
+func optional[T any](o ddl.Option, parse func(ddl.Value) (T, error)) (*T, error) {
+	if o.Value.Kind == ddl.Default {
+		return nil, nil
+	}
+	x, err := parse(o.Value)
+	if err != nil {
+		return nil, badValue(o.Name, o.Value, err)
+	}
+	return &x, nil
+}
+
+func parseDurationOption(v ddl.Value) (Duration, error) {
+	d, err := parseDuration(v)
+	return Duration(d), err
 }
 
 // ParseEmulation parses path-emulation options spelled as in the admin
