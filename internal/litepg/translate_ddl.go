@@ -448,19 +448,7 @@ func translateColumnDef(d []token, serialCol *string, e env) ([]token, error) {
 			}
 			rest = rest[j:]
 		case t.is("default"):
-			j := 1
-			depth := 0
-			for j < len(rest) {
-				if depth == 0 && isColumnConstraintWord(rest[j]) {
-					break
-				}
-				if rest[j].isPunct("(") {
-					depth++
-				} else if rest[j].isPunct(")") {
-					depth--
-				}
-				j++
-			}
+			j := constraintEnd(rest, 0, isColumnConstraintWord)
 			val, err := rewriteExpr(rest[1:j], e)
 			if err != nil {
 				return nil, err
@@ -479,22 +467,13 @@ func translateColumnDef(d []token, serialCol *string, e env) ([]token, error) {
 			}
 			rest = rest[j:]
 		default:
-			j := 1
 			depth := 0
 			if t.isPunct("(") {
 				depth = 1
 			}
-			for j < len(rest) {
-				if depth == 0 && (isColumnConstraintWord(rest[j]) && !rest[j].is("null") || rest[j].is("default")) {
-					break
-				}
-				if rest[j].isPunct("(") {
-					depth++
-				} else if rest[j].isPunct(")") {
-					depth--
-				}
-				j++
-			}
+			j := constraintEnd(rest, depth, func(t token) bool {
+				return isColumnConstraintWord(t) && !t.is("null") || t.is("default")
+			})
 			piece, err := rewriteExpr(rest[:j], e)
 			if err != nil {
 				return nil, err
@@ -504,6 +483,24 @@ func translateColumnDef(d []token, serialCol *string, e env) ([]token, error) {
 		}
 	}
 	return out, nil
+}
+
+// constraintEnd returns the index of the first token after toks[0], at
+// parenthesis depth 0 (starting from depth), at which stop is true, or
+// len(toks).
+func constraintEnd(toks []token, depth int, stop func(token) bool) int {
+	j := 1
+	for ; j < len(toks); j++ {
+		if depth == 0 && stop(toks[j]) {
+			break
+		}
+		if toks[j].isPunct("(") {
+			depth++
+		} else if toks[j].isPunct(")") {
+			depth--
+		}
+	}
+	return j
 }
 
 // isColumnConstraintWord reports whether t starts a column constraint.

@@ -54,9 +54,9 @@ func (h *memHandler) Parse(_ context.Context, m *pgproto3.Parse) error {
 	return nil
 }
 func (h *memHandler) Bind(_ context.Context, m *pgproto3.Bind) error {
-	q, ok := h.stmts[m.PreparedStatement]
-	if !ok {
-		return &Error{Code: "26000", Message: "no such statement"}
+	q, err := lookup(h.stmts, m.PreparedStatement, "26000")
+	if err != nil {
+		return err
 	}
 	h.portals[m.DestinationPortal] = q
 	h.c.Send(&pgproto3.BindComplete{})
@@ -67,11 +67,20 @@ func (h *memHandler) Describe(context.Context, *pgproto3.Describe) error {
 	return nil
 }
 func (h *memHandler) Execute(_ context.Context, m *pgproto3.Execute) error {
-	q, ok := h.portals[m.Portal]
-	if !ok {
-		return &Error{Code: "34000", Message: "no such portal"}
+	q, err := lookup(h.portals, m.Portal, "34000")
+	if err != nil {
+		return err
 	}
 	return h.row(q)
+}
+
+// lookup finds a statement or portal, failing with code.
+func lookup(m map[string]string, name, code string) (string, error) {
+	q, ok := m[name]
+	if !ok {
+		return "", &Error{Code: code, Message: fmt.Sprintf("%q does not exist", name)}
+	}
+	return q, nil
 }
 func (h *memHandler) Close(context.Context, *pgproto3.Close) error {
 	h.c.Send(&pgproto3.CloseComplete{})
