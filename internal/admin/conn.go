@@ -5,17 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
-	"github.com/xdg-go/scram"
 
-	"github.com/sluicelab/sluice/internal/clock"
-	"github.com/sluicelab/sluice/internal/linger"
+	"github.com/sluicelab/sluice/internal/pgserver"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -27,27 +23,19 @@ const textOID = 25
 // announcing more ends the connection with FATAL 54000.
 const maxMessage = 4 << 20
 
-// SQLSTATEs the console sends that package ddl does not name.
-const (
-	codeInvalidAuthorization = "28000" // invalid_authorization_specification
-	codeProgramLimitExceeded = "54000" // program_limit_exceeded
-)
-
-// conn is one client connection.
+// conn is one client connection's statement handling; package pgserver
+// serves the protocol around it. Used by the connection's goroutine
+// only.
 type conn struct {
-	s    *Server
-	nc   net.Conn
-	be   *pgproto3.Backend
-	user string
+	s  *Server
+	pc *pgserver.Conn
 
 	// Client parameters set with SET (application_name, ...): accepted
-	// for drivers' sake, with no effect. Used by the connection's
-	// goroutine only.
+	// for drivers' sake, with no effect.
 	params map[string]string
-	// Extended protocol state, used by the connection's goroutine only.
+	// Extended protocol state.
 	stmts   map[string]*prepared
 	portals map[string]*portal
-	skip    bool // after an error: discard messages until Sync
 }
 
 // prepared is a parsed statement of the extended protocol.
@@ -64,206 +52,80 @@ type portal struct {
 	next    int // next row of res to send
 }
 
-// fatal sends a FATAL error and flushes it.
-func (c *conn) fatal(code, format string, args ...any) {
-	c.be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: fmt.Sprintf(format, args...)})
-	c.be.Flush()
-}
+// backend opens console sessions for package pgserver.
+type backend struct{ s *Server }
 
-func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
-	c := &conn{s: s, nc: nc, be: pgproto3.NewBackend(nc, nc), stmts: map[string]*prepared{}, portals: map[string]*portal{}, params: map[string]string{}}
-	c.be.SetMaxBodyLen(maxMessage)
-	nc.SetDeadline(clock.SocketDeadline(AuthTimeout))
-	startup, ok := c.startup()
-	if !ok {
-		return
-	}
-	c.user = startup.Parameters["user"]
-	for k, v := range startup.Parameters {
+// Check accepts every startup packet: the user is checked by
+// authentication.
+func (backend) Check(*pgserver.Startup) error { return nil }
+
+// Cancel ignores cancel requests: console statements are not
+// cancellable.
+func (backend) Cancel(pgserver.Key) {}
+
+func (b backend) Open(ctx context.Context, pc *pgserver.Conn, st *pgserver.Startup) (*pgserver.Session, error) {
+	s := b.s
+	c := &conn{s: s, pc: pc, stmts: map[string]*prepared{}, portals: map[string]*portal{}, params: map[string]string{}}
+	for k, v := range st.Params {
 		if clientParams[strings.ToLower(k)] {
 			c.params[strings.ToLower(k)] = v
 		}
 	}
-	if c.user == "" {
-		c.fatal(codeInvalidAuthorization, "no user name specified in startup packet")
-		return
-	}
-	log := s.log.With("client", nc.RemoteAddr().String(), "user", c.user)
-	// Downgrade clients that ask for a newer minor version or protocol
-	// extensions to plain 3.0.
-	var unknown []string
-	for k := range startup.Parameters {
-		if strings.HasPrefix(k, "_pq_.") {
-			unknown = append(unknown, k)
-		}
-	}
-	if startup.ProtocolVersion != pgproto3.ProtocolVersion30 || len(unknown) > 0 {
-		c.be.Send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknown})
-	}
-	if !c.authenticate(ctx) {
-		log.Warn("admin console: authentication failed")
-		return
-	}
-	nc.SetDeadline(time.Time{})
-	log.Info("admin console: connected")
-	c.be.Send(&pgproto3.AuthenticationOk{})
-	params := [][2]string{
-		{"server_version", s.version},
-		{"server_encoding", "UTF8"},
-		{"client_encoding", "UTF8"},
-		{"DateStyle", "ISO, MDY"},
-		{"IntervalStyle", "postgres"},
-		{"TimeZone", "UTC"},
-		{"integer_datetimes", "on"},
-		{"standard_conforming_strings", "on"},
-		{"is_superuser", "on"},
-		{"session_authorization", c.user},
-		{"application_name", startup.Parameters["application_name"]},
-	}
-	for _, p := range params {
-		c.be.Send(&pgproto3.ParameterStatus{Name: p[0], Value: p[1]})
-	}
+	s.log.Info("admin console: connected", "client", pc.RemoteAddr().String(), "user", st.User)
 	var key [8]byte
 	rand.Read(key[:])
-	c.be.Send(&pgproto3.BackendKeyData{ProcessID: binary.BigEndian.Uint32(key[:4]) & 0x7fffffff, SecretKey: key[4:]})
-	c.ready()
-	if err := c.loop(ctx); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+	return &pgserver.Session{
+		Handler: c,
+		Key:     pgserver.Key{ProcessID: binary.BigEndian.Uint32(key[:4]) & 0x7fffffff, Secret: key[4:]},
+		Params: []pgserver.Param{
+			{Name: "server_version", Value: s.version},
+			{Name: "server_encoding", Value: "UTF8"},
+			{Name: "client_encoding", Value: "UTF8"},
+			{Name: "DateStyle", Value: "ISO, MDY"},
+			{Name: "IntervalStyle", Value: "postgres"},
+			{Name: "TimeZone", Value: "UTC"},
+			{Name: "integer_datetimes", Value: "on"},
+			{Name: "standard_conforming_strings", Value: "on"},
+			{Name: "is_superuser", Value: "on"},
+			{Name: "session_authorization", Value: st.User},
+			{Name: "application_name", Value: st.Params["application_name"]},
+		},
+	}, nil
+}
+
+func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
+	err := pgserver.Serve(ctx, nc, &s.cfg, backend{s})
+	log := s.log.With("client", nc.RemoteAddr().String())
+	switch {
+	case errors.Is(err, pgserver.ErrAuthFailed):
+		log.Warn("admin console: authentication failed")
+	case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil:
 		log.Debug("admin console: connection ended", "err", err)
 	}
 }
 
-// startup reads the startup packet, refusing SSL and GSS encryption.
-func (c *conn) startup() (*pgproto3.StartupMessage, bool) {
-	for {
-		msg, err := c.be.ReceiveStartupMessage()
-		if err != nil {
-			return nil, false
-		}
-		switch m := msg.(type) {
-		case *pgproto3.SSLRequest, *pgproto3.GSSEncRequest:
-			if _, err := c.nc.Write([]byte{'N'}); err != nil {
-				return nil, false
-			}
-		case *pgproto3.StartupMessage:
-			return m, true
-		default:
-			// CancelRequest: console statements are not cancellable.
-			return nil, false
-		}
-	}
-}
+// TxStatus is always idle: the console has no transactions.
+func (c *conn) TxStatus() byte { return 'I' }
 
-// authenticate runs SCRAM-SHA-256, or with AllowNoPassword accepts
-// DefaultUser only. Unknown users go through the same exchange with decoy
-// credentials, so a client cannot tell them from a wrong password.
-func (c *conn) authenticate(ctx context.Context) bool {
-	if c.s.trust {
-		if c.user != DefaultUser {
-			c.fatal(codeInvalidAuthorization, "role %q does not exist", c.user)
-			return false
-		}
-		return true
-	}
-	creds, known := c.s.creds[c.user]
-	if !known {
-		creds = c.s.decoy
-	}
-	srv, err := scram.SHA256.NewServer(func(string) (scram.StoredCredentials, error) { return creds, nil })
-	if err != nil {
-		c.fatal(ddl.CodeInternal, "authentication setup failed")
-		return false
-	}
-	conv := srv.NewConversation()
-	failed := func() bool {
-		c.fatal(ddl.CodeInvalidPassword, "password authentication failed for user %q", c.user)
-		return false
-	}
-	c.be.Send(&pgproto3.AuthenticationSASL{AuthMechanisms: []string{"SCRAM-SHA-256"}})
-	if err := c.be.Flush(); err != nil {
-		return false
-	}
-	if err := c.be.SetAuthType(pgproto3.AuthTypeSASL); err != nil {
-		return false
-	}
-	msg, err := c.receive(ctx)
-	if err != nil {
-		return false
-	}
-	first, ok := msg.(*pgproto3.SASLInitialResponse)
-	if !ok {
-		c.fatal(ddl.CodeProtocolViolation, "expected SASL response, got %T", msg)
-		return false
-	}
-	if first.AuthMechanism != "SCRAM-SHA-256" {
-		c.fatal(ddl.CodeProtocolViolation, "client selected an invalid SASL authentication mechanism")
-		return false
-	}
-	out, err := conv.Step(string(first.Data))
-	if err != nil {
-		return failed()
-	}
-	c.be.Send(&pgproto3.AuthenticationSASLContinue{Data: []byte(out)})
-	if err := c.be.Flush(); err != nil {
-		return false
-	}
-	if err := c.be.SetAuthType(pgproto3.AuthTypeSASLContinue); err != nil {
-		return false
-	}
-	msg, err = c.receive(ctx)
-	if err != nil {
-		return false
-	}
-	final, ok := msg.(*pgproto3.SASLResponse)
-	if !ok {
-		c.fatal(ddl.CodeProtocolViolation, "expected SASL response, got %T", msg)
-		return false
-	}
-	out, err = conv.Step(string(final.Data))
-	if err != nil || !conv.Valid() || !known {
-		return failed()
-	}
-	c.be.Send(&pgproto3.AuthenticationSASLFinal{Data: []byte(out)})
-	return true
-}
+// Sync drops the unnamed portal.
+func (c *conn) Sync() { delete(c.portals, "") }
 
-// lingerTimeout bounds how long a connection ended mid-message keeps
-// reading what the client still sends, so the client can read the FATAL
-// error instead of having its write reset.
-const lingerTimeout = 5 * time.Second
+// End has nothing to release.
+func (c *conn) End() {}
 
-// receive reads the next client message. A message longer than
-// maxMessage is answered with FATAL 54000, and the rest of it drained
-// (package linger), before the error is returned, so the client learns
-// why the connection ends.
-func (c *conn) receive(ctx context.Context) (pgproto3.FrontendMessage, error) {
-	msg, err := c.be.Receive()
-	var tooLong *pgproto3.ExceededMaxBodyLenErr
-	if errors.As(err, &tooLong) {
-		c.fatal(codeProgramLimitExceeded, "message of %d bytes exceeds the console's limit of %d bytes", tooLong.ActualBodyLen, tooLong.MaxExpectedBodyLen)
-		linger.Drain(ctx, c.nc, c.s.clk, int64(tooLong.ActualBodyLen), lingerTimeout)
-	}
-	return msg, err
-}
-
-// ready sends ReadyForQuery and flushes.
-func (c *conn) ready() error {
-	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-	return c.be.Flush()
-}
-
-// sendError sends err as an ErrorResponse.
-func (c *conn) sendError(err error) {
+// Error converts err, a *ddl.Error or any other (internal_error).
+func (c *conn) Error(err error) *pgproto3.ErrorResponse {
 	e := &ddl.Error{Code: ddl.CodeInternal, Message: err.Error()}
 	errors.As(err, &e)
-	c.be.Send(&pgproto3.ErrorResponse{
+	return &pgproto3.ErrorResponse{
 		Severity: "ERROR", SeverityUnlocalized: "ERROR",
 		Code: e.Code, Message: e.Message, Detail: e.Detail, Hint: e.Hint, Position: int32(e.Position),
-	})
+	}
 }
 
 func (c *conn) sendNotices(res *wlm.Result) {
 	for _, n := range res.Notices {
-		c.be.Send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: n})
+		c.pc.Send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: n})
 	}
 }
 
@@ -300,121 +162,64 @@ func dataRow(row []string) *pgproto3.DataRow {
 	return &pgproto3.DataRow{Values: vals}
 }
 
-func (c *conn) loop(ctx context.Context) error {
-	for {
-		msg, err := c.receive(ctx)
-		if err != nil {
-			return err
-		}
-		if _, ok := msg.(*pgproto3.Terminate); ok {
-			return nil
-		}
-		if c.skip {
-			if _, ok := msg.(*pgproto3.Sync); !ok {
-				continue
-			}
-		}
-		switch m := msg.(type) {
-		case *pgproto3.Query:
-			c.simpleQuery(ctx, m.String)
-			err = c.ready()
-		case *pgproto3.Parse:
-			err = c.parse(m)
-		case *pgproto3.Bind:
-			err = c.bind(m)
-		case *pgproto3.Describe:
-			err = c.describe(ctx, m)
-		case *pgproto3.Execute:
-			err = c.execute(ctx, m)
-		case *pgproto3.Close:
-			if m.ObjectType == 'S' {
-				delete(c.stmts, m.Name)
-			} else {
-				delete(c.portals, m.Name)
-			}
-			c.be.Send(&pgproto3.CloseComplete{})
-		case *pgproto3.Sync:
-			c.skip = false
-			delete(c.portals, "")
-			err = c.ready()
-		case *pgproto3.Flush:
-			err = c.be.Flush()
-		default:
-			err = c.fail(ddl.Errorf(ddl.CodeProtocolViolation, 0, "unsupported message %T", msg))
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// fail reports err in the extended protocol: it sends the error and
-// discards messages until Sync.
-func (c *conn) fail(err error) error {
-	c.sendError(err)
-	c.skip = true
-	return c.be.Flush()
-}
-
 // simpleQuery runs every statement of a Query message; the first error
 // ends it.
-func (c *conn) simpleQuery(ctx context.Context, sql string) {
+func (c *conn) Query(ctx context.Context, sql string) error {
 	sts, err := ddl.Parse(sql)
 	if err != nil {
-		c.sendError(err)
-		return
+		return err
 	}
 	if len(sts) == 0 {
-		c.be.Send(&pgproto3.EmptyQueryResponse{})
-		return
+		c.pc.Send(&pgproto3.EmptyQueryResponse{})
+		return nil
 	}
 	for _, st := range sts {
 		res, err := c.exec(ctx, st)
 		if err != nil {
-			c.sendError(err)
-			return
+			return err
 		}
 		if res.Columns != nil {
-			c.be.Send(rowDescription(res.Columns, nil))
+			c.pc.Send(rowDescription(res.Columns, nil))
 			for _, row := range res.Rows {
-				c.be.Send(dataRow(row))
+				c.pc.Send(dataRow(row))
 			}
 		}
 		c.sendNotices(&res)
-		c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(res.Tag)})
+		c.pc.Send(&pgproto3.CommandComplete{CommandTag: []byte(res.Tag)})
 	}
+	return nil
 }
 
-func (c *conn) parse(m *pgproto3.Parse) error {
+func (c *conn) Parse(_ context.Context, m *pgproto3.Parse) error {
 	sts, err := ddl.Parse(m.Query)
 	if err != nil {
-		return c.fail(err)
+		return err
 	}
 	if len(sts) > 1 {
-		return c.fail(ddl.Errorf(ddl.CodeSyntax, sts[1].Position(), "cannot insert multiple commands into a prepared statement"))
+		return ddl.Errorf(ddl.CodeSyntax, sts[1].Position(), "cannot insert multiple commands into a prepared statement")
 	}
 	if len(m.ParameterOIDs) > 0 {
-		return c.fail(ddl.Errorf(ddl.CodeNotSupported, 0, "the admin console takes no statement parameters"))
+		return ddl.Errorf(ddl.CodeNotSupported, 0, "the admin console takes no statement parameters")
 	}
 	p := &prepared{}
 	if len(sts) == 1 {
 		p.st = sts[0]
 	}
 	c.stmts[m.Name] = p
-	c.be.Send(&pgproto3.ParseComplete{})
+	c.pc.Send(&pgproto3.ParseComplete{})
 	return nil
 }
 
-func (c *conn) bind(m *pgproto3.Bind) error {
+func (c *conn) Bind(_ context.Context, m *pgproto3.Bind) error {
 	p := c.stmts[m.PreparedStatement]
 	if p == nil {
-		return c.fail(ddl.Errorf("26000", 0, "prepared statement %q does not exist", m.PreparedStatement))
+		return ddl.Errorf("26000", 0, "prepared statement %q does not exist", m.PreparedStatement)
 	}
 	if len(m.Parameters) > 0 {
-		return c.fail(ddl.Errorf(ddl.CodeProtocolViolation, 0, "bind message supplies %d parameters, but prepared statement %q requires 0", len(m.Parameters), m.PreparedStatement))
+		return ddl.Errorf(ddl.CodeProtocolViolation, 0, "bind message supplies %d parameters, but prepared statement %q requires 0", len(m.Parameters), m.PreparedStatement)
 	}
 	c.portals[m.DestinationPortal] = &portal{p: p, formats: append([]int16(nil), m.ResultFormatCodes...)}
-	c.be.Send(&pgproto3.BindComplete{})
+	c.pc.Send(&pgproto3.BindComplete{})
 	return nil
 }
 
@@ -427,70 +232,82 @@ func returnsRows(st ddl.Statement) bool {
 	return false
 }
 
-func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
+func (c *conn) Describe(ctx context.Context, m *pgproto3.Describe) error {
 	var p *prepared
 	var formats []int16
 	var pt *portal
 	if m.ObjectType == 'S' {
 		p = c.stmts[m.Name]
 		if p == nil {
-			return c.fail(ddl.Errorf("26000", 0, "prepared statement %q does not exist", m.Name))
+			return ddl.Errorf("26000", 0, "prepared statement %q does not exist", m.Name)
 		}
-		c.be.Send(&pgproto3.ParameterDescription{})
+		c.pc.Send(&pgproto3.ParameterDescription{})
 	} else {
 		pt = c.portals[m.Name]
 		if pt == nil {
-			return c.fail(ddl.Errorf("34000", 0, "portal %q does not exist", m.Name))
+			return ddl.Errorf("34000", 0, "portal %q does not exist", m.Name)
 		}
 		p, formats = pt.p, pt.formats
 	}
 	if p.st == nil || !returnsRows(p.st) {
-		c.be.Send(&pgproto3.NoData{})
+		c.pc.Send(&pgproto3.NoData{})
 		return nil
 	}
 	// SHOW and SELECT only read: running them tells their columns.
 	res, err := c.exec(ctx, p.st)
 	if err != nil {
-		return c.fail(err)
+		return err
 	}
 	if pt != nil {
 		pt.ran, pt.res = true, res
 	}
-	c.be.Send(rowDescription(res.Columns, formats))
+	c.pc.Send(rowDescription(res.Columns, formats))
 	return nil
 }
 
-func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
+func (c *conn) Execute(ctx context.Context, m *pgproto3.Execute) error {
 	pt := c.portals[m.Portal]
 	if pt == nil {
-		return c.fail(ddl.Errorf("34000", 0, "portal %q does not exist", m.Portal))
+		return ddl.Errorf("34000", 0, "portal %q does not exist", m.Portal)
 	}
 	if pt.p.st == nil {
-		c.be.Send(&pgproto3.EmptyQueryResponse{})
+		c.pc.Send(&pgproto3.EmptyQueryResponse{})
 		return nil
 	}
 	if !pt.ran {
 		res, err := c.exec(ctx, pt.p.st)
 		if err != nil {
-			return c.fail(err)
+			return err
 		}
 		pt.ran, pt.res = true, res
 	}
 	rows := pt.res.Rows[pt.next:]
 	if m.MaxRows > 0 && uint64(len(rows)) > uint64(m.MaxRows) {
 		for _, row := range rows[:m.MaxRows] {
-			c.be.Send(dataRow(row))
+			c.pc.Send(dataRow(row))
 		}
 		pt.next += int(m.MaxRows)
-		c.be.Send(&pgproto3.PortalSuspended{})
+		c.pc.Send(&pgproto3.PortalSuspended{})
 		return nil
 	}
 	for _, row := range rows {
-		c.be.Send(dataRow(row))
+		c.pc.Send(dataRow(row))
 	}
 	pt.next = len(pt.res.Rows)
 	c.sendNotices(&pt.res)
-	c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(pt.res.Tag)})
+	c.pc.Send(&pgproto3.CommandComplete{CommandTag: []byte(pt.res.Tag)})
+	return nil
+}
+
+// Close drops a statement or portal; dropping one that does not exist
+// is not an error.
+func (c *conn) Close(_ context.Context, m *pgproto3.Close) error {
+	if m.ObjectType == 'S' {
+		delete(c.stmts, m.Name)
+	} else {
+		delete(c.portals, m.Name)
+	}
+	c.pc.Send(&pgproto3.CloseComplete{})
 	return nil
 }
 

@@ -2,8 +2,9 @@
 // server, so psql, pgx or any PostgreSQL driver can manage the workload
 // manager with GaussDB's DDL, SET / SHOW and a few views.
 //
-// The console owns the connection only: the startup exchange,
-// authentication and the query protocols. Every statement is parsed by
+// Package pgserver serves the protocol (startup, authentication, the
+// query protocols, error recovery to Sync, size limits); the console
+// supplies its statement handling as a pgserver.Handler. Every statement is parsed by
 // package ddl and run by the wlm.Manager, which owns all state; a
 // connection keeps nothing but its prepared statements and portals.
 //

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,9 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xdg-go/scram"
-
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/pgserver"
 	"github.com/sluicelab/sluice/internal/wlm"
 )
 
@@ -22,9 +20,6 @@ const (
 	DefaultServerVersion = "15.0 (sluice)"
 	// AuthTimeout bounds the startup and authentication exchange.
 	AuthTimeout = 10 * time.Second
-	// scramIterations is the PBKDF2 iteration count of the SCRAM
-	// credentials (PostgreSQL's default).
-	scramIterations = 4096
 )
 
 // DefaultUser is the console's built-in user: the one name
@@ -42,7 +37,7 @@ type Options struct {
 	// Logger receives connection and authentication events; nil discards
 	// them.
 	Logger *slog.Logger
-	// Clock sets the deadline of the startup exchange; nil means
+	// Clock times the drain after an over-limit message; nil means
 	// clock.Real.
 	Clock clock.Clock
 	// Users maps console user names to passwords, checked with
@@ -62,11 +57,8 @@ type Options struct {
 type Server struct {
 	mgr     *wlm.Manager
 	log     *slog.Logger
-	clk     clock.Clock
-	trust   bool
 	version string
-	creds   map[string]scram.StoredCredentials // by user; immutable
-	decoy   scram.StoredCredentials            // for unknown users
+	cfg     pgserver.Config // authentication and limits; immutable
 
 	wg sync.WaitGroup // connection goroutines
 
@@ -85,18 +77,13 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		mgr:       o.Manager,
 		log:       o.Logger,
-		clk:       o.Clock,
-		trust:     o.AllowNoPassword,
 		version:   o.ServerVersion,
-		creds:     make(map[string]scram.StoredCredentials, len(o.Users)),
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[net.Conn]struct{}{},
+		cfg:       pgserver.Config{MaxMessage: maxMessage, AuthTimeout: AuthTimeout, Clock: o.Clock},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.clk == nil {
-		s.clk = clock.Real{}
 	}
 	if s.version == "" {
 		s.version = DefaultServerVersion
@@ -104,33 +91,16 @@ func New(o Options) (*Server, error) {
 	if len(o.Users) == 0 && !o.AllowNoPassword {
 		return nil, errors.New("admin: no users and AllowNoPassword is false: nobody could log in")
 	}
-	for user, pw := range o.Users {
-		c, err := storedCredentials(user, pw)
-		if err != nil {
-			return nil, fmt.Errorf("admin: user %s: %w", user, err)
-		}
-		s.creds[user] = c
+	if o.AllowNoPassword {
+		s.cfg.Auth = pgserver.Auth{Method: pgserver.Trust, User: DefaultUser}
+		return s, nil
 	}
-	var junk [32]byte
-	rand.Read(junk[:])
-	decoy, err := storedCredentials("", fmt.Sprintf("%x", junk))
+	creds, err := pgserver.NewCredentials(o.Users)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("admin: %w", err)
 	}
-	s.decoy = decoy
+	s.cfg.Auth = pgserver.Auth{Method: pgserver.SCRAM, Credentials: creds}
 	return s, nil
-}
-
-// storedCredentials derives the SCRAM-SHA-256 server credentials of a
-// password with a random salt.
-func storedCredentials(user, password string) (scram.StoredCredentials, error) {
-	client, err := scram.SHA256.NewClient(user, password, "")
-	if err != nil {
-		return scram.StoredCredentials{}, err
-	}
-	var salt [16]byte
-	rand.Read(salt[:])
-	return client.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt[:]), Iters: scramIterations})
 }
 
 // Serve accepts connections on ln until ctx ends or Close is called, and

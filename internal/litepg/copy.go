@@ -54,30 +54,36 @@ func (s *session) copyOut(ctx context.Context, pt *portal) error {
 	s.send(&pgproto3.CopyOutResponse{OverallFormat: format, ColumnFormatCodes: codes})
 
 	if spec.format == copyBinary {
-		start, err := s.beginMessage('d')
-		if err != nil {
-			return err
-		}
-		s.out = append(s.out, binarySignature...)
-		s.out = append(s.out, 0, 0, 0, 0, 0, 0, 0, 0)
-		if err := s.endMessage(start); err != nil {
+		if err := s.pc.WriteMessage('d', func(b []byte) ([]byte, error) {
+			return append(append(b, binarySignature...), 0, 0, 0, 0, 0, 0, 0, 0), nil
+		}); err != nil {
 			return err
 		}
 	} else if spec.header {
-		start, err := s.beginMessage('d')
-		if err != nil {
-			return err
-		}
-		for i, c := range cols {
-			if i > 0 {
-				s.out = append(s.out, spec.delim)
+		if err := s.pc.WriteMessage('d', func(b []byte) ([]byte, error) {
+			for i, c := range cols {
+				if i > 0 {
+					b = append(b, spec.delim)
+				}
+				b = appendCopyField(b, spec, c.name)
 			}
-			s.out = appendCopyField(s.out, spec, c.name)
-		}
-		s.out = append(s.out, '\n')
-		if err := s.endMessage(start); err != nil {
+			return append(b, '\n'), nil
+		}); err != nil {
 			return err
 		}
+	}
+	var binaryFormats []int16 // every column binary
+	if spec.format == copyBinary {
+		binaryFormats = make([]int16, len(cols))
+		for i := range binaryFormats {
+			binaryFormats[i] = 1
+		}
+	}
+	appendRow := func(b []byte) ([]byte, error) {
+		if binaryFormats != nil {
+			return appendFields(b, dest, cols, binaryFormats)
+		}
+		return s.appendCopyRow(b, spec, dest, cols)
 	}
 	var n int64
 	for {
@@ -91,26 +97,13 @@ func (s *session) copyOut(ctx context.Context, pt *portal) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		start, err := s.beginMessage('d')
-		if err != nil {
-			return err
-		}
-		if err := s.appendCopyRow(spec, dest, cols); err != nil {
-			s.out = s.out[:start]
-			return err
-		}
-		if err := s.endMessage(start); err != nil {
+		if err := s.pc.WriteMessage('d', appendRow); err != nil {
 			return err
 		}
 		n++
 	}
 	if spec.format == copyBinary {
-		start, err := s.beginMessage('d')
-		if err != nil {
-			return err
-		}
-		s.out = append(s.out, 0xff, 0xff)
-		if err := s.endMessage(start); err != nil {
+		if err := s.pc.WriteMessage('d', func(b []byte) ([]byte, error) { return append(b, 0xff, 0xff), nil }); err != nil {
 			return err
 		}
 	}
@@ -119,50 +112,33 @@ func (s *session) copyOut(ctx context.Context, pt *portal) error {
 	return nil
 }
 
-// appendCopyRow appends one row in the COPY format to the output.
-func (s *session) appendCopyRow(spec *copySpec, row []driver.Value, cols []column) error {
+// appendCopyRow appends one row in COPY's text or CSV format to b.
+func (s *session) appendCopyRow(b []byte, spec *copySpec, row []driver.Value, cols []column) ([]byte, error) {
 	var err error
-	if spec.format == copyBinary {
-		s.out = binary.BigEndian.AppendUint16(s.out, uint16(len(row)))
-		for i, v := range row {
-			if v == nil {
-				s.out = append(s.out, 0xff, 0xff, 0xff, 0xff)
-				continue
-			}
-			at := len(s.out)
-			s.out = append(s.out, 0, 0, 0, 0)
-			if s.out, err = appendBinary(s.out, v, cols[i].oid); err != nil {
-				return err
-			}
-			binary.BigEndian.PutUint32(s.out[at:], uint32(len(s.out)-at-4))
-		}
-		return nil
-	}
 	for i, v := range row {
 		if i > 0 {
-			s.out = append(s.out, spec.delim)
+			b = append(b, spec.delim)
 		}
 		switch x := v.(type) {
 		case nil:
-			s.out = append(s.out, spec.null...)
+			b = append(b, spec.null...)
 		case string:
 			if cols[i].oid == oidBytea || cols[i].oid == oidBool {
 				if s.field, err = appendText(s.field[:0], v, cols[i].oid); err != nil {
-					return err
+					return nil, err
 				}
-				s.out = appendCopyField(s.out, spec, s.field)
+				b = appendCopyField(b, spec, s.field)
 				continue
 			}
-			s.out = appendCopyField(s.out, spec, x)
+			b = appendCopyField(b, spec, x)
 		default:
 			if s.field, err = appendText(s.field[:0], v, cols[i].oid); err != nil {
-				return err
+				return nil, err
 			}
-			s.out = appendCopyField(s.out, spec, s.field)
+			b = appendCopyField(b, spec, s.field)
 		}
 	}
-	s.out = append(s.out, '\n')
-	return nil
+	return append(b, '\n'), nil
 }
 
 // textEscapes marks the bytes COPY's text format escapes.
@@ -323,9 +299,9 @@ func (s *session) copyIn(ctx context.Context, st *stmt) (err error) {
 	}
 	dec := &copyDecoder{spec: spec, oids: oids, names: names}
 	for {
-		msg, err := s.receive()
+		msg, err := s.pc.Receive(s.baseCtx)
 		if err != nil {
-			return &connError{err}
+			return err
 		}
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:

@@ -214,8 +214,8 @@ func isDigits(s string) bool {
 	return true
 }
 
-// response renders e as a protocol message.
-func (e *pgError) response() *pgproto3.ErrorResponse {
+// ErrorResponse renders e as a protocol message (pgserver.Responder).
+func (e *pgError) ErrorResponse() *pgproto3.ErrorResponse {
 	sev := "ERROR"
 	if e.fatal {
 		sev = "FATAL"

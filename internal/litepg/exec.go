@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/sluicelab/sluice/internal/pgserver"
 )
 
 // execute runs a portal's statement. simple selects the simple query
@@ -27,7 +29,7 @@ func (s *session) execute(pt *portal, maxRows int64, simple bool) error {
 	ctx := s.startStatement()
 	err := s.executeIn(ctx, pt, maxRows, simple)
 	if s.endStatement() && err != nil {
-		var ce *connError
+		var ce *pgserver.ConnError
 		if !errors.As(err, &ce) {
 			err = errCanceled
 		}
@@ -416,30 +418,36 @@ func (s *session) destFor(n int) []driver.Value {
 // sendRow encodes one row as a DataRow, straight into the output
 // buffer.
 func (s *session) sendRow(vals []driver.Value, cols []column, formats []int16) error {
-	start, err := s.beginMessage('D')
-	if err != nil {
-		return err
-	}
-	s.out = binary.BigEndian.AppendUint16(s.out, uint16(len(vals)))
+	return s.pc.WriteMessage('D', func(b []byte) ([]byte, error) {
+		return appendFields(b, vals, cols, formats)
+	})
+}
+
+// appendFields appends a row as a field count and length-prefixed
+// fields (NULL is length -1): the body of a DataRow and a binary COPY
+// tuple. formats[i] == 1 selects column i's binary encoding; a short
+// formats leaves the rest text.
+func appendFields(b []byte, vals []driver.Value, cols []column, formats []int16) ([]byte, error) {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(vals)))
 	for i, v := range vals {
 		if v == nil {
-			s.out = append(s.out, 0xff, 0xff, 0xff, 0xff)
+			b = append(b, 0xff, 0xff, 0xff, 0xff)
 			continue
 		}
-		at := len(s.out)
-		s.out = append(s.out, 0, 0, 0, 0)
+		at := len(b)
+		b = append(b, 0, 0, 0, 0)
+		var err error
 		if i < len(formats) && formats[i] == 1 {
-			s.out, err = appendBinary(s.out, v, cols[i].oid)
+			b, err = appendBinary(b, v, cols[i].oid)
 		} else {
-			s.out, err = appendText(s.out, v, cols[i].oid)
+			b, err = appendText(b, v, cols[i].oid)
 		}
 		if err != nil {
-			s.out = s.out[:start]
-			return err
+			return nil, err
 		}
-		binary.BigEndian.PutUint32(s.out[at:], uint32(len(s.out)-at-4))
+		binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
 	}
-	return s.endMessage(start)
+	return b, nil
 }
 
 // runExplain runs EXPLAIN QUERY PLAN and renders the plan as text rows.

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/pgserver"
 	sqlite "modernc.org/sqlite"
 )
 
@@ -94,6 +95,9 @@ type Options struct {
 	MaxConns int
 }
 
+// authMethods maps AuthMethod to the server's methods.
+var authMethods = [...]pgserver.Method{AuthTrust: pgserver.Trust, AuthPassword: pgserver.Cleartext, AuthMD5: pgserver.MD5}
+
 // ErrServerClosed is returned by Serve once Close has been called.
 var ErrServerClosed = errors.New("litepg: server closed")
 
@@ -101,6 +105,7 @@ var ErrServerClosed = errors.New("litepg: server closed")
 // safe for concurrent use; Serve may run on several listeners at once.
 type Server struct {
 	opts    Options
+	cfg     pgserver.Config // protocol settings; immutable
 	log     *slog.Logger
 	clock   clock.Clock
 	drv     *sqlite.Driver
@@ -173,6 +178,11 @@ func New(opts Options) (*Server, error) {
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
+	}
+	s.cfg = pgserver.Config{
+		Auth:       pgserver.Auth{Method: authMethods[opts.Auth], User: opts.User, Password: opts.Password},
+		MaxMessage: maxMessageLen,
+		Clock:      s.clock,
 	}
 	if s.busy <= 0 {
 		s.busy = 5 * time.Second
@@ -315,20 +325,104 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
+// maxMessageLen bounds a frontend message. PostgreSQL allows 1 GB; the
+// lab needs far less, and the reader allocates a message's declared
+// length before reading it. A message announcing more ends the session
+// with FATAL 54000.
+const maxMessageLen = pgserver.DefaultMaxMessage
+
 // serveConn runs one client connection to its end.
 func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	defer c.Close()
-	sess := newSession(s, c)
-	err := sess.run(ctx)
+	err := pgserver.Serve(ctx, c, &s.cfg, backend{s})
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
-		ctx.Err() != nil, errors.Is(err, errCancelConn):
-		s.log.Debug("litepg: session ended", "remote", c.RemoteAddr().String(), "pid", sess.pid, "err", err)
+		ctx.Err() != nil, errors.Is(err, pgserver.ErrCancelRequest):
+		s.log.Debug("litepg: session ended", "remote", c.RemoteAddr().String(), "err", err)
 	default:
-		s.log.Warn("litepg: session failed", "remote", c.RemoteAddr().String(), "pid", sess.pid, "err", err)
+		s.log.Warn("litepg: session failed", "remote", c.RemoteAddr().String(), "err", err)
 	}
+}
+
+// backend opens sessions for package pgserver.
+type backend struct{ s *Server }
+
+// Check refuses replication connections and bad settings in the startup
+// packet.
+func (backend) Check(st *pgserver.Startup) error {
+	if r := st.Params["replication"]; r != "" && r != "false" && r != "off" && r != "0" {
+		return &pgError{code: codeFeatureNotSupported, msg: "litepg does not support replication connections", fatal: true}
+	}
+	for k, v := range st.Params {
+		if _, _, err := startupSetting(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startupSetting checks a startup parameter; name "" marks one that is
+// not a setting.
+func startupSetting(k, v string) (name, value string, err error) {
+	switch k {
+	case "user", "database", "options", "replication":
+		return "", "", nil
+	}
+	name = strings.ToLower(k)
+	value, perr := checkSetting(name, v)
+	if perr != nil {
+		return "", "", perr
+	}
+	return name, value, nil
+}
+
+// Open registers a session under a fresh cancel key and opens its
+// SQLite connection.
+func (b backend) Open(ctx context.Context, pc *pgserver.Conn, st *pgserver.Startup) (*pgserver.Session, error) {
+	s := b.s
+	sess := newSession(ctx, s, pc)
+	db := st.Params["database"]
+	if db == "" {
+		db = st.User
+	}
+	sess.params = defaultSettings(st.User, s)
+	for k, v := range st.Params {
+		if name, v, _ := startupSetting(k, v); name != "" {
+			sess.params[name] = v
+			sess.startParams[name] = v
+		}
+	}
+	if err := s.register(sess); err != nil {
+		return nil, err
+	}
+	sess.env = env{pid: sess.pid, user: st.User, database: db}
+	conn, err := s.drv.Open(s.dsn)
+	if err != nil {
+		s.unregister(sess)
+		return nil, &pgError{code: codeIOError, msg: "could not open database: " + err.Error(), fatal: true}
+	}
+	sess.db = conn
+	var params []pgserver.Param
+	for _, name := range reportedSettings {
+		if v, ok := sess.params[strings.ToLower(name)]; ok {
+			params = append(params, pgserver.Param{Name: name, Value: v})
+		}
+	}
+	s.log.Debug("litepg: session started", "remote", pc.RemoteAddr().String(), "pid", sess.pid)
+	return &pgserver.Session{Handler: sess, Key: pgserver.Key{ProcessID: sess.pid, Secret: sess.secret[:]}, Params: params}, nil
+}
+
+// Cancel handles a CancelRequest: it interrupts the running statement of
+// the session with the key's process ID if the secret matches, and does
+// nothing otherwise, as PostgreSQL does.
+func (b backend) Cancel(key pgserver.Key) {
+	sess := b.s.session(key.ProcessID)
+	if sess == nil || len(key.Secret) != len(sess.secret) || subtle.ConstantTimeCompare(key.Secret, sess.secret[:]) != 1 {
+		return
+	}
+	sess.cancelStatement()
 }
 
 // Close stops every Serve call, ends all sessions, closes the database
@@ -397,17 +491,6 @@ func (s *Server) session(pid uint32) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sessions[pid]
-}
-
-// cancel handles a CancelRequest: it interrupts the running statement of
-// the session with process ID pid if key matches, and does nothing
-// otherwise, as PostgreSQL does.
-func (s *Server) cancel(pid uint32, key []byte) {
-	sess := s.session(pid)
-	if sess == nil || len(key) != len(sess.secret) || subtle.ConstantTimeCompare(key, sess.secret[:]) != 1 {
-		return
-	}
-	sess.cancelStatement()
 }
 
 // acquireWrite takes the write lock, waiting at most BusyTimeout. It

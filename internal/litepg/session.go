@@ -2,54 +2,19 @@ package litepg
 
 import (
 	"context"
-	"crypto/md5"
-	"crypto/rand"
-	"crypto/subtle"
 	"database/sql/driver"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	sqlite "modernc.org/sqlite"
 
-	"github.com/sluicelab/sluice/internal/linger"
+	"github.com/sluicelab/sluice/internal/pgserver"
 )
-
-// errCancelConn ends a connection that carried a CancelRequest.
-var errCancelConn = errors.New("litepg: cancel request handled")
-
-// errTerminate ends a session on the client's Terminate message.
-var errTerminate = errors.New("litepg: client terminated the session")
-
-// connError wraps a failure of the client connection itself; it ends
-// the session instead of being reported to the client.
-type connError struct{ err error }
-
-func (e *connError) Error() string { return "litepg: connection: " + e.err.Error() }
-func (e *connError) Unwrap() error { return e.err }
-
-// maxMessageLen bounds a frontend message. PostgreSQL allows 1 GB; the
-// lab needs far less, and the reader allocates a message's declared
-// length before reading it. A message announcing more ends the session
-// with FATAL 54000.
-const maxMessageLen = 64 << 20
-
-// lingerTimeout bounds how long a session ended mid-message keeps
-// reading what the client still sends, so the client can read the FATAL
-// error instead of having its write reset.
-const lingerTimeout = 5 * time.Second
-
-// flushThreshold is how many bytes of results are buffered before they
-// are written to the client.
-const flushThreshold = 64 << 10
 
 // Limits of the per-session caches.
 const (
@@ -105,8 +70,7 @@ type tableCol struct {
 // fields is owned by the session's goroutine.
 type session struct {
 	srv     *Server
-	conn    net.Conn
-	be      *pgproto3.Backend
+	pc      *pgserver.Conn
 	db      driver.Conn
 	baseCtx context.Context
 
@@ -124,23 +88,16 @@ type session struct {
 	holdsLock    bool // the block holds the server's write lock
 	predictWrite bool // the previous block wrote (TxAdaptive)
 
-	stmts      map[string]*prepared
-	portals    map[string]*portal
-	skipToSync bool // an extended-protocol error: discard until Sync
+	stmts   map[string]*prepared
+	portals map[string]*portal
 
 	parsed    map[string]*prepared
 	pool      map[string]*sqlStmt
 	schema    map[string][]tableCol
 	schemaGen uint64
 
-	// out holds encoded messages not yet written to the client. The
-	// Backend encodes into its own buffer and moves it here on be.Flush;
-	// DataRow and CopyData, the bulk of any result, are encoded straight
-	// into out. pending reports messages waiting in the Backend.
-	out     []byte
-	pending bool
-	dest    []driver.Value
-	field   []byte // one COPY field being rendered
+	dest  []driver.Value
+	field []byte // one COPY field being rendered
 
 	startParams map[string]string // settings from the startup packet
 
@@ -153,18 +110,11 @@ type session struct {
 	canceled   bool // the running statement was canceled
 }
 
-// outWriter appends what the Backend flushes to the session's output.
-type outWriter struct{ s *session }
-
-func (w outWriter) Write(p []byte) (int, error) {
-	w.s.out = append(w.s.out, p...)
-	return len(p), nil
-}
-
-func newSession(srv *Server, c net.Conn) *session {
-	s := &session{
+func newSession(ctx context.Context, srv *Server, pc *pgserver.Conn) *session {
+	return &session{
 		srv:         srv,
-		conn:        c,
+		pc:          pc,
+		baseCtx:     ctx,
 		txStatus:    'I',
 		params:      map[string]string{},
 		startParams: map[string]string{},
@@ -174,36 +124,11 @@ func newSession(srv *Server, c net.Conn) *session {
 		pool:        map[string]*sqlStmt{},
 		schema:      map[string][]tableCol{},
 	}
-	s.be = pgproto3.NewBackend(c, outWriter{s})
-	s.be.SetMaxBodyLen(maxMessageLen)
-	return s
 }
 
-// run serves the session until the client leaves or ctx ends.
-func (s *session) run(ctx context.Context) error {
-	s.baseCtx = ctx
-	ok, err := s.startup()
-	if !ok {
-		return err
-	}
-	defer s.cleanup()
-	for {
-		msg, err := s.receive()
-		if err != nil {
-			return err
-		}
-		if err := s.handle(msg); err != nil {
-			if errors.Is(err, errTerminate) {
-				return nil
-			}
-			return err
-		}
-	}
-}
-
-// cleanup rolls back an open transaction and releases everything the
+// End rolls back an open transaction and releases everything the
 // session holds.
-func (s *session) cleanup() {
+func (s *session) End() {
 	s.closePortals()
 	if s.txStatus != 'I' {
 		s.endTx(false)
@@ -223,358 +148,60 @@ func (s *session) cleanup() {
 	s.cancelMu.Unlock()
 }
 
-// receive reads the next frontend message. A message longer than
-// maxMessageLen is answered with FATAL 54000, and the rest of it drained
-// (package linger), before the error is returned, so the client learns
-// why the session ends.
-func (s *session) receive() (pgproto3.FrontendMessage, error) {
-	msg, err := s.be.Receive()
-	var tooLong *pgproto3.ExceededMaxBodyLenErr
-	if errors.As(err, &tooLong) {
-		msg := fmt.Sprintf("message of %d bytes exceeds the limit of %d bytes", tooLong.ActualBodyLen, tooLong.MaxExpectedBodyLen)
-		s.send((&pgError{code: codeProgramLimitExceeded, msg: msg, fatal: true}).response())
-		_ = s.flush()
-		linger.Drain(s.baseCtx, s.conn, s.srv.clock, int64(tooLong.ActualBodyLen), lingerTimeout)
-	}
-	return msg, err
-}
-
 // send buffers a message for the client.
-func (s *session) send(m pgproto3.BackendMessage) {
-	s.be.Send(m)
-	s.pending = true
-}
-
-// drain moves messages buffered in the Backend to out, keeping their
-// order ahead of what is appended to out next.
-func (s *session) drain() error {
-	if !s.pending {
-		return nil
-	}
-	s.pending = false
-	if err := s.be.Flush(); err != nil {
-		return &connError{err}
-	}
-	return nil
-}
-
-// maxIdleOut is the largest output buffer kept between flushes.
-const maxIdleOut = 1 << 20
+func (s *session) send(m pgproto3.BackendMessage) { s.pc.Send(m) }
 
 // flush writes buffered messages to the client.
-func (s *session) flush() error {
-	if err := s.drain(); err != nil {
-		return err
-	}
-	if len(s.out) == 0 {
-		return nil
-	}
-	_, err := s.conn.Write(s.out)
-	s.out = s.out[:0]
-	if cap(s.out) > maxIdleOut {
-		s.out = nil
-	}
-	if err != nil {
-		return &connError{err}
-	}
-	return nil
-}
+func (s *session) flush() error { return s.pc.Flush() }
 
-// beginMessage starts a message of type t in out and returns its start.
-func (s *session) beginMessage(t byte) (int, error) {
-	if err := s.drain(); err != nil {
-		return 0, err
-	}
-	start := len(s.out)
-	s.out = append(s.out, t, 0, 0, 0, 0)
-	return start, nil
-}
+// TxStatus is the transaction status: 'I', 'T' or 'E'.
+func (s *session) TxStatus() byte { return s.txStatus }
 
-// endMessage fills in the length of the message begun at start and
-// flushes when enough output is buffered.
-func (s *session) endMessage(start int) error {
-	binary.BigEndian.PutUint32(s.out[start+1:], uint32(len(s.out)-start-1))
-	if len(s.out) >= flushThreshold {
-		return s.flush()
-	}
-	return nil
-}
-
-// sendError reports err to the client and marks a transaction block
+// Error converts a statement error and marks a transaction block
 // failed.
-func (s *session) sendError(err error) {
-	pe := toPGError(err)
-	s.send(pe.response())
+func (s *session) Error(err error) *pgproto3.ErrorResponse {
 	if s.txStatus == 'T' {
 		s.txStatus = 'E'
 	}
+	var r pgserver.Responder
+	if errors.As(err, &r) {
+		return r.ErrorResponse()
+	}
+	return toPGError(err).ErrorResponse()
 }
 
-// startup runs the startup phase: SSL and GSS refusals, the startup
-// message, authentication and the initial parameter report. It returns
-// false when the session must end.
-func (s *session) startup() (bool, error) {
-	var sm *pgproto3.StartupMessage
-	for sm == nil {
-		msg, err := s.be.ReceiveStartupMessage()
-		if err != nil {
-			return false, err
-		}
-		switch m := msg.(type) {
-		case *pgproto3.SSLRequest, *pgproto3.GSSEncRequest:
-			if _, err := s.conn.Write([]byte{'N'}); err != nil {
-				return false, err
-			}
-		case *pgproto3.CancelRequest:
-			s.srv.cancel(m.ProcessID, m.SecretKey)
-			return false, errCancelConn
-		case *pgproto3.StartupMessage:
-			sm = m
-		default:
-			return false, fmt.Errorf("unexpected startup message %T", msg)
-		}
+// Sync closes every portal outside a transaction block.
+func (s *session) Sync() {
+	if s.txStatus == 'I' {
+		s.closePortals()
 	}
-	fatal := func(code, msg string) (bool, error) {
-		s.send((&pgError{code: code, msg: msg, fatal: true}).response())
-		s.flush()
-		return false, errors.New(msg)
-	}
-	var unrecognized []string
-	for k := range sm.Parameters {
-		if strings.HasPrefix(k, "_pq_.") {
-			unrecognized = append(unrecognized, k)
-		}
-	}
-	if sm.ProtocolVersion != pgproto3.ProtocolVersion30 || len(unrecognized) > 0 {
-		sort.Strings(unrecognized)
-		s.send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unrecognized})
-	}
-	user := sm.Parameters["user"]
-	if user == "" {
-		return fatal(codeInvalidAuthorization, "no PostgreSQL user name specified in startup packet")
-	}
-	if r := sm.Parameters["replication"]; r != "" && r != "false" && r != "off" && r != "0" {
-		return fatal(codeFeatureNotSupported, "litepg does not support replication connections")
-	}
-	db := sm.Parameters["database"]
-	if db == "" {
-		db = user
-	}
-	s.params = defaultSettings(user, s.srv)
-	for k, v := range sm.Parameters {
-		switch k {
-		case "user", "database", "options", "replication":
-			continue
-		}
-		if strings.HasPrefix(k, "_pq_.") {
-			continue
-		}
-		name := strings.ToLower(k)
-		v, perr := checkSetting(name, v)
-		if perr != nil {
-			return fatal(perr.code, perr.msg)
-		}
-		s.params[name] = v
-		s.startParams[name] = v
-	}
-
-	if ok, err := s.authenticate(user); !ok {
-		return false, err
-	}
-	if err := s.srv.register(s); err != nil {
-		pe := *toPGError(err)
-		pe.fatal = true
-		s.send(pe.response())
-		s.flush()
-		return false, err
-	}
-	s.env = env{pid: s.pid, user: user, database: db}
-	conn, err := s.srv.drv.Open(s.srv.dsn)
-	if err != nil {
-		s.srv.unregister(s)
-		return fatal(codeIOError, "could not open database: "+err.Error())
-	}
-	s.db = conn
-
-	s.send(&pgproto3.AuthenticationOk{})
-	for _, name := range reportedSettings {
-		if v, ok := s.params[strings.ToLower(name)]; ok {
-			s.send(&pgproto3.ParameterStatus{Name: name, Value: v})
-		}
-	}
-	s.send(&pgproto3.BackendKeyData{ProcessID: s.pid, SecretKey: s.secret[:]})
-	s.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-	if err := s.flush(); err != nil {
-		s.cleanup()
-		return false, err
-	}
-	return true, nil
 }
 
-// authenticate runs the configured authentication exchange.
-func (s *session) authenticate(user string) (bool, error) {
-	o := s.srv.opts
-	fail := func() (bool, error) {
-		msg := fmt.Sprintf("password authentication failed for user %q", user)
-		s.send((&pgError{code: codeInvalidPassword, msg: msg, fatal: true}).response())
-		s.flush()
-		return false, errors.New(msg)
-	}
-	switch o.Auth {
-	case AuthTrust:
-		if o.User != "" && user != o.User {
-			msg := fmt.Sprintf("role %q does not exist", user)
-			s.send((&pgError{code: codeInvalidAuthorization, msg: msg, fatal: true}).response())
-			s.flush()
-			return false, errors.New(msg)
-		}
-		return true, nil
-	case AuthPassword:
-		s.send(&pgproto3.AuthenticationCleartextPassword{})
-		if err := s.be.SetAuthType(pgproto3.AuthTypeCleartextPassword); err != nil {
-			return false, err
-		}
-	case AuthMD5:
-		var salt [4]byte
-		if _, err := rand.Read(salt[:]); err != nil {
-			return false, err
-		}
-		s.send(&pgproto3.AuthenticationMD5Password{Salt: salt})
-		if err := s.be.SetAuthType(pgproto3.AuthTypeMD5Password); err != nil {
-			return false, err
-		}
-		if ok, err := s.checkPassword(func(got string) bool {
-			want := "md5" + md5Hex(md5Hex(o.Password+user)+string(salt[:]))
-			return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
-		}); !ok {
-			if err != nil {
-				return false, err
-			}
-			return fail()
-		}
-		if o.User != "" && user != o.User {
-			return fail()
-		}
-		return true, nil
-	}
-	ok, err := s.checkPassword(func(got string) bool {
-		return subtle.ConstantTimeCompare([]byte(got), []byte(o.Password)) == 1
-	})
-	if err != nil {
-		return false, err
-	}
-	if !ok || o.User != "" && user != o.User {
-		return fail()
-	}
-	return true, nil
-}
-
-// checkPassword reads a PasswordMessage and checks it with ok.
-func (s *session) checkPassword(ok func(string) bool) (bool, error) {
-	if err := s.flush(); err != nil {
-		return false, err
-	}
-	msg, err := s.receive()
-	if err != nil {
-		return false, err
-	}
-	pm, isPW := msg.(*pgproto3.PasswordMessage)
-	if !isPW {
-		return false, fmt.Errorf("expected a password message, got %T", msg)
-	}
-	return ok(pm.Password), nil
-}
-
-func md5Hex(s string) string {
-	sum := md5.Sum([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
-// handle dispatches one frontend message. It returns an error only when
-// the session must end.
-func (s *session) handle(msg pgproto3.FrontendMessage) error {
-	switch msg.(type) {
-	case *pgproto3.Sync:
-		s.skipToSync = false
+// Query runs a Query message: each statement in turn, stopping at the
+// first error.
+func (s *session) Query(_ context.Context, q string) error {
+	defer func() {
+		s.closeUnnamed()
 		if s.txStatus == 'I' {
 			s.closePortals()
 		}
-		s.send(&pgproto3.ReadyForQuery{TxStatus: s.txStatus})
-		return s.flush()
-	case *pgproto3.Flush:
-		return s.flush()
-	case *pgproto3.Terminate:
-		return errTerminate
-	case *pgproto3.CopyData, *pgproto3.CopyDone, *pgproto3.CopyFail:
-		return nil // left over from a failed COPY FROM STDIN
-	}
-	if s.skipToSync {
-		return nil
-	}
-	var err error
-	switch m := msg.(type) {
-	case *pgproto3.Query:
-		return s.simpleQuery(m.String)
-	case *pgproto3.FunctionCall:
-		s.sendError(unsupportedf("the function call protocol is not supported"))
-		s.send(&pgproto3.ReadyForQuery{TxStatus: s.txStatus})
-		return s.flush()
-	case *pgproto3.Parse:
-		err = s.handleParse(m)
-	case *pgproto3.Bind:
-		err = s.handleBind(m)
-	case *pgproto3.Describe:
-		err = s.handleDescribe(m)
-	case *pgproto3.Execute:
-		err = s.handleExecute(m)
-	case *pgproto3.Close:
-		err = s.handleClose(m)
-	default:
-		err = &pgError{code: codeProtocolViolation, msg: fmt.Sprintf("unexpected message %T", msg)}
-	}
-	if err == nil {
-		return nil
-	}
-	var ce *connError
-	if errors.As(err, &ce) {
-		return err
-	}
-	s.sendError(err)
-	s.skipToSync = true
-	return nil
-}
-
-// simpleQuery runs a Query message: each statement in turn, stopping at
-// the first error, then ReadyForQuery.
-func (s *session) simpleQuery(q string) error {
+	}()
 	sts, err := translate(q, s.env)
 	if err != nil {
-		s.sendError(err)
+		return err
 	}
 	for _, st := range sts {
 		if st.nparams > 0 {
-			err = &pgError{code: codeUndefinedParameter, msg: "there is no parameter $1"}
-			s.sendError(err)
-			break
+			return &pgError{code: codeUndefinedParameter, msg: "there is no parameter $1"}
 		}
 		pt := &portal{p: &prepared{st: st}}
 		err = s.execute(pt, 0, true)
 		s.closePortal(pt)
 		if err != nil {
-			var ce *connError
-			if errors.As(err, &ce) {
-				return err
-			}
-			s.sendError(err)
-			break
+			return err
 		}
 	}
-	s.closeUnnamed()
-	if s.txStatus == 'I' {
-		s.closePortals()
-	}
-	s.send(&pgproto3.ReadyForQuery{TxStatus: s.txStatus})
-	return s.flush()
+	return nil
 }
 
 // closeUnnamed drops the unnamed statement and portal, as a simple Query
@@ -587,8 +214,8 @@ func (s *session) closeUnnamed() {
 	}
 }
 
-// handleParse prepares a statement.
-func (s *session) handleParse(m *pgproto3.Parse) error {
+// Parse prepares a statement.
+func (s *session) Parse(_ context.Context, m *pgproto3.Parse) error {
 	if m.Name != "" {
 		if _, exists := s.stmts[m.Name]; exists {
 			return &pgError{code: codeDuplicatePreparedStmt, msg: fmt.Sprintf("prepared statement %q already exists", m.Name)}
@@ -690,8 +317,8 @@ func (s *session) prepare(query string, oids []uint32) (*prepared, error) {
 	return p, nil
 }
 
-// handleBind creates a portal from a prepared statement.
-func (s *session) handleBind(m *pgproto3.Bind) error {
+// Bind creates a portal from a prepared statement.
+func (s *session) Bind(_ context.Context, m *pgproto3.Bind) error {
 	p, ok := s.stmts[m.PreparedStatement]
 	if !ok {
 		return &pgError{code: codeInvalidSQLStatementName, msg: fmt.Sprintf("prepared statement %q does not exist", m.PreparedStatement)}
@@ -757,9 +384,9 @@ func (s *session) handleBind(m *pgproto3.Bind) error {
 	return nil
 }
 
-// handleDescribe reports a statement's parameter and result types or a
+// Describe reports a statement's parameter and result types or a
 // portal's result types.
-func (s *session) handleDescribe(m *pgproto3.Describe) error {
+func (s *session) Describe(_ context.Context, m *pgproto3.Describe) error {
 	if m.ObjectType == 'S' {
 		p, ok := s.stmts[m.Name]
 		if !ok {
@@ -803,8 +430,8 @@ func (s *session) sendRowDescription(cols []column, formats []int16) {
 	s.send(&pgproto3.RowDescription{Fields: fields})
 }
 
-// handleExecute runs a portal.
-func (s *session) handleExecute(m *pgproto3.Execute) error {
+// Execute runs a portal.
+func (s *session) Execute(_ context.Context, m *pgproto3.Execute) error {
 	pt, ok := s.portals[m.Portal]
 	if !ok {
 		return &pgError{code: codeInvalidCursorName, msg: fmt.Sprintf("portal %q does not exist", m.Portal)}
@@ -816,9 +443,9 @@ func (s *session) handleExecute(m *pgproto3.Execute) error {
 	return s.execute(pt, maxRows, false)
 }
 
-// handleClose drops a statement or portal; dropping one that does not
+// Close drops a statement or portal; dropping one that does not
 // exist is not an error.
-func (s *session) handleClose(m *pgproto3.Close) error {
+func (s *session) Close(_ context.Context, m *pgproto3.Close) error {
 	if m.ObjectType == 'S' {
 		delete(s.stmts, m.Name)
 	} else if pt, ok := s.portals[m.Name]; ok {
