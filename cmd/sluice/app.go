@@ -31,15 +31,6 @@ type app struct {
 	closers []func()
 }
 
-// policy adapts the workload manager to the proxy's Policy.
-type policy struct{ m *wlm.Manager }
-
-func (p policy) Bind(route, user string) proxy.Binding {
-	return proxy.Binding(p.m.Bind(route, user))
-}
-
-func (p policy) Version() uint64 { return p.m.Version() }
-
 // forwarder is data-port forwarding for one route: the statements of
 // the configured users are split by the workload manager in the route's
 // dialect.
@@ -105,7 +96,7 @@ func newApp(ctx context.Context, cfg *config.Config, log *slog.Logger, clk clock
 	if err := applyCatalogConfig(ctx, mgr, cfg); err != nil {
 		return fail(usageErr(err))
 	}
-	a.srv = proxy.New(proxy.Options{Logger: log, Clock: clk, Registry: reg, Policy: policy{mgr}})
+	a.srv = proxy.New(proxy.Options{Logger: log, Clock: clk, Registry: reg, Policy: mgr})
 	fwd := newForwarders(mgr, cfg.Admin.ForwardUsers)
 	routes := make([]proxy.Route, 0, len(cfg.Routes))
 	for _, r := range cfg.Routes {

@@ -28,12 +28,6 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm"
 )
 
-// policy adapts the workload manager to the proxy, as sluice serve does.
-type policy struct{ m *wlm.Manager }
-
-func (p policy) Bind(route, user string) proxy.Binding { return proxy.Binding(p.m.Bind(route, user)) }
-func (p policy) Version() uint64                       { return p.m.Version() }
-
 func testLogger() *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -69,7 +63,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := proxy.New(proxy.Options{Registry: reg, Policy: policy{mgr}, Clock: o.clock, Logger: testLogger()})
+	srv := proxy.New(proxy.Options{Registry: reg, Policy: mgr, Clock: o.clock, Logger: testLogger()})
 	api, err := httpapi.New(httpapi.Options{Manager: mgr, Proxy: srv, Clock: o.clock, Logger: testLogger(), Token: o.token, Version: "test"})
 	if err != nil {
 		t.Fatal(err)

@@ -31,12 +31,6 @@ type sluice struct {
 	done   chan struct{} // closed when the evaluator has stopped
 }
 
-// policy adapts the workload manager to the proxy's Policy.
-type policy struct{ m *wlm.Manager }
-
-func (p policy) Bind(route, user string) proxy.Binding { return proxy.Binding(p.m.Bind(route, user)) }
-func (p policy) Version() uint64                       { return p.m.Version() }
-
 // lateness returns the release lateness of every delay line so far, all
 // routes, directions and kinds of wait together.
 func (s *sluice) lateness() netem.LatenessSnapshot {
@@ -57,7 +51,7 @@ func startSluice(clk clock.Clock, log *slog.Logger, db *database) (*sluice, erro
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &sluice{db: db, clk: clk, log: log, reg: reg, mgr: mgr, cancel: cancel, done: make(chan struct{})}
-	s.srv = proxy.New(proxy.Options{Logger: log, Clock: clk, Registry: reg, Policy: policy{mgr}})
+	s.srv = proxy.New(proxy.Options{Logger: log, Clock: clk, Registry: reg, Policy: mgr})
 	go func() {
 		defer close(s.done)
 		if err := mgr.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {

@@ -25,12 +25,6 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm"
 )
 
-// policy adapts the workload manager to the proxy, as sluice serve does.
-type policy struct{ m *wlm.Manager }
-
-func (p policy) Bind(route, user string) proxy.Binding { return proxy.Binding(p.m.Bind(route, user)) }
-func (p policy) Version() uint64                       { return p.m.Version() }
-
 func testLogger() *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -55,7 +49,7 @@ func newEnv(t *testing.T, rnd func() float64) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := proxy.New(proxy.Options{Registry: reg, Policy: policy{mgr}, Logger: testLogger()})
+	srv := proxy.New(proxy.Options{Registry: reg, Policy: mgr, Logger: testLogger()})
 	svc, err := toxics.New(toxics.Options{Server: srv, Manager: mgr, Logger: testLogger(), Version: "test", Rand: rnd})
 	if err != nil {
 		t.Fatal(err)
