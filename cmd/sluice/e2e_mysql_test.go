@@ -111,7 +111,7 @@ ALTER LINK default WITH (capacity='20MB');`)
 				t.Fatalf("query ended (%v) before it was penalised", r.err)
 			case <-time.After(50 * time.Millisecond):
 			}
-			res, err := ta.mgr.Exec(ctx, "SHOW STATEMENTS")
+			res, err := ta.Manager().Exec(ctx, "SHOW STATEMENTS")
 			if err != nil {
 				t.Fatal(err)
 			}

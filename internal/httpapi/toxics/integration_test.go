@@ -20,7 +20,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/httpapi/toxics"
 	"github.com/sluicelab/sluice/internal/proxy"
-	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wlm"
 )
@@ -40,16 +40,15 @@ type env struct {
 	url    string
 }
 
-// newEnv runs a proxy server, a workload manager and the Toxiproxy API on
-// a real listener, and returns the real Toxiproxy client for it.
+// newEnv runs the stack of sluice serve and the Toxiproxy API on a real
+// listener, and returns the real Toxiproxy client for it.
 func newEnv(t *testing.T, rnd func() float64) *env {
 	t.Helper()
-	reg := session.NewRegistry(session.Options{})
-	mgr, err := wlm.NewManager(wlm.ManagerOptions{Registry: reg, Logger: testLogger()})
+	st, err := stack.New(context.Background(), stack.Options{Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := proxy.New(proxy.Options{Registry: reg, Policy: mgr, Logger: testLogger()})
+	srv, mgr := st.Proxy(), st.Manager()
 	svc, err := toxics.New(toxics.Options{Server: srv, Manager: mgr, Logger: testLogger(), Version: "test", Rand: rnd})
 	if err != nil {
 		t.Fatal(err)
@@ -60,8 +59,7 @@ func newEnv(t *testing.T, rnd func() float64) *env {
 	t.Cleanup(func() {
 		hs.Close()
 		svc.Close()
-		srv.Close()
-		mgr.Close()
+		st.Close()
 	})
 	return &env{client: toxiproxy.NewClient(hs.URL), svc: svc, srv: srv, mgr: mgr, url: hs.URL}
 }
