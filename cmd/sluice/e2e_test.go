@@ -64,11 +64,7 @@ func startApp(t *testing.T, routes ...config.Route) *testApp {
 // it logs to stderr with -v.
 func runApp(t *testing.T, c *config.Config) *stack.Stack {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	return runAppLogging(t, c, log)
+	return runAppLogging(t, c, testenv.Logger(slog.LevelInfo))
 }
 
 // runAppLogging is runApp with the app's logger.
@@ -136,6 +132,15 @@ func (w *hashWriter) Write(p []byte) (int, error) {
 // statementRow finds user's COPY in SHOW STATEMENTS.
 func statementRow(t *testing.T, ta *testApp, user string) map[string]string {
 	t.Helper()
+	return findStatement(t, ta, func(m map[string]string) bool {
+		return m["user"] == user && strings.HasPrefix(m["sql"], "COPY") && m["state"] == "running"
+	})
+}
+
+// findStatement returns the first row of SHOW STATEMENTS, column name to
+// value, that match accepts; nil if there is none.
+func findStatement(t *testing.T, ta *testApp, match func(map[string]string) bool) map[string]string {
+	t.Helper()
 	res, err := ta.Manager().Exec(context.Background(), "SHOW STATEMENTS")
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +150,7 @@ func statementRow(t *testing.T, ta *testApp, user string) map[string]string {
 		for i, c := range res.Columns {
 			m[c] = row[i]
 		}
-		if m["user"] == user && strings.HasPrefix(m["sql"], "COPY") && m["state"] == "running" {
+		if match(m) {
 			return m
 		}
 	}

@@ -25,12 +25,7 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm"
 )
 
-func testLogger() *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
+func testLogger() *slog.Logger { return testenv.Logger(slog.LevelDebug) }
 
 type env struct {
 	client *toxiproxy.Client
