@@ -160,10 +160,10 @@ func TestPipelinedThenClosedKeepsProcess(t *testing.T) {
 	// Panic isolation would have kept the process alive; the sessions must
 	// not have panicked at all. Their statements end when they close.
 	deadline := time.Now().Add(10 * time.Second)
-	for len(ta.srv.Registry().Active()) > 0 && time.Now().Before(deadline) {
+	for len(ta.Proxy().Registry().Active()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if p := ta.srv.SessionPanics(); len(p) != 0 {
+	if p := ta.Proxy().SessionPanics(); len(p) != 0 {
 		t.Fatalf("sessions panicked: %v", p)
 	}
 }
@@ -175,7 +175,7 @@ func waitStatements(t *testing.T, ta *testApp, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, s := range ta.srv.Registry().Sessions() {
+		for _, s := range ta.Proxy().Registry().Sessions() {
 			if len(s.Active()) >= n {
 				return
 			}

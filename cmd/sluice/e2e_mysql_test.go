@@ -111,20 +111,13 @@ ALTER LINK default WITH (capacity='20MB');`)
 				t.Fatalf("query ended (%v) before it was penalised", r.err)
 			case <-time.After(50 * time.Millisecond):
 			}
-			res, err := ta.mgr.Exec(ctx, "SHOW STATEMENTS")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, row := range res.Rows {
-				m := map[string]string{}
-				for i, c := range res.Columns {
-					m[c] = row[i]
-				}
-				if m["user"] == "user1" && m["state"] == "running" && strings.HasPrefix(m["sql"], "SELECT seq") && m["penalised"] == "yes" {
-					penalisedAt = time.Since(start)
-					if m["class"] != "low" {
-						t.Fatalf("penalised row: %v", m)
-					}
+			m := findStatement(t, ta, func(m map[string]string) bool {
+				return m["user"] == "user1" && m["state"] == "running" && strings.HasPrefix(m["sql"], "SELECT seq") && m["penalised"] == "yes"
+			})
+			if m != nil {
+				penalisedAt = time.Since(start)
+				if m["class"] != "low" {
+					t.Fatalf("penalised row: %v", m)
 				}
 			}
 		}

@@ -37,7 +37,7 @@ func TestSysbenchThroughRoutes(t *testing.T) {
 	myRoute := freeAddr(t)
 	ta := startApp(t, config.Route{Name: "my", Listen: myRoute, Upstream: mcfg.Addr, Protocol: "mysql"})
 	var ended [2]atomic.Int64 // pg, mysql
-	unwatch := ta.srv.Registry().Watch(session.WatcherFunc(func(e session.Event) {
+	unwatch := ta.Proxy().Registry().Watch(session.WatcherFunc(func(e session.Event) {
 		if e.Kind != session.StatementEnded {
 			return
 		}

@@ -18,10 +18,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/link"
-	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -37,7 +36,7 @@ func freeAddr(t testing.TB) string {
 // testApp runs the whole of `sluice serve` in process: a postgres route to
 // the test server and an admin console with a password.
 type testApp struct {
-	*app
+	*stack.Stack
 	route, admin, catalog string
 	pgURL                 string
 }
@@ -57,30 +56,26 @@ func startApp(t *testing.T, routes ...config.Route) *testApp {
 		Routes: append([]config.Route{{Name: "pg", Listen: ta.route, Protocol: "postgres",
 			Upstream: net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))}}, routes...),
 	}
-	ta.app = runApp(t, c)
+	ta.Stack = runApp(t, c)
 	return ta
 }
 
 // runApp starts the app of configuration c, closed when the test ends;
 // it logs to stderr with -v.
-func runApp(t *testing.T, c *config.Config) *app {
+func runApp(t *testing.T, c *config.Config) *stack.Stack {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	return runAppLogging(t, c, log)
+	return runAppLogging(t, c, testenv.Logger(slog.LevelInfo))
 }
 
 // runAppLogging is runApp with the app's logger.
-func runAppLogging(t *testing.T, c *config.Config, log *slog.Logger) *app {
+func runAppLogging(t *testing.T, c *config.Config, log *slog.Logger) *stack.Stack {
 	t.Helper()
-	a, err := newApp(context.Background(), c, log, clock.Real{}, session.NewRegistry(session.Options{}))
+	st, err := stack.New(context.Background(), stack.Options{Config: c, Logger: log, Version: version})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(a.close)
-	return a
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // psqlAdmin runs SQL through the real psql against the admin console.
@@ -137,7 +132,16 @@ func (w *hashWriter) Write(p []byte) (int, error) {
 // statementRow finds user's COPY in SHOW STATEMENTS.
 func statementRow(t *testing.T, ta *testApp, user string) map[string]string {
 	t.Helper()
-	res, err := ta.mgr.Exec(context.Background(), "SHOW STATEMENTS")
+	return findStatement(t, ta, func(m map[string]string) bool {
+		return m["user"] == user && strings.HasPrefix(m["sql"], "COPY") && m["state"] == "running"
+	})
+}
+
+// findStatement returns the first row of SHOW STATEMENTS, column name to
+// value, that match accepts; nil if there is none.
+func findStatement(t *testing.T, ta *testApp, match func(map[string]string) bool) map[string]string {
+	t.Helper()
+	res, err := ta.Manager().Exec(context.Background(), "SHOW STATEMENTS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +150,7 @@ func statementRow(t *testing.T, ta *testApp, user string) map[string]string {
 		for i, c := range res.Columns {
 			m[c] = row[i]
 		}
-		if m["user"] == user && strings.HasPrefix(m["sql"], "COPY") && m["state"] == "running" {
+		if match(m) {
 			return m
 		}
 	}
@@ -256,7 +260,7 @@ CREATE USER user1 RESOURCE POOL 'rp1' PASSWORD 'xxxxxxxx';`)
 }
 
 func lowBytes(ta *testApp) int64 {
-	st := ta.mgr.Link("default").Stats()
+	st := ta.Manager().Link("default").Stats()
 	return st.Directions[link.Down].Classes[link.Low].Bytes + st.Directions[link.Up].Classes[link.Low].Bytes
 }
 
@@ -265,14 +269,14 @@ func lowBytes(ta *testApp) int64 {
 func TestCatalogSurvivesRestart(t *testing.T) {
 	ta := startApp(t)
 	ta.psqlAdmin(t, `CREATE EXCEPT RULE r1 WITH(bandwidth=128, ELAPSEDTIME=60, action='penalty'); CREATE RESOURCE POOL p1 WITH(EXCEPT_RULE='r1'); CREATE USER u1 RESOURCE POOL 'p1';`)
-	ta.app.close()
+	ta.Close()
 	cfg := &config.Config{Catalog: ta.catalog, Grace: time.Second}
-	a, err := newApp(context.Background(), cfg, slog.New(slog.DiscardHandler), clock.Real{}, session.NewRegistry(session.Options{}))
+	a, err := stack.New(context.Background(), stack.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := a.mgr.Exec(context.Background(), "SHOW USERS")
-	a.close()
+	res, err := a.Manager().Exec(context.Background(), "SHOW USERS")
+	a.Close()
 	if err != nil || len(res.Rows) != 1 || !strings.Contains(strings.Join(res.Rows[0], " "), "p1") {
 		t.Fatalf("after restart SHOW USERS = %v, %v", res.Rows, err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -27,7 +28,7 @@ import (
 // mysql route to the test servers, forwarding the statements of the test
 // servers' own user.
 type forwardApp struct {
-	*app
+	*stack.Stack
 	pgRoute, myRoute string
 	pgURL            string        // the test server, directly
 	pgUser, pgPass   string        // the forwarding user on PostgreSQL
@@ -66,11 +67,11 @@ func startForwardAppWith(t *testing.T, edit func(*config.Config), log *slog.Logg
 		edit(c)
 	}
 	if log != nil {
-		fa.app = runAppLogging(t, c, log)
+		fa.Stack = runAppLogging(t, c, log)
 	} else {
-		fa.app = runApp(t, c)
+		fa.Stack = runApp(t, c)
 	}
-	if _, err := fa.app.mgr.Exec(context.Background(), "CREATE RESOURCE POOL p1"); err != nil {
+	if _, err := fa.Manager().Exec(context.Background(), "CREATE RESOURCE POOL p1"); err != nil {
 		t.Fatal(err)
 	}
 	return fa
@@ -82,7 +83,7 @@ func (fa *forwardApp) routeURL(user, password string) string {
 
 // pool returns the catalog binding of user, "-" when there is none.
 func (fa *forwardApp) pool(user string) string {
-	if u := fa.mgr.Catalog().Users[user]; u != nil {
+	if u := fa.Manager().Catalog().Users[user]; u != nil {
 		return u.Pool
 	}
 	return "-"
@@ -165,7 +166,7 @@ func TestForwardUserPostgres(t *testing.T) {
 		if got := fa.pool(u1); got != "p1" {
 			t.Fatalf("catalog binds %s to %q, want p1", u1, got)
 		}
-		res, err := fa.mgr.Exec(ctx, "SHOW USERS")
+		res, err := fa.Manager().Exec(ctx, "SHOW USERS")
 		if err != nil || !strings.Contains(fmt.Sprint(res.Rows), u1+" p1") {
 			t.Fatalf("SHOW USERS = %v, %v", res.Rows, err)
 		}
@@ -267,7 +268,7 @@ func TestForwardUserPostgres(t *testing.T) {
 
 // sessionOf returns the open session of user, or nil.
 func sessionOf(fa *forwardApp, user string) *session.Session {
-	for _, s := range fa.srv.Registry().Sessions() {
+	for _, s := range fa.Proxy().Registry().Sessions() {
 		if s.User() == user {
 			return s
 		}

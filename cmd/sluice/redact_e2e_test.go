@@ -31,7 +31,7 @@ func TestPasswordsHidden(t *testing.T) {
 		c.Admin.Listen, c.Admin.Password = ta.admin, "adminpw"
 		c.HTTP.Listen = httpAddr
 	}, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	ta.app = fa.app
+	ta.Stack = fa.Stack
 	ctx := context.Background()
 
 	// Every password starts with "pw-"; nothing else the test shows does.

@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -19,11 +16,7 @@ import (
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/cpulatency"
 	"github.com/sluicelab/sluice/internal/cpuset"
-	"github.com/sluicelab/sluice/internal/proxy"
-	"github.com/sluicelab/sluice/internal/session"
-	"github.com/sluicelab/sluice/internal/wire/mysql"
-	"github.com/sluicelab/sluice/internal/wire/pg"
-	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/stack"
 )
 
 type serveFlags struct {
@@ -146,21 +139,41 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	}
 	runtime.GOMAXPROCS(f.procs)
 	defer refuseReload(log)()
-	clk := clock.Real{}
-	reg := session.NewRegistry(session.Options{})
-	app, err := newApp(ctx, cfg, log, clk, reg)
+	applyEnv(cfg)
+	st, err := stack.New(ctx, stack.Options{Config: cfg, Clock: clock.Real{}, Logger: log, Version: version})
 	if err != nil {
-		return err
+		return stackErr(err)
 	}
-	defer app.close()
+	defer st.Close()
 	<-ctx.Done()
 	log.Info("shutting down", "grace", cfg.Grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
 	defer cancel()
-	if err := app.srv.Shutdown(sctx); err != nil {
+	if err := st.Shutdown(sctx); err != nil {
 		log.Warn("grace period over; closed remaining sessions", "err", err)
 	}
 	return nil
+}
+
+// applyEnv puts the secrets of the environment into cfg: a non-empty
+// SLUICE_ADMIN_PASSWORD or SLUICE_HTTP_TOKEN wins over the file's.
+func applyEnv(cfg *config.Config) {
+	if pw := os.Getenv("SLUICE_ADMIN_PASSWORD"); pw != "" {
+		cfg.Admin.Password = pw
+	}
+	if tok := os.Getenv("SLUICE_HTTP_TOKEN"); tok != "" {
+		cfg.HTTP.Token = tok
+	}
+}
+
+// stackErr maps an error of stack.New to the exit code: 2 for a
+// configuration the stack refused, 1 otherwise.
+func stackErr(err error) error {
+	var ce *stack.ConfigError
+	if errors.As(err, &ce) {
+		return usageErr(err)
+	}
+	return &exitError{code: 1, err: err}
 }
 
 // refuseReload catches SIGHUP, which would otherwise end the process and
@@ -213,60 +226,3 @@ func pin(cpus string) (int, error) {
 // database, running its goroutines on fewer threads costs fewer
 // cross-thread wake-ups and leaves the other CPUs to the database.
 func defaultProcs() int { return max(1, runtime.NumCPU()/2) }
-
-// frontend builds a route's protocol front end.
-func frontend(cfg *config.Config, r config.Route, log *slog.Logger, clk clock.Clock, reg *session.Registry, fwd forwarders) (proxy.Frontend, error) {
-	bad := func(field, value, msg string) error {
-		file, key := cfg.RouteKey(r, field)
-		return &config.Error{File: file, Key: key, Value: value, Msg: msg}
-	}
-	var serverTLS, upTLS *tls.Config
-	if r.TLS != nil {
-		cert, err := tls.LoadX509KeyPair(r.TLS.Cert, r.TLS.Key)
-		if err != nil {
-			return nil, bad("tls", r.TLS.Cert, err.Error())
-		}
-		serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	if r.UpstreamTLS != nil {
-		upTLS = &tls.Config{ServerName: r.UpstreamTLS.ServerName, InsecureSkipVerify: r.UpstreamTLS.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
-		if upTLS.ServerName == "" {
-			host, _, _ := net.SplitHostPort(r.Upstream)
-			upTLS.ServerName = host
-		}
-		if r.UpstreamTLS.CA != "" {
-			pem, err := os.ReadFile(r.UpstreamTLS.CA)
-			if err != nil {
-				return nil, bad("upstream_tls.ca", r.UpstreamTLS.CA, err.Error())
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, bad("upstream_tls.ca", r.UpstreamTLS.CA, "no PEM certificate found")
-			}
-			upTLS.RootCAs = pool
-		}
-	}
-	rlog := log.With("route", r.Name)
-	switch r.Protocol {
-	case "postgres":
-		return pg.New(pg.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Keys: reg, Forward: fwd.forwarder(ddl.PostgreSQL),
-			StartupTimeout: r.StartupTimeout}), nil
-	case "mysql":
-		return mysql.New(mysql.Options{Clock: clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, KillUser: r.KillUser, KillPassword: r.KillPassword, Forward: fwd.forwarder(ddl.MySQL),
-			StartupTimeout: r.StartupTimeout, ConnectTimeout: r.ConnectTimeout}), nil
-	}
-	return nil, nil
-}
-
-// isLoopback reports whether addr's host is a loopback address or name.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}

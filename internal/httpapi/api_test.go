@@ -128,7 +128,7 @@ func TestAuth(t *testing.T) {
 	s := newStack(t, stackOptions{token: "s3cret"})
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(path string, set func(*http.Request)) *http.Response {
-		req, _ := http.NewRequest("GET", s.hs.URL+path, nil)
+		req, _ := http.NewRequest("GET", s.url+path, nil)
 		if set != nil {
 			set(req)
 		}
@@ -184,13 +184,13 @@ func TestAuth(t *testing.T) {
 		}
 	}
 	// The cookie does not authorise changes.
-	req, _ := http.NewRequest("POST", s.hs.URL+"/api/links", strings.NewReader(`{"name":"x"}`))
+	req, _ := http.NewRequest("POST", s.url+"/api/links", strings.NewReader(`{"name":"x"}`))
 	req.AddCookie(cookie)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("POST with only the cookie: %v %v", resp.StatusCode, err)
 	}
 	// A browser's cross-origin POST is refused even with a token.
-	req, _ = http.NewRequest("POST", s.hs.URL+"/api/links", strings.NewReader(`{"name":"x"}`))
+	req, _ = http.NewRequest("POST", s.url+"/api/links", strings.NewReader(`{"name":"x"}`))
 	req.Header.Set("Authorization", "Bearer s3cret")
 	req.Header.Set("Origin", "http://evil.example")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
@@ -238,7 +238,7 @@ func TestCrossSiteForgery(t *testing.T) {
 	}
 	for _, token := range []string{"", "tok"} {
 		s := newStack(t, stackOptions{token: token})
-		origin := s.hs.URL
+		origin := s.url
 		for i, c := range cases {
 			name := "l" + strconv.Itoa(i)
 			s.must(t, 201, "POST", "/api/links", map[string]any{"name": name})
@@ -246,7 +246,7 @@ func TestCrossSiteForgery(t *testing.T) {
 			if c.path == "/api/settings/network_control" {
 				body = `{"value": "off"}`
 			}
-			req, _ := http.NewRequest(c.method, s.hs.URL+strings.ReplaceAll(c.path, "NAME", name), strings.NewReader(body))
+			req, _ := http.NewRequest(c.method, s.url+strings.ReplaceAll(c.path, "NAME", name), strings.NewReader(body))
 			if c.method == "DELETE" || c.path == "/reset" {
 				req.Body, req.ContentLength = nil, 0
 			}
@@ -268,7 +268,7 @@ func TestCrossSiteForgery(t *testing.T) {
 		}
 		// A cross-origin fetch with JSON or the header asks first, and
 		// sluice never grants the preflight.
-		req, _ := http.NewRequest("OPTIONS", s.hs.URL+"/api/links", nil)
+		req, _ := http.NewRequest("OPTIONS", s.url+"/api/links", nil)
 		req.Header.Set("Origin", "http://evil.example")
 		req.Header.Set("Access-Control-Request-Method", "POST")
 		req.Header.Set("Access-Control-Request-Headers", "content-type, x-sluice-request")
@@ -288,7 +288,7 @@ func TestCrossSiteForgery(t *testing.T) {
 func TestNoTokenLoopbackNames(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	for host, want := range map[string]int{"localhost:8474": 200, "127.0.0.1": 200, "[::1]:1": 200, "evil.example": 403, "10.0.0.1:8474": 403} {
-		req, _ := http.NewRequest("GET", s.hs.URL+"/api/links", nil)
+		req, _ := http.NewRequest("GET", s.url+"/api/links", nil)
 		req.Host = host
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -468,10 +468,10 @@ func TestToxiproxyClientWithToken(t *testing.T) {
 			go func() { io.Copy(c, c); c.Close() }()
 		}
 	}()
-	if _, err := toxiproxy.NewClient(s.hs.URL).Proxies(); err == nil || !strings.Contains(err.Error(), "401") {
+	if _, err := toxiproxy.NewClient(s.url).Proxies(); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("client without the token: %v, want 401", err)
 	}
-	u, _ := url.Parse(s.hs.URL)
+	u, _ := url.Parse(s.url)
 	u.User = url.UserPassword("toxiproxy", "tp")
 	client := toxiproxy.NewClient(u.String())
 	px, err := client.CreateProxy("echo", "", ln.Addr().String())

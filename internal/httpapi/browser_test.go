@@ -55,7 +55,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	bin := chromium(t)
 	url := testenv.PostgresURL(t)
 	ensureRole(t, url)
-	s := newStack(t, stackOptions{run: true, token: "dash-token"})
+	s := newStack(t, stackOptions{token: "dash-token"})
 	s.must(t, 201, "POST", "/api/links", map[string]any{"name": "dash", "capacity": "20MB", "delay": "1ms"})
 	s.must(t, 200, "PATCH", "/api/settings", map[string]any{"except_check_period": "100ms", "low_priority_bandwidth": "2MB"})
 	s.must(t, 201, "POST", "/api/rules", map[string]any{"name": "hog", "bandwidth": 0.001, "elapsedtime": 0.5, "action": "penalty"})
@@ -133,7 +133,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	rowSel := chromedp.CSS(fmt.Sprintf(`#statements tbody tr[data-id="%d"]`, penalized.ID))
 	if err := chromedp.Do(bctx,
-		chromedp.Navigate(s.hs.URL+"/?token=dash-token"),
+		chromedp.Navigate(s.url+"/?token=dash-token"),
 		chromedp.WaitVisible(chromedp.CSS(`#chart-classes path[data-series="low"]`)),
 		chromedp.WaitVisible(rowSel),
 	); err != nil {

@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,80 +18,43 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/httpapi"
 	"github.com/sluicelab/sluice/internal/proxy"
 	"github.com/sluicelab/sluice/internal/session"
-	"github.com/sluicelab/sluice/internal/wire/pg"
+	sstack "github.com/sluicelab/sluice/internal/stack"
+	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wlm"
 )
 
-// policy adapts the workload manager to the proxy, as sluice serve does.
-type policy struct{ m *wlm.Manager }
+func testLogger() *slog.Logger { return testenv.Logger(slog.LevelDebug) }
 
-func (p policy) Bind(route, user string) proxy.Binding { return proxy.Binding(p.m.Bind(route, user)) }
-func (p policy) Version() uint64                       { return p.m.Version() }
-
-func testLogger() *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-// stack is a proxy server, a workload manager and the HTTP API on a real
-// listener, wired as sluice serve wires them.
+// stack is the stack of sluice serve with the HTTP API on a loopback
+// port and no routes.
 type stack struct {
+	*sstack.Stack
 	reg   *session.Registry
 	mgr   *wlm.Manager
 	srv   *proxy.Server
 	api   *httpapi.Server
-	hs    *httptest.Server
+	url   string // the HTTP API's base URL
 	token string
-	ctx   context.Context
 }
 
 type stackOptions struct {
 	token string
-	clock clock.Clock
-	run   bool // run the evaluator and the dashboard sampler
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
-	if o.clock == nil {
-		o.clock = clock.Real{}
-	}
-	reg := session.NewRegistry(session.Options{})
-	mgr, err := wlm.NewManager(wlm.ManagerOptions{Registry: reg, Clock: o.clock, Logger: testLogger()})
+	cfg := &config.Config{HTTP: config.HTTP{Listen: "127.0.0.1:0", Token: o.token}}
+	st, err := sstack.New(context.Background(), sstack.Options{Config: cfg, Logger: testLogger(), Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := proxy.New(proxy.Options{Registry: reg, Policy: policy{mgr}, Clock: o.clock, Logger: testLogger()})
-	api, err := httpapi.New(httpapi.Options{Manager: mgr, Proxy: srv, Clock: o.clock, Logger: testLogger(), Token: o.token, Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(api)
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &stack{reg: reg, mgr: mgr, srv: srv, api: api, hs: hs, token: o.token, ctx: ctx}
-	done := make(chan struct{}, 2)
-	if o.run {
-		go func() { mgr.Run(ctx); done <- struct{}{} }()
-		go func() { api.Run(ctx); done <- struct{}{} }()
-	}
-	t.Cleanup(func() {
-		cancel()
-		if o.run {
-			<-done
-			<-done
-		}
-		hs.Close()
-		api.Close()
-		srv.Close()
-		mgr.Close()
-	})
-	return s
+	t.Cleanup(func() { st.Close() })
+	return &stack{Stack: st, reg: st.Registry(), mgr: st.Manager(), srv: st.Proxy(), api: st.HTTP(),
+		url: "http://" + st.HTTPAddr().String(), token: o.token}
 }
 
 // do sends a request with the stack's token, and a body as JSON, and
@@ -112,7 +73,7 @@ func (s *stack) do(t testing.TB, method, path string, body any) (int, []byte) {
 		}
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequest(method, s.hs.URL+path, rd)
+	req, err := http.NewRequest(method, s.url+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +114,7 @@ func (s *stack) addPGRoute(t testing.TB, url, name, link string) string {
 		t.Fatal(err)
 	}
 	up := net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
-	if err := s.mgr.SetRoute(name, wlm.Route{Link: link, Protocol: "postgres", CanCancel: true}); err != nil {
-		t.Fatal(err)
-	}
-	fe := pg.New(pg.Options{Logger: testLogger(), Upstream: up, Keys: s.reg})
-	addr, err := s.srv.AddRoute(proxy.Route{Name: name, Listen: "127.0.0.1:0", Upstream: up, Protocol: "postgres", Link: link, Frontend: fe, DialTimeout: 5 * time.Second})
+	addr, err := s.AddRoute(sstack.Route{Route: config.Route{Name: name, Listen: "127.0.0.1:0", Upstream: up, Protocol: "postgres", Link: link, DialTimeout: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

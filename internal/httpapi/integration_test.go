@@ -98,7 +98,7 @@ func histogramDelta(a, b *dto.Metric) (count uint64, sum float64) {
 func TestMetricsUnderLoad(t *testing.T) {
 	url := testenv.PostgresURL(t)
 	ensureRole(t, url)
-	s := newStack(t, stackOptions{run: true})
+	s := newStack(t, stackOptions{})
 	const lowRate = 5_000_000 // bytes/s
 	s.must(t, 201, "POST", "/api/links", map[string]any{"name": "lab", "capacity": "50MB"})
 	s.must(t, 200, "PATCH", "/api/settings/low_priority_bandwidth", map[string]any{"value": "5MB"})

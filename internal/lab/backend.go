@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/litepg"
 )
@@ -45,7 +45,7 @@ type database struct {
 	query url.Values
 	// upstreamTLS is set when the DSN demands TLS (sslmode=require or
 	// verify-*): sluice then speaks TLS to the server.
-	upstreamTLS *tls.Config
+	upstreamTLS *config.UpstreamTLS
 	close       func()
 }
 
@@ -181,9 +181,9 @@ func parseDSN(dsn string) (*database, error) {
 			user: cfg.User, password: cfg.Password, dbname: cfg.Database, query: q, close: func() {}}
 		switch q.Get("sslmode") {
 		case "require":
-			d.upstreamTLS = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
+			d.upstreamTLS = &config.UpstreamTLS{InsecureSkipVerify: true}
 		case "verify-ca", "verify-full":
-			d.upstreamTLS = &tls.Config{ServerName: cfg.Host, MinVersion: tls.VersionTLS12}
+			d.upstreamTLS = &config.UpstreamTLS{ServerName: cfg.Host}
 		}
 		if err := checkAddr(d.upstream); err != nil {
 			return nil, bad("%v", err)

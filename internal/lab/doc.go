@@ -5,10 +5,11 @@
 // It owns the experiment procedures, the database the experiments run
 // against when the user has none, and the report. It does not own what
 // it measures: the benchmark is package bench, the proxy, links, path
-// emulation and workload manager are the product's own packages, wired in
-// process exactly as `sluice serve` wires them, so every measured byte
-// crosses a real sluice route over real loopback sockets and every
-// setting is a console statement (ALTER LINK, CREATE EXCEPT RULE, SET).
+// emulation and workload manager are the product's own packages, built in
+// process by package stack, the constructor `sluice serve` uses, so every
+// measured byte crosses a real sluice route over real loopback sockets
+// and every setting is a console statement (ALTER LINK, CREATE EXCEPT
+// RULE, SET).
 //
 // # The database
 //

@@ -44,12 +44,7 @@ func tinyPlan() Plan {
 	}
 }
 
-func testLogger() *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
+func testLogger() *slog.Logger { return testenv.Logger(slog.LevelWarn) }
 
 // runTiny runs the tiny plan with o's target and checks what every run
 // must produce: the report files, consistent with each other, and the

@@ -2,46 +2,35 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
-	"github.com/sluicelab/sluice/internal/proxy"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/units"
-	"github.com/sluicelab/sluice/internal/wire/mysql"
-	"github.com/sluicelab/sluice/internal/wire/pg"
 	"github.com/sluicelab/sluice/internal/wlm"
 )
 
-// sluice is the proxy and workload manager of `sluice serve`, wired in
-// process: routes to the target, the catalog, and the rule evaluator.
+// sluice is the stack of `sluice serve`, built in process with no
+// consoles: routes to the target, the catalog, and the rule evaluator.
 type sluice struct {
-	db     *database
-	clk    clock.Clock
-	log    *slog.Logger
-	reg    *session.Registry
-	mgr    *wlm.Manager
-	srv    *proxy.Server
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the evaluator has stopped
+	db  *database
+	log *slog.Logger
+	st  *stack.Stack
+	reg *session.Registry
+	mgr *wlm.Manager
 }
-
-// policy adapts the workload manager to the proxy's Policy.
-type policy struct{ m *wlm.Manager }
-
-func (p policy) Bind(route, user string) proxy.Binding { return proxy.Binding(p.m.Bind(route, user)) }
-func (p policy) Version() uint64                       { return p.m.Version() }
 
 // lateness returns the release lateness of every delay line so far, all
 // routes, directions and kinds of wait together.
 func (s *sluice) lateness() netem.LatenessSnapshot {
 	var sum netem.LatenessSnapshot
-	s.srv.ReleaseLateness(func(_, _, _ string, h netem.LatenessSnapshot) {
+	s.st.Proxy().ReleaseLateness(func(_, _, _ string, h netem.LatenessSnapshot) {
 		sum.Count += h.Count
 		sum.Sum += h.Sum
 	})
@@ -50,21 +39,11 @@ func (s *sluice) lateness() netem.LatenessSnapshot {
 
 // startSluice starts the proxy and the workload manager with no routes.
 func startSluice(clk clock.Clock, log *slog.Logger, db *database) (*sluice, error) {
-	reg := session.NewRegistry(session.Options{})
-	mgr, err := wlm.NewManager(wlm.ManagerOptions{Clock: clk, Logger: log, Registry: reg})
+	st, err := stack.New(context.Background(), stack.Options{Clock: clk, Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("workload manager: %w", err)
+		return nil, fmt.Errorf("sluice: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &sluice{db: db, clk: clk, log: log, reg: reg, mgr: mgr, cancel: cancel, done: make(chan struct{})}
-	s.srv = proxy.New(proxy.Options{Logger: log, Clock: clk, Registry: reg, Policy: policy{mgr}})
-	go func() {
-		defer close(s.done)
-		if err := mgr.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("workload manager stopped", "err", err)
-		}
-	}()
-	return s, nil
+	return &sluice{db: db, log: log, st: st, reg: st.Registry(), mgr: st.Manager()}, nil
 }
 
 // addRoute adds a route to the target on a free loopback port and
@@ -72,23 +51,13 @@ func startSluice(clk clock.Clock, log *slog.Logger, db *database) (*sluice, erro
 // ("" for none).
 func (s *sluice) addRoute(name, pool string) (string, error) {
 	db := s.db
-	rlog := s.log.With("route", name)
-	var fe proxy.Frontend
-	canCancel := true
-	switch db.protocol {
-	case protoPostgres:
-		fe = pg.New(pg.Options{Clock: s.clk, Logger: rlog, Upstream: db.upstream, UpstreamTLS: db.upstreamTLS, Keys: s.reg})
-	case protoMySQL:
-		fe = mysql.New(mysql.Options{Clock: s.clk, Logger: rlog, Upstream: db.upstream, UpstreamTLS: db.upstreamTLS,
-			KillUser: db.user, KillPassword: db.password})
-		canCancel = db.user != ""
+	r := config.Route{Name: name, Listen: "127.0.0.1:0", Upstream: db.upstream, Protocol: db.protocol, UpstreamTLS: db.upstreamTLS}
+	if db.protocol == protoMySQL {
+		r.KillUser, r.KillPassword = db.user, db.password
 	}
-	if err := s.mgr.SetRoute(name, wlm.Route{Protocol: db.protocol, Pool: pool, CanCancel: canCancel}); err != nil {
-		return "", fmt.Errorf("route %s: %w", name, err)
-	}
-	addr, err := s.srv.AddRoute(proxy.Route{Name: name, Listen: "127.0.0.1:0", Upstream: db.upstream, Protocol: db.protocol, Frontend: fe})
+	addr, err := s.st.AddRoute(stack.Route{Route: r, Pool: pool})
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("route %s: %w", name, err)
 	}
 	return addr.String(), nil
 }
@@ -129,9 +98,4 @@ func (s *sluice) linkStats() link.Stats {
 	return link.Stats{}
 }
 
-func (s *sluice) close() {
-	s.cancel()
-	s.srv.Close()
-	<-s.done
-	s.mgr.Close()
-}
+func (s *sluice) close() { s.st.Close() }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/wire"
+	"github.com/sluicelab/sluice/internal/wlm"
 )
 
 func TestArrival(t *testing.T) {
@@ -38,8 +39,8 @@ func TestArrival(t *testing.T) {
 // upDelayPolicy delays the client's bytes only.
 type upDelayPolicy struct{ p netem.Params }
 
-func (d upDelayPolicy) Bind(route, user string) Binding { return Binding{Up: d.p} }
-func (upDelayPolicy) Version() uint64                   { return 1 }
+func (d upDelayPolicy) Bind(route, user string) wlm.Binding { return wlm.Binding{Up: d.p} }
+func (upDelayPolicy) Version() uint64                       { return 1 }
 
 // slowObserver holds every chunk for d before the pump goes on with it:
 // a pump that gets to its bytes late.

@@ -8,13 +8,14 @@ import (
 
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wlm"
 )
 
 // delayPolicy binds every session to the same emulation both ways.
 type delayPolicy struct{ p netem.Params }
 
-func (d delayPolicy) Bind(route, user string) Binding { return Binding{Up: d.p, Down: d.p} }
-func (delayPolicy) Version() uint64                   { return 1 }
+func (d delayPolicy) Bind(route, user string) wlm.Binding { return wlm.Binding{Up: d.p, Down: d.p} }
+func (delayPolicy) Version() uint64                       { return 1 }
 
 // echoRoute serves a tcp route named echo, under policy and with frontend
 // (nil for none), to an echo server, and returns the server and a client

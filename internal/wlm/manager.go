@@ -71,7 +71,11 @@ func (r Route) linkName() string {
 	return r.Link
 }
 
-// Binding is how a session's traffic is treated.
+// Binding is how one session's traffic is treated: the decision of the
+// workload manager that the proxy applies to every chunk. Bind makes one;
+// the zero value is no pool, link.Normal (its zero), no link and no
+// emulation. A Binding is a value: safe to copy and to read from any
+// goroutine; the *link.Link it points to is safe for concurrent use.
 type Binding struct {
 	// Pool is the session's resource pool, "" for none.
 	Pool string
@@ -79,12 +83,14 @@ type Binding struct {
 	// A penalised statement is sent in link.Low whatever Class says; the
 	// proxy reads session.Session.Penalized for that.
 	Class link.Class
-	// Link is the runtime link of the route; nil if the route is unknown
-	// and DefaultLink is missing (never, in a valid catalog).
+	// Link is the runtime link the session shares; nil means the proxy
+	// server's own unlimited link (Bind returns nil only when the route
+	// is unknown and DefaultLink is missing: never, in a valid catalog).
 	Link *link.Link
-	// Up and Down are the path emulation of each direction: the link's
-	// options, overridden by the route's, overridden by the pool's, each
-	// option only where set.
+	// Up and Down are the path emulation of each direction (client to
+	// server, server to client): the link's options, overridden by the
+	// route's, overridden by the pool's, each option only where set. The
+	// zero netem.Params adds nothing.
 	Up, Down netem.Params
 }
 

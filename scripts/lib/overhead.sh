@@ -14,7 +14,7 @@
 # haproxy pgbouncer) and print their port; they are stopped by
 # stop_references. Without them the comparison is sluice against direct.
 #
-# start_kernelrelay PORT UPSTREAM_PORT starts bench/kernelrelay, a relay
+# start_kernelrelay PORT UPSTREAM_PORT starts measure/kernelrelay, a relay
 # whose bytes never leave the kernel (BPF sockmap): the ceiling any proxy
 # could reach here. It needs root; without it the row is left out.
 
@@ -97,7 +97,7 @@ INI
 
 start_kernelrelay() { # port upstream_port
 	[ "$(id -u)" = 0 ] || return 1
-	go build -o "$overhead_tmp/kernelrelay" ./bench/kernelrelay || return 1
+	go build -o "$overhead_tmp/kernelrelay" ./measure/kernelrelay || return 1
 	"$overhead_tmp/kernelrelay" -listen "127.0.0.1:$1" -upstream "127.0.0.1:$2" >/dev/null 2>"$overhead_tmp/kernelrelay.log" &
 	echo $! >"$overhead_tmp/kernelrelay.pid"
 	for _ in $(seq 1 50); do

@@ -20,23 +20,12 @@ import (
 
 	"github.com/sluicelab/sluice/internal/httpapi/toxics"
 	"github.com/sluicelab/sluice/internal/proxy"
-	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wlm"
 )
 
-// policy adapts the workload manager to the proxy, as sluice serve does.
-type policy struct{ m *wlm.Manager }
-
-func (p policy) Bind(route, user string) proxy.Binding { return proxy.Binding(p.m.Bind(route, user)) }
-func (p policy) Version() uint64                       { return p.m.Version() }
-
-func testLogger() *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
+func testLogger() *slog.Logger { return testenv.Logger(slog.LevelDebug) }
 
 type env struct {
 	client *toxiproxy.Client
@@ -46,16 +35,15 @@ type env struct {
 	url    string
 }
 
-// newEnv runs a proxy server, a workload manager and the Toxiproxy API on
-// a real listener, and returns the real Toxiproxy client for it.
+// newEnv runs the stack of sluice serve and the Toxiproxy API on a real
+// listener, and returns the real Toxiproxy client for it.
 func newEnv(t *testing.T, rnd func() float64) *env {
 	t.Helper()
-	reg := session.NewRegistry(session.Options{})
-	mgr, err := wlm.NewManager(wlm.ManagerOptions{Registry: reg, Logger: testLogger()})
+	st, err := stack.New(context.Background(), stack.Options{Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := proxy.New(proxy.Options{Registry: reg, Policy: policy{mgr}, Logger: testLogger()})
+	srv, mgr := st.Proxy(), st.Manager()
 	svc, err := toxics.New(toxics.Options{Server: srv, Manager: mgr, Logger: testLogger(), Version: "test", Rand: rnd})
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +54,7 @@ func newEnv(t *testing.T, rnd func() float64) *env {
 	t.Cleanup(func() {
 		hs.Close()
 		svc.Close()
-		srv.Close()
-		mgr.Close()
+		st.Close()
 	})
 	return &env{client: toxiproxy.NewClient(hs.URL), svc: svc, srv: srv, mgr: mgr, url: hs.URL}
 }

@@ -10,7 +10,7 @@
 // when the clients saw their connections end. The route keeps the
 // default startup timeout (30 s); -wait is how long past it to wait.
 //
-//	go run ./bench/stalledconns -n 150
+//	go run ./measure/stalledconns -n 150
 package main
 
 import (
@@ -29,8 +29,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/sluicelab/sluice/bench/harness"
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/measure/harness"
 )
 
 // stalls are what the clients send before going quiet, in turn.

@@ -1,5 +1,5 @@
 // Package harness starts a real sluice process for the benchmark programs
-// under bench/ and talks to its admin console, so every figure they print
+// under measure/ and talks to its admin console, so every figure they print
 // comes from the binary users run, over real sockets.
 package harness
 

@@ -7,7 +7,7 @@
 // real startup exchange through the route), leaves them idle, and prints
 // the sluice process's resident set size.
 //
-//	go run ./bench/idleconns -n 2000
+//	go run ./measure/idleconns -n 2000
 package main
 
 import (
@@ -23,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/sluicelab/sluice/bench/harness"
+	"github.com/sluicelab/sluice/measure/harness"
 )
 
 func main() {

@@ -31,7 +31,7 @@
 //
 // Run with the test servers up (scripts/testdb start):
 //
-//	go run ./bench/emulation [-exp precision,throughput,sysbench] [-db pgsql,mysql] [-cpu-latency 0s|off] [-cpus last|off|LIST]
+//	go run ./measure/emulation [-exp precision,throughput,sysbench] [-db pgsql,mysql] [-cpu-latency 0s|off] [-cpus last|off|LIST]
 package main
 
 import (
@@ -51,9 +51,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/sluicelab/sluice/bench/harness"
 	"github.com/sluicelab/sluice/internal/cpulatency"
 	"github.com/sluicelab/sluice/internal/cpuset"
+	"github.com/sluicelab/sluice/measure/harness"
 )
 
 func main() {

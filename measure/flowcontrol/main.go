@@ -33,7 +33,7 @@
 // capacity and low_priority_bandwidth sluice reports are the values it
 // set.
 //
-//	go run ./bench/flowcontrol [-n 0,1,2,4,8,10] [-reps 20] [-capacity 100MB] [-settings off,ratelimit,bound] [-direct=true]
+//	go run ./measure/flowcontrol [-n 0,1,2,4,8,10] [-reps 20] [-capacity 100MB] [-settings off,ratelimit,bound] [-direct=true]
 package main
 
 import (
@@ -54,8 +54,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/sluicelab/sluice/bench/harness"
 	"github.com/sluicelab/sluice/internal/units"
+	"github.com/sluicelab/sluice/measure/harness"
 )
 
 const (

@@ -1,0 +1,369 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/admin"
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/httpapi"
+	"github.com/sluicelab/sluice/internal/proxy"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
+)
+
+// httpGrace is how long Close lets the HTTP API's requests in flight
+// finish before it closes their connections.
+const httpGrace = 2 * time.Second
+
+// Options configures New.
+type Options struct {
+	// Config is what to build; nil is the empty configuration: no
+	// routes, no consoles, an in-memory catalog.
+	Config *config.Config
+	// Clock drives the workload manager, the proxy and the consoles; nil
+	// means clock.Real.
+	Clock clock.Clock
+	// Logger receives every piece's log, with a component or route
+	// attribute; nil discards it.
+	Logger *slog.Logger
+	// Registry holds the sessions and statements; nil makes a new one.
+	Registry *session.Registry
+	// Version is the sluice version the HTTP API reports; "" means "dev".
+	Version string
+}
+
+// ConfigError is a configuration that New or AddRoute refused before
+// binding anything. Its text is the underlying error's (often a
+// *config.Error naming the file, key and value).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func configErr(err error) error { return &ConfigError{Err: err} }
+
+// Stack is a running sluice. Its methods are safe for concurrent use.
+type Stack struct {
+	cfg *config.Config
+	clk clock.Clock
+	log *slog.Logger
+	reg *session.Registry
+	mgr *wlm.Manager
+	srv *proxy.Server
+	fwd forwarders
+
+	console   *admin.Server // nil without an admin console
+	adminAddr net.Addr      // nil until the console is bound
+	api       *httpapi.Server
+	hs        *http.Server // nil without an HTTP API
+	httpAddr  net.Addr     // nil until the HTTP API is bound
+
+	cancel context.CancelFunc // ends the background loops
+	loops  sync.WaitGroup     // the goroutines the stack started
+
+	closeOnce sync.Once
+	closeErr  error // set once by the first Close
+}
+
+// New validates o.Config as a whole, then binds and starts everything it
+// names (see the package documentation for the order). A *ConfigError
+// means nothing was bound; any error means everything made so far is
+// closed again. ctx bounds only the work of New itself; the stack runs
+// until Close.
+func New(ctx context.Context, o Options) (*Stack, error) {
+	cfg := o.Config
+	if cfg == nil {
+		cfg = &config.Config{}
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Registry == nil {
+		o.Registry = session.NewRegistry(session.Options{})
+	}
+	log := o.Logger
+	mgr, err := wlm.NewManager(wlm.ManagerOptions{Clock: o.Clock, Logger: log, Registry: o.Registry, CatalogPath: cfg.Catalog})
+	if err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	s := &Stack{cfg: cfg, clk: o.Clock, log: log, reg: o.Registry, mgr: mgr, cancel: cancel,
+		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers)}
+	fail := func(err error) (*Stack, error) {
+		s.Close()
+		return nil, err
+	}
+	if err := applyCatalogConfig(ctx, mgr, cfg); err != nil {
+		return fail(configErr(err))
+	}
+	s.srv = proxy.New(proxy.Options{Logger: log, Clock: o.Clock, Registry: o.Registry, Policy: mgr})
+	routes := make([]proxy.Route, 0, len(cfg.Routes))
+	for _, r := range cfg.Routes {
+		pr, err := s.prepare(Route{Route: r})
+		if err != nil {
+			return fail(err)
+		}
+		routes = append(routes, pr)
+	}
+	var adminAuth, httpAuth string
+	if cfg.Admin.Listen != "" {
+		if s.console, adminAuth, err = newAdmin(cfg, mgr, o.Clock, log); err != nil {
+			return fail(err)
+		}
+	}
+	if cfg.HTTP.Listen != "" {
+		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, s.srv, o.Clock, log, o.Version); err != nil {
+			return fail(err)
+		}
+	}
+
+	for _, r := range routes {
+		if _, err := s.srv.AddRoute(r); err != nil {
+			return fail(err)
+		}
+	}
+	s.goLoop(func() {
+		if err := mgr.Run(lctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("workload manager stopped", "err", err)
+		}
+	})
+	if s.console != nil {
+		if err := s.serveAdmin(lctx, adminAuth); err != nil {
+			return fail(err)
+		}
+	}
+	if s.hs != nil {
+		if err := s.serveHTTP(lctx, httpAuth); err != nil {
+			return fail(err)
+		}
+	}
+	return s, nil
+}
+
+// goLoop runs fn in a goroutine that Close waits for.
+func (s *Stack) goLoop(fn func()) {
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		fn()
+	}()
+}
+
+// Manager is the workload manager: the catalog, the links, the rules.
+func (s *Stack) Manager() *wlm.Manager { return s.mgr }
+
+// Proxy is the proxy server running the routes.
+func (s *Stack) Proxy() *proxy.Server { return s.srv }
+
+// Registry holds the sessions and statements.
+func (s *Stack) Registry() *session.Registry { return s.reg }
+
+// HTTP is the HTTP API's handler; nil without an HTTP API.
+func (s *Stack) HTTP() *httpapi.Server { return s.api }
+
+// AdminAddr is the admin console's bound address; nil without one.
+func (s *Stack) AdminAddr() net.Addr { return s.adminAddr }
+
+// HTTPAddr is the HTTP API's bound address; nil without one.
+func (s *Stack) HTTPAddr() net.Addr { return s.httpAddr }
+
+// Shutdown stops accepting sessions and waits for the open ones to end,
+// until ctx ends; then it closes those left and returns ctx's error. It
+// leaves the rest running: Close after it.
+func (s *Stack) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+
+// Close stops everything, in the order of the package documentation, and
+// returns the first error. It is safe to call more than once; later calls
+// return the first call's result.
+func (s *Stack) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		s.cancel()
+		if s.console != nil {
+			errs = append(errs, s.console.Close())
+		}
+		if s.hs != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), httpGrace)
+			if err := s.hs.Shutdown(sctx); err != nil {
+				s.hs.Close()
+			}
+			cancel()
+		}
+		if s.api != nil {
+			errs = append(errs, s.api.Close())
+		}
+		if s.srv != nil {
+			errs = append(errs, s.srv.Close())
+		}
+		s.loops.Wait()
+		errs = append(errs, s.mgr.Close())
+		for _, err := range errs {
+			if err != nil {
+				s.closeErr = err
+				break
+			}
+		}
+	})
+	return s.closeErr
+}
+
+// applyCatalogConfig creates or alters the config file's links and
+// applies its settings, with the same validation as the console's
+// statements.
+func applyCatalogConfig(ctx context.Context, mgr *wlm.Manager, cfg *config.Config) error {
+	for _, l := range cfg.Links {
+		if err := mgr.DefineLink(ctx, l.Name, l.Options); err != nil {
+			return &config.Error{File: cfg.Source, Msg: fmt.Sprintf("%s (link %s): %s", l.Key, l.Name, catalogMessage(err))}
+		}
+	}
+	keys := make([]string, 0, len(cfg.Settings))
+	for k := range cfg.Settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := mgr.Set(ctx, k, cfg.Settings[k]); err != nil {
+			return &config.Error{File: cfg.Source, Key: "settings." + k, Value: cfg.Settings[k], Msg: catalogMessage(err)}
+		}
+	}
+	return nil
+}
+
+// catalogMessage is err's text, without the SQLSTATE when it is a
+// catalog error: its message, and its detail when there is one.
+func catalogMessage(err error) string {
+	var e *ddl.Error
+	if !errors.As(err, &e) {
+		return err.Error()
+	}
+	if e.Detail != "" {
+		return e.Message + ": " + e.Detail
+	}
+	return e.Message
+}
+
+// newAdmin makes the admin console of cfg, refusing a console without a
+// password on a non-loopback address, and names its authentication for
+// the log. It binds nothing.
+func newAdmin(cfg *config.Config, mgr *wlm.Manager, clk clock.Clock, log *slog.Logger) (*admin.Server, string, error) {
+	users := maps.Clone(cfg.Admin.Users)
+	if users == nil {
+		users = map[string]string{}
+	}
+	if cfg.Admin.Password != "" {
+		users[admin.DefaultUser] = cfg.Admin.Password
+	}
+	noPassword := len(users) == 0
+	if noPassword && !isLoopback(cfg.Admin.Listen) {
+		return nil, "", configErr(fmt.Errorf("admin console on non-loopback address %s needs a password (SLUICE_ADMIN_PASSWORD or admin.password)", cfg.Admin.Listen))
+	}
+	console, err := admin.New(admin.Options{Manager: mgr, Logger: log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
+	if err != nil {
+		return nil, "", configErr(fmt.Errorf("admin console: %w", err))
+	}
+	if noPassword {
+		return console, "trust (loopback)", nil
+	}
+	return console, "scram-sha-256", nil
+}
+
+// serveAdmin binds the admin console's address and serves it until ctx
+// ends.
+func (s *Stack) serveAdmin(ctx context.Context, auth string) error {
+	ln, err := s.listen("admin console", s.cfg.Admin.Listen, auth)
+	if err != nil {
+		return err
+	}
+	s.adminAddr = ln.Addr()
+	s.goLoop(func() {
+		if err := s.console.Serve(ctx, ln); err != nil && !errors.Is(err, admin.ErrServerClosed) && !errors.Is(err, context.Canceled) {
+			s.log.Error("admin console stopped", "err", err)
+		}
+	})
+	return nil
+}
+
+// newHTTP makes the HTTP API of cfg; without a token only a loopback
+// address is accepted. It binds nothing.
+func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
+	token := cfg.HTTP.Token
+	if err := httpapi.CheckExposure(cfg.HTTP.Listen, token); err != nil {
+		return nil, nil, "", configErr(err)
+	}
+	api, err := httpapi.New(httpapi.Options{
+		Manager: mgr, Proxy: srv, Clock: clk, Logger: log.With("component", "http"),
+		Token: token, Version: version,
+	})
+	if err != nil {
+		return nil, nil, "", err
+	}
+	hs := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	if token == "" {
+		return api, hs, "none (loopback)", nil
+	}
+	return api, hs, "bearer token", nil
+}
+
+// serveHTTP binds the HTTP API's address and serves it, and runs the
+// dashboard sampler, until ctx ends.
+func (s *Stack) serveHTTP(ctx context.Context, auth string) error {
+	ln, err := s.listen("HTTP API", s.cfg.HTTP.Listen, auth)
+	if err != nil {
+		return err
+	}
+	s.httpAddr = ln.Addr()
+	s.goLoop(func() {
+		if err := s.api.Run(ctx); !errors.Is(err, context.Canceled) {
+			s.log.Error("dashboard sampler stopped", "err", err)
+		}
+	})
+	s.goLoop(func() {
+		if err := s.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("HTTP API stopped", "err", err)
+		}
+	})
+	return nil
+}
+
+// listen binds addr for the console named what and logs where it
+// listens and how it authenticates.
+func (s *Stack) listen(what, addr, auth string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	s.log.Info(what+" listening", "listen", ln.Addr().String(), "auth", auth)
+	return ln, nil
+}
+
+// isLoopback reports whether addr's host is a loopback address or name.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
