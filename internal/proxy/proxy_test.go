@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -50,7 +51,8 @@ func startProxy(t testing.TB, protocol, upstream string) (*Server, string) {
 
 // testRoute returns a loopback route named name to upstream with the
 // front end sluice serve gives protocol, logging to log. A mysql route
-// cancels as the test server's user.
+// cancels as the test server's user (read from SLUICE_TEST_MYSQL, not
+// asked of the server: a route to a fake upstream needs no server).
 func testRoute(t testing.TB, log *slog.Logger, reg *session.Registry, name, protocol, upstream string) Route {
 	t.Helper()
 	r := Route{Name: name, Listen: "127.0.0.1:0", Upstream: upstream, Protocol: protocol, DialTimeout: 2 * time.Second}
@@ -58,7 +60,7 @@ func testRoute(t testing.TB, log *slog.Logger, reg *session.Registry, name, prot
 	case "postgres":
 		r.Frontend = pg.New(pg.Options{Clock: clock.Real{}, Logger: log, Upstream: upstream, Keys: reg})
 	case "mysql":
-		cfg, err := gomysql.ParseDSN(testenv.MySQLDSN(t))
+		cfg, err := gomysql.ParseDSN(cmp.Or(os.Getenv("SLUICE_TEST_MYSQL"), testenv.DefaultMySQL))
 		if err != nil {
 			t.Fatal(err)
 		}
