@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sluicelab/sluice/internal/session"
 )
 
@@ -312,11 +314,15 @@ func (r *relayRig) replay(t *testing.T, steps []relayStep) replayed {
 	if server != nil {
 		server.conn.Close()
 	} else {
+		// The relay has ended, so a dial it made is done: its connection
+		// is with the accept or still in the backlog, where the next
+		// replay would take it for its own.
 		r.up.SetDeadline(aLongTimeAgo) // stop the accept
 		if u, ok := <-ups; ok {
 			u.Close()
 		}
 		r.up.SetDeadline(time.Time{})
+		r.dropBacklog(t)
 	}
 	if ss := r.reg.Sessions(); len(ss) > 0 {
 		t.Fatalf("session %d still in the registry after its relay ended", ss[0].ID)
@@ -340,6 +346,23 @@ func (r *relayRig) replay(t *testing.T, steps []relayStep) replayed {
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
+
+// dropBacklog closes the connections waiting in the upstream listener's
+// backlog, accepting without blocking (an expired deadline fails an
+// Accept before it looks at the backlog).
+func (r *relayRig) dropBacklog(t *testing.T) {
+	rc, err := r.up.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		nfd := -1
+		if err := rc.Control(func(fd uintptr) { nfd, _, _ = unix.Accept4(int(fd), unix.SOCK_CLOEXEC) }); err != nil || nfd < 0 {
+			return // EAGAIN: the backlog is empty
+		}
+		unix.Close(nfd)
+	}
+}
 
 func dumpAll(t *testing.T) {
 	buf := make([]byte, 1<<20)
