@@ -301,8 +301,11 @@ func myKillOp(ctx context.Context, c *chaos, conn *sql.Conn, _ *rand.Rand, _ str
 	}
 	defer db.Close()
 	defer killer.Close()
-	done := startSleep(ctx, conn, "SELECT SLEEP(3)")
-	deadline := time.Now().Add(5 * time.Second)
+	// The sleep outlasts any delay of a loaded host between its start and
+	// the KILL, so that the KILL finds it running.
+	start := time.Now()
+	done := startSleep(ctx, conn, "SELECT SLEEP(10)")
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var n int
 		err := killer.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE 'SELECT SLEEP%'", id).Scan(&n)
@@ -320,7 +323,7 @@ func myKillOp(ctx context.Context, c *chaos, conn *sql.Conn, _ *rand.Rand, _ str
 	if _, err := killer.ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(id, 10)); err != nil {
 		return false, fmt.Errorf("KILL QUERY: %w", err)
 	}
-	if err := sleepResult(done, false); err != nil {
+	if err := sleepResult(done, time.Since(start) > 9*time.Second); err != nil {
 		return false, err
 	}
 	return false, myAfter(ctx, conn)

@@ -376,7 +376,7 @@ func pgRegistryCancelOp(ctx context.Context, c *chaos, conn *pgx.Conn, _ *rand.R
 // reg and cancels it, unless done fires first. A statement that ended
 // before the cancel is no error.
 func cancelInRegistry(ctx context.Context, reg *session.Registry, tag string, done chan error) error {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, st := range reg.Active() {
 			if strings.Contains(st.SQL, tag) {

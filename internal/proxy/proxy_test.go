@@ -55,7 +55,7 @@ func startProxy(t testing.TB, protocol, upstream string) (*Server, string) {
 // asked of the server: a route to a fake upstream needs no server).
 func testRoute(t testing.TB, log *slog.Logger, reg *session.Registry, name, protocol, upstream string) Route {
 	t.Helper()
-	r := Route{Name: name, Listen: "127.0.0.1:0", Upstream: upstream, Protocol: protocol, DialTimeout: 2 * time.Second}
+	r := Route{Name: name, Listen: "127.0.0.1:0", Upstream: upstream, Protocol: protocol, DialTimeout: 10 * time.Second}
 	switch protocol {
 	case "postgres":
 		r.Frontend = pg.New(pg.Options{Clock: clock.Real{}, Logger: log, Upstream: upstream, Keys: reg})
@@ -65,7 +65,7 @@ func testRoute(t testing.TB, log *slog.Logger, reg *session.Registry, name, prot
 			t.Fatal(err)
 		}
 		r.Frontend = mysql.New(mysql.Options{Clock: clock.Real{}, Logger: log, Upstream: upstream,
-			KillUser: cfg.User, KillPassword: cfg.Passwd, DialTimeout: 2 * time.Second})
+			KillUser: cfg.User, KillPassword: cfg.Passwd, DialTimeout: 10 * time.Second})
 	}
 	return r
 }
