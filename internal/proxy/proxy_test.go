@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -16,12 +17,14 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
+	"github.com/sluicelab/sluice/internal/wire/mysql"
 	"github.com/sluicelab/sluice/internal/wire/pg"
 )
 
@@ -38,16 +41,33 @@ func startProxy(t testing.TB, protocol, upstream string) (*Server, string) {
 	t.Helper()
 	reg := session.NewRegistry(session.Options{})
 	srv := New(Options{Logger: testLogger(t), Registry: reg})
-	r := Route{Name: "r", Listen: "127.0.0.1:0", Upstream: upstream, Protocol: protocol, DialTimeout: 2 * time.Second}
-	if protocol == "postgres" {
-		r.Frontend = pg.New(pg.Options{Clock: clock.Real{}, Logger: testLogger(t), Upstream: upstream, Keys: reg})
-	}
-	addr, err := srv.AddRoute(r)
+	addr, err := srv.AddRoute(testRoute(t, testLogger(t), reg, "r", protocol, upstream))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
 	return srv, addr.String()
+}
+
+// testRoute returns a loopback route named name to upstream with the
+// front end sluice serve gives protocol, logging to log. A mysql route
+// cancels as the test server's user (read from SLUICE_TEST_MYSQL, not
+// asked of the server: a route to a fake upstream needs no server).
+func testRoute(t testing.TB, log *slog.Logger, reg *session.Registry, name, protocol, upstream string) Route {
+	t.Helper()
+	r := Route{Name: name, Listen: "127.0.0.1:0", Upstream: upstream, Protocol: protocol, DialTimeout: 10 * time.Second}
+	switch protocol {
+	case "postgres":
+		r.Frontend = pg.New(pg.Options{Clock: clock.Real{}, Logger: log, Upstream: upstream, Keys: reg})
+	case "mysql":
+		cfg, err := gomysql.ParseDSN(cmp.Or(os.Getenv("SLUICE_TEST_MYSQL"), testenv.DefaultMySQL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Frontend = mysql.New(mysql.Options{Clock: clock.Real{}, Logger: log, Upstream: upstream,
+			KillUser: cfg.User, KillPassword: cfg.Passwd, DialTimeout: 10 * time.Second})
+	}
+	return r
 }
 
 // viaProxy rewrites a PostgreSQL URL to go through addr.
