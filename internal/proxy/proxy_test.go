@@ -65,7 +65,7 @@ func testRoute(t testing.TB, log *slog.Logger, reg *session.Registry, name, prot
 			t.Fatal(err)
 		}
 		r.Frontend = mysql.New(mysql.Options{Clock: clock.Real{}, Logger: log, Upstream: upstream,
-			KillUser: cfg.User, KillPassword: cfg.Passwd, DialTimeout: 10 * time.Second})
+			KillUser: cfg.User, KillPassword: cfg.Passwd, ConnectTimeout: 10 * time.Second})
 	}
 	return r
 }

@@ -345,8 +345,6 @@ func (r *relayRig) replay(t *testing.T, steps []relayStep) replayed {
 	return out
 }
 
-var aLongTimeAgo = time.Unix(1, 0)
-
 // dropBacklog closes the connections waiting in the upstream listener's
 // backlog, accepting without blocking (an expired deadline fails an
 // Accept before it looks at the backlog).
