@@ -5,7 +5,10 @@ package litepg
 // (translate_session.go) and query translators, whose expressions are
 // rewritten by translate_expr.go.
 
-import "strings"
+import (
+	"iter"
+	"strings"
+)
 
 // stmtKind says how a session runs a statement.
 type stmtKind uint8
@@ -469,18 +472,13 @@ func mainVerb(toks []token) string {
 	if !toks[0].is("with") {
 		return toks[0].val
 	}
-	depth := 0
-	for _, t := range toks[1:] {
-		switch {
-		case t.isPunct("("):
-			depth++
-		case t.isPunct(")"):
-			depth--
-		case depth == 0 && t.kind == tkIdent:
-			switch t.val {
-			case "select", "insert", "update", "delete", "values":
-				return t.val
-			}
+	for _, t := range topLevel(toks[1:]) {
+		if t.kind != tkIdent {
+			continue
+		}
+		switch t.val {
+		case "select", "insert", "update", "delete", "values":
+			return t.val
 		}
 	}
 	return ""
@@ -490,14 +488,8 @@ func mainVerb(toks []token) string {
 // which SQLite has no use for: a transaction that writes holds the
 // database's write lock. It reports whether one was present.
 func stripLockingClause(toks []token) ([]token, bool, error) {
-	depth := 0
-	for i, t := range toks {
-		switch {
-		case t.isPunct("("):
-			depth++
-		case t.isPunct(")"):
-			depth--
-		case depth == 0 && t.is("for") && i+1 < len(toks):
+	for i, t := range topLevel(toks) {
+		if t.is("for") && i+1 < len(toks) {
 			n := toks[i+1]
 			if n.is("update") || n.is("share") || n.is("no") || n.is("key") {
 				return toks[:i], true, nil
@@ -509,20 +501,36 @@ func stripLockingClause(toks []token) ([]token, bool, error) {
 
 // hasTopLevelInto reports a SELECT ... INTO table.
 func hasTopLevelInto(toks []token) bool {
-	depth := 0
-	for _, t := range toks {
+	for _, t := range topLevel(toks) {
 		switch {
-		case t.isPunct("("):
-			depth++
-		case t.isPunct(")"):
-			depth--
-		case depth == 0 && t.is("into"):
+		case t.is("into"):
 			return true
-		case depth == 0 && t.is("insert"):
+		case t.is("insert"):
 			return false
 		}
 	}
 	return false
+}
+
+// topLevel yields the tokens of toks at parenthesis depth 0, counted
+// from toks[0], with their indexes in toks; it does not yield the
+// parentheses themselves.
+func topLevel(toks []token) iter.Seq2[int, token] {
+	return func(yield func(int, token) bool) {
+		depth := 0
+		for i, t := range toks {
+			switch {
+			case t.isPunct("("):
+				depth++
+			case t.isPunct(")"):
+				depth--
+			case depth == 0:
+				if !yield(i, t) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // matchParen returns the index of the ")" matching the "(" at toks[i],
