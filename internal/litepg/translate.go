@@ -160,43 +160,9 @@ func translateOne(toks []token, e env) (*stmt, error) {
 	case "begin", "start":
 		return translateBegin(toks)
 	case "commit", "end":
-		rest := skipWords(toks[1:], "work", "transaction")
-		if len(rest) > 0 && rest[0].is("prepared") {
-			return nil, unsupportedf("two-phase commit is not supported")
-		}
-		if len(rest) > 0 && rest[0].is("and") {
-			if len(rest) > 1 && rest[1].is("no") {
-				return &stmt{kind: skCommit, tag: "COMMIT"}, nil
-			}
-			return nil, unsupportedf("COMMIT AND CHAIN is not supported")
-		}
-		if len(rest) > 0 {
-			return nil, syntaxErrorf("syntax error at or near %q", clip(rest[0].text))
-		}
-		return &stmt{kind: skCommit, tag: "COMMIT"}, nil
+		return translateTxEnd(toks, skCommit, "COMMIT")
 	case "rollback", "abort":
-		rest := skipWords(toks[1:], "work", "transaction")
-		if len(rest) > 0 && rest[0].is("prepared") {
-			return nil, unsupportedf("two-phase commit is not supported")
-		}
-		if len(rest) > 0 && rest[0].is("to") && first.val == "rollback" {
-			rest = skipWords(rest[1:], "savepoint")
-			name, err := singleName(rest)
-			if err != nil {
-				return nil, err
-			}
-			return &stmt{kind: skExec, tag: "ROLLBACK", sql: "ROLLBACK TO " + name, savepoint: true}, nil
-		}
-		if len(rest) > 0 && rest[0].is("and") {
-			if len(rest) > 1 && rest[1].is("no") {
-				return &stmt{kind: skRollback, tag: "ROLLBACK"}, nil
-			}
-			return nil, unsupportedf("ROLLBACK AND CHAIN is not supported")
-		}
-		if len(rest) > 0 {
-			return nil, syntaxErrorf("syntax error at or near %q", clip(rest[0].text))
-		}
-		return &stmt{kind: skRollback, tag: "ROLLBACK"}, nil
+		return translateTxEnd(toks, skRollback, "ROLLBACK")
 	case "savepoint":
 		name, err := singleName(toks[1:])
 		if err != nil {
@@ -211,7 +177,7 @@ func translateOne(toks []token, e env) (*stmt, error) {
 		return &stmt{kind: skExec, tag: "RELEASE", sql: "RELEASE " + name, savepoint: true}, nil
 	case "set":
 		return translateSet(toks)
-	case "reset":
+	case "reset", "show":
 		rest := toks[1:]
 		if len(rest) == 0 {
 			return nil, syntaxErrorf("syntax error at end of input")
@@ -220,15 +186,8 @@ func translateOne(toks []token, e env) (*stmt, error) {
 		if name == "" {
 			return nil, syntaxErrorf("syntax error at or near %q", clip(rest[0].text))
 		}
-		return &stmt{kind: skReset, tag: "RESET", setName: name}, nil
-	case "show":
-		rest := toks[1:]
-		if len(rest) == 0 {
-			return nil, syntaxErrorf("syntax error at end of input")
-		}
-		name := settingName(rest)
-		if name == "" {
-			return nil, syntaxErrorf("syntax error at or near %q", clip(rest[0].text))
+		if first.val == "reset" {
+			return &stmt{kind: skReset, tag: "RESET", setName: name}, nil
 		}
 		return &stmt{kind: skShow, tag: "SHOW", setName: name}, nil
 	case "copy":
@@ -458,6 +417,32 @@ func translateQuery(toks []token, e env) (*stmt, error) {
 	}
 	st.sql = emit(out)
 	return st, nil
+}
+
+// translateTxEnd translates COMMIT / END (kind skCommit, tag COMMIT) and
+// ROLLBACK / ABORT (skRollback, ROLLBACK), with ROLLBACK TO SAVEPOINT.
+func translateTxEnd(toks []token, kind stmtKind, tag string) (*stmt, error) {
+	rest := skipWords(toks[1:], "work", "transaction")
+	if len(rest) > 0 && rest[0].is("prepared") {
+		return nil, unsupportedf("two-phase commit is not supported")
+	}
+	if len(rest) > 0 && rest[0].is("to") && toks[0].is("rollback") {
+		name, err := singleName(skipWords(rest[1:], "savepoint"))
+		if err != nil {
+			return nil, err
+		}
+		return &stmt{kind: skExec, tag: "ROLLBACK", sql: "ROLLBACK TO " + name, savepoint: true}, nil
+	}
+	if len(rest) > 0 && rest[0].is("and") {
+		if len(rest) > 1 && rest[1].is("no") {
+			return &stmt{kind: kind, tag: tag}, nil
+		}
+		return nil, unsupportedf("%s AND CHAIN is not supported", tag)
+	}
+	if len(rest) > 0 {
+		return nil, syntaxErrorf("syntax error at or near %q", clip(rest[0].text))
+	}
+	return &stmt{kind: kind, tag: tag}, nil
 }
 
 // mainVerb returns the statement verb after any WITH clause: "select",
