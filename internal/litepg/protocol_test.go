@@ -79,8 +79,9 @@ func (fe *frontend) untilReady() []string {
 	}
 }
 
-// render describes a backend message; ParameterStatus and
-// BackendKeyData render as "" and are skipped.
+// render describes a backend message, by its type name when it has no
+// fields to show; ParameterStatus, BackendKeyData and NoticeResponse
+// render as "" and are skipped.
 func render(m pgproto3.BackendMessage) string {
 	switch m := m.(type) {
 	case *pgproto3.AuthenticationOk:
@@ -89,14 +90,6 @@ func render(m pgproto3.BackendMessage) string {
 		return ""
 	case *pgproto3.ReadyForQuery:
 		return "Ready " + string(m.TxStatus)
-	case *pgproto3.ParseComplete:
-		return "ParseComplete"
-	case *pgproto3.BindComplete:
-		return "BindComplete"
-	case *pgproto3.CloseComplete:
-		return "CloseComplete"
-	case *pgproto3.NoData:
-		return "NoData"
 	case *pgproto3.PortalSuspended:
 		return "Suspended"
 	case *pgproto3.EmptyQueryResponse:
@@ -126,7 +119,8 @@ func render(m pgproto3.BackendMessage) string {
 	case *pgproto3.NegotiateProtocolVersion:
 		return fmt.Sprintf("Negotiate %d %v", m.NewestMinorProtocol, m.UnrecognizedOptions)
 	}
-	return fmt.Sprintf("%T", m)
+	// ParseComplete, BindComplete, CloseComplete, NoData, ...
+	return strings.TrimPrefix(fmt.Sprintf("%T", m), "*pgproto3.")
 }
 
 func expectFlow(t *testing.T, got []string, want ...string) {
