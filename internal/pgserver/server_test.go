@@ -44,14 +44,19 @@ func (h *memHandler) row(sql string) error {
 	return nil
 }
 
+// reply sends m, the whole answer to a message.
+func (h *memHandler) reply(m pgproto3.BackendMessage) error {
+	h.c.Send(m)
+	return nil
+}
+
 func (h *memHandler) Query(_ context.Context, sql string) error { return h.row(sql) }
 func (h *memHandler) Parse(_ context.Context, m *pgproto3.Parse) error {
 	if m.Query == "bad" {
 		return &Error{Code: "42601", Message: "syntax error"}
 	}
 	h.stmts[m.Name] = m.Query
-	h.c.Send(&pgproto3.ParseComplete{})
-	return nil
+	return h.reply(&pgproto3.ParseComplete{})
 }
 func (h *memHandler) Bind(_ context.Context, m *pgproto3.Bind) error {
 	q, err := lookup(h.stmts, m.PreparedStatement, "26000")
@@ -59,12 +64,10 @@ func (h *memHandler) Bind(_ context.Context, m *pgproto3.Bind) error {
 		return err
 	}
 	h.portals[m.DestinationPortal] = q
-	h.c.Send(&pgproto3.BindComplete{})
-	return nil
+	return h.reply(&pgproto3.BindComplete{})
 }
 func (h *memHandler) Describe(context.Context, *pgproto3.Describe) error {
-	h.c.Send(&pgproto3.NoData{})
-	return nil
+	return h.reply(&pgproto3.NoData{})
 }
 func (h *memHandler) Execute(_ context.Context, m *pgproto3.Execute) error {
 	q, err := lookup(h.portals, m.Portal, "34000")
@@ -83,8 +86,7 @@ func lookup(m map[string]string, name, code string) (string, error) {
 	return q, nil
 }
 func (h *memHandler) Close(context.Context, *pgproto3.Close) error {
-	h.c.Send(&pgproto3.CloseComplete{})
-	return nil
+	return h.reply(&pgproto3.CloseComplete{})
 }
 func (h *memHandler) Sync()          { h.syncs++ }
 func (h *memHandler) TxStatus() byte { return 'I' }
