@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -14,9 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/pgserver/pgtest"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -85,20 +84,7 @@ func TestOversizedMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = nc.SetReadDeadline(clock.Real{}.Now().Add(10 * time.Second))
-	reply, err := io.ReadAll(nc)
-	if err != nil {
-		t.Fatalf("read: %v (got %q)", err, reply)
-	}
-	if len(reply) < 5 || reply[0] != 'E' {
-		t.Fatalf("reply %q is not an ErrorResponse", reply)
-	}
-	var e pgproto3.ErrorResponse
-	if err := e.Decode(reply[5:]); err != nil {
-		t.Fatal(err)
-	}
-	if e.Severity != "FATAL" || e.Code != "54000" || !strings.Contains(e.Message, strconv.Itoa(maxMessage)) {
-		t.Errorf("got %s %s %q, want FATAL 54000 naming the limit", e.Severity, e.Code, e.Message)
-	}
+	pgtest.ExpectFatal(t, nc, "54000", strconv.Itoa(maxMessage))
 
 	// pgx writes the whole message before it reads the answer.
 	conn, err := pgx.Connect(ctx, c.url("admin", password))

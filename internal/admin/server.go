@@ -107,22 +107,12 @@ func New(o Options) (*Server, error) {
 // serves each in its own goroutine. It closes ln. It returns ctx.Err()
 // when ctx ends, ErrServerClosed after Close, or the accept error.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		ln.Close()
-		return ErrServerClosed
+	if err := track(s, s.listeners, ln, false); err != nil {
+		return err
 	}
-	s.listeners[ln] = struct{}{}
-	s.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
-	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, ln)
-		s.mu.Unlock()
-		ln.Close()
-	}()
+	defer untrack(s, s.listeners, ln)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -137,28 +127,51 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("admin: accept: %w", err)
 		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			c.Close()
-			return ErrServerClosed
+		if err := track(s, s.conns, c, true); err != nil {
+			return err
 		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			defer func() {
-				s.mu.Lock()
-				delete(s.conns, c)
-				s.mu.Unlock()
-				c.Close()
-			}()
+			defer untrack(s, s.conns, c)
 			stopConn := context.AfterFunc(ctx, func() { c.Close() })
 			defer stopConn()
 			s.serveConn(ctx, c)
 		}()
 	}
+}
+
+// trackable is what Server tracks to close it: a listener or a
+// connection.
+type trackable interface {
+	comparable
+	Close() error
+}
+
+// track adds x to set, which Close closes, and when goroutine is true
+// counts the goroutine that will serve x in s.wg, under s.mu so that
+// Close waits for it. After Close it closes x and returns
+// ErrServerClosed instead.
+func track[T trackable](s *Server, set map[T]struct{}, x T, goroutine bool) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		x.Close()
+		return ErrServerClosed
+	}
+	set[x] = struct{}{}
+	if goroutine {
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// untrack removes x from set and closes it.
+func untrack[T trackable](s *Server, set map[T]struct{}, x T) {
+	s.mu.Lock()
+	delete(set, x)
+	s.mu.Unlock()
+	x.Close()
 }
 
 // Close stops every Serve, closes every connection and waits for their

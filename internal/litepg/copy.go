@@ -43,14 +43,7 @@ func (s *session) copyOut(ctx context.Context, pt *portal) error {
 	if err != nil {
 		return err
 	}
-	format := byte(0)
-	if spec.format == copyBinary {
-		format = 1
-	}
-	codes := make([]uint16, len(cols))
-	for i := range codes {
-		codes[i] = uint16(format)
-	}
+	format, codes := spec.wireFormat(len(cols))
 	s.send(&pgproto3.CopyOutResponse{OverallFormat: format, ColumnFormatCodes: codes})
 
 	if spec.format == copyBinary {
@@ -112,6 +105,21 @@ func (s *session) copyOut(ctx context.Context, pt *portal) error {
 	return nil
 }
 
+// wireFormat returns the overall format and the format codes of n
+// columns that a CopyInResponse or CopyOutResponse announces for spec:
+// 1 (binary) for BINARY, 0 (text) for text and CSV.
+func (spec *copySpec) wireFormat(n int) (byte, []uint16) {
+	format := byte(0)
+	if spec.format == copyBinary {
+		format = 1
+	}
+	codes := make([]uint16, n)
+	for i := range codes {
+		codes[i] = uint16(format)
+	}
+	return format, codes
+}
+
 // appendCopyRow appends one row in COPY's text or CSV format to b.
 func (s *session) appendCopyRow(b []byte, spec *copySpec, row []driver.Value, cols []column) ([]byte, error) {
 	var err error
@@ -141,8 +149,9 @@ func (s *session) appendCopyRow(b []byte, spec *copySpec, row []driver.Value, co
 	return append(b, '\n'), nil
 }
 
-// textEscapes marks the bytes COPY's text format escapes.
-var textEscapes = [256]bool{'\\': true, '\n': true, '\r': true, '\t': true, '\b': true, '\f': true, '\v': true}
+// textEscapes maps each byte COPY's text format escapes to the letter
+// after its backslash, 0 for the other bytes; read-only.
+var textEscapes = [256]byte{'\\': '\\', '\n': 'n', '\r': 'r', '\t': 't', '\b': 'b', '\f': 'f', '\v': 'v'}
 
 // appendCopyField appends one non-null value in the text or CSV format.
 func appendCopyField[T string | []byte](dst []byte, spec *copySpec, v T) []byte {
@@ -152,28 +161,16 @@ func appendCopyField[T string | []byte](dst []byte, spec *copySpec, v T) []byte 
 	start := 0
 	for i := 0; i < len(v); i++ {
 		c := v[i]
-		if !textEscapes[c] && c != spec.delim {
+		e := textEscapes[c]
+		switch {
+		case e != 0:
+		case c == spec.delim:
+			e = c // the delimiter escapes as itself
+		default:
 			continue
 		}
 		dst = append(dst, v[start:i]...)
-		switch c {
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\v':
-			dst = append(dst, '\\', 'v')
-		default:
-			dst = append(dst, '\\', c)
-		}
+		dst = append(dst, '\\', e)
 		start = i + 1
 	}
 	return append(dst, v[start:]...)
@@ -285,14 +282,7 @@ func (s *session) copyIn(ctx context.Context, st *stmt) (err error) {
 		return nil
 	}
 
-	format := byte(0)
-	if spec.format == copyBinary {
-		format = 1
-	}
-	codes := make([]uint16, len(names))
-	for i := range codes {
-		codes[i] = uint16(format)
-	}
+	format, codes := spec.wireFormat(len(names))
 	s.send(&pgproto3.CopyInResponse{OverallFormat: format, ColumnFormatCodes: codes})
 	if err := s.flush(); err != nil {
 		return err
@@ -483,6 +473,11 @@ func (d *copyDecoder) textRecord(final bool, emit func([]driver.Value) error) (b
 	return true, d.record(emit)
 }
 
+// textUnescapes maps the letter after a backslash in COPY's text format
+// to the control character it stands for, 0 for the other bytes;
+// read-only.
+var textUnescapes = [256]byte{'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t', 'v': '\v'}
+
 // unescapeCopyText appends raw with the text format's backslash escapes
 // decoded.
 func unescapeCopyText(dst, raw []byte) []byte {
@@ -496,19 +491,12 @@ func unescapeCopyText(dst, raw []byte) []byte {
 			continue
 		}
 		i++
-		switch e := raw[i]; e {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'v':
-			dst = append(dst, '\v')
+		e := raw[i]
+		if d := textUnescapes[e]; d != 0 {
+			dst = append(dst, d)
+			continue
+		}
+		switch e {
 		case 'x':
 			j := i + 1
 			for j < len(raw) && j < i+3 && isHexDigit(raw[j]) {

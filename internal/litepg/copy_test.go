@@ -267,11 +267,7 @@ func TestCopyDecoder(t *testing.T) {
 			if err == nil {
 				err = d.finish(emit)
 			}
-			res := fmt.Sprintf("%v", got)
-			if err != nil {
-				res = "error: " + toPGError(err).code
-			}
-			if res != tc.want {
+			if res := outcome(fmt.Sprintf("%v", got), err); res != tc.want {
 				t.Fatalf("got %s, want %s", res, tc.want)
 			}
 		})

@@ -172,12 +172,14 @@ func parseCopyOptions(spec *copySpec, rest []token) error {
 		}
 		rest = rest[1:]
 		switch w.val {
-		case "binary":
-			spec.format = copyBinary
-		case "csv":
-			spec.format = copyCSV
+		case "binary", "csv":
+			if err := setCopyOption(spec, "format", w.val, true); err != nil {
+				return err
+			}
 		case "header":
-			spec.header = true
+			if err := setCopyOption(spec, w.val, "", false); err != nil {
+				return err
+			}
 		case "delimiter", "null", "quote", "escape":
 			if len(rest) > 0 && rest[0].is("as") {
 				rest = rest[1:]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -103,85 +104,90 @@ func toPGError(err error) *pgError {
 	return &pgError{code: codeInternalError, msg: err.Error()}
 }
 
+// sqliteStates maps a primary SQLite result code to the SQLSTATE of its
+// errors; read-only. sqliteError treats BUSY, LOCKED, CONSTRAINT and
+// ERROR itself.
+var sqliteStates = map[int]string{
+	sqlite3.SQLITE_INTERRUPT: codeQueryCanceled,
+	sqlite3.SQLITE_TOOBIG:    codeProgramLimitExceeded,
+	sqlite3.SQLITE_READONLY:  codeReadOnlySQLTransaction,
+	sqlite3.SQLITE_FULL:      codeDiskFull,
+	sqlite3.SQLITE_NOMEM:     codeOutOfMemory,
+	sqlite3.SQLITE_IOERR:     codeIOError,
+	sqlite3.SQLITE_CANTOPEN:  codeIOError,
+	sqlite3.SQLITE_CORRUPT:   codeDataCorrupted,
+	sqlite3.SQLITE_NOTADB:    codeDataCorrupted,
+	sqlite3.SQLITE_MISMATCH:  codeDatatypeMismatch,
+	sqlite3.SQLITE_RANGE:     codeUndefinedParameter,
+}
+
+// constraintStates maps an extended SQLITE_CONSTRAINT result code to its
+// SQLSTATE; read-only. Other constraints are integrity violations.
+var constraintStates = map[int]string{
+	sqlite3.SQLITE_CONSTRAINT_UNIQUE:     codeUniqueViolation,
+	sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY: codeUniqueViolation,
+	sqlite3.SQLITE_CONSTRAINT_NOTNULL:    codeNotNullViolation,
+	sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY: codeForeignKeyViolation,
+	sqlite3.SQLITE_CONSTRAINT_CHECK:      codeCheckViolation,
+}
+
 // sqliteError maps an SQLite result code and message to a pgError.
 func sqliteError(code int, raw string) *pgError {
 	msg := sqliteMessage(raw)
 	e := &pgError{msg: msg}
-	switch code & 0xff {
+	switch primary := code & 0xff; primary {
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 		e.code = codeSerializationFailure
 		e.msg = "could not serialize access due to concurrent update: " + msg
-	case sqlite3.SQLITE_INTERRUPT:
-		e.code = codeQueryCanceled
 	case sqlite3.SQLITE_CONSTRAINT:
-		switch code {
-		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-			e.code = codeUniqueViolation
-		case sqlite3.SQLITE_CONSTRAINT_NOTNULL:
-			e.code = codeNotNullViolation
-		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-			e.code = codeForeignKeyViolation
-		case sqlite3.SQLITE_CONSTRAINT_CHECK:
-			e.code = codeCheckViolation
-		default:
+		e.code = constraintStates[code]
+		if e.code == "" {
 			e.code = codeIntegrityViolation
 		}
-	case sqlite3.SQLITE_TOOBIG:
-		e.code = codeProgramLimitExceeded
-	case sqlite3.SQLITE_READONLY:
-		e.code = codeReadOnlySQLTransaction
-	case sqlite3.SQLITE_FULL:
-		e.code = codeDiskFull
-	case sqlite3.SQLITE_NOMEM:
-		e.code = codeOutOfMemory
-	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
-		e.code = codeIOError
-	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
-		e.code = codeDataCorrupted
-	case sqlite3.SQLITE_MISMATCH:
-		e.code = codeDatatypeMismatch
-	case sqlite3.SQLITE_RANGE:
-		e.code = codeUndefinedParameter
 	case sqlite3.SQLITE_ERROR:
 		e.code = classifyLogicError(msg)
 	default:
-		e.code = codeInternalError
+		e.code = sqliteStates[primary]
+		if e.code == "" {
+			e.code = codeInternalError
+		}
 	}
 	return e
+}
+
+// logicErrors maps the messages of generic SQLite errors to SQLSTATEs,
+// first match first: a message matches an entry that it starts with one
+// of the prefixes or contains one of the infixes of; read-only.
+var logicErrors = []struct {
+	code              string
+	prefixes, infixes []string
+}{
+	{codeSyntaxError, nil, []string{"syntax error", "incomplete input", "unrecognized token"}},
+	{codeUndefinedTable, []string{"no such table", "no such view"}, nil},
+	{codeUndefinedColumn, []string{"no such column"}, []string{"has no column named"}},
+	{codeUndefinedFunction, []string{"no such function", "wrong number of arguments to function"}, nil},
+	{codeUndefinedObject, []string{"no such index", "no such savepoint"}, nil},
+	{codeAmbiguousColumn, []string{"ambiguous column name"}, nil},
+	{codeDuplicateObject, nil, []string{"already exists"}}, // codeDuplicateTable for a table or view
+	{codeGroupingError, nil, []string{"misuse of aggregate", "GROUP BY"}},
+	{codeNumericValueOutOfRange, nil, []string{"integer overflow"}},
+	{codeActiveSQLTransaction, nil, []string{"cannot start a transaction within a transaction"}},
+	{codeNoActiveSQLTransaction, nil, []string{"no transaction is active"}},
+	{codeFeatureNotSupported, nil, []string{"not supported", "not authorized"}},
 }
 
 // classifyLogicError picks the SQLSTATE of a generic SQLite error from
 // its message.
 func classifyLogicError(msg string) string {
-	switch {
-	case strings.Contains(msg, "syntax error"), strings.Contains(msg, "incomplete input"),
-		strings.Contains(msg, "unrecognized token"):
-		return codeSyntaxError
-	case strings.HasPrefix(msg, "no such table"), strings.HasPrefix(msg, "no such view"):
-		return codeUndefinedTable
-	case strings.HasPrefix(msg, "no such column"), strings.Contains(msg, "has no column named"):
-		return codeUndefinedColumn
-	case strings.HasPrefix(msg, "no such function"), strings.HasPrefix(msg, "wrong number of arguments to function"):
-		return codeUndefinedFunction
-	case strings.HasPrefix(msg, "no such index"), strings.HasPrefix(msg, "no such savepoint"):
-		return codeUndefinedObject
-	case strings.HasPrefix(msg, "ambiguous column name"):
-		return codeAmbiguousColumn
-	case strings.Contains(msg, "already exists"):
-		if strings.HasPrefix(msg, "table") || strings.HasPrefix(msg, "view") {
+	for _, le := range logicErrors {
+		if !slices.ContainsFunc(le.prefixes, func(p string) bool { return strings.HasPrefix(msg, p) }) &&
+			!slices.ContainsFunc(le.infixes, func(p string) bool { return strings.Contains(msg, p) }) {
+			continue
+		}
+		if le.code == codeDuplicateObject && (strings.HasPrefix(msg, "table") || strings.HasPrefix(msg, "view")) {
 			return codeDuplicateTable
 		}
-		return codeDuplicateObject
-	case strings.Contains(msg, "misuse of aggregate"), strings.Contains(msg, "GROUP BY"):
-		return codeGroupingError
-	case strings.Contains(msg, "integer overflow"):
-		return codeNumericValueOutOfRange
-	case strings.Contains(msg, "cannot start a transaction within a transaction"):
-		return codeActiveSQLTransaction
-	case strings.Contains(msg, "no transaction is active"):
-		return codeNoActiveSQLTransaction
-	case strings.Contains(msg, "not supported"), strings.Contains(msg, "not authorized"):
-		return codeFeatureNotSupported
+		return le.code
 	}
 	return codeSyntaxOrAccessRule
 }

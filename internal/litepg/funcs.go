@@ -24,14 +24,13 @@ const maxStringLen = 1<<30 - 1
 // registerFunctions installs PostgreSQL functions that SQLite lacks on
 // the server's own driver, so they reach only this server's connections.
 func (s *Server) registerFunctions() error {
-	det := func(name string, n int32, f func([]driver.Value) (driver.Value, error)) error {
-		return s.drv.RegisterFunction(name, &sqlite.FunctionImpl{NArgs: n, Deterministic: true,
-			Scalar: func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) { return f(args) }})
+	register := func(deterministic bool) func(string, int32, func([]driver.Value) (driver.Value, error)) error {
+		return func(name string, n int32, f func([]driver.Value) (driver.Value, error)) error {
+			return s.drv.RegisterFunction(name, &sqlite.FunctionImpl{NArgs: n, Deterministic: deterministic,
+				Scalar: func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) { return f(args) }})
+		}
 	}
-	vol := func(name string, n int32, f func([]driver.Value) (driver.Value, error)) error {
-		return s.drv.RegisterFunction(name, &sqlite.FunctionImpl{NArgs: n,
-			Scalar: func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) { return f(args) }})
-	}
+	det, vol := register(true), register(false)
 	regs := []error{
 		det("repeat", 2, fnRepeat),
 		det("litepg_bool", 1, fnBool),
@@ -110,6 +109,15 @@ func textArg(v driver.Value) (string, bool) {
 		return x.UTC().Format(timestampLayout), true
 	}
 	return fmt.Sprint(v), true
+}
+
+// optTextArg renders the optional argument args[i] as text, def when
+// the call has no such argument; ok is false for NULL.
+func optTextArg(args []driver.Value, i int, def string) (string, bool) {
+	if i >= len(args) {
+		return def, true
+	}
+	return textArg(args[i])
 }
 
 // intArg converts an SQL argument to an integer; ok is false for NULL.
@@ -225,13 +233,9 @@ func fnPad(left bool) func([]driver.Value) (driver.Value, error) {
 		if err != nil || !ok || !ok2 {
 			return nil, err
 		}
-		fill := " "
-		if len(args) == 3 {
-			f, ok := textArg(args[2])
-			if !ok {
-				return nil, nil
-			}
-			fill = f
+		fill, ok := optTextArg(args, 2, " ")
+		if !ok {
+			return nil, nil
 		}
 		if n <= 0 {
 			return "", nil
@@ -276,13 +280,9 @@ func fnBtrim(args []driver.Value) (driver.Value, error) {
 	if !ok {
 		return nil, nil
 	}
-	cut := " "
-	if len(args) == 2 {
-		c, ok := textArg(args[1])
-		if !ok {
-			return nil, nil
-		}
-		cut = c
+	cut, ok := optTextArg(args, 1, " ")
+	if !ok {
+		return nil, nil
 	}
 	return strings.Trim(s, cut), nil
 }

@@ -156,37 +156,32 @@ func analyzeStatement(st *stmt, toks []token) {
 // query). names, when not nil, are the names PostgreSQL gives the items
 // (VALUES: column1, column2, ...).
 func resultItems(toks []token) (items [][]token, names []string) {
-	depth := 0
 	start := -1
 	values := false
-	for i, t := range toks {
-		switch {
-		case t.isPunct("("):
-			depth++
-		case t.isPunct(")"):
-			depth--
-		case depth == 0 && t.kind == tkIdent && (t.val == "select" || t.val == "returning") && start < 0:
-			start = i + 1
-		case depth == 0 && t.is("values") && start < 0 && i == 0:
-			values = true
-			start = i + 1
+	for i, t := range topLevel(toks) {
+		if t.kind != tkIdent {
+			continue
 		}
-		if start >= 0 {
-			break
-		}
-		if depth == 0 && t.kind == tkIdent && (t.val == "insert" || t.val == "update" || t.val == "delete") {
+		switch t.val {
+		case "select", "returning":
+			start = i + 1
+		case "values":
+			if i == 0 {
+				values = true
+				start = i + 1
+			}
+		case "insert", "update", "delete":
 			// DML: look for RETURNING only.
-			for j := i + 1; j < len(toks); j++ {
-				switch {
-				case toks[j].isPunct("("):
-					depth++
-				case toks[j].isPunct(")"):
-					depth--
-				case depth == 0 && toks[j].is("returning"):
-					return listItems(toks[j+1:], nil)
+			rest := toks[i+1:]
+			for j, r := range topLevel(rest) {
+				if r.is("returning") {
+					return listItems(rest[j+1:], nil)
 				}
 			}
 			return nil, nil
+		}
+		if start >= 0 {
+			break
 		}
 	}
 	if start < 0 || start >= len(toks) {
@@ -231,14 +226,9 @@ var listEnders = map[string]bool{
 
 // listItems splits a select list that starts at toks[0] into items.
 func listItems(toks []token, names []string) ([][]token, []string) {
-	depth := 0
 	end := len(toks)
-	for i, t := range toks {
-		if t.isPunct("(") {
-			depth++
-		} else if t.isPunct(")") {
-			depth--
-		} else if depth == 0 && t.kind == tkIdent && listEnders[t.val] {
+	for i, t := range topLevel(toks) {
+		if t.kind == tkIdent && listEnders[t.val] {
 			end = i
 			break
 		}
@@ -337,20 +327,16 @@ func exprName(expr []token) string {
 
 // castName names CAST(x AS type) as PostgreSQL does.
 func castName(expr []token) string {
-	depth := 0
-	for j := 2; j < len(expr)-1; j++ {
-		switch {
-		case expr[j].isPunct("("):
-			depth++
-		case expr[j].isPunct(")"):
-			depth--
-		case depth == 0 && expr[j].is("as"):
-			if name := exprName(expr[2:j]); name != "?column?" {
-				return name
-			}
-			if typ, _, err := readTypeName(expr[j+1 : len(expr)-1]); err == nil {
-				return typ.name
-			}
+	for j, t := range topLevel(expr[2 : len(expr)-1]) {
+		if !t.is("as") {
+			continue
+		}
+		j += 2
+		if name := exprName(expr[2:j]); name != "?column?" {
+			return name
+		}
+		if typ, _, err := readTypeName(expr[j+1 : len(expr)-1]); err == nil {
+			return typ.name
 		}
 	}
 	return "?column?"
@@ -358,14 +344,9 @@ func castName(expr []token) string {
 
 // lastTopCast returns the index of the last :: at depth 0, or -1.
 func lastTopCast(expr []token) int {
-	depth, k := 0, -1
-	for i, t := range expr {
-		switch {
-		case t.isPunct("("):
-			depth++
-		case t.isPunct(")"):
-			depth--
-		case depth == 0 && t.kind == tkCast:
+	k := -1
+	for i, t := range topLevel(expr) {
+		if t.kind == tkCast {
 			k = i
 		}
 	}
@@ -507,17 +488,11 @@ func exprHint(expr []token, st *stmt, local map[string]bool, depth int) typeHint
 		return typeHint{}
 	}
 	// Operators at depth 0.
-	depth0 := 0
 	var operands [][]token
 	start := 0
 	arith, concat := false, false
-	for i, t := range expr {
+	for i, t := range topLevel(expr) {
 		switch {
-		case t.isPunct("("):
-			depth0++
-		case t.isPunct(")"):
-			depth0--
-		case depth0 != 0:
 		case t.kind == tkOp:
 			switch t.text {
 			case "=", "<>", "!=", "<", ">", "<=", ">=":

@@ -106,15 +106,14 @@ func lex(src string) ([]token, error) {
 		tok := token{space: space, pos: start}
 		space = false
 		switch {
-		case (c == 'E' || c == 'e') && i+1 < len(src) && src[i+1] == '\'':
-			v, n, err := lexEscapeString(src[i+1:])
-			if err != nil {
-				return nil, err
+		case (c == 'E' || c == 'e' || c == 'N' || c == 'n') && i+1 < len(src) && src[i+1] == '\'':
+			// E'...' decodes backslash escapes; N'...' (national
+			// character) is a standard string.
+			read := lexStandardString
+			if c == 'E' || c == 'e' {
+				read = lexEscapeString
 			}
-			i += 1 + n
-			tok.kind, tok.val = tkString, v
-		case (c == 'N' || c == 'n') && i+1 < len(src) && src[i+1] == '\'':
-			v, n, err := lexStandardString(src[i+1:])
+			v, n, err := read(src[i+1:])
 			if err != nil {
 				return nil, err
 			}

@@ -2,12 +2,13 @@ package litepg
 
 import (
 	"encoding/binary"
-	"io"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/sluicelab/sluice/internal/pgserver/pgtest"
 )
 
 // TestOversizedMessage: a message announcing more than the limit gets a
@@ -29,9 +30,9 @@ func TestOversizedMessage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fe := start(t, url)
 			for _, m := range tc.setup {
-				fe.send(m)
+				fe.Send(m)
 				if _, isCopy := m.(*pgproto3.Query); isCopy && strings.HasPrefix(m.(*pgproto3.Query).String, "COPY") {
-					if got, err := fe.f.Receive(); err != nil {
+					if got, err := fe.FE.Receive(); err != nil {
 						t.Fatal(err)
 					} else if _, ok := got.(*pgproto3.CopyInResponse); !ok {
 						t.Fatalf("COPY answered %T", got)
@@ -42,23 +43,10 @@ func TestOversizedMessage(t *testing.T) {
 			}
 			hdr := []byte{tc.typ, 0, 0, 0, 0}
 			binary.BigEndian.PutUint32(hdr[1:], maxMessageLen+4+1)
-			if _, err := fe.conn.Write(hdr); err != nil {
+			if _, err := fe.Conn.Write(hdr); err != nil {
 				t.Fatal(err)
 			}
-			reply, err := io.ReadAll(fe.conn)
-			if err != nil {
-				t.Fatalf("read: %v (got %q)", err, reply)
-			}
-			if len(reply) < 5 || reply[0] != 'E' {
-				t.Fatalf("reply %q is not an ErrorResponse", reply)
-			}
-			var e pgproto3.ErrorResponse
-			if err := e.Decode(reply[5:]); err != nil {
-				t.Fatal(err)
-			}
-			if e.Severity != "FATAL" || e.Code != "54000" || !strings.Contains(e.Message, strconv.Itoa(maxMessageLen)) {
-				t.Errorf("got %s %s %q, want FATAL 54000 naming the limit", e.Severity, e.Code, e.Message)
-			}
+			pgtest.ExpectFatal(t, fe.Conn, "54000", strconv.Itoa(maxMessageLen))
 		})
 	}
 }

@@ -68,6 +68,19 @@ func mustExec(t testing.TB, c *pgx.Conn, sql string, args ...any) {
 	}
 }
 
+// twoSessions starts a server with opts and opens two sessions on it;
+// the first runs setup before they are returned.
+func twoSessions(t testing.TB, opts Options, setup ...string) (a, b *pgx.Conn) {
+	t.Helper()
+	_, url := startServer(t, opts)
+	a = connect(t, url, pgx.QueryExecModeCacheStatement)
+	b = connect(t, url, pgx.QueryExecModeCacheStatement)
+	for _, sql := range setup {
+		mustExec(t, a, sql)
+	}
+	return a, b
+}
+
 // pgCode returns the SQLSTATE of err, "" if it has none.
 func pgCode(err error) string {
 	var pe *pgconn.PgError
@@ -413,13 +426,9 @@ func TestCancelRealClock(t *testing.T) {
 
 func TestWriteLockTimeout(t *testing.T) {
 	fake := clock.NewFake(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
-	_, url := startServer(t, Options{Clock: fake, BusyTimeout: time.Second})
+	a, b := twoSessions(t, Options{Clock: fake, BusyTimeout: time.Second},
+		"CREATE TABLE t (id INTEGER PRIMARY KEY)", "BEGIN", "INSERT INTO t VALUES (1)")
 	ctx := context.Background()
-	a := connect(t, url, pgx.QueryExecModeCacheStatement)
-	b := connect(t, url, pgx.QueryExecModeCacheStatement)
-	mustExec(t, a, "CREATE TABLE t (id INTEGER PRIMARY KEY)")
-	mustExec(t, a, "BEGIN")
-	mustExec(t, a, "INSERT INTO t VALUES (1)")
 	done := make(chan error, 1)
 	go func() {
 		_, err := b.Exec(ctx, "INSERT INTO t VALUES (2)")
@@ -443,13 +452,9 @@ func TestWriteLockTimeout(t *testing.T) {
 }
 
 func TestDeferredUpgradeConflict(t *testing.T) {
-	_, url := startServer(t, Options{TxMode: TxDeferred})
+	a, b := twoSessions(t, Options{TxMode: TxDeferred},
+		"CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER)", "INSERT INTO t VALUES (1, 0)", "BEGIN")
 	ctx := context.Background()
-	a := connect(t, url, pgx.QueryExecModeCacheStatement)
-	b := connect(t, url, pgx.QueryExecModeCacheStatement)
-	mustExec(t, a, "CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER)")
-	mustExec(t, a, "INSERT INTO t VALUES (1, 0)")
-	mustExec(t, a, "BEGIN")
 	var v int
 	if err := a.QueryRow(ctx, "SELECT v FROM t WHERE id = 1").Scan(&v); err != nil {
 		t.Fatal(err)

@@ -3,19 +3,18 @@ package litepg
 import (
 	"encoding/binary"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/sluicelab/sluice/internal/pgserver/pgtest"
 )
 
 // frontend is a raw protocol client for checking exact message flows.
 type frontend struct {
-	t    *testing.T
-	conn net.Conn
-	f    *pgproto3.Frontend
+	*pgtest.Client
 }
 
 // addrOf extracts host:port from a URL made by startServer.
@@ -26,20 +25,14 @@ func addrOf(url string) string {
 
 func dial(t *testing.T, url string) *frontend {
 	t.Helper()
-	conn, err := net.Dial("tcp", addrOf(url))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	t.Cleanup(func() { conn.Close() })
-	return &frontend{t: t, conn: conn, f: pgproto3.NewFrontend(conn, conn)}
+	return &frontend{pgtest.Dial(t, addrOf(url), 30*time.Second)}
 }
 
 // start dials and completes the startup phase.
 func start(t *testing.T, url string) *frontend {
 	t.Helper()
 	fe := dial(t, url)
-	fe.send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30,
+	fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30,
 		Parameters: map[string]string{"user": "lab", "database": "lab"}})
 	got := fe.untilReady()
 	if got[0] != "AuthOK" || got[len(got)-1] != "Ready I" {
@@ -48,25 +41,15 @@ func start(t *testing.T, url string) *frontend {
 	return fe
 }
 
-func (fe *frontend) send(msgs ...pgproto3.FrontendMessage) {
-	fe.t.Helper()
-	for _, m := range msgs {
-		fe.f.Send(m)
-	}
-	if err := fe.f.Flush(); err != nil {
-		fe.t.Fatal(err)
-	}
-}
-
 // untilReady reads messages up to ReadyForQuery and renders each as a
 // short string.
 func (fe *frontend) untilReady() []string {
-	fe.t.Helper()
+	fe.T.Helper()
 	var out []string
 	for {
-		m, err := fe.f.Receive()
+		m, err := fe.FE.Receive()
 		if err != nil {
-			fe.t.Fatalf("receive after %v: %v", out, err)
+			fe.T.Fatalf("receive after %v: %v", out, err)
 		}
 		s := render(m)
 		if s == "" {
@@ -79,8 +62,9 @@ func (fe *frontend) untilReady() []string {
 	}
 }
 
-// render describes a backend message; ParameterStatus and
-// BackendKeyData render as "" and are skipped.
+// render describes a backend message, by its type name when it has no
+// fields to show; ParameterStatus, BackendKeyData and NoticeResponse
+// render as "" and are skipped.
 func render(m pgproto3.BackendMessage) string {
 	switch m := m.(type) {
 	case *pgproto3.AuthenticationOk:
@@ -89,14 +73,6 @@ func render(m pgproto3.BackendMessage) string {
 		return ""
 	case *pgproto3.ReadyForQuery:
 		return "Ready " + string(m.TxStatus)
-	case *pgproto3.ParseComplete:
-		return "ParseComplete"
-	case *pgproto3.BindComplete:
-		return "BindComplete"
-	case *pgproto3.CloseComplete:
-		return "CloseComplete"
-	case *pgproto3.NoData:
-		return "NoData"
 	case *pgproto3.PortalSuspended:
 		return "Suspended"
 	case *pgproto3.EmptyQueryResponse:
@@ -126,7 +102,8 @@ func render(m pgproto3.BackendMessage) string {
 	case *pgproto3.NegotiateProtocolVersion:
 		return fmt.Sprintf("Negotiate %d %v", m.NewestMinorProtocol, m.UnrecognizedOptions)
 	}
-	return fmt.Sprintf("%T", m)
+	// ParseComplete, BindComplete, CloseComplete, NoData, ...
+	return strings.TrimPrefix(fmt.Sprintf("%T", m), "*pgproto3.")
 }
 
 func expectFlow(t *testing.T, got []string, want ...string) {
@@ -141,7 +118,7 @@ func int8Bytes(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint6
 func TestExtendedProtocolFlows(t *testing.T) {
 	_, url := startServer(t, Options{})
 	fe := start(t, url)
-	fe.send(&pgproto3.Query{String: sbCreate + "; INSERT INTO sbtest1(k, c, pad) VALUES (1,'a','x'),(2,'b','y'),(3,'c','z')"})
+	fe.Send(&pgproto3.Query{String: sbCreate + "; INSERT INTO sbtest1(k, c, pad) VALUES (1,'a','x'),(2,'b','y'),(3,'c','z')"})
 	expectFlow(t, fe.untilReady(), "Complete CREATE TABLE", "Complete INSERT 0 3", "Ready I")
 
 	// Statement descriptions drive pgx's parameter encoding.
@@ -159,75 +136,75 @@ func TestExtendedProtocolFlows(t *testing.T) {
 		{"SHOW TimeZone", "Params []", "Rows TimeZone:25:0"},
 		{"BEGIN", "Params []", "NoData"},
 	} {
-		fe.send(&pgproto3.Parse{Query: tc.sql}, &pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Sync{})
+		fe.Send(&pgproto3.Parse{Query: tc.sql}, &pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Sync{})
 		expectFlow(t, fe.untilReady(), "ParseComplete", tc.params, tc.rows, "Ready I")
 	}
 
 	// Binary parameters and results.
-	fe.send(&pgproto3.Parse{Name: "pt", Query: "SELECT id, c FROM sbtest1 WHERE id = $1"},
+	fe.Send(&pgproto3.Parse{Name: "pt", Query: "SELECT id, c FROM sbtest1 WHERE id = $1"},
 		&pgproto3.Bind{PreparedStatement: "pt", ParameterFormatCodes: []int16{1}, Parameters: [][]byte{int8Bytes(2)}, ResultFormatCodes: []int16{1, 0}},
 		&pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "ParseComplete", "BindComplete", "Rows id:20:1,c:1042:0",
 		`Data "\x00\x00\x00\x00\x00\x00\x00\x02","b"`, "Complete SELECT 1", "Ready I")
 
 	// Portal suspension with a row limit.
-	fe.send(&pgproto3.Bind{PreparedStatement: "nosuch"}, &pgproto3.Sync{})
+	fe.Send(&pgproto3.Bind{PreparedStatement: "nosuch"}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "Error 26000", "Ready I")
-	fe.send(&pgproto3.Parse{Query: "SELECT id FROM sbtest1 ORDER BY id"}, &pgproto3.Bind{},
+	fe.Send(&pgproto3.Parse{Query: "SELECT id FROM sbtest1 ORDER BY id"}, &pgproto3.Bind{},
 		&pgproto3.Execute{MaxRows: 2}, &pgproto3.Execute{MaxRows: 2}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "ParseComplete", "BindComplete", `Data "1"`, `Data "2"`, "Suspended",
 		`Data "3"`, "Complete SELECT 3", "Ready I")
 
 	// An error discards messages until Sync; the session recovers.
-	fe.send(&pgproto3.Parse{Query: "SELEC 1"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	fe.Send(&pgproto3.Parse{Query: "SELEC 1"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "Error 42601", "Ready I")
-	fe.send(&pgproto3.Parse{Query: "SELEC 1"}, &pgproto3.Query{String: "SELECT 1"}, &pgproto3.Sync{})
+	fe.Send(&pgproto3.Parse{Query: "SELEC 1"}, &pgproto3.Query{String: "SELECT 1"}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "Error 42601", "Ready I")
-	fe.send(&pgproto3.Parse{Query: "SELECT $1::int"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	fe.Send(&pgproto3.Parse{Query: "SELECT $1::int"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "ParseComplete", "Error 08P01", "Ready I")
-	fe.send(&pgproto3.Parse{Query: "SELECT 1"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	fe.Send(&pgproto3.Parse{Query: "SELECT 1"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "ParseComplete", "BindComplete", `Data "1"`, "Complete SELECT 1", "Ready I")
 
 	// A suspended portal lives until the end of its transaction block.
-	fe.send(&pgproto3.Query{String: "BEGIN"})
+	fe.Send(&pgproto3.Query{String: "BEGIN"})
 	expectFlow(t, fe.untilReady(), "Complete BEGIN", "Ready T")
-	fe.send(&pgproto3.Parse{Query: "SELECT id FROM sbtest1 ORDER BY id"}, &pgproto3.Bind{DestinationPortal: "cur"},
+	fe.Send(&pgproto3.Parse{Query: "SELECT id FROM sbtest1 ORDER BY id"}, &pgproto3.Bind{DestinationPortal: "cur"},
 		&pgproto3.Execute{Portal: "cur", MaxRows: 1}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "ParseComplete", "BindComplete", `Data "1"`, "Suspended", "Ready T")
-	fe.send(&pgproto3.Execute{Portal: "cur", MaxRows: 1}, &pgproto3.Sync{})
+	fe.Send(&pgproto3.Execute{Portal: "cur", MaxRows: 1}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), `Data "2"`, "Suspended", "Ready T")
-	fe.send(&pgproto3.Query{String: "COMMIT"})
+	fe.Send(&pgproto3.Query{String: "COMMIT"})
 	expectFlow(t, fe.untilReady(), "Complete COMMIT", "Ready I")
-	fe.send(&pgproto3.Execute{Portal: "cur"}, &pgproto3.Sync{})
+	fe.Send(&pgproto3.Execute{Portal: "cur"}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "Error 34000", "Ready I")
 
 	// An error inside a transaction block leaves it failed until ROLLBACK.
-	fe.send(&pgproto3.Parse{Query: "BEGIN"}, &pgproto3.Bind{}, &pgproto3.Execute{},
+	fe.Send(&pgproto3.Parse{Query: "BEGIN"}, &pgproto3.Bind{}, &pgproto3.Execute{},
 		&pgproto3.Parse{Query: "SELECT * FROM nowhere"}, &pgproto3.Bind{}, &pgproto3.Execute{},
 		&pgproto3.Parse{Query: "SELECT 1"}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "ParseComplete", "BindComplete", "Complete BEGIN", "Error 42P01", "Ready E")
-	fe.send(&pgproto3.Parse{Query: "SELECT 1"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	fe.Send(&pgproto3.Parse{Query: "SELECT 1"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "ParseComplete", "BindComplete", "Error 25P02", "Ready E")
-	fe.send(&pgproto3.Query{String: "ROLLBACK"})
+	fe.Send(&pgproto3.Query{String: "ROLLBACK"})
 	expectFlow(t, fe.untilReady(), "Complete ROLLBACK", "Ready I")
 
 	// Named statements: duplicates, Close, unknown portals.
-	fe.send(&pgproto3.Parse{Name: "s", Query: "SELECT 1"}, &pgproto3.Parse{Name: "s", Query: "SELECT 2"}, &pgproto3.Sync{})
+	fe.Send(&pgproto3.Parse{Name: "s", Query: "SELECT 1"}, &pgproto3.Parse{Name: "s", Query: "SELECT 2"}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "ParseComplete", "Error 42P05", "Ready I")
-	fe.send(&pgproto3.Close{ObjectType: 'S', Name: "s"}, &pgproto3.Parse{Name: "s", Query: "SELECT 2"},
+	fe.Send(&pgproto3.Close{ObjectType: 'S', Name: "s"}, &pgproto3.Parse{Name: "s", Query: "SELECT 2"},
 		&pgproto3.Bind{PreparedStatement: "s", DestinationPortal: "p"}, &pgproto3.Execute{Portal: "p"},
 		&pgproto3.Close{ObjectType: 'P', Name: "p"}, &pgproto3.Execute{Portal: "p"}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "CloseComplete", "ParseComplete", "BindComplete", `Data "2"`, "Complete SELECT 1",
 		"CloseComplete", "Error 34000", "Ready I")
-	fe.send(&pgproto3.Parse{Query: "SELECT 1; SELECT 2"}, &pgproto3.Sync{})
+	fe.Send(&pgproto3.Parse{Query: "SELECT 1; SELECT 2"}, &pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "Error 42601", "Ready I")
 
 	// Flush sends what is buffered without ending the exchange.
-	fe.send(&pgproto3.Parse{Query: "SELECT 3"}, &pgproto3.Flush{})
-	if m, err := fe.f.Receive(); err != nil || render(m) != "ParseComplete" {
+	fe.Send(&pgproto3.Parse{Query: "SELECT 3"}, &pgproto3.Flush{})
+	if m, err := fe.FE.Receive(); err != nil || render(m) != "ParseComplete" {
 		t.Fatalf("after Flush: %v, %v", render(m), err)
 	}
-	fe.send(&pgproto3.Sync{})
+	fe.Send(&pgproto3.Sync{})
 	expectFlow(t, fe.untilReady(), "Ready I")
 }
 
@@ -254,10 +231,10 @@ func TestSimpleQueryFlows(t *testing.T) {
 		{"VALUES (1, 'a'), (2, 'b')", []string{"Rows column1:23:0,column2:25:0", `Data "1","a"`, `Data "2","b"`, "Complete SELECT 2", "Ready I"}},
 		{"EXPLAIN SELECT 1", []string{"Rows QUERY PLAN:25:0", `Data "SCAN CONSTANT ROW"`, "Complete EXPLAIN", "Ready I"}},
 	} {
-		fe.send(&pgproto3.Query{String: tc.sql})
+		fe.Send(&pgproto3.Query{String: tc.sql})
 		expectFlow(t, fe.untilReady(), tc.want...)
 	}
-	fe.send(&pgproto3.FunctionCall{Function: 1})
+	fe.Send(&pgproto3.FunctionCall{Function: 1})
 	expectFlow(t, fe.untilReady(), "Error 0A000", "Ready I")
 }
 
@@ -267,19 +244,19 @@ func TestStartupVariants(t *testing.T) {
 	// the clear.
 	fe := dial(t, url)
 	for _, m := range []pgproto3.FrontendMessage{&pgproto3.SSLRequest{}, &pgproto3.GSSEncRequest{}} {
-		fe.send(m)
+		fe.Send(m)
 		b := make([]byte, 1)
-		if _, err := fe.conn.Read(b); err != nil || b[0] != 'N' {
+		if _, err := fe.Conn.Read(b); err != nil || b[0] != 'N' {
 			t.Fatalf("%T: %q, %v", m, b, err)
 		}
 	}
-	fe.send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion32,
+	fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion32,
 		Parameters: map[string]string{"user": "lab", "_pq_.extension": "x", "application_name": "probe"}})
 	got := fe.untilReady()
 	if got[0] != "Negotiate 0 [_pq_.extension]" || got[1] != "AuthOK" {
 		t.Fatalf("3.2 startup: %v", got)
 	}
-	fe.send(&pgproto3.Query{String: "SHOW application_name"})
+	fe.Send(&pgproto3.Query{String: "SHOW application_name"})
 	expectFlow(t, fe.untilReady(), "Rows application_name:25:0", `Data "probe"`, "Complete SHOW", "Ready I")
 
 	// Missing user, replication and foreign encodings are refused.
@@ -289,8 +266,8 @@ func TestStartupVariants(t *testing.T) {
 		{"user": "lab", "client_encoding": "LATIN1"},
 	} {
 		fe := dial(t, url)
-		fe.send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: params})
-		m, err := fe.f.Receive()
+		fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: params})
+		m, err := fe.FE.Receive()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,8 +278,8 @@ func TestStartupVariants(t *testing.T) {
 
 	// A CancelRequest with a wrong key is ignored; the connection closes.
 	fe = dial(t, url)
-	fe.send(&pgproto3.CancelRequest{ProcessID: 1, SecretKey: []byte{1, 2, 3, 4}})
-	if _, err := fe.conn.Read(make([]byte, 1)); err == nil {
+	fe.Send(&pgproto3.CancelRequest{ProcessID: 1, SecretKey: []byte{1, 2, 3, 4}})
+	if _, err := fe.Conn.Read(make([]byte, 1)); err == nil {
 		t.Fatal("cancel connection stayed open")
 	}
 }
@@ -311,8 +288,8 @@ func TestMaxConns(t *testing.T) {
 	_, url := startServer(t, Options{MaxConns: 1})
 	start(t, url)
 	fe := dial(t, url)
-	fe.send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: map[string]string{"user": "lab"}})
-	m, err := fe.f.Receive()
+	fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: map[string]string{"user": "lab"}})
+	m, err := fe.FE.Receive()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,10 @@ package litepg
 // (translate_session.go) and query translators, whose expressions are
 // rewritten by translate_expr.go.
 
-import "strings"
+import (
+	"iter"
+	"strings"
+)
 
 // stmtKind says how a session runs a statement.
 type stmtKind uint8
@@ -157,43 +160,9 @@ func translateOne(toks []token, e env) (*stmt, error) {
 	case "begin", "start":
 		return translateBegin(toks)
 	case "commit", "end":
-		rest := skipWords(toks[1:], "work", "transaction")
-		if len(rest) > 0 && rest[0].is("prepared") {
-			return nil, unsupportedf("two-phase commit is not supported")
-		}
-		if len(rest) > 0 && rest[0].is("and") {
-			if len(rest) > 1 && rest[1].is("no") {
-				return &stmt{kind: skCommit, tag: "COMMIT"}, nil
-			}
-			return nil, unsupportedf("COMMIT AND CHAIN is not supported")
-		}
-		if len(rest) > 0 {
-			return nil, syntaxErrorf("syntax error at or near %q", clip(rest[0].text))
-		}
-		return &stmt{kind: skCommit, tag: "COMMIT"}, nil
+		return translateTxEnd(toks, skCommit, "COMMIT")
 	case "rollback", "abort":
-		rest := skipWords(toks[1:], "work", "transaction")
-		if len(rest) > 0 && rest[0].is("prepared") {
-			return nil, unsupportedf("two-phase commit is not supported")
-		}
-		if len(rest) > 0 && rest[0].is("to") && first.val == "rollback" {
-			rest = skipWords(rest[1:], "savepoint")
-			name, err := singleName(rest)
-			if err != nil {
-				return nil, err
-			}
-			return &stmt{kind: skExec, tag: "ROLLBACK", sql: "ROLLBACK TO " + name, savepoint: true}, nil
-		}
-		if len(rest) > 0 && rest[0].is("and") {
-			if len(rest) > 1 && rest[1].is("no") {
-				return &stmt{kind: skRollback, tag: "ROLLBACK"}, nil
-			}
-			return nil, unsupportedf("ROLLBACK AND CHAIN is not supported")
-		}
-		if len(rest) > 0 {
-			return nil, syntaxErrorf("syntax error at or near %q", clip(rest[0].text))
-		}
-		return &stmt{kind: skRollback, tag: "ROLLBACK"}, nil
+		return translateTxEnd(toks, skRollback, "ROLLBACK")
 	case "savepoint":
 		name, err := singleName(toks[1:])
 		if err != nil {
@@ -208,7 +177,7 @@ func translateOne(toks []token, e env) (*stmt, error) {
 		return &stmt{kind: skExec, tag: "RELEASE", sql: "RELEASE " + name, savepoint: true}, nil
 	case "set":
 		return translateSet(toks)
-	case "reset":
+	case "reset", "show":
 		rest := toks[1:]
 		if len(rest) == 0 {
 			return nil, syntaxErrorf("syntax error at end of input")
@@ -217,15 +186,8 @@ func translateOne(toks []token, e env) (*stmt, error) {
 		if name == "" {
 			return nil, syntaxErrorf("syntax error at or near %q", clip(rest[0].text))
 		}
-		return &stmt{kind: skReset, tag: "RESET", setName: name}, nil
-	case "show":
-		rest := toks[1:]
-		if len(rest) == 0 {
-			return nil, syntaxErrorf("syntax error at end of input")
-		}
-		name := settingName(rest)
-		if name == "" {
-			return nil, syntaxErrorf("syntax error at or near %q", clip(rest[0].text))
+		if first.val == "reset" {
+			return &stmt{kind: skReset, tag: "RESET", setName: name}, nil
 		}
 		return &stmt{kind: skShow, tag: "SHOW", setName: name}, nil
 	case "copy":
@@ -457,6 +419,32 @@ func translateQuery(toks []token, e env) (*stmt, error) {
 	return st, nil
 }
 
+// translateTxEnd translates COMMIT / END (kind skCommit, tag COMMIT) and
+// ROLLBACK / ABORT (skRollback, ROLLBACK), with ROLLBACK TO SAVEPOINT.
+func translateTxEnd(toks []token, kind stmtKind, tag string) (*stmt, error) {
+	rest := skipWords(toks[1:], "work", "transaction")
+	if len(rest) > 0 && rest[0].is("prepared") {
+		return nil, unsupportedf("two-phase commit is not supported")
+	}
+	if len(rest) > 0 && rest[0].is("to") && toks[0].is("rollback") {
+		name, err := singleName(skipWords(rest[1:], "savepoint"))
+		if err != nil {
+			return nil, err
+		}
+		return &stmt{kind: skExec, tag: "ROLLBACK", sql: "ROLLBACK TO " + name, savepoint: true}, nil
+	}
+	if len(rest) > 0 && rest[0].is("and") {
+		if len(rest) > 1 && rest[1].is("no") {
+			return &stmt{kind: kind, tag: tag}, nil
+		}
+		return nil, unsupportedf("%s AND CHAIN is not supported", tag)
+	}
+	if len(rest) > 0 {
+		return nil, syntaxErrorf("syntax error at or near %q", clip(rest[0].text))
+	}
+	return &stmt{kind: kind, tag: tag}, nil
+}
+
 // mainVerb returns the statement verb after any WITH clause: "select",
 // "insert", ..., "(" for a parenthesized query.
 func mainVerb(toks []token) string {
@@ -469,18 +457,13 @@ func mainVerb(toks []token) string {
 	if !toks[0].is("with") {
 		return toks[0].val
 	}
-	depth := 0
-	for _, t := range toks[1:] {
-		switch {
-		case t.isPunct("("):
-			depth++
-		case t.isPunct(")"):
-			depth--
-		case depth == 0 && t.kind == tkIdent:
-			switch t.val {
-			case "select", "insert", "update", "delete", "values":
-				return t.val
-			}
+	for _, t := range topLevel(toks[1:]) {
+		if t.kind != tkIdent {
+			continue
+		}
+		switch t.val {
+		case "select", "insert", "update", "delete", "values":
+			return t.val
 		}
 	}
 	return ""
@@ -490,14 +473,8 @@ func mainVerb(toks []token) string {
 // which SQLite has no use for: a transaction that writes holds the
 // database's write lock. It reports whether one was present.
 func stripLockingClause(toks []token) ([]token, bool, error) {
-	depth := 0
-	for i, t := range toks {
-		switch {
-		case t.isPunct("("):
-			depth++
-		case t.isPunct(")"):
-			depth--
-		case depth == 0 && t.is("for") && i+1 < len(toks):
+	for i, t := range topLevel(toks) {
+		if t.is("for") && i+1 < len(toks) {
 			n := toks[i+1]
 			if n.is("update") || n.is("share") || n.is("no") || n.is("key") {
 				return toks[:i], true, nil
@@ -509,20 +486,36 @@ func stripLockingClause(toks []token) ([]token, bool, error) {
 
 // hasTopLevelInto reports a SELECT ... INTO table.
 func hasTopLevelInto(toks []token) bool {
-	depth := 0
-	for _, t := range toks {
+	for _, t := range topLevel(toks) {
 		switch {
-		case t.isPunct("("):
-			depth++
-		case t.isPunct(")"):
-			depth--
-		case depth == 0 && t.is("into"):
+		case t.is("into"):
 			return true
-		case depth == 0 && t.is("insert"):
+		case t.is("insert"):
 			return false
 		}
 	}
 	return false
+}
+
+// topLevel yields the tokens of toks at parenthesis depth 0, counted
+// from toks[0], with their indexes in toks; it does not yield the
+// parentheses themselves.
+func topLevel(toks []token) iter.Seq2[int, token] {
+	return func(yield func(int, token) bool) {
+		depth := 0
+		for i, t := range toks {
+			switch {
+			case t.isPunct("("):
+				depth++
+			case t.isPunct(")"):
+				depth--
+			case depth == 0:
+				if !yield(i, t) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // matchParen returns the index of the ")" matching the "(" at toks[i],

@@ -61,16 +61,10 @@ func rewriteExpr(toks []token, e env) ([]token, error) {
 			if end < 0 {
 				return nil, syntaxErrorf("syntax error at end of input")
 			}
-			as := -1
-			depth := 0
-			for j := i + 2; j < end; j++ {
-				switch {
-				case toks[j].isPunct("("):
-					depth++
-				case toks[j].isPunct(")"):
-					depth--
-				case depth == 0 && toks[j].is("as"):
-					as = j
+			as := -1 // the last AS at depth 0
+			for j, t := range topLevel(toks[i+2 : end]) {
+				if t.is("as") {
+					as = i + 2 + j
 				}
 			}
 			if as < 0 {

@@ -212,15 +212,23 @@ func toInt(v driver.Value, oid uint32) (int64, error) {
 			return 0, outOfRange(oid)
 		}
 		return int64(r), nil
+	}
+	return otherToNumber(v, oid, parseIntText)
+}
+
+// otherToNumber converts a boolean (1 or 0) or a text value (by parse)
+// to a number for a column of type oid; other values are invalid input.
+func otherToNumber[N int64 | float64](v driver.Value, oid uint32, parse func(string, uint32) (N, error)) (N, error) {
+	switch x := v.(type) {
 	case bool:
 		if x {
 			return 1, nil
 		}
 		return 0, nil
 	case string:
-		return parseIntText(x, oid)
+		return parse(x, oid)
 	case []byte:
-		return parseIntText(string(x), oid)
+		return parse(string(x), oid)
 	}
 	return 0, badInput(oid, "")
 }
@@ -236,6 +244,16 @@ func parseIntText(s string, oid uint32) (int64, error) {
 		return toInt(f, oid)
 	}
 	return 0, badInput(oid, s)
+}
+
+// toIntOf converts v as toInt does and checks that it fits the integer
+// type oid.
+func toIntOf(v driver.Value, oid uint32) (int64, error) {
+	n, err := toInt(v, oid)
+	if err != nil {
+		return 0, err
+	}
+	return n, checkIntRange(n, oid)
 }
 
 // checkIntRange reports whether n fits the integer type oid.
@@ -260,17 +278,8 @@ func toFloat(v driver.Value, oid uint32) (float64, error) {
 		return x, nil
 	case int64:
 		return float64(x), nil
-	case bool:
-		if x {
-			return 1, nil
-		}
-		return 0, nil
-	case string:
-		return parseFloatText(x, oid)
-	case []byte:
-		return parseFloatText(string(x), oid)
 	}
-	return 0, badInput(oid, "")
+	return otherToNumber(v, oid, parseFloatText)
 }
 
 func parseFloatText(s string, oid uint32) (float64, error) {
@@ -362,11 +371,8 @@ func appendFloatText(buf []byte, f float64, bits int) []byte {
 func appendText(buf []byte, v driver.Value, oid uint32) ([]byte, error) {
 	switch oid {
 	case oidInt2, oidInt4, oidInt8:
-		n, err := toInt(v, oid)
+		n, err := toIntOf(v, oid)
 		if err != nil {
-			return buf, err
-		}
-		if err := checkIntRange(n, oid); err != nil {
 			return buf, err
 		}
 		return strconv.AppendInt(buf, n, 10), nil
@@ -449,11 +455,8 @@ func appendText(buf []byte, v driver.Value, oid uint32) ([]byte, error) {
 func appendBinary(buf []byte, v driver.Value, oid uint32) ([]byte, error) {
 	switch oid {
 	case oidInt2, oidInt4, oidInt8:
-		n, err := toInt(v, oid)
+		n, err := toIntOf(v, oid)
 		if err != nil {
-			return buf, err
-		}
-		if err := checkIntRange(n, oid); err != nil {
 			return buf, err
 		}
 		switch oid {

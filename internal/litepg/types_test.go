@@ -8,6 +8,15 @@ import (
 	"time"
 )
 
+// outcome is got, or "error: CODE" with the SQLSTATE of err when err is
+// not nil: what the table tests compare.
+func outcome(got string, err error) string {
+	if err != nil {
+		return "error: " + toPGError(err).code
+	}
+	return got
+}
+
 func TestDeclTypeOID(t *testing.T) {
 	for decl, want := range map[string]uint32{
 		"":                 oidUnknown,
@@ -61,19 +70,11 @@ func TestEncode(t *testing.T) {
 		{"", oidVoid, "", ""},
 	} {
 		text, err := appendText(nil, tc.v, tc.oid)
-		got := string(text)
-		if err != nil {
-			got = "error: " + toPGError(err).code
-		}
-		if got != tc.text {
+		if got := outcome(string(text), err); got != tc.text {
 			t.Errorf("text %v as %d: %q, want %q", tc.v, tc.oid, got, tc.text)
 		}
 		bin, err := appendBinary(nil, tc.v, tc.oid)
-		got = string(bin)
-		if err != nil {
-			got = "error: " + toPGError(err).code
-		}
-		if got != tc.binary {
+		if got := outcome(string(bin), err); got != tc.binary {
 			t.Errorf("binary %v as %d: %q, want %q", tc.v, tc.oid, got, tc.binary)
 		}
 	}
@@ -108,11 +109,7 @@ func TestDecodeParam(t *testing.T) {
 		{"x", oidText, 2, "error: 08P01"},
 	} {
 		v, err := decodeParam([]byte(tc.data), tc.oid, tc.format)
-		got := fmt.Sprintf("%T:%v", v, v)
-		if err != nil {
-			got = "error: " + toPGError(err).code
-		}
-		if got != tc.want {
+		if got := outcome(fmt.Sprintf("%T:%v", v, v), err); got != tc.want {
 			t.Errorf("%q as %d/%d: %s, want %s", tc.data, tc.oid, tc.format, got, tc.want)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/sluicelab/sluice/internal/pgserver/pgtest"
 )
 
 // FuzzServe sends arbitrary bytes after startup. The server must not
@@ -13,35 +15,28 @@ import (
 // connection must end cleanly or with an ErrorResponse: the input ends
 // with Terminate, so a server still in step closes without one.
 func FuzzServe(f *testing.F) {
-	enc := func(msgs ...pgproto3.FrontendMessage) []byte {
-		var b []byte
-		for _, m := range msgs {
-			b, _ = m.Encode(b)
-		}
-		return b
-	}
-	f.Add(enc(&pgproto3.Query{String: "x"}))
-	f.Add(enc(&pgproto3.Parse{Query: "bad"}, &pgproto3.Bind{}, &pgproto3.Sync{}))
-	f.Add(enc(&pgproto3.Parse{Query: "x"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{}))
+	f.Add(pgtest.Encode(&pgproto3.Query{String: "x"}))
+	f.Add(pgtest.Encode(&pgproto3.Parse{Query: "bad"}, &pgproto3.Bind{}, &pgproto3.Sync{}))
+	f.Add(pgtest.Encode(&pgproto3.Parse{Query: "x"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{}))
 	f.Add([]byte{'B', 0, 0, 0, 4})
 	f.Add([]byte{'Q', 0xff, 0xff, 0xff, 0xff})
 	addr := serve(f, &Config{MaxMessage: 1 << 16}, &memBackend{})
-	start := enc(startup("user", "fuzz"))
+	start := pgtest.Encode(startup("user", "fuzz"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := dial(t, addr)
-		c.conn.Write(start)
+		c.Conn.Write(start)
 		if got := c.trace(); got != "AuthenticationOk ParameterStatus BackendKeyData Z" {
 			t.Fatalf("startup: %s", got)
 		}
 		go func() {
-			c.conn.Write(data)
-			c.conn.Write([]byte{'X', 0, 0, 0, 4})
-			c.conn.(*net.TCPConn).CloseWrite()
+			c.Conn.Write(data)
+			c.Conn.Write([]byte{'X', 0, 0, 0, 4})
+			c.Conn.(*net.TCPConn).CloseWrite()
 		}()
-		c.conn.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Conn.SetDeadline(time.Now().Add(5 * time.Second))
 		var last pgproto3.BackendMessage
 		for {
-			m, err := c.fe.Receive()
+			m, err := c.FE.Receive()
 			if err != nil {
 				if ne, ok := err.(net.Error); ok && ne.Timeout() {
 					t.Fatal("the server neither answered nor closed")

@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/sluicelab/sluice/internal/pgserver/pgtest"
 )
 
 // memHandler answers every statement from memory: a Query or Execute
@@ -44,14 +46,19 @@ func (h *memHandler) row(sql string) error {
 	return nil
 }
 
+// reply sends m, the whole answer to a message.
+func (h *memHandler) reply(m pgproto3.BackendMessage) error {
+	h.c.Send(m)
+	return nil
+}
+
 func (h *memHandler) Query(_ context.Context, sql string) error { return h.row(sql) }
 func (h *memHandler) Parse(_ context.Context, m *pgproto3.Parse) error {
 	if m.Query == "bad" {
 		return &Error{Code: "42601", Message: "syntax error"}
 	}
 	h.stmts[m.Name] = m.Query
-	h.c.Send(&pgproto3.ParseComplete{})
-	return nil
+	return h.reply(&pgproto3.ParseComplete{})
 }
 func (h *memHandler) Bind(_ context.Context, m *pgproto3.Bind) error {
 	q, err := lookup(h.stmts, m.PreparedStatement, "26000")
@@ -59,12 +66,10 @@ func (h *memHandler) Bind(_ context.Context, m *pgproto3.Bind) error {
 		return err
 	}
 	h.portals[m.DestinationPortal] = q
-	h.c.Send(&pgproto3.BindComplete{})
-	return nil
+	return h.reply(&pgproto3.BindComplete{})
 }
 func (h *memHandler) Describe(context.Context, *pgproto3.Describe) error {
-	h.c.Send(&pgproto3.NoData{})
-	return nil
+	return h.reply(&pgproto3.NoData{})
 }
 func (h *memHandler) Execute(_ context.Context, m *pgproto3.Execute) error {
 	q, err := lookup(h.portals, m.Portal, "34000")
@@ -83,8 +88,7 @@ func lookup(m map[string]string, name, code string) (string, error) {
 	return q, nil
 }
 func (h *memHandler) Close(context.Context, *pgproto3.Close) error {
-	h.c.Send(&pgproto3.CloseComplete{})
-	return nil
+	return h.reply(&pgproto3.CloseComplete{})
 }
 func (h *memHandler) Sync()          { h.syncs++ }
 func (h *memHandler) TxStatus() byte { return 'I' }
@@ -156,39 +160,21 @@ func serve(t testing.TB, cfg *Config, b Backend) string {
 
 // client is a raw protocol client.
 type client struct {
-	t    testing.TB
-	conn net.Conn
-	fe   *pgproto3.Frontend
+	*pgtest.Client
 }
 
 func dial(t testing.TB, addr string) *client {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	return &client{t: t, conn: conn, fe: pgproto3.NewFrontend(conn, conn)}
-}
-
-func (c *client) send(msgs ...pgproto3.FrontendMessage) {
-	c.t.Helper()
-	for _, m := range msgs {
-		c.fe.Send(m)
-	}
-	if err := c.fe.Flush(); err != nil {
-		c.t.Fatal(err)
-	}
+	return &client{pgtest.Dial(t, addr, 10*time.Second)}
 }
 
 // trace receives messages until ReadyForQuery or the end of the
 // connection and names them: "T D C Z", errors as "E:<code>".
 func (c *client) trace() string {
-	c.t.Helper()
+	c.T.Helper()
 	var out []string
 	for {
-		m, err := c.fe.Receive()
+		m, err := c.FE.Receive()
 		if err != nil {
 			out = append(out, "EOF")
 			return strings.Join(out, " ")
@@ -234,13 +220,13 @@ func TestStartup(t *testing.T) {
 			addr := serve(t, &Config{Auth: tc.auth}, &memBackend{})
 			c := dial(t, addr)
 			if tc.sslReq {
-				c.send(&pgproto3.SSLRequest{})
+				c.Send(&pgproto3.SSLRequest{})
 				var b [1]byte
-				if _, err := io.ReadFull(c.conn, b[:]); err != nil || b[0] != 'N' {
+				if _, err := io.ReadFull(c.Conn, b[:]); err != nil || b[0] != 'N' {
 					t.Fatalf("SSLRequest answered %q, %v", b, err)
 				}
 			}
-			c.send(tc.msg)
+			c.Send(tc.msg)
 			if got := c.trace(); got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
@@ -322,9 +308,9 @@ func TestMessages(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, serve(t, &Config{}, &memBackend{}))
-			c.send(startup("user", "u"))
+			c.Send(startup("user", "u"))
 			c.trace()
-			c.send(tc.msgs...)
+			c.Send(tc.msgs...)
 			for _, want := range tc.want {
 				if got := c.trace(); got != want {
 					t.Errorf("got %q, want %q", got, want)
@@ -350,10 +336,10 @@ func TestBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, serve(t, &Config{MaxMessage: 1 << 10}, &memBackend{}))
-			c.send(startup("user", "u"))
+			c.Send(startup("user", "u"))
 			c.trace()
-			c.conn.Write(tc.data)
-			c.conn.(*net.TCPConn).CloseWrite()
+			c.Conn.Write(tc.data)
+			c.Conn.(*net.TCPConn).CloseWrite()
 			if got := c.trace(); got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
@@ -366,7 +352,7 @@ func TestBadInput(t *testing.T) {
 func TestCancelRequest(t *testing.T) {
 	b := &memBackend{}
 	c := dial(t, serve(t, &Config{}, b))
-	c.send(&pgproto3.CancelRequest{ProcessID: 7, SecretKey: []byte{1, 2, 3, 4}})
+	c.Send(&pgproto3.CancelRequest{ProcessID: 7, SecretKey: []byte{1, 2, 3, 4}})
 	if got := c.trace(); got != "EOF" {
 		t.Fatalf("got %q, want EOF", got)
 	}
