@@ -72,7 +72,6 @@ func parseBool(v ddl.Value) (bool, error) {
 	return false, fmt.Errorf("%q: want on or off", v.Text)
 }
 
-
 // emulationOptions are the path-emulation options of links, routes and
 // pools.
 var emulationOptions = []string{"delay", "jitter", "distribution", "correlation", "rate", "burst", "loss", "rto", "window", "seed"}
