@@ -135,12 +135,14 @@
 // # Lock order
 //
 // Lock order: Manager.mu before a runtime link's lock (a change
-// reconfigures links under it). Manager.evalMu before session.Session.mu
-// and session.Statement.mu (a pass reads sessions and statements under
-// it); the registry's lock is never taken under evalMu (Registry.Active
-// is read before it). Manager.mu and evalMu are never held together, and
-// no lock is held across a cancel request. Manager.mu, which serialises
-// changes, is held across the store's Save.
+// reconfigures links under it). The evaluator (its own type, made by the
+// Manager, reading the current catalog through a func it is given) has
+// its own lock, evaluator.mu, taken before session.Session.mu and
+// session.Statement.mu (a pass reads sessions and statements under it);
+// the registry's lock is never taken under evaluator.mu (Registry.Active
+// is read before it). Manager.mu and evaluator.mu are never held
+// together, and no lock is held across a cancel request. Manager.mu,
+// which serialises changes, is held across the store's Save.
 //
 // A Manager is safe for concurrent use.
 package wlm

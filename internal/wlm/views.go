@@ -133,7 +133,7 @@ func (m *Manager) statements(st *state, now time.Time, running, ended bool) []st
 		}
 		out = append(out, statementRow{
 			st: s, snap: snap, class: st.classOf(snap.Pool, snap.Penalized),
-			age: end.Sub(snap.Started), bps: m.statementBandwidth(s, &snap, now),
+			age: end.Sub(snap.Started), bps: m.eval.statementBandwidth(s, &snap, now),
 		})
 	}
 	if running {
