@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +11,9 @@ import (
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/units"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // Emulation is a set of path-emulation options, spelled as the console
@@ -160,20 +161,11 @@ func (k kind) options(rq *request, b body, alter bool) ([]ddl.Option, error) {
 	return rq.options(b, alter, append(k.readOnly, "name")...)
 }
 
-func sorted[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // selected returns m's keys in order when only is "", else only alone,
 // or none when m lacks it.
 func selected[V any](m map[string]V, only string) []string {
 	if only == "" {
-		return sorted(m)
+		return catalog.SortedKeys(m)
 	}
 	if _, ok := m[only]; ok {
 		return []string{only}
@@ -183,26 +175,13 @@ func selected[V any](m map[string]V, only string) []string {
 
 // sessionsBy counts the open sessions by key (their pool or user).
 func (s *Server) sessionsBy(key func(*session.Session) string) map[string]int {
-	n := map[string]int{}
-	for _, ss := range s.mgr.Registry().Sessions() {
-		n[key(ss)]++
-	}
-	return n
+	return views.SessionsBy(s.mgr.Registry().Sessions(), key)
 }
 
 // links returns every link, or the one named only.
 func (s *Server) links(only string) []any {
 	cat := s.mgr.Catalog()
-	routes := map[string][]string{}
-	all := s.mgr.Routes()
-	for _, rn := range sorted(all) {
-		r := all[rn]
-		ln := r.Link
-		if ln == "" {
-			ln = wlm.DefaultLink
-		}
-		routes[ln] = append(routes[ln], rn)
-	}
+	routes := s.mgr.RoutesByLink()
 	var out []any
 	for _, name := range selected(cat.Links, only) {
 		d := cat.Links[name]
@@ -237,15 +216,9 @@ func (s *Server) rules(only string) []any {
 	var out []any
 	for _, name := range selected(cat.Rules, only) {
 		r := cat.Rules[name]
-		pools := []string{}
-		for _, pn := range sorted(cat.Pools) {
-			if contains(cat.Pools[pn].ExceptRules, name) {
-				pools = append(pools, pn)
-			}
-		}
 		out = append(out, Rule{
-			Name: name, Bandwidth: r.Bandwidth, ElapsedTime: r.ElapsedTime, Action: string(r.Action), Pools: pools,
-			Firings: stats.Firings[wlm.FiringKey{Rule: name, Action: wlm.Abort}] + stats.Firings[wlm.FiringKey{Rule: name, Action: wlm.Penalty}],
+			Name: name, Bandwidth: r.Bandwidth, ElapsedTime: r.ElapsedTime, Action: string(r.Action),
+			Pools: append([]string{}, cat.PoolsUsingRule(name)...), Firings: stats.RuleFirings(name),
 		})
 	}
 	return out
@@ -257,16 +230,9 @@ func (s *Server) pools(only string) []any {
 	var out []any
 	for _, name := range selected(cat.Pools, only) {
 		p := cat.Pools[name]
-		users := []string{}
-		for _, un := range sorted(cat.Users) {
-			if cat.Users[un].Pool == name {
-				users = append(users, un)
-			}
-		}
-		rules := append([]string{}, p.ExceptRules...)
 		out = append(out, Pool{
-			Name: name, ExceptRule: rules, Weight: p.Weight, NetworkPriority: p.Priority.String(),
-			Emulation: emulationJSON(p.Emulation), Users: users, Sessions: sessions[name],
+			Name: name, ExceptRule: append([]string{}, p.ExceptRules...), Weight: p.Weight, NetworkPriority: p.Priority.String(),
+			Emulation: emulationJSON(p.Emulation), Users: append([]string{}, cat.UsersOfPool(name)...), Sessions: sessions[name],
 		})
 	}
 	return out

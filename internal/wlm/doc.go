@@ -3,7 +3,11 @@
 // bindings and settings; kept by a Store, package store), the runtime
 // links made from it, the binding of a session to a pool, class,
 // link and path emulation, and the evaluator that applies exception rules
-// to running statements. The admin console and the configuration file
+// to running statements. What SHOW and SELECT return is computed by
+// package views from the inputs the Manager gathers (one catalog
+// generation, the registry's sessions and statements, the time); the
+// HTTP API and the dashboard derive their values with the same
+// functions. The admin console and the configuration file
 // change the catalog through a Manager; the proxy asks it how to treat a
 // session; the evaluator watches the session registry.
 //
