@@ -72,7 +72,6 @@ func parseBool(v ddl.Value) (bool, error) {
 	return false, fmt.Errorf("%q: want on or off", v.Text)
 }
 
-
 // emulationOptions are the path-emulation options of links, routes and
 // pools.
 var emulationOptions = []string{"delay", "jitter", "distribution", "correlation", "rate", "burst", "loss", "rto", "window", "seed"}
@@ -317,37 +316,48 @@ var unmeasurable = map[string]string{
 	"cpuavgpercent":  "average CPU use",
 }
 
-func setRuleOption(r *Rule, o ddl.Option) error {
-	v := o.Value
-	switch o.Name {
-	case "bandwidth":
-		r.Bandwidth = Unlimited
-		if v.Kind == ddl.Default {
-			return nil
-		}
-		f, err := parseThreshold(v, func(s string) (float64, error) {
+// threshold is a measurable threshold of an exception rule: the field
+// it sets and how a value with a unit converts to the field's base unit.
+type threshold struct {
+	field    func(*Rule) *float64
+	withUnit func(string) (float64, error)
+}
+
+// thresholds are the measurable thresholds by option name: bandwidth in
+// MB/s (10^6 bytes/s), elapsedtime in seconds.
+var thresholds = map[string]threshold{
+	"bandwidth": {
+		field: func(r *Rule) *float64 { return &r.Bandwidth },
+		withUnit: func(s string) (float64, error) {
 			b, err := units.ParseRate(s)
 			return float64(b) / 1e6, err
-		})
-		if err != nil {
-			return badValue(o.Name, v, err)
-		}
-		r.Bandwidth = f
-		return nil
-	case "elapsedtime":
-		r.ElapsedTime = Unlimited
+		},
+	},
+	"elapsedtime": {
+		field: func(r *Rule) *float64 { return &r.ElapsedTime },
+		withUnit: func(s string) (float64, error) {
+			d, err := units.ParseDuration(s)
+			return d.Seconds(), err
+		},
+	},
+}
+
+func setRuleOption(r *Rule, o ddl.Option) error {
+	v := o.Value
+	if th, ok := thresholds[o.Name]; ok {
+		f := th.field(r)
+		*f = Unlimited
 		if v.Kind == ddl.Default {
 			return nil
 		}
-		f, err := parseThreshold(v, func(s string) (float64, error) {
-			d, err := units.ParseDuration(s)
-			return d.Seconds(), err
-		})
+		x, err := parseThreshold(v, th.withUnit)
 		if err != nil {
 			return badValue(o.Name, v, err)
 		}
-		r.ElapsedTime = f
+		*f = x
 		return nil
+	}
+	switch o.Name {
 	case "action":
 		r.Action = Abort
 		if v.Kind == ddl.Default {
