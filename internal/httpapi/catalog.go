@@ -161,16 +161,21 @@ func (k kind) options(rq *request, b body, alter bool) ([]ddl.Option, error) {
 	return rq.options(b, alter, append(k.readOnly, "name")...)
 }
 
-// selected returns m's keys in order when only is "", else only alone,
-// or none when m lacks it.
-func selected[V any](m map[string]V, only string) []string {
-	if only == "" {
-		return catalog.SortedKeys(m)
+// each returns view of every entry of m, in key order, when only is "";
+// else of the entry only alone, or nothing when m lacks it.
+func each[V any](m map[string]V, only string, view func(name string, v V) any) []any {
+	names := catalog.SortedKeys(m)
+	if only != "" {
+		names = nil
+		if _, ok := m[only]; ok {
+			names = []string{only}
+		}
 	}
-	if _, ok := m[only]; ok {
-		return []string{only}
+	var out []any
+	for _, name := range names {
+		out = append(out, view(name, m[name]))
 	}
-	return nil
+	return out
 }
 
 // sessionsBy counts the open sessions by key (their pool or user).
@@ -180,11 +185,8 @@ func (s *Server) sessionsBy(key func(*session.Session) string) map[string]int {
 
 // links returns every link, or the one named only.
 func (s *Server) links(only string) []any {
-	cat := s.mgr.Catalog()
 	routes := s.mgr.RoutesByLink()
-	var out []any
-	for _, name := range selected(cat.Links, only) {
-		d := cat.Links[name]
+	return each(s.mgr.Catalog().Links, only, func(name string, d *wlm.LinkDef) any {
 		l := Link{Name: name, Capacity: units.FormatRate(d.Capacity), Emulation: emulationJSON(d.Emulation),
 			Routes: routes[name], Bytes: map[string]map[string]int64{}}
 		if l.Routes == nil {
@@ -205,47 +207,37 @@ func (s *Server) links(only string) []any {
 				l.Queued += ds.QueueBytes()
 			}
 		}
-		out = append(out, l)
-	}
-	return out
+		return l
+	})
 }
 
 func (s *Server) rules(only string) []any {
 	cat := s.mgr.Catalog()
 	stats := s.mgr.Stats()
-	var out []any
-	for _, name := range selected(cat.Rules, only) {
-		r := cat.Rules[name]
-		out = append(out, Rule{
+	return each(cat.Rules, only, func(name string, r *wlm.Rule) any {
+		return Rule{
 			Name: name, Bandwidth: r.Bandwidth, ElapsedTime: r.ElapsedTime, Action: string(r.Action),
 			Pools: append([]string{}, cat.PoolsUsingRule(name)...), Firings: stats.RuleFirings(name),
-		})
-	}
-	return out
+		}
+	})
 }
 
 func (s *Server) pools(only string) []any {
 	cat := s.mgr.Catalog()
 	sessions := s.sessionsBy((*session.Session).Pool)
-	var out []any
-	for _, name := range selected(cat.Pools, only) {
-		p := cat.Pools[name]
-		out = append(out, Pool{
+	return each(cat.Pools, only, func(name string, p *wlm.Pool) any {
+		return Pool{
 			Name: name, ExceptRule: append([]string{}, p.ExceptRules...), Weight: p.Weight, NetworkPriority: p.Priority.String(),
 			Emulation: emulationJSON(p.Emulation), Users: append([]string{}, cat.UsersOfPool(name)...), Sessions: sessions[name],
-		})
-	}
-	return out
+		}
+	})
 }
 
 func (s *Server) users(only string) []any {
-	cat := s.mgr.Catalog()
 	sessions := s.sessionsBy((*session.Session).User)
-	var out []any
-	for _, name := range selected(cat.Users, only) {
-		out = append(out, User{Name: name, ResourcePool: cat.Users[name].Pool, Sessions: sessions[name]})
-	}
-	return out
+	return each(s.mgr.Catalog().Users, only, func(name string, u *wlm.UserDef) any {
+		return User{Name: name, ResourcePool: u.Pool, Sessions: sessions[name]}
+	})
 }
 
 // exec runs one statement built by rq.
