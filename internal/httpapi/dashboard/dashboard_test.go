@@ -13,6 +13,7 @@ import (
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/wlmtest"
 )
 
 type fixture struct {
@@ -24,28 +25,17 @@ type fixture struct {
 
 func newFixture(t testing.TB, keep int) *fixture {
 	t.Helper()
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	reg := session.NewRegistry(session.Options{})
-	mgr, err := wlm.NewManager(wlm.ManagerOptions{Clock: clk, Registry: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mgr.Close() })
 	// No low-priority limit: Low sends then pass at once in virtual time.
-	if _, err := mgr.Exec(context.Background(), `SET low_priority_bandwidth = 0;
+	e := wlmtest.New(t, `SET low_priority_bandwidth = 0;
 		CREATE LINK wan WITH (capacity = '1Gbit', delay = '5ms', rate = '10MB');
 		CREATE EXCEPT RULE hog WITH (bandwidth = 1, action = 'penalty');
-		CREATE RESOURCE POOL bulk WITH (except_rule = 'hog', network_priority = 'low')`); err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.SetRoute("r", wlm.Route{Link: "wan", Protocol: "postgres", CanCancel: true}); err != nil {
-		t.Fatal(err)
-	}
-	d, err := dashboard.New(dashboard.Options{Manager: mgr, Clock: clk, Keep: keep, Top: 2, Version: "v-test"})
+		CREATE RESOURCE POOL bulk WITH (except_rule = 'hog', network_priority = 'low')`)
+	e.SetRoute(t, "r", wlm.Route{Link: "wan", Protocol: "postgres", CanCancel: true})
+	d, err := dashboard.New(dashboard.Options{Manager: e.Manager, Clock: e.Clock, Keep: keep, Top: 2, Version: "v-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{clk: clk, reg: reg, mgr: mgr, d: d}
+	return &fixture{clk: e.Clock, reg: e.Registry, mgr: e.Manager, d: d}
 }
 
 func send(t testing.TB, fl *link.Flow, n int, c link.Class) {

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/wlmtest"
 )
 
 type fixture struct {
@@ -27,31 +28,26 @@ type fixture struct {
 
 func newFixture(t testing.TB, unsent metrics.Unsent) *fixture {
 	t.Helper()
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	reg := session.NewRegistry(session.Options{})
-	mgr, err := wlm.NewManager(wlm.ManagerOptions{Clock: clk, Registry: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mgr.Close() })
-	_, err = mgr.Exec(context.Background(), `
+	e := wlmtest.New(t, `
 		SET low_priority_bandwidth = 0;
 		CREATE LINK lab WITH (capacity = '1MB', delay = '10ms', jitter = '1ms', rate = '2MB');
 		CREATE EXCEPT RULE slow WITH (elapsedtime = 1, action = 'penalty');
 		CREATE RESOURCE POOL p WITH (except_rule = 'slow', network_priority = 'high');
 		CREATE USER u RESOURCE POOL 'p'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.SetRoute("rt", wlm.Route{Protocol: "postgres", CanCancel: true}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := metrics.New(metrics.Options{Manager: mgr, Unsent: unsent, NoProcess: true})
+	e.SetRoute(t, "rt", wlm.Route{Protocol: "postgres", CanCancel: true})
+	m, err := metrics.New(metrics.Options{Manager: e.Manager, Unsent: unsent, NoProcess: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	return &fixture{clk: clk, reg: reg, mgr: mgr, m: m}
+	return &fixture{clk: e.Clock, reg: e.Registry, mgr: e.Manager, m: m}
+}
+
+// scrape returns m's answer to GET /metrics.
+func scrape(m *metrics.Metrics) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec
 }
 
 func (f *fixture) gather(t testing.TB) map[string]*dto.MetricFamily {
@@ -209,8 +205,7 @@ func TestMetrics(t *testing.T) {
 // conventional names and help.
 func TestExposition(t *testing.T) {
 	f := newFixture(t, nil)
-	rec := httptest.NewRecorder()
-	f.m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	rec := scrape(f.m)
 	body := rec.Body.String()
 	if rec.Code != 200 || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain") {
 		t.Fatalf("status %d, type %q", rec.Code, rec.Header().Get("Content-Type"))
@@ -257,9 +252,7 @@ func TestReleaseLateness(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	body := rec.Body.String()
+	body := scrape(m).Body.String()
 	name := "sluice_emulation_release_lateness_seconds"
 	for _, want := range []string{
 		"# TYPE " + name + " histogram",
@@ -278,9 +271,7 @@ func TestReleaseLateness(t *testing.T) {
 	if strings.Contains(body, name+`_count{direction="down"`) {
 		t.Error("a histogram that recorded nothing is exposed")
 	}
-	rec = httptest.NewRecorder()
-	f.m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if strings.Contains(rec.Body.String(), name) {
+	if strings.Contains(scrape(f.m).Body.String(), name) {
 		t.Error("release lateness exposed without Options.Lateness")
 	}
 }
@@ -298,18 +289,14 @@ func TestSessionPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	body := rec.Body.String()
+	body := scrape(m).Body.String()
 	name := "sluice_session_panics_total"
 	for _, want := range []string{"# TYPE " + name + " counter", name + `{route="pg"} 3`, name + `{route="my"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("exposition lacks %q", want)
 		}
 	}
-	rec = httptest.NewRecorder()
-	f.m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if strings.Contains(rec.Body.String(), name) {
+	if strings.Contains(scrape(f.m).Body.String(), name) {
 		t.Error("session panics exposed without Options.Panics")
 	}
 }
