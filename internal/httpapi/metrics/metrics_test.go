@@ -10,7 +10,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/httpapi/metrics"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
@@ -19,11 +18,10 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm/wlmtest"
 )
 
+// fixture is a manager in virtual time (wlmtest.Env) and the metrics over it.
 type fixture struct {
-	clk *clock.Fake
-	reg *session.Registry
-	mgr *wlm.Manager
-	m   *metrics.Metrics
+	*wlmtest.Env
+	m *metrics.Metrics
 }
 
 func newFixture(t testing.TB, unsent metrics.Unsent) *fixture {
@@ -40,7 +38,7 @@ func newFixture(t testing.TB, unsent metrics.Unsent) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	return &fixture{clk: e.Clock, reg: e.Registry, mgr: e.Manager, m: m}
+	return &fixture{Env: e, m: m}
 }
 
 // scrape returns m's answer to GET /metrics.
@@ -107,10 +105,10 @@ func (u unsent) UnsentBytes() map[string]int64 { return u }
 func TestMetrics(t *testing.T) {
 	f := newFixture(t, unsent{"rt": 4096, "gone": 7})
 	ctx := context.Background()
-	t0 := f.clk.Now()
+	t0 := f.Clock.Now()
 
-	down := f.mgr.Link("default").Flow(link.Down, "p")
-	up := f.mgr.Link("default").Flow(link.Up, "")
+	down := f.Manager.Link("default").Flow(link.Down, "p")
+	up := f.Manager.Link("default").Flow(link.Up, "")
 	defer down.Close()
 	defer up.Close()
 	for _, c := range []struct {
@@ -123,12 +121,12 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 
-	s := f.reg.Open(session.Info{Route: "rt", Protocol: "postgres", Link: "default"}, t0)
+	s := f.Registry.Open(session.Info{Route: "rt", Protocol: "postgres", Link: "default"}, t0)
 	s.SetIdentity("u", "db", "")
 	s.SetPool("p")
 	st := s.Begin("SELECT 1", t0)
-	f.clk.Advance(time.Second)
-	f.mgr.Evaluate(ctx, f.clk.Now())
+	f.Clock.Advance(time.Second)
+	f.Manager.Evaluate(ctx, f.Clock.Now())
 	if !st.Snapshot().Penalized {
 		t.Fatal("the rule did not penalise the statement")
 	}
@@ -178,8 +176,8 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 
-	f.clk.Advance(1500 * time.Millisecond)
-	st.End(f.clk.Now(), session.OK, 1, "")
+	f.Clock.Advance(1500 * time.Millisecond)
+	st.End(f.Clock.Now(), session.OK, 1, "")
 	fams = f.gather(t)
 	if v, _ := value(fams, "sluice_statements_total", "route", "rt", "user", "u", "pool", "p", "outcome", "ok"); v != 1 {
 		t.Errorf("sluice_statements_total = %v, want 1", v)
@@ -194,7 +192,7 @@ func TestMetrics(t *testing.T) {
 
 	// After Close, events are no longer counted.
 	f.m.Close()
-	s.Begin("SELECT 2", f.clk.Now()).End(f.clk.Now(), session.Failed, -1, "57014")
+	s.Begin("SELECT 2", f.Clock.Now()).End(f.Clock.Now(), session.Failed, -1, "57014")
 	fams = f.gather(t)
 	if _, ok := value(fams, "sluice_statements_total", "route", "rt", "user", "u", "pool", "p", "outcome", "error"); ok {
 		t.Error("a statement ended after Close was counted")
@@ -244,7 +242,7 @@ func TestReleaseLateness(t *testing.T) {
 	for _, d := range []time.Duration{-30 * time.Microsecond, 10 * time.Microsecond, 3 * time.Millisecond} {
 		used.Record(d)
 	}
-	m, err := metrics.New(metrics.Options{Manager: f.mgr, NoProcess: true, Lateness: lateness{
+	m, err := metrics.New(metrics.Options{Manager: f.Manager, NoProcess: true, Lateness: lateness{
 		{"rt", "up", "precise"}: &used,
 		{"rt", "down", "timer"}: &empty,
 	}})
@@ -284,7 +282,7 @@ func (p panicCounts) SessionPanics() map[string]uint64 { return p }
 // that it is absent without Options.Panics.
 func TestSessionPanics(t *testing.T) {
 	f := newFixture(t, nil)
-	m, err := metrics.New(metrics.Options{Manager: f.mgr, NoProcess: true, Panics: panicCounts{"pg": 3, "my": 1}})
+	m, err := metrics.New(metrics.Options{Manager: f.Manager, NoProcess: true, Panics: panicCounts{"pg": 3, "my": 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,9 +301,9 @@ func TestSessionPanics(t *testing.T) {
 
 func BenchmarkGather(b *testing.B) {
 	f := newFixture(b, unsent{"rt": 1})
-	now := f.clk.Now()
+	now := f.Clock.Now()
 	for i := range 50 {
-		s := f.reg.Open(session.Info{Route: "rt"}, now)
+		s := f.Registry.Open(session.Info{Route: "rt"}, now)
 		s.SetIdentity("u", "db", "")
 		s.SetPool("p")
 		if i%2 == 0 {
