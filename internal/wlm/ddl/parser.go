@@ -187,29 +187,27 @@ type node interface {
 
 func (b *base) setBase(v base) { *b = v }
 
+// statements are the parsers of the statements, by their first keyword,
+// which each is called after.
+var statements = map[string]func(*parser) (node, error){
+	"create": (*parser).create,
+	"alter":  (*parser).alter,
+	"drop":   (*parser).drop,
+	"set":    (*parser).set,
+	"reset":  (*parser).reset,
+	"show":   (*parser).show,
+	"select": (*parser).selectStmt,
+}
+
 func (p *parser) statement() (Statement, error) {
 	first := p.i
 	t := p.peek()
-	var st node
-	var err error
-	switch {
-	case p.accept("create"):
-		st, err = p.create()
-	case p.accept("alter"):
-		st, err = p.alter()
-	case p.accept("drop"):
-		st, err = p.drop()
-	case p.accept("set"):
-		st, err = p.set()
-	case p.accept("reset"):
-		st, err = p.reset()
-	case p.accept("show"):
-		st, err = p.show()
-	case p.accept("select"):
-		st, err = p.selectStmt()
-	default:
+	parse := statements[t.val]
+	if t.kind != tIdent || parse == nil {
 		return nil, p.syntaxError()
 	}
+	p.next()
+	st, err := parse(p)
 	if err != nil {
 		return nil, err
 	}
