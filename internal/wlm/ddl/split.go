@@ -321,7 +321,12 @@ func userName(sql string, toks []token, i int, d Dialect) (string, int, bool) {
 	}
 	i++
 	if d == PostgreSQL {
-		return clipName(name, pgNameLen), i, true
+		// A name that clips to nothing (no character boundary within
+		// pgNameLen bytes: invalid UTF-8) is not read with certainty.
+		if name = clipName(name, pgNameLen); name == "" {
+			return "", 0, false
+		}
+		return name, i, true
 	}
 	// MySQL: an optional @host, quoted or as a run of touching tokens.
 	if i < len(toks) && toks[i].isOp('@') {
