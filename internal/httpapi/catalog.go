@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +11,9 @@ import (
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/units"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // Emulation is a set of path-emulation options, spelled as the console
@@ -160,52 +161,32 @@ func (k kind) options(rq *request, b body, alter bool) ([]ddl.Option, error) {
 	return rq.options(b, alter, append(k.readOnly, "name")...)
 }
 
-func sorted[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// each returns view of every entry of m, in key order, when only is "";
+// else of the entry only alone, or nothing when m lacks it.
+func each[V any](m map[string]V, only string, view func(name string, v V) any) []any {
+	names := catalog.SortedKeys(m)
+	if only != "" {
+		names = nil
+		if _, ok := m[only]; ok {
+			names = []string{only}
+		}
 	}
-	sort.Strings(out)
+	var out []any
+	for _, name := range names {
+		out = append(out, view(name, m[name]))
+	}
 	return out
-}
-
-// selected returns m's keys in order when only is "", else only alone,
-// or none when m lacks it.
-func selected[V any](m map[string]V, only string) []string {
-	if only == "" {
-		return sorted(m)
-	}
-	if _, ok := m[only]; ok {
-		return []string{only}
-	}
-	return nil
 }
 
 // sessionsBy counts the open sessions by key (their pool or user).
 func (s *Server) sessionsBy(key func(*session.Session) string) map[string]int {
-	n := map[string]int{}
-	for _, ss := range s.mgr.Registry().Sessions() {
-		n[key(ss)]++
-	}
-	return n
+	return views.SessionsBy(s.mgr.Registry().Sessions(), key)
 }
 
 // links returns every link, or the one named only.
 func (s *Server) links(only string) []any {
-	cat := s.mgr.Catalog()
-	routes := map[string][]string{}
-	all := s.mgr.Routes()
-	for _, rn := range sorted(all) {
-		r := all[rn]
-		ln := r.Link
-		if ln == "" {
-			ln = wlm.DefaultLink
-		}
-		routes[ln] = append(routes[ln], rn)
-	}
-	var out []any
-	for _, name := range selected(cat.Links, only) {
-		d := cat.Links[name]
+	routes := s.mgr.RoutesByLink()
+	return each(s.mgr.Catalog().Links, only, func(name string, d *wlm.LinkDef) any {
 		l := Link{Name: name, Capacity: units.FormatRate(d.Capacity), Emulation: emulationJSON(d.Emulation),
 			Routes: routes[name], Bytes: map[string]map[string]int64{}}
 		if l.Routes == nil {
@@ -226,60 +207,37 @@ func (s *Server) links(only string) []any {
 				l.Queued += ds.QueueBytes()
 			}
 		}
-		out = append(out, l)
-	}
-	return out
+		return l
+	})
 }
 
 func (s *Server) rules(only string) []any {
 	cat := s.mgr.Catalog()
 	stats := s.mgr.Stats()
-	var out []any
-	for _, name := range selected(cat.Rules, only) {
-		r := cat.Rules[name]
-		pools := []string{}
-		for _, pn := range sorted(cat.Pools) {
-			if contains(cat.Pools[pn].ExceptRules, name) {
-				pools = append(pools, pn)
-			}
+	return each(cat.Rules, only, func(name string, r *wlm.Rule) any {
+		return Rule{
+			Name: name, Bandwidth: r.Bandwidth, ElapsedTime: r.ElapsedTime, Action: string(r.Action),
+			Pools: append([]string{}, cat.PoolsUsingRule(name)...), Firings: stats.RuleFirings(name),
 		}
-		out = append(out, Rule{
-			Name: name, Bandwidth: r.Bandwidth, ElapsedTime: r.ElapsedTime, Action: string(r.Action), Pools: pools,
-			Firings: stats.Firings[wlm.FiringKey{Rule: name, Action: wlm.Abort}] + stats.Firings[wlm.FiringKey{Rule: name, Action: wlm.Penalty}],
-		})
-	}
-	return out
+	})
 }
 
 func (s *Server) pools(only string) []any {
 	cat := s.mgr.Catalog()
 	sessions := s.sessionsBy((*session.Session).Pool)
-	var out []any
-	for _, name := range selected(cat.Pools, only) {
-		p := cat.Pools[name]
-		users := []string{}
-		for _, un := range sorted(cat.Users) {
-			if cat.Users[un].Pool == name {
-				users = append(users, un)
-			}
+	return each(cat.Pools, only, func(name string, p *wlm.Pool) any {
+		return Pool{
+			Name: name, ExceptRule: append([]string{}, p.ExceptRules...), Weight: p.Weight, NetworkPriority: p.Priority.String(),
+			Emulation: emulationJSON(p.Emulation), Users: append([]string{}, cat.UsersOfPool(name)...), Sessions: sessions[name],
 		}
-		rules := append([]string{}, p.ExceptRules...)
-		out = append(out, Pool{
-			Name: name, ExceptRule: rules, Weight: p.Weight, NetworkPriority: p.Priority.String(),
-			Emulation: emulationJSON(p.Emulation), Users: users, Sessions: sessions[name],
-		})
-	}
-	return out
+	})
 }
 
 func (s *Server) users(only string) []any {
-	cat := s.mgr.Catalog()
 	sessions := s.sessionsBy((*session.Session).User)
-	var out []any
-	for _, name := range selected(cat.Users, only) {
-		out = append(out, User{Name: name, ResourcePool: cat.Users[name].Pool, Sessions: sessions[name]})
-	}
-	return out
+	return each(s.mgr.Catalog().Users, only, func(name string, u *wlm.UserDef) any {
+		return User{Name: name, ResourcePool: u.Pool, Sessions: sessions[name]}
+	})
 }
 
 // exec runs one statement built by rq.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicelab/sluice/internal/link"
@@ -41,33 +40,34 @@ func ensureRole(t testing.TB, url string) {
 	}
 }
 
-// bulk pulls COPY data through url until ctx ends.
-func bulk(ctx context.Context, t testing.TB, url string, wg *sync.WaitGroup) {
+// repeat runs fn on one connection to url until ctx ends; name tells
+// the connection's failure apart.
+func repeat(ctx context.Context, t testing.TB, name, url string, wg *sync.WaitGroup, fn func(*pgx.Conn)) {
 	defer wg.Done()
-	c, err := pgconn.Connect(ctx, url)
+	c, err := pgx.Connect(ctx, url)
 	if err != nil {
-		t.Errorf("bulk connect: %v", err)
+		t.Errorf("%s connect: %v", name, err)
 		return
 	}
 	defer c.Close(context.Background())
 	for ctx.Err() == nil {
-		c.CopyTo(ctx, io.Discard, "COPY (SELECT repeat('x', 1000) FROM generate_series(1, 2000000)) TO STDOUT")
+		fn(c)
 	}
+}
+
+// bulk pulls COPY data through url until ctx ends.
+func bulk(ctx context.Context, t testing.TB, url string, wg *sync.WaitGroup) {
+	repeat(ctx, t, "bulk", url, wg, func(c *pgx.Conn) {
+		c.PgConn().CopyTo(ctx, io.Discard, "COPY (SELECT repeat('x', 1000) FROM generate_series(1, 2000000)) TO STDOUT")
+	})
 }
 
 // small runs small queries through url until ctx ends.
 func small(ctx context.Context, t testing.TB, url string, wg *sync.WaitGroup) {
-	defer wg.Done()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Errorf("small connect: %v", err)
-		return
-	}
-	defer c.Close(context.Background())
-	for ctx.Err() == nil {
+	repeat(ctx, t, "small", url, wg, func(c *pgx.Conn) {
 		var s string
 		c.QueryRow(ctx, "SELECT repeat('y', 4000)").Scan(&s)
-	}
+	})
 }
 
 // startLoad runs bulk as lowUser and small through via until stop is

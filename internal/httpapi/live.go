@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // CancelTimeout bounds one cancel request of POST
@@ -75,12 +75,7 @@ func sessionJSON(s *session.Session) Session {
 
 func (s *Server) statementJSON(st *session.Statement, now time.Time) Statement {
 	snap := st.Snapshot()
-	cls := link.Normal
-	if snap.Penalized {
-		cls = link.Low
-	} else if p := s.mgr.Catalog().Pools[snap.Pool]; p != nil {
-		cls = p.Priority
-	}
+	cls := views.Class(s.mgr.Catalog(), snap.Pool, snap.Penalized)
 	out := Statement{
 		ID: snap.ID, Session: snap.SessionID, Route: snap.Route, User: snap.User, Pool: snap.Pool, SQL: snap.SQL,
 		State: snap.Outcome.String(), Class: cls.String(), Penalized: snap.Penalized, CancelRequested: st.CancelRequested(),

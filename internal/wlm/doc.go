@@ -3,7 +3,11 @@
 // bindings and settings; kept by a Store, package store), the runtime
 // links made from it, the binding of a session to a pool, class,
 // link and path emulation, and the evaluator that applies exception rules
-// to running statements. The admin console and the configuration file
+// to running statements. What SHOW and SELECT return is computed by
+// package views from the inputs the Manager gathers (one catalog
+// generation, the registry's sessions and statements, the time); the
+// HTTP API and the dashboard derive their values with the same
+// functions. The admin console and the configuration file
 // change the catalog through a Manager; the proxy asks it how to treat a
 // session; the evaluator watches the session registry.
 //
@@ -135,12 +139,14 @@
 // # Lock order
 //
 // Lock order: Manager.mu before a runtime link's lock (a change
-// reconfigures links under it). Manager.evalMu before session.Session.mu
-// and session.Statement.mu (a pass reads sessions and statements under
-// it); the registry's lock is never taken under evalMu (Registry.Active
-// is read before it). Manager.mu and evalMu are never held together, and
-// no lock is held across a cancel request. Manager.mu, which serialises
-// changes, is held across the store's Save.
+// reconfigures links under it). The evaluator (its own type, made by the
+// Manager, reading the current catalog through a func it is given) has
+// its own lock, evaluator.mu, taken before session.Session.mu and
+// session.Statement.mu (a pass reads sessions and statements under it);
+// the registry's lock is never taken under evaluator.mu (Registry.Active
+// is read before it). Manager.mu and evaluator.mu are never held
+// together, and no lock is held across a cancel request. Manager.mu,
+// which serialises changes, is held across the store's Save.
 //
 // A Manager is safe for concurrent use.
 package wlm

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
@@ -54,12 +56,62 @@ type Stats struct {
 	CancelFailures uint64
 }
 
-// Stats returns a copy of the evaluator's counters.
-func (m *Manager) Stats() Stats {
-	m.evalMu.Lock()
-	defer m.evalMu.Unlock()
-	s := Stats{Checks: m.checks, CancelFailures: m.cancelF, Firings: make(map[FiringKey]uint64, len(m.firings))}
-	for k, v := range m.firings {
+// RuleFirings returns how many times rule fired, whatever the action.
+func (s Stats) RuleFirings(rule string) uint64 {
+	return s.Firings[FiringKey{rule, Abort}] + s.Firings[FiringKey{rule, Penalty}]
+}
+
+// policy is one immutable generation of what the evaluator reads of the
+// workload manager: the catalog the rules come from and the pool a
+// session is in. The Manager's state is one.
+type policy interface {
+	catalog() *Catalog
+	// sessionPool returns the pool of a session of user on route: the
+	// user's binding, else the route's default pool ("" for none).
+	sessionPool(route, user string) string
+}
+
+// evaluator applies exception rules to the running statements of a
+// registry. The Manager makes one and hands it the current policy as a
+// func, read once per pass; the evaluator never sees the Manager.
+//
+// Lock order: mu before session.Session.mu and session.Statement.mu (a
+// pass reads sessions and statements under it). The registry's lock is
+// never taken under mu (Registry.Active is read before it), mu is never
+// held with the Manager's own lock, and no lock is held across a cancel
+// request. An evaluator is safe for concurrent use.
+type evaluator struct {
+	clk     clock.Clock
+	log     *slog.Logger
+	reg     *session.Registry
+	policy  func() policy // the current generation; called once per pass
+	running atomic.Bool   // run is active
+
+	// mu guards the evaluator's memory of the statements it watches and
+	// its counters.
+	mu      sync.Mutex
+	tracked map[*session.Statement]*tracked // guarded by mu
+	checks  uint64                          // guarded by mu; rule evaluations
+	firings map[FiringKey]uint64            // guarded by mu
+	cancelF uint64                          // guarded by mu; failed cancels
+}
+
+// newEvaluator returns an evaluator of the statements of reg, timed by
+// clk, logging to log, that reads its rules from policy.
+func newEvaluator(clk clock.Clock, log *slog.Logger, reg *session.Registry, policy func() policy) *evaluator {
+	return &evaluator{
+		clk: clk, log: log, reg: reg, policy: policy,
+		tracked: make(map[*session.Statement]*tracked),
+		firings: make(map[FiringKey]uint64),
+	}
+}
+
+// stats returns a copy of the evaluator's counters.
+func (e *evaluator) stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := Stats{Checks: e.checks, CancelFailures: e.cancelF, Firings: make(map[FiringKey]uint64, len(e.firings))}
+	for k, v := range e.firings {
 		s.Firings[k] = v
 	}
 	return s
@@ -145,26 +197,26 @@ type firing struct {
 	age    time.Duration
 }
 
-// Run evaluates exception rules until ctx ends, then returns ctx.Err().
+// run evaluates exception rules until ctx ends, then returns ctx.Err().
 // Every SampleInterval it samples the bytes of every running statement;
 // a statement's rules are checked when due (see the package
 // documentation), waking up at the exact due time when that comes before
-// the next sample. Only one Run may be active at a time.
-func (m *Manager) Run(ctx context.Context) error {
-	if !m.running.CompareAndSwap(false, true) {
+// the next sample. Only one run may be active at a time.
+func (e *evaluator) run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("wlm: Run is already active")
 	}
-	defer m.running.Store(false)
+	defer e.running.Store(false)
 	for {
-		now := m.clk.Now()
-		due := m.Evaluate(ctx, now)
+		now := e.clk.Now()
+		due := e.evaluate(ctx, now)
 		wait := SampleInterval
 		if !due.IsZero() {
 			if d := due.Sub(now); d < wait {
 				wait = max(d, time.Millisecond)
 			}
 		}
-		t := m.clk.NewTimer(wait)
+		t := e.clk.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -174,38 +226,37 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
-// Evaluate runs one pass of the evaluator at now: it samples every
-// running statement and checks the rules that are due, applying the
-// actions of those that fire. It returns the earliest time a rule will be
-// due next (zero if none). Run calls it; tests may call it directly to
-// step the evaluator in virtual time.
-func (m *Manager) Evaluate(ctx context.Context, now time.Time) (nextDue time.Time) {
-	st := m.state.Load()
-	active := m.reg.Active()
-	period := st.cat.Settings.ExceptCheckPeriod
+// evaluate runs one pass at now: it samples every running statement
+// and checks the rules that are due, applying the actions of those that
+// fire. It returns the earliest time a rule will be due next (zero if
+// none).
+func (e *evaluator) evaluate(ctx context.Context, now time.Time) (nextDue time.Time) {
+	pol := e.policy()
+	cat := pol.catalog()
+	active := e.reg.Active()
+	period := cat.Settings.ExceptCheckPeriod
 	var fired []firing
 
-	m.evalMu.Lock()
-	for _, t := range m.tracked {
+	e.mu.Lock()
+	for _, t := range e.tracked {
 		t.seen = false
 	}
 	for _, s := range active {
-		t := m.tracked[s]
+		t := e.tracked[s]
 		if t == nil {
 			t = &tracked{st: s, checked: map[string]time.Time{}, fired: map[string]bool{}}
-			m.tracked[s] = t
+			e.tracked[s] = t
 		}
 		t.seen = true
 		bytes := s.Bytes()
 		t.add(now, bytes)
 
 		sess := s.Session
-		r := st.routes[sess.Info.Route]
-		pool := st.poolOf(r, sess.User())
+		pool := pol.sessionPool(sess.Info.Route, sess.User())
 		if sess.Pool() != pool {
 			sess.SetPool(pool)
 		}
-		p := st.cat.Pools[pool]
+		p := cat.Pools[pool]
 		if p == nil {
 			continue
 		}
@@ -213,7 +264,7 @@ func (m *Manager) Evaluate(ctx context.Context, now time.Time) (nextDue time.Tim
 		bps, bwOK := bandwidth(s.Started, t.samples, now, bytes)
 		mbps := bps / 1e6
 		for _, name := range p.ExceptRules {
-			rule := st.cat.Rules[name]
+			rule := cat.Rules[name]
 			if rule == nil || t.fired[name] {
 				continue
 			}
@@ -225,7 +276,7 @@ func (m *Manager) Evaluate(ctx context.Context, now time.Time) (nextDue time.Tim
 				continue
 			}
 			t.checked[name] = now
-			m.checks++
+			e.checks++
 			if next := now.Add(period); nextDue.IsZero() || next.Before(nextDue) {
 				nextDue = next
 			}
@@ -236,9 +287,9 @@ func (m *Manager) Evaluate(ctx context.Context, now time.Time) (nextDue time.Tim
 			fired = append(fired, firing{st: s, rule: name, action: rule.Action, pool: pool, info: info, bw: mbps, age: age})
 		}
 	}
-	for s, t := range m.tracked {
+	for s, t := range e.tracked {
 		if !t.seen {
-			delete(m.tracked, s)
+			delete(e.tracked, s)
 		}
 	}
 	// An abort supersedes a penalty of the same statement in one pass.
@@ -253,23 +304,23 @@ func (m *Manager) Evaluate(ctx context.Context, now time.Time) (nextDue time.Tim
 		if f.action == Penalty && aborted[f.st] {
 			continue
 		}
-		m.tracked[f.st].fired[f.rule] = true
-		m.firings[FiringKey{f.rule, f.action}]++
+		e.tracked[f.st].fired[f.rule] = true
+		e.firings[FiringKey{f.rule, f.action}]++
 		apply = append(apply, f)
 	}
-	m.evalMu.Unlock()
+	e.mu.Unlock()
 
 	sort.SliceStable(apply, func(i, j int) bool { return apply[i].st.ID < apply[j].st.ID })
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, MaxConcurrentCancels)
 	for _, f := range apply {
-		if !m.act(f) {
+		if !e.act(f) {
 			continue
 		}
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			m.cancel(ctx, f)
+			e.cancel(ctx, f)
 		})
 	}
 	wg.Wait()
@@ -317,8 +368,8 @@ func trim2(f float64) string { return fmt.Sprintf("%.2f", f) }
 // act applies a firing: logs it, records it in the statement's
 // except_info, and penalises the statement. It reports whether the
 // firing is an abort, whose cancel request is then up to the caller.
-func (m *Manager) act(f firing) (cancel bool) {
-	m.log.Info("exception rule fired", f.attrs()...)
+func (e *evaluator) act(f firing) (cancel bool) {
+	e.log.Info("exception rule fired", f.attrs()...)
 	if f.action == Penalty {
 		if !f.st.Penalize(f.info) {
 			f.st.NoteException(f.info)
@@ -330,20 +381,20 @@ func (m *Manager) act(f firing) (cancel bool) {
 }
 
 // cancel sends the cancel request of an abort firing, bounded by
-// CancelTimeout on the manager's clock; a failure is counted, logged and
+// CancelTimeout on the evaluator's clock; a failure is counted, logged and
 // noted in the statement's except_info. It is safe to run concurrently.
-func (m *Manager) cancel(ctx context.Context, f firing) {
-	cctx, stop := clock.WithTimeout(ctx, m.clk, CancelTimeout, errCancelTimeout)
-	err := m.reg.Cancel(cctx, f.st)
+func (e *evaluator) cancel(ctx context.Context, f firing) {
+	cctx, stop := clock.WithTimeout(ctx, e.clk, CancelTimeout, errCancelTimeout)
+	err := e.reg.Cancel(cctx, f.st)
 	stop()
 	if err == nil || errors.Is(err, session.ErrNotRunning) {
 		return
 	}
-	m.evalMu.Lock()
-	m.cancelF++
-	m.evalMu.Unlock()
+	e.mu.Lock()
+	e.cancelF++
+	e.mu.Unlock()
 	f.st.NoteException("cancel failed: " + err.Error())
-	m.log.Warn("exception rule could not cancel the statement", append(f.attrs(), "err", err)...)
+	e.log.Warn("exception rule could not cancel the statement", append(f.attrs(), "err", err)...)
 }
 
 // attrs are the log attributes of a firing.
@@ -359,7 +410,7 @@ func (f firing) attrs() []any {
 // statementBandwidth returns a statement's bandwidth in bytes/s for
 // display: over the window for a running statement the evaluator tracks,
 // else the average since it started.
-func (m *Manager) statementBandwidth(s *session.Statement, snap *session.Snapshot, now time.Time) float64 {
+func (e *evaluator) statementBandwidth(s *session.Statement, snap *session.Snapshot, now time.Time) float64 {
 	bytes := snap.BytesUp + snap.BytesDown
 	if !snap.Ended.IsZero() {
 		if d := snap.Ended.Sub(snap.Started); d > 0 {
@@ -367,12 +418,12 @@ func (m *Manager) statementBandwidth(s *session.Statement, snap *session.Snapsho
 		}
 		return 0
 	}
-	m.evalMu.Lock()
+	e.mu.Lock()
 	var samples []sample
-	if t := m.tracked[s]; t != nil {
+	if t := e.tracked[s]; t != nil {
 		samples = append(samples, t.samples...)
 	}
-	m.evalMu.Unlock()
+	e.mu.Unlock()
 	// Drop samples taken after now (the evaluator may run concurrently).
 	for len(samples) > 0 && samples[len(samples)-1].t.After(now) {
 		samples = samples[:len(samples)-1]

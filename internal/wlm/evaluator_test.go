@@ -41,6 +41,24 @@ func (c *fakeCanceler) count() int {
 	return c.calls
 }
 
+// newEvalManager returns a manager on a fake clock at t0, over a
+// registry of its own, after running ddl.
+func newEvalManager(t *testing.T, ddl string) (*clock.Fake, *session.Registry, *Manager) {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	reg := session.NewRegistry(session.Options{})
+	m := newTestManager(t, ManagerOptions{Clock: clk, Registry: reg})
+	mustExec(t, m, ddl)
+	return clk, reg, m
+}
+
+// openAs opens a session on route at opened, logged in as user.
+func openAs(reg *session.Registry, route, user string, opened time.Time) *session.Session {
+	s := reg.Open(session.Info{Route: route}, opened)
+	s.SetIdentity(user, "", "")
+	return s
+}
+
 // phase is a stretch of a traffic profile: rate MB/s until the given
 // second after the statement started.
 type phase struct {
@@ -154,13 +172,10 @@ func TestEvaluatorRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := clock.NewFake(t0)
-			reg := session.NewRegistry(session.Options{})
-			m := newTestManager(t, ManagerOptions{Clock: clk, Registry: reg})
+			clk, reg, m := newEvalManager(t, tt.ddl+"; CREATE USER u RESOURCE POOL p")
 			if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
 				t.Fatal(err)
 			}
-			mustExec(t, m, tt.ddl+"; CREATE USER u RESOURCE POOL p")
 			s := reg.Open(session.Info{Route: "pg", Protocol: "postgres"}, t0)
 			s.SetIdentity("u", "db", "app")
 			// Evaluations happen on whole seconds; the statement begins
@@ -225,16 +240,11 @@ func TestEvaluatorRules(t *testing.T) {
 }
 
 func TestEvaluatorCancelFailure(t *testing.T) {
-	clk := clock.NewFake(t0)
-	reg := session.NewRegistry(session.Options{})
-	m := newTestManager(t, ManagerOptions{Clock: clk, Registry: reg})
-	mustExec(t, m, "CREATE EXCEPT RULE slow WITH (elapsedtime=1); CREATE RESOURCE POOL p WITH (except_rule=slow); CREATE USER u RESOURCE POOL p")
+	clk, reg, m := newEvalManager(t, "CREATE EXCEPT RULE slow WITH (elapsedtime=1); CREATE RESOURCE POOL p WITH (except_rule=slow); CREATE USER u RESOURCE POOL p")
 	ctx := context.Background()
 
 	// No canceler installed.
-	s := reg.Open(session.Info{Route: "tcp"}, t0)
-	s.SetIdentity("u", "", "")
-	st := s.Begin("SELECT pg_sleep(10)", t0)
+	st := openAs(reg, "tcp", "u", t0).Begin("SELECT pg_sleep(10)", t0)
 	m.Evaluate(ctx, t0.Add(time.Second))
 	snap := st.Snapshot()
 	if got := m.Stats(); got.CancelFailures != 1 || got.Firings[FiringKey{"slow", Abort}] != 1 {
@@ -250,8 +260,7 @@ func TestEvaluatorCancelFailure(t *testing.T) {
 	}
 
 	// A canceler that fails.
-	s2 := reg.Open(session.Info{Route: "pg"}, t0)
-	s2.SetIdentity("u", "", "")
+	s2 := openAs(reg, "pg", "u", t0)
 	st2 := s2.Begin("SELECT 1", t0.Add(10*time.Second))
 	s2.SetCanceler(&fakeCanceler{st: st2, now: clk.Now, err: errors.New("connection refused")})
 	m.Evaluate(ctx, t0.Add(11*time.Second))
@@ -261,16 +270,12 @@ func TestEvaluatorCancelFailure(t *testing.T) {
 }
 
 func TestEvaluatorPenaltyThenAbort(t *testing.T) {
-	clk := clock.NewFake(t0)
-	reg := session.NewRegistry(session.Options{})
-	m := newTestManager(t, ManagerOptions{Clock: clk, Registry: reg})
-	mustExec(t, m, `CREATE EXCEPT RULE slow WITH (elapsedtime=2, action=penalty);
+	clk, reg, m := newEvalManager(t, `CREATE EXCEPT RULE slow WITH (elapsedtime=2, action=penalty);
 CREATE EXCEPT RULE slower WITH (elapsedtime=4);
 CREATE EXCEPT RULE both WITH (elapsedtime=4, action=penalty);
 CREATE RESOURCE POOL p WITH (except_rule='slow,slower,both'); CREATE USER u RESOURCE POOL p`)
 	ctx := context.Background()
-	s := reg.Open(session.Info{Route: "pg"}, t0)
-	s.SetIdentity("u", "", "")
+	s := openAs(reg, "pg", "u", t0)
 	st := s.Begin("SELECT pg_sleep(10)", t0)
 	canc := &fakeCanceler{st: st, now: clk.Now}
 	s.SetCanceler(canc)
@@ -329,13 +334,8 @@ func TestBandwidth(t *testing.T) {
 }
 
 func TestRunVirtualTime(t *testing.T) {
-	clk := clock.NewFake(t0)
-	reg := session.NewRegistry(session.Options{})
-	m := newTestManager(t, ManagerOptions{Clock: clk, Registry: reg})
-	mustExec(t, m, "CREATE EXCEPT RULE r WITH (elapsedtime=2.5, action=penalty); CREATE RESOURCE POOL p WITH (except_rule=r); CREATE USER u RESOURCE POOL p")
-	s := reg.Open(session.Info{Route: "pg"}, t0)
-	s.SetIdentity("u", "", "")
-	st := s.Begin("SELECT 1", t0)
+	clk, reg, m := newEvalManager(t, "CREATE EXCEPT RULE r WITH (elapsedtime=2.5, action=penalty); CREATE RESOURCE POOL p WITH (except_rule=r); CREATE USER u RESOURCE POOL p")
+	st := openAs(reg, "pg", "u", t0).Begin("SELECT 1", t0)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -380,9 +380,7 @@ func BenchmarkEvaluate(b *testing.B) {
 		b.Fatal(err)
 	}
 	for i := 0; i < 1000; i++ {
-		s := reg.Open(session.Info{Route: "pg"}, t0)
-		s.SetIdentity("user1", "", "")
-		s.Begin("SELECT 1", t0)
+		openAs(reg, "pg", "user1", t0).Begin("SELECT 1", t0)
 	}
 	ctx := context.Background()
 	now := t0
@@ -415,8 +413,7 @@ func TestEvaluateCancelsConcurrently(t *testing.T) {
 		const n = 10
 		var sts []*session.Statement
 		for range n {
-			s := reg.Open(session.Info{Route: "pg"}, start)
-			s.SetIdentity("u", "", "")
+			s := openAs(reg, "pg", "u", start)
 			s.SetCanceler(blockingCanceler{})
 			sts = append(sts, s.Begin("SELECT pg_sleep(60)", start))
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
@@ -117,21 +118,14 @@ type Manager struct {
 	reg      *session.Registry
 	store    Store
 
+	eval *evaluator // reads state through its policy func; own lock
+
 	version atomic.Uint64
 	state   atomic.Pointer[state] // replaced, never modified
 	closed  atomic.Bool
-	running atomic.Bool // Run is active
 
-	mu  sync.Mutex     // serialises changes of state
+	mu  sync.Mutex     // serialises changes of state; never held with the evaluator's lock
 	rev store.Revision // guarded by mu; the store's revision of state's catalog
-
-	// evalMu guards the evaluator's memory. Lock order: evalMu before
-	// session.Session.mu; never with mu.
-	evalMu  sync.Mutex
-	tracked map[*session.Statement]*tracked // guarded by evalMu
-	checks  uint64                          // guarded by evalMu; rule evaluations
-	firings map[FiringKey]uint64            // guarded by evalMu
-	cancelF uint64                          // guarded by evalMu; failed cancels
 }
 
 // state is one immutable generation of the manager's configuration.
@@ -156,8 +150,6 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		log:      o.Logger,
 		reg:      o.Registry,
 		store:    o.Store,
-		tracked:  make(map[*session.Statement]*tracked),
-		firings:  make(map[FiringKey]uint64),
 	}
 	if m.clk == nil {
 		m.clk = clock.Real{}
@@ -192,8 +184,28 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	}
 	m.state.Store(st)
 	m.version.Store(1)
+	m.eval = newEvaluator(m.clk, m.log, m.reg, func() policy { return m.state.Load() })
 	return m, nil
 }
+
+// Run evaluates exception rules until ctx ends, then returns ctx.Err().
+// Every SampleInterval it samples the bytes of every running statement;
+// a statement's rules are checked when due (see the package
+// documentation), waking up at the exact due time when that comes before
+// the next sample. Only one Run may be active at a time.
+func (m *Manager) Run(ctx context.Context) error { return m.eval.run(ctx) }
+
+// Evaluate runs one pass of the evaluator at now: it samples every
+// running statement and checks the rules that are due, applying the
+// actions of those that fire. It returns the earliest time a rule will be
+// due next (zero if none). Run calls it; tests may call it directly to
+// step the evaluator in virtual time.
+func (m *Manager) Evaluate(ctx context.Context, now time.Time) (nextDue time.Time) {
+	return m.eval.evaluate(ctx, now)
+}
+
+// Stats returns a copy of the evaluator's counters.
+func (m *Manager) Stats() Stats { return m.eval.stats() }
 
 // Close closes the runtime links. It is safe to call more than once.
 func (m *Manager) Close() error {
@@ -313,6 +325,11 @@ func (st *state) poolOf(r route, user string) string {
 	}
 	return r.Pool
 }
+
+// catalog and sessionPool make a state the evaluator's policy.
+func (st *state) catalog() *Catalog { return st.cat }
+
+func (st *state) sessionPool(route, user string) string { return st.poolOf(st.routes[route], user) }
 
 // DefineLink creates link name with opts, or alters it if it exists, as
 // CREATE LINK / ALTER LINK would; a configuration file's links use it.

@@ -28,10 +28,7 @@ func column(t *testing.T, res Result, name string) string {
 }
 
 func TestStatementViews(t *testing.T) {
-	clk := clock.NewFake(t0)
-	reg := session.NewRegistry(session.Options{})
-	m := newTestManager(t, ManagerOptions{Clock: clk, Registry: reg})
-	mustExec(t, m, "CREATE RESOURCE POOL vip WITH (network_priority=high); CREATE USER u RESOURCE POOL vip")
+	clk, reg, m := newEvalManager(t, "CREATE RESOURCE POOL vip WITH (network_priority=high); CREATE USER u RESOURCE POOL vip")
 	if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +107,7 @@ func TestConcurrentUse(t *testing.T) {
 						t.Error("Version went backwards")
 					}
 				case 2:
-					s := reg.Open(session.Info{Route: "pg"}, t0)
-					s.SetIdentity("user1", "", "")
+					s := openAs(reg, "pg", "user1", t0)
 					st := s.Begin("SELECT 1", t0)
 					st.AddUp(1000)
 					m.Evaluate(ctx, t0.Add(time.Duration(i)*time.Second))

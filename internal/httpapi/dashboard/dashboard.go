@@ -19,6 +19,8 @@ import (
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/units"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // Defaults.
@@ -292,29 +294,15 @@ type Link struct {
 	Current   float64 `json:"bytes_per_second"`
 }
 
-func classOf(cat *wlm.Catalog, pool string, penalized bool) link.Class {
-	if penalized {
-		return link.Low
-	}
-	if p := cat.Pools[pool]; p != nil {
-		return p.Priority
-	}
-	return link.Normal
-}
-
 func statementView(cat *wlm.Catalog, s session.Snapshot, now time.Time, rate float64) Statement {
-	end := s.Ended
-	if end.IsZero() {
-		end = now
-	}
 	sql := s.SQL
 	if len(sql) > 300 {
 		sql = sql[:300] + "..."
 	}
 	return Statement{
 		ID: s.ID, Session: s.SessionID, Route: s.Route, User: s.User, Pool: s.Pool,
-		Class: classOf(cat, s.Pool, s.Penalized).String(), Penalized: s.Penalized, State: s.Outcome.String(),
-		Rate: rate, Bytes: s.BytesUp + s.BytesDown, Elapsed: end.Sub(s.Started).Seconds(),
+		Class: views.Class(cat, s.Pool, s.Penalized).String(), Penalized: s.Penalized, State: s.Outcome.String(),
+		Rate: rate, Bytes: s.BytesUp + s.BytesDown, Elapsed: views.Elapsed(&s, now).Seconds(),
 		SQL: sql, Except: s.Except,
 	}
 }
@@ -398,43 +386,16 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 		snap.Exceptions = append(snap.Exceptions, statementView(cat, s, now, r))
 	}
 
-	ruleNames := make([]string, 0, len(cat.Rules))
-	for n := range cat.Rules {
-		ruleNames = append(ruleNames, n)
-	}
-	sort.Strings(ruleNames)
-	for _, n := range ruleNames {
+	for _, n := range catalog.SortedKeys(cat.Rules) {
 		r := cat.Rules[n]
-		var pools []string
-		for pn, p := range cat.Pools {
-			for _, x := range p.ExceptRules {
-				if x == n {
-					pools = append(pools, pn)
-				}
-			}
-		}
-		sort.Strings(pools)
 		snap.Rules = append(snap.Rules, Rule{
 			Name: n, Action: string(r.Action), Bandwidth: r.Bandwidth, ElapsedTime: r.ElapsedTime,
-			Pools:   strings.Join(pools, ", "),
-			Firings: stats.Firings[wlm.FiringKey{Rule: n, Action: wlm.Abort}] + stats.Firings[wlm.FiringKey{Rule: n, Action: wlm.Penalty}],
+			Pools: strings.Join(cat.PoolsUsingRule(n), ", "), Firings: stats.RuleFirings(n),
 		})
 	}
 
-	routes := map[string][]string{}
-	for rn, r := range d.mgr.Routes() {
-		ln := r.Link
-		if ln == "" {
-			ln = wlm.DefaultLink
-		}
-		routes[ln] = append(routes[ln], rn)
-	}
-	linkNames := make([]string, 0, len(cat.Links))
-	for n := range cat.Links {
-		linkNames = append(linkNames, n)
-	}
-	sort.Strings(linkNames)
-	for _, n := range linkNames {
+	routes := d.mgr.RoutesByLink()
+	for _, n := range catalog.SortedKeys(cat.Links) {
 		def := cat.Links[n]
 		l := Link{Name: n, Capacity: units.FormatRate(def.Capacity), QueueSize: "default",
 			Delay: optDuration(def.Emulation.Delay), Jitter: optDuration(def.Emulation.Jitter), Current: last.links[n]}
@@ -444,17 +405,11 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 		if def.Emulation.Rate != nil {
 			l.Rate = units.FormatRate(*def.Emulation.Rate)
 		}
-		rs := routes[n]
-		sort.Strings(rs)
-		l.Routes = strings.Join(rs, ", ")
+		l.Routes = strings.Join(routes[n], ", ")
 		snap.Links = append(snap.Links, l)
 	}
-	if res, err := d.mgr.Exec(ctx, "SHOW ALL"); err == nil {
-		for _, row := range res.Rows {
-			if len(row) >= 2 {
-				snap.Settings[row[0]] = row[1]
-			}
-		}
+	for _, row := range views.Settings(cat).Rows {
+		snap.Settings[row[0]] = row[1]
 	}
 	return snap
 }

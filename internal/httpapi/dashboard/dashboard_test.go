@@ -8,44 +8,32 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/httpapi/dashboard"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/wlmtest"
 )
 
+// fixture is a manager in virtual time (wlmtest.Env) and the dashboard over it.
 type fixture struct {
-	clk *clock.Fake
-	reg *session.Registry
-	mgr *wlm.Manager
-	d   *dashboard.Dashboard
+	*wlmtest.Env
+	d *dashboard.Dashboard
 }
 
 func newFixture(t testing.TB, keep int) *fixture {
 	t.Helper()
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	reg := session.NewRegistry(session.Options{})
-	mgr, err := wlm.NewManager(wlm.ManagerOptions{Clock: clk, Registry: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mgr.Close() })
 	// No low-priority limit: Low sends then pass at once in virtual time.
-	if _, err := mgr.Exec(context.Background(), `SET low_priority_bandwidth = 0;
+	e := wlmtest.New(t, `SET low_priority_bandwidth = 0;
 		CREATE LINK wan WITH (capacity = '1Gbit', delay = '5ms', rate = '10MB');
 		CREATE EXCEPT RULE hog WITH (bandwidth = 1, action = 'penalty');
-		CREATE RESOURCE POOL bulk WITH (except_rule = 'hog', network_priority = 'low')`); err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.SetRoute("r", wlm.Route{Link: "wan", Protocol: "postgres", CanCancel: true}); err != nil {
-		t.Fatal(err)
-	}
-	d, err := dashboard.New(dashboard.Options{Manager: mgr, Clock: clk, Keep: keep, Top: 2, Version: "v-test"})
+		CREATE RESOURCE POOL bulk WITH (except_rule = 'hog', network_priority = 'low')`)
+	e.SetRoute(t, "r", wlm.Route{Link: "wan", Protocol: "postgres", CanCancel: true})
+	d, err := dashboard.New(dashboard.Options{Manager: e.Manager, Clock: e.Clock, Keep: keep, Top: 2, Version: "v-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{clk: clk, reg: reg, mgr: mgr, d: d}
+	return &fixture{Env: e, d: d}
 }
 
 func send(t testing.TB, fl *link.Flow, n int, c link.Class) {
@@ -59,14 +47,14 @@ func send(t testing.TB, fl *link.Flow, n int, c link.Class) {
 // pool, null delays for silent classes, the ring's size and order.
 func TestSeries(t *testing.T) {
 	f := newFixture(t, 3)
-	def := f.mgr.Link("default")
+	def := f.Manager.Link("default")
 	normal := def.Flow(link.Down, "")
 	low := def.Flow(link.Up, "bulk")
 	defer normal.Close()
 	defer low.Close()
 
-	f.d.Sample(f.clk.Now()) // first sample: counters only
-	if snap := f.d.Snapshot(context.Background(), f.clk.Now()); len(snap.Series.Times) != 0 {
+	f.d.Sample(f.Clock.Now()) // first sample: counters only
+	if snap := f.d.Snapshot(context.Background(), f.Clock.Now()); len(snap.Series.Times) != 0 {
 		t.Fatalf("%d samples after the first call", len(snap.Series.Times))
 	}
 	for i := 1; i <= 5; i++ {
@@ -74,10 +62,10 @@ func TestSeries(t *testing.T) {
 		if i%2 == 0 {
 			send(t, low, 500, link.Low)
 		}
-		f.clk.Advance(2 * time.Second)
-		f.d.Sample(f.clk.Now())
+		f.Clock.Advance(2 * time.Second)
+		f.d.Sample(f.Clock.Now())
 	}
-	snap := f.d.Snapshot(context.Background(), f.clk.Now())
+	snap := f.d.Snapshot(context.Background(), f.Clock.Now())
 	s := snap.Series
 	if len(s.Times) != 3 || s.Times[0] >= s.Times[1] || s.Times[1] >= s.Times[2] {
 		t.Fatalf("times = %v, want the last 3 samples in order", s.Times)
@@ -110,8 +98,8 @@ func TestSeries(t *testing.T) {
 // TestSnapshotLists checks the statement, rule, link and setting lists.
 func TestSnapshotLists(t *testing.T) {
 	f := newFixture(t, 10)
-	now := f.clk.Now()
-	s := f.reg.Open(session.Info{Route: "r", Protocol: "postgres", Link: "wan"}, now)
+	now := f.Clock.Now()
+	s := f.Registry.Open(session.Info{Route: "r", Protocol: "postgres", Link: "wan"}, now)
 	s.SetIdentity("ann", "db", "")
 	s.SetPool("bulk")
 	slow := s.Begin("SELECT slow", now)
@@ -120,16 +108,16 @@ func TestSnapshotLists(t *testing.T) {
 	f.d.Sample(now)
 	slow.AddDown(1000)
 	fast.AddDown(50_000)
-	f.clk.Advance(time.Second)
-	f.d.Sample(f.clk.Now())
+	f.Clock.Advance(time.Second)
+	f.d.Sample(f.Clock.Now())
 	slow.Penalize("except rule hog (penalty): bandwidth 2MB/s > 1MB/s")
-	ended := s.Begin("SELECT over", f.clk.Now())
+	ended := s.Begin("SELECT over", f.Clock.Now())
 	ended.NoteException("except rule hog (penalty): bandwidth 3MB/s > 1MB/s")
 	ended.AddUp(100)
-	f.clk.Advance(time.Second)
-	ended.End(f.clk.Now(), session.OK, 1, "")
+	f.Clock.Advance(time.Second)
+	ended.End(f.Clock.Now(), session.OK, 1, "")
 
-	snap := f.d.Snapshot(context.Background(), f.clk.Now())
+	snap := f.d.Snapshot(context.Background(), f.Clock.Now())
 	if len(snap.Statements) != 2 || snap.Statements[0].ID != fast.ID || snap.Statements[1].ID != slow.ID {
 		t.Fatalf("top statements = %+v, want fast then slow (Top 2)", snap.Statements)
 	}
@@ -204,23 +192,23 @@ func TestPage(t *testing.T) {
 
 func BenchmarkSnapshot(b *testing.B) {
 	f := newFixture(b, dashboard.DefaultKeep)
-	fl := f.mgr.Link("default").Flow(link.Down, "bulk")
+	fl := f.Manager.Link("default").Flow(link.Down, "bulk")
 	defer fl.Close()
-	now := f.clk.Now()
+	now := f.Clock.Now()
 	for i := range 20 {
-		s := f.reg.Open(session.Info{Route: "r"}, now)
+		s := f.Registry.Open(session.Info{Route: "r"}, now)
 		s.SetIdentity("u", "db", "")
 		s.Begin("SELECT "+string(rune('a'+i)), now).AddDown(i * 1000)
 	}
 	for range dashboard.DefaultKeep + 1 {
 		send(b, fl, 10_000, link.Normal)
-		f.clk.Advance(time.Second)
-		f.d.Sample(f.clk.Now())
+		f.Clock.Advance(time.Second)
+		f.d.Sample(f.Clock.Now())
 	}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		f.d.Snapshot(ctx, f.clk.Now())
+		f.d.Snapshot(ctx, f.Clock.Now())
 	}
 }
 
@@ -228,7 +216,7 @@ func BenchmarkSample(b *testing.B) {
 	f := newFixture(b, dashboard.DefaultKeep)
 	b.ReportAllocs()
 	for b.Loop() {
-		f.clk.Advance(time.Second)
-		f.d.Sample(f.clk.Now())
+		f.Clock.Advance(time.Second)
+		f.d.Sample(f.Clock.Now())
 	}
 }

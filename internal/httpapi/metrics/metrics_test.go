@@ -10,48 +10,42 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/httpapi/metrics"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/wlmtest"
 )
 
+// fixture is a manager in virtual time (wlmtest.Env) and the metrics over it.
 type fixture struct {
-	clk *clock.Fake
-	reg *session.Registry
-	mgr *wlm.Manager
-	m   *metrics.Metrics
+	*wlmtest.Env
+	m *metrics.Metrics
 }
 
 func newFixture(t testing.TB, unsent metrics.Unsent) *fixture {
 	t.Helper()
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	reg := session.NewRegistry(session.Options{})
-	mgr, err := wlm.NewManager(wlm.ManagerOptions{Clock: clk, Registry: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mgr.Close() })
-	_, err = mgr.Exec(context.Background(), `
+	e := wlmtest.New(t, `
 		SET low_priority_bandwidth = 0;
 		CREATE LINK lab WITH (capacity = '1MB', delay = '10ms', jitter = '1ms', rate = '2MB');
 		CREATE EXCEPT RULE slow WITH (elapsedtime = 1, action = 'penalty');
 		CREATE RESOURCE POOL p WITH (except_rule = 'slow', network_priority = 'high');
 		CREATE USER u RESOURCE POOL 'p'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.SetRoute("rt", wlm.Route{Protocol: "postgres", CanCancel: true}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := metrics.New(metrics.Options{Manager: mgr, Unsent: unsent, NoProcess: true})
+	e.SetRoute(t, "rt", wlm.Route{Protocol: "postgres", CanCancel: true})
+	m, err := metrics.New(metrics.Options{Manager: e.Manager, Unsent: unsent, NoProcess: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	return &fixture{clk: clk, reg: reg, mgr: mgr, m: m}
+	return &fixture{Env: e, m: m}
+}
+
+// scrape returns m's answer to GET /metrics.
+func scrape(m *metrics.Metrics) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec
 }
 
 func (f *fixture) gather(t testing.TB) map[string]*dto.MetricFamily {
@@ -111,10 +105,10 @@ func (u unsent) UnsentBytes() map[string]int64 { return u }
 func TestMetrics(t *testing.T) {
 	f := newFixture(t, unsent{"rt": 4096, "gone": 7})
 	ctx := context.Background()
-	t0 := f.clk.Now()
+	t0 := f.Clock.Now()
 
-	down := f.mgr.Link("default").Flow(link.Down, "p")
-	up := f.mgr.Link("default").Flow(link.Up, "")
+	down := f.Manager.Link("default").Flow(link.Down, "p")
+	up := f.Manager.Link("default").Flow(link.Up, "")
 	defer down.Close()
 	defer up.Close()
 	for _, c := range []struct {
@@ -127,12 +121,12 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 
-	s := f.reg.Open(session.Info{Route: "rt", Protocol: "postgres", Link: "default"}, t0)
+	s := f.Registry.Open(session.Info{Route: "rt", Protocol: "postgres", Link: "default"}, t0)
 	s.SetIdentity("u", "db", "")
 	s.SetPool("p")
 	st := s.Begin("SELECT 1", t0)
-	f.clk.Advance(time.Second)
-	f.mgr.Evaluate(ctx, f.clk.Now())
+	f.Clock.Advance(time.Second)
+	f.Manager.Evaluate(ctx, f.Clock.Now())
 	if !st.Snapshot().Penalized {
 		t.Fatal("the rule did not penalise the statement")
 	}
@@ -182,8 +176,8 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 
-	f.clk.Advance(1500 * time.Millisecond)
-	st.End(f.clk.Now(), session.OK, 1, "")
+	f.Clock.Advance(1500 * time.Millisecond)
+	st.End(f.Clock.Now(), session.OK, 1, "")
 	fams = f.gather(t)
 	if v, _ := value(fams, "sluice_statements_total", "route", "rt", "user", "u", "pool", "p", "outcome", "ok"); v != 1 {
 		t.Errorf("sluice_statements_total = %v, want 1", v)
@@ -198,7 +192,7 @@ func TestMetrics(t *testing.T) {
 
 	// After Close, events are no longer counted.
 	f.m.Close()
-	s.Begin("SELECT 2", f.clk.Now()).End(f.clk.Now(), session.Failed, -1, "57014")
+	s.Begin("SELECT 2", f.Clock.Now()).End(f.Clock.Now(), session.Failed, -1, "57014")
 	fams = f.gather(t)
 	if _, ok := value(fams, "sluice_statements_total", "route", "rt", "user", "u", "pool", "p", "outcome", "error"); ok {
 		t.Error("a statement ended after Close was counted")
@@ -209,8 +203,7 @@ func TestMetrics(t *testing.T) {
 // conventional names and help.
 func TestExposition(t *testing.T) {
 	f := newFixture(t, nil)
-	rec := httptest.NewRecorder()
-	f.m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	rec := scrape(f.m)
 	body := rec.Body.String()
 	if rec.Code != 200 || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain") {
 		t.Fatalf("status %d, type %q", rec.Code, rec.Header().Get("Content-Type"))
@@ -249,7 +242,7 @@ func TestReleaseLateness(t *testing.T) {
 	for _, d := range []time.Duration{-30 * time.Microsecond, 10 * time.Microsecond, 3 * time.Millisecond} {
 		used.Record(d)
 	}
-	m, err := metrics.New(metrics.Options{Manager: f.mgr, NoProcess: true, Lateness: lateness{
+	m, err := metrics.New(metrics.Options{Manager: f.Manager, NoProcess: true, Lateness: lateness{
 		{"rt", "up", "precise"}: &used,
 		{"rt", "down", "timer"}: &empty,
 	}})
@@ -257,9 +250,7 @@ func TestReleaseLateness(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	body := rec.Body.String()
+	body := scrape(m).Body.String()
 	name := "sluice_emulation_release_lateness_seconds"
 	for _, want := range []string{
 		"# TYPE " + name + " histogram",
@@ -278,9 +269,7 @@ func TestReleaseLateness(t *testing.T) {
 	if strings.Contains(body, name+`_count{direction="down"`) {
 		t.Error("a histogram that recorded nothing is exposed")
 	}
-	rec = httptest.NewRecorder()
-	f.m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if strings.Contains(rec.Body.String(), name) {
+	if strings.Contains(scrape(f.m).Body.String(), name) {
 		t.Error("release lateness exposed without Options.Lateness")
 	}
 }
@@ -293,32 +282,28 @@ func (p panicCounts) SessionPanics() map[string]uint64 { return p }
 // that it is absent without Options.Panics.
 func TestSessionPanics(t *testing.T) {
 	f := newFixture(t, nil)
-	m, err := metrics.New(metrics.Options{Manager: f.mgr, NoProcess: true, Panics: panicCounts{"pg": 3, "my": 1}})
+	m, err := metrics.New(metrics.Options{Manager: f.Manager, NoProcess: true, Panics: panicCounts{"pg": 3, "my": 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	body := rec.Body.String()
+	body := scrape(m).Body.String()
 	name := "sluice_session_panics_total"
 	for _, want := range []string{"# TYPE " + name + " counter", name + `{route="pg"} 3`, name + `{route="my"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("exposition lacks %q", want)
 		}
 	}
-	rec = httptest.NewRecorder()
-	f.m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if strings.Contains(rec.Body.String(), name) {
+	if strings.Contains(scrape(f.m).Body.String(), name) {
 		t.Error("session panics exposed without Options.Panics")
 	}
 }
 
 func BenchmarkGather(b *testing.B) {
 	f := newFixture(b, unsent{"rt": 1})
-	now := f.clk.Now()
+	now := f.Clock.Now()
 	for i := range 50 {
-		s := f.reg.Open(session.Info{Route: "rt"}, now)
+		s := f.Registry.Open(session.Info{Route: "rt"}, now)
 		s.SetIdentity("u", "db", "")
 		s.SetPool("p")
 		if i%2 == 0 {

@@ -187,6 +187,31 @@ func notFound(name string) *Error {
 	return errorf(http.StatusNotFound, "", "proxy not found: %q", name)
 }
 
+// proxyLocked returns the named proxy, or the 404 error; s.mu is held.
+func (s *Service) proxyLocked(name string) (*proxyState, error) {
+	px := s.proxies[name]
+	if px == nil {
+		return nil, notFound(name)
+	}
+	return px, nil
+}
+
+// toxicLocked returns the named proxy, its toxics and the index of the
+// named toxic among them, or the 404 error of the proxy or the toxic;
+// s.mu is held.
+func (s *Service) toxicLocked(proxyName, toxicName string) (*proxyState, []*toxic, int, error) {
+	px, err := s.proxyLocked(proxyName)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	cur := px.chain.Load().toxics
+	i := slices.IndexFunc(cur, func(t *toxic) bool { return t.name == toxicName })
+	if i < 0 {
+		return nil, nil, 0, errorf(http.StatusNotFound, "", "toxic not found: %q", toxicName)
+	}
+	return px, cur, i, nil
+}
+
 // quoteIdent quotes a name as an SQL identifier.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
@@ -241,9 +266,9 @@ func (s *Service) Proxies() []Proxy {
 func (s *Service) Proxy(name string) (Proxy, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	px := s.proxies[name]
-	if px == nil {
-		return Proxy{}, notFound(name)
+	px, err := s.proxyLocked(name)
+	if err != nil {
+		return Proxy{}, err
 	}
 	return px.viewLocked(), nil
 }
@@ -351,9 +376,9 @@ func (s *Service) stopLocked(px *proxyState) {
 func (s *Service) UpdateProxy(ctx context.Context, name string, c Config) (Proxy, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	px := s.proxies[name]
-	if px == nil {
-		return Proxy{}, notFound(name)
+	px, err := s.proxyLocked(name)
+	if err != nil {
+		return Proxy{}, err
 	}
 	listen, upstream := px.listen, px.upstream
 	if c.Listen != nil && *c.Listen != px.listen {
@@ -394,9 +419,9 @@ func (s *Service) UpdateProxy(ctx context.Context, name string, c Config) (Proxy
 func (s *Service) DeleteProxy(ctx context.Context, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	px := s.proxies[name]
-	if px == nil {
-		return notFound(name)
+	px, err := s.proxyLocked(name)
+	if err != nil {
+		return err
 	}
 	s.deleteLocked(ctx, px)
 	return nil
@@ -480,16 +505,11 @@ func (s *Service) Toxics(proxyName string) ([]Toxic, error) {
 func (s *Service) Toxic(proxyName, toxicName string) (Toxic, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	px := s.proxies[proxyName]
-	if px == nil {
-		return Toxic{}, notFound(proxyName)
+	_, cur, i, err := s.toxicLocked(proxyName, toxicName)
+	if err != nil {
+		return Toxic{}, err
 	}
-	for _, t := range px.chain.Load().toxics {
-		if t.name == toxicName {
-			return t.view(), nil
-		}
-	}
-	return Toxic{}, errorf(http.StatusNotFound, "", "toxic not found: %q", toxicName)
+	return cur[i].view(), nil
 }
 
 // AddToxic adds a toxic to a proxy; it applies to new connections and to
@@ -503,9 +523,9 @@ func (s *Service) AddToxic(proxyName string, t Toxic) (Toxic, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	px := s.proxies[proxyName]
-	if px == nil {
-		return Toxic{}, notFound(proxyName)
+	px, err := s.proxyLocked(proxyName)
+	if err != nil {
+		return Toxic{}, err
 	}
 	cur := px.chain.Load().toxics
 	for _, x := range cur {
@@ -531,14 +551,9 @@ func (s *Service) UpdateToxic(proxyName, toxicName string, toxicity *float64, at
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	px := s.proxies[proxyName]
-	if px == nil {
-		return Toxic{}, notFound(proxyName)
-	}
-	cur := px.chain.Load().toxics
-	i := slices.IndexFunc(cur, func(t *toxic) bool { return t.name == toxicName })
-	if i < 0 {
-		return Toxic{}, errorf(http.StatusNotFound, "", "toxic not found: %q", toxicName)
+	px, cur, i, err := s.toxicLocked(proxyName, toxicName)
+	if err != nil {
+		return Toxic{}, err
 	}
 	nt := *cur[i]
 	nt.attrs = make(map[string]int64, len(cur[i].attrs))
@@ -563,14 +578,9 @@ func (s *Service) UpdateToxic(proxyName, toxicName string, toxicity *float64, at
 func (s *Service) RemoveToxic(proxyName, toxicName string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	px := s.proxies[proxyName]
-	if px == nil {
-		return notFound(proxyName)
-	}
-	cur := px.chain.Load().toxics
-	i := slices.IndexFunc(cur, func(t *toxic) bool { return t.name == toxicName })
-	if i < 0 {
-		return errorf(http.StatusNotFound, "", "toxic not found: %q", toxicName)
+	px, cur, i, err := s.toxicLocked(proxyName, toxicName)
+	if err != nil {
+		return err
 	}
 	s.publishLocked(px, slices.Delete(slices.Clone(cur), i, i+1))
 	s.log.Info("toxic removed", "proxy", proxyName, "toxic", toxicName)

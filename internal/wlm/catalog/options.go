@@ -120,6 +120,36 @@ func optional[T any](o ddl.Option, parse func(ddl.Value) (T, error)) (*T, error)
 	return &x, nil
 }
 
+// setValue sets *field from option o: to zero for DEFAULT, else to what
+// parse reads, or it returns the 22023 error naming o and its value and
+// leaves *field at zero.
+func setValue[T any](field *T, zero T, o ddl.Option, parse func(ddl.Value) (T, error)) error {
+	*field = zero
+	if o.Value.Kind == ddl.Default {
+		return nil
+	}
+	x, err := parse(o.Value)
+	if err != nil {
+		return badValue(o.Name, o.Value, err)
+	}
+	*field = x
+	return nil
+}
+
+// setEmulationOption sets emulation option o in e, or returns the 22023
+// error of an option of kind that does not exist (known lists those that
+// do).
+func setEmulationOption(e *Emulation, o ddl.Option, kind ddl.Kind, known []string) error {
+	ok, err := setEmulation(e, o)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return unknownParam(kind, o, known)
+	}
+	return nil
+}
+
 func parseDurationOption(v ddl.Value) (Duration, error) {
 	d, err := parseDuration(v)
 	return Duration(d), err
@@ -192,37 +222,18 @@ func FormatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) 
 var linkOptions = append([]string{"capacity", "queue_size"}, emulationOptions...)
 
 func setLinkOption(d *LinkDef, o ddl.Option) error {
-	v := o.Value
 	switch o.Name {
 	case "capacity":
-		d.Capacity = 0
-		if v.Kind != ddl.Default && !isUnlimitedWord(v) {
-			x, err := parseRate(v)
-			if err != nil {
-				return badValue(o.Name, v, err)
+		return setValue(&d.Capacity, 0, o, func(v ddl.Value) (int64, error) {
+			if isUnlimitedWord(v) {
+				return 0, nil
 			}
-			d.Capacity = x
-		}
-		return nil
+			return parseRate(v)
+		})
 	case "queue_size":
-		d.QueueSize = 0
-		if v.Kind != ddl.Default {
-			x, err := parseSize(v)
-			if err != nil {
-				return badValue(o.Name, v, err)
-			}
-			d.QueueSize = x
-		}
-		return nil
+		return setValue(&d.QueueSize, 0, o, parseSize)
 	}
-	ok, err := setEmulation(&d.Emulation, o)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return unknownParam(ddl.Link, o, linkOptions)
-	}
-	return nil
+	return setEmulationOption(&d.Emulation, o, ddl.Link, linkOptions)
 }
 
 func isUnlimitedWord(v ddl.Value) bool {
@@ -266,37 +277,17 @@ func setPoolOption(p *Pool, o ddl.Option) error {
 		}
 		return nil
 	case "weight":
-		p.Weight = link.DefaultWeight
-		if v.Kind != ddl.Default {
+		return setValue(&p.Weight, link.DefaultWeight, o, func(v ddl.Value) (int, error) {
 			x, err := parseInt(v, 1, link.MaxWeight)
-			if err != nil {
-				return badValue(o.Name, v, err)
-			}
-			p.Weight = int(x)
-		}
-		return nil
+			return int(x), err
+		})
 	case "network_priority":
-		p.Priority = link.Normal
-		if v.Kind != ddl.Default {
-			c, err := link.ParseClass(v.Text)
-			if err != nil {
-				return badValue(o.Name, v, err)
-			}
-			p.Priority = c
-		}
-		return nil
+		return setValue(&p.Priority, link.Normal, o, func(v ddl.Value) (link.Class, error) { return link.ParseClass(v.Text) })
 	}
 	if gaussPoolOptions[o.Name] {
 		return ddl.Errorf(ddl.CodeNotSupported, o.NamePos, "resource pool parameter %s is not supported: sluice manages network traffic, not the database's %s", o.Name, strings.ReplaceAll(o.Name, "_", " "))
 	}
-	ok, err := setEmulation(&p.Emulation, o)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return unknownParam(ddl.Pool, o, poolOptions)
-	}
-	return nil
+	return setEmulationOption(&p.Emulation, o, ddl.Pool, poolOptions)
 }
 
 // ruleOptions are the options of CREATE/ALTER EXCEPT RULE that sluice
@@ -316,48 +307,45 @@ var unmeasurable = map[string]string{
 	"cpuavgpercent":  "average CPU use",
 }
 
-func setRuleOption(r *Rule, o ddl.Option) error {
-	v := o.Value
-	switch o.Name {
-	case "bandwidth":
-		r.Bandwidth = Unlimited
-		if v.Kind == ddl.Default {
-			return nil
-		}
-		f, err := parseThreshold(v, func(s string) (float64, error) {
+// threshold is a measurable threshold of an exception rule: the field
+// it sets and how a value with a unit converts to the field's base unit.
+type threshold struct {
+	field    func(*Rule) *float64
+	withUnit func(string) (float64, error)
+}
+
+// thresholds are the measurable thresholds by option name: bandwidth in
+// MB/s (10^6 bytes/s), elapsedtime in seconds.
+var thresholds = map[string]threshold{
+	"bandwidth": {
+		field: func(r *Rule) *float64 { return &r.Bandwidth },
+		withUnit: func(s string) (float64, error) {
 			b, err := units.ParseRate(s)
 			return float64(b) / 1e6, err
-		})
-		if err != nil {
-			return badValue(o.Name, v, err)
-		}
-		r.Bandwidth = f
-		return nil
-	case "elapsedtime":
-		r.ElapsedTime = Unlimited
-		if v.Kind == ddl.Default {
-			return nil
-		}
-		f, err := parseThreshold(v, func(s string) (float64, error) {
+		},
+	},
+	"elapsedtime": {
+		field: func(r *Rule) *float64 { return &r.ElapsedTime },
+		withUnit: func(s string) (float64, error) {
 			d, err := units.ParseDuration(s)
 			return d.Seconds(), err
+		},
+	},
+}
+
+func setRuleOption(r *Rule, o ddl.Option) error {
+	v := o.Value
+	if th, ok := thresholds[o.Name]; ok {
+		return setValue(th.field(r), Unlimited, o, func(v ddl.Value) (float64, error) { return parseThreshold(v, th.withUnit) })
+	}
+	if o.Name == "action" {
+		return setValue(&r.Action, Abort, o, func(v ddl.Value) (Action, error) {
+			switch a := Action(strings.ToLower(strings.TrimSpace(v.Text))); a {
+			case Abort, Penalty:
+				return a, nil
+			}
+			return "", fmt.Errorf("want 'abort' or 'penalty'")
 		})
-		if err != nil {
-			return badValue(o.Name, v, err)
-		}
-		r.ElapsedTime = f
-		return nil
-	case "action":
-		r.Action = Abort
-		if v.Kind == ddl.Default {
-			return nil
-		}
-		switch a := Action(strings.ToLower(strings.TrimSpace(v.Text))); a {
-		case Abort, Penalty:
-			r.Action = a
-			return nil
-		}
-		return badValue(o.Name, v, fmt.Errorf("want 'abort' or 'penalty'"))
 	}
 	if what, ok := unmeasurable[o.Name]; ok {
 		if f, err := strconv.ParseFloat(strings.TrimSpace(v.Text), 64); (err == nil && f == Unlimited) || v.Kind == ddl.Default {

@@ -17,7 +17,10 @@
 // The parser is a hand-written lexer and recursive-descent parser. It
 // checks syntax only: which option names exist and what their values
 // mean is decided by the workload manager, which reports such errors
-// against the positions recorded here (Option.NamePos, Value.Pos).
+// against the positions recorded here (Option.NamePos, Value.Pos). One
+// tokenizer, a byte-level scanner with the lexical rules of a dialect
+// (scan.go), reads both the console's text and a statement bound for a
+// database; it counts character positions as it goes.
 //
 // Lexical rules follow PostgreSQL: keywords and bare identifiers are
 // case-insensitive and folded to lower case; "quoted identifiers" and

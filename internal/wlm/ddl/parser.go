@@ -3,6 +3,7 @@ package ddl
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxLength is the longest statement text Parse accepts, in characters.
@@ -18,9 +19,12 @@ const MaxLength = 1 << 20
 // the console does not support) and the position of the offending token.
 // Parse never panics.
 func Parse(sql string) ([]Statement, error) {
-	src := []rune(sql)
-	if len(src) > MaxLength {
-		return nil, Errorf(CodeSyntax, 0, "statement too long (%d characters; at most %d)", len(src), MaxLength)
+	if n := utf8.RuneCountInString(sql); n > MaxLength {
+		return nil, Errorf(CodeSyntax, 0, "statement too long (%d characters; at most %d)", n, MaxLength)
+	}
+	src := sql
+	if !utf8.ValidString(src) {
+		src = string([]rune(src)) // each invalid byte becomes U+FFFD, as in a []rune
 	}
 	toks, err := lex(src)
 	if err != nil {
@@ -62,7 +66,7 @@ func ParseOne(sql string) (Statement, error) {
 }
 
 type parser struct {
-	src  []rune
+	src  string // valid UTF-8
 	toks []token
 	i    int
 }
@@ -166,12 +170,12 @@ func (p *parser) syntaxError() *Error {
 // text returns the source from the token at index from up to the current
 // token.
 func (p *parser) text(from int) string {
-	start := p.toks[from].pos - 1
+	start := p.toks[from].start
 	end := start
 	if p.i > from {
 		end = p.toks[p.i-1].end
 	}
-	return string(p.src[start:end])
+	return p.src[start:end]
 }
 
 // node is a statement being parsed. Every statement type embeds base,
@@ -183,29 +187,27 @@ type node interface {
 
 func (b *base) setBase(v base) { *b = v }
 
+// statements are the parsers of the statements, by their first keyword,
+// which each is called after.
+var statements = map[string]func(*parser) (node, error){
+	"create": (*parser).create,
+	"alter":  (*parser).alter,
+	"drop":   (*parser).drop,
+	"set":    (*parser).set,
+	"reset":  (*parser).reset,
+	"show":   (*parser).show,
+	"select": (*parser).selectStmt,
+}
+
 func (p *parser) statement() (Statement, error) {
 	first := p.i
 	t := p.peek()
-	var st node
-	var err error
-	switch {
-	case p.accept("create"):
-		st, err = p.create()
-	case p.accept("alter"):
-		st, err = p.alter()
-	case p.accept("drop"):
-		st, err = p.drop()
-	case p.accept("set"):
-		st, err = p.set()
-	case p.accept("reset"):
-		st, err = p.reset()
-	case p.accept("show"):
-		st, err = p.show()
-	case p.accept("select"):
-		st, err = p.selectStmt()
-	default:
+	parse := statements[t.val]
+	if t.kind != tIdent || parse == nil {
 		return nil, p.syntaxError()
 	}
+	p.next()
+	st, err := parse(p)
 	if err != nil {
 		return nil, err
 	}
@@ -446,7 +448,7 @@ func (p *parser) value() (Value, error) {
 		if t.val == "default" {
 			return Value{Kind: Default, Text: "default", Pos: t.pos}, nil
 		}
-		return Value{Kind: Word, Text: string(p.src[t.pos-1 : t.end]), Pos: t.pos}, nil
+		return Value{Kind: Word, Text: p.src[t.start:t.end], Pos: t.pos}, nil
 	case tQIdent:
 		p.next()
 		return Value{Kind: Word, Text: t.val, Pos: t.pos}, nil

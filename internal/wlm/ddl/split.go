@@ -177,7 +177,7 @@ func SplitUserPool(sql string, d Dialect) (UserPool, bool) {
 		return UserPool{}, false
 	}
 	v := toks[clause+2]
-	val := Value{Text: v.val, Pos: utf8.RuneCountInString(sql[:v.start]) + 1}
+	val := Value{Text: v.val, Pos: v.pos}
 	switch {
 	case v.kind == tString && !v.raw, v.kind == tQIdent && !v.raw:
 		val.Kind = String
@@ -271,7 +271,7 @@ func removal(sql string, s, e int) edit {
 // PASSWORD after BY (IDENTIFIED BY PASSWORD 'hash'), before anything but
 // a string (PASSWORD EXPIRE, PASSWORD('x')) or inside parentheses is
 // left alone.
-func mysqlPassword(toks []stok, k, first int) (edit, bool) {
+func mysqlPassword(toks []token, k, first int) (edit, bool) {
 	t := toks[k]
 	if !t.isWord("password") || k+1 >= len(toks) || toks[k+1].kind != tString {
 		return edit{}, false
@@ -290,7 +290,7 @@ func mysqlPassword(toks []stok, k, first int) (edit, bool) {
 
 // userName reads the user of CREATE/ALTER USER at toks[i] and returns it
 // with the index of the token after it.
-func userName(sql string, toks []stok, i int, d Dialect) (string, int, bool) {
+func userName(sql string, toks []token, i int, d Dialect) (string, int, bool) {
 	if i >= len(toks) {
 		return "", 0, false
 	}
@@ -321,7 +321,12 @@ func userName(sql string, toks []stok, i int, d Dialect) (string, int, bool) {
 	}
 	i++
 	if d == PostgreSQL {
-		return clipName(name, pgNameLen), i, true
+		// A name that clips to nothing (no character boundary within
+		// pgNameLen bytes: invalid UTF-8) is not read with certainty.
+		if name = clipName(name, pgNameLen); name == "" {
+			return "", 0, false
+		}
+		return name, i, true
 	}
 	// MySQL: an optional @host, quoted or as a run of touching tokens.
 	if i < len(toks) && toks[i].isOp('@') {
@@ -358,279 +363,25 @@ func clipName(s string, n int) string {
 	return s[:n]
 }
 
-// stok is a token of a statement bound for a database; start and end are
-// byte offsets.
-type stok struct {
-	kind       tokKind
-	start, end int
-	val        string // tIdent: lower case (ASCII); tString, tQIdent: the contents; tOp: the character
-	raw        bool   // tString, tQIdent: written in a form whose contents val does not decode
-}
-
-func (t stok) isWord(w string) bool { return t.kind == tIdent && t.val == w }
-func (t stok) isOp(c byte) bool     { return t.kind == tOp && len(t.val) == 1 && t.val[0] == c }
-
-func isSpaceByte(c byte) bool {
-	switch c {
-	case ' ', '\t', '\n', '\r', '\f', '\v':
-		return true
-	}
-	return false
-}
-
-func isWordStart(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c >= 0x80
-}
-
-func isWordPart(c byte) bool {
-	return isWordStart(c) || c >= '0' && c <= '9' || c == '$'
-}
-
-// lowerASCII folds ASCII letters only, as PostgreSQL folds identifiers
-// in a multi-byte encoding.
-func lowerASCII(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 'A' && c <= 'Z' {
-			b := []byte(s)
-			for j := i; j < len(b); j++ {
-				if b[j] >= 'A' && b[j] <= 'Z' {
-					b[j] += 'a' - 'A'
-				}
-			}
-			return string(b)
-		}
-	}
-	return s
-}
-
 // scan splits sql into tokens by the lexical rules of dialect d (for
 // MySQL, those of MySQL and MariaDB under the default sql_mode); the last
 // token is always tEOF. It returns false for text it cannot split with
 // certainty: an unterminated quote or comment, an empty quoted name, a
 // MySQL executable comment (/*! or /*M!), or an unknown dialect.
-func scan(sql string, d Dialect) ([]stok, bool) {
+func scan(sql string, d Dialect) ([]token, bool) {
 	if d != PostgreSQL && d != MySQL {
 		return nil, false
 	}
-	var toks []stok
-	i := 0
+	s := scanner{src: sql, d: d}
+	var toks []token
 	for {
-		var ok bool
-		if i, ok = skipBlank(sql, i, d); !ok {
-			return nil, false
-		}
-		if i >= len(sql) {
-			return append(toks, stok{kind: tEOF, start: len(sql), end: len(sql)}), true
-		}
-		t, ok := scanToken(sql, i, d)
-		if !ok {
+		t, f := s.next()
+		if f != flawNone {
 			return nil, false
 		}
 		toks = append(toks, t)
-		i = t.end
-	}
-}
-
-// skipBlank returns the index of the first byte at or after i that is
-// neither white space nor inside a comment of dialect d, and false for
-// a /* comment that is unterminated or, in MySQL, executable.
-func skipBlank(sql string, i int, d Dialect) (int, bool) {
-	n := len(sql)
-	for i < n {
-		c := sql[i]
-		switch {
-		case isSpaceByte(c):
-			i++
-		case isLineComment(sql, i, d):
-			for i < n && sql[i] != '\n' {
-				i++
-			}
-		case c == '/' && i+1 < n && sql[i+1] == '*':
-			end, ok := commentEnd(sql, i, d)
-			if !ok {
-				return i, false
-			}
-			i = end
-		default:
-			return i, true
+		if t.kind == tEOF {
+			return toks, true
 		}
 	}
-	return i, true
-}
-
-// isLineComment reports whether a comment that runs to the end of the
-// line starts at sql[i]: -- in PostgreSQL; # or -- followed by white
-// space, a control character or the end of the text in MySQL.
-func isLineComment(sql string, i int, d Dialect) bool {
-	switch {
-	case sql[i] == '#':
-		return d == MySQL
-	case sql[i] != '-' || i+1 >= len(sql) || sql[i+1] != '-':
-		return false
-	}
-	return d == PostgreSQL || i+2 == len(sql) || sql[i+2] <= ' '
-}
-
-// commentEnd returns the index after the /* comment that starts at
-// sql[i], and false when it is unterminated. PostgreSQL comments nest;
-// in MySQL the first */ ends the comment, and an executable comment
-// (/*! or /*M!) returns false.
-func commentEnd(sql string, i int, d Dialect) (int, bool) {
-	if d == MySQL {
-		body := sql[i+2:]
-		if strings.HasPrefix(body, "!") || strings.HasPrefix(body, "M!") {
-			return 0, false
-		}
-		j := strings.Index(body, "*/")
-		if j < 0 {
-			return 0, false
-		}
-		return i + 2 + j + 2, true
-	}
-	n := len(sql)
-	depth := 0
-	for {
-		switch {
-		case i+1 >= n:
-			return 0, false
-		case sql[i] == '/' && sql[i+1] == '*':
-			depth++
-			i += 2
-		case sql[i] == '*' && sql[i+1] == '/':
-			depth--
-			i += 2
-		default:
-			i++
-		}
-		if depth == 0 {
-			return i, true
-		}
-	}
-}
-
-// scanToken reads the token of dialect d that starts at sql[i], which is
-// neither white space nor a comment. It returns false for an
-// unterminated quote and for an empty quoted name.
-func scanToken(sql string, i int, d Dialect) (stok, bool) {
-	n := len(sql)
-	c := sql[i]
-	pg := d == PostgreSQL
-	switch {
-	case c == '\'' || !pg && c == '"':
-		return quotedToken(sql, i, i, tString, !pg) // MySQL: backslash escapes in both quotes
-	case pg && (c == 'e' || c == 'E') && i+1 < n && sql[i+1] == '\'':
-		return quotedToken(sql, i, i+1, tString, true)
-	case pg && (c == 'u' || c == 'U') && i+2 < n && sql[i+1] == '&' && (sql[i+2] == '\'' || sql[i+2] == '"'):
-		k := tString
-		if sql[i+2] == '"' {
-			k = tQIdent
-		}
-		return quotedToken(sql, i, i+2, k, false)
-	case pg && c == '"', !pg && c == '`':
-		t, ok := quotedToken(sql, i, i, tQIdent, false)
-		return t, ok && t.val != ""
-	case pg && c == '$':
-		return dollarToken(sql, i)
-	case isWordStart(c) || !pg && c == '$':
-		j := i
-		for j < n && isWordPart(sql[j]) {
-			j++
-		}
-		return stok{kind: tIdent, start: i, end: j, val: lowerASCII(sql[i:j])}, true
-	case c >= '0' && c <= '9' || c == '.' && i+1 < n && sql[i+1] >= '0' && sql[i+1] <= '9':
-		j := scanNumberBytes(sql, i)
-		return stok{kind: tNumber, start: i, end: j, val: sql[i:j]}, true
-	}
-	return stok{kind: tOp, start: i, end: i + 1, val: sql[i : i+1]}, true
-}
-
-// quotedToken reads a string or quoted name whose opening quote is at
-// sql[q], written from sql[start] (start < q after a prefix such as E or
-// U&), and returns false when it is unterminated. A doubled quote stands
-// for one; with backslash, a backslash escapes the next byte and val
-// keeps the escape as written. The token is raw, its val not the decoded
-// contents, when it has a prefix or holds a backslash escape.
-func quotedToken(sql string, start, q int, kind tokKind, backslash bool) (stok, bool) {
-	quote := sql[q]
-	raw := start < q
-	var b strings.Builder
-	for j := q + 1; j < len(sql); j++ {
-		c := sql[j]
-		switch {
-		case c == '\\' && backslash:
-			if j+1 >= len(sql) {
-				return stok{}, false
-			}
-			raw = true
-			b.WriteByte(c)
-			b.WriteByte(sql[j+1])
-			j++
-			continue
-		case c == quote:
-			if j+1 < len(sql) && sql[j+1] == quote {
-				b.WriteByte(quote)
-				j++
-				continue
-			}
-			return stok{kind: kind, start: start, end: j + 1, val: b.String(), raw: raw}, true
-		}
-		b.WriteByte(c)
-	}
-	return stok{}, false
-}
-
-// dollarToken reads the PostgreSQL token at sql[i] == '$': a
-// $tag$dollar-quoted string$tag$ (false when unterminated), or else a
-// parameter such as $1, returned as an operator token.
-func dollarToken(sql string, i int) (stok, bool) {
-	if tag, ok := dollarTag(sql, i); ok {
-		body := i + len(tag)
-		j := strings.Index(sql[body:], tag)
-		if j < 0 {
-			return stok{}, false
-		}
-		return stok{kind: tString, start: i, end: body + j + len(tag), val: sql[body : body+j]}, true
-	}
-	j := i + 1
-	for j < len(sql) && sql[j] >= '0' && sql[j] <= '9' {
-		j++
-	}
-	return stok{kind: tOp, start: i, end: j, val: sql[i:j]}, true
-}
-
-// dollarTag returns the opening $tag$ of a dollar-quoted string at
-// sql[i] == '$', if one starts there.
-func dollarTag(sql string, i int) (string, bool) {
-	j := i + 1
-	if j < len(sql) && sql[j] == '$' {
-		return "$$", true
-	}
-	if j >= len(sql) || !isWordStart(sql[j]) {
-		return "", false
-	}
-	for j < len(sql) && isWordPart(sql[j]) && sql[j] != '$' {
-		j++
-	}
-	if j < len(sql) && sql[j] == '$' {
-		return sql[i : j+1], true
-	}
-	return "", false
-}
-
-// scanNumberBytes returns the index after a number starting at sql[i]:
-// digits, letters, dots and underscores, with a sign after an exponent.
-func scanNumberBytes(sql string, i int) int {
-	for i < len(sql) {
-		c := sql[i]
-		switch {
-		case c >= '0' && c <= '9' || c == '.' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
-			i++
-			if (c == 'e' || c == 'E') && i+1 < len(sql) && (sql[i] == '+' || sql[i] == '-') && sql[i+1] >= '0' && sql[i+1] <= '9' {
-				i++
-			}
-		default:
-			return i
-		}
-	}
-	return i
 }

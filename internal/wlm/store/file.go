@@ -27,9 +27,31 @@ var ErrConflict = errors.New("store: the catalog changed since it was read")
 // concurrent use.
 type File struct {
 	path string
+	revs revisions // of the file's contents
+}
 
+// revisions counts the saves of a store and refuses a save conditioned
+// on a revision that is no longer current. It is safe for concurrent
+// use; its lock is the store's one lock, held across the store's I/O.
+type revisions struct {
 	mu  sync.Mutex
-	rev Revision // guarded by mu; the revision of the file's contents
+	rev Revision // guarded by mu
+}
+
+// save runs write under the lock if expected is the current revision,
+// and counts a revision when write succeeds. It returns the revision
+// then current, and ErrConflict or write's error.
+func (r *revisions) save(expected Revision, write func() error) (Revision, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if expected != r.rev {
+		return r.rev, ErrConflict
+	}
+	if err := write(); err != nil {
+		return r.rev, err
+	}
+	r.rev++
+	return r.rev, nil
 }
 
 // NewFile returns the store of the catalog file at path.
@@ -41,11 +63,11 @@ func (f *File) Path() string { return f.path }
 // Load reads and validates the file. A missing file returns (nil, 0,
 // nil); a file that cannot be read or decoded is an error naming it.
 func (f *File) Load(ctx context.Context) (*catalog.Catalog, Revision, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.revs.mu.Lock()
+	defer f.revs.mu.Unlock()
 	data, err := os.ReadFile(f.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		f.rev = 0
+		f.revs.rev = 0
 		return nil, 0, nil
 	}
 	if err != nil {
@@ -55,8 +77,8 @@ func (f *File) Load(ctx context.Context) (*catalog.Catalog, Revision, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	f.rev = max(f.rev, 1)
-	return c, f.rev, nil
+	f.revs.rev = max(f.revs.rev, 1)
+	return c, f.revs.rev, nil
 }
 
 // Save replaces the file with c if its revision is still expected, else
@@ -65,20 +87,16 @@ func (f *File) Load(ctx context.Context) (*catalog.Catalog, Revision, error) {
 // directory is synced, so a crash leaves either the old or the new
 // catalog, never a mix. On error the revision is unchanged.
 func (f *File) Save(ctx context.Context, c *catalog.Catalog, expected Revision) (Revision, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if expected != f.rev {
-		return f.rev, ErrConflict
-	}
-	data, err := Marshal(c)
-	if err != nil {
-		return f.rev, err
-	}
-	if err := writeAtomic(f.path, data); err != nil {
-		return f.rev, fmt.Errorf("save catalog %s: %w", f.path, err)
-	}
-	f.rev++
-	return f.rev, nil
+	return f.revs.save(expected, func() error {
+		data, err := Marshal(c)
+		if err != nil {
+			return err
+		}
+		if err := writeAtomic(f.path, data); err != nil {
+			return fmt.Errorf("save catalog %s: %w", f.path, err)
+		}
+		return nil
+	})
 }
 
 // writeAtomic replaces the file at path with data: temporary file,
@@ -124,24 +142,17 @@ func writeAtomic(path string, data []byte) error {
 // revisions. It is the store of a Manager without a catalog file. It is
 // safe for concurrent use.
 type Memory struct {
-	mu  sync.Mutex
-	rev Revision // guarded by mu
+	revs revisions
 }
 
 // Load returns (nil, current revision, nil).
 func (m *Memory) Load(ctx context.Context) (*catalog.Catalog, Revision, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return nil, m.rev, nil
+	m.revs.mu.Lock()
+	defer m.revs.mu.Unlock()
+	return nil, m.revs.rev, nil
 }
 
 // Save counts a revision if expected is current, else ErrConflict.
 func (m *Memory) Save(ctx context.Context, c *catalog.Catalog, expected Revision) (Revision, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if expected != m.rev {
-		return m.rev, ErrConflict
-	}
-	m.rev++
-	return m.rev, nil
+	return m.revs.save(expected, func() error { return nil })
 }

@@ -1,0 +1,21 @@
+// Package views computes what sluice shows of its workload: the admin
+// console's SHOW SESSIONS, STATEMENTS, POOLS, RULES, LINKS, USERS,
+// ROUTES and ALL, the GaussDB-named views its SELECT reads
+// (pg_session_wlmstat, gs_wlm_session_statistics,
+// gs_wlm_session_history) and the projection of a SELECT over them, and
+// the few derived values the HTTP API and the dashboard show beside them
+// (a statement's class, the routes of each link, sessions counted by pool
+// or user).
+//
+// Every function is pure: it reads the catalog generation, the sessions
+// and statements, and the time it is given, and keeps nothing. The
+// caller (wlm.Manager) gathers those inputs; the evaluator's bandwidth of
+// a running statement arrives as a number in a Statement. Values are
+// text as the console prints them: times in seconds with three
+// decimals, bandwidth in MB/s (10^6 bytes) with two, durations of the
+// GaussDB views in milliseconds.
+//
+// The package holds no state and takes no locks of its own; reading a
+// session or a statement takes that object's lock (session.Session.mu,
+// session.Statement.mu), one at a time.
+package views

@@ -1,0 +1,285 @@
+package views
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/units"
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
+)
+
+// Table is a computed view: column names and rows of text, each row as
+// long as Columns.
+type Table struct {
+	Columns []string
+	Rows    [][]string
+}
+
+// Lists are the SHOW names that return a list instead of a setting.
+var Lists = []string{"sessions", "statements", "pools", "rules", "links", "users", "routes", "all"}
+
+// Route is a proxy route as the views show it.
+type Route struct {
+	Name     string
+	Protocol string
+	Link     string // the link it attaches to, never ""
+	Pool     string // default pool, "" for none
+	// CanCancel reports whether the route can cancel a statement.
+	CanCancel bool
+	// Emulation is the route's own path emulation.
+	Emulation catalog.Emulation
+}
+
+// Statement is a statement prepared for the statement views.
+type Statement struct {
+	Session  *session.Session
+	Snapshot session.Snapshot
+	// Bandwidth is its bytes both ways per second: over the evaluator's
+	// window while it runs, else over its life.
+	Bandwidth float64
+}
+
+// Class returns the link class a statement of pool is sent in: Low once
+// penalised, else the pool's network priority, else Normal (no pool, or
+// a pool the catalog no longer has).
+func Class(cat *catalog.Catalog, pool string, penalized bool) link.Class {
+	if penalized {
+		return link.Low
+	}
+	if p := cat.Pools[pool]; p != nil {
+		return p.Priority
+	}
+	return link.Normal
+}
+
+// Elapsed returns how long a statement has run at now, or ran if it
+// ended.
+func Elapsed(s *session.Snapshot, now time.Time) time.Duration {
+	end := s.Ended
+	if end.IsZero() {
+		end = now
+	}
+	return end.Sub(s.Started)
+}
+
+// RoutesByLink returns the names of routes by the link they attach to,
+// each list in order.
+func RoutesByLink(routes []Route) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range routes {
+		out[r.Link] = append(out[r.Link], r.Name)
+	}
+	for _, names := range out {
+		sort.Strings(names)
+	}
+	return out
+}
+
+// SessionsBy counts sessions by key (their pool or their user).
+func SessionsBy(sessions []*session.Session, key func(*session.Session) string) map[string]int {
+	n := map[string]int{}
+	for _, s := range sessions {
+		n[key(s)]++
+	}
+	return n
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format("2006-01-02 15:04:05.000Z07:00")
+}
+
+func fmtSeconds(d time.Duration) string {
+	return strconv.FormatFloat(math.Round(d.Seconds()*1000)/1000, 'f', 3, 64)
+}
+
+func fmtMBps(bps float64) string { return strconv.FormatFloat(bps/1e6, 'f', 2, 64) }
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Sessions is SHOW SESSIONS: one row per open session.
+func Sessions(sessions []*session.Session) Table {
+	t := Table{Columns: []string{"id", "route", "user", "database", "pool", "client", "bytes_up", "bytes_down", "statements", "started", "penalised"}}
+	for _, s := range sessions {
+		t.Rows = append(t.Rows, []string{
+			itoa(int64(s.ID)), s.Info.Route, s.User(), s.Database(), s.Pool(), s.Info.Client,
+			itoa(s.BytesUp()), itoa(s.BytesDown()), itoa(s.Statements()), fmtTime(s.Opened), yesNo(s.Penalized()),
+		})
+	}
+	return t
+}
+
+// rowsText writes a statement's row count: empty while it runs or when
+// the server did not report one.
+func rowsText(s *session.Snapshot) string {
+	rows := s.Rows
+	if rows < 0 || s.Outcome == session.Running {
+		return ""
+	}
+	return itoa(rows)
+}
+
+// Statements is SHOW STATEMENTS, of the statements given (the running
+// ones oldest first, then the recently ended ones newest first).
+func Statements(cat *catalog.Catalog, stmts []Statement, now time.Time) Table {
+	t := Table{Columns: []string{"id", "session", "user", "pool", "state", "penalised", "class", "elapsed", "bytes_up", "bytes_down", "bandwidth", "rows", "sql", "except_info"}}
+	for _, r := range stmts {
+		s := &r.Snapshot
+		t.Rows = append(t.Rows, []string{
+			itoa(int64(s.ID)), itoa(int64(s.SessionID)), s.User, s.Pool, s.Outcome.String(), yesNo(s.Penalized),
+			Class(cat, s.Pool, s.Penalized).String(), fmtSeconds(Elapsed(s, now)), itoa(s.BytesUp), itoa(s.BytesDown), fmtMBps(r.Bandwidth),
+			rowsText(s), s.SQL, strings.Join(s.Except, "; "),
+		})
+	}
+	return t
+}
+
+// Pools is SHOW POOLS, with the open sessions counted by pool.
+func Pools(cat *catalog.Catalog, sessions []*session.Session) Table {
+	t := Table{Columns: []string{"name", "except_rule", "weight", "network_priority", "emulation", "users", "sessions"}}
+	n := SessionsBy(sessions, (*session.Session).Pool)
+	for _, name := range catalog.SortedKeys(cat.Pools) {
+		p := cat.Pools[name]
+		t.Rows = append(t.Rows, []string{
+			name, strings.Join(p.ExceptRules, ","), strconv.Itoa(p.Weight), p.Priority.String(),
+			catalog.FormatEmulation(p.Emulation), strconv.Itoa(len(cat.UsersOfPool(name))), strconv.Itoa(n[name]),
+		})
+	}
+	return t
+}
+
+func threshold(v float64, unit string) string {
+	if v == catalog.Unlimited {
+		return "-1"
+	}
+	return catalog.FormatFloat(v) + unit
+}
+
+// Rules is SHOW RULES; firings returns how often a rule has fired.
+func Rules(cat *catalog.Catalog, firings func(rule string) uint64) Table {
+	t := Table{Columns: []string{"name", "bandwidth", "elapsedtime", "action", "pools", "firings"}}
+	for _, name := range catalog.SortedKeys(cat.Rules) {
+		r := cat.Rules[name]
+		t.Rows = append(t.Rows, []string{
+			name, threshold(r.Bandwidth, "MB/s"), threshold(r.ElapsedTime, "s"), string(r.Action),
+			strings.Join(cat.PoolsUsingRule(name), ","), strconv.FormatUint(firings(name), 10),
+		})
+	}
+	return t
+}
+
+// Links is SHOW LINKS: each catalog link with the routes attached to it
+// and the counters of its runtime link (zero without one).
+func Links(cat *catalog.Catalog, routes []Route, links map[string]*link.Link) Table {
+	t := Table{Columns: []string{"name", "capacity", "queue_size", "emulation", "routes", "bytes_high", "bytes_normal", "bytes_low", "waiting", "queued"}}
+	byLink := RoutesByLink(routes)
+	for _, name := range catalog.SortedKeys(cat.Links) {
+		d := cat.Links[name]
+		queue := "default"
+		if d.QueueSize > 0 {
+			queue = units.FormatBytes(d.QueueSize)
+		}
+		var by [link.NumClasses]int64
+		var waiting, queued int64
+		if l := links[name]; l != nil {
+			ls := l.Stats()
+			for _, dir := range ls.Directions {
+				for c := range dir.Classes {
+					by[c] += dir.Classes[c].Bytes
+					waiting += dir.Classes[c].Waiting
+				}
+				queued += dir.QueueBytes()
+			}
+		}
+		t.Rows = append(t.Rows, []string{
+			name, units.FormatRate(d.Capacity), queue, catalog.FormatEmulation(d.Emulation), strings.Join(byLink[name], ","),
+			itoa(by[link.High]), itoa(by[link.Normal]), itoa(by[link.Low]), itoa(waiting), itoa(queued),
+		})
+	}
+	return t
+}
+
+// Users is SHOW USERS, with the open sessions counted by user.
+func Users(cat *catalog.Catalog, sessions []*session.Session) Table {
+	t := Table{Columns: []string{"user", "resource_pool", "sessions"}}
+	n := SessionsBy(sessions, (*session.Session).User)
+	for _, name := range catalog.SortedKeys(cat.Users) {
+		t.Rows = append(t.Rows, []string{name, cat.Users[name].Pool, strconv.Itoa(n[name])})
+	}
+	return t
+}
+
+// Routes is SHOW ROUTES, in the order given.
+func Routes(routes []Route) Table {
+	t := Table{Columns: []string{"name", "protocol", "link", "pool", "can_cancel", "emulation"}}
+	for _, r := range routes {
+		t.Rows = append(t.Rows, []string{r.Name, r.Protocol, r.Link, r.Pool, yesNo(r.CanCancel), catalog.FormatEmulation(r.Emulation)})
+	}
+	return t
+}
+
+// Settings is SHOW ALL: every setting with its value and description.
+func Settings(cat *catalog.Catalog) Table {
+	t := Table{Columns: []string{"name", "setting", "description"}}
+	for _, name := range catalog.SettingNames() {
+		v, _ := cat.Settings.Show(name)
+		t.Rows = append(t.Rows, []string{name, v, catalog.SettingDescription(name)})
+	}
+	return t
+}
+
+// SessionWlmstat is pg_session_wlmstat: one row per open session.
+// send_bytes and recv_bytes are the session's totals as the client sees
+// them (sent to the server, received from it).
+func SessionWlmstat(cat *catalog.Catalog, sessions []*session.Session, now time.Time) Table {
+	t := Table{Columns: []string{"datname", "sessionid", "usename", "appname", "client_addr", "resource_pool", "priority", "status", "elapsed_time", "send_bytes", "recv_bytes", "except_info", "query"}}
+	for _, s := range sessions {
+		status, query, elapsed, except := "idle", "", "", ""
+		pen := false
+		if act := s.Active(); len(act) > 0 {
+			snap := act[len(act)-1].Snapshot()
+			status, query = "active", snap.SQL
+			elapsed = fmtSeconds(now.Sub(snap.Started))
+			except = strings.Join(snap.Except, "; ")
+			pen = snap.Penalized
+		}
+		t.Rows = append(t.Rows, []string{
+			s.Database(), itoa(int64(s.ID)), s.User(), s.Application(), s.Info.Client, s.Pool(),
+			Class(cat, s.Pool(), pen).String(), status, elapsed, itoa(s.BytesUp()), itoa(s.BytesDown()), except, query,
+		})
+	}
+	return t
+}
+
+// SessionStatistics is gs_wlm_session_statistics (of running
+// statements) or gs_wlm_session_history (of ended ones), of the
+// statements given. duration is in milliseconds as in GaussDB;
+// bandwidth in MB/s.
+func SessionStatistics(cat *catalog.Catalog, stmts []Statement, now time.Time) Table {
+	t := Table{Columns: []string{"datname", "sessionid", "queryid", "usename", "application_name", "client_addr", "resource_pool", "priority", "start_time", "finish_time", "duration", "status", "penalized", "send_bytes", "recv_bytes", "bandwidth", "rows", "except_info", "query"}}
+	for _, r := range stmts {
+		s := &r.Snapshot
+		sess := r.Session
+		t.Rows = append(t.Rows, []string{
+			sess.Database(), itoa(int64(s.SessionID)), itoa(int64(s.ID)), s.User, sess.Application(), sess.Info.Client,
+			s.Pool, Class(cat, s.Pool, s.Penalized).String(), fmtTime(s.Started), fmtTime(s.Ended), itoa(Elapsed(s, now).Milliseconds()), s.Outcome.String(),
+			yesNo(s.Penalized), itoa(s.BytesUp), itoa(s.BytesDown), fmtMBps(r.Bandwidth), rowsText(s),
+			strings.Join(s.Except, "; "), s.SQL,
+		})
+	}
+	return t
+}
