@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -70,7 +71,7 @@ func TestDelayCountsFromReceipt(t *testing.T) {
 	// The first chunk starts the flow's delay line, which turns the
 	// timestamps on for the reads after it.
 	for i := range 4 {
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.SetDeadline(clock.SocketDeadline(10 * time.Second))
 		start := time.Now()
 		if _, err := c.Write([]byte("ping")); err != nil {
 			t.Fatal(err)

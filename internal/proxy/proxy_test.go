@@ -237,7 +237,7 @@ func TestHalfClose(t *testing.T) {
 	defer c.Close()
 	c.Write(bytes.Repeat([]byte("a"), 100000))
 	c.(*net.TCPConn).CloseWrite()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
 	reply, err := io.ReadAll(c)
 	if err != nil || string(reply) != "got 100000 bytes" {
 		t.Fatalf("reply %q, %v", reply, err)
@@ -289,7 +289,7 @@ func TestShutdownGrace(t *testing.T) {
 	if !errors.Is(serr, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown = %v, want deadline exceeded because one session lingered", serr)
 	}
-	lingering.SetReadDeadline(time.Now().Add(2 * time.Second))
+	lingering.SetReadDeadline(clock.SocketDeadline(2 * time.Second))
 	if _, err := lingering.Read(make([]byte, 1)); err == nil {
 		t.Fatal("lingering session not closed")
 	}
