@@ -43,7 +43,8 @@ func (d upDelayPolicy) Bind(route, user string) Binding { return Binding{Up: d.p
 func (upDelayPolicy) Version() uint64                   { return 1 }
 
 // slowObserver holds every chunk for d before the pump goes on with it:
-// a pump that gets to its bytes late.
+// a pump that gets to its bytes late. The sleep is the behaviour under
+// test: the lateness is real time spent by the pump's own goroutine.
 type slowObserver struct{ d time.Duration }
 
 func (o slowObserver) Observe([]byte) error { time.Sleep(o.d); return nil }

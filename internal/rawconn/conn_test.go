@@ -85,6 +85,9 @@ func TestConnDeadlineAndClose(t *testing.T) {
 		_, err := c.Read(make([]byte, 1))
 		done <- err
 	}()
+	// Give the read time to block in the kernel: nothing observable says
+	// it has, and a Close that comes first still passes, only without
+	// exercising the wake-up.
 	time.Sleep(10 * time.Millisecond)
 	c.Close()
 	if err := <-done; !errors.Is(err, net.ErrClosed) {
