@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"encoding/xml"
-	"github.com/sluicelab/sluice/internal/lab/svg/svgdoc"
+	"github.com/sluicelab/sluice/internal/testenv"
 	"math"
 	"os"
 	"path/filepath"
@@ -19,7 +19,7 @@ import (
 
 // chart is what checkChart read from an SVG file.
 type chart struct {
-	root   *svgdoc.Node
+	root   *testenv.SVGNode
 	xLabel string
 	yLabel string
 	legend []string
@@ -36,7 +36,7 @@ func readChart(t *testing.T, path string) *chart {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var root svgdoc.Node
+	var root testenv.SVGNode
 	if err := xml.Unmarshal(data, &root); err != nil {
 		t.Fatalf("%s: not XML: %v", path, err)
 	}

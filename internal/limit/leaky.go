@@ -1,9 +1,6 @@
 package limit
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // DefaultGranularity is the tick of a LeakyBucket whose granularity is
 // not set.
@@ -51,10 +48,8 @@ const DefaultGranularity = time.Millisecond
 // The zero value is an unlimited bucket with the default granularity.
 // A LeakyBucket is safe for concurrent use.
 type LeakyBucket struct {
-	mu sync.Mutex
-	// Guarded by mu.
-	m meter
-	g int64 // granularity in ns; 0 means DefaultGranularity
+	meter
+	g int64 // guarded by mu; granularity in ns, 0 means DefaultGranularity
 }
 
 // NewLeakyBucket returns a bucket leaking rate units per second with the
@@ -62,62 +57,32 @@ type LeakyBucket struct {
 // DefaultGranularity.
 func NewLeakyBucket(rate int64, granularity time.Duration) *LeakyBucket {
 	b := &LeakyBucket{g: int64(granularity)}
-	b.m.setRate(rate, 0)
+	b.setRate(rate, 0)
 	return b
 }
 
-// Rate returns the rate in units per second; 0 means unlimited.
-func (b *LeakyBucket) Rate() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.m.rate
-}
-
 // Granularity returns the tick length.
-func (b *LeakyBucket) Granularity() time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return time.Duration(b.tickLocked())
-}
-
-func (b *LeakyBucket) tickLocked() int64 {
-	if b.g <= 0 {
-		return int64(DefaultGranularity)
-	}
-	return b.g
-}
+func (b *LeakyBucket) Granularity() time.Duration { return b.tick(b.g, DefaultGranularity) }
 
 // Reserve commits n units at now and returns when they may pass.
-func (b *LeakyBucket) Reserve(now time.Time, n int) time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.planLocked(now, n, true)
-}
+func (b *LeakyBucket) Reserve(now time.Time, n int) time.Time { return b.plan(b, now, n, true) }
 
 // Next returns when n units reserved at now would pass, committing
 // nothing. For a LeakyBucket the answer does not depend on n: it is when
 // the bucket releases its next unit.
-func (b *LeakyBucket) Next(now time.Time, n int) time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.planLocked(now, n, false)
-}
+func (b *LeakyBucket) Next(now time.Time, n int) time.Time { return b.plan(b, now, n, false) }
 
 // SetRate changes the rate from now on; units already reserved but not
 // yet leaked leak at the new rate. rate <= 0 means unlimited.
-func (b *LeakyBucket) SetRate(now time.Time, rate int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.m.setRate(rate, b.m.offset(now))
-}
+func (b *LeakyBucket) SetRate(now time.Time, rate int64) { b.setRateAt(now, rate) }
 
 func (b *LeakyBucket) planLocked(now time.Time, n int, commit bool) time.Time {
-	if b.m.rate == 0 {
+	if b.rate == 0 {
 		return now
 	}
-	t := b.m.offset(now)
-	g := b.tickLocked()
-	s, rem := b.m.cur, b.m.rem
+	t := b.offset(now)
+	g := orDefault(b.g, DefaultGranularity)
+	s, rem := b.cur, b.rem
 	if s < t && t-s > g {
 		// New: empty for more than a tick. Leak from the start of now's
 		// tick; a late reservation leaks on from the cursor.
@@ -125,7 +90,7 @@ func (b *LeakyBucket) planLocked(now time.Time, n int, commit bool) time.Time {
 	}
 	at := floorTo(s, g)
 	if commit {
-		b.m.cur, b.m.rem = advance(s, rem, n, b.m.rate)
+		b.cur, b.rem = advance(s, rem, n, b.rate)
 	}
-	return b.m.timeAt(now, t, at)
+	return b.timeAt(now, t, at)
 }

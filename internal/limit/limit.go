@@ -3,6 +3,7 @@ package limit
 import (
 	"math"
 	"math/bits"
+	"sync"
 	"time"
 )
 
@@ -33,12 +34,60 @@ type Limiter interface {
 // since origin, the first time the meter saw; windows and ticks are
 // aligned to origin. Durations are taken with time.Time.Sub, so monotonic
 // readings are used when the times carry them.
+//
+// mu guards the meter and the fields of the limiter that embeds it; the
+// methods whose names end in Locked expect it held.
 type meter struct {
-	origin  time.Time // first time passed in
-	started bool      // origin is set
-	rate    int64     // units per second; 0 means unlimited
-	cur     int64     // ns since origin; the exact cursor is cur + rem/rate ns
-	rem     int64     // in [0, rate)
+	mu      sync.Mutex
+	origin  time.Time // guarded by mu; first time passed in
+	started bool      // guarded by mu; origin is set
+	rate    int64     // guarded by mu; units per second, 0 means unlimited
+	cur     int64     // guarded by mu; ns since origin, the exact cursor is cur + rem/rate ns
+	rem     int64     // guarded by mu; in [0, rate)
+}
+
+// planner is a limiter's policy: where n units reserved at now pass, and,
+// if commit, moving the cursor past them. It runs with the meter's mu held.
+type planner interface {
+	planLocked(now time.Time, n int, commit bool) time.Time
+}
+
+// plan runs p under mu.
+func (m *meter) plan(p planner, now time.Time, n int, commit bool) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return p.planLocked(now, n, commit)
+}
+
+// Rate returns the rate in units per second; 0 means unlimited.
+func (m *meter) Rate() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rate
+}
+
+// setRateAt changes the rate from now on, carrying the backlog beyond now
+// over in units.
+func (m *meter) setRateAt(now time.Time, rate int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.setRate(rate, m.offset(now))
+}
+
+// tick returns the meter's window or tick length under mu: d in ns, or
+// def when d <= 0.
+func (m *meter) tick(d int64, def time.Duration) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return time.Duration(orDefault(d, def))
+}
+
+// orDefault returns d, or def in ns when d <= 0.
+func orDefault(d int64, def time.Duration) int64 {
+	if d <= 0 {
+		return int64(def)
+	}
+	return d
 }
 
 // offset returns now as nanoseconds since origin, setting origin on first

@@ -1,9 +1,6 @@
 package limit
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // TokenBucket is a token bucket: tokens accrue at the rate up to the
 // burst, and n units pass when n tokens are there. It starts full.
@@ -16,29 +13,23 @@ import (
 // the one before it has been paid for, which paces the stream at the rate
 // with no burst at all.
 //
+// SetRate keeps the tokens owed: they are refilled at the new rate.
+//
 // The zero value is an unlimited bucket. A TokenBucket is safe for
 // concurrent use.
 type TokenBucket struct {
-	mu sync.Mutex
-	// Guarded by mu. The cursor is the time at which the bucket is full
-	// again: tokens(t) = burst - rate*(cur - t) while t < cur.
-	m     meter
-	burst int64 // units
+	// The cursor is the time at which the bucket is full again:
+	// tokens(t) = burst - rate*(cur - t) while t < cur.
+	meter
+	burst int64 // guarded by mu; units
 }
 
 // NewTokenBucket returns a full bucket of burst units refilled at rate
 // units per second. rate <= 0 means unlimited.
 func NewTokenBucket(rate int64, burst int) *TokenBucket {
 	b := &TokenBucket{burst: int64(burst)}
-	b.m.setRate(rate, 0)
+	b.setRate(rate, 0)
 	return b
-}
-
-// Rate returns the rate in units per second; 0 means unlimited.
-func (b *TokenBucket) Rate() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.m.rate
 }
 
 // Burst returns the bucket size in units.
@@ -57,42 +48,30 @@ func (b *TokenBucket) SetBurst(burst int) {
 }
 
 // Reserve commits n units at now and returns when they may pass.
-func (b *TokenBucket) Reserve(now time.Time, n int) time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.planLocked(now, n, true)
-}
+func (b *TokenBucket) Reserve(now time.Time, n int) time.Time { return b.plan(b, now, n, true) }
 
 // Next returns when n units reserved at now would pass, committing
 // nothing.
-func (b *TokenBucket) Next(now time.Time, n int) time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.planLocked(now, n, false)
-}
+func (b *TokenBucket) Next(now time.Time, n int) time.Time { return b.plan(b, now, n, false) }
 
 // SetRate changes the refill rate from now on; the tokens owed keep
 // owing, now refilled at the new rate. rate <= 0 means unlimited.
-func (b *TokenBucket) SetRate(now time.Time, rate int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.m.setRate(rate, b.m.offset(now))
-}
+func (b *TokenBucket) SetRate(now time.Time, rate int64) { b.setRateAt(now, rate) }
 
 func (b *TokenBucket) planLocked(now time.Time, n int, commit bool) time.Time {
-	if b.m.rate == 0 {
+	if b.rate == 0 {
 		return now
 	}
-	t := b.m.offset(now)
-	x, rem := b.m.cur, b.m.rem
+	t := b.offset(now)
+	x, rem := b.cur, b.rem
 	if x < t {
 		x, rem = t, 0 // full
 	}
-	e, erem := advance(x, rem, n, b.m.rate)
-	wait := max(cost(b.burst, b.m.rate), e-x)
+	e, erem := advance(x, rem, n, b.rate)
+	wait := max(cost(b.burst, b.rate), e-x)
 	at := e - wait
 	if commit {
-		b.m.cur, b.m.rem = e, erem
+		b.cur, b.rem = e, erem
 	}
-	return b.m.timeAt(now, t, at)
+	return b.timeAt(now, t, at)
 }

@@ -1,9 +1,6 @@
 package limit
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // DefaultWindow is the window of a FixedWindow whose window is not set.
 const DefaultWindow = time.Second
@@ -29,55 +26,27 @@ const DefaultWindow = time.Second
 // The zero value is an unlimited counter with the default window. A
 // FixedWindow is safe for concurrent use.
 type FixedWindow struct {
-	mu sync.Mutex
-	// Guarded by mu.
-	m meter
-	w int64 // window in ns; 0 means DefaultWindow
+	meter
+	w int64 // guarded by mu; window in ns, 0 means DefaultWindow
 }
 
 // NewFixedWindow returns a counter admitting rate*window units per window.
 // rate <= 0 means unlimited; window <= 0 means DefaultWindow.
 func NewFixedWindow(rate int64, window time.Duration) *FixedWindow {
 	f := &FixedWindow{w: int64(window)}
-	f.m.setRate(rate, 0)
+	f.setRate(rate, 0)
 	return f
 }
 
-// Rate returns the rate in units per second; 0 means unlimited.
-func (f *FixedWindow) Rate() int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.m.rate
-}
-
 // Window returns the window length.
-func (f *FixedWindow) Window() time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return time.Duration(f.windowLocked())
-}
-
-func (f *FixedWindow) windowLocked() int64 {
-	if f.w <= 0 {
-		return int64(DefaultWindow)
-	}
-	return f.w
-}
+func (f *FixedWindow) Window() time.Duration { return f.tick(f.w, DefaultWindow) }
 
 // Reserve commits n units at now and returns when they may pass.
-func (f *FixedWindow) Reserve(now time.Time, n int) time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.planLocked(now, n, true)
-}
+func (f *FixedWindow) Reserve(now time.Time, n int) time.Time { return f.plan(f, now, n, true) }
 
 // Next returns when n units reserved at now would pass, committing
 // nothing.
-func (f *FixedWindow) Next(now time.Time, n int) time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.planLocked(now, n, false)
-}
+func (f *FixedWindow) Next(now time.Time, n int) time.Time { return f.plan(f, now, n, false) }
 
 // SetRate changes the limit to rate*w units per window from now on. The
 // units already counted in the current window (and any later ones) stay
@@ -85,33 +54,33 @@ func (f *FixedWindow) Next(now time.Time, n int) time.Time {
 func (f *FixedWindow) SetRate(now time.Time, rate int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t := f.m.offset(now)
-	f.m.setRate(rate, floorTo(t, f.windowLocked()))
+	t := f.offset(now)
+	f.setRate(rate, floorTo(t, orDefault(f.w, DefaultWindow)))
 }
 
 // planLocked works on the cursor as a position in time: window k owns the
 // offsets [k*w, (k+1)*w), and each unit moves the cursor by 1/rate s, so a
 // window is full when the cursor reaches its end.
 func (f *FixedWindow) planLocked(now time.Time, n int, commit bool) time.Time {
-	if f.m.rate == 0 {
+	if f.rate == 0 {
 		return now
 	}
-	w := f.windowLocked()
-	t := f.m.offset(now)
-	s, rem := f.m.cur, f.m.rem
+	w := orDefault(f.w, DefaultWindow)
+	t := f.offset(now)
+	s, rem := f.cur, f.rem
 	if ws := floorTo(t, w); s < ws {
 		s, rem = ws, 0 // a fresh window: its whole allowance is free
 	}
 	js := floorTo(s, w)
-	e, erem := advance(s, rem, n, f.m.rate)
+	e, erem := advance(s, rem, n, f.rate)
 	fits := e < js+w || (e == js+w && erem == 0)
 	empty := s == js && rem == 0
 	if !fits && !empty {
 		js = satAdd(js, uint64(w))
-		e, erem = advance(js, 0, n, f.m.rate)
+		e, erem = advance(js, 0, n, f.rate)
 	}
 	if commit {
-		f.m.cur, f.m.rem = e, erem
+		f.cur, f.rem = e, erem
 	}
-	return f.m.timeAt(now, t, js)
+	return f.timeAt(now, t, js)
 }

@@ -7,9 +7,11 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 type result struct {
@@ -32,13 +34,7 @@ func sendAsync(ctx context.Context, f *Flow, n int, c Class) <-chan result {
 // with goroutines, it asserts nothing about time.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	testenv.Eventually(t, 10*time.Second, what, cond)
 }
 
 func waiting(l *Link, d Direction, c Class) int64 {
@@ -277,85 +273,100 @@ func TestSendArguments(t *testing.T) {
 // the configuration changes under them: every byte gets through, each
 // flow's departures never decrease, and the counters add up.
 func TestConcurrentFlows(t *testing.T) {
-	clk := clock.NewFake(t0)
-	cfgs := []Config{
-		{Capacity: 50_000_000, QueueSize: 256 * kib, NetworkControl: true, LowPriorityBandwidth: 20_000_000, Weights: map[string]int{"a": 3}},
-		{Capacity: 50_000_000, QueueSize: 256 * kib},
-		{Capacity: 80_000_000, NetworkControl: true, LowPriorityQueueBytes: 16 * kib},
-		{NetworkControl: true, LowPriorityBandwidth: 30_000_000},
-	}
-	l := New("wan", cfgs[0], clk)
-	defer l.Close()
-	const flows, chunks = 24, 60
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var total int64
-	errs := make(chan error, flows)
-	for i := range flows {
-		f := l.Flow(Direction(i%2), []string{"a", "b", "c"}[i%3])
-		r := rand.New(rand.NewPCG(uint64(i), 9))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var last time.Time
-			var sent int64
-			for range chunks {
-				n := 1 + r.IntN(48*kib)
-				dep, err := f.Send(context.Background(), n, byPriority[r.IntN(3)])
-				if err != nil {
-					errs <- err
-					return
+	// In a bubble, so the driver below waits for the flows to block
+	// instead of polling them.
+	synctest.Test(t, func(t *testing.T) {
+		clk := clock.NewFake(t0)
+		cfgs := []Config{
+			{Capacity: 50_000_000, QueueSize: 256 * kib, NetworkControl: true, LowPriorityBandwidth: 20_000_000, Weights: map[string]int{"a": 3}},
+			{Capacity: 50_000_000, QueueSize: 256 * kib},
+			{Capacity: 80_000_000, NetworkControl: true, LowPriorityQueueBytes: 16 * kib},
+			{NetworkControl: true, LowPriorityBandwidth: 30_000_000},
+		}
+		l := New("wan", cfgs[0], clk)
+		defer l.Close()
+		const flows, chunks = 24, 60
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var total int64
+		errs := make(chan error, flows)
+		for i := range flows {
+			f := l.Flow(Direction(i%2), []string{"a", "b", "c"}[i%3])
+			r := rand.New(rand.NewPCG(uint64(i), 9))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var last time.Time
+				var sent int64
+				for range chunks {
+					n := 1 + r.IntN(48*kib)
+					dep, err := f.Send(context.Background(), n, byPriority[r.IntN(3)])
+					if err != nil {
+						errs <- err
+						return
+					}
+					if dep.Before(last) {
+						errs <- fmt.Errorf("departure went back from %v to %v", last.Sub(t0), dep.Sub(t0))
+						return
+					}
+					last = dep
+					sent += int64(n)
 				}
-				if dep.Before(last) {
-					errs <- fmt.Errorf("departure went back from %v to %v", last.Sub(t0), dep.Sub(t0))
-					return
+				mu.Lock()
+				total += sent
+				mu.Unlock()
+			}()
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		steps := 0
+		for {
+			select {
+			case <-done:
+				close(errs)
+				for err := range errs {
+					t.Error(err)
 				}
-				last = dep
-				sent += int64(n)
-			}
-			mu.Lock()
-			total += sent
-			mu.Unlock()
-		}()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	steps := 0
-	stall := time.Now()
-	for {
-		select {
-		case <-done:
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-			var counted int64
-			st := l.Stats()
-			for _, d := range st.Directions {
-				for _, c := range d.Classes {
-					counted += c.Bytes
-					if c.Waiting != 0 {
-						t.Errorf("%d bytes still waiting", c.Waiting)
+				var counted int64
+				st := l.Stats()
+				for _, d := range st.Directions {
+					for _, c := range d.Classes {
+						counted += c.Bytes
+						if c.Waiting != 0 {
+							t.Errorf("%d bytes still waiting", c.Waiting)
+						}
 					}
 				}
+				if counted != total {
+					t.Errorf("counted %d bytes, sent %d", counted, total)
+				}
+				return
+			default:
 			}
-			if counted != total {
-				t.Errorf("counted %d bytes, sent %d", counted, total)
+			if next, ok := clk.Next(); ok {
+				clk.Set(next)
+				if steps++; steps%50 == 0 {
+					l.Configure(cfgs[(steps/50)%len(cfgs)])
+				}
+				continue
 			}
-			return
-		default:
-		}
-		if next, ok := clk.Next(); ok {
-			clk.Set(next)
-			stall = time.Now()
-			if steps++; steps%50 == 0 {
-				l.Configure(cfgs[(steps/50)%len(cfgs)])
+			// No timer is armed: once every goroutine is blocked again,
+			// either the flows are done or there is a timer, else nothing
+			// can move.
+			synctest.Wait()
+			if _, ok := clk.Next(); !ok && !isClosed(done) {
+				t.Fatalf("no progress: %+v", l.Stats())
 			}
-			continue
 		}
-		if time.Since(stall) > 10*time.Second {
-			t.Fatalf("no progress: %+v", l.Stats())
-		}
-		time.Sleep(50 * time.Microsecond)
+	})
+}
+
+// isClosed reports whether ch is closed, without blocking.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
@@ -248,41 +249,43 @@ func TestLineAckDelay(t *testing.T) {
 func TestLineSlowDst(t *testing.T) {
 	// The window frees only once chunks are passed on: a stuck dst stops
 	// the writer, and so the Line never holds more than the window.
-	const ms = time.Millisecond
-	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	rec := newRecorder(clk)
-	rec.gate = make(chan struct{})
-	l := NewLine(clk, rec, NewPath(Params{Delay: ms, Window: 2000}, 0), noSpin)
-	defer closeLine(t, l)
-	chunk := make([]byte, 1000)
-	for i := 0; i < 2; i++ {
-		if err := l.Write(ctx, chunk, t0); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		const ms = time.Millisecond
+		ctx := context.Background()
+		clk := clock.NewFake(t0)
+		rec := newRecorder(clk)
+		rec.gate = make(chan struct{})
+		l := NewLine(clk, rec, NewPath(Params{Delay: ms, Window: 2000}, 0), noSpin)
+		defer closeLine(t, l)
+		chunk := make([]byte, 1000)
+		for i := 0; i < 2; i++ {
+			if err := l.Write(ctx, chunk, t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- l.Write(ctx, chunk, t0) }()
+		clk.BlockUntil(2)
+		clk.Set(t0.Add(2 * ms)) // release due at +1ms, ack at +2ms
+		recv(t, rec.entered)    // the writer is stuck in dst.Write
+		synctest.Wait()         // every goroutine is blocked: Write has not returned
+		select {
+		case err := <-errc:
+			t.Fatalf("Write returned (%v) while dst held the window", err)
+		default:
+		}
+		rec.gate <- struct{}{}
+		rec.gate <- struct{}{}
+		if err := recv(t, errc); err != nil {
 			t.Fatal(err)
 		}
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- l.Write(ctx, chunk, t0) }()
-	clk.BlockUntil(2)
-	clk.Set(t0.Add(2 * ms)) // release due at +1ms, ack at +2ms
-	recv(t, rec.entered)    // the writer is stuck in dst.Write
-	time.Sleep(20 * time.Millisecond)
-	select {
-	case err := <-errc:
-		t.Fatalf("Write returned (%v) while dst held the window", err)
-	default:
-	}
-	rec.gate <- struct{}{}
-	rec.gate <- struct{}{}
-	if err := recv(t, errc); err != nil {
-		t.Fatal(err)
-	}
-	clk.BlockUntil(1)
-	clk.Set(t0.Add(3 * ms))
-	rec.gate <- struct{}{}
-	for i := 0; i < 3; i++ {
-		rec.next(t)
-	}
+		clk.BlockUntil(1)
+		clk.Set(t0.Add(3 * ms))
+		rec.gate <- struct{}{}
+		for i := 0; i < 3; i++ {
+			rec.next(t)
+		}
+	})
 }
 
 func TestLineWindowWaitCancelled(t *testing.T) {

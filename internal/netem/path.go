@@ -2,10 +2,11 @@ package netem
 
 import (
 	"math"
-	"math/bits"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/limit"
 )
 
 // Path is the pure model of one flow direction: given when a chunk of
@@ -19,19 +20,19 @@ type Path struct {
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
-	params    Params        // as given
-	eff       Params        // params.WithDefaults()
-	rho       float64       // AR(1) coefficient on normal scores, corrCoef(eff.Correlation)
-	tau       time.Duration // Burst / Rate: how far the bucket's schedule may lag arrival
+	params    Params  // as given
+	eff       Params  // params.WithDefaults()
+	rho       float64 // AR(1) coefficient on normal scores, corrCoef(eff.Correlation)
 	delaySrc  rand.PCG
 	delayRand *rand.Rand // draws delay samples
 	lossSrc   rand.PCG
-	lossRand  *rand.Rand // draws losses; separate so losses do not depend on jitter
-	z         float64    // last normal score of the delay process
-	haveZ     bool       // z holds a sample
-	tat       time.Time  // token bucket: when the bytes accepted so far are paid for
-	tatFrac   uint64     // remainder of tat in 1/Rate nanoseconds, < Rate
-	last      time.Time  // last release time returned
+	lossRand  *rand.Rand         // draws losses; separate so losses do not depend on jitter
+	z         float64            // last normal score of the delay process
+	haveZ     bool               // z holds a sample
+	bucket    *limit.TokenBucket // shapes to Rate with Burst; has its own lock
+	arrival   time.Time          // latest arrival shaped by bucket
+	shaped    bool               // bucket has seen an arrival
+	last      time.Time          // last release time returned
 	loss      lossState
 }
 
@@ -59,7 +60,8 @@ func (p *Path) Params() Params {
 // them. Release times stay monotone across the change: a chunk never
 // overtakes one released under the old parameters. The delay process keeps
 // its state (so the correlation carries over), the token bucket keeps its
-// debt, the loss process restarts when its settings change, and a new
+// debt in bytes (limit.TokenBucket's SetRate and SetBurst, taken at the
+// latest arrival), the loss process restarts when its settings change, and a new
 // Seed reseeds both generators.
 func (p *Path) SetParams(np Params) {
 	p.mu.Lock()
@@ -73,12 +75,12 @@ func (p *Path) setLocked(np Params, first bool) {
 	p.params = np
 	p.eff = eff
 	p.rho = corrCoef(eff.Correlation)
-	p.tau = 0
-	if eff.Rate > 0 {
-		p.tau, _ = nanosFor(eff.Burst, 0, eff.Rate)
-	}
-	if !first && old.Rate != eff.Rate {
-		p.tatFrac = 0
+	switch {
+	case first || !p.shaped:
+		p.bucket = limit.NewTokenBucket(eff.Rate, int(eff.Burst))
+	case old.Rate != eff.Rate || old.Burst != eff.Burst:
+		p.bucket.SetRate(p.arrival, eff.Rate)
+		p.bucket.SetBurst(int(eff.Burst))
 	}
 	if first || old.Seed != eff.Seed {
 		s := uint64(eff.Seed)
@@ -133,20 +135,20 @@ func (p *Path) monotoneLocked(t time.Time) time.Time {
 	return t
 }
 
-// shapeLocked runs the token bucket as a virtual schedule (GCRA): tat is
-// the time at which every byte accepted so far is paid for at Rate, never
-// earlier than arrival - Burst/Rate (a full bucket). The chunk's last byte
-// passes at max(arrival, tat).
+// shapeLocked runs the chunk through the token bucket and returns when its
+// last byte has passed: at arrival when the bucket holds n tokens, else
+// when the missing ones have accrued. A chunk above the burst is reserved
+// in two parts, so its last Burst bytes pass when they are paid for rather
+// than when the bucket is full.
 func (p *Path) shapeLocked(arrival time.Time, n int64) time.Time {
-	if floor := arrival.Add(-p.tau); p.tat.Before(floor) {
-		p.tat, p.tatFrac = floor, 0
+	if arrival.After(p.arrival) || !p.shaped {
+		p.arrival, p.shaped = arrival, true
 	}
-	d, frac := nanosFor(n, p.tatFrac, p.eff.Rate)
-	p.tat, p.tatFrac = p.tat.Add(d), frac
-	if p.tat.After(arrival) {
-		return p.tat
+	if head := n - p.eff.Burst; head > 0 {
+		p.bucket.Reserve(arrival, int(head))
+		n = p.eff.Burst
 	}
-	return arrival
+	return p.bucket.Reserve(arrival, int(n))
 }
 
 // delayLocked draws one delay: Delay + Jitter·q(u), clamped at 0. The
@@ -172,27 +174,6 @@ func (p *Path) delayLocked() time.Duration {
 		return math.MaxInt64
 	}
 	return time.Duration(math.Round(d))
-}
-
-// nanosFor returns the nanoseconds n bytes take at rate bytes/s plus the
-// carried remainder frac (in 1/rate ns), and the new remainder, exactly;
-// it saturates at the largest Duration.
-func nanosFor(n int64, frac uint64, rate int64) (time.Duration, uint64) {
-	if n <= 0 && frac == 0 {
-		return 0, 0
-	}
-	hi, lo := bits.Mul64(uint64(max(n, 0)), uint64(time.Second))
-	lo, c := bits.Add64(lo, frac, 0)
-	hi += c
-	r := uint64(rate)
-	if hi >= r {
-		return math.MaxInt64, 0
-	}
-	q, rem := bits.Div64(hi, lo, r)
-	if q > math.MaxInt64 {
-		return math.MaxInt64, 0
-	}
-	return time.Duration(q), rem
 }
 
 func satMul(d time.Duration, k int64) time.Duration {

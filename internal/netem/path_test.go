@@ -551,13 +551,4 @@ func TestReleaseEdgeCases(t *testing.T) {
 	if got := q.Release(t0, math.MaxInt32); got.Before(t0) {
 		t.Errorf("huge chunk released at %v, before arrival", got)
 	}
-	if d, _ := nanosFor(math.MaxInt64, 0, 1); d != math.MaxInt64 {
-		t.Errorf("nanosFor saturates to %v", d)
-	}
-	if d, rem := nanosFor(3, 0, 2); d != 1_500_000_000 || rem != 0 {
-		t.Errorf("nanosFor(3 B at 2 B/s) = %v, %d", d, rem)
-	}
-	if d, rem := nanosFor(1, 0, 3); d != 333_333_333 || rem != 1 {
-		t.Errorf("nanosFor(1 B at 3 B/s) = %v, %d", d, rem)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/wire"
 	"github.com/sluicelab/sluice/internal/wlm"
@@ -43,7 +44,8 @@ func (d upDelayPolicy) Bind(route, user string) wlm.Binding { return wlm.Binding
 func (upDelayPolicy) Version() uint64                       { return 1 }
 
 // slowObserver holds every chunk for d before the pump goes on with it:
-// a pump that gets to its bytes late.
+// a pump that gets to its bytes late. The sleep is the behaviour under
+// test: the lateness is real time spent by the pump's own goroutine.
 type slowObserver struct{ d time.Duration }
 
 func (o slowObserver) Observe([]byte) error { time.Sleep(o.d); return nil }
@@ -71,7 +73,7 @@ func TestDelayCountsFromReceipt(t *testing.T) {
 	// The first chunk starts the flow's delay line, which turns the
 	// timestamps on for the reads after it.
 	for i := range 4 {
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.SetDeadline(clock.SocketDeadline(10 * time.Second))
 		start := time.Now()
 		if _, err := c.Write([]byte("ping")); err != nil {
 			t.Fatal(err)

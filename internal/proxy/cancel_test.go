@@ -25,33 +25,12 @@ func TestCancelThroughRoute(t *testing.T) {
 	purl := viaProxy(t, url, addr)
 	ctx := context.Background()
 
-	// serverRuns reports whether PostgreSQL itself is executing pg_sleep:
-	// sluice records a statement as it forwards it, and a cancel that
-	// reaches the server before the query does is ignored by PostgreSQL
-	// (a backend waiting for its client's next command drops it).
 	admin, err := pgconn.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	serverRuns := func() bool {
-		rs, err := admin.Exec(ctx, "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep%'").ReadAll()
-		return err == nil && len(rs) == 1 && len(rs[0].Rows) > 0
-	}
-	running := func(t *testing.T) *session.Statement {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			for _, st := range srv.Registry().Active() {
-				if strings.Contains(st.SQL, "pg_sleep") && serverRuns() {
-					return st
-				}
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		t.Fatal("pg_sleep statement never showed as running")
-		return nil
-	}
+	running := func(t *testing.T) *session.Statement { return awaitPgSleep(t, ctx, srv, admin) }
 	sleepThenCancel := func(t *testing.T, cancel func(c *pgconn.PgConn, st *session.Statement) error) {
 		c, err := pgconn.Connect(ctx, purl)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -42,7 +43,7 @@ func TestMalformedMessageEndsOnlyThatSession(t *testing.T) {
 	if _, err := conn.Write(msg); err != nil {
 		t.Fatal(err)
 	}
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	conn.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
 	reply, _ := io.ReadAll(conn)
 	fe := pgproto3.NewFrontend(bytes.NewReader(reply), io.Discard)
 	var got *pgproto3.ErrorResponse
@@ -78,7 +79,7 @@ func TestBadStartupGetsError(t *testing.T) {
 	binary.BigEndian.PutUint32(b, 8)
 	binary.BigEndian.PutUint32(b[4:], 9<<16) // protocol 9.0
 	c.Write(b)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
 	reply, _ := io.ReadAll(c)
 	if len(reply) == 0 || reply[0] != 'E' || !bytes.Contains(reply, []byte("08P01")) && !bytes.Contains(reply, []byte("0A000")) {
 		t.Fatalf("reply %q", reply)

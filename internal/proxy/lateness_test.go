@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
@@ -46,7 +47,7 @@ func TestReleaseLateness(t *testing.T) {
 	const exchanges = 5
 	buf := make([]byte, 4)
 	for range exchanges {
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.SetDeadline(clock.SocketDeadline(10 * time.Second))
 		if _, err := c.Write([]byte("ping")); err != nil {
 			t.Fatal(err)
 		}

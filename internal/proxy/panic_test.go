@@ -145,13 +145,9 @@ func TestPanicEndsOnlyThatSession(t *testing.T) {
 		}
 	}
 	// Every panicked session has left the registry.
-	deadline := time.Now().Add(10 * time.Second)
-	for len(reg.Sessions()) != 1 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := len(reg.Sessions()); n != 1 {
-		t.Errorf("%d sessions open, want the one that did not panic", n)
-	}
+	testenv.Eventually(t, 10*time.Second, "only the session that did not panic to stay open", func() bool {
+		return len(reg.Sessions()) == 1
+	})
 }
 
 // TestPanicEndsOnlyThatSessionMySQL: a panic in a mysql route's observer

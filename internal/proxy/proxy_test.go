@@ -179,17 +179,6 @@ func TestUploadByteExact(t *testing.T) {
 	}
 }
 
-func waitNoSessions(t testing.TB, srv *Server) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(srv.Registry().Sessions()) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions still open", len(srv.Registry().Sessions()))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestPgxAndPsqlThroughPostgresRoute(t *testing.T) {
 	url := testenv.PostgresURL(t)
 	psql := testenv.Program(t, "psql")
@@ -257,7 +246,7 @@ func TestHalfClose(t *testing.T) {
 	defer c.Close()
 	c.Write(bytes.Repeat([]byte("a"), 100000))
 	c.(*net.TCPConn).CloseWrite()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
 	reply, err := io.ReadAll(c)
 	if err != nil || string(reply) != "got 100000 bytes" {
 		t.Fatalf("reply %q, %v", reply, err)
@@ -299,17 +288,19 @@ func TestShutdownGrace(t *testing.T) {
 	var serr error
 	wg.Add(1)
 	go func() { defer wg.Done(); serr = srv.Shutdown(ctx) }()
-	time.Sleep(100 * time.Millisecond)
-	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-		c.Close()
-		t.Fatal("still accepting after Shutdown")
-	}
+	testenv.Eventually(t, 400*time.Millisecond, "Shutdown to stop accepting", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
 	finishing.(*net.TCPConn).CloseWrite()
 	wg.Wait()
 	if !errors.Is(serr, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown = %v, want deadline exceeded because one session lingered", serr)
 	}
-	lingering.SetReadDeadline(time.Now().Add(2 * time.Second))
+	lingering.SetReadDeadline(clock.SocketDeadline(2 * time.Second))
 	if _, err := lingering.Read(make([]byte, 1)); err == nil {
 		t.Fatal("lingering session not closed")
 	}

@@ -147,9 +147,6 @@ func (r *relay) open(ctx context.Context, register wire.Register, dial wire.Dial
 	return r.route.Frontend.Open(ctx, r.client, register, dial)
 }
 
-// aLongTimeAgo is a deadline in the past: setting it unblocks pending I/O.
-var aLongTimeAgo = time.Unix(1, 0)
-
 // internalErrorMsg is what a client reads when sluice ends its session for
 // a panic. The panic itself goes to the log only.
 const internalErrorMsg = "sluice: internal error; the session was closed (see sluice's log)"
@@ -216,7 +213,7 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 			// read deadline in the past stops the up pump's read.
 			fatal.Store(true)
 			c.Upstream.Close()
-			c.Client.SetReadDeadline(aLongTimeAgo)
+			c.Client.SetReadDeadline(clock.LongAgo)
 			return
 		}
 		c.Upstream.Close()

@@ -69,14 +69,7 @@ func TestUnixSocketUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		rs, err := admin.Exec(ctx, "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep%'").ReadAll()
-		if len(srv.Registry().Active()) > 0 && err == nil && len(rs) == 1 && len(rs[0].Rows) > 0 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitPgSleep(t, ctx, srv, admin)
 	if err := c.CancelRequest(ctx); err != nil {
 		t.Fatal(err)
 	}

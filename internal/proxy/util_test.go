@@ -1,9 +1,17 @@
 package proxy
 
 import (
+	"context"
 	"crypto/md5"
 	"net"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 func md5sum(b []byte) [16]byte { return md5.Sum(b) }
@@ -26,4 +34,37 @@ func serveOnce(t testing.TB, serve func(c net.Conn)) string {
 		serve(c)
 	}()
 	return ln.Addr().String()
+}
+
+// awaitPgSleep waits until srv has a pg_sleep statement running and
+// PostgreSQL, asked through admin (a direct connection), executes it too,
+// and returns the statement. sluice records a statement as it forwards
+// it, and a cancel that reaches the server before the query does is
+// ignored by PostgreSQL (a backend waiting for its client's next command
+// drops it).
+func awaitPgSleep(t *testing.T, ctx context.Context, srv *Server, admin *pgconn.PgConn) *session.Statement {
+	t.Helper()
+	var found *session.Statement
+	testenv.Eventually(t, 10*time.Second, "a running pg_sleep statement", func() bool {
+		for _, st := range srv.Registry().Active() {
+			if !strings.Contains(st.SQL, "pg_sleep") {
+				continue
+			}
+			rs, err := admin.Exec(ctx, "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep%'").ReadAll()
+			if err == nil && len(rs) == 1 && len(rs[0].Rows) > 0 {
+				found = st
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// waitNoSessions waits until srv has no session open.
+func waitNoSessions(t testing.TB, srv *Server) {
+	t.Helper()
+	testenv.Eventually(t, 5*time.Second, "every session to close", func() bool {
+		return len(srv.Registry().Sessions()) == 0
+	})
 }

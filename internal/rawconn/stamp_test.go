@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // cmsg builds one control message of level and type around data, padded
@@ -158,19 +160,15 @@ func stampedPair(t *testing.T) (net.Conn, *Conn) {
 func awaitStamps(t *testing.T, w net.Conn, r *Conn) {
 	t.Helper()
 	buf := make([]byte, 1)
-	for range 1000 {
+	testenv.Eventually(t, 5*time.Second, "a read with a stamp after StampReads", func() bool {
 		if _, err := w.Write([]byte{'w'}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := io.ReadFull(r, buf); err != nil {
 			t.Fatal(err)
 		}
-		if !r.ReadStamp().IsZero() {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("no read came with a stamp after StampReads")
+		return !r.ReadStamp().IsZero()
+	})
 }
 
 // TestStampedStream repeats TestConnStream's transfer with stamped reads:

@@ -108,6 +108,9 @@ func blockedRead(t *testing.T) (*Conn, <-chan error) {
 		_, err := c.Read(make([]byte, 8))
 		errc <- err
 	}()
+	// Give the read time to block in its system call: a thread blocked in
+	// read(2) shows nothing a test can wait on, and a test that closes
+	// first still passes, only without exercising the wake-up.
 	time.Sleep(20 * time.Millisecond)
 	return c, errc
 }
@@ -168,7 +171,7 @@ func TestFutureDeadline(t *testing.T) {
 	// Cleared, the next read waits for the data however long it takes.
 	c.SetReadDeadline(time.Time{})
 	go func() {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the delay under test: late data, no deadline
 		hold <- struct{}{}
 	}()
 	buf := make([]byte, 8)

@@ -2,7 +2,7 @@ package svg
 
 import (
 	"encoding/xml"
-	"github.com/sluicelab/sluice/internal/lab/svg/svgdoc"
+	"github.com/sluicelab/sluice/internal/testenv"
 	"io"
 	"math"
 	"strconv"
@@ -10,9 +10,9 @@ import (
 	"testing"
 )
 
-func parse(t *testing.T, doc string) *svgdoc.Node {
+func parse(t *testing.T, doc string) *testenv.SVGNode {
 	t.Helper()
-	var root svgdoc.Node
+	var root testenv.SVGNode
 	if err := xml.Unmarshal([]byte(doc), &root); err != nil {
 		t.Fatalf("not XML: %v\n%s", err, doc)
 	}
@@ -263,7 +263,7 @@ func FuzzRender(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, label string, x0, y0, x1, y1 float64) {
 		c := Chart{Title: label, XLabel: label, YLabel: name, ZeroY: true,
 			Series: []Series{{Name: name, Points: []Point{{x0, y0}, {x1, y1}}}}, Guides: []Guide{{Y: y1, Label: label}}}
-		var root svgdoc.Node
+		var root testenv.SVGNode
 		if err := xml.Unmarshal([]byte(c.String()), &root); err != nil {
 			t.Fatalf("output is not XML: %v", err)
 		}

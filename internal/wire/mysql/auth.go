@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/clock"
 )
 
 // relayAuth relays the authentication exchange that follows the
@@ -31,7 +33,7 @@ func relayAuth(client, up net.Conn, offset int) ([]byte, error) {
 		var err error
 		defer func() {
 			if err != nil && !done.Load() {
-				up.SetReadDeadline(aLongTimeAgo) // the exchange cannot finish
+				up.SetReadDeadline(clock.LongAgo) // the exchange cannot finish
 			}
 		}()
 		for {
@@ -88,7 +90,7 @@ func relayAuth(client, up net.Conn, offset int) ([]byte, error) {
 	}()
 	// Stop the client reader: it is blocked on a read, or about to be.
 	done.Store(true)
-	client.SetReadDeadline(aLongTimeAgo)
+	client.SetReadDeadline(clock.LongAgo)
 	r := <-fromClient
 	client.SetReadDeadline(time.Time{})
 	if r.err != nil && !errors.Is(r.err, os.ErrDeadlineExceeded) {

@@ -304,7 +304,7 @@ func (f *Frontend) connect(ctx context.Context, dial wire.Dialer) (net.Conn, []b
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial: %w", withCause(ctx, err))
 	}
-	stop := context.AfterFunc(ctx, func() { up.SetDeadline(aLongTimeAgo) })
+	stop := context.AfterFunc(ctx, func() { up.SetDeadline(clock.LongAgo) })
 	gp, err := readPacket(up, maxHandshake)
 	if !stop() { // the deadline is set, or about to be
 		if err == nil {
@@ -468,7 +468,7 @@ func (g *ioGuard) add(c net.Conn) {
 	g.mu.Lock()
 	g.conns = append(g.conns, c)
 	if g.done {
-		c.SetDeadline(aLongTimeAgo)
+		c.SetDeadline(clock.LongAgo)
 	}
 	g.mu.Unlock()
 }
@@ -477,10 +477,7 @@ func (g *ioGuard) interrupt() {
 	g.mu.Lock()
 	g.done = true
 	for _, c := range g.conns {
-		c.SetDeadline(aLongTimeAgo)
+		c.SetDeadline(clock.LongAgo)
 	}
 	g.mu.Unlock()
 }
-
-// aLongTimeAgo is a deadline in the past: it makes blocked I/O return.
-var aLongTimeAgo = time.Unix(1, 0)

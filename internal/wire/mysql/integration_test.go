@@ -520,7 +520,7 @@ func TestOversizedClientPacket(t *testing.T) {
 			if _, err := raw.Write(tt.pkt); err != nil {
 				t.Fatal(err)
 			}
-			raw.SetReadDeadline(clock.Real{}.Now().Add(10 * time.Second))
+			raw.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
 			reply, err := readPacket(raw, 1<<16)
 			if err != nil {
 				t.Fatalf("read reply: %v", err)
@@ -566,7 +566,7 @@ func TestMalformedCommandForwarded(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.sql != "" {
-				raw.SetReadDeadline(clock.Real{}.Now().Add(10 * time.Second))
+				raw.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
 				reply, err := readPacket(raw, 1<<16)
 				raw.SetReadDeadline(time.Time{})
 				if err != nil {
@@ -701,7 +701,7 @@ func dialGreeted(t *testing.T, addr string) (net.Conn, greeting) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	nc.SetDeadline(clock.Real{}.Now().Add(10 * time.Second))
+	nc.SetDeadline(clock.SocketDeadline(10 * time.Second))
 	g, err := readPacket(nc, maxHandshake)
 	if err != nil {
 		t.Fatal(err)

@@ -173,7 +173,7 @@ func silentUpstream(t *testing.T) (string, <-chan error) {
 			}
 			go func() {
 				defer c.Close()
-				c.SetReadDeadline(clock.Real{}.Now().Add(30 * time.Second))
+				c.SetReadDeadline(clock.SocketDeadline(30 * time.Second))
 				_, err := c.Read(make([]byte, 1))
 				if err == nil {
 					err = errors.New("the front end wrote to the upstream")

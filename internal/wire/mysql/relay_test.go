@@ -19,6 +19,7 @@ import (
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wire"
+	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
 // relay is a minimal stand-in for the proxy: it accepts clients on a
@@ -28,7 +29,6 @@ type relay struct {
 	t     testing.TB
 	fe    *Frontend
 	reg   *session.Registry
-	ln    net.Listener
 	addr  string
 	up    string // upstream address
 	real  bool   // the upstream is the test server
@@ -39,7 +39,6 @@ type relay struct {
 
 	mu      sync.Mutex
 	openErr []error // guarded by mu
-	wg      sync.WaitGroup
 }
 
 // mysqlConfig returns the parsed DSN of the test server.
@@ -70,30 +69,8 @@ func startRelay(t testing.TB, o Options, regOpts session.Options) *relay {
 	if o.Logger == nil {
 		o.Logger = testLogger(t)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &relay{t: t, fe: New(o), reg: session.NewRegistry(regOpts), ln: ln, addr: ln.Addr().String(), up: o.Upstream, real: real}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			r.wg.Add(1)
-			go func() {
-				defer r.wg.Done()
-				r.serve(c)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		r.wg.Wait()
-	})
+	r := &relay{t: t, fe: New(o), reg: session.NewRegistry(regOpts), up: o.Upstream, real: real}
+	r.addr = wiretest.Serve(t, r.serve)
 	return r
 }
 
@@ -113,7 +90,7 @@ func (r *relay) serve(c net.Conn) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", r.up)
 	}
-	wc, err := r.fe.Open(ctx, countingConn{c, &r.openWrote, &r.openRead}, register, dial)
+	wc, err := r.fe.Open(ctx, wiretest.CountingConn{Conn: c, BytesRead: &r.openRead, BytesWritten: &r.openWrote}, register, dial)
 	cancel()
 	if err != nil {
 		r.mu.Lock()
@@ -183,24 +160,6 @@ func (r *relay) serve(c net.Conn) {
 	wc.Session.Close(clock.Real{}.Now())
 }
 
-// countingConn counts what a client writes and reads.
-type countingConn struct {
-	net.Conn
-	up, down *atomic.Int64
-}
-
-func (c countingConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.down.Add(int64(n))
-	return n, err
-}
-
-func (c countingConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.up.Add(int64(n))
-	return n, err
-}
-
 // client is a go-sql-driver pool through a relay, with one connection
 // whose bytes are counted.
 type client struct {
@@ -228,7 +187,7 @@ func (r *relay) openClient(t testing.TB, tweak func(*gomysql.Config)) *client {
 		}
 		var raw net.Conn = nc
 		c.last.Store(&raw)
-		return countingConn{nc, &c.up, &c.down}, nil
+		return wiretest.CountingConn{Conn: nc, BytesRead: &c.down, BytesWritten: &c.up}, nil
 	}
 	if tweak != nil {
 		tweak(cfg)
@@ -263,15 +222,8 @@ func onlySession(t testing.TB, reg *session.Registry) *session.Session {
 	return ss[0]
 }
 
-// waitFor polls cond every 10 ms until it holds or 10 s pass.
+// waitFor polls cond until it holds or 10 s pass.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	clk := clock.Real{}
-	deadline := clk.Now().Add(10 * time.Second)
-	for !cond() {
-		if clk.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		clock.Sleep(context.Background(), clk, 10*time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, what, cond)
 }

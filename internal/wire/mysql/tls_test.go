@@ -48,7 +48,7 @@ func startFakeServer(t *testing.T, cert tls.Certificate) *fakeServer {
 
 func (s *fakeServer) serve(c net.Conn) {
 	defer c.Close()
-	c.SetDeadline(clock.Real{}.Now().Add(20 * time.Second))
+	c.SetDeadline(clock.SocketDeadline(20 * time.Second))
 	g := ownGreeting([20]byte{'a', 'b', 'c'}, true)
 	c.Write(g)
 	rp, err := readPacket(c, maxHandshake)

@@ -46,7 +46,7 @@ func (c *canceler) Cancel(ctx context.Context) error {
 		return fmt.Errorf("pg: cancel: connect to upstream %s: %w", c.f.upstreamName(), err)
 	}
 	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(clock.LongAgo) })
 	defer stop()
 	if c.f.upTLS != nil {
 		tc, err := c.f.startTLS(ctx, conn)

@@ -146,9 +146,6 @@ const alpnPostgres = "postgresql"
 // than Options.StartupTimeout.
 var errStartupTimeout = errors.New("startup exchange timed out")
 
-// aLongTimeAgo is a deadline in the past: setting it unblocks pending I/O.
-var aLongTimeAgo = time.Unix(1, 0)
-
 // Open runs the opening exchange on client: it answers SSLRequest ('S'
 // and a TLS handshake when Options.TLS is set, else 'N') and
 // GSSENCRequest ('N'), serves a CancelRequest (returning wire.ErrHandled),
@@ -165,7 +162,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
 	ctx, cancel := clock.WithTimeout(ctx, f.clk, f.startupTimeout, errStartupTimeout)
 	defer cancel()
-	stopClient := context.AfterFunc(ctx, func() { _ = client.SetDeadline(aLongTimeAgo) })
+	stopClient := context.AfterFunc(ctx, func() { _ = client.SetDeadline(clock.LongAgo) })
 	defer stopClient()
 
 	conn, pkt, err := f.startup(ctx, client)
@@ -231,7 +228,7 @@ func (f *Frontend) connect(ctx context.Context, dial wire.Dialer, startup []byte
 	if err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { _ = up.SetDeadline(aLongTimeAgo) })
+	stop := context.AfterFunc(ctx, func() { _ = up.SetDeadline(clock.LongAgo) })
 	if f.upTLS != nil {
 		tc, err := f.startTLS(ctx, up)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wire"
+	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
 // relay is a minimal stand-in for the proxy: a loopback listener that
@@ -27,10 +28,8 @@ type relay struct {
 	t        testing.TB
 	fe       *Frontend
 	reg      *session.Registry
-	ln       net.Listener
 	upstream string
 	addr     string
-	wg       sync.WaitGroup
 
 	mu       sync.Mutex
 	openErrs []error            // guarded by mu
@@ -47,33 +46,9 @@ func startRelay(t testing.TB, upstream string, o Options) *relay {
 		o.Upstream = upstream
 	}
 	o.Keys = reg
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &relay{t: t, fe: New(o), reg: reg, ln: ln, upstream: upstream, addr: ln.Addr().String()}
-	r.wg.Add(1)
-	go r.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		r.wg.Wait()
-	})
+	r := &relay{t: t, fe: New(o), reg: reg, upstream: upstream}
+	r.addr = wiretest.Serve(t, r.serve)
 	return r
-}
-
-func (r *relay) accept() {
-	defer r.wg.Done()
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			r.serve(c)
-		}()
-	}
 }
 
 func (r *relay) serve(client net.Conn) {
@@ -248,24 +223,6 @@ func scratchDB(t testing.TB, db *dbConfig) *dbConfig {
 	return &d
 }
 
-// countConn counts the bytes a client reads and writes.
-type countConn struct {
-	net.Conn
-	read, written *atomic.Int64
-}
-
-func (c countConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.read.Add(int64(n))
-	return n, err
-}
-
-func (c countConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.written.Add(int64(n))
-	return n, err
-}
-
 // counters are a client's byte counts.
 type counters struct{ read, written atomic.Int64 }
 
@@ -277,19 +234,12 @@ func dialCounting(c *counters) func(ctx context.Context, network, addr string) (
 		if err != nil {
 			return nil, err
 		}
-		return countConn{Conn: conn, read: &c.read, written: &c.written}, nil
+		return wiretest.CountingConn{Conn: conn, BytesRead: &c.read, BytesWritten: &c.written}, nil
 	}
 }
 
 // waitFor polls cond (in real time) until it holds or d passes.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	var real clock.Real
-	deadline := real.Now().Add(d)
-	for !cond() {
-		if real.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		_ = clock.Sleep(context.Background(), real, 5*time.Millisecond)
-	}
+	testenv.Eventually(t, d, what, cond)
 }

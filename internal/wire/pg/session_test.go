@@ -272,7 +272,7 @@ func TestMalformedClientMessage(t *testing.T) {
 	if _, err := hj.Conn.Write([]byte("\x00\x01garbage that is no message")); err != nil {
 		t.Fatal(err)
 	}
-	_ = hj.Conn.SetReadDeadline(clock.Real{}.Now().Add(10 * time.Second))
+	_ = hj.Conn.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
 	reply, err := io.ReadAll(hj.Conn)
 	if err != nil {
 		t.Fatalf("read reply: %v (got %q)", err, reply)
@@ -317,7 +317,7 @@ func TestReplicationStreamIsOneStatement(t *testing.T) {
 	}
 	receive := func() pgproto3.BackendMessage {
 		t.Helper()
-		_ = conn.Conn().SetReadDeadline(clock.Real{}.Now().Add(20 * time.Second))
+		_ = conn.Conn().SetReadDeadline(clock.SocketDeadline(20 * time.Second))
 		m, err := fe.Receive()
 		if err != nil {
 			t.Fatal(err)

@@ -154,7 +154,7 @@ func TestCancelUpstreamRefusesTLS(t *testing.T) {
 		if _, err := c.Write([]byte{'N'}); err != nil {
 			return
 		}
-		_ = c.SetReadDeadline(clock.Real{}.Now().Add(10 * time.Second))
+		_ = c.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
 		rest, _ := io.ReadAll(c)
 		got <- append(head, rest...)
 	}()

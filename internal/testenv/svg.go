@@ -1,31 +1,23 @@
-// Package svgdoc reads an SVG document back into a tree of elements, so
-// tests can check what a chart draws: its axes, series, labels and legend.
-package svgdoc
+package testenv
 
-import (
-	"encoding/xml"
-	"io"
-)
+// This file reads an SVG document back into a tree of elements for the
+// tests of the charts (internal/lab/svg) and of the reports that embed
+// them (internal/lab).
 
-// Node is an XML element.
-type Node struct {
+import "encoding/xml"
+
+// SVGNode is an XML element of an SVG document, decoded with
+// encoding/xml, so tests can check what a chart draws: its axes, series,
+// labels and legend.
+type SVGNode struct {
 	XMLName xml.Name
 	Attrs   []xml.Attr `xml:",any,attr"`
 	Text    string     `xml:",chardata"`
-	Nodes   []Node     `xml:",any"`
-}
-
-// Parse decodes one document.
-func Parse(r io.Reader) (*Node, error) {
-	var n Node
-	if err := xml.NewDecoder(r).Decode(&n); err != nil {
-		return nil, err
-	}
-	return &n, nil
+	Nodes   []SVGNode  `xml:",any"`
 }
 
 // Attr returns the value of the attribute with the given local name, or "".
-func (n *Node) Attr(name string) string {
+func (n *SVGNode) Attr(name string) string {
 	for _, a := range n.Attrs {
 		if a.Name.Local == name {
 			return a.Value
@@ -35,7 +27,7 @@ func (n *Node) Attr(name string) string {
 }
 
 // Walk calls f for n and every element below it, in document order.
-func (n *Node) Walk(f func(*Node)) {
+func (n *SVGNode) Walk(f func(*SVGNode)) {
 	f(n)
 	for i := range n.Nodes {
 		n.Nodes[i].Walk(f)
@@ -43,9 +35,9 @@ func (n *Node) Walk(f func(*Node)) {
 }
 
 // Find returns the elements below n (n included) with the given class.
-func (n *Node) Find(class string) []*Node {
-	var out []*Node
-	n.Walk(func(m *Node) {
+func (n *SVGNode) Find(class string) []*SVGNode {
+	var out []*SVGNode
+	n.Walk(func(m *SVGNode) {
 		if m.Attr("class") == class {
 			out = append(out, m)
 		}
@@ -54,9 +46,9 @@ func (n *Node) Find(class string) []*Node {
 }
 
 // Texts returns the text of the <text> elements below n.
-func (n *Node) Texts() []string {
+func (n *SVGNode) Texts() []string {
 	var out []string
-	n.Walk(func(m *Node) {
+	n.Walk(func(m *SVGNode) {
 		if m.XMLName.Local == "text" {
 			out = append(out, m.Text)
 		}

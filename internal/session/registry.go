@@ -1,0 +1,242 @@
+package session
+
+// This file holds the Registry: the sessions and statements of a process,
+// their lookup by id and cancel key, the ring of recent statements and the
+// watchers told of each change.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Canceler cancels the statement a session is running, through the
+// database protocol (PostgreSQL CancelRequest, MySQL KILL QUERY).
+type Canceler interface {
+	Cancel(ctx context.Context) error
+}
+
+// EventKind says what happened.
+type EventKind uint8
+
+// Event kinds.
+const (
+	SessionOpened EventKind = iota + 1
+	SessionClosed
+	StatementStarted
+	StatementEnded
+	StatementPenalized
+)
+
+// Event is delivered to watchers. Statement is nil for session events.
+type Event struct {
+	Kind      EventKind
+	Session   *Session
+	Statement *Statement
+}
+
+// Watcher receives registry events. Observe runs synchronously in the
+// goroutine that caused the event and must not block.
+type Watcher interface {
+	Observe(Event)
+}
+
+// WatcherFunc adapts a function to Watcher.
+type WatcherFunc func(Event)
+
+// Observe calls f(e).
+func (f WatcherFunc) Observe(e Event) { f(e) }
+
+// Options configure a Registry.
+type Options struct {
+	// KeepStatements is how many ended statements are kept for display.
+	// 0 means 1000.
+	KeepStatements int
+}
+
+// Registry holds every open session. It is safe for concurrent use.
+type Registry struct {
+	nextSession atomic.Uint64
+	nextStmt    atomic.Uint64
+	keep        int
+
+	mu       sync.Mutex
+	sessions map[uint64]*Session // guarded by mu
+	byKey    map[string]*Session // guarded by mu; cancel keys
+	recent   []*Statement        // guarded by mu; ring of ended statements
+	next     int                 // guarded by mu; ring write position
+	watchers []watcher           // guarded by mu
+	watchID  uint64              // guarded by mu; last watcher id
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry(opts Options) *Registry {
+	keep := opts.KeepStatements
+	if keep <= 0 {
+		keep = 1000
+	}
+	return &Registry{
+		keep:     keep,
+		sessions: make(map[uint64]*Session),
+		byKey:    make(map[string]*Session),
+	}
+}
+
+// Watch adds w; the returned function removes it.
+func (r *Registry) Watch(w Watcher) (unwatch func()) {
+	r.mu.Lock()
+	r.watchID++
+	id := r.watchID
+	r.watchers = append(r.watchers, watcher{id, w})
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for i, x := range r.watchers {
+			if x.id == id {
+				r.watchers = append(r.watchers[:i:i], r.watchers[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+type watcher struct {
+	id uint64
+	w  Watcher
+}
+
+func (r *Registry) emit(e Event) {
+	r.mu.Lock()
+	ws := r.watchers
+	r.mu.Unlock()
+	for _, w := range ws {
+		w.w.Observe(e)
+	}
+}
+
+// Info describes where a session comes from.
+type Info struct {
+	Route    string // route name
+	Protocol string // postgres, mysql, tcp
+	Link     string // link name
+	Client   string // client address
+	Upstream string // upstream address
+}
+
+// Open registers a new session.
+func (r *Registry) Open(info Info, now time.Time) *Session {
+	s := &Session{ID: r.nextSession.Add(1), Info: info, Opened: now, reg: r}
+	r.mu.Lock()
+	r.sessions[s.ID] = s
+	r.mu.Unlock()
+	r.emit(Event{Kind: SessionOpened, Session: s})
+	return s
+}
+
+// Session returns the open session with id, or nil.
+func (r *Registry) Session(id uint64) *Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sessions[id]
+}
+
+// Sessions returns the open sessions ordered by id.
+func (r *Registry) Sessions() []*Session {
+	r.mu.Lock()
+	out := make([]*Session, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		out = append(out, s)
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// ByCancelKey returns the open session that registered key, or nil.
+func (r *Registry) ByCancelKey(key string) *Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byKey[key]
+}
+
+// Active returns the running statements of all sessions, oldest first.
+func (r *Registry) Active() []*Statement {
+	var out []*Statement
+	for _, s := range r.Sessions() {
+		out = append(out, s.Active()...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Recent returns up to Options.KeepStatements ended statements, oldest
+// first.
+func (r *Registry) Recent() []*Statement {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*Statement, 0, len(r.recent))
+	if len(r.recent) < r.keep {
+		return append(out, r.recent...)
+	}
+	out = append(out, r.recent[r.next:]...)
+	return append(out, r.recent[:r.next]...)
+}
+
+// Statement returns a running or recently ended statement by id, or nil.
+func (r *Registry) Statement(id uint64) *Statement {
+	for _, st := range r.Active() {
+		if st.ID == id {
+			return st
+		}
+	}
+	for _, st := range r.Recent() {
+		if st.ID == id {
+			return st
+		}
+	}
+	return nil
+}
+
+// ErrNotRunning is returned when cancelling a statement that has ended.
+var ErrNotRunning = errors.New("statement is not running")
+
+// ErrNoCanceler is returned when the session's protocol cannot cancel.
+var ErrNoCanceler = errors.New("session cannot cancel statements")
+
+// Cancel asks the database to cancel st through the session's protocol.
+// The statement's outcome is recorded by the observer when the server
+// answers; Cancel only marks it as requested.
+func (r *Registry) Cancel(ctx context.Context, st *Statement) error {
+	s := st.Session
+	s.mu.Lock()
+	c := s.canceler
+	s.mu.Unlock()
+	if st.Outcome() != Running {
+		return ErrNotRunning
+	}
+	if c == nil {
+		return ErrNoCanceler
+	}
+	st.cancelRequested.Store(true)
+	if err := c.Cancel(ctx); err != nil {
+		return fmt.Errorf("cancel statement %d of session %d: %w", st.ID, s.ID, err)
+	}
+	return nil
+}
+
+func (r *Registry) ended(st *Statement) {
+	r.mu.Lock()
+	if len(r.recent) < r.keep {
+		r.recent = append(r.recent, st)
+	} else {
+		r.recent[r.next] = st
+		r.next = (r.next + 1) % r.keep
+	}
+	r.mu.Unlock()
+	r.emit(Event{Kind: StatementEnded, Session: st.Session, Statement: st})
+}
