@@ -9,9 +9,6 @@ import (
 	"github.com/sluicelab/sluice/internal/clock"
 )
 
-// aLongTimeAgo is a deadline in the past: setting it unblocks a read.
-var aLongTimeAgo = time.Unix(1, 0)
-
 // Drain half-closes c (when it supports CloseWrite, as a *net.TCPConn
 // does) and discards what the client sends until it closes its side,
 // limit bytes have been read, timeout has passed on clk, or ctx ends.
@@ -34,7 +31,7 @@ func Drain(ctx context.Context, c net.Conn, clk clock.Clock, limit int64, timeou
 		case <-t.C():
 		case <-ctx.Done():
 		}
-		_ = c.SetReadDeadline(aLongTimeAgo)
+		_ = c.SetReadDeadline(clock.LongAgo)
 	}()
 	_, _ = io.CopyN(io.Discard, c, limit)
 }

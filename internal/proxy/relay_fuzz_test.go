@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 )
 
@@ -317,7 +318,7 @@ func (r *relayRig) replay(t *testing.T, steps []relayStep) replayed {
 		// The relay has ended, so a dial it made is done: its connection
 		// is with the accept or still in the backlog, where the next
 		// replay would take it for its own.
-		r.up.SetDeadline(aLongTimeAgo) // stop the accept
+		r.up.SetDeadline(clock.LongAgo) // stop the accept
 		if u, ok := <-ups; ok {
 			u.Close()
 		}
