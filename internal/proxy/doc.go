@@ -1,7 +1,9 @@
-// Package proxy owns sluice's listeners, sessions and pumps, and wires the
-// other packages together: protocol front ends (internal/wire/...), the
-// session registry, the workload manager's bindings, the shared links and
-// the path emulation.
+// Package proxy owns sluice's listeners, sessions and pumps. A session
+// uses the other packages through small seams: a protocol front end
+// (internal/wire/...), the session registry, the Policy that binds it
+// (the workload manager, *wlm.Manager), the shared links and the path
+// emulation. Package stack assembles them; proxy imports none of the
+// consoles.
 //
 // A route listens on one address and forwards to one upstream. Each
 // accepted connection becomes a session: the route's front end runs the

@@ -12,4 +12,10 @@
 // (package pgtemp: initdb into a temporary directory, a free loopback
 // port, a fresh self-signed certificate), for tests that need what the
 // shared server does not offer; it is stopped when the test ends.
+//
+// It also holds what tests of several packages share: Eventually (poll a
+// condition until a deadline, for waits on real sockets and servers, in
+// place of sleeps), Buffer (a log sink safe for concurrent writers),
+// Logger (a test logger, verbose with -v) and SVGNode (an SVG read back,
+// for the charts' tests).
 package testenv
