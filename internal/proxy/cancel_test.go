@@ -30,7 +30,7 @@ func TestCancelThroughRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	running := func(t *testing.T) *session.Statement { return awaitPgSleep(t, ctx, srv, admin) }
+	running := func(t *testing.T) *session.Statement { return awaitPgSleep(t, ctx, srv, admin, sleepSQL(t)) }
 	sleepThenCancel := func(t *testing.T, cancel func(c *pgconn.PgConn, st *session.Statement) error) {
 		c, err := pgconn.Connect(ctx, purl)
 		if err != nil {
@@ -38,7 +38,7 @@ func TestCancelThroughRoute(t *testing.T) {
 		}
 		defer c.Close(ctx)
 		done := make(chan error, 1)
-		go func() { done <- c.Exec(ctx, "SELECT pg_sleep(30)").Close() }()
+		go func() { done <- c.Exec(ctx, sleepSQL(t)).Close() }()
 		st := running(t)
 		start := time.Now()
 		if err := cancel(c, st); err != nil {
@@ -69,7 +69,7 @@ func TestCancelThroughRoute(t *testing.T) {
 		sleepThenCancel(t, func(_ *pgconn.PgConn, st *session.Statement) error { return srv.Registry().Cancel(ctx, st) })
 	})
 	t.Run("psql SIGINT", func(t *testing.T) {
-		cmd := exec.Command(testenv.Program(t, "psql"), purl, "-X", "-c", "SELECT pg_sleep(30)")
+		cmd := exec.Command(testenv.Program(t, "psql"), purl, "-X", "-c", sleepSQL(t))
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {

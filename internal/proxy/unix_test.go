@@ -61,7 +61,7 @@ func TestUnixSocketUpstream(t *testing.T) {
 	}
 	defer c.Close(ctx)
 	done := make(chan error, 1)
-	go func() { done <- c.Exec(ctx, "SELECT pg_sleep(30)").Close() }()
+	go func() { done <- c.Exec(ctx, sleepSQL(t)).Close() }()
 	// Cancel once PostgreSQL runs the query: a cancel that reaches it
 	// before the query does is dropped.
 	admin, err := pgconn.Connect(ctx, url)
@@ -69,7 +69,7 @@ func TestUnixSocketUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	awaitPgSleep(t, ctx, srv, admin)
+	awaitPgSleep(t, ctx, srv, admin, sleepSQL(t))
 	if err := c.CancelRequest(ctx); err != nil {
 		t.Fatal(err)
 	}

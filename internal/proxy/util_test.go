@@ -3,8 +3,8 @@ package proxy
 import (
 	"context"
 	"crypto/md5"
+	"fmt"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,22 +36,29 @@ func serveOnce(t testing.TB, serve func(c net.Conn)) string {
 	return ln.Addr().String()
 }
 
-// awaitPgSleep waits until srv has a pg_sleep statement running and
-// PostgreSQL, asked through admin (a direct connection), executes it too,
-// and returns the statement. sluice records a statement as it forwards
+// sleepSQL is a pg_sleep of 30 s that names the test in a comment, so
+// that awaitPgSleep finds this test's statement and no other on the
+// shared server.
+func sleepSQL(t testing.TB) string {
+	return fmt.Sprintf("SELECT pg_sleep(30) /* %s */", t.Name())
+}
+
+// awaitPgSleep waits until srv has the statement sql (from sleepSQL)
+// running and PostgreSQL, asked through admin (a direct connection),
+// executes it too, and returns the statement. sluice records a statement as it forwards
 // it, and a cancel that reaches the server before the query does is
 // ignored by PostgreSQL (a backend waiting for its client's next command
 // drops it).
-func awaitPgSleep(t *testing.T, ctx context.Context, srv *Server, admin *pgconn.PgConn) *session.Statement {
+func awaitPgSleep(t *testing.T, ctx context.Context, srv *Server, admin *pgconn.PgConn, sql string) *session.Statement {
 	t.Helper()
 	var found *session.Statement
 	testenv.Eventually(t, 10*time.Second, "a running pg_sleep statement", func() bool {
 		for _, st := range srv.Registry().Active() {
-			if !strings.Contains(st.SQL, "pg_sleep") {
+			if st.SQL != sql {
 				continue
 			}
-			rs, err := admin.Exec(ctx, "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep%'").ReadAll()
-			if err == nil && len(rs) == 1 && len(rs[0].Rows) > 0 {
+			rs := admin.ExecParams(ctx, "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND query = $1", [][]byte{[]byte(sql)}, nil, nil, nil).Read()
+			if rs.Err == nil && len(rs.Rows) > 0 {
 				found = st
 				return true
 			}
