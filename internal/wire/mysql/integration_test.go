@@ -413,20 +413,33 @@ func TestCancel(t *testing.T) {
 		err error
 	}
 	res := make(chan result, 1)
+	const sleep = "SELECT SLEEP(30) /* TestCancel */"
 	go func() {
 		var v int
-		err := conn.QueryRowContext(ctx, "SELECT SLEEP(30)").Scan(&v)
+		err := conn.QueryRowContext(ctx, sleep).Scan(&v)
 		res <- result{v, err}
 	}()
 	var st *session.Statement
 	waitFor(t, "SELECT SLEEP(30) to run", func() bool {
 		for _, a := range sess.Active() {
-			if a.SQL == "SELECT SLEEP(30)" {
+			if a.SQL == sleep {
 				st = a
 				return true
 			}
 		}
 		return false
+	})
+	// KILL QUERY stops only a statement the server has begun: one that
+	// reaches a connection still reading its command is forgotten.
+	direct, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	waitFor(t, "the server to run SELECT SLEEP(30)", func() bool {
+		var n int
+		err := direct.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = ?", sleep).Scan(&n)
+		return err == nil && n > 0
 	})
 	clk := clock.Real{}
 	start := clk.Now()

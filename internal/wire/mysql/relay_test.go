@@ -212,13 +212,15 @@ func sessionRecords(reg *session.Registry, id uint64) []session.Snapshot {
 	return out
 }
 
-// onlySession returns the single open session of reg.
+// onlySession returns the single open session of reg, once the sessions
+// of earlier subtests, whose clients have closed, have ended too.
 func onlySession(t testing.TB, reg *session.Registry) *session.Session {
 	t.Helper()
-	ss := reg.Sessions()
-	if len(ss) != 1 {
-		t.Fatalf("%d sessions open, want 1", len(ss))
-	}
+	var ss []*session.Session
+	testenv.Eventually(t, 10*time.Second, "one session open", func() bool {
+		ss = reg.Sessions()
+		return len(ss) == 1
+	})
 	return ss[0]
 }
 
