@@ -128,6 +128,7 @@ func TestStalledOpeningExchange(t *testing.T) {
 	}
 	// The front end's client and upstream sockets are closed too.
 	waitFor(t, "descriptors to be released", func() bool { return openFDs(t) <= fds0 })
+	waitFor(t, "every opening exchange to fail", func() bool { return len(r.errors()) >= clients })
 	if n := len(r.errors()); n != clients {
 		t.Fatalf("%d opening exchanges failed, want %d", n, clients)
 	}
@@ -202,7 +203,10 @@ func TestUpstreamGreetingTimeout(t *testing.T) {
 	if err := <-ended; !errors.Is(err, io.EOF) {
 		t.Fatalf("upstream connection: %v, want closed by the front end", err)
 	}
-	if errs := r.errors(); len(errs) == 0 || !errors.Is(errs[0], errConnectTimeout) {
+	// The client reads the ERR before Open returns and the relay records
+	// its error.
+	waitFor(t, "Open's error", func() bool { return len(r.errors()) > 0 })
+	if errs := r.errors(); !errors.Is(errs[0], errConnectTimeout) {
 		t.Fatalf("Open errors %v", errs)
 	}
 }
