@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +89,35 @@ func TestCancelThroughUpstreamTLS(t *testing.T) {
 		}
 	case <-timer.C():
 		t.Fatal("statement still running 10s after its context ended")
+	}
+}
+
+// TestPsqlThroughUpstreamTLS logs the real psql in through a route that
+// is plain on the client side and TLS to the server. The server offers
+// SCRAM-SHA-256-PLUS over its TLS leg; psql, on plain TCP, refuses a
+// server whose only offer it cannot bind, so sluice offers the client
+// SCRAM-SHA-256 alone, and the login goes through.
+func TestPsqlThroughUpstreamTLS(t *testing.T) {
+	srv := testenv.StartTLSPostgres(t)
+	route := freeAddr(t)
+	runApp(t, &config.Config{Grace: time.Second, Routes: []config.Route{{Name: "pgtls", Listen: route, Protocol: "postgres",
+		Upstream: srv.Addr, UpstreamTLS: &config.UpstreamTLS{CA: srv.Cert.CAFile}}}})
+	ctx := context.Background()
+	direct, err := pgx.Connect(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close(ctx)
+	var method string
+	if err := direct.QueryRow(ctx, "SHOW password_encryption").Scan(&method); err != nil || method != "scram-sha-256" {
+		t.Fatalf("password_encryption %q, %v: the test needs SCRAM", method, err)
+	}
+	host, port, _ := net.SplitHostPort(route)
+	cmd := exec.Command(testenv.Program(t, "psql"), "-h", host, "-p", port, "-U", "postgres", "-d", "postgres",
+		"-X", "-At", "-c", "SELECT 'ssl=' || ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+direct.Config().Password, "PGSSLMODE=disable", "PGCHANNELBINDING=prefer")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ssl=true" {
+		t.Fatalf("psql through the route: %v\n%s", err, out)
 	}
 }

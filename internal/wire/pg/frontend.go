@@ -198,11 +198,14 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 	}
 
 	upObs, downObs := f.observers(sess, func(k []byte) { f.installKey(sess, k, dial) })
+	wc := wire.Conn{Session: sess, Client: conn, Upstream: up, Up: upObs, Down: downObs, InternalError: f.OpenFailure}
 	if f.forward != nil && f.forward.Forwards(sess.User()) {
-		fu, fd := forwarding(f.forward, f.log, sess, upObs, downObs)
-		return wire.Conn{Session: sess, Client: conn, Upstream: up, Up: fu, Down: fd, InternalError: f.OpenFailure}, nil
+		wc.Up, wc.Down = forwarding(f.forward, f.log, sess, upObs, downObs)
 	}
-	return wire.Conn{Session: sess, Client: conn, Upstream: up, Up: upObs, Down: downObs, InternalError: f.OpenFailure}, nil
+	if _, clientTLS := conn.(*tls.Conn); f.upTLS != nil && !clientTLS {
+		wc.Down = newSASLFilter(wc.Down)
+	}
+	return wc, nil
 }
 
 // OpenFailure returns the ErrorResponse (FATAL, SQLSTATE XX000) that tells
