@@ -33,10 +33,11 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// TestCancelThroughUpstreamTLS runs a route configured with upstream_tls
-// (CA file) to a PostgreSQL with TLS on; pgx cancels a statement when its
-// context ends, and the statement ends with 57014.
-func TestCancelThroughUpstreamTLS(t *testing.T) {
+// tlsRoute starts a PostgreSQL with TLS on and a serve stack with one
+// route to it over TLS (upstream_tls with a CA file), and returns the
+// route's address and a direct connection to the server.
+func tlsRoute(t *testing.T) (string, *pgx.Conn) {
+	t.Helper()
 	srv := testenv.StartTLSPostgres(t)
 	route := freeAddr(t)
 	runApp(t, &config.Config{Grace: time.Second, Routes: []config.Route{{Name: "pgtls", Listen: route, Protocol: "postgres",
@@ -46,7 +47,16 @@ func TestCancelThroughUpstreamTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer direct.Close(ctx)
+	t.Cleanup(func() { direct.Close(ctx) })
+	return route, direct
+}
+
+// TestCancelThroughUpstreamTLS runs a route configured with upstream_tls
+// (CA file) to a PostgreSQL with TLS on; pgx cancels a statement when its
+// context ends, and the statement ends with 57014.
+func TestCancelThroughUpstreamTLS(t *testing.T) {
+	route, direct := tlsRoute(t)
+	ctx := context.Background()
 	ccfg, err := pgx.ParseConfig("postgres://postgres:" + direct.Config().Password + "@" + route + "/postgres?sslmode=disable")
 	if err != nil {
 		t.Fatal(err)
@@ -98,16 +108,8 @@ func TestCancelThroughUpstreamTLS(t *testing.T) {
 // server whose only offer it cannot bind, so sluice offers the client
 // SCRAM-SHA-256 alone, and the login goes through.
 func TestPsqlThroughUpstreamTLS(t *testing.T) {
-	srv := testenv.StartTLSPostgres(t)
-	route := freeAddr(t)
-	runApp(t, &config.Config{Grace: time.Second, Routes: []config.Route{{Name: "pgtls", Listen: route, Protocol: "postgres",
-		Upstream: srv.Addr, UpstreamTLS: &config.UpstreamTLS{CA: srv.Cert.CAFile}}}})
+	route, direct := tlsRoute(t)
 	ctx := context.Background()
-	direct, err := pgx.Connect(ctx, srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close(ctx)
 	var method string
 	if err := direct.QueryRow(ctx, "SHOW password_encryption").Scan(&method); err != nil || method != "scram-sha-256" {
 		t.Fatalf("password_encryption %q, %v: the test needs SCRAM", method, err)
