@@ -9,6 +9,7 @@ import (
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wlm"
 )
 
@@ -23,7 +24,7 @@ func (delayPolicy) Version() uint64                       { return 1 }
 // connected through it. Both are closed when the test ends.
 func echoRoute(t *testing.T, policy Policy, frontend Frontend) (*Server, net.Conn) {
 	t.Helper()
-	up := serveOnce(t, func(c net.Conn) { io.Copy(c, c) })
+	up := testenv.ServeOnce(t, func(c net.Conn) { io.Copy(c, c) })
 	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{}), Policy: policy})
 	t.Cleanup(func() { srv.Close() })
 	addr, err := srv.AddRoute(Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: up, Protocol: "tcp",

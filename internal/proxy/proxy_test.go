@@ -234,7 +234,7 @@ func TestUpstreamDownPostgres(t *testing.T) {
 // TestHalfClose checks that a client's half-close reaches the upstream and
 // the upstream's answer still reaches the client.
 func TestHalfClose(t *testing.T) {
-	up := serveOnce(t, func(c net.Conn) {
+	up := testenv.ServeOnce(t, func(c net.Conn) {
 		b, _ := io.ReadAll(c) // until the client's half-close
 		fmt.Fprintf(c, "got %d bytes", len(b))
 	})

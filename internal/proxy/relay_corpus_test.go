@@ -1,3 +1,5 @@
+//go:build recordcorpus
+
 package proxy
 
 import (
@@ -23,13 +25,13 @@ import (
 // every chunk each way in order, and writes the seed corpora of
 // FuzzRelayPG and FuzzRelayMySQL from them: the whole session, the
 // client's bytes pipelined, and cut short by a client RST, a client
-// half-close, a server RST, and with the opening sent byte by byte. Run
-// it with SLUICE_RECORD_RELAY_CORPUS=1 when the front ends' exchanges
-// change; it writes nothing otherwise.
+// half-close, a server RST, and with the opening sent byte by byte. It
+// is built only with the recordcorpus tag, so an ordinary run neither
+// skips it nor rewrites the corpus; when the front ends' exchanges
+// change, run
+//
+//	go test -tags recordcorpus -run TestRecordRelayCorpus ./internal/proxy
 func TestRecordRelayCorpus(t *testing.T) {
-	if os.Getenv("SLUICE_RECORD_RELAY_CORPUS") == "" {
-		t.Skip("set SLUICE_RECORD_RELAY_CORPUS=1 to record the relay fuzz corpus from the real servers")
-	}
 	pgURL := testenv.PostgresURL(t)
 	myCfg, err := gomysql.ParseDSN(testenv.MySQLDSN(t))
 	if err != nil {
@@ -118,7 +120,7 @@ func recordSession(t *testing.T, upstream string, client func(addr string)) []re
 	var mu sync.Mutex
 	var steps []relayStep
 	done := make(chan struct{})
-	addr := serveOnce(t, func(c net.Conn) {
+	addr := testenv.ServeOnce(t, func(c net.Conn) {
 		defer close(done)
 		up, err := net.Dial("tcp", upstream)
 		if err != nil {

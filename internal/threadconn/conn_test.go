@@ -12,26 +12,8 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
-
-// serve accepts one connection on a loopback listener and hands it to fn.
-func serve(t testing.TB, fn func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		fn(c)
-	}()
-	return ln.Addr().String()
-}
 
 func dial(t testing.TB, addr string) *Conn {
 	t.Helper()
@@ -46,7 +28,7 @@ func dial(t testing.TB, addr string) *Conn {
 // TestEchoBothWays writes 4 MiB while reading the echo concurrently, so
 // both directions back up, and checks every byte comes back in order.
 func TestEchoBothWays(t *testing.T) {
-	addr := serve(t, func(c net.Conn) { io.Copy(c, c) })
+	addr := testenv.ServeOnce(t, func(c net.Conn) { io.Copy(c, c) })
 	c := dial(t, addr)
 	want := make([]byte, 4<<20)
 	for i := range want {
@@ -83,7 +65,7 @@ func TestEchoBothWays(t *testing.T) {
 }
 
 func TestEOFAfterData(t *testing.T) {
-	addr := serve(t, func(c net.Conn) { c.Write([]byte("last words")) })
+	addr := testenv.ServeOnce(t, func(c net.Conn) { c.Write([]byte("last words")) })
 	c := dial(t, addr)
 	got, err := io.ReadAll(c)
 	if err != nil {
@@ -102,7 +84,7 @@ func TestEOFAfterData(t *testing.T) {
 func blockedRead(t *testing.T) (*Conn, <-chan error) {
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
-	c := dial(t, serve(t, func(net.Conn) { <-hold }))
+	c := dial(t, testenv.ServeOnce(t, func(net.Conn) { <-hold }))
 	errc := make(chan error, 1)
 	go func() {
 		_, err := c.Read(make([]byte, 8))
@@ -153,7 +135,7 @@ func TestPastDeadlineInterruptsRead(t *testing.T) {
 
 func TestFutureDeadline(t *testing.T) {
 	hold := make(chan struct{})
-	addr := serve(t, func(c net.Conn) {
+	addr := testenv.ServeOnce(t, func(c net.Conn) {
 		<-hold
 		c.Write([]byte("late"))
 		<-hold
@@ -217,10 +199,10 @@ func BenchmarkPingPong(b *testing.B) {
 		}
 	}
 	b.Run("threadconn", func(b *testing.B) {
-		run(b, dial(b, serve(b, echo)))
+		run(b, dial(b, testenv.ServeOnce(b, echo)))
 	})
 	b.Run("net", func(b *testing.B) {
-		c, err := net.Dial("tcp", serve(b, echo))
+		c, err := net.Dial("tcp", testenv.ServeOnce(b, echo))
 		if err != nil {
 			b.Fatal(err)
 		}

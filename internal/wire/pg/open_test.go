@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -232,23 +233,13 @@ func TestOpenStartupTimeout(t *testing.T) {
 }
 
 func TestCancelerSendsKeyUpstream(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	got := make(chan []byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	addr := testenv.ServeOnce(t, func(c net.Conn) {
 		b := make([]byte, 48)
 		n, _ := io.ReadAtLeast(c, b, 16)
 		got <- b[:n]
-	}()
-	f := New(Options{Upstream: ln.Addr().String()})
+	})
+	f := New(Options{Upstream: addr})
 	key := append([]byte{0, 0, 1, 0}, bytes.Repeat([]byte{0xab}, 32)...) // protocol 3.2: 32-byte secret
 	c := &canceler{f: f, key: key}
 	if err := c.Cancel(context.Background()); err != nil {

@@ -134,18 +134,8 @@ func TestCancelUpstreamTLS(t *testing.T) {
 // route requires TLS, as sslmode=require does), and the failure is
 // logged at Warn naming the upstream.
 func TestCancelUpstreamRefusesTLS(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	got := make(chan []byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	addr := testenv.ServeOnce(t, func(c net.Conn) {
 		head := make([]byte, 8)
 		if _, err := io.ReadFull(c, head); err != nil || !bytes.Equal(head, sslRequestPacket) {
 			got <- head
@@ -157,10 +147,10 @@ func TestCancelUpstreamRefusesTLS(t *testing.T) {
 		_ = c.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
 		rest, _ := io.ReadAll(c)
 		got <- append(head, rest...)
-	}()
+	})
 	var logBuf strings.Builder // forwardCancel logs on this goroutine
 	reg := session.NewRegistry(session.Options{})
-	f := New(Options{Upstream: ln.Addr().String(), UpstreamTLS: &tls.Config{}, Keys: reg,
+	f := New(Options{Upstream: addr, UpstreamTLS: &tls.Config{}, Keys: reg,
 		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
 	sess := reg.Open(session.Info{Protocol: "postgres"}, time.Unix(0, 0))
 	key := []byte{0, 0, 0, 42, 1, 2, 3, 4}
@@ -170,7 +160,7 @@ func TestCancelUpstreamRefusesTLS(t *testing.T) {
 		t.Errorf("upstream got %x, want only the SSLRequest", b)
 	}
 	out := logBuf.String()
-	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "upstream refused TLS") || !strings.Contains(out, ln.Addr().String()) {
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "upstream refused TLS") || !strings.Contains(out, addr) {
 		t.Errorf("log %q: want a warning that the upstream refused TLS", out)
 	}
 }
