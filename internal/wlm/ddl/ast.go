@@ -2,8 +2,8 @@ package ddl
 
 import "fmt"
 
-// Statement is one parsed statement: *Create, *Alter, *Drop, *Set,
-// *Reset, *Show or *Select.
+// Statement is one parsed statement: *Create, *Alter, *AlterRoute,
+// *Drop, *Set, *Reset, *Show or *Select.
 type Statement interface {
 	// Position returns the 1-based character position of the statement's
 	// first token in the text given to Parse.

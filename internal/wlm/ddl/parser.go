@@ -253,6 +253,9 @@ func (p *parser) create() (node, error) {
 }
 
 func (p *parser) alter() (node, error) {
+	if p.accept("route") {
+		return p.alterRoute()
+	}
 	k, err := p.kind()
 	if err != nil {
 		return nil, err

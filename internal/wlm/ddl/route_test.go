@@ -1,0 +1,61 @@
+package ddl
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestParseAlterRoute(t *testing.T) {
+	tests := []struct {
+		sql  string
+		name string
+		opts []Option
+	}{
+		{"ALTER ROUTE pg WITH (delay='50ms')", "pg", []Option{{Name: "delay", NamePos: 22, Value: Value{Kind: String, Text: "50ms", Pos: 28}}}},
+		{"alter route \"Pg\" (Link = wan, pool = DEFAULT)", "Pg", []Option{
+			{Name: "link", NamePos: 19, Value: Value{Kind: Word, Text: "wan", Pos: 26}},
+			{Name: "pool", NamePos: 31, Value: Value{Kind: Default, Text: "default", Pos: 38}},
+		}},
+		{"ALTER ROUTE r RESET (delay, Jitter)", "r", []Option{
+			{Name: "delay", NamePos: 22, Value: Value{Kind: Default, Text: "default", Pos: 22}},
+			{Name: "jitter", NamePos: 29, Value: Value{Kind: Default, Text: "default", Pos: 29}},
+		}},
+	}
+	for _, tt := range tests {
+		st, err := ParseOne(tt.sql)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.sql, err)
+		}
+		a, ok := st.(*AlterRoute)
+		if !ok {
+			t.Fatalf("%s: got %T", tt.sql, st)
+		}
+		if a.Name.Name != tt.name || !reflect.DeepEqual(a.Options, tt.opts) {
+			t.Errorf("%s: got %q %+v, want %q %+v", tt.sql, a.Name.Name, a.Options, tt.name, tt.opts)
+		}
+		if a.Text() != tt.sql {
+			t.Errorf("%s: text %q", tt.sql, a.Text())
+		}
+	}
+}
+
+func TestParseAlterRouteErrors(t *testing.T) {
+	tests := []struct {
+		sql string
+		pos int
+	}{
+		{"ALTER ROUTE", 12},
+		{"ALTER ROUTE r", 14},
+		{"ALTER ROUTE r WITH ()", 21},
+		{"ALTER ROUTE r RESET delay", 21},
+		{"ALTER ROUTE r RESET (delay, delay)", 29},
+		{"ALTER ROUTE r RESET (delay=1)", 27},
+	}
+	for _, tt := range tests {
+		_, err := ParseOne(tt.sql)
+		e, ok := err.(*Error)
+		if !ok || e.Code != CodeSyntax || e.Position != tt.pos {
+			t.Errorf("%s: got %v (%+v), want 42601 at %d", tt.sql, err, e, tt.pos)
+		}
+	}
+}
