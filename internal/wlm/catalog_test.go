@@ -433,13 +433,20 @@ func TestEmulationOver(t *testing.T) {
 	if got := base.Over(top); got != top {
 		t.Errorf("Over(all set) = %+v, want o %+v", got, top)
 	}
-	// One option set in o replaces that option only.
+	// One option set in o replaces that option only. Loss and LossModel
+	// are one option, loss: either replaces both.
 	typ := reflect.TypeFor[Emulation]()
 	for i := range typ.NumField() {
 		var o Emulation
 		reflect.ValueOf(&o).Elem().Field(i).Set(reflect.ValueOf(top).Field(i))
 		want := base
 		reflect.ValueOf(&want).Elem().Field(i).Set(reflect.ValueOf(top).Field(i))
+		switch typ.Field(i).Name {
+		case "Loss":
+			want.LossModel = nil
+		case "LossModel":
+			want.Loss = nil
+		}
 		if got := base.Over(o); got != want {
 			t.Errorf("Over(only %s) = %+v, want %+v", typ.Field(i).Name, got, want)
 		}
@@ -459,6 +466,8 @@ func TestEmulationParams(t *testing.T) {
 		{Emulation{Rate: new(int64(100e6))}, netem.Params{Rate: 100e6}},
 		{Emulation{Burst: new(int64(64 << 10))}, netem.Params{Burst: 64 << 10}},
 		{Emulation{Loss: new(0.001)}, netem.Params{Loss: 0.001}},
+		{Emulation{LossModel: &catalog.LossModel{Kind: netem.GilbertElliott, P: 0.01, R: 0.3, BadLoss: 0.5, GoodLoss: 0.001}},
+			netem.Params{LossModel: netem.LossModel{Kind: netem.GilbertElliott, P: 0.01, R: 0.3, BadLoss: 0.5, GoodLoss: 0.001}}},
 		{Emulation{RTO: new(Duration(300 * time.Millisecond))}, netem.Params{RTO: 300 * time.Millisecond}},
 		{Emulation{Window: new(int64(4 << 20))}, netem.Params{Window: 4 << 20}},
 		{Emulation{Seed: new(int64(42))}, netem.Params{Seed: 42}},

@@ -3,6 +3,7 @@ package wlm
 import (
 	"context"
 
+	"github.com/sluicelab/sluice/internal/redact"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -29,8 +30,23 @@ func (m *Manager) Exec(ctx context.Context, sql string) (Result, error) {
 // them from JSON; positions are then whatever the builder put there, and
 // errors carry them back). Each statement that changes the catalog is
 // applied to a copy, validated and saved before it replaces the catalog:
-// it takes effect entirely or not at all.
+// it takes effect entirely or not at all. Every statement but SHOW and
+// SELECT is recorded in the audit log, with the Actor of ctx (WithActor)
+// and its outcome.
 func (m *Manager) ExecStatement(ctx context.Context, st ddl.Statement) (Result, error) {
+	switch s := st.(type) {
+	case *ddl.Show:
+		return m.show(s)
+	case *ddl.Select:
+		return m.selectRows(s)
+	}
+	res, err := m.execChange(ctx, st)
+	m.record(ctx, auditText(st, redact.PostgreSQL), err)
+	return res, err
+}
+
+// execChange runs a statement that changes the catalog or a route.
+func (m *Manager) execChange(ctx context.Context, st ddl.Statement) (Result, error) {
 	var (
 		tag     string
 		notices []string
@@ -58,10 +74,9 @@ func (m *Manager) ExecStatement(ctx context.Context, st ddl.Statement) (Result, 
 			return Result{}, e
 		}
 		_, err = m.change(ctx, func(c *Catalog) ([]string, error) { return nil, catalog.Reset(c, s) })
-	case *ddl.Show:
-		return m.show(s)
-	case *ddl.Select:
-		return m.selectRows(s)
+	case *ddl.AlterRoute:
+		tag = "ALTER ROUTE"
+		err = m.alterRoute(s)
 	default:
 		return Result{}, ddl.Errorf(ddl.CodeNotSupported, st.Position(), "statement not supported")
 	}

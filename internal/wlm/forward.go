@@ -3,6 +3,7 @@ package wlm
 import (
 	"context"
 
+	"github.com/sluicelab/sluice/internal/redact"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -26,7 +27,9 @@ func (m *Manager) ForwardUser(ctx context.Context, sql string, d ddl.Dialect) (r
 	if !ok {
 		return sql, false, nil
 	}
-	if err := m.BindUser(ctx, s.User, s.Pool); err != nil {
+	err = m.bindUser(ctx, s.User, s.Pool)
+	m.record(ctx, redact.SQL(sql, redactDialect(d)), err)
+	if err != nil {
 		return "", true, err
 	}
 	return s.Rest, true, nil
@@ -44,8 +47,16 @@ func (m *Manager) ForwardUser(ctx context.Context, sql string, d ddl.Dialect) (r
 // pool does not exist ("resource pool "p" does not exist", at pool.Pos),
 // 0A000 when the binding would make an abort rule reachable on a route
 // that cannot cancel, 58030 when the catalog file cannot be saved. On
-// error nothing changes.
+// error nothing changes. The binding is recorded in the audit log as
+// ALTER USER user RESOURCE POOL pool, with the Actor of ctx.
 func (m *Manager) BindUser(ctx context.Context, user string, pool ddl.Value) error {
+	err := m.bindUser(ctx, user, pool)
+	m.record(ctx, "ALTER USER "+quoteIdent(user)+" RESOURCE POOL "+valueText(pool), err)
+	return err
+}
+
+// bindUser is BindUser without the audit record.
+func (m *Manager) bindUser(ctx context.Context, user string, pool ddl.Value) error {
 	_, err := m.change(ctx, func(c *Catalog) ([]string, error) {
 		return nil, catalog.BindUser(c, user, pool)
 	})

@@ -21,6 +21,9 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm/store"
 )
 
+// errClosed is the error of a change after Close.
+var errClosed = errors.New("workload manager is closed")
+
 // CodeIOError is the SQLSTATE of a failure to save the catalog file.
 const CodeIOError = "58030"
 
@@ -43,6 +46,9 @@ type ManagerOptions struct {
 	// SoftwareVersion is the sluice version SELECT version() reports; ""
 	// means "dev".
 	SoftwareVersion string
+	// AuditSize is how many catalog changes the audit log keeps (SHOW
+	// AUDIT); 0 means DefaultAuditSize.
+	AuditSize int
 }
 
 // Route is a proxy route as the workload manager sees it.
@@ -117,6 +123,7 @@ type Manager struct {
 	version0 string // software version for SELECT version()
 	reg      *session.Registry
 	store    Store
+	audit    *AuditLog // own lock; never held with mu's callers' locks
 
 	eval *evaluator // reads state through its policy func; own lock
 
@@ -150,6 +157,7 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		log:      o.Logger,
 		reg:      o.Registry,
 		store:    o.Store,
+		audit:    NewAuditLog(o.AuditSize),
 	}
 	if m.clk == nil {
 		m.clk = clock.Real{}
@@ -241,6 +249,14 @@ func (m *Manager) Link(name string) *link.Link { return m.state.Load().links[nam
 func (m *Manager) SetRoute(name string, r Route) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.setRouteLocked(name, r, false)
+}
+
+// setRouteLocked is SetRoute with m.mu held. With refuseAbort, a route
+// that makes an abort rule reachable while a route cannot cancel is
+// refused with 0A000, as the console's statements are, instead of
+// logged.
+func (m *Manager) setRouteLocked(name string, r Route, refuseAbort bool) error {
 	cur := m.state.Load()
 	if cur.cat.Links[r.linkName()] == nil {
 		return ddl.Errorf(ddl.CodeUndefinedObject, 0, "route %s: link %q does not exist", name, r.linkName())
@@ -261,6 +277,11 @@ func (m *Manager) SetRoute(name string, r Route) error {
 	}
 	routes := maps.Clone(cur.routes)
 	routes[name] = route{Route: r, em: em}
+	if refuseAbort {
+		if err := checkAbortRoutes(cur.cat, cur.routes, routes); err != nil {
+			return err
+		}
+	}
 	if v := abortViolations(cur.cat, routes); len(v) > 0 {
 		m.log.Warn("abort rules cannot be enforced on a route that cannot cancel", "route", name, "problem", v[0])
 	}
@@ -338,6 +359,7 @@ func (m *Manager) DefineLink(ctx context.Context, name string, opts map[string]s
 	_, err := m.change(ctx, func(c *Catalog) ([]string, error) {
 		return nil, catalog.DefineLink(c, name, opts)
 	})
+	m.record(ctx, "CREATE OR ALTER LINK "+quoteIdent(name)+optionsText(opts), err)
 	return err
 }
 
@@ -347,6 +369,7 @@ func (m *Manager) Set(ctx context.Context, name, value string) error {
 	_, err := m.change(ctx, func(c *Catalog) ([]string, error) {
 		return nil, catalog.Set(c, strings.ToLower(strings.TrimSpace(name)), 0, ddl.Value{Kind: ddl.String, Text: value})
 	})
+	m.record(ctx, "SET "+strings.ToLower(strings.TrimSpace(name))+" = "+quoteLiteral(value), err)
 	return err
 }
 
@@ -365,7 +388,7 @@ func (m *Manager) change(ctx context.Context, fn func(c *Catalog) ([]string, err
 	defer m.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		if m.closed.Load() {
-			return nil, errors.New("workload manager is closed")
+			return nil, errClosed
 		}
 		notices, err := m.changeLocked(ctx, fn)
 		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
@@ -444,7 +467,7 @@ func (m *Manager) Reload(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed.Load() {
-		return errors.New("workload manager is closed")
+		return errClosed
 	}
 	return m.reloadLocked(ctx)
 }
@@ -502,15 +525,28 @@ func abortViolations(c *Catalog, routes map[string]route) []string {
 	return out
 }
 
+// checkAbortRoutes refuses a change of routes that makes an abort rule
+// of c reachable on a route that cannot cancel, unless that situation
+// existed before.
+func checkAbortRoutes(c *Catalog, old, next map[string]route) error {
+	return abortError(abortViolations(c, old), abortViolations(c, next))
+}
+
 // checkAbort refuses a change that makes an abort rule reachable on a
 // route that cannot cancel, unless that situation existed before.
 func checkAbort(old, next *Catalog, routes map[string]route) error {
-	before := map[string]bool{}
-	for _, v := range abortViolations(old, routes) {
-		before[v] = true
+	return abortError(abortViolations(old, routes), abortViolations(next, routes))
+}
+
+// abortError is the 0A000 error of the first violation of after that is
+// not in before, or nil.
+func abortError(before, after []string) error {
+	was := map[string]bool{}
+	for _, v := range before {
+		was[v] = true
 	}
-	for _, v := range abortViolations(next, routes) {
-		if !before[v] {
+	for _, v := range after {
+		if !was[v] {
 			e := ddl.Errorf(ddl.CodeNotSupported, 0, "%s", v)
 			e.Hint = "Give the route credentials to cancel (kill_user and kill_password for MySQL), or use action 'penalty'."
 			return e

@@ -60,6 +60,8 @@ func (m *Manager) show(s *ddl.Show) (Result, error) {
 		t = views.Users(st.cat, m.reg.Sessions())
 	case "routes":
 		t = views.Routes(st.viewRoutes())
+	case "audit":
+		t = views.Audit(m.audit.Entries())
 	case "all":
 		t = views.Settings(st.cat)
 	default:
@@ -114,6 +116,8 @@ func (m *Manager) selectRows(s *ddl.Select) (Result, error) {
 		t = views.SessionStatistics(st.cat, m.statements(now, true, false), now)
 	case "gs_wlm_session_history":
 		t = views.SessionStatistics(st.cat, m.statements(now, false, true), now)
+	case "audit":
+		t = views.Audit(m.audit.Entries())
 	default:
 		code := ddl.CodeUndefinedTable
 		if strings.HasPrefix(s.From, "pg_") || s.Schema == "information_schema" {

@@ -2,13 +2,16 @@ package catalog
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/units"
 )
 
 // DefaultLink is the link that always exists: unlimited, no emulation.
@@ -212,16 +215,23 @@ type Emulation struct {
 	Rate         *int64              `json:"rate,omitempty"`  // bytes/s per flow
 	Burst        *int64              `json:"burst,omitempty"` // bytes
 	Loss         *float64            `json:"loss,omitempty"`  // probability per segment
-	RTO          *Duration           `json:"rto,omitempty"`
-	Window       *int64              `json:"window,omitempty"` // bytes
-	Seed         *int64              `json:"seed,omitempty"`
+	// LossModel is a Gilbert-Elliott loss model; the option loss sets
+	// either it or Loss, never both, and Over takes the two together.
+	LossModel *LossModel `json:"loss_model,omitempty"`
+	RTO       *Duration  `json:"rto,omitempty"`
+	Window    *int64     `json:"window,omitempty"` // bytes
+	Seed      *int64     `json:"seed,omitempty"`
 }
 
 // IsZero reports whether no option is set.
 func (e Emulation) IsZero() bool { return e == Emulation{} }
 
-// Over returns e with every option set in o replacing e's.
+// Over returns e with every option set in o replacing e's. Loss and
+// LossModel are one option (loss): o's replace e's when o sets either.
 func (e Emulation) Over(o Emulation) Emulation {
+	if o.Loss != nil || o.LossModel != nil {
+		e.Loss, e.LossModel = o.Loss, o.LossModel
+	}
 	return Emulation{
 		Delay:        cmp.Or(o.Delay, e.Delay),
 		Jitter:       cmp.Or(o.Jitter, e.Jitter),
@@ -229,7 +239,8 @@ func (e Emulation) Over(o Emulation) Emulation {
 		Correlation:  cmp.Or(o.Correlation, e.Correlation),
 		Rate:         cmp.Or(o.Rate, e.Rate),
 		Burst:        cmp.Or(o.Burst, e.Burst),
-		Loss:         cmp.Or(o.Loss, e.Loss),
+		Loss:         e.Loss,
+		LossModel:    e.LossModel,
 		RTO:          cmp.Or(o.RTO, e.RTO),
 		Window:       cmp.Or(o.Window, e.Window),
 		Seed:         cmp.Or(o.Seed, e.Seed),
@@ -238,7 +249,12 @@ func (e Emulation) Over(o Emulation) Emulation {
 
 // Params returns the netem parameters e sets, zero elsewhere.
 func (e Emulation) Params() netem.Params {
+	var lm netem.LossModel
+	if e.LossModel != nil {
+		lm = netem.LossModel(*e.LossModel)
+	}
 	return netem.Params{
+		LossModel:    lm,
 		Delay:        time.Duration(valueOrZero(e.Delay)),
 		Jitter:       time.Duration(valueOrZero(e.Jitter)),
 		Distribution: valueOrZero(e.Distribution),
@@ -259,6 +275,66 @@ func valueOrZero[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// LossModel is a Gilbert-Elliott loss model (netem.LossModel with Kind
+// netem.GilbertElliott). It encodes in JSON as the text the option loss
+// takes: "gemodel P R 1-H 1-K", each a fraction.
+type LossModel netem.LossModel
+
+// MarshalText writes m as ParseLossModel reads it, with fractions.
+func (m LossModel) MarshalText() ([]byte, error) { return []byte(m.text(FormatFloat)), nil }
+
+// UnmarshalText reads what MarshalText writes.
+func (m *LossModel) UnmarshalText(b []byte) error {
+	v, err := ParseLossModel(string(b))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
+// text writes m as "gemodel P R 1-H 1-K" with each probability written
+// by f.
+func (m LossModel) text(f func(float64) string) string {
+	return "gemodel " + f(m.P) + " " + f(m.R) + " " + f(m.BadLoss) + " " + f(m.GoodLoss)
+}
+
+// ParseLossModel reads tc netem's spelling of a Gilbert-Elliott loss
+// model, "gemodel P [R [1-H [1-K]]]" ("gilbert-elliott" is accepted for
+// "gemodel"): P the probability of moving from the good state to the bad
+// one, R from bad to good (absent: 1-P), 1-H the loss probability in the
+// bad state (absent: 1), 1-K in the good state (absent: 0). Each is a
+// percentage ("1%") or a fraction in [0, 1] ("0.01"), as the option loss
+// takes for Bernoulli loss.
+func ParseLossModel(s string) (LossModel, error) {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return LossModel{}, fmt.Errorf("empty loss model")
+	}
+	if k, err := netem.ParseLossKind(f[0]); err != nil || k != netem.GilbertElliott {
+		return LossModel{}, fmt.Errorf("%q: want gemodel P [R [1-H [1-K]]]", s)
+	}
+	if len(f) < 2 || len(f) > 5 {
+		return LossModel{}, fmt.Errorf("%q: gemodel takes 1 to 4 probabilities (P [R [1-H [1-K]]])", s)
+	}
+	var p [4]float64
+	for i, t := range f[1:] {
+		v, err := units.ParsePercent(t)
+		if err != nil {
+			return LossModel{}, fmt.Errorf("gemodel %s: %w", [4]string{"p", "r", "1-h", "1-k"}[i], err)
+		}
+		p[i] = v
+	}
+	m := LossModel{Kind: netem.GilbertElliott, P: p[0], R: p[1], BadLoss: p[2], GoodLoss: p[3]}
+	if len(f) < 3 {
+		m.R = 1 - m.P
+	}
+	if len(f) < 4 {
+		m.BadLoss = 1
+	}
+	return m, nil
 }
 
 // Duration is a time.Duration that encodes in JSON as text ("10ms").

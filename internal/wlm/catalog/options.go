@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
@@ -92,7 +93,7 @@ func setEmulation(e *Emulation, o ddl.Option) (bool, error) {
 	case "correlation":
 		e.Correlation, err = optional(o, parseFraction)
 	case "loss":
-		e.Loss, err = optional(o, parseFraction)
+		e.Loss, e.LossModel, err = parseLoss(o)
 	case "rate":
 		e.Rate, err = optional(o, parseRate)
 	case "burst":
@@ -105,6 +106,19 @@ func setEmulation(e *Emulation, o ddl.Option) (bool, error) {
 		return false, nil
 	}
 	return true, err
+}
+
+// parseLoss reads option loss: a probability per segment ("0.1%",
+// 0.001) for Bernoulli loss, or "gemodel P [R [1-H [1-K]]]" for a
+// Gilbert-Elliott model (ParseLossModel); DEFAULT unsets both.
+func parseLoss(o ddl.Option) (*float64, *LossModel, error) {
+	t := strings.TrimSpace(o.Value.Text)
+	if o.Value.Kind == ddl.Default || t == "" || !unicode.IsLetter(rune(t[0])) {
+		p, err := optional(o, parseFraction)
+		return p, nil, err
+	}
+	m, err := optional(o, func(v ddl.Value) (LossModel, error) { return ParseLossModel(v.Text) })
+	return nil, m, err
 }
 
 // optional parses option o with parse: nil for DEFAULT, a new pointer to
@@ -201,7 +215,10 @@ func FormatEmulation(e Emulation) string {
 		add("burst", units.FormatBytes(*e.Burst))
 	}
 	if e.Loss != nil {
-		add("loss", FormatFloat(*e.Loss*100)+"%")
+		add("loss", formatPercent(*e.Loss))
+	}
+	if e.LossModel != nil {
+		add("loss", "'"+e.LossModel.text(formatPercent)+"'")
 	}
 	if e.RTO != nil {
 		add("rto", units.FormatDuration(time.Duration(*e.RTO)))
@@ -214,6 +231,9 @@ func FormatEmulation(e Emulation) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// formatPercent writes a probability as a percentage ("0.1%").
+func formatPercent(p float64) string { return FormatFloat(p*100) + "%" }
 
 // FormatFloat writes f in the fewest digits that read back as f.
 func FormatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

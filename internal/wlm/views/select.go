@@ -8,7 +8,7 @@ import (
 )
 
 // Names are the views SELECT reads, with GaussDB's names.
-var Names = []string{"pg_session_wlmstat", "gs_wlm_session_statistics", "gs_wlm_session_history"}
+var Names = []string{"pg_session_wlmstat", "gs_wlm_session_statistics", "gs_wlm_session_history", "audit"}
 
 // Project returns the columns of t that s selects (named columns, with
 // their aliases, or *), and at most s.Limit rows when s.Limit is not

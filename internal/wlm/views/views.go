@@ -21,7 +21,7 @@ type Table struct {
 }
 
 // Lists are the SHOW names that return a list instead of a setting.
-var Lists = []string{"sessions", "statements", "pools", "rules", "links", "users", "routes", "all"}
+var Lists = []string{"sessions", "statements", "pools", "rules", "links", "users", "routes", "audit", "all"}
 
 // Route is a proxy route as the views show it.
 type Route struct {
