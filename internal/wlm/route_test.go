@@ -1,0 +1,168 @@
+package wlm
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/wlm/store"
+)
+
+func TestAlterRoute(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	mustExec(t, m, "CREATE LINK wan WITH (delay='1ms'); CREATE RESOURCE POOL p")
+	if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true, Emulation: map[string]string{"Jitter": "1ms"}}); err != nil {
+		t.Fatal(err)
+	}
+	v := m.Version()
+	mustExec(t, m, "ALTER ROUTE pg WITH (link=wan, pool='p', delay='5ms', rate='10Mbit', jitter=DEFAULT)")
+	if m.Version() == v {
+		t.Error("ALTER ROUTE did not bump Version: live sessions would not re-bind")
+	}
+	r := m.Routes()["pg"]
+	if r.Link != "wan" || r.Pool != "p" || len(r.Emulation) != 2 || r.Emulation["delay"] != "5ms" || r.Emulation["rate"] != "10Mbit" {
+		t.Fatalf("route after ALTER = %+v", r)
+	}
+	b := m.Bind("pg", "anyone")
+	if b.Pool != "p" || b.Link != m.Link("wan") || b.Up.Delay != 5*time.Millisecond || b.Up.Rate != 10e6/8 || b.Up.Jitter != 0 {
+		t.Errorf("binding after ALTER = %+v", b)
+	}
+	res := mustExec(t, m, "SHOW ROUTES")
+	if len(res.Rows) != 1 || !strings.Contains(strings.Join(res.Rows[0], " "), "delay=5ms") {
+		t.Errorf("SHOW ROUTES = %q", res.Rows)
+	}
+	mustExec(t, m, "ALTER ROUTE pg RESET (delay, pool)")
+	r = m.Routes()["pg"]
+	if r.Pool != "" || r.Emulation["delay"] != "" || r.Emulation["rate"] != "10Mbit" {
+		t.Errorf("route after RESET = %+v", r)
+	}
+	if b := m.Bind("pg", "anyone"); b.Up.Delay != time.Millisecond {
+		t.Errorf("after RESET (delay) the link's delay applies: got %v", b.Up.Delay)
+	}
+	mustExec(t, m, "ALTER ROUTE pg WITH (link=DEFAULT)")
+	if r := m.Routes()["pg"]; r.linkName() != DefaultLink {
+		t.Errorf("link=DEFAULT left %q", r.Link)
+	}
+
+	errs := []struct {
+		sql, code, mention string
+	}{
+		{"ALTER ROUTE nosuch WITH (delay='1ms')", ddl.CodeUndefinedObject, `route "nosuch"`},
+		{"ALTER ROUTE pg WITH (speed='1ms')", ddl.CodeInvalidParameter, `"speed"`},
+		{"ALTER ROUTE pg WITH (delay='soon')", ddl.CodeInvalidParameter, `"delay"`},
+		{"ALTER ROUTE pg WITH (loss='gemodel 200%')", ddl.CodeInvalidParameter, `"loss"`},
+		{"ALTER ROUTE pg WITH (link=nolink)", ddl.CodeUndefinedObject, `link "nolink"`},
+		{"ALTER ROUTE pg WITH (pool=nopool)", ddl.CodeUndefinedObject, `pool "nopool"`},
+	}
+	for _, e := range errs {
+		got := execErr(t, m, e.sql)
+		if got.Code != e.code || !strings.Contains(got.Message, e.mention) {
+			t.Errorf("%s: %v, want %s naming %s", e.sql, got, e.code, e.mention)
+		}
+	}
+	if r := m.Routes()["pg"]; r.Emulation["rate"] != "10Mbit" || len(r.Emulation) != 1 {
+		t.Errorf("failed statements changed the route: %+v", r)
+	}
+}
+
+func TestAlterRouteAbort(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	mustExec(t, m, "CREATE EXCEPT RULE slow WITH (elapsedtime=60); CREATE RESOURCE POOL p WITH (except_rule='slow')")
+	if err := m.SetRoute("my", Route{Protocol: "mysql"}); err != nil {
+		t.Fatal(err)
+	}
+	if e := execErr(t, m, "ALTER ROUTE my WITH (pool=p)"); e.Code != ddl.CodeNotSupported {
+		t.Errorf("making an abort rule reachable on a route that cannot cancel: %v", e)
+	}
+}
+
+// lossRuns returns the loss frequency and mean run of consecutive lost
+// segments of n one-segment chunks through a path with p, in virtual
+// time: the chunks are an hour apart, so a stall is all they wait for.
+func lossRuns(p netem.Params, n int) (freq, meanRun float64) {
+	path := netem.NewPath(p, 7)
+	rto := p.WithDefaults().RTO
+	var lost, runs, cur int
+	t0 := time.Unix(1_700_000_000, 0)
+	for i := range n {
+		arr := t0.Add(time.Duration(i) * time.Hour)
+		if path.Release(arr, netem.MSS).Sub(arr)-p.Delay >= rto {
+			lost++
+			cur++
+			continue
+		}
+		if cur > 0 {
+			runs++
+			cur = 0
+		}
+	}
+	if cur > 0 {
+		runs++
+	}
+	return float64(lost) / float64(n), float64(lost) / float64(max(runs, 1))
+}
+
+func TestGilbertElliottOptions(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	// A configuration file's link and route options.
+	if err := m.DefineLink(t.Context(), "lossy", map[string]string{"loss": "gemodel 1% 25%"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetRoute("r", Route{Link: "lossy", Emulation: map[string]string{"delay": "1ms"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetRoute("bad", Route{Emulation: map[string]string{"loss": "gemodel"}}); err == nil {
+		t.Error("gemodel without P accepted")
+	}
+	// P 1%, R 25%, every bad segment lost: loss rate P/(P+R), bursts of 1/R.
+	b := m.Bind("r", "u")
+	if b.Up.LossModel.Kind != netem.GilbertElliott || b.Up.Delay != time.Millisecond {
+		t.Fatalf("binding %+v", b.Up)
+	}
+	freq, run := lossRuns(b.Up, 400_000)
+	if want := 0.01 / 0.26; math.Abs(freq-want) > 0.1*want {
+		t.Errorf("loss frequency %.5f, want %.5f ± 10%%", freq, want)
+	}
+	if math.Abs(run-4) > 0.4 {
+		t.Errorf("mean burst %.3f segments, want 4 ± 10%%", run)
+	}
+
+	// The console, on a route: all four parameters, fractions or percents.
+	mustExec(t, m, "ALTER ROUTE r WITH (loss='gemodel 0.5% 10% 50% 0.2%')")
+	b = m.Bind("r", "u")
+	want := netem.LossModel{Kind: netem.GilbertElliott, P: 0.005, R: 0.1, BadLoss: 0.5, GoodLoss: 0.002}
+	if math.Abs(b.Up.LossModel.P-want.P) > 1e-12 || math.Abs(b.Up.LossModel.GoodLoss-want.GoodLoss) > 1e-12 || b.Up.LossModel.R != want.R || b.Up.LossModel.BadLoss != want.BadLoss {
+		t.Fatalf("loss model %+v, want %+v", b.Up.LossModel, want)
+	}
+	freq, _ = lossRuns(b.Up, 1_000_000)
+	if want := (0.1*0.002 + 0.005*0.5) / 0.105; math.Abs(freq-want) > 0.1*want {
+		t.Errorf("loss frequency %.5f, want %.5f ± 10%%", freq, want)
+	}
+	// Bernoulli loss on the route replaces the link's model.
+	mustExec(t, m, "ALTER ROUTE r WITH (loss='1%')")
+	if b := m.Bind("r", "u"); b.Up.LossModel.Kind != netem.Bernoulli || b.Up.Loss != 0.01 {
+		t.Errorf("route Bernoulli over link gemodel: %+v", b.Up)
+	}
+	// A pool and the console's link statements take it too, and SHOW
+	// LINKS writes it back.
+	mustExec(t, m, "CREATE RESOURCE POOL gp WITH (loss='gemodel 2% 30%'); ALTER LINK lossy WITH (loss='gemodel 3%')")
+	res := mustExec(t, m, "SHOW LINKS")
+	if !strings.Contains(strings.Join(res.Rows[1], " "), "gemodel 3% 97% 100% 0%") {
+		t.Errorf("SHOW LINKS: %q", res.Rows)
+	}
+	// The catalog file keeps the model.
+	data, err := store.Marshal(m.Catalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := store.Unmarshal("catalog.json", data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if got, want := back.Pools["gp"].Emulation.Params(), m.Catalog().Pools["gp"].Emulation.Params(); got != want || got.LossModel.Kind != netem.GilbertElliott {
+		t.Errorf("stored pool emulation %+v, want %+v", got, want)
+	}
+}
