@@ -30,6 +30,8 @@ type conn struct {
 	s  *Server
 	pc *pgserver.Conn
 
+	// actor is who the console's changes are recorded as.
+	actor wlm.Actor
 	// Client parameters set with SET (application_name, ...): accepted
 	// for drivers' sake, with no effect.
 	params map[string]string
@@ -71,7 +73,8 @@ func (b backend) Open(ctx context.Context, pc *pgserver.Conn, st *pgserver.Start
 			c.params[strings.ToLower(k)] = v
 		}
 	}
-	s.log.Info("admin console: connected", "client", pc.RemoteAddr().String(), "user", st.User)
+	c.actor = wlm.Actor{Surface: wlm.SurfaceConsole, User: st.User, Addr: pc.RemoteAddr().String()}
+	s.log.Debug("admin console: connected", "client", pc.RemoteAddr().String(), "user", st.User)
 	var key [8]byte
 	rand.Read(key[:])
 	return &pgserver.Session{
@@ -343,5 +346,5 @@ func (c *conn) exec(ctx context.Context, st ddl.Statement) (wlm.Result, error) {
 			return wlm.Result{Tag: "SHOW", Columns: []string{s.Name}, Rows: [][]string{{c.params[s.Name]}}}, nil
 		}
 	}
-	return c.s.mgr.ExecStatement(ctx, st)
+	return c.s.mgr.ExecStatement(wlm.WithActor(ctx, c.actor), st)
 }

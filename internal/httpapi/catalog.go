@@ -240,6 +240,17 @@ func (s *Server) users(only string) []any {
 	})
 }
 
+// actor is who a request's catalog changes are recorded as: surface
+// http, the client's address, and user "token" when the API has a token
+// (which authorize has checked), "" otherwise.
+func (s *Server) actor(r *http.Request) wlm.Actor {
+	a := wlm.Actor{Surface: wlm.SurfaceHTTP, Addr: r.RemoteAddr}
+	if s.token != "" {
+		a.User = "token"
+	}
+	return a
+}
+
 // exec runs one statement built by rq.
 func (s *Server) exec(ctx context.Context, rq *request, st ddl.Statement) (wlm.Result, *Error) {
 	res, err := s.mgr.ExecStatement(ctx, st)

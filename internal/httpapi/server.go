@@ -136,6 +136,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	r = r.WithContext(wlm.WithActor(r.Context(), s.actor(r)))
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		w = &muxErrors{ResponseWriter: w, r: r}
 	}

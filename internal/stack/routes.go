@@ -143,6 +143,9 @@ type forwarder struct {
 func (f forwarder) Forwards(user string) bool { return f.users[user] }
 
 func (f forwarder) Forward(ctx context.Context, sql string) (string, bool, error) {
+	if sess := wire.SessionFrom(ctx); sess != nil {
+		ctx = wlm.WithActor(ctx, wlm.Actor{Surface: wlm.SurfaceForward, User: sess.User(), Addr: sess.Info.Client})
+	}
 	rest, took, err := f.mgr.ForwardUser(ctx, sql, f.dialect)
 	var e *ddl.Error
 	if errors.As(err, &e) {

@@ -226,6 +226,7 @@ func (s *Stack) Close() error {
 // applies its settings, with the same validation as the console's
 // statements.
 func applyCatalogConfig(ctx context.Context, mgr *wlm.Manager, cfg *config.Config) error {
+	ctx = wlm.WithActor(ctx, wlm.Actor{Surface: wlm.SurfaceConfig, Addr: cfg.Source})
 	for _, l := range cfg.Links {
 		if err := mgr.DefineLink(ctx, l.Name, l.Options); err != nil {
 			return &config.Error{File: cfg.Source, Msg: fmt.Sprintf("%s (link %s): %s", l.Key, l.Name, catalogMessage(err))}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/sluicelab/sluice/internal/session"
 )
 
 // Rewriter is an Observer that may also change the bytes it observes.
@@ -37,8 +39,25 @@ type Forwarder interface {
 	// with an error means it refused: the front end makes the client see
 	// the error in the protocol's own way and keeps the session usable.
 	// A *Refusal error carries the SQLSTATE to report; any other error
-	// is reported as XX000.
+	// is reported as XX000. ctx carries the session the statement came
+	// from (SessionFrom).
 	Forward(ctx context.Context, sql string) (rest string, took bool, err error)
+}
+
+// sessionKey is the context key of the session a Forwarder is shown a
+// statement of.
+type sessionKey struct{}
+
+// WithSession returns ctx carrying s, for a Forwarder to know whose
+// statement it is shown.
+func WithSession(ctx context.Context, s *session.Session) context.Context {
+	return context.WithValue(ctx, sessionKey{}, s)
+}
+
+// SessionFrom returns the session ctx carries, or nil.
+func SessionFrom(ctx context.Context) *session.Session {
+	s, _ := ctx.Value(sessionKey{}).(*session.Session)
+	return s
 }
 
 // Refusal is an error a Forwarder reports to the client.

@@ -153,7 +153,7 @@ func (f *forwardUp) command(ctx context.Context, pkt []byte) ([]byte, bool) {
 		}
 	}
 	attrs := body[:len(body)-len(sql)]
-	rest, took, err := f.fwd.Forward(ctx, string(sql))
+	rest, took, err := f.fwd.Forward(wire.WithSession(ctx, f.sess), string(sql))
 	if !took {
 		return nil, false
 	}

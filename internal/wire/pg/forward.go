@@ -92,7 +92,7 @@ func (f *forwardUp) query(ctx context.Context, msg []byte) ([]byte, bool) {
 	if len(body) == 0 || bytes.IndexByte(body, 0) != len(body)-1 {
 		return nil, false // malformed: the server will say so
 	}
-	rest, took, err := f.fwd.Forward(ctx, string(body[:len(body)-1]))
+	rest, took, err := f.fwd.Forward(wire.WithSession(ctx, f.sess), string(body[:len(body)-1]))
 	if !took {
 		return nil, false
 	}
