@@ -102,6 +102,7 @@ func TestMetricsUnderLoad(t *testing.T) {
 	const lowRate = 5_000_000 // bytes/s
 	s.must(t, 201, "POST", "/api/links", map[string]any{"name": "lab", "capacity": "50MB"})
 	s.must(t, 200, "PATCH", "/api/settings/low_priority_bandwidth", map[string]any{"value": "5MB"})
+	s.must(t, 200, "PATCH", "/api/settings/metrics_user_labels", map[string]any{"value": "10"})
 	s.must(t, 201, "POST", "/api/pools", map[string]any{"name": "bulk", "network_priority": "low"})
 	s.must(t, 201, "POST", "/api/users", map[string]any{"name": lowUser, "resource_pool": "bulk"})
 	via := s.addPGRoute(t, url, "lab", "lab")

@@ -65,11 +65,15 @@ var durationBuckets = []float64{
 // safe for concurrent use.
 type Metrics struct {
 	reg     *prometheus.Registry
+	mgr     *wlm.Manager
 	unwatch func()
+	users   *userLabels
+	bytes   *routeBytes
 
-	ended     *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	penalized *prometheus.CounterVec
+	routeStatements, poolStatements *prometheus.CounterVec
+	ended                           *prometheus.CounterVec
+	duration                        *prometheus.HistogramVec
+	penalized                       *prometheus.CounterVec
 }
 
 // New returns the metrics of o.Manager, registered in a registry of their
@@ -79,8 +83,16 @@ func New(o Options) (*Metrics, error) {
 	if o.Manager == nil {
 		return nil, errors.New("metrics: Options.Manager is required")
 	}
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: prometheus.NewRegistry(), mgr: o.Manager, users: &userLabels{}, bytes: newRouteBytes()}
 	labels := []string{"route", "user", "pool"}
+	m.routeStatements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_route_statements_total",
+		Help: "Statements ended, by route and outcome (ok, error, cancelled).",
+	}, []string{"route", "outcome"})
+	m.poolStatements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_pool_statements_total",
+		Help: "Statements ended, by resource pool (\"\" for none) and outcome (ok, error, cancelled).",
+	}, []string{"pool", "outcome"})
 	m.ended = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_statements_total",
 		Help: "Statements ended, by route, user, pool and outcome (ok, error, cancelled).",
@@ -94,7 +106,9 @@ func New(o Options) (*Metrics, error) {
 		Name: "sluice_statements_penalized_total",
 		Help: "Statements moved to the low network class by a penalty rule.",
 	}, labels)
-	cs := []prometheus.Collector{m.ended, m.duration, m.penalized, newCollector(o.Manager, o.Unsent, o.Lateness, o.Panics)}
+	col := newCollector(o.Manager, o.Unsent, o.Lateness, o.Panics)
+	col.users, col.bytes = m.users, m.bytes
+	cs := []prometheus.Collector{m.ended, m.duration, m.penalized, m.routeStatements, m.poolStatements, col}
 	if !o.NoProcess {
 		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -104,22 +118,38 @@ func New(o Options) (*Metrics, error) {
 		}
 	}
 	m.unwatch = o.Manager.Registry().Watch(session.WatcherFunc(m.observe))
+	for _, s := range o.Manager.Registry().Sessions() {
+		m.bytes.opened(s)
+	}
 	return m, nil
+}
+
+// user returns the label of user under the catalog's
+// metrics_user_labels.
+func (m *Metrics) user(user string) string {
+	return m.users.label(user, m.mgr.Catalog().Settings.MetricsUserLabels)
 }
 
 // observe counts statement events. It runs in the goroutine that caused
 // the event and does not block.
 func (m *Metrics) observe(e session.Event) {
 	switch e.Kind {
+	case session.SessionOpened:
+		m.bytes.opened(e.Session)
+	case session.SessionClosed:
+		m.bytes.closedSession(e.Session)
 	case session.StatementEnded:
 		s := e.Statement.Snapshot()
-		m.ended.WithLabelValues(s.Route, s.User, s.Pool, s.Outcome.String()).Inc()
+		user, outcome := m.user(s.User), s.Outcome.String()
+		m.ended.WithLabelValues(s.Route, user, s.Pool, outcome).Inc()
+		m.routeStatements.WithLabelValues(s.Route, outcome).Inc()
+		m.poolStatements.WithLabelValues(s.Pool, outcome).Inc()
 		if d := s.Ended.Sub(s.Started); d >= 0 {
-			m.duration.WithLabelValues(s.Route, s.User, s.Pool).Observe(d.Seconds())
+			m.duration.WithLabelValues(s.Route, user, s.Pool).Observe(d.Seconds())
 		}
 	case session.StatementPenalized:
 		st := e.Statement
-		m.penalized.WithLabelValues(st.Session.Info.Route, st.Session.User(), st.Session.Pool()).Inc()
+		m.penalized.WithLabelValues(st.Session.Info.Route, m.user(st.Session.User()), st.Session.Pool()).Inc()
 	}
 }
 
@@ -147,11 +177,14 @@ type collector struct {
 	unsent Unsent
 	late   Lateness
 	panics Panics
+	users  *userLabels // the Metrics' own
+	bytes  *routeBytes // the Metrics' own
 
 	linkBytes, poolBytes, queueDelay, waiting, queued      *prometheus.Desc
 	capacity, delay, jitter, rate, sessions, running, pens *prometheus.Desc
 	firings, checks, cancelFailures, unsentBytes           *prometheus.Desc
 	releaseLateness, sessionPanics                         *prometheus.Desc
+	routeBytes, poolTotalBytes, catalogChanges             *prometheus.Desc
 }
 
 func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *collector {
@@ -199,6 +232,15 @@ func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *c
 		sessionPanics: prometheus.NewDesc("sluice_session_panics_total",
 			"Sessions ended because one of their goroutines panicked, by route; each panic ends only its own session.",
 			[]string{"route"}, nil),
+		routeBytes: prometheus.NewDesc("sluice_route_bytes_total",
+			"Bytes of a route's sessions, open and closed, by direction (up: client to server).",
+			[]string{"route", "direction"}, nil),
+		poolTotalBytes: prometheus.NewDesc("sluice_pool_bytes_total",
+			"Bytes admitted by every link for a resource pool (\"\" for none), by direction.",
+			[]string{"pool", "direction"}, nil),
+		catalogChanges: prometheus.NewDesc("sluice_catalog_changes_total",
+			"Catalog and setting changes, by surface (console, http, forward, config) and outcome (ok, error).",
+			[]string{"surface", "outcome"}, nil),
 	}
 }
 
@@ -207,6 +249,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.linkBytes, c.poolBytes, c.queueDelay, c.waiting, c.queued,
 		c.capacity, c.delay, c.jitter, c.rate, c.sessions, c.running, c.pens,
 		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness, c.sessionPanics,
+		c.routeBytes, c.poolTotalBytes, c.catalogChanges,
 	} {
 		ch <- d
 	}
@@ -233,6 +276,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	type poolDir struct {
+		pool string
+		dir  string
+	}
+	poolBytes := map[poolDir]int64{}
 	for _, name := range names {
 		def := cat.Links[name]
 		p := def.Emulation.Params()
@@ -259,6 +307,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			for _, ps := range ds.Pools {
 				for _, cl := range classes {
 					if b := ps.Classes[cl].Bytes; b > 0 {
+						poolBytes[poolDir{ps.Pool, dir}] += b
 						ch <- prometheus.MustNewConstMetric(c.poolBytes, prometheus.CounterValue, float64(b), name, dir, ps.Pool, cl.String())
 					}
 				}
@@ -266,11 +315,24 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
+	for k, b := range poolBytes {
+		ch <- prometheus.MustNewConstMetric(c.poolTotalBytes, prometheus.CounterValue, float64(b), k.pool, k.dir)
+	}
+	for route, t := range c.bytes.totals() {
+		ch <- prometheus.MustNewConstMetric(c.routeBytes, prometheus.CounterValue, float64(t[0]), route, link.Up.String())
+		ch <- prometheus.MustNewConstMetric(c.routeBytes, prometheus.CounterValue, float64(t[1]), route, link.Down.String())
+	}
+	for k, n := range c.mgr.AuditCounts() {
+		ch <- prometheus.MustNewConstMetric(c.catalogChanges, prometheus.CounterValue, float64(n), k.Surface, k.Outcome)
+	}
+
+	limit := cat.Settings.MetricsUserLabels
+	user := func(u string) string { return c.users.label(u, limit) }
 	type key struct{ route, user, pool string }
 	sessions := map[key]int{}
 	reg := c.mgr.Registry()
 	for _, s := range reg.Sessions() {
-		sessions[key{s.Info.Route, s.User(), s.Pool()}]++
+		sessions[key{s.Info.Route, user(s.User()), s.Pool()}]++
 	}
 	for k, n := range sessions {
 		ch <- prometheus.MustNewConstMetric(c.sessions, prometheus.GaugeValue, float64(n), k.route, k.user, k.pool)
@@ -278,7 +340,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	running, pens := map[key]int{}, map[key]int{}
 	for _, st := range reg.Active() {
 		s := st.Snapshot()
-		k := key{s.Route, s.User, s.Pool}
+		k := key{s.Route, user(s.User), s.Pool}
 		running[k]++
 		if s.Penalized {
 			pens[k]++

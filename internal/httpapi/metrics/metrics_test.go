@@ -28,6 +28,7 @@ func newFixture(t testing.TB, unsent metrics.Unsent) *fixture {
 	t.Helper()
 	e := wlmtest.New(t, `
 		SET low_priority_bandwidth = 0;
+		SET metrics_user_labels = 10;
 		CREATE LINK lab WITH (capacity = '1MB', delay = '10ms', jitter = '1ms', rate = '2MB');
 		CREATE EXCEPT RULE slow WITH (elapsedtime = 1, action = 'penalty');
 		CREATE RESOURCE POOL p WITH (except_rule = 'slow', network_priority = 'high');
@@ -196,6 +197,57 @@ func TestMetrics(t *testing.T) {
 	fams = f.gather(t)
 	if _, ok := value(fams, "sluice_statements_total", "route", "rt", "user", "u", "pool", "p", "outcome", "error"); ok {
 		t.Error("a statement ended after Close was counted")
+	}
+}
+
+// TestUserLabels checks the bound on user labels: the first users seen
+// up to metrics_user_labels keep their name, the others are "other",
+// and the per-route and per-pool counters do not depend on it.
+func TestUserLabels(t *testing.T) {
+	f := newFixture(t, nil)
+	if _, err := f.Manager.Exec(context.Background(), "SET metrics_user_labels = 2"); err != nil {
+		t.Fatal(err)
+	}
+	now := f.Clock.Now()
+	for i, u := range []string{"a", "b", "c", "d", "a"} {
+		s := f.Registry.Open(session.Info{Route: "rt"}, now)
+		s.SetIdentity(u, "db", "")
+		s.SetPool("p")
+		s.AddUp(100 * (i + 1))
+		s.Begin("SELECT", now).End(now, session.OK, 1, "")
+		if i < 4 {
+			s.Close(now)
+		}
+	}
+	fams := f.gather(t)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"sluice_statements_total", []string{"route", "rt", "user", "a", "pool", "p", "outcome", "ok"}, 2},
+		{"sluice_statements_total", []string{"route", "rt", "user", "b", "pool", "p", "outcome", "ok"}, 1},
+		{"sluice_statements_total", []string{"route", "rt", "user", "other", "pool", "p", "outcome", "ok"}, 2},
+		{"sluice_sessions", []string{"route", "rt", "user", "a", "pool", "p"}, 1},
+		{"sluice_route_statements_total", []string{"route", "rt", "outcome", "ok"}, 5},
+		{"sluice_pool_statements_total", []string{"pool", "p", "outcome", "ok"}, 5},
+		// Closed sessions' bytes and the open one's.
+		{"sluice_route_bytes_total", []string{"route", "rt", "direction", "up"}, 1500},
+		{"sluice_route_bytes_total", []string{"route", "rt", "direction", "down"}, 0},
+	} {
+		if v, ok := value(fams, c.name, c.labels...); !ok || v != c.want {
+			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, v, ok, c.want)
+		}
+	}
+	if _, ok := value(fams, "sluice_statements_total", "route", "rt", "user", "c", "pool", "p", "outcome", "ok"); ok {
+		t.Error("a third user got a label of its own")
+	}
+	// 0 labels nobody, whoever was seen before.
+	if _, err := f.Manager.Exec(context.Background(), "SET metrics_user_labels = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := value(f.gather(t), "sluice_sessions", "route", "rt", "user", "other", "pool", "p"); !ok {
+		t.Error("with metrics_user_labels 0 the open session is not user other")
 	}
 }
 

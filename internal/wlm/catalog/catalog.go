@@ -101,6 +101,10 @@ type Settings struct {
 	// ExceptCheckPeriod is the interval between two checks of the rules
 	// of one statement.
 	ExceptCheckPeriod time.Duration
+	// MetricsUserLabels is how many users the metrics label by name, in
+	// [0, MaxMetricsUserLabels]; the others are user "other". 0 (the
+	// default) labels none.
+	MetricsUserLabels int
 }
 
 // DefaultSettings returns the settings of a new catalog.

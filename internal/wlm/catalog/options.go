@@ -398,6 +398,9 @@ func parseThreshold(v ddl.Value, withUnit func(string) (float64, error)) (float6
 	return f, nil
 }
 
+// MaxMetricsUserLabels bounds the setting metrics_user_labels.
+const MaxMetricsUserLabels = 10000
+
 // setting describes one global setting.
 type setting struct {
 	name string
@@ -462,6 +465,19 @@ var settings = []setting{
 				return fmt.Errorf("must be positive, or -1 to switch the bound off")
 			}
 			s.LowPriorityQueueBytes = b
+			return nil
+		},
+	},
+	{
+		name: "metrics_user_labels",
+		desc: "How many users get a user label of their own in the metrics; the others are counted as user \"other\" (0: none, at most 10000).",
+		def:  func(s Settings) string { return strconv.Itoa(s.MetricsUserLabels) },
+		set: func(s *Settings, v ddl.Value) error {
+			n, err := parseInt(v, 0, MaxMetricsUserLabels)
+			if err != nil {
+				return err
+			}
+			s.MetricsUserLabels = int(n)
 			return nil
 		},
 	},
@@ -532,7 +548,7 @@ func (s Settings) Text(name string) string {
 		return strconv.FormatInt(s.LowPriorityBandwidth, 10)
 	case "low_priority_queue_bytes":
 		return strconv.FormatInt(s.LowPriorityQueueBytes, 10)
-	case "network_control":
+	case "network_control", "metrics_user_labels":
 		return findSetting(name).def(s)
 	}
 	return ""
