@@ -6,7 +6,10 @@
 // query protocols, error recovery to Sync, size limits); the console
 // supplies its statement handling as a pgserver.Handler. Every statement is parsed by
 // package ddl and run by the wlm.Manager, which owns all state; a
-// connection keeps nothing but its prepared statements and portals.
+// connection keeps nothing but its prepared statements and portals, and
+// the wlm.Actor (surface console, the authenticated user, the client's
+// address) its statements run under, which the Manager's audit log
+// records. Connections are logged at DEBUG.
 //
 // Startup: SSL and GSS encryption requests are declined (the console is
 // meant for loopback or a trusted network). A client asking for protocol

@@ -29,6 +29,36 @@
 // user, unless CASCADE, which detaches the rule or drops the bindings),
 // 58030 when the catalog file cannot be written.
 //
+// ALTER ROUTE name WITH (option = value, ...) changes a route the
+// configuration made (SetRoute): link, pool and the path emulation
+// options; RESET (option, ...) or option=DEFAULT clears one. It goes
+// through SetRoute's checks (42704 for an unknown route, link or pool;
+// 22023 naming a bad option) and, like the console's other statements,
+// is refused with 0A000 when it makes an abort rule reachable on a route
+// that cannot cancel. The change is in memory only: the next SetRoute of
+// the route (a configuration reload) replaces it.
+//
+// The option loss takes Bernoulli loss ("0.1%") or a Gilbert-Elliott
+// model in tc netem's spelling, "gemodel P [R [1-H [1-K]]]" (see
+// catalog.ParseLossModel); on links, routes and pools alike, loss and
+// its model are one option for the link-route-pool override.
+//
+// # Audit trail
+//
+// Every change (ExecStatement of anything but SHOW and SELECT,
+// ForwardUser, BindUser, DefineLink, Set) is recorded in an AuditLog (a
+// ring of the last ManagerOptions.AuditSize changes, 1000 by default,
+// with counters by surface and outcome that are never dropped) and
+// logged at INFO, with the Actor the caller put in the context
+// (WithActor: surface, user, client address), the statement with its
+// password literals masked (package redact; a statement built without
+// text is written out, its PASSWORD as the mask) and the outcome, the
+// SQLSTATE and message of a failure. SHOW AUDIT and SELECT ... FROM
+// audit show the ring. SetRoute and RemoveRoute, the configuration's
+// and the Toxiproxy API's route bindings, are not recorded; ALTER ROUTE
+// is. The AuditLog has its own lock, taken with no other lock held (a
+// change is recorded once Manager.mu is released).
+//
 // # Exception rules
 //
 // A rule has two measurable thresholds, both optional but at least one

@@ -123,7 +123,7 @@ type Manager struct {
 	version0 string // software version for SELECT version()
 	reg      *session.Registry
 	store    Store
-	audit    *AuditLog // own lock; never held with mu's callers' locks
+	audit    *AuditLog // own lock, taken with no other held
 
 	eval *evaluator // reads state through its policy func; own lock
 

@@ -23,6 +23,9 @@
 //	sluice_route_unsent_bytes{route}                           gauge
 //	sluice_emulation_release_lateness_seconds{route,direction,wait} histogram
 //	sluice_session_panics_total{route}                         counter
+//	sluice_route_bytes_total{route,direction}                  counter
+//	sluice_pool_bytes_total{pool,direction}                    counter
+//	sluice_catalog_changes_total{surface,outcome}              counter
 //
 // direction is up (client to server) or down; class is high, normal or
 // low; pool is "" for traffic outside any resource pool. The queue-delay
@@ -46,14 +49,32 @@
 // that is the host's, not the emulation's, and is not in it. A route's
 // histograms appear once it has released a chunk.
 //
-// Three metrics are fed by a watcher of the session registry, since they
+// sluice_route_bytes_total is the bytes of a route's sessions, closed
+// and open (the watcher below keeps the closed sessions' totals and the
+// set of open ones; a session is in one of the two, so the counter never
+// goes back). sluice_pool_bytes_total is sluice_link_pool_bytes_total
+// summed over links and classes. sluice_catalog_changes_total is the
+// workload manager's audit counters: surface console, http, forward or
+// config, outcome ok or error.
+//
+// Five metrics are fed by a watcher of the session registry, since they
 // describe events rather than state:
 //
 //	sluice_statements_total{route,user,pool,outcome}           counter
 //	sluice_statement_duration_seconds{route,user,pool}         histogram
 //	sluice_statements_penalized_total{route,user,pool}         counter
+//	sluice_route_statements_total{route,outcome}               counter
+//	sluice_pool_statements_total{pool,outcome}                 counter
 //
-// outcome is ok, error or cancelled. The Go runtime (go_*) and process
+// outcome is ok, error or cancelled.
+//
+// Routes and pools are bounded by the configuration and the catalog;
+// users are not. Every user label is bounded by the catalog setting
+// metrics_user_labels (default 0): the first users seen, up to that
+// number, keep their name; every other user is OtherUser ("other"). A
+// user keeps its label while the setting stays above its rank, so
+// raising the setting admits new users and lowering it folds the latest
+// back into "other". The Go runtime (go_*) and process
 // (process_*) collectors complete the registry.
 //
 // Metrics is safe for concurrent use; Close stops the watcher.

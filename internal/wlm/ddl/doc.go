@@ -10,6 +10,8 @@
 //	ALTER USER name RESOURCE POOL 'pool'   DROP USER [IF EXISTS] name
 //	CREATE LINK [IF NOT EXISTS] name [WITH (capacity='1Gbit', delay='10ms')]
 //	ALTER LINK name WITH (...)             DROP LINK [IF EXISTS] name
+//	ALTER ROUTE name WITH (link=wan, pool='p', delay='5ms', ...)
+//	ALTER ROUTE name RESET (delay, ...)
 //	SET name = value | SET name TO value | SET name TO DEFAULT
 //	SHOW name | SHOW ALL | RESET name | RESET ALL
 //	SELECT targets [FROM [schema.]table] [LIMIT n]
