@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -199,5 +202,45 @@ func TestAlterRouteLiveSession(t *testing.T) {
 	consoleRows(t, con, "ALTER ROUTE pg RESET (delay)")
 	if again := roundTrip(t, data, 9); again >= after {
 		t.Errorf("round trip %v after RESET (delay), %v with the delay", again, after)
+	}
+}
+
+// TestGilbertElliottConfig reads a Gilbert-Elliott loss model from a
+// configuration file's links and route emulation, and refuses a bad
+// one naming the key.
+func TestGilbertElliottConfig(t *testing.T) {
+	yaml := `
+routes:
+  - name: r
+    listen: ` + freeAddr(t) + `
+    upstream: 127.0.0.1:1
+    protocol: tcp
+    link: lossy
+    emulation:
+      loss: 'gemodel 2% 20% 90%'
+links:
+  - name: lossy
+    loss: 'gemodel 1%'
+`
+	cfg, err := config.Parse("ge.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := runApp(t, cfg)
+	want := netem.LossModel{Kind: netem.GilbertElliott, P: 0.02, R: 0.2, BadLoss: 0.9}
+	if got := st.Manager().Bind("r", "u").Up.LossModel; math.Abs(got.P-want.P) > 1e-12 || math.Abs(got.R-want.R) > 1e-12 || math.Abs(got.BadLoss-want.BadLoss) > 1e-12 || got.Kind != want.Kind || got.GoodLoss != 0 {
+		t.Errorf("route loss model %+v, want %+v", got, want)
+	}
+	if got := st.Manager().Catalog().Links["lossy"].Emulation.Params().LossModel; got.Kind != netem.GilbertElliott || got.P != 0.01 || got.R != 0.99 || got.BadLoss != 1 {
+		t.Errorf("link loss model %+v, want P 1%%, R 99%%, 1-H 100%%", got)
+	}
+
+	bad, err := config.Parse("bad.yaml", []byte(strings.Replace(yaml, "gemodel 2% 20% 90%", "gemodel 2% 200%", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = stack.New(context.Background(), stack.Options{Config: bad})
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml") || !strings.Contains(err.Error(), "emulation") {
+		t.Errorf("bad gemodel in the file: %v, want an error naming the file and the key", err)
 	}
 }
