@@ -323,16 +323,25 @@ func (p *parser) withOptions() ([]Option, error) {
 		}
 		return nil, nil
 	}
+	return p.optionList(func(token) (Value, error) {
+		if err := p.expectOp("="); err != nil {
+			return Value{}, err
+		}
+		return p.value()
+	})
+}
+
+// optionList reads the options of a list whose "(" has been read, up to
+// and including its ")": a name, then what value reads after it, each
+// option separated by commas. An option given twice is an error.
+func (p *parser) optionList(value func(name token) (Value, error)) ([]Option, error) {
 	var opts []Option
 	for {
 		t, ok := p.acceptName()
 		if !ok {
 			return nil, p.syntaxError()
 		}
-		if err := p.expectOp("="); err != nil {
-			return nil, err
-		}
-		v, err := p.value()
+		v, err := value(t)
 		if err != nil {
 			return nil, err
 		}

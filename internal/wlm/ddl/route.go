@@ -1,7 +1,5 @@
 package ddl
 
-import "strings"
-
 // AlterRoute is ALTER ROUTE name WITH (option = value, ...) or ALTER
 // ROUTE name RESET (option, ...). Options are link, pool and the path
 // emulation options of a route; a RESET option, like one whose value is
@@ -32,22 +30,11 @@ func (p *parser) alterRoute() (node, error) {
 	if err := p.expectOp("("); err != nil {
 		return nil, err
 	}
-	var opts []Option
-	for {
-		t, ok := p.acceptName()
-		if !ok {
-			return nil, p.syntaxError()
-		}
-		name := strings.ToLower(t.val)
-		o := Option{Name: name, NamePos: t.pos, Value: Value{Kind: Default, Text: "default", Pos: t.pos}}
-		if opts, err = addOption(opts, o, name); err != nil {
-			return nil, err
-		}
-		if p.acceptOp(")") {
-			return &AlterRoute{Name: n, Options: opts}, nil
-		}
-		if err := p.expectOp(","); err != nil {
-			return nil, err
-		}
+	opts, err := p.optionList(func(t token) (Value, error) {
+		return Value{Kind: Default, Text: "default", Pos: t.pos}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return &AlterRoute{Name: n, Options: opts}, nil
 }
