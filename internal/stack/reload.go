@@ -49,10 +49,10 @@ func (s *Stack) ReloadConfig(ctx context.Context) (config.Changes, error) {
 	}
 	next, err := s.load()
 	if err != nil {
-		var ce *config.Error
-		if errors.As(err, &ce) {
+		if errors.As(err, new(*config.Error)) {
 			err = configErr(err)
 		}
+		s.log.Error("reload refused; configuration unchanged", refusal(err)...)
 		return config.Changes{}, err
 	}
 	return s.Reload(ctx, next)
@@ -69,7 +69,7 @@ func (s *Stack) Reload(ctx context.Context, next *config.Config) (config.Changes
 	cur := s.Config()
 	ch, plan, err := s.planReload(ctx, cur, next)
 	if err != nil {
-		s.log.Error("reload refused; configuration unchanged", "file", next.Source, "err", err)
+		s.log.Error("reload refused; configuration unchanged", refusal(err)...)
 		return config.Changes{}, err
 	}
 	if err := s.applyReload(ctx, next, ch, plan); err != nil {
@@ -238,6 +238,17 @@ func (s *Stack) drain(name string, grace time.Duration) {
 			s.mgr.RemoveRoute(name)
 		}
 	})
+}
+
+// refusal is the log attributes of a refused reload: the error, and
+// the file, key and value it names when it is a *config.Error.
+func refusal(err error) []any {
+	attrs := []any{"err", err}
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		attrs = append(attrs, "file", ce.File, "key", ce.Key, "value", ce.Value)
+	}
+	return attrs
 }
 
 // routeNamed returns the route of cfg named name (the zero Route if
