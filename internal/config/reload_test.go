@@ -179,9 +179,13 @@ func TestTLSFlags(t *testing.T) {
 		check   func(*Route) bool
 	}{
 		{"cert and key", Flags{Listen: "127.0.0.1:7001", Upstream: "127.0.0.1:5432", Protocol: "postgres", TLSCert: "c.pem", TLSKey: "k.pem"}, "",
-			func(r *Route) bool { return r.TLS != nil && r.TLS.Cert == "c.pem" && r.TLS.Key == "k.pem" && r.UpstreamTLS == nil }},
+			func(r *Route) bool {
+				return r.TLS != nil && r.TLS.Cert == "c.pem" && r.TLS.Key == "k.pem" && r.UpstreamTLS == nil
+			}},
 		{"upstream verify-full", Flags{Listen: "127.0.0.1:7001", Upstream: "db:5432", Protocol: "postgres", UpstreamTLS: true}, "",
-			func(r *Route) bool { return r.UpstreamTLS != nil && r.UpstreamTLS.CA == "" && !r.UpstreamTLS.InsecureSkipVerify }},
+			func(r *Route) bool {
+				return r.UpstreamTLS != nil && r.UpstreamTLS.CA == "" && !r.UpstreamTLS.InsecureSkipVerify
+			}},
 		{"upstream CA implies TLS", Flags{Listen: "127.0.0.1:7001", Upstream: "db:5432", Protocol: "mysql", UpstreamTLSCA: "ca.pem"}, "",
 			func(r *Route) bool { return r.UpstreamTLS != nil && r.UpstreamTLS.CA == "ca.pem" }},
 		{"insecure implies TLS", Flags{Listen: "127.0.0.1:7001", Upstream: "db:5432", Protocol: "postgres", UpstreamTLSInsecure: true}, "",
