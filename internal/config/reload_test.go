@@ -17,17 +17,20 @@ func mustParse(t *testing.T, body string) *Config {
 	return c
 }
 
-const baseRoutes = `routes:
-  - name: a
+const (
+	routeA = `  - name: a
     listen: 127.0.0.1:7001
     upstream: 127.0.0.1:5432
     protocol: postgres
-  - name: b
+`
+	routeB = `  - name: b
     listen: 127.0.0.1:7002
     upstream: 127.0.0.1:3306
     protocol: mysql
     emulation: {delay: 1ms}
 `
+	baseRoutes = "routes:\n" + routeA + routeB
+)
 
 func TestCompare(t *testing.T) {
 	cur := mustParse(t, baseRoutes)
@@ -37,23 +40,8 @@ func TestCompare(t *testing.T) {
 		want Changes
 	}{
 		{"same", baseRoutes, Changes{Unchanged: []string{"a", "b"}}},
-		{"reordered", `routes:
-  - name: b
-    listen: 127.0.0.1:7002
-    upstream: 127.0.0.1:3306
-    protocol: mysql
-    emulation: {delay: 1ms}
-  - name: a
-    listen: 127.0.0.1:7001
-    upstream: 127.0.0.1:5432
-    protocol: postgres
-`, Changes{Unchanged: []string{"b", "a"}}},
-		{"added and removed", `routes:
-  - name: a
-    listen: 127.0.0.1:7001
-    upstream: 127.0.0.1:5432
-    protocol: postgres
-  - name: c
+		{"reordered", "routes:\n" + routeB + routeA, Changes{Unchanged: []string{"b", "a"}}},
+		{"added and removed", "routes:\n" + routeA + `  - name: c
     listen: 127.0.0.1:7003
     upstream: 127.0.0.1:5432
     protocol: postgres

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,14 +50,23 @@ func echoes(c net.Conn, msg string) bool {
 	return err == nil && string(buf) == msg
 }
 
+// dial connects to addr; the test's end closes the connection.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // configStack writes body to a file in a temporary directory and builds
 // a stack from it that reloads that file.
 func configStack(t *testing.T, body string) (*stack.Stack, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, body)
 	load := func() (*config.Config, error) { return config.Load(path) }
 	cfg, err := load()
 	if err != nil {
@@ -79,18 +87,11 @@ func TestReloadRelisten(t *testing.T) {
 	up := echoServer(t)
 	a, b := freeAddr(t), freeAddr(t)
 	st, path := configStack(t, "shutdown_grace: 500ms\nroutes:\n  - name: e\n    listen: "+a+"\n    upstream: "+up+"\n")
-	old, err := net.Dial("tcp", a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
+	old := dial(t, a)
 	if !echoes(old, "before") {
 		t.Fatal("no echo before the reload")
 	}
-	if err := os.WriteFile(path, []byte("shutdown_grace: 500ms\nroutes:\n  - name: e\n    listen: "+b+"\n    upstream: "+up+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := st.ReloadConfig(context.Background())
+	ch, err := reloadFile(t, st, path, "shutdown_grace: 500ms\nroutes:\n  - name: e\n    listen: "+b+"\n    upstream: "+up+"\n")
 	if err != nil || len(ch.Relisten) != 1 {
 		t.Fatalf("reload = %+v, %v; want e relistened", ch, err)
 	}
@@ -101,11 +102,7 @@ func TestReloadRelisten(t *testing.T) {
 		c.Close()
 		t.Fatal("the old address still accepts")
 	}
-	c, err := net.Dial("tcp", b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, b)
 	if !echoes(c, "new") {
 		t.Fatal("no echo at the new address")
 	}
@@ -121,10 +118,7 @@ func TestReloadRefusesRestartOnlyKeys(t *testing.T) {
 	up := echoServer(t)
 	adm := freeAddr(t)
 	st, path := configStack(t, "admin:\n  listen: "+adm+"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
-	if err := os.WriteFile(path, []byte("admin:\n  listen: "+freeAddr(t)+"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := st.ReloadConfig(context.Background())
+	_, err := reloadFile(t, st, path, "admin:\n  listen: "+freeAddr(t)+"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
 	if !errors.As(err, new(*stack.ConfigError)) || !strings.Contains(err.Error(), "admin.listen cannot change on reload; restart") {
 		t.Fatalf("reload = %v, want a refusal naming admin.listen", err)
 	}
@@ -142,9 +136,7 @@ func TestRoutePool(t *testing.T) {
 		return "routes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: " + up + "\n    pool: " + pool + "\n"
 	}
 	path := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(path, []byte(route("nosuch")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, route("nosuch"))
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -162,10 +154,7 @@ func TestRoutePool(t *testing.T) {
 	if got := st.Manager().Bind("e", "nobody").Pool; got != "" {
 		t.Fatalf("pool before the reload = %q", got)
 	}
-	if err := os.WriteFile(path, []byte(route("rp1")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ReloadConfig(context.Background()); err != nil {
+	if _, err := reloadFile(t, st, path, route("rp1")); err != nil {
 		t.Fatal(err)
 	}
 	if got := st.Manager().Bind("e", "nobody").Pool; got != "rp1" {
@@ -217,9 +206,7 @@ func TestConfigViews(t *testing.T) {
 		}
 	}
 
-	if err := os.WriteFile(path, []byte(body("  - name: f\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, body("  - name: f\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n"))
 	if _, err := conn.Exec(ctx, "RELOAD", pgx.QueryExecModeSimpleProtocol); err != nil {
 		t.Fatalf("RELOAD: %v", err)
 	}
@@ -255,9 +242,7 @@ func TestConfigViews(t *testing.T) {
 		t.Fatalf("GET /api/config shows a secret: %s", b)
 	}
 
-	if err := os.WriteFile(path, []byte(body("    dial_timeout: soon\n")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, body("    dial_timeout: soon\n"))
 	code, b = do("POST", "/api/reload")
 	var e httpapi.Error
 	if err := json.Unmarshal(b, &e); code != http.StatusBadRequest || err != nil || e.Code != "F0000" || !strings.Contains(e.Message, "routes[0].dial_timeout") {
@@ -268,9 +253,7 @@ func TestConfigViews(t *testing.T) {
 		t.Fatalf("RELOAD of a broken file: %v", err)
 	}
 
-	if err := os.WriteFile(path, []byte(body("")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, body(""))
 	code, b = do("POST", "/api/reload")
 	var r httpapi.ReloadResponse
 	if err := json.Unmarshal(b, &r); code != 200 || err != nil || len(r.Changes.Removed) != 1 || r.Changes.Removed[0] != "f" || r.Config.Revision != 2 {

@@ -208,10 +208,16 @@ func routeAddr(st *stack.Stack, name string) string {
 // reloadFile writes body to path and reloads the stack from it.
 func reloadFile(t *testing.T, st *stack.Stack, path, body string) (config.Changes, error) {
 	t.Helper()
+	writeFile(t, path, body)
+	return st.ReloadConfig(context.Background())
+}
+
+// writeFile writes body to path.
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return st.ReloadConfig(context.Background())
 }
 
 // TestReloadUnderLoad is the acceptance test of live reload: routes of
@@ -234,7 +240,6 @@ func TestReloadUnderLoad(t *testing.T) {
 	pgUpAlias := net.JoinHostPort("localhost", pgPort) // the same server by another address
 
 	dir := t.TempDir()
-	path := filepath.Join(dir, "sluice.yaml")
 	const grace = 2 * time.Second
 	base := fmt.Sprintf(`shutdown_grace: %s
 routes:
@@ -256,19 +261,7 @@ routes:
       delay: %s
 `, upstream, delay)
 	}
-	if err := os.WriteFile(path, []byte(base), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	load := func() (*config.Config, error) { return config.Load(path) }
-	cfg, err := load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := stack.New(context.Background(), stack.Options{Config: cfg, Load: load, Logger: testenv.Logger(0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, path := configStack(t, base)
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
