@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -128,59 +129,197 @@ func (p *process) wait(t *testing.T, d time.Duration) {
 	}
 }
 
-// TestServeSurvivesSIGHUP sends SIGHUP to a serving process: it logs that
-// live reload is not supported and keeps serving the open session.
-func TestServeSurvivesSIGHUP(t *testing.T) {
-	url := testenv.PostgresURL(t)
+// pgServe writes a configuration file of one postgres route named pg
+// listening on listen, to the test PostgreSQL, and starts `sluice serve
+// --config FILE` with extra flags; it returns the process, the file and
+// the test server's URL.
+func pgServe(t *testing.T, listen string, extra ...string) (p *process, path, url string) {
+	t.Helper()
+	url = testenv.PostgresURL(t)
+	path = filepath.Join(t.TempDir(), "sluice.yaml")
+	writePGRoutes(t, path, url, "pg", listen)
+	return startSluice(t, append([]string{"serve", "--config", path}, extra...)...), path, url
+}
+
+// writePGRoutes writes a configuration file of postgres routes to the
+// test server, given as pairs of name and listen address.
+func writePGRoutes(t *testing.T, path, url string, routes ...string) {
+	t.Helper()
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	route := freeAddr(t)
-	p := startSluice(t, "serve", "--listen", route, "--upstream", net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), "--protocol", "postgres")
-	ctx := context.Background()
+	up := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	body := "shutdown_grace: 1s\nroutes:\n"
+	for i := 0; i+1 < len(routes); i += 2 {
+		body += "  - name: " + routes[i] + "\n    listen: " + routes[i+1] + "\n    upstream: " + up + "\n    protocol: postgres\n"
+	}
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pgThrough opens a session to the test server through addr.
+func pgThrough(t *testing.T, url, addr string) (*pgx.Conn, error) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(port)
+	cfg.Host, cfg.Port = host, uint16(n)
+	return pgx.ConnectConfig(context.Background(), cfg)
+}
+
+// waitSession waits until p accepts a session through addr.
+func waitSession(t *testing.T, p *process, url, addr string) *pgx.Conn {
+	t.Helper()
 	var conn *pgx.Conn
-	waitUntil(t, 30*time.Second, "serve to accept a session", func() bool {
+	waitUntil(t, 30*time.Second, "a session through "+addr, func() bool {
 		if !p.running() {
 			t.Fatalf("serve exited: %v\n%s", p.err, p.stderr)
 		}
-		conn, err = pgx.Connect(ctx, "postgres://"+cfg.User+":"+cfg.Password+"@"+route+"/"+cfg.Database+"?sslmode=disable")
+		var err error
+		conn, err = pgThrough(t, url, addr)
 		return err == nil
 	})
-	defer conn.Close(ctx)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// TestServeSIGHUPReloads sends SIGHUP to a serving process whose
+// configuration file has gained a route: it logs the reload at INFO,
+// serves the new route, and keeps the open session of the old one; a
+// SIGHUP with a broken file logs the refusal at ERROR naming the file,
+// key and value, and changes nothing.
+func TestServeSIGHUPReloads(t *testing.T) {
+	first, second := freeAddr(t), freeAddr(t)
+	p, path, url := pgServe(t, first)
+	conn := waitSession(t, p, url, first)
 	var n int
-	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {
+	if err := conn.QueryRow(context.Background(), "SELECT 1").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 
-	const want = "SIGHUP received: live reload is not supported; configuration unchanged"
+	writePGRoutes(t, path, url, "pg", first, "pg2", second)
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "the SIGHUP warning", func() bool {
+	const reloaded = "configuration reloaded"
+	waitUntil(t, 10*time.Second, "the reload's log line", func() bool {
 		if !p.running() {
 			t.Fatalf("SIGHUP ended the process: %v\n%s", p.err, p.stderr)
 		}
-		return strings.Contains(p.stderr.String(), want)
+		return strings.Contains(p.stderr.String(), reloaded)
 	})
-	if line := lineWith(p.stderr.String(), want); !strings.Contains(line, "level=WARN") {
-		t.Errorf("log line %q: want level WARN", line)
+	if line := lineWith(p.stderr.String(), reloaded); !strings.Contains(line, "level=INFO") || !strings.Contains(line, "added=[pg2]") {
+		t.Errorf("log line %q: want level INFO and added=[pg2]", line)
 	}
-	if err := conn.QueryRow(ctx, "SELECT 40 + 2").Scan(&n); err != nil || n != 42 {
-		t.Fatalf("session after SIGHUP: %d, %v", n, err)
+	c2 := waitSession(t, p, url, second)
+	if err := c2.QueryRow(context.Background(), "SELECT 2").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("session through the added route: %d, %v", n, err)
 	}
-	if !p.running() {
-		t.Fatalf("process exited: %v\n%s", p.err, p.stderr)
+	if err := conn.QueryRow(context.Background(), "SELECT 40 + 2").Scan(&n); err != nil || n != 42 {
+		t.Fatalf("session opened before SIGHUP: %d, %v", n, err)
+	}
+
+	if err := os.WriteFile(path, []byte("routes:\n  - name: pg\n    listen: "+first+"\n    upstream: 127.0.0.1:1\n    protocol: postgres\n    dial_timeout: soon\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	const refused = "reload refused; configuration unchanged"
+	waitUntil(t, 10*time.Second, "the refusal's log line", func() bool { return strings.Contains(p.stderr.String(), refused) })
+	line := lineWith(p.stderr.String(), refused)
+	for _, want := range []string{"level=ERROR", "file=" + path, "key=routes[0].dial_timeout", "value=soon"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log line %q: want %s", line, want)
+		}
+	}
+	if err := c2.QueryRow(context.Background(), "SELECT 3").Scan(&n); err != nil || n != 3 {
+		t.Fatalf("session after a refused reload: %d, %v", n, err)
 	}
 
 	// SIGTERM still shuts down cleanly.
-	conn.Close(ctx)
+	conn.Close(context.Background())
+	c2.Close(context.Background())
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	p.wait(t, 30*time.Second)
 	if p.err != nil {
 		t.Errorf("exit after SIGTERM: %v\n%s", p.err, p.stderr)
+	}
+}
+
+// TestReloadCommand runs `sluice reload` against a serving process,
+// through the HTTP API and through the admin console: an added route
+// is served after it, a broken file makes it exit 1 naming the file,
+// key and value and changes nothing, and a removed route stops
+// accepting.
+func TestReloadCommand(t *testing.T) {
+	first, second := freeAddr(t), freeAddr(t)
+	adminAddr, httpAddr := freeAddr(t), freeAddr(t)
+	p, path, url := pgServe(t, first, "--admin", adminAddr, "--http", httpAddr)
+	conn := waitSession(t, p, url, first)
+
+	reload := func(args ...string) (int, string) {
+		t.Helper()
+		cmd := exec.Command(sluiceBinary(t), append([]string{"reload"}, args...)...)
+		cmd.Env = append(os.Environ(), "SLUICE_HTTP_TOKEN=", "SLUICE_ADMIN_PASSWORD=")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("sluice reload %v: %v", args, err)
+		}
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	for _, via := range [][]string{{"--http", httpAddr}, {"--admin", adminAddr}} {
+		t.Run(via[0], func(t *testing.T) {
+			writePGRoutes(t, path, url, "pg", first, "pg2", second)
+			code, out := reload(via...)
+			if code != 0 || !strings.Contains(out, "route pg2 added") {
+				t.Fatalf("reload adding pg2: exit %d\n%s", code, out)
+			}
+			c2 := waitSession(t, p, url, second)
+			var n int
+			if err := c2.QueryRow(context.Background(), "SELECT 2").Scan(&n); err != nil || n != 2 {
+				t.Fatalf("session through the added route: %d, %v", n, err)
+			}
+
+			if err := os.WriteFile(path, []byte("routes:\n  - name: pg\n    listen: "+first+"\n    upstream: 127.0.0.1:1\n    protocol: postgres\n    link: nope\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, out = reload(via...)
+			want := "config " + path + `: routes[0].link: bad value "nope": link "nope" does not exist`
+			if code != 1 || !strings.Contains(out, want) {
+				t.Fatalf("reload of a broken file: exit %d\n%s\nwant exit 1 and %s", code, out, want)
+			}
+			if err := c2.QueryRow(context.Background(), "SELECT 3").Scan(&n); err != nil || n != 3 {
+				t.Fatalf("session after a refused reload: %d, %v", n, err)
+			}
+
+			writePGRoutes(t, path, url, "pg", first)
+			code, out = reload(via...)
+			if code != 0 || !strings.Contains(out, "route pg2 removed") {
+				t.Fatalf("reload removing pg2: exit %d\n%s", code, out)
+			}
+			if c, err := net.Dial("tcp", second); err == nil {
+				c.Close()
+				t.Fatalf("the removed route's %s still accepts", second)
+			}
+			c2.Close(context.Background())
+		})
+	}
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT 1").Scan(&n); err != nil {
+		t.Fatalf("session of the unchanged route: %v", err)
+	}
+	code, out := reload()
+	if code != 2 {
+		t.Errorf("reload without --http or --admin: exit %d, want 2\n%s", code, out)
 	}
 }
 

@@ -7,10 +7,13 @@
 // latency request, has internal/stack build the whole stack (workload
 // manager, proxy, front ends, admin console, HTTP API), and on SIGINT or
 // SIGTERM stops it: stop accepting, let sessions finish for the grace
-// period, then close. SIGHUP is logged at Warn and otherwise ignored:
-// there is no live reload, and a reload must not end the sessions.
-// `sluice bench` and `sluice lab` hand their arguments to internal/bench
-// and internal/lab.
+// period, then close. SIGHUP re-reads --config with the flags and
+// environment of the start and reloads it (stack.Reload): the outcome is
+// logged at INFO, a refusal at ERROR naming the file, key and value, and
+// the sessions of unchanged routes go on. `sluice reload` asks a running
+// serve to do the same through its HTTP API (POST /api/reload) or its
+// admin console (RELOAD), and exits 1 on a refusal. `sluice bench` and
+// `sluice lab` hand their arguments to internal/bench and internal/lab.
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad command line or
 // configuration (the message names the file, key and bad value).

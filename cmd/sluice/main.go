@@ -75,6 +75,7 @@ reference experiments.`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
 	root.AddCommand(newServe(), newBench(), newLab(), newVersion())
+	root.AddCommand(newReload())
 	return root
 }
 

@@ -33,6 +33,11 @@ type serveFlags struct {
 	procs     int
 	cpus      string
 	cpuLat    string
+
+	tlsCert, tlsKey     string
+	upstreamTLS         bool
+	upstreamTLSCA       string
+	upstreamTLSInsecure bool
 }
 
 func newServe() *cobra.Command {
@@ -42,9 +47,16 @@ func newServe() *cobra.Command {
 		Short: "Run the proxy",
 		Long: `Run the proxy. Routes come from --config FILE (YAML, several routes) and/or
 from --listen/--upstream/--protocol (one route). Routes given by flags attach
-to the link named "default".`,
+to the link named "default".
+
+SIGHUP re-reads --config (and the flags and environment given at start) and
+applies it without dropping the sessions of unchanged routes; so do
+'sluice reload', the console's RELOAD and POST /api/reload. A configuration
+with any error is refused whole and the running one stays.`,
 		Example: `  sluice serve --listen 127.0.0.1:6432 --upstream 127.0.0.1:5432 --protocol postgres
-  sluice serve --config sluice.yaml --admin 127.0.0.1:6433`,
+  sluice serve --config sluice.yaml --admin 127.0.0.1:6433
+  sluice serve --listen :6432 --upstream db.example.com:5432 --protocol postgres \
+      --tls-cert server.crt --tls-key server.key --upstream-tls`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return serve(cmd.Context(), cmd, f)
@@ -58,6 +70,11 @@ to the link named "default".`,
 	fl.StringVar(&f.link, "link", "default", "link of that route")
 	fl.StringVar(&f.admin, "admin", "", "admin console address (PostgreSQL protocol)")
 	fl.StringVar(&f.http, "http", "", "HTTP API address")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM file) offered to the clients of the --listen route; needs --tls-key")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "private key (PEM file) of --tls-cert")
+	fl.BoolVar(&f.upstreamTLS, "upstream-tls", false, "TLS to the --upstream server, verified against the system roots and the upstream's host name (verify-full)")
+	fl.StringVar(&f.upstreamTLSCA, "upstream-tls-ca", "", "verify the upstream's certificate against this CA (PEM file) instead of the system roots; implies --upstream-tls")
+	fl.BoolVar(&f.upstreamTLSInsecure, "upstream-tls-insecure", false, "TLS to the upstream without verifying its certificate (encryption only; testing); implies --upstream-tls")
 	fl.StringVar(&f.catalog, "catalog", "", "catalog file (rules, pools, users, links, settings)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
@@ -93,7 +110,8 @@ func loadConfig(f serveFlags) (*config.Config, error) {
 		}
 		cfg = c
 	}
-	fl := config.Flags{Admin: f.admin, HTTP: f.http, Catalog: f.catalog}
+	fl := config.Flags{Admin: f.admin, HTTP: f.http, Catalog: f.catalog,
+		TLSCert: f.tlsCert, TLSKey: f.tlsKey, UpstreamTLS: f.upstreamTLS, UpstreamTLSCA: f.upstreamTLSCA, UpstreamTLSInsecure: f.upstreamTLSInsecure}
 	if f.listen != "" || f.upstream != "" {
 		fl.Listen, fl.Upstream, fl.Protocol, fl.Link = f.listen, f.upstream, f.protocol, f.link
 	}
@@ -138,16 +156,39 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 		log.Info("holding CPU latency request", "bound", bound.String())
 	}
 	runtime.GOMAXPROCS(f.procs)
-	defer refuseReload(log)()
+	// SIGHUP would otherwise end the process and every session (its
+	// default action); one that comes while the stack starts is served
+	// once it runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	applyEnv(cfg)
-	st, err := stack.New(ctx, stack.Options{Config: cfg, Clock: clock.Real{}, Logger: log, Version: version})
+	load := func() (*config.Config, error) {
+		c, err := loadConfig(f)
+		if err != nil {
+			return nil, err
+		}
+		applyEnv(c)
+		return c, nil
+	}
+	st, err := stack.New(ctx, stack.Options{Config: cfg, Clock: clock.Real{}, Logger: log, Version: version, Load: load})
 	if err != nil {
 		return stackErr(err)
 	}
 	defer st.Close()
-	<-ctx.Done()
-	log.Info("shutting down", "grace", cfg.Grace.String())
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
+	for ctx.Err() == nil {
+		select {
+		case <-hup:
+			log.Info("SIGHUP received: reloading the configuration", "file", f.config)
+			// The stack logs the outcome: INFO with the changes, or
+			// ERROR naming the file, key and value.
+			_, _ = st.ReloadConfig(ctx)
+		case <-ctx.Done():
+		}
+	}
+	grace := st.Config().Grace
+	log.Info("shutting down", "grace", grace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := st.Shutdown(sctx); err != nil {
 		log.Warn("grace period over; closed remaining sessions", "err", err)
@@ -174,34 +215,6 @@ func stackErr(err error) error {
 		return usageErr(err)
 	}
 	return &exitError{code: 1, err: err}
-}
-
-// refuseReload catches SIGHUP, which would otherwise end the process and
-// every session (the default action), and logs each one at Warn: there is
-// no live reload, so the configuration stays as it is. The returned
-// function restores the default action; after it returns nothing more is
-// logged.
-func refuseReload(log *slog.Logger) (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		for {
-			select {
-			case <-hup:
-				log.Warn("SIGHUP received: live reload is not supported; configuration unchanged")
-			case <-done:
-				return
-			}
-		}
-	}()
-	return func() {
-		signal.Stop(hup)
-		close(done)
-		<-exited
-	}
 }
 
 // pin restricts the process to the CPU list cpus and returns how many

@@ -327,6 +327,9 @@ var clientParams = map[string]bool{
 
 // exec runs st: client parameters here, everything else by the manager.
 func (c *conn) exec(ctx context.Context, st ddl.Statement) (wlm.Result, error) {
+	if res, ok, err := c.reloadStatement(ctx, st); ok {
+		return res, err
+	}
 	switch s := st.(type) {
 	case *ddl.Set:
 		if clientParams[s.Name] {

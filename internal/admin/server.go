@@ -34,6 +34,8 @@ var ErrServerClosed = errors.New("admin: server closed")
 type Options struct {
 	// Manager runs the statements. Required.
 	Manager *wlm.Manager
+	// Reloader runs RELOAD and SHOW CONFIG; nil refuses both (0A000).
+	Reloader Reloader
 	// Logger receives connection and authentication events; nil discards
 	// them.
 	Logger *slog.Logger
@@ -55,10 +57,11 @@ type Options struct {
 
 // Server is the admin console. It is safe for concurrent use.
 type Server struct {
-	mgr     *wlm.Manager
-	log     *slog.Logger
-	version string
-	cfg     pgserver.Config // authentication and limits; immutable
+	mgr      *wlm.Manager
+	reloader Reloader // nil: no RELOAD, no SHOW CONFIG
+	log      *slog.Logger
+	version  string
+	cfg      pgserver.Config // authentication and limits; immutable
 
 	wg sync.WaitGroup // connection goroutines
 
@@ -76,6 +79,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		mgr:       o.Manager,
+		reloader:  o.Reloader,
 		log:       o.Logger,
 		version:   o.ServerVersion,
 		listeners: map[net.Listener]struct{}{},

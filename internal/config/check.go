@@ -14,6 +14,50 @@ type Flags struct {
 	Listen, Upstream, Protocol, Link string // one route, named "cli"
 	Admin, HTTP                      string // console and API addresses
 	Catalog                          string
+
+	// TLSCert and TLSKey terminate client TLS on the flag route (both
+	// or neither).
+	TLSCert, TLSKey string
+	// UpstreamTLS originates TLS to the flag route's upstream, verified
+	// against the system roots (or UpstreamTLSCA) and the upstream's
+	// host name. UpstreamTLSCA or UpstreamTLSInsecure imply it;
+	// UpstreamTLSInsecure skips verification.
+	UpstreamTLS         bool
+	UpstreamTLSCA       string
+	UpstreamTLSInsecure bool
+}
+
+// flagTLS puts the TLS flags on the flag route r; its errors name the
+// flag.
+func (fl Flags) flagTLS(r *Route) error {
+	switch {
+	case fl.TLSCert != "" && fl.TLSKey == "":
+		return &Error{Key: "--tls-key", Msg: "--tls-cert needs --tls-key"}
+	case fl.TLSKey != "" && fl.TLSCert == "":
+		return &Error{Key: "--tls-cert", Msg: "--tls-key needs --tls-cert"}
+	case fl.TLSCert != "":
+		r.TLS = &TLS{Cert: fl.TLSCert, Key: fl.TLSKey}
+	}
+	if fl.UpstreamTLS || fl.UpstreamTLSCA != "" || fl.UpstreamTLSInsecure {
+		r.UpstreamTLS = &UpstreamTLS{CA: fl.UpstreamTLSCA, InsecureSkipVerify: fl.UpstreamTLSInsecure}
+		if fl.UpstreamTLSCA != "" && fl.UpstreamTLSInsecure {
+			return &Error{Key: "--upstream-tls-insecure", Value: "true", Msg: "verifies nothing, so --upstream-tls-ca would be unused; give one of them"}
+		}
+	}
+	if r.Protocol == "tcp" || r.Protocol == "" {
+		switch {
+		case r.TLS != nil:
+			return &Error{Key: "--tls-cert", Value: fl.TLSCert, Msg: "TLS is handled by postgres and mysql routes only (--protocol)"}
+		case r.UpstreamTLS != nil:
+			return &Error{Key: "--upstream-tls", Value: "true", Msg: "TLS is handled by postgres and mysql routes only (--protocol)"}
+		}
+	}
+	return nil
+}
+
+// hasTLS reports whether any TLS flag is given.
+func (fl Flags) hasTLS() bool {
+	return fl.TLSCert != "" || fl.TLSKey != "" || fl.UpstreamTLS || fl.UpstreamTLSCA != "" || fl.UpstreamTLSInsecure
 }
 
 // FlagRoute is the name of the route given by Flags.Listen.
@@ -29,10 +73,15 @@ func (c *Config) ApplyFlags(fl Flags) error {
 	}
 	if fl.Listen != "" || fl.Upstream != "" {
 		r := Route{Name: FlagRoute, Listen: fl.Listen, Upstream: fl.Upstream, Protocol: fl.Protocol, Link: fl.Link}
+		if err := fl.flagTLS(&r); err != nil {
+			return err
+		}
 		if err := ValidateRoute(&r); err != nil {
 			return c.routeError(r, err)
 		}
 		c.Routes = append(c.Routes, r)
+	} else if fl.hasTLS() {
+		return &Error{Msg: "the TLS flags (--tls-cert, --tls-key, --upstream-tls...) apply to the route of --listen and --upstream; give them, or set tls and upstream_tls on a route of the file"}
 	}
 	if fl.Admin != "" {
 		if err := checkListen(fl.Admin); err != nil {
@@ -78,6 +127,12 @@ func (c *Config) RouteKey(r Route, field string) (file, key string) {
 	switch field {
 	case "listen", "upstream", "protocol", "link":
 		return "", "--" + field
+	case "tls":
+		return "", "--tls-cert"
+	case "upstream_tls.ca":
+		return "", "--upstream-tls-ca"
+	case "upstream_tls.server_name":
+		return "", "--upstream-tls"
 	}
 	return "", "routes." + r.Name + "." + field
 }

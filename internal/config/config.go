@@ -61,11 +61,14 @@ type Route struct {
 	Name string
 	// Key is where the route was given, for error messages: "routes[1]"
 	// in the file; "" for the route of the command-line flags.
-	Key          string
-	Listen       string
-	Upstream     string
-	Protocol     string // postgres, mysql, tcp
-	Link         string
+	Key      string
+	Listen   string
+	Upstream string
+	Protocol string // postgres, mysql, tcp
+	Link     string
+	// Pool is the resource pool of the sessions whose user has no
+	// binding; "" for none. It must exist in the catalog.
+	Pool         string
 	DialTimeout  time.Duration
 	NotSentLowat int // bytes; 0 default, -1 kernel default
 	TLS          *TLS
@@ -93,9 +96,9 @@ type TLS struct {
 
 // UpstreamTLS originates TLS to the upstream.
 type UpstreamTLS struct {
-	CA                 string // PEM file; "" uses the system roots
-	ServerName         string
-	InsecureSkipVerify bool
+	CA                 string `json:"ca,omitempty"` // PEM file; "" uses the system roots
+	ServerName         string `json:"server_name,omitempty"`
+	InsecureSkipVerify bool   `json:"insecure_skip_verify,omitempty"`
 }
 
 // Link is a link definition.
@@ -144,6 +147,7 @@ type file struct {
 		Upstream     string `yaml:"upstream"`
 		Protocol     string `yaml:"protocol"`
 		Link         string `yaml:"link"`
+		Pool         string `yaml:"pool"`
 		DialTimeout  string `yaml:"dial_timeout"`
 		NotSentLowat string `yaml:"notsent_lowat"`
 		TLS          *struct {
@@ -237,7 +241,7 @@ func Parse(name string, data []byte) (*Config, error) {
 		key := func(k string) string { return fmt.Sprintf("routes[%d].%s", i, k) }
 		r := Route{
 			Name: fr.Name, Key: fmt.Sprintf("routes[%d]", i), Listen: fr.Listen, Upstream: fr.Upstream, Protocol: fr.Protocol,
-			Link: fr.Link, KillUser: fr.KillUser, KillPassword: fr.KillPassword, Emulation: fr.Emulation,
+			Link: fr.Link, Pool: fr.Pool, KillUser: fr.KillUser, KillPassword: fr.KillPassword, Emulation: fr.Emulation,
 		}
 		if r.Name == "" {
 			r.Name = fmt.Sprintf("route%d", i+1)

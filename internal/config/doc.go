@@ -19,6 +19,19 @@
 // default; each entry must be a non-empty name without control
 // characters, given once.
 //
+// A route's pool names the resource pool of its sessions whose user has
+// no binding; the pool must exist in the catalog (the stack checks it,
+// naming routes[i].pool). The TLS flags of sluice serve (--tls-cert,
+// --tls-key, --upstream-tls, --upstream-tls-ca, --upstream-tls-insecure)
+// set tls and upstream_tls on the flag route; their errors name the
+// flag.
+//
+// For live reload, Compare lists the routes one configuration adds,
+// removes and changes against another (where a route was given is not a
+// change), CheckReload refuses what only a restart may change, and View
+// describes a configuration in force without its secrets (passwords,
+// tokens and kill passwords are shown only as set or not).
+//
 // Route timeouts are durations with a unit; absent or 0 means the front
 // end's default. startup_timeout applies to postgres and mysql routes,
 // connect_timeout to mysql routes only, dial_timeout to every route;

@@ -22,6 +22,8 @@
 //	GET    /api/statements[/{id}]         running, then recently ended statements
 //	                                      (?state=running|ended|all &route= &user= &pool= &limit=)
 //	POST   /api/statements/{id}/cancel    cancel through the protocol (202)
+//	GET    /api/config                    the configuration in force, secrets omitted (config.View)
+//	POST   /api/reload                    re-read and apply it: 200 with the changes, 400 code F0000 when refused
 //	/proxies, /populate, /reset, /version the Toxiproxy API (package toxics)
 //
 // Statement text is shown as the session registry keeps it: with every

@@ -27,6 +27,9 @@ type Options struct {
 	// Proxy runs the routes: it reports the kernel's unsent bytes and
 	// runs the Toxiproxy-compatible proxies. nil leaves both out.
 	Proxy *proxy.Server
+	// Reloader serves GET /api/config and POST /api/reload; nil answers
+	// both with 501.
+	Reloader Reloader
 	// Clock times the dashboard's samples and the toxics; nil means
 	// clock.Real.
 	Clock clock.Clock
@@ -55,6 +58,8 @@ type Server struct {
 	metrics *metrics.Metrics
 	dash    *dashboard.Dashboard
 	toxics  *toxics.Service // nil without Options.Proxy
+	// reloader is nil without Options.Reloader.
+	reloader Reloader
 }
 
 // New returns a Server. Call Run to sample the dashboard's series, and
@@ -72,7 +77,7 @@ func New(o Options) (*Server, error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	s := &Server{mgr: o.Manager, clk: o.Clock, log: o.Logger, token: o.Token, mux: http.NewServeMux()}
+	s := &Server{mgr: o.Manager, clk: o.Clock, log: o.Logger, token: o.Token, mux: http.NewServeMux(), reloader: o.Reloader}
 	mo := metrics.Options{Manager: o.Manager, NoProcess: o.NoProcessMetrics}
 	if o.Proxy != nil {
 		mo.Unsent, mo.Lateness, mo.Panics = o.Proxy, o.Proxy, o.Proxy
@@ -101,6 +106,7 @@ func New(o Options) (*Server, error) {
 	s.mux.HandleFunc("GET /api/snapshot", s.dash.ServeSnapshot)
 	s.registerCatalog(s.mux)
 	s.registerLive(s.mux)
+	s.registerConfig(s.mux)
 	page := s.dash.Page()
 	s.mux.Handle("GET /{$}", page)
 	s.mux.Handle("GET /static/", page)

@@ -39,7 +39,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	routes   map[string]*listener       // guarded by mu
-	conns    map[*relay]struct{}        // guarded by mu; live sessions
+	conns    map[*relay]*listener       // guarded by mu; live sessions and the listener that accepted each
 	late     map[string]*[2]dirLateness // guarded by mu; by route name, then direction
 	panics   map[string]uint64          // guarded by mu; recovered session panics by route name
 	closing  bool                       // guarded by mu
@@ -66,7 +66,7 @@ func New(o Options) *Server {
 		reg:    o.Registry,
 		policy: o.Policy,
 		routes: make(map[string]*listener),
-		conns:  make(map[*relay]struct{}),
+		conns:  make(map[*relay]*listener),
 		late:   make(map[string]*[2]dirLateness),
 		panics: make(map[string]uint64),
 	}
@@ -81,10 +81,13 @@ func (s *Server) defaultLink() *link.Link {
 // Registry returns the session registry the server writes to.
 func (s *Server) Registry() *session.Registry { return s.reg }
 
+// listener is one bound route. route is replaced, never modified, by
+// ReplaceRoute: a session keeps the *Route it was accepted with.
 type listener struct {
-	route Route
-	ln    net.Listener
-	done  chan struct{} // closed when the accept loop has returned
+	route    *Route // guarded by Server.mu
+	ln       net.Listener
+	done     chan struct{}  // closed when the accept loop has returned
+	sessions sync.WaitGroup // the sessions this listener accepted; Add under Server.mu
 }
 
 // ErrClosed is returned by AddRoute after Shutdown or Close.
@@ -96,13 +99,8 @@ func (s *Server) AddRoute(r Route) (net.Addr, error) {
 	if r.Name == "" {
 		r.Name = r.Listen
 	}
-	switch r.Protocol {
-	case "tcp", "postgres", "mysql":
-	default:
-		return nil, fmt.Errorf("route %s: unknown protocol %q (want postgres, mysql or tcp)", r.Name, r.Protocol)
-	}
-	if r.Protocol != "tcp" && r.Frontend == nil {
-		return nil, fmt.Errorf("route %s: protocol %s needs a front end", r.Name, r.Protocol)
+	if err := checkRoute(&r); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	if s.closing {
@@ -122,7 +120,7 @@ func (s *Server) AddRoute(r Route) (net.Addr, error) {
 			return nil, fmt.Errorf("route %s: listen: %w", r.Name, err)
 		}
 	}
-	l := &listener{route: r, ln: ln, done: make(chan struct{})}
+	l := &listener{route: &r, ln: ln, done: make(chan struct{})}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -147,7 +145,7 @@ func (s *Server) Routes() []Route {
 	defer s.mu.Unlock()
 	out := make([]Route, 0, len(s.routes))
 	for _, l := range s.routes {
-		r := l.route
+		r := *l.route
 		r.Listen = l.ln.Addr().String()
 		out = append(out, r)
 	}
@@ -163,17 +161,96 @@ func (s *Server) RemoveRoute(name string) error {
 		return fmt.Errorf("route %s: not found", name)
 	}
 	delete(s.routes, name)
+	s.mu.Unlock()
+	l.ln.Close()
+	<-l.done
+	s.abortSessionsOf(l)
+	return nil
+}
+
+// abortSessionsOf ends every session that l accepted. l must already be
+// out of s.routes with its accept loop ended, so that set only shrinks.
+// It takes s.mu briefly.
+func (s *Server) abortSessionsOf(l *listener) {
+	s.mu.Lock()
 	var victims []*relay
-	for c := range s.conns {
-		if c.route.Name == name {
+	for c, from := range s.conns {
+		if from == l {
 			victims = append(victims, c)
 		}
 	}
 	s.mu.Unlock()
-	l.ln.Close()
-	<-l.done
 	for _, c := range victims {
 		c.abort()
+	}
+}
+
+// ReplaceRoute makes r the route named r.Name, on the socket the route
+// already has: sessions accepted from now on use r (its upstream, front
+// end, link name, timeouts); open sessions keep the route they were
+// accepted with. r.Listen and r.Listener are ignored (to move a route to
+// another address, DrainRoute it and AddRoute the new one). It fails for
+// an unknown name, an unknown protocol or a missing front end.
+func (s *Server) ReplaceRoute(r Route) error {
+	if err := checkRoute(&r); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.routes[r.Name]
+	if !ok {
+		return fmt.Errorf("route %s: not found", r.Name)
+	}
+	r.Listen, r.Listener = l.route.Listen, l.route.Listener
+	l.route = &r
+	s.log.Info("route replaced", "route", r.Name, "listen", l.ln.Addr().String(), "upstream", r.Upstream, "protocol", r.Protocol, "link", r.linkName())
+	return nil
+}
+
+// DrainRoute stops accepting on the named route at once and forgets it
+// (a route of the same name may be added right after), and lets the
+// sessions it had accepted go on until they end or ctx ends; then it
+// closes those left. It returns as soon as the listener is closed; the
+// returned channel is closed once every one of those sessions has
+// ended. Close and Shutdown end them too.
+func (s *Server) DrainRoute(ctx context.Context, name string) (<-chan struct{}, error) {
+	s.mu.Lock()
+	l, ok := s.routes[name]
+	if !ok {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("route %s: not found", name)
+	}
+	delete(s.routes, name)
+	s.mu.Unlock()
+	l.ln.Close()
+	<-l.done
+	s.log.Info("route draining", "route", name)
+	ended := make(chan struct{})
+	go func() { l.sessions.Wait(); close(ended) }()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ended:
+			return
+		case <-ctx.Done():
+		}
+		s.abortSessionsOf(l)
+		<-ended
+	}()
+	return done, nil
+}
+
+// checkRoute refuses an unknown protocol and a protocol route without
+// a front end.
+func checkRoute(r *Route) error {
+	switch r.Protocol {
+	case "tcp", "postgres", "mysql":
+	default:
+		return fmt.Errorf("route %s: unknown protocol %q (want postgres, mysql or tcp)", r.Name, r.Protocol)
+	}
+	if r.Protocol != "tcp" && r.Frontend == nil {
+		return fmt.Errorf("route %s: protocol %s needs a front end", r.Name, r.Protocol)
 	}
 	return nil
 }
@@ -188,7 +265,10 @@ func (s *Server) accept(l *listener) {
 				continue
 			}
 			if !errors.Is(err, net.ErrClosed) {
-				s.log.Error("accept failed", "route", l.route.Name, "err", err)
+				s.mu.Lock()
+				name := l.route.Name
+				s.mu.Unlock()
+				s.log.Error("accept failed", "route", name, "err", err)
 			}
 			return
 		}
@@ -198,12 +278,14 @@ func (s *Server) accept(l *listener) {
 			c.Close()
 			return
 		}
-		r := newRelay(s, &l.route, c)
-		s.conns[r] = struct{}{}
+		r := newRelay(s, l.route, c)
+		s.conns[r] = l
 		s.sessions.Add(1)
+		l.sessions.Add(1)
 		s.mu.Unlock()
 		go func() {
 			defer s.sessions.Done()
+			defer l.sessions.Done()
 			r.serve()
 			s.mu.Lock()
 			delete(s.conns, r)

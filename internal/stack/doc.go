@@ -24,6 +24,56 @@
 // it too tears down whatever was started. AddRoute adds a route later
 // (the lab adds its routes one by one), through the same validation.
 //
+// # Reload
+//
+// Reload(ctx, next) makes next the configuration in force while the
+// stack runs; ReloadConfig re-reads it first with Options.Load (sluice
+// serve gives the loader of its --config file, flags and environment; the
+// console's RELOAD, the HTTP API's POST /api/reload and SIGHUP all come
+// here). Reloads are serialised (reloadMu). In order:
+//
+//  1. Validate next whole, changing nothing that runs: what only a
+//     restart can change is refused (admin.listen, admin.password,
+//     admin.users, admin.forward_users, http.listen, http.token,
+//     catalog: "admin.listen cannot change on reload; restart"); a new
+//     route may not take the name of a route added at run time (the lab,
+//     a Toxiproxy proxy); the links and settings and every route's
+//     binding (link, pool, emulation) are applied to a scratch workload
+//     manager holding a copy of the catalog; every route's front end is
+//     built (its TLS files are read, changed or not). Any failure is a
+//     *ConfigError (most hold a *config.Error naming file, key and
+//     value) and nothing changed.
+//  2. Bind the addresses of the added routes and of the routes whose
+//     listen address changed. A bind error closes what was bound and
+//     refuses the reload whole; so an address cannot pass from one
+//     route to another in one reload (remove it in one, add it in the
+//     next).
+//  3. Apply: the links and settings (to the catalog, as at start; links
+//     the file no longer names stay in the catalog: DROP LINK removes
+//     them); each changed route's binding (wlm.Manager.SetRoute: live
+//     sessions re-bind at their next chunk, so a link, pool or emulation
+//     change reaches them too) and its proxy route (proxy.Server.
+//     ReplaceRoute: new sessions get the new upstream, TLS, front end and
+//     timeouts; open ones keep theirs); a route whose listen address
+//     changed drains its old listener and serves the new one; added
+//     routes are served; removed routes drain.
+//
+// Draining (proxy.Server.DrainRoute): the listener is closed at once;
+// its open sessions go on until they end or next's shutdown grace passes
+// on the stack's clock, when they are closed. Once they have all ended,
+// the route's workload manager binding is removed, unless the
+// configuration then in force has a route of that name again. Drains run
+// as background loops; Close ends them.
+//
+// Routes that did not change are not touched: their sessions see
+// nothing. A step of 3 can still fail when a console statement changed
+// the catalog since step 1 (a link dropped in between); the reload then
+// stops there, the error is returned and logged, and the steps already
+// applied stay. Reload logs its outcome at INFO (the routes added,
+// removed and changed) or ERROR (with the file, key and value). Config
+// and ConfigView return what is in force (cfgMu), when it took effect
+// and the number of reloads before it.
+//
 // # Shutdown
 //
 // Shutdown drains the proxy's sessions until its context ends; Close
@@ -41,10 +91,13 @@
 // A Stack owns every piece it made and closes them all; a Registry given
 // in Options is used, not closed (a registry holds no resources). The
 // pieces returned by Manager, Proxy and HTTP are safe for concurrent use
-// and must not be closed by the caller. AddRoute and Close may be called
-// from any goroutine. The Stack holds no lock of its own (its fields are
-// set by New before it returns; Close runs once, under a sync.Once), so
-// there is no lock order to keep with the pieces'.
+// and must not be closed by the caller. AddRoute, Reload and Close may be
+// called from any goroutine. The Stack's own locks: reloadMu serialises
+// reloads and the end of their drains, and is taken before cfgMu, which
+// guards the configuration in force, its load time and revision; neither
+// is held while calling into a piece that takes one of them. The other
+// fields are set by New before it returns; Close runs once, under a
+// sync.Once.
 //
 // The stack reads no environment variables and no global state: secrets
 // from the environment (SLUICE_ADMIN_PASSWORD, SLUICE_HTTP_TOKEN) are

@@ -22,11 +22,19 @@ import (
 )
 
 // Route is a route to add: one of the configuration's, and the pool of
-// the sessions whose user has no binding ("" for none; a configuration
-// file cannot set it).
+// the sessions whose user has no binding. Pool, when set, wins over the
+// configuration's Route.Pool ("" for none: the lab sets it here).
 type Route struct {
 	config.Route
 	Pool string
+}
+
+// pool is the route's default pool: Pool, else the configuration's.
+func (r Route) pool() string {
+	if r.Pool != "" {
+		return r.Pool
+	}
+	return r.Route.Pool
 }
 
 // AddRoute validates r as New validates the configuration's routes, then
@@ -34,7 +42,7 @@ type Route struct {
 // bound; an error after that leaves the route's binding in the catalog
 // (SetRoute again, or a new route of the name, replaces it).
 func (s *Stack) AddRoute(r Route) (net.Addr, error) {
-	pr, err := s.prepare(r)
+	pr, err := s.prepare(s.Config(), r)
 	if err != nil {
 		return nil, err
 	}
@@ -42,16 +50,26 @@ func (s *Stack) AddRoute(r Route) (net.Addr, error) {
 }
 
 // prepare makes r's front end and gives r's binding to the workload
-// manager; it binds nothing. Its errors are *ConfigError.
-func (s *Stack) prepare(r Route) (proxy.Route, error) {
-	fe, err := s.frontend(r.Route)
+// manager; it binds nothing. Its errors are *ConfigError, naming where
+// cfg gave r.
+func (s *Stack) prepare(cfg *config.Config, r Route) (proxy.Route, error) {
+	pr, err := s.proxyRoute(cfg, r)
+	if err != nil {
+		return proxy.Route{}, err
+	}
+	if err := setRoute(s.mgr, cfg, r); err != nil {
+		return proxy.Route{}, err
+	}
+	return pr, nil
+}
+
+// proxyRoute makes r's proxy route with its front end (loading its TLS
+// files); it binds nothing and changes nothing. Its errors are
+// *ConfigError.
+func (s *Stack) proxyRoute(cfg *config.Config, r Route) (proxy.Route, error) {
+	fe, err := s.frontend(cfg, r.Route)
 	if err != nil {
 		return proxy.Route{}, configErr(err)
-	}
-	canCancel := r.Protocol == "postgres" || (r.Protocol == "mysql" && r.KillUser != "")
-	wr := wlm.Route{Link: r.Link, Protocol: r.Protocol, Pool: r.Pool, Emulation: r.Emulation, CanCancel: canCancel}
-	if err := s.mgr.SetRoute(r.Name, wr); err != nil {
-		return proxy.Route{}, configErr(routeError(s.cfg, r.Route, err))
 	}
 	return proxy.Route{
 		Name: r.Name, Listen: r.Listen, Upstream: r.Upstream, Protocol: r.Protocol, Link: r.Link,
@@ -59,10 +77,27 @@ func (s *Stack) prepare(r Route) (proxy.Route, error) {
 	}, nil
 }
 
+// setRoute gives r's binding (link, default pool, emulation) to mgr,
+// which live sessions of the route pick up at their next chunk. Its
+// errors are *ConfigError naming where cfg gave r.
+func setRoute(mgr *wlm.Manager, cfg *config.Config, r Route) error {
+	pool := r.pool()
+	if pool != "" && mgr.Catalog().Pools[pool] == nil {
+		file, key := cfg.RouteKey(r.Route, "pool")
+		return configErr(&config.Error{File: file, Key: key, Value: pool, Msg: fmt.Sprintf("resource pool %q does not exist (CREATE RESOURCE POOL on the console first)", pool)})
+	}
+	canCancel := r.Protocol == "postgres" || (r.Protocol == "mysql" && r.KillUser != "")
+	wr := wlm.Route{Link: r.Link, Protocol: r.Protocol, Pool: pool, Emulation: r.Emulation, CanCancel: canCancel}
+	if err := mgr.SetRoute(r.Name, wr); err != nil {
+		return configErr(routeError(cfg, r.Route, err))
+	}
+	return nil
+}
+
 // frontend builds a route's protocol front end; nil for tcp.
-func (s *Stack) frontend(r config.Route) (proxy.Frontend, error) {
+func (s *Stack) frontend(cfg *config.Config, r config.Route) (proxy.Frontend, error) {
 	bad := func(field, value, msg string) error {
-		file, key := s.cfg.RouteKey(r, field)
+		file, key := cfg.RouteKey(r, field)
 		return &config.Error{File: file, Key: key, Value: value, Msg: msg}
 	}
 	var serverTLS, upTLS *tls.Config

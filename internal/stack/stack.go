@@ -42,6 +42,11 @@ type Options struct {
 	Registry *session.Registry
 	// Version is the sluice version the HTTP API reports; "" means "dev".
 	Version string
+	// Load re-reads the configuration for ReloadConfig (the console's
+	// RELOAD, the HTTP API's POST /api/reload, SIGHUP in sluice serve):
+	// the same file, flags and environment the stack was built from. nil
+	// makes ReloadConfig refuse.
+	Load func() (*config.Config, error)
 }
 
 // ConfigError is a configuration that New or AddRoute refused before
@@ -56,7 +61,6 @@ func configErr(err error) error { return &ConfigError{Err: err} }
 
 // Stack is a running sluice. Its methods are safe for concurrent use.
 type Stack struct {
-	cfg *config.Config
 	clk clock.Clock
 	log *slog.Logger
 	reg *session.Registry
@@ -71,7 +75,16 @@ type Stack struct {
 	httpAddr  net.Addr     // nil until the HTTP API is bound
 
 	cancel context.CancelFunc // ends the background loops
+	lctx   context.Context    // the background loops' context; drains end with it
 	loops  sync.WaitGroup     // the goroutines the stack started
+	load   func() (*config.Config, error)
+
+	reloadMu sync.Mutex // serialises reloads and the end of their drains; taken before cfgMu
+
+	cfgMu    sync.Mutex
+	cfg      *config.Config // guarded by cfgMu; the configuration in force, never modified
+	loadedAt time.Time      // guarded by cfgMu; when cfg took effect
+	revision int            // guarded by cfgMu; reloads applied since New
 
 	closeOnce sync.Once
 	closeErr  error // set once by the first Close
@@ -102,8 +115,8 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	lctx, cancel := context.WithCancel(context.Background())
-	s := &Stack{cfg: cfg, clk: o.Clock, log: log, reg: o.Registry, mgr: mgr, cancel: cancel,
-		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers)}
+	s := &Stack{cfg: cfg, clk: o.Clock, log: log, reg: o.Registry, mgr: mgr, cancel: cancel, lctx: lctx,
+		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now()}
 	fail := func(err error) (*Stack, error) {
 		s.Close()
 		return nil, err
@@ -114,7 +127,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	s.srv = proxy.New(proxy.Options{Logger: log, Clock: o.Clock, Registry: o.Registry, Policy: mgr})
 	routes := make([]proxy.Route, 0, len(cfg.Routes))
 	for _, r := range cfg.Routes {
-		pr, err := s.prepare(Route{Route: r})
+		pr, err := s.prepare(cfg, Route{Route: r})
 		if err != nil {
 			return fail(err)
 		}
@@ -122,12 +135,12 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	}
 	var adminAuth, httpAuth string
 	if cfg.Admin.Listen != "" {
-		if s.console, adminAuth, err = newAdmin(cfg, mgr, o.Clock, log); err != nil {
+		if s.console, adminAuth, err = newAdmin(cfg, mgr, s, o.Clock, log); err != nil {
 			return fail(err)
 		}
 	}
 	if cfg.HTTP.Listen != "" {
-		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, s.srv, o.Clock, log, o.Version); err != nil {
+		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, s.srv, s, o.Clock, log, o.Version); err != nil {
 			return fail(err)
 		}
 	}
@@ -143,12 +156,12 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		}
 	})
 	if s.console != nil {
-		if err := s.serveAdmin(lctx, adminAuth); err != nil {
+		if err := s.serveAdmin(lctx, cfg.Admin.Listen, adminAuth); err != nil {
 			return fail(err)
 		}
 	}
 	if s.hs != nil {
-		if err := s.serveHTTP(lctx, httpAuth); err != nil {
+		if err := s.serveHTTP(lctx, cfg.HTTP.Listen, httpAuth); err != nil {
 			return fail(err)
 		}
 	}
@@ -261,7 +274,7 @@ func catalogMessage(err error) string {
 // newAdmin makes the admin console of cfg, refusing a console without a
 // password on a non-loopback address, and names its authentication for
 // the log. It binds nothing.
-func newAdmin(cfg *config.Config, mgr *wlm.Manager, clk clock.Clock, log *slog.Logger) (*admin.Server, string, error) {
+func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, clk clock.Clock, log *slog.Logger) (*admin.Server, string, error) {
 	users := maps.Clone(cfg.Admin.Users)
 	if users == nil {
 		users = map[string]string{}
@@ -273,7 +286,7 @@ func newAdmin(cfg *config.Config, mgr *wlm.Manager, clk clock.Clock, log *slog.L
 	if noPassword && !isLoopback(cfg.Admin.Listen) {
 		return nil, "", configErr(fmt.Errorf("admin console on non-loopback address %s needs a password (SLUICE_ADMIN_PASSWORD or admin.password)", cfg.Admin.Listen))
 	}
-	console, err := admin.New(admin.Options{Manager: mgr, Logger: log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
+	console, err := admin.New(admin.Options{Manager: mgr, Reloader: rl, Logger: log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
 	if err != nil {
 		return nil, "", configErr(fmt.Errorf("admin console: %w", err))
 	}
@@ -285,8 +298,8 @@ func newAdmin(cfg *config.Config, mgr *wlm.Manager, clk clock.Clock, log *slog.L
 
 // serveAdmin binds the admin console's address and serves it until ctx
 // ends.
-func (s *Stack) serveAdmin(ctx context.Context, auth string) error {
-	ln, err := s.listen("admin console", s.cfg.Admin.Listen, auth)
+func (s *Stack) serveAdmin(ctx context.Context, addr, auth string) error {
+	ln, err := s.listen("admin console", addr, auth)
 	if err != nil {
 		return err
 	}
@@ -301,13 +314,13 @@ func (s *Stack) serveAdmin(ctx context.Context, auth string) error {
 
 // newHTTP makes the HTTP API of cfg; without a token only a loopback
 // address is accepted. It binds nothing.
-func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
+func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl httpapi.Reloader, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
 	token := cfg.HTTP.Token
 	if err := httpapi.CheckExposure(cfg.HTTP.Listen, token); err != nil {
 		return nil, nil, "", configErr(err)
 	}
 	api, err := httpapi.New(httpapi.Options{
-		Manager: mgr, Proxy: srv, Clock: clk, Logger: log.With("component", "http"),
+		Manager: mgr, Proxy: srv, Reloader: rl, Clock: clk, Logger: log.With("component", "http"),
 		Token: token, Version: version,
 	})
 	if err != nil {
@@ -326,8 +339,8 @@ func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, clk clock.
 
 // serveHTTP binds the HTTP API's address and serves it, and runs the
 // dashboard sampler, until ctx ends.
-func (s *Stack) serveHTTP(ctx context.Context, auth string) error {
-	ln, err := s.listen("HTTP API", s.cfg.HTTP.Listen, auth)
+func (s *Stack) serveHTTP(ctx context.Context, addr, auth string) error {
+	ln, err := s.listen("HTTP API", addr, auth)
 	if err != nil {
 		return err
 	}

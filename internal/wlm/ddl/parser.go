@@ -197,6 +197,7 @@ var statements = map[string]func(*parser) (node, error){
 	"reset":  (*parser).reset,
 	"show":   (*parser).show,
 	"select": (*parser).selectStmt,
+	"reload": (*parser).reload,
 }
 
 func (p *parser) statement() (Statement, error) {

@@ -1,0 +1,262 @@
+package stack_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/httpapi"
+	"github.com/sluicelab/sluice/internal/stack"
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+// echoServer accepts connections until the test ends and echoes each.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// echoes reports whether one round trip through c comes back intact.
+func echoes(c net.Conn, msg string) bool {
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return false
+	}
+	buf := make([]byte, len(msg))
+	_, err := io.ReadFull(c, buf)
+	return err == nil && string(buf) == msg
+}
+
+// dial connects to addr; the test's end closes the connection.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// configStack writes body to a file in a temporary directory and builds
+// a stack from it that reloads that file.
+func configStack(t *testing.T, body string) (*stack.Stack, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, path, body)
+	load := func() (*config.Config, error) { return config.Load(path) }
+	cfg, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := stack.New(context.Background(), stack.Options{Config: cfg, Load: load, Logger: testenv.Logger(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, path
+}
+
+// TestReloadRelisten: a route whose listen address changes is bound at
+// the new address; the old one stops accepting at once, and its open
+// session keeps working until the grace ends, when it is closed.
+func TestReloadRelisten(t *testing.T) {
+	up := echoServer(t)
+	a, b := freeAddr(t), freeAddr(t)
+	st, path := configStack(t, "shutdown_grace: 500ms\nroutes:\n  - name: e\n    listen: "+a+"\n    upstream: "+up+"\n")
+	old := dial(t, a)
+	if !echoes(old, "before") {
+		t.Fatal("no echo before the reload")
+	}
+	ch, err := reloadFile(t, st, path, "shutdown_grace: 500ms\nroutes:\n  - name: e\n    listen: "+b+"\n    upstream: "+up+"\n")
+	if err != nil || len(ch.Relisten) != 1 {
+		t.Fatalf("reload = %+v, %v; want e relistened", ch, err)
+	}
+	if !echoes(old, "draining") {
+		t.Fatal("the old session stopped at the reload, not at the grace's end")
+	}
+	if c, err := net.Dial("tcp", a); err == nil {
+		c.Close()
+		t.Fatal("the old address still accepts")
+	}
+	c := dial(t, b)
+	if !echoes(c, "new") {
+		t.Fatal("no echo at the new address")
+	}
+	testenv.Eventually(t, 30*time.Second, "the old session to be closed", func() bool { return !echoes(old, "x") })
+	if !echoes(c, "still") {
+		t.Fatal("the new session ended with the old one")
+	}
+}
+
+// TestReloadRefusesRestartOnlyKeys: the admin console's address cannot
+// change on reload; the error says so and names the key.
+func TestReloadRefusesRestartOnlyKeys(t *testing.T) {
+	up := echoServer(t)
+	adm := freeAddr(t)
+	st, path := configStack(t, "admin:\n  listen: "+adm+"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
+	_, err := reloadFile(t, st, path, "admin:\n  listen: "+freeAddr(t)+"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
+	if !errors.As(err, new(*stack.ConfigError)) || !strings.Contains(err.Error(), "admin.listen cannot change on reload; restart") {
+		t.Fatalf("reload = %v, want a refusal naming admin.listen", err)
+	}
+	if st.ConfigView().Revision != 0 {
+		t.Fatal("the refused reload counted")
+	}
+}
+
+// TestRoutePool: a route's pool key is the pool of its sessions whose
+// user has no binding; an unknown pool is a configuration error naming
+// the key, at start and on reload.
+func TestRoutePool(t *testing.T) {
+	up := echoServer(t)
+	route := func(pool string) string {
+		return "routes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: " + up + "\n    pool: " + pool + "\n"
+	}
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	writeFile(t, path, route("nosuch"))
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = stack.New(context.Background(), stack.Options{Config: cfg})
+	var ce *config.Error
+	if !errors.As(err, new(*stack.ConfigError)) || !errors.As(err, &ce) || ce.Key != "routes[0].pool" || ce.Value != "nosuch" {
+		t.Fatalf("New with an unknown pool = %v, want an error at routes[0].pool", err)
+	}
+
+	st, path := configStack(t, "routes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
+	if _, err := st.Manager().Exec(context.Background(), "CREATE RESOURCE POOL rp1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Manager().Bind("e", "nobody").Pool; got != "" {
+		t.Fatalf("pool before the reload = %q", got)
+	}
+	if _, err := reloadFile(t, st, path, route("rp1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Manager().Bind("e", "nobody").Pool; got != "rp1" {
+		t.Fatalf("pool after the reload = %q, want rp1", got)
+	}
+}
+
+// TestConfigViews: SHOW CONFIG on the console and GET /api/config show
+// the configuration in force, when it was loaded and its revision,
+// without its secrets; RELOAD and POST /api/reload apply a new one.
+func TestConfigViews(t *testing.T) {
+	up := echoServer(t)
+	body := func(extra string) string {
+		return "admin:\n  listen: 127.0.0.1:0\n  password: consolesecret\nhttp:\n  listen: 127.0.0.1:0\n  token: tokensecret\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: " + up + "\n" + extra
+	}
+	st, path := configStack(t, body(""))
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, "postgres://admin:consolesecret@"+st.AdminAddr().String()+"/sluice?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	show := func() map[string]string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "SHOW CONFIG", pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for rows.Next() {
+			var k, v string
+			if err := rows.Scan(&k, &v); err != nil {
+				t.Fatal(err)
+			}
+			out[k] = v
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	rows := show()
+	if rows["file"] != path || rows["revision"] != "0" || rows["routes.e.upstream"] != up || rows["admin.password"] != "(set)" || rows["http.token"] != "(set)" {
+		t.Fatalf("SHOW CONFIG = %v", rows)
+	}
+	for k, v := range rows {
+		if strings.Contains(v, "secret") {
+			t.Errorf("SHOW CONFIG %s shows a secret: %q", k, v)
+		}
+	}
+
+	writeFile(t, path, body("  - name: f\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n"))
+	if _, err := conn.Exec(ctx, "RELOAD", pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatalf("RELOAD: %v", err)
+	}
+	if rows := show(); rows["revision"] != "1" || rows["routes.f.listen"] == "" {
+		t.Fatalf("SHOW CONFIG after RELOAD = %v", rows)
+	}
+
+	api := "http://" + st.HTTPAddr().String()
+	do := func(method, path string) (int, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(method, api+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer tokensecret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, b
+	}
+	code, b := do("GET", "/api/config")
+	var v config.View
+	if err := json.Unmarshal(b, &v); code != 200 || err != nil || v.Revision != 1 || len(v.Routes) != 2 || v.File != path || !v.HTTPToken {
+		t.Fatalf("GET /api/config = %d %s (%v)", code, b, err)
+	}
+	if strings.Contains(string(b), "secret") {
+		t.Fatalf("GET /api/config shows a secret: %s", b)
+	}
+
+	writeFile(t, path, body("    dial_timeout: soon\n"))
+	code, b = do("POST", "/api/reload")
+	var e httpapi.Error
+	if err := json.Unmarshal(b, &e); code != http.StatusBadRequest || err != nil || e.Code != "F0000" || !strings.Contains(e.Message, "routes[0].dial_timeout") {
+		t.Fatalf("POST /api/reload of a broken file = %d %s", code, b)
+	}
+	_, err = conn.Exec(ctx, "RELOAD", pgx.QueryExecModeSimpleProtocol)
+	if !strings.Contains(err.Error(), "routes[0].dial_timeout") || !strings.Contains(err.Error(), "F0000") {
+		t.Fatalf("RELOAD of a broken file: %v", err)
+	}
+
+	writeFile(t, path, body(""))
+	code, b = do("POST", "/api/reload")
+	var r httpapi.ReloadResponse
+	if err := json.Unmarshal(b, &r); code != 200 || err != nil || len(r.Changes.Removed) != 1 || r.Changes.Removed[0] != "f" || r.Config.Revision != 2 {
+		t.Fatalf("POST /api/reload = %d %s", code, b)
+	}
+}
