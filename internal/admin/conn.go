@@ -327,6 +327,7 @@ var clientParams = map[string]bool{
 
 // exec runs st: client parameters here, everything else by the manager.
 func (c *conn) exec(ctx context.Context, st ddl.Statement) (wlm.Result, error) {
+	ctx = wlm.WithActor(ctx, c.actor)
 	if res, ok, err := c.reloadStatement(ctx, st); ok {
 		return res, err
 	}
@@ -349,5 +350,5 @@ func (c *conn) exec(ctx context.Context, st ddl.Statement) (wlm.Result, error) {
 			return wlm.Result{Tag: "SHOW", Columns: []string{s.Name}, Rows: [][]string{{c.params[s.Name]}}}, nil
 		}
 	}
-	return c.s.mgr.ExecStatement(wlm.WithActor(ctx, c.actor), st)
+	return c.s.mgr.ExecStatement(ctx, st)
 }

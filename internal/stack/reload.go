@@ -120,7 +120,7 @@ func (s *Stack) planReload(ctx context.Context, cur, next *config.Config) (confi
 		return ch, nil, err
 	}
 	defer scratch.Close()
-	if err := applyCatalogConfig(ctx, scratch, next); err != nil {
+	if err := applyCatalogConfig(ctx, scratch, next, wlm.SurfaceReload); err != nil {
 		return ch, nil, configErr(err)
 	}
 	plan := &reloadPlan{routes: map[string]proxy.Route{}}
@@ -170,7 +170,7 @@ func (s *Stack) applyReload(ctx context.Context, next *config.Config, ch config.
 			plan.close() // the sockets not yet handed to the proxy
 		}
 	}()
-	if err := applyCatalogConfig(ctx, s.mgr, next); err != nil {
+	if err := applyCatalogConfig(ctx, s.mgr, next, wlm.SurfaceReload); err != nil {
 		return configErr(err)
 	}
 	for _, name := range ch.Changed {

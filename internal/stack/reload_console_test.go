@@ -18,6 +18,7 @@ import (
 	"github.com/sluicelab/sluice/internal/httpapi"
 	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/testenv"
+	"github.com/sluicelab/sluice/internal/wlm"
 )
 
 // echoServer accepts connections until the test ends and echoes each.
@@ -258,5 +259,49 @@ func TestConfigViews(t *testing.T) {
 	var r httpapi.ReloadResponse
 	if err := json.Unmarshal(b, &r); code != 200 || err != nil || len(r.Changes.Removed) != 1 || r.Changes.Removed[0] != "f" || r.Config.Revision != 2 {
 		t.Fatalf("POST /api/reload = %d %s", code, b)
+	}
+}
+
+// TestReloadAudited: the settings a reload applies are in the audit
+// trail as surface reload, naming who asked for it: the console's user
+// and address for RELOAD, a signal for a reload with no one behind it.
+func TestReloadAudited(t *testing.T) {
+	up := echoServer(t)
+	body := func(labels string) string {
+		return "admin:\n  listen: 127.0.0.1:0\n  password: consolesecret\nsettings:\n  metrics_user_labels: " + labels +
+			"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: " + up + "\n"
+	}
+	st, path := configStack(t, body("1"))
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, "postgres://admin:consolesecret@"+st.AdminAddr().String()+"/sluice?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	last := func() wlm.AuditEntry {
+		t.Helper()
+		a := st.Manager().Audit()
+		if len(a) == 0 {
+			t.Fatal("audit trail is empty")
+		}
+		return a[len(a)-1]
+	}
+	if e := last(); e.Surface != wlm.SurfaceConfig || e.Addr != path || !strings.Contains(e.Statement, "metrics_user_labels") {
+		t.Fatalf("at start: %+v", e)
+	}
+	writeFile(t, path, body("2"))
+	if _, err := conn.Exec(ctx, "RELOAD", pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatalf("RELOAD: %v", err)
+	}
+	local := conn.PgConn().Conn().LocalAddr().String()
+	if e := last(); e.Surface != wlm.SurfaceReload || e.User != "console:admin" || e.Addr != local || !strings.Contains(e.Statement, "2") {
+		t.Fatalf("after RELOAD from %s: %+v", local, e)
+	}
+	writeFile(t, path, body("3"))
+	if _, err := st.ReloadConfig(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e := last(); e.Surface != wlm.SurfaceReload || e.User != "signal" || e.Addr != path {
+		t.Fatalf("after a reload with no actor: %+v", e)
 	}
 }

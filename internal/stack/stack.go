@@ -121,7 +121,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		s.Close()
 		return nil, err
 	}
-	if err := applyCatalogConfig(ctx, mgr, cfg); err != nil {
+	if err := applyCatalogConfig(ctx, mgr, cfg, wlm.SurfaceConfig); err != nil {
 		return fail(configErr(err))
 	}
 	s.srv = proxy.New(proxy.Options{Logger: log, Clock: o.Clock, Registry: o.Registry, Policy: mgr})
@@ -237,9 +237,10 @@ func (s *Stack) Close() error {
 
 // applyCatalogConfig creates or alters the config file's links and
 // applies its settings, with the same validation as the console's
-// statements.
-func applyCatalogConfig(ctx context.Context, mgr *wlm.Manager, cfg *config.Config) error {
-	ctx = wlm.WithActor(ctx, wlm.Actor{Surface: wlm.SurfaceConfig, Addr: cfg.Source})
+// statements. The audit trail records them as surface (wlm.SurfaceConfig
+// at start, wlm.SurfaceReload on reload, naming who asked for it).
+func applyCatalogConfig(ctx context.Context, mgr *wlm.Manager, cfg *config.Config, surface string) error {
+	ctx = wlm.WithActor(ctx, configActor(ctx, cfg, surface))
 	for _, l := range cfg.Links {
 		if err := mgr.DefineLink(ctx, l.Name, l.Options); err != nil {
 			return &config.Error{File: cfg.Source, Msg: fmt.Sprintf("%s (link %s): %s", l.Key, l.Name, catalogMessage(err))}
@@ -256,6 +257,25 @@ func applyCatalogConfig(ctx context.Context, mgr *wlm.Manager, cfg *config.Confi
 		}
 	}
 	return nil
+}
+
+// configActor is the audit trail's actor for cfg's changes: the file at
+// start; on reload, whoever asked for it (the actor ctx carries), or a
+// signal.
+func configActor(ctx context.Context, cfg *config.Config, surface string) wlm.Actor {
+	a := wlm.Actor{Surface: surface, Addr: cfg.Source}
+	if surface != wlm.SurfaceReload {
+		return a
+	}
+	a.User = "signal"
+	if t, ok := wlm.ActorFrom(ctx); ok {
+		a.User = t.Surface
+		if t.User != "" {
+			a.User += ":" + t.User
+		}
+		a.Addr = t.Addr
+	}
+	return a
 }
 
 // catalogMessage is err's text, without the SQLSTATE when it is a

@@ -16,14 +16,18 @@ const (
 	SurfaceConsole = "console" // the admin console
 	SurfaceHTTP    = "http"    // the HTTP API (and its Toxiproxy-compatible part)
 	SurfaceForward = "forward" // data-port forwarding of CREATE/ALTER USER
-	SurfaceConfig  = "config"  // the configuration file, at start or reload
+	SurfaceConfig  = "config"  // the configuration file, at start
+	SurfaceReload  = "reload"  // the configuration file, re-read while running
 )
 
 // Actor is who asks for a catalog change: the surface it comes through,
 // the user (the console's authenticated user, the data-route user,
 // "token" for an HTTP request that presented the API token, "" when
 // there is none) and the client's address (the configuration file's path
-// for SurfaceConfig). It is a value, safe to copy.
+// for SurfaceConfig). For SurfaceReload, User and Addr are those of whoever
+// asked for the reload ("console:admin" and the console client's address,
+// "http:token" and the HTTP client's), or "signal" and the file's path for
+// SIGHUP. It is a value, safe to copy.
 type Actor struct {
 	Surface string
 	User    string

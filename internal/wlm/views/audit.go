@@ -7,8 +7,8 @@ import "time"
 // and how it ended. Code and Error are "" when it succeeded.
 type AuditEntry struct {
 	Time      time.Time
-	Surface   string // console, http, forward, config
-	User      string // the console or data-route user; "token" or "" on http; "" for config
+	Surface   string // console, http, forward, config, reload
+	User      string // the console or data-route user; "token" or "" on http; "" for config; who asked, for reload
 	Addr      string // the client's address; the configuration file for config
 	Statement string // the statement, with password literals masked
 	Code      string // SQLSTATE of the failure; "" on success
