@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/enum"
 )
 
 // Model constants.
@@ -57,20 +59,14 @@ var distributionNames = [...]string{
 // String returns the distribution's name as ParseDistribution accepts it,
 // or "Distribution(N)" for an unknown value.
 func (d Distribution) String() string {
-	if int(d) < len(distributionNames) {
-		return distributionNames[d]
-	}
-	return fmt.Sprintf("Distribution(%d)", uint8(d))
+	return enum.Name(distributionNames[:], int(d), "Distribution")
 }
 
 // ParseDistribution parses "uniform", "normal", "pareto" or "paretonormal"
 // (case-insensitive, surrounding spaces ignored).
 func ParseDistribution(s string) (Distribution, error) {
-	t := strings.TrimSpace(s)
-	for i, name := range distributionNames {
-		if strings.EqualFold(t, name) {
-			return Distribution(i), nil
-		}
+	if i, ok := enum.Index(distributionNames[:], s, true); ok {
+		return Distribution(i), nil
 	}
 	return 0, fmt.Errorf("netem: unknown distribution %q (want uniform, normal, pareto or paretonormal)", s)
 }
@@ -109,14 +105,10 @@ const (
 // String returns "bernoulli" or "gemodel" (netem's name), or
 // "LossKind(N)" for an unknown value.
 func (k LossKind) String() string {
-	switch k {
-	case Bernoulli:
-		return "bernoulli"
-	case GilbertElliott:
-		return "gemodel"
-	}
-	return fmt.Sprintf("LossKind(%d)", uint8(k))
+	return enum.Name(lossKindNames, int(k), "LossKind")
 }
+
+var lossKindNames = []string{Bernoulli: "bernoulli", GilbertElliott: "gemodel"}
 
 // ParseLossKind parses a loss model name, case-insensitive: "bernoulli" or
 // "random" (netem's name) for Bernoulli, "gemodel", "gilbert-elliott" or
