@@ -80,12 +80,16 @@ func (d Distribution) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler with ParseDistribution.
-func (d *Distribution) UnmarshalText(b []byte) error {
-	v, err := ParseDistribution(string(b))
+func (d *Distribution) UnmarshalText(b []byte) error { return unmarshalText(d, b, ParseDistribution) }
+
+// unmarshalText sets *dst to what parse reads in b, or leaves it and
+// returns parse's error.
+func unmarshalText[T any](dst *T, b []byte, parse func(string) (T, error)) error {
+	v, err := parse(string(b))
 	if err != nil {
 		return err
 	}
-	*d = v
+	*dst = v
 	return nil
 }
 
@@ -132,14 +136,7 @@ func (k LossKind) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler with ParseLossKind.
-func (k *LossKind) UnmarshalText(b []byte) error {
-	v, err := ParseLossKind(string(b))
-	if err != nil {
-		return err
-	}
-	*k = v
-	return nil
-}
+func (k *LossKind) UnmarshalText(b []byte) error { return unmarshalText(k, b, ParseLossKind) }
 
 // LossModel selects and parameterises the loss process. The zero value is
 // Bernoulli with Params.Loss.
@@ -269,22 +266,17 @@ func (p Params) WithDefaults() Params {
 // size, a probability or correlation outside [0, 1] (or NaN), or an unknown
 // Distribution or LossKind.
 func (p Params) Validate() error {
-	durations := []struct {
-		name string
-		v    time.Duration
-	}{{"delay", p.Delay}, {"jitter", p.Jitter}, {"rto", p.RTO}}
-	for _, d := range durations {
-		if d.v < 0 {
-			return fmt.Errorf("netem: %s %v is negative", d.name, d.v)
-		}
+	signed := []struct {
+		name     string
+		v        any // a time.Duration or an int64
+		negative bool
+	}{
+		{"delay", p.Delay, p.Delay < 0}, {"jitter", p.Jitter, p.Jitter < 0}, {"rto", p.RTO, p.RTO < 0},
+		{"rate", p.Rate, p.Rate < 0}, {"burst", p.Burst, p.Burst < 0}, {"window", p.Window, p.Window < 0},
 	}
-	sizes := []struct {
-		name string
-		v    int64
-	}{{"rate", p.Rate}, {"burst", p.Burst}, {"window", p.Window}}
-	for _, s := range sizes {
-		if s.v < 0 {
-			return fmt.Errorf("netem: %s %d is negative", s.name, s.v)
+	for _, s := range signed {
+		if s.negative {
+			return fmt.Errorf("netem: %s %v is negative", s.name, s.v)
 		}
 	}
 	probs := []struct {
