@@ -41,12 +41,21 @@ SELECT pg_sleep(0.01);
 DROP TABLE IF EXISTS sbtest1;
 `
 
-func TestPsql(t *testing.T) {
-	psql := testenv.Program(t, "psql")
+// startForClient finds the client program, starts a server for it and
+// returns the program's path, the server's host and port, and a context
+// that ends after timeout.
+func startForClient(t *testing.T, program string, timeout time.Duration) (path, host, port string, ctx context.Context) {
+	t.Helper()
+	path = testenv.Program(t, program)
 	_, url := startServer(t, Options{})
-	host, port, _ := strings.Cut(addrOf(url), ":")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	host, port, _ = strings.Cut(addrOf(url), ":")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return path, host, port, ctx
+}
+
+func TestPsql(t *testing.T) {
+	psql, host, port, ctx := startForClient(t, "psql", 60*time.Second)
 	cmd := exec.CommandContext(ctx, psql, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
 		"-h", host, "-p", port, "-U", "lab", "-d", "lab", "-f", "-")
 	cmd.Stdin = strings.NewReader(psqlScript)
@@ -73,11 +82,7 @@ func TestPsql(t *testing.T) {
 // prepared statements) through prepare, a short oltp_read_write run and
 // cleanup.
 func TestSysbenchBinary(t *testing.T) {
-	sysbench := testenv.Program(t, "sysbench")
-	_, url := startServer(t, Options{})
-	host, port, _ := strings.Cut(addrOf(url), ":")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	sysbench, host, port, ctx := startForClient(t, "sysbench", 2*time.Minute)
 	common := []string{"oltp_read_write", "--db-driver=pgsql", "--pgsql-host=" + host, "--pgsql-port=" + port,
 		"--pgsql-user=lab", "--pgsql-db=lab", "--tables=1", "--table-size=1000"}
 	for _, step := range [][]string{
