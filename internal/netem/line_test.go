@@ -70,6 +70,21 @@ func (r *recorder) none(t *testing.T) {
 	}
 }
 
+// overfill writes n chunks at t0, which the window must hold, then
+// starts a Write of last at t0 in the background; its error comes on the
+// returned channel.
+func overfill(ctx context.Context, t *testing.T, l *Line, n int, chunk, last []byte) <-chan error {
+	t.Helper()
+	for range n {
+		if err := l.Write(ctx, chunk, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- l.Write(ctx, last, t0) }()
+	return errc
+}
+
 func recv[T any](t *testing.T, c <-chan T) T {
 	t.Helper()
 	select {
@@ -177,13 +192,7 @@ func TestLineBackpressure(t *testing.T) {
 	defer closeLine(t, l)
 	chunk := make([]byte, 1000)
 
-	for i := 0; i < 3; i++ {
-		if err := l.Write(ctx, chunk, t0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- l.Write(ctx, chunk, t0) }()
+	errc := overfill(ctx, t, l, 3, chunk, chunk)
 	// The writer waits for t0+10ms, the blocked Write for the ack of the
 	// first chunk at t0+20ms.
 	clk.BlockUntil(2)
@@ -229,11 +238,7 @@ func TestLineAckDelay(t *testing.T) {
 		AckDelay: func() time.Duration { return 30 * ms },
 	})
 	defer closeLine(t, l)
-	if err := l.Write(ctx, make([]byte, 1000), t0); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- l.Write(ctx, make([]byte, 10), t0) }()
+	errc := overfill(ctx, t, l, 1, make([]byte, 1000), make([]byte, 10))
 	clk.BlockUntil(2)
 	clk.Set(t0.Add(10 * ms))
 	rec.next(t)
@@ -258,13 +263,7 @@ func TestLineSlowDst(t *testing.T) {
 		l := NewLine(clk, rec, NewPath(Params{Delay: ms, Window: 2000}, 0), noSpin)
 		defer closeLine(t, l)
 		chunk := make([]byte, 1000)
-		for i := 0; i < 2; i++ {
-			if err := l.Write(ctx, chunk, t0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		errc := make(chan error, 1)
-		go func() { errc <- l.Write(ctx, chunk, t0) }()
+		errc := overfill(ctx, t, l, 2, chunk, chunk)
 		clk.BlockUntil(2)
 		clk.Set(t0.Add(2 * ms)) // release due at +1ms, ack at +2ms
 		recv(t, rec.entered)    // the writer is stuck in dst.Write
@@ -294,11 +293,7 @@ func TestLineWindowWaitCancelled(t *testing.T) {
 	rec := newRecorder(clk)
 	l := NewLine(clk, rec, NewPath(Params{Delay: time.Millisecond, Window: 100}, 0), noSpin)
 	defer closeLine(t, l)
-	if err := l.Write(ctx, make([]byte, 100), t0); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- l.Write(ctx, []byte("late"), t0) }()
+	errc := overfill(ctx, t, l, 1, make([]byte, 100), []byte("late"))
 	clk.BlockUntil(2)
 	cancel()
 	if err := recv(t, errc); !errors.Is(err, context.Canceled) {
@@ -359,11 +354,7 @@ func TestLineClose(t *testing.T) {
 	clk := clock.NewFake(t0)
 	rec := newRecorder(clk)
 	l := NewLine(clk, rec, NewPath(Params{Delay: time.Second, Window: 10}, 0), noSpin)
-	if err := l.Write(ctx, make([]byte, 10), t0); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- l.Write(ctx, []byte("x"), t0) }()
+	errc := overfill(ctx, t, l, 1, make([]byte, 10), []byte("x"))
 	clk.BlockUntil(2)
 	if err := l.Close(); err != nil {
 		t.Fatalf("Close = %v", err)
