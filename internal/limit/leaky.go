@@ -65,7 +65,7 @@ func (b *LeakyBucket) Granularity() time.Duration { return b.tick(int64(b.p), De
 
 func (l leak) anchor(t int64) int64 { return t }
 
-func (l leak) plan(m *meter, t int64, n int, commit bool) int64 {
+func (l leak) planLocked(m *meter, t int64, n int, commit bool) int64 {
 	g := orDefault(int64(l), DefaultGranularity)
 	s, rem := m.cur, m.rem
 	if s < t && t-s > g {

@@ -58,12 +58,12 @@ const (
 
 // policy is what sets one algorithm apart: its parameters, and the
 // arithmetic on the meter's cursor. Its methods run with the meter's mu
-// held (its fields are guarded by it too) and only while the rate is not
-// 0.
+// held; its fields are guarded by it too.
 type policy interface {
-	// plan returns the offset at which n units reserved at offset t pass
-	// and, if commit, moves the cursor past them.
-	plan(m *meter, t int64, n int, commit bool) int64
+	// planLocked returns the offset at which n units reserved at offset t
+	// pass and, if commit, moves the cursor past them. It is called only
+	// while the rate is not 0.
+	planLocked(m *meter, t int64, n int, commit bool) int64
 	// anchor returns the offset from which a rate change at offset t
 	// carries the backlog over.
 	anchor(t int64) int64
@@ -96,7 +96,7 @@ func (c *core[P]) reserve(now time.Time, n int, commit bool) time.Time {
 		return now
 	}
 	t := c.offset(now)
-	return c.timeAt(now, t, c.p.plan(&c.meter, t, n, commit))
+	return c.timeAt(now, t, c.p.planLocked(&c.meter, t, n, commit))
 }
 
 // SetRate changes the rate from now on; the backlog is carried over in

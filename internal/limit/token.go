@@ -46,7 +46,7 @@ func (b *TokenBucket) SetBurst(burst int) {
 
 func (k token) anchor(t int64) int64 { return t }
 
-func (k token) plan(m *meter, t int64, n int, commit bool) int64 {
+func (k token) planLocked(m *meter, t int64, n int, commit bool) int64 {
 	x, rem := m.cur, m.rem
 	if x < t {
 		x, rem = t, 0 // full

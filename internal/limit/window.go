@@ -44,10 +44,10 @@ func (f *FixedWindow) Window() time.Duration { return f.tick(int64(f.p), Default
 // counted from there.
 func (f window) anchor(t int64) int64 { return floorTo(t, orDefault(int64(f), DefaultWindow)) }
 
-// plan works on the cursor as a position in time: window k owns the
+// planLocked works on the cursor as a position in time: window k owns the
 // offsets [k*w, (k+1)*w), and each unit moves the cursor by 1/rate s, so a
 // window is full when the cursor reaches its end.
-func (f window) plan(m *meter, t int64, n int, commit bool) int64 {
+func (f window) planLocked(m *meter, t int64, n int, commit bool) int64 {
 	w := orDefault(int64(f), DefaultWindow)
 	s, rem := m.cur, m.rem
 	if ws := floorTo(t, w); s < ws {
