@@ -241,14 +241,8 @@ func optionTable(o *Options) []optDef {
 	intOpt("percentile", "percentile to calculate in latency statistics (1-100), 0 disables", &o.Percentile)
 	boolOpt("histogram", "print latency histogram in report", &o.Histogram)
 	intOpt("verbosity", "verbosity level {5 - debug, 0 - only critical messages}", &o.Verbosity)
-	add(optDef{name: "format", arg: "STRING", help: "report format {human, json}", def: o.Format, setter: func(v string) error {
-		o.Format = v
-		return nil
-	}})
-	add(optDef{name: "io-model", arg: "STRING", help: "how run workers wait {thread: each in its own thread, as sysbench's; poller: on Go's network poller}", def: o.IOModel, setter: func(v string) error {
-		o.IOModel = v
-		return nil
-	}})
+	strOpt("format", "report format {human, json}", &o.Format)
+	strOpt("io-model", "how run workers wait {thread: each in its own thread, as sysbench's; poller: on Go's network poller}", &o.IOModel)
 	intOpt("num-threads", "deprecated alias for --threads", &o.Threads)
 	int64Opt("max-requests", "deprecated alias for --events", &o.Events)
 	secOpt("max-time", "deprecated alias for --time", &o.Time)
@@ -283,10 +277,7 @@ func optionTable(o *Options) []optDef {
 	}})
 
 	// Database (src/db_driver.c and the drivers).
-	add(optDef{name: "db-driver", arg: "STRING", help: "database driver {mysql, pgsql}", def: o.Driver, setter: func(v string) error {
-		o.Driver = v
-		return nil
-	}})
+	strOpt("db-driver", "database driver {mysql, pgsql}", &o.Driver)
 	strOpt("db-ps-mode", "prepared statements usage mode {auto, disable}", &o.PSMode)
 	strOpt("dsn", "database address as a postgres:// or mysql:// URL, instead of the per-driver options", &o.DSN)
 	listOpt("mysql-host", "MySQL server host", &o.MySQL.Hosts)

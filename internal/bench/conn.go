@@ -216,3 +216,33 @@ func dollarParams(sql string) string {
 func missingTableError(table, workload string) error {
 	return fmt.Errorf("table %s does not exist (run `sluice bench %s prepare` first)", table, workload)
 }
+
+// tableError is a driver's reading of the server error behind a failed
+// admin statement; its zero value is an error that is not the server's,
+// or not about a table.
+type tableError struct {
+	code, message string // the server's error number or SQLSTATE, and message
+	exists        bool   // the table to create exists
+	missing       bool   // a table the statement names does not exist
+	table         string // with missing, the table the message names
+}
+
+// adminError is what an admin statement query that failed with err (nil:
+// did not fail) returns: ctx's error once ctx is done, a hint to clean up
+// for a table that exists, an SQLError for a missing table, else err
+// behind the statement's first line.
+func adminError(ctx context.Context, query string, err error, te tableError) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	switch {
+	case te.exists:
+		return fmt.Errorf("%s (run cleanup first): %w", te.message, err)
+	case te.missing:
+		return &SQLError{Code: te.code, Message: te.message, Query: query, MissingTable: te.table, Err: err}
+	}
+	return fmt.Errorf("%s: %w", firstLine(query), err)
+}

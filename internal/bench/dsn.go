@@ -24,7 +24,7 @@ func dsnDriver(dsn string) (string, error) {
 		}
 		return DriverPgSQL, nil
 	case strings.HasPrefix(dsn, "mysql://"):
-		if _, err := mysqlURLConfig(dsn); err != nil {
+		if _, err := MySQLURLConfig(dsn); err != nil {
 			return "", err
 		}
 		return DriverMySQL, nil
@@ -37,9 +37,10 @@ func dsnDriver(dsn string) (string, error) {
 	return "", errors.New("want postgres://user:pass@host:port/db, mysql://user:pass@host:port/db or user:pass@tcp(host:port)/db")
 }
 
-// mysqlURLConfig parses mysql://user:pass@host:port/db?param=value; the
-// query takes go-sql-driver's DSN parameters.
-func mysqlURLConfig(dsn string) (*mysql.Config, error) {
+// MySQLURLConfig parses mysql://user:pass@host:port/db?param=value; the
+// query takes go-sql-driver's DSN parameters. The host defaults to
+// 127.0.0.1 and the port to 3306.
+func MySQLURLConfig(dsn string) (*mysql.Config, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return nil, errors.New("not a valid URL")
@@ -81,7 +82,7 @@ func mysqlConfigs(o *Options) ([]*mysql.Config, error) {
 	}
 	switch {
 	case o.DSN != "" && strings.HasPrefix(o.DSN, "mysql://"):
-		c, err := mysqlURLConfig(o.DSN)
+		c, err := MySQLURLConfig(o.DSN)
 		if err != nil {
 			return nil, err
 		}

@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
@@ -90,13 +92,8 @@ func (c *fakeConn) Close() error {
 
 // sqls returns the recorded statements, leaving out the table probes.
 func (c *fakeConn) sqls() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var out []string
-	for _, cl := range c.calls {
-		if strings.HasPrefix(cl.SQL, "SELECT 1 FROM sbtest") {
-			continue
-		}
+	for _, cl := range c.workCalls() {
 		out = append(out, cl.SQL)
 	}
 	return out
@@ -153,4 +150,17 @@ func testOptions(workload string, args ...string) Options {
 		panic(fmt.Sprintf("testOptions: %v", err))
 	}
 	return o
+}
+
+// runFake runs workload with args against a fresh fakeDialer and fails t
+// if the run fails.
+func runFake(t *testing.T, workload string, args ...string) (Result, *fakeDialer) {
+	t.Helper()
+	o := testOptions(workload, args...)
+	d := &fakeDialer{}
+	res, err := run(context.Background(), &o, d, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, d
 }

@@ -301,22 +301,12 @@ func (d *mysqlDialer) admin(ctx context.Context, n int) (*mysqlAdmin, error) {
 
 func (a *mysqlAdmin) exec(ctx context.Context, query string) error {
 	_, err := a.rc.exec(query)
-	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-		var me *mysql.MySQLError
-		if errors.As(err, &me) {
-			switch me.Number {
-			case erTableExists:
-				return fmt.Errorf("%s (run cleanup first): %w", me.Message, err)
-			case erNoSuchTable:
-				return &SQLError{Code: "1146", Message: me.Message, Query: query, MissingTable: quotedTable(me.Message), Err: err}
-			}
-		}
-		return fmt.Errorf("%s: %w", firstLine(query), err)
+	var te tableError
+	if me := (*mysql.MySQLError)(nil); errors.As(err, &me) {
+		te = tableError{code: strconv.Itoa(int(me.Number)), message: me.Message,
+			exists: me.Number == erTableExists, missing: me.Number == erNoSuchTable, table: quotedTable(me.Message)}
 	}
-	return nil
+	return adminError(ctx, query, err, te)
 }
 
 func (a *mysqlAdmin) close() error { return a.rc.close() }

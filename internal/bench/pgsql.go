@@ -210,22 +210,13 @@ func (d *pgDialer) admin(ctx context.Context) (*pgAdmin, error) {
 }
 
 func (a *pgAdmin) exec(ctx context.Context, query string) error {
-	if _, err := simpleExec(context.Background(), a.c.PgConn(), query); err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) {
-			switch pe.Code {
-			case pgDuplicateTab:
-				return fmt.Errorf("%s (run cleanup first): %w", pe.Message, err)
-			case pgUndefinedTab:
-				return &SQLError{Code: pe.Code, Message: pe.Message, Query: query, MissingTable: pgQuoted(pe.Message), Err: err}
-			}
-		}
-		return fmt.Errorf("%s: %w", firstLine(query), err)
+	_, err := simpleExec(context.Background(), a.c.PgConn(), query)
+	var te tableError
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
+		te = tableError{code: pe.Code, message: pe.Message,
+			exists: pe.Code == pgDuplicateTab, missing: pe.Code == pgUndefinedTab, table: pgQuoted(pe.Message)}
 	}
-	return nil
+	return adminError(ctx, query, err, te)
 }
 
 func (a *pgAdmin) close() error {

@@ -141,15 +141,9 @@ func pgKeySQL(o *Options, t, rows int) []string {
 // are an error, except for bulk_insert, whose tables are created if
 // missing.
 func Prepare(ctx context.Context, o Options, progress io.Writer) error {
-	if err := o.Validate(); err != nil {
+	wl, err := o.tablesWorkload()
+	if err != nil {
 		return err
-	}
-	wl, ok := lookupWorkload(o.Workload)
-	if !ok {
-		return usageErrorf("no workload given")
-	}
-	if wl.singleTable && o.Tables != 1 {
-		return usageErrorf("%s does not support --tables > 1", wl.name)
 	}
 	clk := o.clock()
 	var mu sync.Mutex // serialises writes to progress
@@ -225,14 +219,7 @@ func reportLoad(ctx context.Context, clk clock.Clock, start time.Time, loaded *a
 	prevT, prevN := start, int64(0)
 	next := start.Add(every)
 	for {
-		tm := clk.NewTimer(next.Sub(clk.Now()))
-		select {
-		case <-tm.C():
-		case <-done:
-			tm.Stop()
-			return
-		case <-ctx.Done():
-			tm.Stop()
+		if !waitUntil(ctx, clk, next, done) {
 			return
 		}
 		now, n := clk.Now(), loaded.Load()
@@ -304,6 +291,22 @@ func prepareTable(ctx context.Context, o *Options, wl *workload, t, rows, chunks
 	return nil
 }
 
+// tablesWorkload validates o for a command on the workload's tables and
+// returns the workload.
+func (o *Options) tablesWorkload() (*workload, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	wl, ok := lookupWorkload(o.Workload)
+	if !ok {
+		return nil, usageErrorf("no workload given")
+	}
+	if wl.singleTable && o.Tables != 1 {
+		return nil, usageErrorf("%s does not support --tables > 1", wl.name)
+	}
+	return wl, nil
+}
+
 // Cleanup drops the workload's tables (DROP TABLE IF EXISTS).
 func Cleanup(ctx context.Context, o Options) error {
 	return cleanup(ctx, &o, io.Discard)
@@ -311,15 +314,9 @@ func Cleanup(ctx context.Context, o Options) error {
 
 // cleanup is Cleanup printing sysbench's "Dropping table" lines to out.
 func cleanup(ctx context.Context, o *Options, out io.Writer) error {
-	if err := o.Validate(); err != nil {
+	wl, err := o.tablesWorkload()
+	if err != nil {
 		return err
-	}
-	wl, ok := lookupWorkload(o.Workload)
-	if !ok {
-		return usageErrorf("no workload given")
-	}
-	if wl.singleTable && o.Tables != 1 {
-		return usageErrorf("%s does not support --tables > 1", wl.name)
 	}
 	a, err := openAdmin(ctx, o, 0)
 	if err != nil {

@@ -371,17 +371,8 @@ func (r *runner) generate(ctx context.Context, rnd *sbrand.Rand, stop <-chan str
 	next := r.t0.Add(gap())
 	for {
 		next = next.Add(gap())
-		if d := next.Sub(r.clk.Now()); d > 0 {
-			tm := r.clk.NewTimer(d)
-			select {
-			case <-tm.C():
-			case <-stop:
-				tm.Stop()
-				return
-			case <-ctx.Done():
-				tm.Stop()
-				return
-			}
+		if next.After(r.clk.Now()) && !waitUntil(ctx, r.clk, next, stop) {
+			return
 		}
 		select {
 		case r.queue <- r.clk.Now():
@@ -396,6 +387,20 @@ func (r *runner) generate(ctx context.Context, rnd *sbrand.Rand, stop <-chan str
 	}
 }
 
+// waitUntil waits on clk until deadline and returns true, or returns
+// false as soon as stop is closed or ctx is done.
+func waitUntil(ctx context.Context, clk clock.Clock, deadline time.Time, stop <-chan struct{}) bool {
+	tm := clk.NewTimer(deadline.Sub(clk.Now()))
+	defer tm.Stop()
+	select {
+	case <-tm.C():
+		return true
+	case <-stop:
+	case <-ctx.Done():
+	}
+	return false
+}
+
 // report prints an interval line every --report-interval from the end of
 // warm-up until stop is closed, and returns the intervals.
 func (r *runner) report(ctx context.Context, stop <-chan struct{}) []Interval {
@@ -404,14 +409,7 @@ func (r *runner) report(ctx context.Context, stop <-chan struct{}) []Interval {
 	next := prev.Add(step)
 	var out []Interval
 	for {
-		tm := r.clk.NewTimer(next.Sub(r.clk.Now()))
-		select {
-		case <-tm.C():
-		case <-stop:
-			tm.Stop()
-			return out
-		case <-ctx.Done():
-			tm.Stop()
+		if !waitUntil(ctx, r.clk, next, stop) {
 			return out
 		}
 		now := r.clk.Now()

@@ -85,12 +85,7 @@ func TestWarmupIsNotCounted(t *testing.T) {
 }
 
 func TestEventsLimitAcrossThreads(t *testing.T) {
-	o := testOptions("oltp_read_only", "--events=100", "--threads=4")
-	d := &fakeDialer{}
-	res, err := run(context.Background(), &o, d, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, d := runFake(t, "oltp_read_only", "--events=100", "--threads=4")
 	if res.Transactions != 100 || res.Reads != 1400 || res.Other != 200 {
 		t.Fatalf("transactions %d reads %d other %d", res.Transactions, res.Reads, res.Other)
 	}

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -79,12 +78,7 @@ func TestWorkloadStatementSequences(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := testOptions(tt.workload, tt.args...)
-			d := &fakeDialer{}
-			res, err := run(context.Background(), &o, d, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, d := runFake(t, tt.workload, tt.args...)
 			got := d.conn(0).sqls()
 			if !slices.Equal(got, tt.want) {
 				t.Fatalf("statements:\n got %q\nwant %q", got, tt.want)
@@ -100,12 +94,7 @@ func TestWorkloadStatementSequences(t *testing.T) {
 }
 
 func TestReadWriteIsEighteenQueriesPlusTwo(t *testing.T) {
-	o := testOptions("oltp_read_write", "--events=50")
-	d := &fakeDialer{}
-	res, err := run(context.Background(), &o, d, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, _ := runFake(t, "oltp_read_write", "--events=50")
 	if res.Transactions != 50 || res.Reads != 14*50 || res.Writes != 4*50 || res.Other != 2*50 || res.Queries() != 20*50 {
 		t.Fatalf("got r/w/o %d/%d/%d over %d transactions", res.Reads, res.Writes, res.Other, res.Transactions)
 	}
@@ -115,11 +104,7 @@ func TestReadWriteIsEighteenQueriesPlusTwo(t *testing.T) {
 }
 
 func TestWorkloadArguments(t *testing.T) {
-	o := testOptions("oltp_read_write", "--events=200", "--table-size=1000", "--range-size=50", "--tables=3")
-	d := &fakeDialer{}
-	if _, err := run(context.Background(), &o, d, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	_, d := runFake(t, "oltp_read_write", "--events=200", "--table-size=1000", "--range-size=50", "--tables=3")
 	digits := regexp.MustCompile(`^(\d{11}-){9}\d{11}$`)
 	padRE := regexp.MustCompile(`^(\d{11}-){4}\d{11}$`)
 	tablesSeen := map[string]bool{}
@@ -173,11 +158,7 @@ func TestPreparedStatementsPerWorkload(t *testing.T) {
 		{"bulk_insert", nil, 0},
 	}
 	for _, tt := range tests {
-		o := testOptions(tt.workload, tt.args...)
-		d := &fakeDialer{}
-		if _, err := run(context.Background(), &o, d, io.Discard); err != nil {
-			t.Fatal(err)
-		}
+		_, d := runFake(t, tt.workload, tt.args...)
 		c := d.conn(0)
 		if len(c.prepared) != tt.want {
 			t.Errorf("%s %v: prepared %d statements, want %d", tt.workload, tt.args, len(c.prepared), tt.want)
@@ -195,11 +176,7 @@ func TestPreparedStatementsPerWorkload(t *testing.T) {
 func TestInsertIDs(t *testing.T) {
 	// Without --auto-inc, oltp_insert draws unique client-side ids over
 	// the whole int32 range; with it MySQL gets id 0 (auto-assign).
-	o := testOptions("oltp_insert", "--events=500", "--auto-inc=off")
-	d := &fakeDialer{}
-	if _, err := run(context.Background(), &o, d, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	_, d := runFake(t, "oltp_insert", "--events=500", "--auto-inc=off")
 	seen := map[int64]bool{}
 	for _, c := range d.conn(0).workCalls() {
 		id := c.Args[0].Int
@@ -211,22 +188,14 @@ func TestInsertIDs(t *testing.T) {
 			t.Fatalf("text %q", c.Text)
 		}
 	}
-	o = testOptions("oltp_insert")
-	d = &fakeDialer{}
-	if _, err := run(context.Background(), &o, d, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	_, d = runFake(t, "oltp_insert")
 	if id := d.conn(0).workCalls()[0].Args[0].Int; id != 0 {
 		t.Fatalf("auto-inc id = %d, want 0", id)
 	}
 }
 
 func TestRandomPointsStayInWorkerSlice(t *testing.T) {
-	o := testOptions("select_random_points", "--events=200", "--threads=4", "--table-size=1000", "--rand-type=uniform")
-	d := &fakeDialer{}
-	if _, err := run(context.Background(), &o, d, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	_, d := runFake(t, "select_random_points", "--events=200", "--threads=4", "--table-size=1000", "--rand-type=uniform")
 	for n := 0; n < 4; n++ {
 		lo, hi := int64(250*n), int64(250*n+250)
 		for _, c := range d.conn(n).workCalls() {
@@ -240,12 +209,7 @@ func TestRandomPointsStayInWorkerSlice(t *testing.T) {
 }
 
 func TestBulkInsert(t *testing.T) {
-	o := testOptions("bulk_insert", "--events=3", "--threads=2")
-	d := &fakeDialer{}
-	res, err := run(context.Background(), &o, d, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, d := runFake(t, "bulk_insert", "--events=3", "--threads=2")
 	// Three events between two workers; each worker sends its rows at the
 	// end, into its own table, numbered from 1.
 	rows, stmts := 0, 0

@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sluicelab/sluice/internal/bench"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/lab/pgtemp"
@@ -185,40 +186,19 @@ func parseDSN(dsn string) (*database, error) {
 		case "verify-ca", "verify-full":
 			d.upstreamTLS = &config.UpstreamTLS{ServerName: cfg.Host}
 		}
-		if err := checkAddr(d.upstream); err != nil {
+		return described(d, "PostgreSQL", bad)
+	case strings.HasPrefix(dsn, "mysql://"):
+		cfg, err := bench.MySQLURLConfig(dsn)
+		if err != nil {
 			return nil, bad("%v", err)
 		}
-		d.describe = fmt.Sprintf("PostgreSQL at %s (database %s)", d.upstream, d.dbname)
-		return d, nil
-	case strings.HasPrefix(dsn, "mysql://"):
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return nil, bad("not a valid URL")
-		}
-		host, port := u.Hostname(), u.Port()
-		if host == "" {
-			host = "127.0.0.1"
-		}
-		if port == "" {
-			port = "3306"
-		}
-		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-			return nil, bad("port %q", port)
-		}
-		d := &database{kind: "dsn", protocol: protoMySQL, upstream: net.JoinHostPort(host, port),
-			dbname: strings.TrimPrefix(u.Path, "/"), query: u.Query(), close: func() {}}
-		if u.User != nil {
-			d.user = u.User.Username()
-			d.password, _ = u.User.Password()
-		}
+		u, _ := url.Parse(dsn) // MySQLURLConfig has parsed it
+		d := &database{kind: "dsn", protocol: protoMySQL, upstream: cfg.Addr, user: cfg.User, password: cfg.Passwd,
+			dbname: cfg.DBName, query: u.Query(), close: func() {}}
 		if d.dbname == "" {
 			return nil, bad("name a database: mysql://user:pass@host:port/db")
 		}
-		if err := checkAddr(d.upstream); err != nil {
-			return nil, bad("%v", err)
-		}
-		d.describe = fmt.Sprintf("MySQL/MariaDB at %s (database %s)", d.upstream, d.dbname)
-		return d, nil
+		return described(d, "MySQL/MariaDB", bad)
 	case strings.Contains(dsn, "@tcp("):
 		cfg, err := mysql.ParseDSN(dsn)
 		if err != nil {
@@ -228,6 +208,16 @@ func parseDSN(dsn string) (*database, error) {
 		return parseDSN(u.String())
 	}
 	return nil, bad("want postgres://user:pass@host:port/db or mysql://user:pass@host:port/db")
+}
+
+// described checks d's upstream address and describes d as a server of
+// the given kind; bad makes the error.
+func described(d *database, kind string, bad func(string, ...any) error) (*database, error) {
+	if err := checkAddr(d.upstream); err != nil {
+		return nil, bad("%v", err)
+	}
+	d.describe = fmt.Sprintf("%s at %s (database %s)", kind, d.upstream, d.dbname)
+	return d, nil
 }
 
 // checkAddr checks that addr is a dialable host:port.

@@ -144,8 +144,15 @@ func ms(v ...float64) []time.Duration {
 	return out
 }
 
-// validate checks o and fills in the plan's defaults.
+// validate checks o and fills in its defaults: the plan's, the real
+// clock and a logger that discards.
 func (o *Options) validate() error {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	if o.DSN != "" && o.Backend != "" && o.Backend != BackendEmbedded {
 		return &UsageError{Msg: "give --dsn or --backend, not both"}
 	}
@@ -159,64 +166,62 @@ func (o *Options) validate() error {
 	}
 	l := &o.Plan.Latency
 	if len(l.RTTs) > 0 {
-		for _, r := range append(slices.Clone(l.RTTs), l.PrepareRTTs...) {
-			if r < 0 || r > 10*time.Second {
-				return &UsageError{Msg: fmt.Sprintf("added RTT %v out of range (0 to 10 s)", r)}
-			}
+		if err := inRange(append(slices.Clone(l.RTTs), l.PrepareRTTs...), 10*time.Second, "added RTT", "0 to 10 s"); err != nil {
+			return err
 		}
-		if !slices.Contains(l.RTTs, 0) {
-			l.RTTs = append(l.RTTs, 0)
-		}
-		slices.Sort(l.RTTs)
-		l.RTTs = slices.Compact(l.RTTs)
-		if l.Tables <= 0 {
-			l.Tables = 1
-		}
-		if l.TableSize <= 0 {
-			l.TableSize = 10000
-		}
-		if l.Time <= 0 {
-			l.Time = 10 * time.Second
-		}
+		l.RTTs = withZero(l.RTTs)
+		orDefault(&l.Tables, 1)
+		orDefault(&l.TableSize, 10000)
+		orDefault(&l.Time, 10*time.Second)
 		if l.Threads < 0 {
 			return &UsageError{Msg: "threads must be >= 0"}
 		}
 	}
 	f := &o.Plan.Flow
 	if len(f.Ns) > 0 {
-		for _, n := range f.Ns {
-			if n < 0 || n > 100 {
-				return &UsageError{Msg: fmt.Sprintf("bulk sessions %d out of range (0 to 100)", n)}
-			}
+		if err := inRange(f.Ns, 100, "bulk sessions", "0 to 100"); err != nil {
+			return err
 		}
-		if !slices.Contains(f.Ns, 0) {
-			f.Ns = append(f.Ns, 0)
-		}
-		slices.Sort(f.Ns)
-		f.Ns = slices.Compact(f.Ns)
-		if f.Reps <= 0 {
-			f.Reps = 20
-		}
-		if f.MaxCapacity <= 0 {
-			f.MaxCapacity = 100_000_000
-		}
-		if f.RuleBandwidth <= 0 {
-			f.RuleBandwidth = 0.05
-		}
-		if f.RuleElapsed <= 0 {
-			f.RuleElapsed = 0.5
-		}
-		if f.CheckPeriod < 100*time.Millisecond {
-			f.CheckPeriod = 100 * time.Millisecond
-		}
-		if f.PenaltyTimeout <= 0 {
-			f.PenaltyTimeout = 20 * time.Second
-		}
+		f.Ns = withZero(f.Ns)
+		orDefault(&f.Reps, 20)
+		orDefault(&f.MaxCapacity, 100_000_000)
+		orDefault(&f.RuleBandwidth, 0.05)
+		orDefault(&f.RuleElapsed, 0.5)
+		f.CheckPeriod = max(f.CheckPeriod, 100*time.Millisecond)
+		orDefault(&f.PenaltyTimeout, 20*time.Second)
 	}
 	if len(l.RTTs) == 0 && len(f.Ns) == 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
 	}
 	return nil
+}
+
+// inRange returns a UsageError naming the first of vs outside [0, hi]
+// (what is the setting, rng the range as the message spells it).
+func inRange[T int | time.Duration](vs []T, hi T, what, rng string) error {
+	for _, v := range vs {
+		if v < 0 || v > hi {
+			return &UsageError{Msg: fmt.Sprintf("%s %v out of range (%s)", what, v, rng)}
+		}
+	}
+	return nil
+}
+
+// withZero returns the levels vs with 0 (the baseline) added, sorted and
+// without repeats. It may reuse vs's array.
+func withZero[T int | time.Duration](vs []T) []T {
+	if !slices.Contains(vs, 0) {
+		vs = append(vs, 0)
+	}
+	slices.Sort(vs)
+	return slices.Compact(vs)
+}
+
+// orDefault sets *v to def when it is 0 or less (unset).
+func orDefault[T int | int64 | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Run starts (or connects to) the database, puts sluice in front of it,
@@ -228,14 +233,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	clk := o.Clock
-	if clk == nil {
-		clk = clock.Real{}
-	}
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	clk, log := o.Clock, o.Logger
 	p := newPrinter(o.Progress, clk)
 	start := clk.Now()
 
@@ -263,9 +261,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, fmt.Errorf("latency experiment: %w", err)
 		}
 		rep.Latency = lr
-		p.printf("\n")
-		lr.table().text(p)
-		p.printf("\n")
+		p.table(lr.table())
 	}
 	if len(o.Plan.Flow.Ns) > 0 {
 		fr, err := runFlow(ctx, &flowRun{plan: o.Plan.Flow, db: db, s: s, route: route, clk: clk, log: log, p: p})
@@ -273,9 +269,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, fmt.Errorf("flow-control experiment: %w", err)
 		}
 		rep.Flow = fr
-		p.printf("\n")
-		fr.table().text(p)
-		p.printf("\n")
+		p.table(fr.table())
 	}
 	rep.Seconds = clk.Now().Sub(start).Seconds()
 	rep.Targets = rep.evaluate()

@@ -42,6 +42,13 @@ func (p *printer) Write(b []byte) (int, error) {
 	return p.w.Write(b)
 }
 
+// table writes t as text between blank lines.
+func (p *printer) table(t table) {
+	p.printf("\n")
+	t.text(p)
+	p.printf("\n")
+}
+
 // step writes one progress line stamped with the time since the start.
 func (p *printer) step(format string, args ...any) {
 	d := p.clk.Now().Sub(p.start)

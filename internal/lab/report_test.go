@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/config"
 )
 
 // sampleReport is a report with plausible figures, no database needed.
@@ -200,20 +202,17 @@ func TestLineFilter(t *testing.T) {
 }
 
 func TestParseDSN(t *testing.T) {
+	tlsOn := &config.UpstreamTLS{}
 	tests := []struct {
-		dsn      string
-		protocol string
-		upstream string
-		user     string
-		db       string
-		tls      bool
-		err      string
+		dsn  string
+		want database // compared: protocol, upstream, user, dbname, and whether upstreamTLS is set
+		err  string
 	}{
-		{dsn: "postgres://u:p@db1:5433/bench", protocol: protoPostgres, upstream: "db1:5433", user: "u", db: "bench"},
-		{dsn: "postgresql://u@127.0.0.1/bench?sslmode=require", protocol: protoPostgres, upstream: "127.0.0.1:5432", user: "u", db: "bench", tls: true},
-		{dsn: "mysql://u:p@db2:3307/bench", protocol: protoMySQL, upstream: "db2:3307", user: "u", db: "bench"},
-		{dsn: "mysql://u:p@db2/bench", protocol: protoMySQL, upstream: "db2:3306", user: "u", db: "bench"},
-		{dsn: "u:p@tcp(127.0.0.1:13306)/bench", protocol: protoMySQL, upstream: "127.0.0.1:13306", user: "u", db: "bench"},
+		{dsn: "postgres://u:p@db1:5433/bench", want: database{protocol: protoPostgres, upstream: "db1:5433", user: "u", dbname: "bench"}},
+		{dsn: "postgresql://u@127.0.0.1/bench?sslmode=require", want: database{protocol: protoPostgres, upstream: "127.0.0.1:5432", user: "u", dbname: "bench", upstreamTLS: tlsOn}},
+		{dsn: "mysql://u:p@db2:3307/bench", want: database{protocol: protoMySQL, upstream: "db2:3307", user: "u", dbname: "bench"}},
+		{dsn: "mysql://u:p@db2/bench", want: database{protocol: protoMySQL, upstream: "db2:3306", user: "u", dbname: "bench"}},
+		{dsn: "u:p@tcp(127.0.0.1:13306)/bench", want: database{protocol: protoMySQL, upstream: "127.0.0.1:13306", user: "u", dbname: "bench"}},
 		{dsn: "mysql://u:p@db2:3306/", err: "name a database"},
 		{dsn: "mysql://u:p@db2:99999/x", err: "port"},
 		{dsn: "postgres://u@/db?host=/var/run/postgresql", err: "Unix sockets"},
@@ -233,7 +232,8 @@ func TestParseDSN(t *testing.T) {
 			t.Errorf("parseDSN(%q): %v", tt.dsn, err)
 			continue
 		}
-		if d.protocol != tt.protocol || d.upstream != tt.upstream || d.user != tt.user || d.dbname != tt.db || (d.upstreamTLS != nil) != tt.tls {
+		w := tt.want
+		if d.protocol != w.protocol || d.upstream != w.upstream || d.user != w.user || d.dbname != w.dbname || (d.upstreamTLS != nil) != (w.upstreamTLS != nil) {
 			t.Errorf("parseDSN(%q) = %s %s %s %s tls=%v", tt.dsn, d.protocol, d.upstream, d.user, d.dbname, d.upstreamTLS != nil)
 		}
 	}

@@ -2,10 +2,6 @@ package limit
 
 import "time"
 
-// DefaultGranularity is the tick of a LeakyBucket whose granularity is
-// not set.
-const DefaultGranularity = time.Millisecond
-
 // LeakyBucket shapes a stream to a constant rate. Units enter the bucket
 // in reservation order and leak out at the rate, one after another; the
 // bucket is a queue, so idle time earns nothing beyond one tick.
@@ -45,52 +41,40 @@ const DefaultGranularity = time.Millisecond
 // one reservation's overdraft) and then rate*g per tick, where a
 // FixedWindow gives a whole fresh window on each side of an edge.
 //
+// Next's answer does not depend on n: it is when the bucket releases its
+// next unit. SetRate carries the units reserved but not yet leaked over:
+// they leak at the new rate.
+//
 // The zero value is an unlimited bucket with the default granularity.
 // A LeakyBucket is safe for concurrent use.
-type LeakyBucket struct {
-	meter
-	g int64 // guarded by mu; granularity in ns, 0 means DefaultGranularity
-}
+type LeakyBucket struct{ core[leak] }
+
+// leak is the LeakyBucket policy: its granularity in ns, 0 means
+// DefaultGranularity.
+type leak int64
 
 // NewLeakyBucket returns a bucket leaking rate units per second with the
 // given granularity. rate <= 0 means unlimited; granularity <= 0 means
 // DefaultGranularity.
 func NewLeakyBucket(rate int64, granularity time.Duration) *LeakyBucket {
-	b := &LeakyBucket{g: int64(granularity)}
-	b.setRate(rate, 0)
-	return b
+	return &LeakyBucket{newCore(rate, leak(granularity))}
 }
 
 // Granularity returns the tick length.
-func (b *LeakyBucket) Granularity() time.Duration { return b.tick(b.g, DefaultGranularity) }
+func (b *LeakyBucket) Granularity() time.Duration { return b.tick(int64(b.p), DefaultGranularity) }
 
-// Reserve commits n units at now and returns when they may pass.
-func (b *LeakyBucket) Reserve(now time.Time, n int) time.Time { return b.plan(b, now, n, true) }
+func (l leak) anchor(t int64) int64 { return t }
 
-// Next returns when n units reserved at now would pass, committing
-// nothing. For a LeakyBucket the answer does not depend on n: it is when
-// the bucket releases its next unit.
-func (b *LeakyBucket) Next(now time.Time, n int) time.Time { return b.plan(b, now, n, false) }
-
-// SetRate changes the rate from now on; units already reserved but not
-// yet leaked leak at the new rate. rate <= 0 means unlimited.
-func (b *LeakyBucket) SetRate(now time.Time, rate int64) { b.setRateAt(now, rate) }
-
-func (b *LeakyBucket) planLocked(now time.Time, n int, commit bool) time.Time {
-	if b.rate == 0 {
-		return now
-	}
-	t := b.offset(now)
-	g := orDefault(b.g, DefaultGranularity)
-	s, rem := b.cur, b.rem
+func (l leak) planLocked(m *meter, t int64, n int, commit bool) int64 {
+	g := orDefault(int64(l), DefaultGranularity)
+	s, rem := m.cur, m.rem
 	if s < t && t-s > g {
 		// New: empty for more than a tick. Leak from the start of now's
 		// tick; a late reservation leaks on from the cursor.
 		s, rem = floorTo(t, g), 0
 	}
-	at := floorTo(s, g)
 	if commit {
-		b.cur, b.rem = advance(s, rem, n, b.rate)
+		m.cur, m.rem = advance(s, rem, n, m.rate)
 	}
-	return b.timeAt(now, t, at)
+	return floorTo(s, g)
 }

@@ -46,17 +46,65 @@ type meter struct {
 	rem     int64     // guarded by mu; in [0, rate)
 }
 
-// planner is a limiter's policy: where n units reserved at now pass, and,
-// if commit, moving the cursor past them. It runs with the meter's mu held.
-type planner interface {
-	planLocked(now time.Time, n int, commit bool) time.Time
+// Defaults of the limiters' time quanta.
+const (
+	// DefaultWindow is the window of a FixedWindow whose window is not
+	// set.
+	DefaultWindow = time.Second
+	// DefaultGranularity is the tick of a LeakyBucket whose granularity
+	// is not set.
+	DefaultGranularity = time.Millisecond
+)
+
+// policy is what sets one algorithm apart: its parameters, and the
+// arithmetic on the meter's cursor. Its methods run with the meter's mu
+// held; its fields are guarded by it too.
+type policy interface {
+	// planLocked returns the offset at which n units reserved at offset t
+	// pass and, if commit, moves the cursor past them. It is called only
+	// while the rate is not 0.
+	planLocked(m *meter, t int64, n int, commit bool) int64
+	// anchor returns the offset from which a rate change at offset t
+	// carries the backlog over.
+	anchor(t int64) int64
 }
 
-// plan runs p under mu.
-func (m *meter) plan(p planner, now time.Time, n int, commit bool) time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return p.planLocked(now, n, commit)
+// core is a Limiter: the meter and the policy P that plans on it. Its
+// zero value is unlimited, with P's zero parameters.
+type core[P policy] struct {
+	meter
+	p P // guarded by mu
+}
+
+// newCore returns a core at rate (<= 0: unlimited) with policy p, as
+// SetRate on a zero core would leave it.
+func newCore[P policy](rate int64, p P) core[P] {
+	return core[P]{meter: meter{rate: max(rate, 0)}, p: p}
+}
+
+// Reserve commits n units at now and returns when they may pass.
+func (c *core[P]) Reserve(now time.Time, n int) time.Time { return c.reserve(now, n, true) }
+
+// Next returns when n units reserved at now would pass, committing
+// nothing.
+func (c *core[P]) Next(now time.Time, n int) time.Time { return c.reserve(now, n, false) }
+
+func (c *core[P]) reserve(now time.Time, n int, commit bool) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rate == 0 {
+		return now
+	}
+	t := c.offset(now)
+	return c.timeAt(now, t, c.p.planLocked(&c.meter, t, n, commit))
+}
+
+// SetRate changes the rate from now on; the backlog is carried over in
+// units, so it drains at the new rate. rate <= 0 means unlimited.
+func (c *core[P]) SetRate(now time.Time, rate int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setRate(rate, c.p.anchor(c.offset(now)))
 }
 
 // Rate returns the rate in units per second; 0 means unlimited.
@@ -64,14 +112,6 @@ func (m *meter) Rate() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.rate
-}
-
-// setRateAt changes the rate from now on, carrying the backlog beyond now
-// over in units.
-func (m *meter) setRateAt(now time.Time, rate int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.setRate(rate, m.offset(now))
 }
 
 // tick returns the meter's window or tick length under mu: d in ns, or
@@ -158,6 +198,16 @@ func advance(cur, rem int64, n int, rate int64) (int64, int64) {
 	}
 	q, r := bits.Div64(hi, lo, uint64(rate))
 	return satAdd(cur, q), int64(r)
+}
+
+// Drain returns the time n units take at rate units per second (> 0),
+// carrying the fraction of a nanosecond in rem (in units of 1/rate ns, in
+// [0, rate)) so that many small amounts add up exactly: it returns the
+// duration and the new rem. n <= 0 takes no time. It saturates at
+// math.MaxInt64 ns instead of overflowing.
+func Drain(n, rem, rate int64) (time.Duration, int64) {
+	d, r := advance(0, rem, int(n), rate)
+	return time.Duration(d), r
 }
 
 // cost returns n units at rate in whole nanoseconds, rounded down and

@@ -52,13 +52,16 @@ func runSteps(t *testing.T, l Limiter, steps []step) {
 	}
 }
 
-func TestLeakyBucket(t *testing.T) {
-	// 1e6 units/s with 1 ms ticks: 1000 units per tick.
+// TestSteps drives each algorithm through sequences of calls.
+func TestSteps(t *testing.T) {
+	s := time.Second
 	tests := []struct {
 		name  string
+		l     Limiter // a fresh limiter per case
 		steps []step
 	}{
-		{"ticks", []step{
+		// LeakyBucket: 1e6 units/s with 1 ms ticks: 1000 units per tick.
+		{"leaky/ticks", NewLeakyBucket(1_000_000, ms), []step{
 			{at: 0, n: 600, want: 0},
 			{at: 0, n: 600, want: 0},      // first unit leaks at 0.6 ms: tick 0
 			{at: 0, n: 600, want: 1 * ms}, // first unit at 1.2 ms
@@ -68,20 +71,20 @@ func TestLeakyBucket(t *testing.T) {
 			{at: 0, n: 600, want: 2 * ms},           // 2.4 ms
 			{at: 1500 * time.Microsecond, n: 100, want: 3 * ms},
 		}},
-		{"idle earns nothing", []step{
+		{"leaky/idle earns nothing", NewLeakyBucket(1_000_000, ms), []step{
 			{at: 0, n: 1000, want: 0},
 			{at: 10 * ms, n: 500, want: 10 * ms},
 			{at: 10200 * time.Microsecond, n: 100, want: 10200 * time.Microsecond}, // cursor 10.5 ms, same tick
 			{at: 10200 * time.Microsecond, n: 500, want: 10200 * time.Microsecond}, // cursor 10.6 ms
 			{at: 10200 * time.Microsecond, n: 1, want: 11 * ms},                    // cursor 11.1 ms
 		}},
-		{"late within a tick", []step{
+		{"leaky/late within a tick", NewLeakyBucket(1_000_000, ms), []step{
 			{at: 0, n: 500, want: 0}, // cursor 0.5 ms
 			{at: 900 * time.Microsecond, n: 500, want: 900 * time.Microsecond}, // leaks from 0.5 ms, not 0.9: cursor 1 ms
 			{at: 900 * time.Microsecond, n: 900, want: 1 * ms},                 // cursor 1.9 ms
 			{at: 900 * time.Microsecond, n: 1, peek: true, want: 1 * ms},
 		}},
-		{"late across a tick edge", []step{
+		{"leaky/late across a tick edge", NewLeakyBucket(1_000_000, ms), []step{
 			{at: 0, n: 500, want: 0}, // cursor 0.5 ms
 			// Back 0.9 ms after the last unit, in tick 1: late, so the
 			// units of tick 0 it missed pass too.
@@ -90,7 +93,7 @@ func TestLeakyBucket(t *testing.T) {
 			{at: 1400 * time.Microsecond, n: 500, want: 1400 * time.Microsecond}, // 1600 units in tick 1; cursor 2.1 ms
 			{at: 1400 * time.Microsecond, n: 1, want: 2 * ms},
 		}},
-		{"idle for more than a tick", []step{
+		{"leaky/idle for more than a tick", NewLeakyBucket(1_000_000, ms), []step{
 			{at: 0, n: 500, want: 0}, // cursor 0.5 ms
 			// Back 1.1 ms after the last unit: new, leaks from the start
 			// of tick 1; tick 0 is lost.
@@ -98,19 +101,19 @@ func TestLeakyBucket(t *testing.T) {
 			{at: 1600 * time.Microsecond, n: 500, want: 1600 * time.Microsecond}, // cursor 2 ms
 			{at: 1600 * time.Microsecond, n: 1, want: 2 * ms},
 		}},
-		{"after a pause at most one tick at once", []step{
+		{"leaky/after a pause at most one tick at once", NewLeakyBucket(1_000_000, ms), []step{
 			{at: 0, n: 1000, want: 0},
 			{at: 10900 * time.Microsecond, n: 800, want: 10900 * time.Microsecond}, // leaks from 10 ms
 			{at: 10900 * time.Microsecond, n: 300, want: 10900 * time.Microsecond}, // 10.8 ms: overdraft into tick 11
 			{at: 10900 * time.Microsecond, n: 1, want: 11 * ms},                    // cursor 11.1 ms
 			{at: 10900 * time.Microsecond, n: 1, peek: true, want: 11 * ms},
 		}},
-		{"oversize", []step{
+		{"leaky/oversize", NewLeakyBucket(1_000_000, ms), []step{
 			{at: 0, n: 5000, want: 0}, // leaks until 5 ms
 			{at: 0, n: 1, want: 5 * ms},
 			{at: 0, n: 0, peek: true, want: 5 * ms},
 		}},
-		{"set rate carries the backlog", []step{
+		{"leaky/set rate carries the backlog", NewLeakyBucket(1_000_000, ms), []step{
 			{at: 0, n: 4000, want: 0}, // backlog until 4 ms
 			{at: 0, n: 1, peek: true, want: 4 * ms},
 			{at: 0, rate: 2_000_000},
@@ -122,102 +125,70 @@ func TestLeakyBucket(t *testing.T) {
 			{at: 1 * ms, rate: 1_000_000},
 			{at: 1 * ms, n: 1, want: 1 * ms},
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			runSteps(t, NewLeakyBucket(1_000_000, ms), tt.steps)
-		})
-	}
-}
-
-func TestFixedWindow(t *testing.T) {
-	// 1000 units/s with 1 s windows: 1000 units per window.
-	s := time.Second
-	tests := []struct {
-		name  string
-		steps []step
-	}{
-		{"fill", []step{
+		// FixedWindow: 1000 units/s with 1 s windows: 1000 units per window.
+		{"window/fill", NewFixedWindow(1000, s), []step{
 			{at: 0, n: 600, want: 0},
 			{at: 0, n: 400, want: 0}, // exactly full
 			{at: 0, n: 1, want: s},
 			{at: s / 2, n: 999, want: s}, // fits the rest of window 1
 			{at: s / 2, n: 1, want: 2 * s},
 		}},
-		{"remainder lost", []step{
+		{"window/remainder lost", NewFixedWindow(1000, s), []step{
 			{at: 300 * ms, n: 800, want: 300 * ms},
 			{at: 300 * ms, n: 300, peek: true, want: s},
 			{at: 300 * ms, n: 300, want: s},
 			{at: 300 * ms, n: 700, want: s},
 			{at: 300 * ms, n: 1, want: 2 * s},
 		}},
-		{"oversize takes whole windows", []step{
+		{"window/oversize takes whole windows", NewFixedWindow(1000, s), []step{
 			{at: 10 * s, n: 2500, want: 10 * s},
 			{at: 10 * s, n: 1, want: 12 * s}, // window 12 half used
 			{at: 10 * s, n: 600, want: 13 * s},
 		}},
-		{"mid-window fresh allowance", []step{
+		{"window/mid-window fresh allowance", NewFixedWindow(1000, s), []step{
 			{at: 20*s + 900*ms, n: 1000, want: 20*s + 900*ms},
 			{at: 21 * s, n: 1000, want: 21 * s},
 		}},
-		{"set rate", []step{
+		{"window/set rate", NewFixedWindow(1000, s), []step{
 			{at: 0, n: 1000, want: 0},
 			{at: 0, n: 1, peek: true, want: s},
 			{at: 0, rate: 2000}, // 1000 counted of 2000
 			{at: 0, n: 1000, want: 0},
 			{at: 0, n: 1, want: s},
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			runSteps(t, NewFixedWindow(1000, s), tt.steps)
-		})
-	}
-}
-
-func TestTokenBucket(t *testing.T) {
-	// 1000 units/s, burst 500.
-	s := time.Second
-	tests := []struct {
-		name  string
-		steps []step
-	}{
-		{"burst then pace", []step{
+		// TokenBucket: 1000 units/s, burst 500.
+		{"token/burst then pace", NewTokenBucket(1000, 500), []step{
 			{at: 0, n: 500, want: 0},
 			{at: 0, n: 100, want: 100 * ms},
 			{at: 0, n: 100, want: 200 * ms},
 			{at: 0, n: 100, peek: true, want: 300 * ms},
 			{at: 250 * ms, n: 100, want: 300 * ms},
 		}},
-		{"refill", []step{
+		{"token/refill", NewTokenBucket(1000, 500), []step{
 			{at: 0, n: 500, want: 0},
 			{at: 10 * s, n: 300, want: 10 * s},
 			{at: 10 * s, n: 300, want: 10*s + 100*ms},
 		}},
-		{"oversize goes into debt", []step{
+		{"token/oversize goes into debt", NewTokenBucket(1000, 500), []step{
 			{at: 0, n: 2000, want: 0}, // full bucket: passes, owes 1500
 			{at: 0, n: 1, want: 1501 * ms},
 		}},
-		{"set rate carries the debt", []step{
+		{"token/set rate carries the debt", NewTokenBucket(1000, 500), []step{
 			{at: 0, n: 1500, want: 0}, // 1000 in debt: full again at 1.5 s
 			{at: 0, n: 500, peek: true, want: 1500 * ms},
 			{at: 0, rate: 2000}, // 1500 tokens missing, at 2000/s: 0.75 s
 			{at: 0, n: 500, peek: true, want: 750 * ms},
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			runSteps(t, NewTokenBucket(1000, 500), tt.steps)
-		})
-	}
-	t.Run("no burst paces", func(t *testing.T) {
-		runSteps(t, NewTokenBucket(1000, 0), []step{
+		{"token/no burst paces", NewTokenBucket(1000, 0), []step{
 			{at: 0, n: 100, want: 0},
 			{at: 0, n: 100, want: 100 * ms},
 			{at: 0, n: 300, want: 200 * ms},
 			{at: 0, n: 1, want: 500 * ms},
-		})
-	})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { runSteps(t, tt.l, tt.steps) })
+	}
 }
 
 func TestUnlimited(t *testing.T) {

@@ -1,7 +1,5 @@
 package limit
 
-import "time"
-
 // TokenBucket is a token bucket: tokens accrue at the rate up to the
 // burst, and n units pass when n tokens are there. It starts full.
 //
@@ -17,26 +15,25 @@ import "time"
 //
 // The zero value is an unlimited bucket. A TokenBucket is safe for
 // concurrent use.
-type TokenBucket struct {
-	// The cursor is the time at which the bucket is full again:
-	// tokens(t) = burst - rate*(cur - t) while t < cur.
-	meter
-	burst int64 // guarded by mu; units
+type TokenBucket struct{ core[token] }
+
+// token is the TokenBucket policy. The cursor is the time at which the
+// bucket is full again: tokens(t) = burst - rate*(cur - t) while t < cur.
+type token struct {
+	burst int64 // units
 }
 
 // NewTokenBucket returns a full bucket of burst units refilled at rate
 // units per second. rate <= 0 means unlimited.
 func NewTokenBucket(rate int64, burst int) *TokenBucket {
-	b := &TokenBucket{burst: int64(burst)}
-	b.setRate(rate, 0)
-	return b
+	return &TokenBucket{newCore(rate, token{burst: int64(burst)})}
 }
 
 // Burst returns the bucket size in units.
 func (b *TokenBucket) Burst() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return int(b.burst)
+	return int(b.p.burst)
 }
 
 // SetBurst changes the bucket size from now on. The tokens missing from a
@@ -44,34 +41,20 @@ func (b *TokenBucket) Burst() int {
 func (b *TokenBucket) SetBurst(burst int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.burst = int64(burst)
+	b.p.burst = int64(burst)
 }
 
-// Reserve commits n units at now and returns when they may pass.
-func (b *TokenBucket) Reserve(now time.Time, n int) time.Time { return b.plan(b, now, n, true) }
+func (k token) anchor(t int64) int64 { return t }
 
-// Next returns when n units reserved at now would pass, committing
-// nothing.
-func (b *TokenBucket) Next(now time.Time, n int) time.Time { return b.plan(b, now, n, false) }
-
-// SetRate changes the refill rate from now on; the tokens owed keep
-// owing, now refilled at the new rate. rate <= 0 means unlimited.
-func (b *TokenBucket) SetRate(now time.Time, rate int64) { b.setRateAt(now, rate) }
-
-func (b *TokenBucket) planLocked(now time.Time, n int, commit bool) time.Time {
-	if b.rate == 0 {
-		return now
-	}
-	t := b.offset(now)
-	x, rem := b.cur, b.rem
+func (k token) planLocked(m *meter, t int64, n int, commit bool) int64 {
+	x, rem := m.cur, m.rem
 	if x < t {
 		x, rem = t, 0 // full
 	}
-	e, erem := advance(x, rem, n, b.rate)
-	wait := max(cost(b.burst, b.rate), e-x)
-	at := e - wait
+	e, erem := advance(x, rem, n, m.rate)
+	wait := max(cost(k.burst, m.rate), e-x)
 	if commit {
-		b.cur, b.rem = e, erem
+		m.cur, m.rem = e, erem
 	}
-	return b.timeAt(now, t, at)
+	return e - wait
 }

@@ -2,9 +2,6 @@ package limit
 
 import "time"
 
-// DefaultWindow is the window of a FixedWindow whose window is not set.
-const DefaultWindow = time.Second
-
 // FixedWindow is a fixed-window counter. Time is cut into windows of
 // length w, aligned to the first time the counter sees; each window admits
 // rate*w units. A reservation passes in the current window if it fits in
@@ -23,64 +20,49 @@ const DefaultWindow = time.Second
 // backlogged stream gets less than the rate. LeakyBucket and TokenBucket
 // do not have these properties.
 //
+// SetRate changes the limit to rate*w units per window; the units already
+// counted in the current window (and any later ones) stay counted.
+//
 // The zero value is an unlimited counter with the default window. A
 // FixedWindow is safe for concurrent use.
-type FixedWindow struct {
-	meter
-	w int64 // guarded by mu; window in ns, 0 means DefaultWindow
-}
+type FixedWindow struct{ core[window] }
 
-// NewFixedWindow returns a counter admitting rate*window units per window.
-// rate <= 0 means unlimited; window <= 0 means DefaultWindow.
-func NewFixedWindow(rate int64, window time.Duration) *FixedWindow {
-	f := &FixedWindow{w: int64(window)}
-	f.setRate(rate, 0)
-	return f
+// window is the FixedWindow policy: its length in ns, 0 means
+// DefaultWindow.
+type window int64
+
+// NewFixedWindow returns a counter admitting rate*w units per window of
+// length w. rate <= 0 means unlimited; w <= 0 means DefaultWindow.
+func NewFixedWindow(rate int64, w time.Duration) *FixedWindow {
+	return &FixedWindow{newCore(rate, window(w))}
 }
 
 // Window returns the window length.
-func (f *FixedWindow) Window() time.Duration { return f.tick(f.w, DefaultWindow) }
+func (f *FixedWindow) Window() time.Duration { return f.tick(int64(f.p), DefaultWindow) }
 
-// Reserve commits n units at now and returns when they may pass.
-func (f *FixedWindow) Reserve(now time.Time, n int) time.Time { return f.plan(f, now, n, true) }
-
-// Next returns when n units reserved at now would pass, committing
-// nothing.
-func (f *FixedWindow) Next(now time.Time, n int) time.Time { return f.plan(f, now, n, false) }
-
-// SetRate changes the limit to rate*w units per window from now on. The
-// units already counted in the current window (and any later ones) stay
-// counted. rate <= 0 means unlimited.
-func (f *FixedWindow) SetRate(now time.Time, rate int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t := f.offset(now)
-	f.setRate(rate, floorTo(t, orDefault(f.w, DefaultWindow)))
-}
+// anchor is the start of t's window: the backlog of a rate change is
+// counted from there.
+func (f window) anchor(t int64) int64 { return floorTo(t, orDefault(int64(f), DefaultWindow)) }
 
 // planLocked works on the cursor as a position in time: window k owns the
 // offsets [k*w, (k+1)*w), and each unit moves the cursor by 1/rate s, so a
 // window is full when the cursor reaches its end.
-func (f *FixedWindow) planLocked(now time.Time, n int, commit bool) time.Time {
-	if f.rate == 0 {
-		return now
-	}
-	w := orDefault(f.w, DefaultWindow)
-	t := f.offset(now)
-	s, rem := f.cur, f.rem
+func (f window) planLocked(m *meter, t int64, n int, commit bool) int64 {
+	w := orDefault(int64(f), DefaultWindow)
+	s, rem := m.cur, m.rem
 	if ws := floorTo(t, w); s < ws {
 		s, rem = ws, 0 // a fresh window: its whole allowance is free
 	}
 	js := floorTo(s, w)
-	e, erem := advance(s, rem, n, f.rate)
+	e, erem := advance(s, rem, n, m.rate)
 	fits := e < js+w || (e == js+w && erem == 0)
 	empty := s == js && rem == 0
 	if !fits && !empty {
 		js = satAdd(js, uint64(w))
-		e, erem = advance(js, 0, n, f.rate)
+		e, erem = advance(js, 0, n, m.rate)
 	}
 	if commit {
-		f.cur, f.rem = e, erem
+		m.cur, m.rem = e, erem
 	}
-	return f.timeAt(now, t, js)
+	return js
 }

@@ -2,7 +2,8 @@ package link
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/sluicelab/sluice/internal/enum"
 )
 
 // Class is the network priority of a Send. Classes are served in strict
@@ -22,28 +23,17 @@ const (
 // byPriority lists the classes from the highest to the lowest.
 var byPriority = [NumClasses]Class{High, Normal, Low}
 
+var classNames = []string{High: "high", Normal: "normal", Low: "low"}
+
 // String returns "high", "normal" or "low", or "class(N)" for an invalid
 // class.
-func (c Class) String() string {
-	switch c {
-	case High:
-		return "high"
-	case Normal:
-		return "normal"
-	case Low:
-		return "low"
-	}
-	return fmt.Sprintf("class(%d)", uint8(c))
-}
+func (c Class) String() string { return enum.Name(classNames, int(c), "class") }
 
 // ParseClass parses "high", "normal" or "low", ignoring case and
 // surrounding spaces.
 func ParseClass(s string) (Class, error) {
-	t := strings.TrimSpace(s)
-	for _, c := range byPriority {
-		if strings.EqualFold(t, c.String()) {
-			return c, nil
-		}
+	if i, ok := enum.Index(classNames, s, true); ok {
+		return Class(i), nil
 	}
 	return Normal, fmt.Errorf("link: %w %q (want high, normal or low)", ErrInvalidClass, s)
 }
@@ -57,13 +47,8 @@ const (
 	Down                  // server to client
 )
 
-// String returns "up" or "down".
-func (d Direction) String() string {
-	switch d {
-	case Up:
-		return "up"
-	case Down:
-		return "down"
-	}
-	return fmt.Sprintf("direction(%d)", uint8(d))
-}
+var directionNames = []string{Up: "up", Down: "down"}
+
+// String returns "up" or "down", or "direction(N)" for an invalid
+// direction.
+func (d Direction) String() string { return enum.Name(directionNames, int(d), "direction") }

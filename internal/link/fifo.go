@@ -1,9 +1,9 @@
 package link
 
 import (
-	"math"
-	"math/bits"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/limit"
 )
 
 // segment is one admission inside the device FIFO.
@@ -65,7 +65,7 @@ func (q *fifo) push(now time.Time, n int64, c Class, rate int64) time.Time {
 	if !start.After(now) {
 		start, rem = now, 0
 	}
-	d, rem := drain(n, rem, rate)
+	d, rem := limit.Drain(n, rem, rate)
 	dep := start.Add(d)
 	q.tail, q.tailRem = dep, rem
 	if q.count == len(q.segs) {
@@ -109,22 +109,4 @@ func (q *fifo) whenFits(n, bound int64, lowOnly bool) time.Time {
 		}
 	}
 	return q.tail // not reached: the loop empties the queue
-}
-
-// drain returns the time n bytes take at rate bytes/s, carrying the
-// fraction of a nanosecond in rem (units of 1/rate ns) so that many small
-// admissions add up exactly. It saturates instead of overflowing.
-func drain(n, rem, rate int64) (time.Duration, int64) {
-	hi, lo := bits.Mul64(uint64(n), uint64(time.Second))
-	var c uint64
-	lo, c = bits.Add64(lo, uint64(rem), 0)
-	hi += c
-	if hi >= uint64(rate) {
-		return math.MaxInt64, 0
-	}
-	d, r := bits.Div64(hi, lo, uint64(rate))
-	if d > math.MaxInt64 {
-		return math.MaxInt64, 0
-	}
-	return time.Duration(d), int64(r)
 }

@@ -871,24 +871,14 @@ func TestConfigNormalized(t *testing.T) {
 }
 
 func TestParseClass(t *testing.T) {
-	tests := []struct {
-		in   string
-		want Class
-		err  bool
-	}{
-		{"high", High, false},
-		{"normal", Normal, false},
-		{"low", Low, false},
-		{" LOW ", Low, false},
-		{"Normal", Normal, false},
-		{"", Normal, true},
-		{"lowest", Normal, true},
-		{"medium", Normal, true},
+	for in, want := range map[string]Class{"high": High, "normal": Normal, "low": Low, " LOW ": Low, "Normal": Normal} {
+		if got, err := ParseClass(in); err != nil || got != want {
+			t.Errorf("ParseClass(%q) = %v, %v; want %v", in, got, err, want)
+		}
 	}
-	for _, tt := range tests {
-		got, err := ParseClass(tt.in)
-		if (err != nil) != tt.err || got != tt.want {
-			t.Errorf("ParseClass(%q) = %v, %v", tt.in, got, err)
+	for _, in := range []string{"", "lowest", "medium"} {
+		if got, err := ParseClass(in); err == nil || got != Normal {
+			t.Errorf("ParseClass(%q) = %v, %v; want Normal and an error", in, got, err)
 		}
 	}
 	for c := range Class(NumClasses) {

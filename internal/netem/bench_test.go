@@ -118,25 +118,7 @@ func BenchmarkLineLatency(b *testing.B) {
 func BenchmarkLineWindow(b *testing.B) {
 	const total, chunk, window = 32 << 20, 32 << 10, 1 << 20
 	rtt := 50 * time.Millisecond
-	ctx := context.Background()
-	clk := clock.Real{}
-	buf := make([]byte, chunk)
-	var elapsed time.Duration
-	b.SetBytes(total)
-	for i := 0; i < b.N; i++ {
-		l := NewLine(clk, io.Discard, NewPath(Params{Delay: rtt / 2, Window: window}, 0), LineOptions{})
-		start := clk.Now()
-		for sent := 0; sent < total; sent += chunk {
-			if err := l.Write(ctx, buf, clk.Now()); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := l.Flush(ctx); err != nil {
-			b.Fatal(err)
-		}
-		elapsed += clk.Now().Sub(start)
-		l.Close()
-	}
+	elapsed := transfer(b, Params{Delay: rtt / 2, Window: window}, total, chunk)
 	got := float64(total) * float64(b.N) / elapsed.Seconds()
 	b.ReportMetric(got/1e6, "MB/s")
 	b.ReportMetric(got/(window/rtt.Seconds()), "window-ratio")
@@ -146,13 +128,23 @@ func BenchmarkLineWindow(b *testing.B) {
 // real clock; rate-ratio is the elapsed time over the ideal 4 s.
 func BenchmarkLineRate(b *testing.B) {
 	const total, chunk, rate = 200_000_000, 32 << 10, 50_000_000
+	elapsed := transfer(b, Params{Rate: rate}, total, chunk)
+	b.ReportMetric(elapsed.Seconds()/float64(b.N), "s/transfer")
+	b.ReportMetric(elapsed.Seconds()/float64(b.N)/4.0, "rate-ratio")
+}
+
+// transfer sends total bytes in chunks of chunk bytes through a fresh Line
+// with p on the real clock, b.N times, and returns the time all the
+// transfers took, each until its Flush returned.
+func transfer(b *testing.B, p Params, total, chunk int) time.Duration {
 	ctx := context.Background()
 	clk := clock.Real{}
 	buf := make([]byte, chunk)
 	var elapsed time.Duration
-	b.SetBytes(total)
+	b.SetBytes(int64(total))
+	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		l := NewLine(clk, io.Discard, NewPath(Params{Rate: rate}, 0), LineOptions{})
+		l := NewLine(clk, io.Discard, NewPath(p, 0), LineOptions{})
 		start := clk.Now()
 		for sent := 0; sent < total; sent += chunk {
 			n := min(chunk, total-sent)
@@ -166,6 +158,5 @@ func BenchmarkLineRate(b *testing.B) {
 		elapsed += clk.Now().Sub(start)
 		l.Close()
 	}
-	b.ReportMetric(elapsed.Seconds()/float64(b.N), "s/transfer")
-	b.ReportMetric(elapsed.Seconds()/float64(b.N)/4.0, "rate-ratio")
+	return elapsed
 }

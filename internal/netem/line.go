@@ -305,11 +305,7 @@ func (l *Line) sleepUntil(ctx context.Context, t time.Time) error {
 	if d <= 0 {
 		return nil
 	}
-	if l.wtimer == nil {
-		l.wtimer = l.clk.NewTimer(d)
-	} else {
-		l.wtimer.Reset(d)
-	}
+	l.wtimer = armTimer(l.clk, l.wtimer, d)
 	select {
 	case <-l.wtimer.C():
 		return nil
@@ -334,6 +330,17 @@ func (l *Line) waitProgress(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// armTimer returns t re-armed to fire after d, or a new timer of clk if
+// t is nil. t must be stopped and drained (see stopTimer) or have fired
+// and been received from.
+func armTimer(clk clock.Clock, t clock.Timer, d time.Duration) clock.Timer {
+	if t == nil {
+		return clk.NewTimer(d)
+	}
+	t.Reset(d)
+	return t
 }
 
 // stopTimer disarms t and drains a value it may have sent, so that Reset
@@ -482,11 +489,7 @@ func (l *Line) waitUntil(deadline time.Time, spin bool) bool {
 			return l.spinUntil(deadline)
 		}
 		d := rem - lead
-		if l.rtimer == nil {
-			l.rtimer = l.clk.NewTimer(d)
-		} else {
-			l.rtimer.Reset(d)
-		}
+		l.rtimer = armTimer(l.clk, l.rtimer, d)
 		select {
 		case <-l.rtimer.C():
 		case <-l.quit:

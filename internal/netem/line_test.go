@@ -70,6 +70,21 @@ func (r *recorder) none(t *testing.T) {
 	}
 }
 
+// overfill writes n chunks at t0, which the window must hold, then
+// starts a Write of last at t0 in the background; its error comes on the
+// returned channel.
+func overfill(ctx context.Context, t *testing.T, l *Line, n int, chunk, last []byte) <-chan error {
+	t.Helper()
+	for range n {
+		if err := l.Write(ctx, chunk, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- l.Write(ctx, last, t0) }()
+	return errc
+}
+
 func recv[T any](t *testing.T, c <-chan T) T {
 	t.Helper()
 	select {
@@ -80,6 +95,14 @@ func recv[T any](t *testing.T, c <-chan T) T {
 		var zero T
 		return zero
 	}
+}
+
+// fakeLine returns a fake clock at t0, a recorder and a Line on them
+// through a path with p and seed.
+func fakeLine(p Params, seed int64, o LineOptions) (*clock.Fake, *recorder, *Line) {
+	clk := clock.NewFake(t0)
+	rec := newRecorder(clk)
+	return clk, rec, NewLine(clk, rec, NewPath(p, seed), o)
 }
 
 func closeLine(t *testing.T, l *Line) {
@@ -93,10 +116,8 @@ var noSpin = LineOptions{Spin: -1}
 
 func TestLineReleaseTimes(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	rec := newRecorder(clk)
 	prm := Params{Delay: 10 * time.Millisecond, Jitter: 3 * time.Millisecond, Distribution: Normal, Rate: 1e6, Seed: 7}
-	l := NewLine(clk, rec, NewPath(prm, 1), noSpin)
+	clk, rec, l := fakeLine(prm, 1, noSpin)
 	defer closeLine(t, l)
 	twin := NewPath(prm, 1)
 
@@ -126,10 +147,8 @@ func TestLineReleaseTimes(t *testing.T) {
 
 func TestLineNoReorderLargeJitter(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	rec := newRecorder(clk)
 	prm := Params{Delay: 2 * time.Millisecond, Jitter: 40 * time.Millisecond, Distribution: Pareto, Loss: 0.002, Seed: 3}
-	l := NewLine(clk, rec, NewPath(prm, 9), noSpin)
+	clk, rec, l := fakeLine(prm, 9, noSpin)
 	defer closeLine(t, l)
 	twin := NewPath(prm, 9)
 
@@ -171,19 +190,11 @@ func TestLineNoReorderLargeJitter(t *testing.T) {
 func TestLineBackpressure(t *testing.T) {
 	const ms = time.Millisecond
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	rec := newRecorder(clk)
-	l := NewLine(clk, rec, NewPath(Params{Delay: 10 * ms, Window: 3000}, 0), noSpin)
+	clk, rec, l := fakeLine(Params{Delay: 10 * ms, Window: 3000}, 0, noSpin)
 	defer closeLine(t, l)
 	chunk := make([]byte, 1000)
 
-	for i := 0; i < 3; i++ {
-		if err := l.Write(ctx, chunk, t0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- l.Write(ctx, chunk, t0) }()
+	errc := overfill(ctx, t, l, 3, chunk, chunk)
 	// The writer waits for t0+10ms, the blocked Write for the ack of the
 	// first chunk at t0+20ms.
 	clk.BlockUntil(2)
@@ -222,18 +233,12 @@ func TestLineBackpressure(t *testing.T) {
 func TestLineAckDelay(t *testing.T) {
 	const ms = time.Millisecond
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	rec := newRecorder(clk)
-	l := NewLine(clk, rec, NewPath(Params{Delay: 10 * ms, Window: 1000}, 0), LineOptions{
+	clk, rec, l := fakeLine(Params{Delay: 10 * ms, Window: 1000}, 0, LineOptions{
 		Spin:     -1,
 		AckDelay: func() time.Duration { return 30 * ms },
 	})
 	defer closeLine(t, l)
-	if err := l.Write(ctx, make([]byte, 1000), t0); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- l.Write(ctx, make([]byte, 10), t0) }()
+	errc := overfill(ctx, t, l, 1, make([]byte, 1000), make([]byte, 10))
 	clk.BlockUntil(2)
 	clk.Set(t0.Add(10 * ms))
 	rec.next(t)
@@ -258,13 +263,7 @@ func TestLineSlowDst(t *testing.T) {
 		l := NewLine(clk, rec, NewPath(Params{Delay: ms, Window: 2000}, 0), noSpin)
 		defer closeLine(t, l)
 		chunk := make([]byte, 1000)
-		for i := 0; i < 2; i++ {
-			if err := l.Write(ctx, chunk, t0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		errc := make(chan error, 1)
-		go func() { errc <- l.Write(ctx, chunk, t0) }()
+		errc := overfill(ctx, t, l, 2, chunk, chunk)
 		clk.BlockUntil(2)
 		clk.Set(t0.Add(2 * ms)) // release due at +1ms, ack at +2ms
 		recv(t, rec.entered)    // the writer is stuck in dst.Write
@@ -290,15 +289,9 @@ func TestLineSlowDst(t *testing.T) {
 
 func TestLineWindowWaitCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	clk := clock.NewFake(t0)
-	rec := newRecorder(clk)
-	l := NewLine(clk, rec, NewPath(Params{Delay: time.Millisecond, Window: 100}, 0), noSpin)
+	clk, rec, l := fakeLine(Params{Delay: time.Millisecond, Window: 100}, 0, noSpin)
 	defer closeLine(t, l)
-	if err := l.Write(ctx, make([]byte, 100), t0); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- l.Write(ctx, []byte("late"), t0) }()
+	errc := overfill(ctx, t, l, 1, make([]byte, 100), []byte("late"))
 	clk.BlockUntil(2)
 	cancel()
 	if err := recv(t, errc); !errors.Is(err, context.Canceled) {
@@ -316,9 +309,7 @@ func TestLineWindowWaitCancelled(t *testing.T) {
 
 func TestLineFlush(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	rec := newRecorder(clk)
-	l := NewLine(clk, rec, NewPath(Params{Delay: 10 * time.Millisecond}, 0), noSpin)
+	clk, rec, l := fakeLine(Params{Delay: 10 * time.Millisecond}, 0, noSpin)
 	defer closeLine(t, l)
 
 	if err := l.Flush(ctx); err != nil {
@@ -356,14 +347,8 @@ func TestLineFlush(t *testing.T) {
 
 func TestLineClose(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	rec := newRecorder(clk)
-	l := NewLine(clk, rec, NewPath(Params{Delay: time.Second, Window: 10}, 0), noSpin)
-	if err := l.Write(ctx, make([]byte, 10), t0); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- l.Write(ctx, []byte("x"), t0) }()
+	clk, rec, l := fakeLine(Params{Delay: time.Second, Window: 10}, 0, noSpin)
+	errc := overfill(ctx, t, l, 1, make([]byte, 10), []byte("x"))
 	clk.BlockUntil(2)
 	if err := l.Close(); err != nil {
 		t.Fatalf("Close = %v", err)
@@ -451,9 +436,7 @@ func TestLineSpin(t *testing.T) {
 	// timer lateness + 100 µs) before the deadline, then spins on the
 	// clock; the release is still exactly at the deadline.
 	const ms = time.Millisecond
-	clk := clock.NewFake(t0)
-	rec := newRecorder(clk)
-	l := NewLine(clk, rec, NewPath(Params{Delay: 10 * ms}, 0), LineOptions{})
+	clk, rec, l := fakeLine(Params{Delay: 10 * ms}, 0, LineOptions{})
 	defer closeLine(t, l)
 	if err := l.Write(context.Background(), []byte("q"), t0); err != nil {
 		t.Fatal(err)
@@ -474,9 +457,7 @@ func TestLineOversizeChunk(t *testing.T) {
 	// A chunk larger than the window and the largest pool class passes
 	// alone.
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	rec := newRecorder(clk)
-	l := NewLine(clk, rec, NewPath(Params{Window: 1 << 20}, 0), noSpin)
+	_, rec, l := fakeLine(Params{Window: 1 << 20}, 0, noSpin)
 	defer closeLine(t, l)
 	big := bytes.Repeat([]byte("z"), 5<<20)
 	if err := l.Write(ctx, big, t0); err != nil {

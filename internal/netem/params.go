@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/enum"
 )
 
 // Model constants.
@@ -57,20 +59,14 @@ var distributionNames = [...]string{
 // String returns the distribution's name as ParseDistribution accepts it,
 // or "Distribution(N)" for an unknown value.
 func (d Distribution) String() string {
-	if int(d) < len(distributionNames) {
-		return distributionNames[d]
-	}
-	return fmt.Sprintf("Distribution(%d)", uint8(d))
+	return enum.Name(distributionNames[:], int(d), "Distribution")
 }
 
 // ParseDistribution parses "uniform", "normal", "pareto" or "paretonormal"
 // (case-insensitive, surrounding spaces ignored).
 func ParseDistribution(s string) (Distribution, error) {
-	t := strings.TrimSpace(s)
-	for i, name := range distributionNames {
-		if strings.EqualFold(t, name) {
-			return Distribution(i), nil
-		}
+	if i, ok := enum.Index(distributionNames[:], s, true); ok {
+		return Distribution(i), nil
 	}
 	return 0, fmt.Errorf("netem: unknown distribution %q (want uniform, normal, pareto or paretonormal)", s)
 }
@@ -84,12 +80,16 @@ func (d Distribution) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler with ParseDistribution.
-func (d *Distribution) UnmarshalText(b []byte) error {
-	v, err := ParseDistribution(string(b))
+func (d *Distribution) UnmarshalText(b []byte) error { return unmarshalText(d, b, ParseDistribution) }
+
+// unmarshalText sets *dst to what parse reads in b, or leaves it and
+// returns parse's error.
+func unmarshalText[T any](dst *T, b []byte, parse func(string) (T, error)) error {
+	v, err := parse(string(b))
 	if err != nil {
 		return err
 	}
-	*d = v
+	*dst = v
 	return nil
 }
 
@@ -109,14 +109,10 @@ const (
 // String returns "bernoulli" or "gemodel" (netem's name), or
 // "LossKind(N)" for an unknown value.
 func (k LossKind) String() string {
-	switch k {
-	case Bernoulli:
-		return "bernoulli"
-	case GilbertElliott:
-		return "gemodel"
-	}
-	return fmt.Sprintf("LossKind(%d)", uint8(k))
+	return enum.Name(lossKindNames, int(k), "LossKind")
 }
+
+var lossKindNames = []string{Bernoulli: "bernoulli", GilbertElliott: "gemodel"}
 
 // ParseLossKind parses a loss model name, case-insensitive: "bernoulli" or
 // "random" (netem's name) for Bernoulli, "gemodel", "gilbert-elliott" or
@@ -140,14 +136,7 @@ func (k LossKind) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler with ParseLossKind.
-func (k *LossKind) UnmarshalText(b []byte) error {
-	v, err := ParseLossKind(string(b))
-	if err != nil {
-		return err
-	}
-	*k = v
-	return nil
-}
+func (k *LossKind) UnmarshalText(b []byte) error { return unmarshalText(k, b, ParseLossKind) }
 
 // LossModel selects and parameterises the loss process. The zero value is
 // Bernoulli with Params.Loss.
@@ -277,22 +266,17 @@ func (p Params) WithDefaults() Params {
 // size, a probability or correlation outside [0, 1] (or NaN), or an unknown
 // Distribution or LossKind.
 func (p Params) Validate() error {
-	durations := []struct {
-		name string
-		v    time.Duration
-	}{{"delay", p.Delay}, {"jitter", p.Jitter}, {"rto", p.RTO}}
-	for _, d := range durations {
-		if d.v < 0 {
-			return fmt.Errorf("netem: %s %v is negative", d.name, d.v)
-		}
+	signed := []struct {
+		name     string
+		v        any // a time.Duration or an int64
+		negative bool
+	}{
+		{"delay", p.Delay, p.Delay < 0}, {"jitter", p.Jitter, p.Jitter < 0}, {"rto", p.RTO, p.RTO < 0},
+		{"rate", p.Rate, p.Rate < 0}, {"burst", p.Burst, p.Burst < 0}, {"window", p.Window, p.Window < 0},
 	}
-	sizes := []struct {
-		name string
-		v    int64
-	}{{"rate", p.Rate}, {"burst", p.Burst}, {"window", p.Window}}
-	for _, s := range sizes {
-		if s.v < 0 {
-			return fmt.Errorf("netem: %s %d is negative", s.name, s.v)
+	for _, s := range signed {
+		if s.negative {
+			return fmt.Errorf("netem: %s %v is negative", s.name, s.v)
 		}
 	}
 	probs := []struct {

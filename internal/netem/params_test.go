@@ -1,63 +1,47 @@
 package netem
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestParseDistribution(t *testing.T) {
+func TestParseNames(t *testing.T) {
+	parse := map[string]func(string) (fmt.Stringer, error){
+		"distribution": func(s string) (fmt.Stringer, error) { return ParseDistribution(s) },
+		"loss":         func(s string) (fmt.Stringer, error) { return ParseLossKind(s) },
+	}
 	tests := []struct {
-		in      string
-		want    Distribution
-		wantErr bool
+		kind, in string
+		want     string // the String of the value parsed, "" for an error
 	}{
-		{"uniform", Uniform, false},
-		{"normal", Normal, false},
-		{"pareto", Pareto, false},
-		{"paretonormal", ParetoNormal, false},
-		{" Normal ", Normal, false},
-		{"PARETONORMAL", ParetoNormal, false},
-		{"", 0, true},
-		{"gauss", 0, true},
-		{"pareto-normal", 0, true},
-		{"uniform\x00", 0, true},
+		{"distribution", "uniform", "uniform"},
+		{"distribution", "normal", "normal"},
+		{"distribution", "pareto", "pareto"},
+		{"distribution", "paretonormal", "paretonormal"},
+		{"distribution", " Normal ", "normal"},
+		{"distribution", "PARETONORMAL", "paretonormal"},
+		{"distribution", "", ""},
+		{"distribution", "gauss", ""},
+		{"distribution", "pareto-normal", ""},
+		{"distribution", "uniform\x00", ""},
+		{"loss", "bernoulli", "bernoulli"},
+		{"loss", "random", "bernoulli"},
+		{"loss", "gemodel", "gemodel"},
+		{"loss", "Gilbert-Elliott", "gemodel"},
+		{"loss", "gilbertelliott", "gemodel"},
+		{"loss", "state", ""},
+		{"loss", "", ""},
 	}
 	for _, tt := range tests {
-		got, err := ParseDistribution(tt.in)
-		if (err != nil) != tt.wantErr {
-			t.Errorf("ParseDistribution(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
-			continue
-		}
-		if err == nil && got != tt.want {
-			t.Errorf("ParseDistribution(%q) = %v, want %v", tt.in, got, tt.want)
-		}
-	}
-}
-
-func TestParseLossKind(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    LossKind
-		wantErr bool
-	}{
-		{"bernoulli", Bernoulli, false},
-		{"random", Bernoulli, false},
-		{"gemodel", GilbertElliott, false},
-		{"Gilbert-Elliott", GilbertElliott, false},
-		{"gilbertelliott", GilbertElliott, false},
-		{"state", 0, true},
-		{"", 0, true},
-	}
-	for _, tt := range tests {
-		got, err := ParseLossKind(tt.in)
-		if (err != nil) != tt.wantErr {
-			t.Errorf("ParseLossKind(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
-			continue
-		}
-		if err == nil && got != tt.want {
-			t.Errorf("ParseLossKind(%q) = %v, want %v", tt.in, got, tt.want)
+		v, err := parse[tt.kind](tt.in)
+		switch {
+		case tt.want == "" && err == nil:
+			t.Errorf("%s %q parsed to %v, want an error", tt.kind, tt.in, v)
+		case tt.want != "" && (err != nil || v.String() != tt.want):
+			t.Errorf("%s %q parsed to %v, %v; want %s", tt.kind, tt.in, v, err, tt.want)
 		}
 	}
 }

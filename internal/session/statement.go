@@ -4,10 +4,11 @@ package session
 // End, its bytes, its outcome and what was done to it.
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/enum"
 )
 
 // Outcome is how a statement ended.
@@ -21,19 +22,11 @@ const (
 	Cancelled
 )
 
-func (o Outcome) String() string {
-	switch o {
-	case Running:
-		return "running"
-	case OK:
-		return "ok"
-	case Failed:
-		return "error"
-	case Cancelled:
-		return "cancelled"
-	}
-	return fmt.Sprintf("outcome(%d)", uint8(o))
-}
+var outcomeNames = []string{Running: "running", OK: "ok", Failed: "error", Cancelled: "cancelled"}
+
+// String returns "running", "ok", "error" or "cancelled", or "outcome(N)"
+// for an invalid outcome.
+func (o Outcome) String() string { return enum.Name(outcomeNames, int(o), "outcome") }
 
 // server's final answer.
 type Statement struct {

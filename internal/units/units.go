@@ -129,14 +129,8 @@ func FormatBytes(b int64) string {
 		return strconv.FormatInt(b>>20, 10) + "MiB"
 	case b%(1<<10) == 0:
 		return strconv.FormatInt(b>>10, 10) + "KiB"
-	case b >= 1e9:
-		return trimFloat(float64(b)/1e9) + "GB"
-	case b >= 1e6:
-		return trimFloat(float64(b)/1e6) + "MB"
-	case b >= 1e3:
-		return trimFloat(float64(b)/1e3) + "kB"
 	}
-	return strconv.FormatInt(b, 10) + "B"
+	return formatDecimal(b, "B")
 }
 
 // FormatRate writes a bytes/s rate in decimal units ("100MB/s"); 0 is
@@ -145,15 +139,21 @@ func FormatRate(bps int64) string {
 	if bps == 0 {
 		return "unlimited"
 	}
+	return formatDecimal(bps, "B/s")
+}
+
+// formatDecimal writes v with the largest of the decimal prefixes G, M, k
+// that keeps it at 1 or more (up to three decimals) before unit.
+func formatDecimal(v int64, unit string) string {
 	switch {
-	case bps >= 1e9:
-		return trimFloat(float64(bps)/1e9) + "GB/s"
-	case bps >= 1e6:
-		return trimFloat(float64(bps)/1e6) + "MB/s"
-	case bps >= 1e3:
-		return trimFloat(float64(bps)/1e3) + "kB/s"
+	case v >= 1e9:
+		return trimFloat(float64(v)/1e9) + "G" + unit
+	case v >= 1e6:
+		return trimFloat(float64(v)/1e6) + "M" + unit
+	case v >= 1e3:
+		return trimFloat(float64(v)/1e3) + "k" + unit
 	}
-	return strconv.FormatInt(bps, 10) + "B/s"
+	return strconv.FormatInt(v, 10) + unit
 }
 
 // FormatDuration writes d in the largest of s, ms, us that keeps it short.

@@ -1,97 +1,54 @@
 package units
 
 import (
+	"math"
 	"testing"
 	"time"
 )
 
-func TestParseBytes(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int64
-		err  bool
-	}{
-		{"0", 0, false},
-		{"1500", 1500, false},
-		{"64KiB", 64 << 10, false},
-		{"2MiB", 2 << 20, false},
-		{"2MB", 2e6, false},
-		{"1.5kB", 1500, false},
-		{"1Gbit", 125e6, false},
-		{" 10 MB ", 10e6, false},
-		{"10mb", 0, true},
-		{"-1MB", 0, true},
-		{"MB", 0, true},
-		{"", 0, true},
-		{"1e3B", 1000, false},
+// checkParse checks that parse reads each key of good as its value and
+// refuses each of bad. Values are compared to within 1e-12, which is exact
+// for the integer results.
+func checkParse[T int64 | time.Duration | float64](t *testing.T, name string, parse func(string) (T, error), good map[string]T, bad ...string) {
+	t.Helper()
+	for in, want := range good {
+		if got, err := parse(in); err != nil || math.Abs(float64(got)-float64(want)) > 1e-12 {
+			t.Errorf("%s(%q) = %v, %v; want %v", name, in, got, err, want)
+		}
 	}
-	for _, tt := range tests {
-		got, err := ParseBytes(tt.in)
-		if (err != nil) != tt.err || got != tt.want {
-			t.Errorf("ParseBytes(%q) = %d, %v; want %d, err %v", tt.in, got, err, tt.want, tt.err)
+	for _, in := range bad {
+		if got, err := parse(in); err == nil {
+			t.Errorf("%s(%q) = %v, want an error", name, in, got)
 		}
 	}
 }
 
-func TestParseRate(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int64
-		err  bool
-	}{
-		{"100MB", 100e6, false},
-		{"100MB/s", 100e6, false},
-		{"1Gbit", 125e6, false},
-		{"100Mbps", 12.5e6, false},
-		{"256MB", 256e6, false},
-		{"fast", 0, true},
-	}
-	for _, tt := range tests {
-		got, err := ParseRate(tt.in)
-		if (err != nil) != tt.err || got != tt.want {
-			t.Errorf("ParseRate(%q) = %d, %v; want %d, err %v", tt.in, got, err, tt.want, tt.err)
-		}
-	}
+func TestParse(t *testing.T) {
+	checkParse(t, "ParseBytes", ParseBytes, map[string]int64{
+		"0": 0, "1500": 1500, "64KiB": 64 << 10, "2MiB": 2 << 20, "2MB": 2e6,
+		"1.5kB": 1500, "1Gbit": 125e6, " 10 MB ": 10e6, "1e3B": 1000,
+	}, "10mb", "-1MB", "MB", "")
+	checkParse(t, "ParseRate", ParseRate, map[string]int64{
+		"100MB": 100e6, "100MB/s": 100e6, "1Gbit": 125e6, "100Mbps": 12.5e6, "256MB": 256e6,
+	}, "fast")
+	checkParse(t, "ParseDuration", ParseDuration, map[string]time.Duration{
+		"10ms": 10 * time.Millisecond, "500us": 500 * time.Microsecond, "0.5ms": 500 * time.Microsecond,
+		"1.5s": 1500 * time.Millisecond, "0": 0,
+	}, "10", "-1ms")
+	checkParse(t, "ParsePercent", ParsePercent, map[string]float64{
+		"0.1%": 0.001, "0.001": 0.001, "100%": 1,
+	}, "101%", "x%")
 }
 
-func TestParseDuration(t *testing.T) {
-	tests := []struct {
-		in   string
-		want time.Duration
-		err  bool
-	}{
-		{"10ms", 10 * time.Millisecond, false},
-		{"500us", 500 * time.Microsecond, false},
-		{"0.5ms", 500 * time.Microsecond, false},
-		{"1.5s", 1500 * time.Millisecond, false},
-		{"0", 0, false},
-		{"10", 0, true},
-		{"-1ms", 0, true},
-	}
-	for _, tt := range tests {
-		got, err := ParseDuration(tt.in)
-		if (err != nil) != tt.err || got != tt.want {
-			t.Errorf("ParseDuration(%q) = %v, %v; want %v, err %v", tt.in, got, err, tt.want, tt.err)
-		}
-	}
-}
-
-func TestParsePercent(t *testing.T) {
-	tests := []struct {
-		in   string
-		want float64
-		err  bool
-	}{
-		{"0.1%", 0.001, false},
-		{"0.001", 0.001, false},
-		{"100%", 1, false},
-		{"101%", 0, true},
-		{"x%", 0, true},
-	}
-	for _, tt := range tests {
-		got, err := ParsePercent(tt.in)
-		if (err != nil) != tt.err || (err == nil && (got-tt.want > 1e-12 || tt.want-got > 1e-12)) {
-			t.Errorf("ParsePercent(%q) = %v, %v; want %v, err %v", tt.in, got, err, tt.want, tt.err)
+func TestFormat(t *testing.T) {
+	for i, c := range [][2]string{
+		{FormatBytes(0), "0B"}, {FormatBytes(3 << 30), "3GiB"}, {FormatBytes(1500), "1.5kB"},
+		{FormatBytes(1234567), "1.235MB"}, {FormatBytes(999), "999B"},
+		{FormatRate(0), "unlimited"}, {FormatRate(256e6), "256MB/s"}, {FormatRate(1.25e9), "1.25GB/s"},
+		{FormatRate(1500), "1.5kB/s"}, {FormatRate(999), "999B/s"},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("case %d: got %q, want %q", i, c[0], c[1])
 		}
 	}
 }

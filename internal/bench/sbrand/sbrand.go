@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"sync/atomic"
+
+	"github.com/sluicelab/sluice/internal/enum"
 )
 
 // Dist selects the distribution Rand.Default draws from.
@@ -18,32 +20,21 @@ const (
 	Pareto               // power law with shape ParetoH
 )
 
-// String returns the --rand-type spelling of d.
-func (d Dist) String() string {
-	switch d {
-	case Special:
-		return "special"
-	case Uniform:
-		return "uniform"
-	case Gaussian:
-		return "gaussian"
-	case Pareto:
-		return "pareto"
-	}
-	return fmt.Sprintf("Dist(%d)", int(d))
+// distNames holds the --rand-type spelling of each Dist.
+var distNames = []string{
+	Special:  "special",
+	Uniform:  "uniform",
+	Gaussian: "gaussian",
+	Pareto:   "pareto",
 }
 
-// ParseDist returns the Dist spelled s (as --rand-type takes it).
+// String returns the --rand-type spelling of d.
+func (d Dist) String() string { return enum.Name(distNames, int(d), "Dist") }
+
+// ParseDist returns the Dist spelled s (as --rand-type takes it, exactly).
 func ParseDist(s string) (Dist, error) {
-	switch s {
-	case "special":
-		return Special, nil
-	case "uniform":
-		return Uniform, nil
-	case "gaussian":
-		return Gaussian, nil
-	case "pareto":
-		return Pareto, nil
+	if i, ok := enum.Index(distNames, s, false); ok {
+		return Dist(i), nil
 	}
 	return 0, fmt.Errorf("unknown distribution %q (want uniform, gaussian, special or pareto)", s)
 }

@@ -1,6 +1,7 @@
 package toxics
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,14 +94,11 @@ func New(o Options) (*Service, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.Version == "" {
-		o.Version = "dev"
-	}
 	if o.Rand == nil {
 		o.Rand = rand.Float64
 	}
 	return &Service{
-		srv: o.Server, mgr: o.Manager, clk: o.Clock, log: o.Logger, version: o.Version, draw: o.Rand, check: o.CheckListen,
+		srv: o.Server, mgr: o.Manager, clk: o.Clock, log: o.Logger, version: cmp.Or(o.Version, "dev"), draw: o.Rand, check: o.CheckListen,
 		proxies: make(map[string]*proxyState),
 	}, nil
 }

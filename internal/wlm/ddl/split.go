@@ -1,9 +1,10 @@
 package ddl
 
 import (
-	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluicelab/sluice/internal/enum"
 )
 
 // Dialect is the SQL dialect of a statement on its way to a database,
@@ -24,15 +25,10 @@ const (
 )
 
 // String returns the dialect's name.
-func (d Dialect) String() string {
-	switch d {
-	case PostgreSQL:
-		return "postgresql"
-	case MySQL:
-		return "mysql"
-	}
-	return fmt.Sprintf("dialect(%d)", uint8(d))
-}
+func (d Dialect) String() string { return enum.Name(dialectNames, int(d), "dialect") }
+
+// dialectNames leaves the zero Dialect, which is no dialect, unnamed.
+var dialectNames = []string{PostgreSQL: "postgresql", MySQL: "mysql"}
 
 // UserPool is a CREATE USER or ALTER USER statement carrying a RESOURCE
 // POOL clause, split in two: the binding, which sluice keeps in its
