@@ -1,0 +1,104 @@
+package ddl
+
+// This file holds the SELECT statements the console hands to an SQL
+// engine (Query) and the entry point of every SELECT, which also
+// recognises the session functions of session_stmts.go.
+
+import "strings"
+
+// Query is a SELECT (or WITH ... SELECT, or VALUES) that the small
+// Select does not cover (WHERE, ORDER BY, GROUP BY, joins, subqueries,
+// expressions) and that the console runs with an SQL engine over its
+// views; its Text is what the engine reads. The parser checks only that
+// quotes and parentheses are balanced.
+type Query struct {
+	base
+	// Names are the identifiers of the text, each once in order of first
+	// appearance: bare ones folded to lower case, quoted ones as
+	// written. The views a query reads are among them.
+	Names []string
+	// Qualifiers are the names that qualify another (a schema, as
+	// pg_catalog in pg_catalog.pg_class, or a table), with their
+	// positions.
+	Qualifiers []Name
+}
+
+// selectOrQuery parses a statement beginning with SELECT: a session
+// function call (SELECT pg_cancel_backend(7)), the small Select when
+// that covers it (literals, version(), current_setting(), columns of one
+// view with LIMIT), else a Query.
+func (p *parser) selectOrQuery() (node, error) {
+	start := p.i - 1
+	if n, ok := p.sessionFunc(); ok {
+		return n, nil
+	}
+	p.i = start + 1
+	n, err := p.selectStmt()
+	if err == nil && simpleSelect(n.(*Select)) {
+		return n, nil
+	}
+	p.i = start
+	return p.query()
+}
+
+// simpleSelect reports whether s is answered without an SQL engine: a
+// SELECT of a view, or of literals, version() and current_setting().
+func simpleSelect(s *Select) bool {
+	if s.From != "" {
+		return true
+	}
+	for _, tg := range s.Targets {
+		if tg.Func && tg.Name != "version" && tg.Name != "current_setting" {
+			return false
+		}
+	}
+	return true
+}
+
+// query reads a Query from the current token (SELECT, WITH or VALUES)
+// to the semicolon that ends it, outside parentheses, or the end of
+// input.
+func (p *parser) query() (node, error) {
+	q := &Query{}
+	seen := map[string]bool{}
+	depth := 0
+	for {
+		t := p.peek()
+		switch {
+		case t.kind == tEOF:
+			if depth > 0 {
+				return nil, p.syntaxError()
+			}
+			return q, nil
+		case t.kind == tOp && t.val == ";" && depth == 0:
+			return q, nil
+		case t.kind == tOp && t.val == "(":
+			depth++
+		case t.kind == tOp && t.val == ")":
+			if depth == 0 {
+				return nil, p.syntaxError()
+			}
+			depth--
+		case isName(t):
+			name := t.val
+			if t.kind == tIdent {
+				name = strings.ToLower(name)
+			}
+			if !seen[name] {
+				seen[name] = true
+				q.Names = append(q.Names, name)
+			}
+			if n := p.peekAt(1); n.kind == tOp && n.val == "." && isName(p.peekAt(2)) {
+				q.Qualifiers = append(q.Qualifiers, Name{Name: name, Pos: t.pos})
+			}
+		}
+		p.next()
+	}
+}
+
+// withQuery parses a statement beginning with WITH or VALUES as a
+// Query.
+func (p *parser) withQuery() (node, error) {
+	p.i--
+	return p.query()
+}

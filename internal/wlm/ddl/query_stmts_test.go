@@ -1,0 +1,94 @@
+package ddl
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestParseQuery(t *testing.T) {
+	tests := []struct {
+		sql        string
+		names      []string
+		qualifiers []string
+	}{
+		{"SELECT * FROM pg_session_wlmstat WHERE usename = 'x'", []string{"select", "from", "pg_session_wlmstat", "where", "usename"}, nil},
+		{`SELECT "user", sum(bytes_down) FROM Statements GROUP BY 1 ORDER BY 2 DESC LIMIT 5`, []string{"select", "user", "sum", "bytes_down", "from", "statements", "group", "by", "order", "desc", "limit"}, nil},
+		{"SELECT n.nspname FROM pg_catalog.pg_namespace n JOIN x ON true", []string{"select", "n", "nspname", "from", "pg_catalog", "pg_namespace", "join", "x", "on", "true"}, []string{"n", "pg_catalog"}},
+		{"SELECT 1 + 1", []string{"select"}, nil},
+		{"SELECT count(*) FROM (SELECT 1) AS s", []string{"select", "count", "from", "as", "s"}, nil},
+		{"WITH a AS (SELECT 1) SELECT * FROM a", []string{"with", "a", "as", "select", "from"}, nil},
+		{"VALUES (1), (2)", []string{"values"}, nil},
+		{"SELECT ';' FROM t ORDER BY 1", []string{"select", "from", "t", "order", "by"}, nil},
+	}
+	for _, tt := range tests {
+		st, err := ParseOne(tt.sql)
+		if err != nil {
+			t.Errorf("%s: %v", tt.sql, err)
+			continue
+		}
+		q, ok := st.(*Query)
+		if !ok {
+			t.Errorf("%s: parsed as %T, want *Query", tt.sql, st)
+			continue
+		}
+		var quals []string
+		for _, n := range q.Qualifiers {
+			quals = append(quals, n.Name)
+		}
+		if !reflect.DeepEqual(q.Names, tt.names) || !reflect.DeepEqual(quals, tt.qualifiers) || q.Text() != tt.sql {
+			t.Errorf("%s: names %q qualifiers %q text %q; want %q %q", tt.sql, q.Names, quals, q.Text(), tt.names, tt.qualifiers)
+		}
+	}
+}
+
+func TestParseQueryErrors(t *testing.T) {
+	for _, sql := range []string{"SELECT (1", "SELECT 1)", "SELECT 'x"} {
+		if _, err := Parse(sql); err == nil {
+			t.Errorf("Parse(%q) = nil error", sql)
+		}
+	}
+}
+
+func TestParseSimpleSelectStays(t *testing.T) {
+	for _, sql := range []string{"SELECT 1", "SELECT version()", "SELECT current_setting('low_priority_bandwidth')", "SELECT a, b FROM v LIMIT 2"} {
+		st, err := ParseOne(sql)
+		if _, ok := st.(*Select); err != nil || !ok {
+			t.Errorf("%s: %T, %v; want *Select", sql, st, err)
+		}
+	}
+}
+
+func TestParseSessionCommands(t *testing.T) {
+	tests := []struct {
+		sql  string
+		want SessionCommand
+	}{
+		{"CANCEL STATEMENT 7", SessionCommand{Session: 7, SessionPos: 18}},
+		{"terminate session 12;", SessionCommand{Terminate: true, Session: 12, SessionPos: 19}},
+		{"SELECT pg_cancel_backend(3)", SessionCommand{Session: 3, SessionPos: 26, Column: "pg_cancel_backend"}},
+		{"SELECT pg_terminate_backend(4) AS done", SessionCommand{Terminate: true, Session: 4, SessionPos: 29, Column: "done"}},
+	}
+	for _, tt := range tests {
+		st, err := ParseOne(tt.sql)
+		c, ok := st.(*SessionCommand)
+		if err != nil || !ok {
+			t.Errorf("%s: %T, %v", tt.sql, st, err)
+			continue
+		}
+		c.base = base{}
+		if *c != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.sql, *c, tt.want)
+		}
+	}
+	// Anything more than one call is an SQL query, not a command.
+	for _, sql := range []string{"SELECT pg_cancel_backend(id) FROM sessions WHERE id > 1", "SELECT pg_cancel_backend(1), 2"} {
+		if st, err := ParseOne(sql); err != nil || reflect.TypeOf(st) != reflect.TypeOf(&Query{}) {
+			t.Errorf("%s: %T, %v; want *Query", sql, st, err)
+		}
+	}
+	for _, sql := range []string{"CANCEL STATEMENT x", "TERMINATE SESSION -1", "CANCEL 3", "TERMINATE SESSION 10ms"} {
+		if _, err := ParseOne(sql); err == nil {
+			t.Errorf("%s: no error", sql)
+		}
+	}
+}
