@@ -9,10 +9,17 @@ import "strings"
 // Query is a SELECT (or WITH ... SELECT, or VALUES) that the small
 // Select does not cover (WHERE, ORDER BY, GROUP BY, joins, subqueries,
 // expressions) and that the console runs with an SQL engine over its
-// views; its Text is what the engine reads. The parser checks only that
-// quotes and parentheses are balanced.
+// views. The parser checks only that quotes and parentheses are
+// balanced.
 type Query struct {
 	base
+	// SQL is the text for the engine: the tokens as written, strings
+	// and quoted identifiers in their plain form ('it''s', "a""b"; a
+	// $$dollar-quoted$$ string becomes a plain one), a space where
+	// the text had white space or a comment. It is one statement under
+	// any SQL lexer that reads plain strings and quoted identifiers as
+	// PostgreSQL does: a semicolon can only be inside one.
+	SQL string
 	// Names are the identifiers of the text, each once in order of first
 	// appearance: bare ones folded to lower case, quoted ones as
 	// written. The views a query reads are among them.
@@ -62,15 +69,36 @@ func (p *parser) query() (node, error) {
 	q := &Query{}
 	seen := map[string]bool{}
 	depth := 0
+	var b strings.Builder
+	prevEnd := -1
 	for {
 		t := p.peek()
+		if t.kind != tEOF && !(t.kind == tOp && t.val == ";" && depth == 0) {
+			if t.raw {
+				return nil, Errorf(CodeNotSupported, t.pos, "escape and Unicode string syntax is not supported in console queries; write a plain 'string'")
+			}
+			if prevEnd >= 0 && t.start > prevEnd {
+				b.WriteByte(' ')
+			}
+			prevEnd = t.end
+			switch t.kind {
+			case tString:
+				b.WriteString("'" + strings.ReplaceAll(t.val, "'", "''") + "'")
+			case tQIdent:
+				b.WriteString(`"` + strings.ReplaceAll(t.val, `"`, `""`) + `"`)
+			default:
+				b.WriteString(p.src[t.start:t.end])
+			}
+		}
 		switch {
 		case t.kind == tEOF:
 			if depth > 0 {
 				return nil, p.syntaxError()
 			}
+			q.SQL = b.String()
 			return q, nil
 		case t.kind == tOp && t.val == ";" && depth == 0:
+			q.SQL = b.String()
 			return q, nil
 		case t.kind == tOp && t.val == "(":
 			depth++

@@ -41,8 +41,28 @@ func TestParseQuery(t *testing.T) {
 	}
 }
 
+func TestQuerySQL(t *testing.T) {
+	tests := []struct{ sql, want string }{
+		{"SELECT a>=1 FROM t WHERE b<>'x'", "SELECT a>=1 FROM t WHERE b<>'x'"},
+		{"SELECT 1 /* ; ATTACH */ -- c\n + 2 ORDER BY 1", "SELECT 1 + 2 ORDER BY 1"},
+		{"SELECT 'a;b''c', \"x\"\"y\" FROM t WHERE 1", "SELECT 'a;b''c', \"x\"\"y\" FROM t WHERE 1"},
+		{"SELECT 1 /* /* nested */ ; */ + 1", "SELECT 1 + 1"},
+	}
+	for _, tt := range tests {
+		st, err := ParseOne(tt.sql)
+		q, ok := st.(*Query)
+		if err != nil || !ok {
+			t.Errorf("%s: %T, %v", tt.sql, st, err)
+			continue
+		}
+		if q.SQL != tt.want {
+			t.Errorf("%s: SQL %q, want %q", tt.sql, q.SQL, tt.want)
+		}
+	}
+}
+
 func TestParseQueryErrors(t *testing.T) {
-	for _, sql := range []string{"SELECT (1", "SELECT 1)", "SELECT 'x"} {
+	for _, sql := range []string{"SELECT (1", "SELECT 1)", "SELECT 'x", "SELECT E'\\'; ATTACH' FROM t WHERE 1"} {
 		if _, err := Parse(sql); err == nil {
 			t.Errorf("Parse(%q) = nil error", sql)
 		}
@@ -91,4 +111,29 @@ func TestParseSessionCommands(t *testing.T) {
 			t.Errorf("%s: no error", sql)
 		}
 	}
+}
+
+// FuzzQuerySQL holds Query.SQL to its contract: the text for the SQL
+// engine is one statement that parses again to a Query of the same SQL.
+// Seeds: testdata/fuzz/FuzzQuerySQL.
+func FuzzQuerySQL(f *testing.F) {
+	f.Fuzz(func(t *testing.T, sql string) {
+		sts, err := Parse(sql)
+		if err != nil {
+			return
+		}
+		for _, st := range sts {
+			q, ok := st.(*Query)
+			if !ok {
+				continue
+			}
+			again, err := Parse(q.SQL)
+			if err != nil || len(again) != 1 {
+				t.Fatalf("Parse(%q): SQL %q parses to %d statements, %v", sql, q.SQL, len(again), err)
+			}
+			if q2, ok := again[0].(*Query); ok && q2.SQL != q.SQL {
+				t.Fatalf("Parse(%q): SQL %q re-parses to SQL %q", sql, q.SQL, q2.SQL)
+			}
+		}
+	})
 }
