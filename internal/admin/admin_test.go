@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -284,7 +285,7 @@ func TestShowSessionsAndStatements(t *testing.T) {
 		}
 		got := map[string]string{}
 		for i, f := range rows.FieldDescriptions() {
-			got[f.Name] = vals[i].(string)
+			got[f.Name] = fmt.Sprint(vals[i])
 		}
 		for k, v := range want {
 			if got[k] != v {

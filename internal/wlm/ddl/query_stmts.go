@@ -24,6 +24,9 @@ type Query struct {
 	// appearance: bare ones folded to lower case, quoted ones as
 	// written. The views a query reads are among them.
 	Names []string
+	// NamePos are the 1-based character positions of the first
+	// appearance of each of Names.
+	NamePos []int
 	// Qualifiers are the names that qualify another (a schema, as
 	// pg_catalog in pg_catalog.pg_class, or a table), with their
 	// positions.
@@ -115,6 +118,7 @@ func (p *parser) query() (node, error) {
 			if !seen[name] {
 				seen[name] = true
 				q.Names = append(q.Names, name)
+				q.NamePos = append(q.NamePos, t.pos)
 			}
 			if n := p.peekAt(1); n.kind == tOp && n.val == "." && isName(p.peekAt(2)) {
 				q.Qualifiers = append(q.Qualifiers, Name{Name: name, Pos: t.pos})
@@ -122,6 +126,49 @@ func (p *parser) query() (node, error) {
 		}
 		p.next()
 	}
+}
+
+// PosOf returns the position of the first appearance of name in the
+// query, 0 if it does not appear.
+func (q *Query) PosOf(name string) int {
+	for i, n := range q.Names {
+		if n == name {
+			return q.NamePos[i]
+		}
+	}
+	return 0
+}
+
+// QueryOf parses st, a SELECT (a Select, say), as a Query; positions
+// count in the text st was parsed from.
+func QueryOf(st Statement) (*Query, error) {
+	if q, ok := st.(*Query); ok {
+		return q, nil
+	}
+	text := st.Text()
+	toks, err := lex(text)
+	if err != nil {
+		return nil, err
+	}
+	shift := st.Position() - 1
+	for i := range toks {
+		toks[i].pos += shift
+	}
+	p := &parser{src: text, toks: toks}
+	first := p.peek()
+	if !first.isWord("select") && !first.isWord("with") && !first.isWord("values") {
+		return nil, p.syntaxError()
+	}
+	n, err := p.query()
+	if err != nil {
+		return nil, err
+	}
+	if !p.isOp(";") && p.peek().kind != tEOF {
+		return nil, p.syntaxError()
+	}
+	q := n.(*Query)
+	q.setBase(base{pos: first.pos, text: p.text(0)})
+	return q, nil
 }
 
 // withQuery parses a statement beginning with WITH or VALUES as a

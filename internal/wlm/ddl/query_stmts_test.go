@@ -61,6 +61,20 @@ func TestQuerySQL(t *testing.T) {
 	}
 }
 
+func TestQueryOf(t *testing.T) {
+	sts, err := Parse("SHOW sessions; SELECT a /* ; x */ FROM sessions LIMIT 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := QueryOf(sts[1])
+	if err != nil || q.SQL != "SELECT a FROM sessions LIMIT 1" || q.Text() != "SELECT a /* ; x */ FROM sessions LIMIT 1" || q.PosOf("sessions") != 40 || q.Position() != 16 {
+		t.Errorf("QueryOf: %+v, %v", q, err)
+	}
+	if _, err := QueryOf(sts[0]); err == nil {
+		t.Error("QueryOf(SHOW): no error")
+	}
+}
+
 func TestParseQueryErrors(t *testing.T) {
 	for _, sql := range []string{"SELECT (1", "SELECT 1)", "SELECT 'x", "SELECT E'\\'; ATTACH' FROM t WHERE 1"} {
 		if _, err := Parse(sql); err == nil {

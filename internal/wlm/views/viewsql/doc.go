@@ -16,7 +16,8 @@
 // process-wide).
 //
 // Errors are *ddl.Error with a SQLSTATE and SQLite's message: 42601
-// syntax, 42P01 unknown table, 42703 unknown column, 42883 unknown
+// syntax, 42P01 unknown table (0A000 for a catalog the console does not
+// have: pg_..., gs_..., information_schema), 42703 unknown column, 42883 unknown
 // function, 42501 refused by the authorizer, 25006 a write, 57014 ctx
 // ended, 54000 too many rows, else XX000.
 //

@@ -365,7 +365,12 @@ func convert(ctx context.Context, err error) *ddl.Error {
 	case strings.Contains(msg, "syntax error") || strings.Contains(msg, "incomplete input") || strings.Contains(msg, "unrecognized token"):
 		return ddl.Errorf(ddl.CodeSyntax, 0, "%s", msg)
 	case strings.HasPrefix(msg, "no such table: "):
-		e := ddl.Errorf(ddl.CodeUndefinedTable, 0, "relation %q does not exist", strings.TrimPrefix(msg, "no such table: "))
+		name := strings.TrimPrefix(msg, "no such table: ")
+		code := ddl.CodeUndefinedTable
+		if strings.HasPrefix(name, "pg_") || strings.HasPrefix(name, "gs_") || strings.HasPrefix(name, "information_schema.") {
+			code = ddl.CodeNotSupported // a PostgreSQL or GaussDB catalog the console does not have
+		}
+		e := ddl.Errorf(code, 0, "relation %q does not exist in the sluice admin console", name)
 		e.Hint = "Views: " + strings.Join(views.Names, ", ") + "."
 		return e
 	case strings.HasPrefix(msg, "no such column: "):

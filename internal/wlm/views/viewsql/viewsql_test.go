@@ -108,6 +108,8 @@ func TestQueryRefused(t *testing.T) {
 	tests := []struct{ sql, code string }{
 		{"SELEC 1", ddl.CodeSyntax},
 		{"SELECT * FROM nowhere", ddl.CodeUndefinedTable},
+		{"SELECT * FROM pg_catalog.pg_class", ddl.CodeNotSupported},
+		{"SELECT * FROM pg_class", ddl.CodeNotSupported},
 		{"SELECT nope FROM statements", ddl.CodeUndefinedColumn},
 		{`SELECT "nope" FROM statements`, ddl.CodeUndefinedColumn}, // not a string, as SQLite's DQS would make it
 		{"SELECT nosuch(1)", "42883"},
