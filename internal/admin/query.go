@@ -169,7 +169,7 @@ func (c *conn) sessionCommand(ctx context.Context, s *ddl.SessionCommand) (answe
 	var done bool
 	var notices []string
 	if s.Terminate {
-		done = c.s.mgr.TerminateSession(s.Session)
+		done = c.s.mgr.TerminateSession(ctx, s.Session)
 	} else {
 		var err error
 		done, err = c.s.mgr.CancelSession(ctx, s.Session)

@@ -44,13 +44,28 @@ func (m *Manager) CancelSession(ctx context.Context, id uint64) (bool, error) {
 
 // TerminateSession ends session id as an administrator's command: the
 // client reads its protocol's message for it (PostgreSQL FATAL 57P01,
-// MySQL ERR 1927) and both connections close. It reports false when
+// MySQL ERR 1927) and both connections close. A statement still running
+// is then cancelled on the server, as CancelSession does, so the server
+// does not work on for a client that is gone (PostgreSQL notices a
+// closed client only when it next writes to it). It reports false when
 // there is no such open session or its route cannot end it.
-func (m *Manager) TerminateSession(id uint64) bool {
+func (m *Manager) TerminateSession(ctx context.Context, id uint64) bool {
 	s := m.reg.Session(id)
-	if s == nil || !s.Terminate() {
+	if s == nil {
+		return false
+	}
+	running := len(s.Active()) > 0
+	c := s.Canceler()
+	if !s.Terminate() {
 		return false
 	}
 	m.log.Info("session terminated from the admin console", "session", id)
+	if running && c != nil {
+		cctx, stop := clock.WithTimeout(ctx, m.clk, CancelTimeout, errCancelTimeout)
+		defer stop()
+		if err := c.Cancel(cctx); err != nil {
+			m.log.Warn("could not cancel the statement of a terminated session", "session", id, "err", err)
+		}
+	}
 	return true
 }
