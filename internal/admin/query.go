@@ -104,10 +104,11 @@ var errQueryTimeout = errors.New("console query timed out")
 // query runs q over a snapshot of the views it names, bounded by the
 // server's query timeout and row limit.
 func (c *conn) query(ctx context.Context, q *ddl.Query) (answer, error) {
-	for _, n := range q.Qualifiers {
-		if n.Name == "pg_catalog" || n.Name == "information_schema" {
+	for _, qn := range q.Qualified {
+		schema := qn.Qualifier.Name
+		if schema == "information_schema" || schema == "pg_catalog" && !slices.Contains(views.Names, qn.Name.Name) {
 			// psql's \d and friends, drivers' type queries.
-			e := ddl.Errorf(ddl.CodeNotSupported, n.Pos, "unsupported SELECT: the sluice admin console has no %s", n.Name)
+			e := ddl.Errorf(ddl.CodeNotSupported, qn.Name.Pos, "unsupported SELECT: the sluice admin console has no %s.%s", schema, qn.Name.Name)
 			e.Hint = "Views: " + strings.Join(views.Names, ", ") + "; and SHOW " + strings.ToUpper(strings.Join(views.Lists, " | ")) + "."
 			return answer{}, e
 		}

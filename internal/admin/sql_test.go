@@ -217,6 +217,15 @@ func TestSQLOverViews(t *testing.T) {
 	if err != nil || db == "" {
 		t.Errorf("database of a pg statement: %q, %v", db, err)
 	}
+	// GaussDB's views live in pg_catalog: qualified, they are the same.
+	var open int64
+	if err := adm.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_session_wlmstat WHERE sessionid > 0`).Scan(&open); err != nil || open != int64(len(reg.Sessions())) {
+		t.Errorf("sessions in pg_catalog.pg_session_wlmstat: %d, %v; want %d", open, err, len(reg.Sessions()))
+	}
+	var sid int64
+	if err := adm.QueryRow(ctx, `SELECT sessionid FROM pg_catalog.gs_wlm_session_history s LIMIT 1`).Scan(&sid); err != nil || sid <= 0 {
+		t.Errorf("pg_catalog.gs_wlm_session_history: %d, %v", sid, err)
+	}
 	// A query that references no view.
 	if err := adm.QueryRow(ctx, `SELECT 1 + 1`).Scan(&n); err != nil || n != 2 {
 		t.Errorf("SELECT 1 + 1 = %d, %v", n, err)
@@ -233,7 +242,8 @@ func TestSQLOverViews(t *testing.T) {
 		{"SELECT nope FROM sessions WHERE id > 0", "42703", 8},
 		{"SELECT * FROM nowhere WHERE 1", "42P01", 15},
 		{"SELECT * FROM sessions WHERE", "42601", 0},
-		{"SELECT * FROM pg_catalog.pg_class WHERE 1", "0A000", 15},
+		{"SELECT * FROM pg_catalog.pg_class WHERE 1", "0A000", 26},
+		{"SELECT * FROM information_schema.tables", "0A000", 34},
 	} {
 		_, err := adm.Exec(ctx, tt.sql)
 		var pe *pgconn.PgError

@@ -27,11 +27,19 @@ type Query struct {
 	// NamePos are the 1-based character positions of the first
 	// appearance of each of Names.
 	NamePos []int
-	// Qualifiers are the names that qualify another (a schema, as
-	// pg_catalog in pg_catalog.pg_class, or a table), with their
-	// positions.
-	Qualifiers []Name
+	// Qualified are the qualified names of the text (a schema's table,
+	// pg_catalog.pg_class, or a table's column, s.id).
+	Qualified []QualifiedName
 }
+
+// QualifiedName is a name and the one before it: Qualifier.Name.
+type QualifiedName struct {
+	Qualifier, Name Name
+}
+
+// implicitSchemas are the schemas a query may name its views in,
+// dropped from Query.SQL: GaussDB keeps its views in pg_catalog.
+var implicitSchemas = map[string]bool{"pg_catalog": true, "public": true}
 
 // selectOrQuery parses a statement beginning with SELECT: a session
 // function call (SELECT pg_cancel_backend(7)), the small Select when
@@ -76,6 +84,17 @@ func (p *parser) query() (node, error) {
 	prevEnd := -1
 	for {
 		t := p.peek()
+		if t.kind == tIdent && implicitSchemas[t.val] && p.peekAt(1).kind == tOp && p.peekAt(1).val == "." && isName(p.peekAt(2)) {
+			// pg_catalog.x is x: write neither the schema nor its dot.
+			q.Qualified = append(q.Qualified, QualifiedName{Qualifier: Name{Name: t.val, Pos: t.pos}, Name: Name{Name: qualifiedName(p.peekAt(2)), Pos: p.peekAt(2).pos}})
+			if prevEnd >= 0 && t.start > prevEnd {
+				b.WriteByte(' ')
+			}
+			p.next()
+			p.next()
+			prevEnd = -1
+			continue
+		}
 		if t.kind != tEOF && !(t.kind == tOp && t.val == ";" && depth == 0) {
 			if t.raw {
 				return nil, Errorf(CodeNotSupported, t.pos, "escape and Unicode string syntax is not supported in console queries; write a plain 'string'")
@@ -121,7 +140,8 @@ func (p *parser) query() (node, error) {
 				q.NamePos = append(q.NamePos, t.pos)
 			}
 			if n := p.peekAt(1); n.kind == tOp && n.val == "." && isName(p.peekAt(2)) {
-				q.Qualifiers = append(q.Qualifiers, Name{Name: name, Pos: t.pos})
+				next := p.peekAt(2)
+				q.Qualified = append(q.Qualified, QualifiedName{Qualifier: Name{Name: name, Pos: t.pos}, Name: Name{Name: qualifiedName(next), Pos: next.pos}})
 			}
 		}
 		p.next()
@@ -169,6 +189,14 @@ func QueryOf(st Statement) (*Query, error) {
 	q := n.(*Query)
 	q.setBase(base{pos: first.pos, text: p.text(0)})
 	return q, nil
+}
+
+// qualifiedName is the name t stands for: folded if bare.
+func qualifiedName(t token) string {
+	if t.kind == tIdent {
+		return strings.ToLower(t.val)
+	}
+	return t.val
 }
 
 // withQuery parses a statement beginning with WITH or VALUES as a

@@ -13,7 +13,7 @@ func TestParseQuery(t *testing.T) {
 	}{
 		{"SELECT * FROM pg_session_wlmstat WHERE usename = 'x'", []string{"select", "from", "pg_session_wlmstat", "where", "usename"}, nil},
 		{`SELECT "user", sum(bytes_down) FROM Statements GROUP BY 1 ORDER BY 2 DESC LIMIT 5`, []string{"select", "user", "sum", "bytes_down", "from", "statements", "group", "by", "order", "desc", "limit"}, nil},
-		{"SELECT n.nspname FROM pg_catalog.pg_namespace n JOIN x ON true", []string{"select", "n", "nspname", "from", "pg_catalog", "pg_namespace", "join", "x", "on", "true"}, []string{"n", "pg_catalog"}},
+		{"SELECT n.nspname FROM pg_catalog.pg_namespace n JOIN x ON true", []string{"select", "n", "nspname", "from", "pg_namespace", "join", "x", "on", "true"}, []string{"n.nspname", "pg_catalog.pg_namespace"}},
 		{"SELECT 1 + 1", []string{"select"}, nil},
 		{"SELECT count(*) FROM (SELECT 1) AS s", []string{"select", "count", "from", "as", "s"}, nil},
 		{"WITH a AS (SELECT 1) SELECT * FROM a", []string{"with", "a", "as", "select", "from"}, nil},
@@ -32,8 +32,8 @@ func TestParseQuery(t *testing.T) {
 			continue
 		}
 		var quals []string
-		for _, n := range q.Qualifiers {
-			quals = append(quals, n.Name)
+		for _, n := range q.Qualified {
+			quals = append(quals, n.Qualifier.Name+"."+n.Name.Name)
 		}
 		if !reflect.DeepEqual(q.Names, tt.names) || !reflect.DeepEqual(quals, tt.qualifiers) || q.Text() != tt.sql {
 			t.Errorf("%s: names %q qualifiers %q text %q; want %q %q", tt.sql, q.Names, quals, q.Text(), tt.names, tt.qualifiers)
@@ -47,6 +47,7 @@ func TestQuerySQL(t *testing.T) {
 		{"SELECT 1 /* ; ATTACH */ -- c\n + 2 ORDER BY 1", "SELECT 1 + 2 ORDER BY 1"},
 		{"SELECT 'a;b''c', \"x\"\"y\" FROM t WHERE 1", "SELECT 'a;b''c', \"x\"\"y\" FROM t WHERE 1"},
 		{"SELECT 1 /* /* nested */ ; */ + 1", "SELECT 1 + 1"},
+		{"SELECT s.id FROM pg_catalog.sessions s, (public.users) WHERE 1", "SELECT s.id FROM sessions s, (users) WHERE 1"},
 	}
 	for _, tt := range tests {
 		st, err := ParseOne(tt.sql)
