@@ -225,18 +225,17 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 	// server side closes, the client side stays open for the protocol's
 	// message, sent once both pumps have stopped.
 	var terminated atomic.Bool
-	sess.SetTerminate(func() {
-		terminated.Store(true)
-		fatal.Store(true)
-		c.Upstream.Close()
-		c.Client.SetReadDeadline(clock.LongAgo)
-	})
-	sess.SetUnsent(func() int64 {
+	sess.SetHooks(func() int64 {
 		n, err := UnsentBytes(r.client)
 		if err != nil {
 			return 0
 		}
 		return int64(n)
+	}, func() {
+		terminated.Store(true)
+		fatal.Store(true)
+		c.Upstream.Close()
+		c.Client.SetReadDeadline(clock.LongAgo)
 	})
 	downDone := make(chan struct{})
 	go func() {

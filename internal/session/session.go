@@ -33,20 +33,22 @@ type Session struct {
 	statements int64        // guarded by mu; begun so far
 	closed     time.Time    // guarded by mu; when Close ran
 	isClosed   bool         // guarded by mu; Close has run
-	unsent     func() int64 // guarded by mu; nil until SetUnsent
-	terminate  func()       // guarded by mu; nil until SetTerminate
+	unsent     func() int64 // guarded by mu; nil until SetHooks
+	terminate  func()       // guarded by mu; nil until SetHooks, then after Terminate
 }
 
-// SetUnsent installs how UnsentBytes reads the bytes written to the
-// client and not yet sent; f must be cheap and safe for concurrent use.
-func (s *Session) SetUnsent(f func() int64) {
+// SetHooks installs how UnsentBytes reads the bytes written to the
+// client and not yet sent (unsent), and how Terminate ends the session
+// (terminate); unsent must be cheap and safe for concurrent use, terminate
+// must not block and is called at most once.
+func (s *Session) SetHooks(unsent func() int64, terminate func()) {
 	s.mu.Lock()
-	s.unsent = f
+	s.unsent, s.terminate = unsent, terminate
 	s.mu.Unlock()
 }
 
 // UnsentBytes returns the bytes written to the session's client that are
-// not sent yet, 0 without a SetUnsent.
+// not sent yet, 0 without SetHooks.
 func (s *Session) UnsentBytes() int64 {
 	s.mu.Lock()
 	f := s.unsent
@@ -55,14 +57,6 @@ func (s *Session) UnsentBytes() int64 {
 		return 0
 	}
 	return f()
-}
-
-// SetTerminate installs how Terminate ends the session; f must not block
-// and is called at most once.
-func (s *Session) SetTerminate(f func()) {
-	s.mu.Lock()
-	s.terminate = f
-	s.mu.Unlock()
 }
 
 // Terminate ends the session as an administrator's command (the client
