@@ -190,13 +190,14 @@ func (b *base) setBase(v base) { *b = v }
 // statements are the parsers of the statements, by their first keyword,
 // which each is called after.
 var statements = map[string]func(*parser) (node, error){
-	"create":    (*parser).create,
-	"alter":     (*parser).alter,
-	"drop":      (*parser).drop,
-	"set":       (*parser).set,
-	"reset":     (*parser).reset,
-	"show":      (*parser).show,
-	"select":    (*parser).selectOrQuery,
+	"create": (*parser).create,
+	"alter":  (*parser).alter,
+	"drop":   (*parser).drop,
+	"set":    (*parser).set,
+	"reset":  (*parser).reset,
+	"show":   (*parser).show,
+	"select": (*parser).selectOrQuery,
+
 	"with":      (*parser).withQuery,
 	"values":    (*parser).withQuery,
 	"cancel":    (*parser).cancelStmt,
