@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -163,83 +164,68 @@ func TestPgx(t *testing.T) {
 		t.Errorf("unknown user: %v", pe)
 	}
 
-	for _, mode := range []pgx.QueryExecMode{
-		pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeDescribeExec,
-		pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol,
-	} {
-		t.Run(mode.String(), func(t *testing.T) {
-			cfg, err := pgx.ParseConfig(c.url("admin", password))
+	eachMode(t, c, func(t *testing.T, mode pgx.QueryExecMode, conn *pgx.Conn) {
+		if err := conn.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		name := "p_" + strings.ReplaceAll(mode.String(), " ", "_")
+		for _, sql := range []string{
+			"CREATE EXCEPT RULE IF_NOT_USED WITH (elapsedtime=1)",
+			"CREATE RESOURCE POOL " + name + " WITH (weight=3)",
+		} {
+			if strings.HasPrefix(sql, "CREATE EXCEPT") && mode != pgx.QueryExecModeCacheStatement {
+				continue
+			}
+			tag, err := conn.Exec(ctx, sql)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%s: %v", sql, err)
 			}
-			cfg.DefaultQueryExecMode = mode
-			conn, err := pgx.ConnectConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
+			if !strings.HasPrefix(tag.String(), "CREATE") {
+				t.Errorf("%s: tag %q", sql, tag)
 			}
-			defer conn.Close(ctx)
-			if err := conn.Ping(ctx); err != nil {
-				t.Fatal(err)
-			}
-			name := "p_" + strings.ReplaceAll(mode.String(), " ", "_")
-			for _, sql := range []string{
-				"CREATE EXCEPT RULE IF_NOT_USED WITH (elapsedtime=1)",
-				"CREATE RESOURCE POOL " + name + " WITH (weight=3)",
-			} {
-				if strings.HasPrefix(sql, "CREATE EXCEPT") && mode != pgx.QueryExecModeCacheStatement {
-					continue
-				}
-				tag, err := conn.Exec(ctx, sql)
-				if err != nil {
-					t.Fatalf("%s: %v", sql, err)
-				}
-				if !strings.HasPrefix(tag.String(), "CREATE") {
-					t.Errorf("%s: tag %q", sql, tag)
-				}
-			}
-			// Exec through the extended protocol: pgx only uses it with
-			// arguments, so run the statement as a query.
-			rows, err := conn.Query(ctx, "ALTER RESOURCE POOL "+name+" WITH (weight=4)")
-			if err != nil {
-				t.Fatal(err)
-			}
+		}
+		// Exec through the extended protocol: pgx only uses it with
+		// arguments, so run the statement as a query.
+		rows, err := conn.Query(ctx, "ALTER RESOURCE POOL "+name+" WITH (weight=4)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if rows.CommandTag().String() != "ALTER RESOURCE POOL" {
+			t.Errorf("tag %q", rows.CommandTag())
+		}
+		var weight string
+		if err := conn.QueryRow(ctx, "SHOW POOLS").Scan(new(string), new(string), &weight, new(string), new(string), new(string), new(string)); err != nil {
+			t.Fatal(err)
+		}
+		if p := c.mgr.Catalog().Pools[name]; p == nil || p.Weight != 4 {
+			t.Errorf("pool %s = %+v", name, p)
+		}
+		var v string
+		if err := conn.QueryRow(ctx, "SHOW network_control").Scan(&v); err != nil || v != "on" {
+			t.Errorf("SHOW network_control = %q, %v", v, err)
+		}
+		_, err = conn.Exec(ctx, "CREATE RESOURCE POOL x WITH (weight 3)")
+		if pe := pgErr(t, err); pe.Code != "42601" || pe.Position != 37 {
+			t.Errorf("syntax error: %s at %d: %s", pe.Code, pe.Position, pe.Message)
+		}
+		// Some modes report the error from Query, others from rows.
+		rows, err = conn.Query(ctx, "SELECT nope FROM pg_session_wlmstat")
+		if err == nil {
 			rows.Close()
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			if rows.CommandTag().String() != "ALTER RESOURCE POOL" {
-				t.Errorf("tag %q", rows.CommandTag())
-			}
-			var weight string
-			if err := conn.QueryRow(ctx, "SHOW POOLS").Scan(new(string), new(string), &weight, new(string), new(string), new(string), new(string)); err != nil {
-				t.Fatal(err)
-			}
-			if p := c.mgr.Catalog().Pools[name]; p == nil || p.Weight != 4 {
-				t.Errorf("pool %s = %+v", name, p)
-			}
-			var v string
-			if err := conn.QueryRow(ctx, "SHOW network_control").Scan(&v); err != nil || v != "on" {
-				t.Errorf("SHOW network_control = %q, %v", v, err)
-			}
-			_, err = conn.Exec(ctx, "CREATE RESOURCE POOL x WITH (weight 3)")
-			if pe := pgErr(t, err); pe.Code != "42601" || pe.Position != 37 {
-				t.Errorf("syntax error: %s at %d: %s", pe.Code, pe.Position, pe.Message)
-			}
-			// Some modes report the error from Query, others from rows.
-			rows, err = conn.Query(ctx, "SELECT nope FROM pg_session_wlmstat")
-			if err == nil {
-				rows.Close()
-				err = rows.Err()
-			}
-			if pe := pgErr(t, err); pe.Code != "42703" || pe.Position != 8 {
-				t.Errorf("undefined column: %s at %d: %s", pe.Code, pe.Position, pe.Message)
-			}
-			// The connection is still usable after errors.
-			if err := conn.QueryRow(ctx, "SELECT 1").Scan(&v); err != nil || v != "1" {
-				t.Errorf("SELECT 1 = %q, %v", v, err)
-			}
-		})
-	}
+			err = rows.Err()
+		}
+		if pe := pgErr(t, err); pe.Code != "42703" || pe.Position != 8 {
+			t.Errorf("undefined column: %s at %d: %s", pe.Code, pe.Position, pe.Message)
+		}
+		// The connection is still usable after errors.
+		if err := conn.QueryRow(ctx, "SELECT 1").Scan(&v); err != nil || v != "1" {
+			t.Errorf("SELECT 1 = %q, %v", v, err)
+		}
+	})
 	if _, ok := c.mgr.Catalog().Rules["if_not_used"]; !ok {
 		t.Error("rule created through pgx is missing")
 	}
@@ -249,11 +235,7 @@ func TestShowSessionsAndStatements(t *testing.T) {
 	c := startConsole(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, c.url("admin", password))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := c.connect(t, ctx)
 	if _, err := conn.Exec(ctx, reference); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +266,7 @@ func TestShowSessionsAndStatements(t *testing.T) {
 		}
 		got := map[string]string{}
 		for i, f := range rows.FieldDescriptions() {
-			got[f.Name] = vals[i].(string)
+			got[f.Name] = fmt.Sprint(vals[i])
 		}
 		for k, v := range want {
 			if got[k] != v {

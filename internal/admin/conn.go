@@ -16,8 +16,14 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
-// textOID is the type of every column the console returns.
-const textOID = 25
+// Type OIDs of the columns the console returns: text for SHOW and the
+// small SELECT, the column's type for SQL over the views.
+const (
+	boolOID   = 16
+	int8OID   = 20
+	textOID   = 25
+	float8OID = 701
+)
 
 // maxMessage bounds a client message body, in bytes. A message
 // announcing more ends the connection with FATAL 54000.
@@ -50,7 +56,7 @@ type portal struct {
 	p       *prepared
 	formats []int16 // result format codes as Bind gave them
 	ran     bool    // the statement has been executed
-	res     wlm.Result
+	res     answer
 	next    int // next row of res to send
 }
 
@@ -126,24 +132,24 @@ func (c *conn) Error(err error) *pgproto3.ErrorResponse {
 	}
 }
 
-func (c *conn) sendNotices(res *wlm.Result) {
+func (c *conn) sendNotices(res *answer) {
 	for _, n := range res.Notices {
 		c.pc.Send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: n})
 	}
 }
 
-func rowDescription(cols []string, formats []int16) *pgproto3.RowDescription {
-	rd := &pgproto3.RowDescription{Fields: make([]pgproto3.FieldDescription, len(cols))}
-	for i, name := range cols {
+func rowDescription(res *answer, formats []int16) *pgproto3.RowDescription {
+	rd := &pgproto3.RowDescription{Fields: make([]pgproto3.FieldDescription, len(res.Columns))}
+	for i, name := range res.Columns {
+		oid := res.oid(i)
 		rd.Fields[i] = pgproto3.FieldDescription{
-			Name: []byte(name), DataTypeOID: textOID, DataTypeSize: -1, TypeModifier: -1, Format: formatOf(formats, i),
+			Name: []byte(name), DataTypeOID: oid, DataTypeSize: typeSize(oid), TypeModifier: -1, Format: formatOf(formats, i),
 		}
 	}
 	return rd
 }
 
-// formatOf returns the result format of column i under Bind's codes. The
-// binary format of text is its bytes, so the values sent are the same.
+// formatOf returns the result format of column i under Bind's codes.
 func formatOf(formats []int16, i int) int16 {
 	switch len(formats) {
 	case 0:
@@ -157,10 +163,13 @@ func formatOf(formats []int16, i int) int16 {
 	return 0
 }
 
-func dataRow(row []string) *pgproto3.DataRow {
+func dataRow(res *answer, r int, formats []int16) *pgproto3.DataRow {
+	row := res.Rows[r]
 	vals := make([][]byte, len(row))
 	for i, v := range row {
-		vals[i] = []byte(v)
+		if v.Valid {
+			vals[i] = encode(res.oid(i), v.String, formatOf(formats, i))
+		}
 	}
 	return &pgproto3.DataRow{Values: vals}
 }
@@ -182,9 +191,9 @@ func (c *conn) Query(ctx context.Context, sql string) error {
 			return err
 		}
 		if res.Columns != nil {
-			c.pc.Send(rowDescription(res.Columns, nil))
-			for _, row := range res.Rows {
-				c.pc.Send(dataRow(row))
+			c.pc.Send(rowDescription(&res, nil))
+			for r := range res.Rows {
+				c.pc.Send(dataRow(&res, r, nil))
 			}
 		}
 		c.sendNotices(&res)
@@ -228,9 +237,11 @@ func (c *conn) Bind(_ context.Context, m *pgproto3.Bind) error {
 
 // returnsRows reports whether st answers with rows.
 func returnsRows(st ddl.Statement) bool {
-	switch st.(type) {
-	case *ddl.Show, *ddl.Select:
+	switch s := st.(type) {
+	case *ddl.Show, *ddl.Select, *ddl.Query:
 		return true
+	case *ddl.SessionCommand:
+		return s.Column != ""
 	}
 	return false
 }
@@ -256,6 +267,11 @@ func (c *conn) Describe(ctx context.Context, m *pgproto3.Describe) error {
 		c.pc.Send(&pgproto3.NoData{})
 		return nil
 	}
+	// A session function acts: its one column is known without running it.
+	if sc, ok := p.st.(*ddl.SessionCommand); ok {
+		c.pc.Send(rowDescription(&answer{Columns: []string{sc.Column}, OIDs: []uint32{boolOID}}, formats))
+		return nil
+	}
 	// SHOW and SELECT only read: running them tells their columns.
 	res, err := c.exec(ctx, p.st)
 	if err != nil {
@@ -264,7 +280,7 @@ func (c *conn) Describe(ctx context.Context, m *pgproto3.Describe) error {
 	if pt != nil {
 		pt.ran, pt.res = true, res
 	}
-	c.pc.Send(rowDescription(res.Columns, formats))
+	c.pc.Send(rowDescription(&res, formats))
 	return nil
 }
 
@@ -284,17 +300,17 @@ func (c *conn) Execute(ctx context.Context, m *pgproto3.Execute) error {
 		}
 		pt.ran, pt.res = true, res
 	}
-	rows := pt.res.Rows[pt.next:]
-	if m.MaxRows > 0 && uint64(len(rows)) > uint64(m.MaxRows) {
-		for _, row := range rows[:m.MaxRows] {
-			c.pc.Send(dataRow(row))
+	end := len(pt.res.Rows)
+	if m.MaxRows > 0 && uint64(end-pt.next) > uint64(m.MaxRows) {
+		for r := pt.next; r < pt.next+int(m.MaxRows); r++ {
+			c.pc.Send(dataRow(&pt.res, r, pt.formats))
 		}
 		pt.next += int(m.MaxRows)
 		c.pc.Send(&pgproto3.PortalSuspended{})
 		return nil
 	}
-	for _, row := range rows {
-		c.pc.Send(dataRow(row))
+	for r := pt.next; r < end; r++ {
+		c.pc.Send(dataRow(&pt.res, r, pt.formats))
 	}
 	pt.next = len(pt.res.Rows)
 	c.sendNotices(&pt.res)
@@ -325,30 +341,44 @@ var clientParams = map[string]bool{
 	"standard_conforming_strings": true, "bytea_output": true,
 }
 
-// exec runs st: client parameters here, everything else by the manager.
-func (c *conn) exec(ctx context.Context, st ddl.Statement) (wlm.Result, error) {
+// exec runs st: client parameters, RELOAD and SHOW CONFIG, SQL over the
+// views and session commands here, everything else by the manager.
+func (c *conn) exec(ctx context.Context, st ddl.Statement) (answer, error) {
 	ctx = wlm.WithActor(ctx, c.actor)
 	if res, ok, err := c.reloadStatement(ctx, st); ok {
-		return res, err
+		return textAnswer(res), err
 	}
 	switch s := st.(type) {
+	case *ddl.Query:
+		return c.query(ctx, s)
+	case *ddl.Select:
+		if s.From != "" {
+			q, err := ddl.QueryOf(s)
+			if err != nil {
+				return answer{}, err
+			}
+			return c.query(ctx, q)
+		}
+	case *ddl.SessionCommand:
+		return c.sessionCommand(ctx, s)
 	case *ddl.Set:
 		if clientParams[s.Name] {
 			c.params[s.Name] = s.Value.Text
 			if s.Value.Kind == ddl.Default {
 				delete(c.params, s.Name)
 			}
-			return wlm.Result{Tag: "SET"}, nil
+			return answer{Tag: "SET"}, nil
 		}
 	case *ddl.Reset:
 		if clientParams[s.Name] {
 			delete(c.params, s.Name)
-			return wlm.Result{Tag: "RESET"}, nil
+			return answer{Tag: "RESET"}, nil
 		}
 	case *ddl.Show:
 		if clientParams[s.Name] {
-			return wlm.Result{Tag: "SHOW", Columns: []string{s.Name}, Rows: [][]string{{c.params[s.Name]}}}, nil
+			return textAnswer(wlm.Result{Tag: "SHOW", Columns: []string{s.Name}, Rows: [][]string{{c.params[s.Name]}}}), nil
 		}
 	}
-	return c.s.mgr.ExecStatement(ctx, st)
+	res, err := c.s.mgr.ExecStatement(ctx, st)
+	return textAnswer(res), err
 }

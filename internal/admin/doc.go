@@ -1,6 +1,7 @@
 // Package admin is sluice's admin console: a PostgreSQL protocol (v3)
 // server, so psql, pgx or any PostgreSQL driver can manage the workload
-// manager with GaussDB's DDL, SET / SHOW and a few views.
+// manager with GaussDB's DDL, SET / SHOW, SQL over its views and
+// commands that cancel or end sessions.
 //
 // Package pgserver serves the protocol (startup, authentication, the
 // query protocols, error recovery to Sync, size limits); the console
@@ -24,8 +25,10 @@
 // the caller allows that only on a loopback address.
 //
 // Simple query protocol: each statement of a Query message runs in order;
-// a statement that returns rows sends RowDescription and DataRows (every
-// column is text), then CommandComplete with the statement's tag; notices
+// a statement that returns rows sends RowDescription and DataRows (text
+// for SHOW and SELECT of literals; int8, float8 or text for SQL over the
+// views; bool for the session functions), then CommandComplete with the
+// statement's tag; notices
 // (DROP ... IF EXISTS of a missing object) are NoticeResponses. The first
 // error ends the message with an ErrorResponse carrying the SQLSTATE, the
 // message, detail, hint and the 1-based character position of the
@@ -35,9 +38,28 @@
 // Extended protocol: Parse, Bind, Describe, Execute, Close, Sync and
 // Flush, for statements without parameters, which is what pgx needs in
 // each of its query modes. Describe of a SHOW or SELECT runs it to learn
-// its columns (they only read); other statements run at Execute. Binary
-// result format is honoured trivially: the binary form of text is its
-// bytes. After an error, messages are discarded until Sync.
+// its columns (they only read); a session function's column is known
+// without running it; other statements run at Execute. Binary result
+// format: int8, float8 and bool in PostgreSQL's binary forms, text as
+// its bytes. After an error, messages are discarded until Sync.
+//
+// SQL over the views: a SELECT (or WITH, VALUES) with a FROM, or any the
+// small SELECT of package ddl does not cover, runs in package viewsql:
+// the views the query names (views.Names, read by the manager in one
+// consistent reading) are loaded into a private in-memory SQLite
+// database, read-only, for at most Options.QueryTimeout (10 s, then
+// 57014) and Options.MaxQueryRows rows (100,000, then 54000). A query
+// naming pg_catalog or information_schema gets 0A000 (psql's \d);
+// SQLite's errors get their SQLSTATE (42601, 42P01, 42703, 42883,
+// 42501), with the position of the unknown name where the query has it.
+//
+// Session commands: SELECT pg_cancel_backend(id) and CANCEL STATEMENT id
+// cancel the running statement of sluice session id
+// (wlm.Manager.CancelSession: the path an abort rule takes);
+// SELECT pg_terminate_backend(id) and TERMINATE SESSION id end it
+// (wlm.Manager.TerminateSession: the client reads FATAL 57P01 or MySQL
+// ERR 1927). The functions answer t or f; the commands fail with 42704
+// when there was nothing to act on.
 //
 // A message announcing a body over 4 MiB ends the connection with FATAL
 // 54000 (program_limit_exceeded); the console then half-closes and

@@ -20,6 +20,8 @@ const (
 	DefaultServerVersion = "15.0 (sluice)"
 	// AuthTimeout bounds the startup and authentication exchange.
 	AuthTimeout = 10 * time.Second
+	// DefaultQueryTimeout bounds one SQL query over the views.
+	DefaultQueryTimeout = 10 * time.Second
 )
 
 // DefaultUser is the console's built-in user: the one name
@@ -53,15 +55,24 @@ type Options struct {
 	// ServerVersion is the server_version parameter reported to clients;
 	// "" means DefaultServerVersion.
 	ServerVersion string
+	// QueryTimeout bounds one SQL query over the views (57014 beyond);
+	// 0 means DefaultQueryTimeout.
+	QueryTimeout time.Duration
+	// MaxQueryRows bounds the rows of one SQL query over the views
+	// (54000 beyond); 0 means viewsql.DefaultMaxRows.
+	MaxQueryRows int
 }
 
 // Server is the admin console. It is safe for concurrent use.
 type Server struct {
-	mgr      *wlm.Manager
-	reloader Reloader // nil: no RELOAD, no SHOW CONFIG
-	log      *slog.Logger
-	version  string
-	cfg      pgserver.Config // authentication and limits; immutable
+	mgr          *wlm.Manager
+	reloader     Reloader // nil: no RELOAD, no SHOW CONFIG
+	log          *slog.Logger
+	clk          clock.Clock
+	version      string
+	queryTimeout time.Duration
+	maxRows      int
+	cfg          pgserver.Config // authentication and limits; immutable
 
 	wg sync.WaitGroup // connection goroutines
 
@@ -78,19 +89,28 @@ func New(o Options) (*Server, error) {
 		return nil, errors.New("admin: Options.Manager is nil")
 	}
 	s := &Server{
-		mgr:       o.Manager,
-		reloader:  o.Reloader,
-		log:       o.Logger,
-		version:   o.ServerVersion,
-		listeners: map[net.Listener]struct{}{},
-		conns:     map[net.Conn]struct{}{},
-		cfg:       pgserver.Config{MaxMessage: maxMessage, AuthTimeout: AuthTimeout, Clock: o.Clock},
+		mgr:          o.Manager,
+		reloader:     o.Reloader,
+		log:          o.Logger,
+		clk:          o.Clock,
+		version:      o.ServerVersion,
+		queryTimeout: o.QueryTimeout,
+		maxRows:      o.MaxQueryRows,
+		listeners:    map[net.Listener]struct{}{},
+		conns:        map[net.Conn]struct{}{},
+		cfg:          pgserver.Config{MaxMessage: maxMessage, AuthTimeout: AuthTimeout, Clock: o.Clock},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.version == "" {
 		s.version = DefaultServerVersion
+	}
+	if s.clk == nil {
+		s.clk = clock.Real{}
+	}
+	if s.queryTimeout <= 0 {
+		s.queryTimeout = DefaultQueryTimeout
 	}
 	if len(o.Users) == 0 && !o.AllowNoPassword {
 		return nil, errors.New("admin: no users and AllowNoPassword is false: nobody could log in")

@@ -46,6 +46,11 @@
 //     MySQL ERR 1105) and closes both sockets. The client reads that error
 //     whole unless the panic came in the middle of a server message the
 //     down pump had begun to forward.
+//   - Session.Terminate (the admin console's pg_terminate_backend) ends a
+//     session the same way: the server side closes, both pumps stop, the
+//     client reads wire.Conn.Terminated (PostgreSQL FATAL 57P01, MySQL ERR
+//     1927) and its socket closes. Session.UnsentBytes reads the client
+//     socket's TCP_INFO notsent.
 //   - Socket deadlines are wall-clock times (clock.SocketDeadline), never
 //     the injected clock's.
 //   - Socket options: TCP_NODELAY on both sides; TCP_NOTSENT_LOWAT on the

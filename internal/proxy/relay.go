@@ -221,6 +221,22 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 			c.Client.Close()
 		}
 	}
+	// An administrator's terminate ends the session as a panic does: the
+	// server side closes, the client side stays open for the protocol's
+	// message, sent once both pumps have stopped.
+	var terminated atomic.Bool
+	sess.SetHooks(func() int64 {
+		n, err := UnsentBytes(r.client)
+		if err != nil {
+			return 0
+		}
+		return int64(n)
+	}, func() {
+		terminated.Store(true)
+		fatal.Store(true)
+		c.Upstream.Close()
+		c.Client.SetReadDeadline(clock.LongAgo)
+	})
 	downDone := make(chan struct{})
 	go func() {
 		defer close(downDone)
@@ -258,6 +274,10 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 			c.Client.Write(reply)
 		}
 	}
+	if pe == nil && terminated.Load() && c.Terminated != nil {
+		c.Client.SetWriteDeadline(clock.SocketDeadline(time.Second))
+		c.Client.Write(c.Terminated())
+	}
 	c.Client.Close()
 	c.Upstream.Close()
 	if c.Close != nil {
@@ -270,6 +290,10 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 	attrs := []any{"route", r.route.Name, "session", sess.ID, "user", sess.User(),
 		"bytes_up", sess.BytesUp(), "bytes_down", sess.BytesDown(),
 		"statements", sess.Statements(), "duration", now.Sub(r.start).Round(time.Microsecond).String()}
+	if terminated.Load() {
+		log.Info("session terminated by an administrator", attrs...)
+		return
+	}
 	if firstErr != nil && !isClosedErr(firstErr) {
 		log.Warn("session closed", append(attrs, "err", firstErr)...)
 		return

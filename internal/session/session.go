@@ -33,6 +33,46 @@ type Session struct {
 	statements int64        // guarded by mu; begun so far
 	closed     time.Time    // guarded by mu; when Close ran
 	isClosed   bool         // guarded by mu; Close has run
+	unsent     func() int64 // guarded by mu; nil until SetHooks
+	terminate  func()       // guarded by mu; nil until SetHooks, then after Terminate
+}
+
+// SetHooks installs how UnsentBytes reads the bytes written to the
+// client and not yet sent (unsent), and how Terminate ends the session
+// (terminate); unsent must be cheap and safe for concurrent use, terminate
+// must not block and is called at most once.
+func (s *Session) SetHooks(unsent func() int64, terminate func()) {
+	s.mu.Lock()
+	s.unsent, s.terminate = unsent, terminate
+	s.mu.Unlock()
+}
+
+// UnsentBytes returns the bytes written to the session's client that are
+// not sent yet, 0 without SetHooks.
+func (s *Session) UnsentBytes() int64 {
+	s.mu.Lock()
+	f := s.unsent
+	s.mu.Unlock()
+	if f == nil {
+		return 0
+	}
+	return f()
+}
+
+// Terminate ends the session as an administrator's command (the client
+// is told so in its protocol) and reports whether it could: false when
+// the session is closed or its route cannot end it.
+func (s *Session) Terminate() bool {
+	s.mu.Lock()
+	f := s.terminate
+	s.terminate = nil
+	closed := s.isClosed
+	s.mu.Unlock()
+	if f == nil || closed {
+		return false
+	}
+	f()
+	return true
 }
 
 // SetIdentity records who the client says it is.

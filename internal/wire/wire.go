@@ -64,6 +64,11 @@ type Conn struct {
 	// PostgreSQL ErrorResponse FATAL XX000, a MySQL ERR 1105). The proxy
 	// calls it once, after both pumps have stopped; nil sends nothing.
 	InternalError func(msg string) []byte
+	// Terminated, if set, returns the protocol's message telling the
+	// client that an administrator ended its session (a PostgreSQL
+	// ErrorResponse FATAL 57P01, a MySQL ERR 1927). The proxy calls it
+	// once, after both pumps have stopped; nil sends nothing.
+	Terminated func() []byte
 }
 
 // Fatal ends a session with a protocol error the client can read.

@@ -2,6 +2,7 @@ package wlm
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,39 +42,103 @@ func (m *Manager) RoutesByLink() map[string][]string {
 	return views.RoutesByLink(m.state.Load().viewRoutes())
 }
 
-func (m *Manager) show(s *ddl.Show) (Result, error) {
-	now := m.clk.Now()
-	st := m.state.Load()
-	var t views.Table
-	switch s.Name {
-	case "sessions":
-		t = views.Sessions(m.reg.Sessions())
-	case "statements":
-		t = views.Statements(st.cat, m.statements(now, true, true), now)
-	case "pools":
-		t = views.Pools(st.cat, m.reg.Sessions())
-	case "rules":
-		t = views.Rules(st.cat, m.Stats().RuleFirings)
-	case "links":
-		t = views.Links(st.cat, st.viewRoutes(), st.links)
-	case "users":
-		t = views.Users(st.cat, m.reg.Sessions())
-	case "routes":
-		t = views.Routes(st.viewRoutes())
-	case "audit":
-		t = views.Audit(m.audit.Entries())
-	case "all":
-		t = views.Settings(st.cat)
-	default:
-		v, ok := st.cat.Settings.Show(s.Name)
-		if !ok {
-			e := ddl.Errorf(ddl.CodeUndefinedObject, s.NamePos, "unrecognized configuration parameter %q", s.Name)
-			e.Hint = "SHOW takes a setting (" + strings.Join(catalog.SettingNames(), ", ") + ") or one of " + strings.ToUpper(strings.Join(views.Lists, ", ")) + "."
-			return Result{}, e
-		}
-		t = views.Table{Columns: []string{s.Name}, Rows: [][]string{{v}}}
+// reading is one consistent reading of what the views show: one
+// catalog generation, the sessions and statements read once, one time.
+// Statements are read on first use.
+type reading struct {
+	m        *Manager
+	now      time.Time
+	st       *state
+	sessions []*session.Session
+	running  []views.Statement
+	ended    []views.Statement
+	read     bool // running and ended are read
+}
+
+func (m *Manager) reading() *reading {
+	return &reading{m: m, now: m.clk.Now(), st: m.state.Load(), sessions: m.reg.Sessions()}
+}
+
+func (r *reading) statements() {
+	if !r.read {
+		r.running, r.ended = r.m.statements(r.now, true, false), r.m.statements(r.now, false, true)
+		r.read = true
 	}
-	return result(t, "SHOW"), nil
+}
+
+// table returns the view called name (views.Names), or false.
+func (r *reading) table(name string) (views.Table, bool) {
+	cat := r.st.cat
+	switch name {
+	case "sessions":
+		return views.Sessions(r.sessions), true
+	case "statements":
+		r.statements()
+		return views.Statements(cat, append(r.running[:len(r.running):len(r.running)], r.ended...), r.now), true
+	case "pools":
+		return views.Pools(cat, r.sessions), true
+	case "rules":
+		return views.Rules(cat, r.m.Stats().RuleFirings), true
+	case "links":
+		return views.Links(cat, r.st.viewRoutes(), r.st.links), true
+	case "users":
+		return views.Users(cat, r.sessions), true
+	case "routes":
+		return views.Routes(r.st.viewRoutes()), true
+	case "settings":
+		return views.Settings(cat), true
+	case "audit":
+		return views.Audit(r.m.audit.Entries()), true
+	case "pg_session_wlmstat":
+		return views.SessionWlmstat(cat, r.sessions, r.now), true
+	case "gs_wlm_session_statistics":
+		r.statements()
+		return views.SessionStatistics(cat, r.running, r.now), true
+	case "gs_wlm_session_history":
+		r.statements()
+		return views.SessionStatistics(cat, r.ended, r.now), true
+	case "pg_resource_pool":
+		return views.ResourcePool(cat), true
+	case "gs_respool_exception_info":
+		return views.RespoolExceptionInfo(cat), true
+	case "pg_total_user_resource_info":
+		r.statements()
+		return views.TotalUserResourceInfo(cat, r.sessions, r.running), true
+	}
+	return views.Table{}, false
+}
+
+// ViewTables returns the views of names that exist (views.Names; other
+// names are skipped), all from one reading: one catalog generation, the
+// sessions and statements read once, one time.
+func (m *Manager) ViewTables(names []string) map[string]views.Table {
+	r := m.reading()
+	out := map[string]views.Table{}
+	for _, n := range names {
+		if t, ok := r.table(n); ok {
+			out[n] = t
+		}
+	}
+	return out
+}
+
+func (m *Manager) show(s *ddl.Show) (Result, error) {
+	st := m.state.Load()
+	name := s.Name
+	if name == "all" {
+		name = "settings"
+	}
+	if slices.Contains(views.Lists, s.Name) {
+		t, _ := m.reading().table(name)
+		return result(t, "SHOW"), nil
+	}
+	v, ok := st.cat.Settings.Show(s.Name)
+	if !ok {
+		e := ddl.Errorf(ddl.CodeUndefinedObject, s.NamePos, "unrecognized configuration parameter %q", s.Name)
+		e.Hint = "SHOW takes a setting (" + strings.Join(catalog.SettingNames(), ", ") + ") or one of " + strings.ToUpper(strings.Join(views.Lists, ", ")) + "."
+		return Result{}, e
+	}
+	return result(views.Table{Columns: []string{s.Name}, Rows: [][]string{{v}}}, "SHOW"), nil
 }
 
 // statements returns the running statements, oldest first, then the
@@ -99,7 +164,6 @@ func (m *Manager) statements(now time.Time, running, ended bool) []views.Stateme
 }
 
 func (m *Manager) selectRows(s *ddl.Select) (Result, error) {
-	now := m.clk.Now()
 	st := m.state.Load()
 	if s.From == "" {
 		t, err := views.Values(st.cat, s, m.versionString())
@@ -108,19 +172,10 @@ func (m *Manager) selectRows(s *ddl.Select) (Result, error) {
 		}
 		return result(t, ""), nil
 	}
-	var t views.Table
-	switch s.From {
-	case "pg_session_wlmstat":
-		t = views.SessionWlmstat(st.cat, m.reg.Sessions(), now)
-	case "gs_wlm_session_statistics":
-		t = views.SessionStatistics(st.cat, m.statements(now, true, false), now)
-	case "gs_wlm_session_history":
-		t = views.SessionStatistics(st.cat, m.statements(now, false, true), now)
-	case "audit":
-		t = views.Audit(m.audit.Entries())
-	default:
+	t, ok := m.reading().table(s.From)
+	if !ok || s.Schema != "" && s.Schema != "public" {
 		code := ddl.CodeUndefinedTable
-		if strings.HasPrefix(s.From, "pg_") || s.Schema == "information_schema" {
+		if strings.HasPrefix(s.From, "pg_") || s.Schema == "information_schema" || s.Schema == "pg_catalog" {
 			code = ddl.CodeNotSupported
 		}
 		e := ddl.Errorf(code, s.FromPos, "relation %q is not available in the sluice admin console", s.From)

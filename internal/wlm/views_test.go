@@ -48,14 +48,14 @@ func TestStatementViews(t *testing.T) {
 		m.Evaluate(ctx, clk.Now())
 	}
 	res := mustExec(t, m, "SHOW STATEMENTS")
-	for k, want := range map[string]string{"state": "running", "class": "high", "pool": "vip", "elapsed": "15.000", "bandwidth": "40.00", "bytes_down": "300000000", "rows": "", "penalised": "no"} {
+	for k, want := range map[string]string{"state": "running", "class": "high", "pool": "vip", "elapsed": "15.000", "bandwidth_mbps": "40.00", "bytes_down": "300000000", "rows": "", "penalised": "no"} {
 		if got := column(t, res, k); got != want {
 			t.Errorf("SHOW STATEMENTS %s = %q, want %q", k, got, want)
 		}
 	}
 	st.End(clk.Now(), session.OK, 7, "")
-	res = mustExec(t, m, "SELECT queryid, status, duration, bandwidth, rows FROM gs_wlm_session_history")
-	for k, want := range map[string]string{"status": "ok", "duration": "15000", "bandwidth": "20.00", "rows": "7"} {
+	res = mustExec(t, m, "SELECT queryid, status, duration, bandwidth_mbps, rows FROM gs_wlm_session_history")
+	for k, want := range map[string]string{"status": "ok", "duration": "15000", "bandwidth_mbps": "20.00", "rows": "7"} {
 		if got := column(t, res, k); got != want {
 			t.Errorf("history %s = %q, want %q", k, got, want)
 		}

@@ -292,6 +292,9 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		Buffered: buffered,
 		// The answer to the client's last command: its sequence id + 1.
 		InternalError: func(msg string) []byte { return errPacket(upObs.f.lastSeq+1, erUnknown, "HY000", msg) },
+		Terminated: func() []byte {
+			return errPacket(upObs.f.lastSeq+1, erConnectionKilled, "70100", "Connection was killed")
+		},
 	}, nil
 }
 

@@ -242,6 +242,8 @@ const (
 	erNetPacketTooBig = 1153 // ER_NET_PACKET_TOO_LARGE
 	erUnknown         = 1105 // ER_UNKNOWN_ERROR: sluice ended the session for an internal error
 	erQueryInterrupt  = 1317 // ER_QUERY_INTERRUPTED: what KILL QUERY produces
+
+	erConnectionKilled = 1927 // ER_CONNECTION_KILLED: an administrator ended the session (pg_terminate_backend)
 	// erUpstream says sluice could not reach the upstream or set up the
 	// session with it (refused, timed out, TLS failed). ProxySQL uses
 	// 9001 for its connect timeout to a backend.

@@ -198,7 +198,7 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 	}
 
 	upObs, downObs := f.observers(sess, func(k []byte) { f.installKey(sess, k, dial) })
-	wc := wire.Conn{Session: sess, Client: conn, Upstream: up, Up: upObs, Down: downObs, InternalError: f.OpenFailure}
+	wc := wire.Conn{Session: sess, Client: conn, Upstream: up, Up: upObs, Down: downObs, InternalError: f.OpenFailure, Terminated: terminated}
 	if f.forward != nil && f.forward.Forwards(sess.User()) {
 		wc.Up, wc.Down = forwarding(f.forward, f.log, sess, upObs, downObs)
 	}
@@ -214,6 +214,12 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 // server's last message reached the client whole.
 func (f *Frontend) OpenFailure(msg string) []byte {
 	return errorResponse(severityFatal, codeInternalError, msg)
+}
+
+// terminated returns the ErrorResponse PostgreSQL sends a session that
+// pg_terminate_backend ends: FATAL 57P01 admin_shutdown.
+func terminated() []byte {
+	return errorResponse(severityFatal, "57P01", "terminating connection due to administrator command")
 }
 
 // observers returns the two observers of a session. onKey receives the

@@ -99,8 +99,18 @@ func Create(c *Catalog, s *ddl.Create) ([]string, error) {
 	return nil, nil
 }
 
-// Alter applies ALTER to c.
+// Alter applies ALTER to c. ALTER USER with a RESOURCE POOL clause
+// binds a user that has no binding yet: as in GaussDB, every user is in
+// the default pool until altered.
 func Alter(c *Catalog, s *ddl.Alter) error {
+	if s.Kind == ddl.User && c.Users[s.Name.Name] == nil && hasOption(s.Options, "resource_pool") {
+		u := &UserDef{}
+		if err := applyUser(c, u, s.Options); err != nil {
+			return err
+		}
+		c.Users[s.Name.Name] = u
+		return nil
+	}
 	if !c.has(s.Kind, s.Name.Name) {
 		e := missing(s.Kind, s.Name)
 		if s.Kind == ddl.User {
@@ -159,6 +169,15 @@ func applyPool(c *Catalog, p *Pool, opts []ddl.Option) error {
 		}
 	}
 	return p.Emulation.Validate()
+}
+
+func hasOption(opts []ddl.Option, name string) bool {
+	for _, o := range opts {
+		if o.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // defaultPool is GaussDB's name for "no resource pool".

@@ -15,6 +15,9 @@
 //	SET name = value | SET name TO value | SET name TO DEFAULT
 //	SHOW name | SHOW ALL | RESET name | RESET ALL
 //	SELECT targets [FROM [schema.]table] [LIMIT n]
+//	SELECT ... | WITH ... | VALUES ...      any other query (Query), for an SQL engine
+//	CANCEL STATEMENT id                    SELECT pg_cancel_backend(id)
+//	TERMINATE SESSION id                   SELECT pg_terminate_backend(id)
 //
 // The parser is a hand-written lexer and recursive-descent parser. It
 // checks syntax only: which option names exist and what their values
@@ -45,7 +48,8 @@
 // position of the offending token, as PostgreSQL's ErrorResponse does:
 // 42601 for syntax errors (including unknown statements, at their first
 // token, and the end of input, at one past the last character) and 0A000
-// for constructs the console recognises but does not support (WHERE or
-// JOIN in a SELECT, role attributes such as LOGIN on CREATE USER). Parse
+// for constructs the console recognises but does not support (role
+// attributes such as LOGIN on CREATE USER). A Query is checked for
+// balanced quotes and parentheses only: its SQL engine judges the rest. Parse
 // never panics, whatever its input; a fuzz target checks this.
 package ddl

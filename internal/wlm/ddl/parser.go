@@ -196,8 +196,13 @@ var statements = map[string]func(*parser) (node, error){
 	"set":    (*parser).set,
 	"reset":  (*parser).reset,
 	"show":   (*parser).show,
-	"select": (*parser).selectStmt,
+	"select": (*parser).selectOrQuery,
 	"reload": (*parser).reload,
+
+	"with":      (*parser).withQuery,
+	"values":    (*parser).withQuery,
+	"cancel":    (*parser).cancelStmt,
+	"terminate": (*parser).terminateStmt,
 }
 
 func (p *parser) statement() (Statement, error) {

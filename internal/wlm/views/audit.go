@@ -27,7 +27,7 @@ func (e AuditEntry) Outcome() string {
 // Audit is SHOW AUDIT and the audit view: the entries in the order
 // given (the audit log's, oldest first). error is "SQLSTATE: message".
 func Audit(entries []AuditEntry) Table {
-	t := Table{Columns: []string{"time", "surface", "user", "client_addr", "statement", "outcome", "error"}}
+	t := newTable("time, surface, user, client_addr, statement, outcome, error")
 	t.Rows = make([][]string, 0, len(entries))
 	for _, e := range entries {
 		msg := e.Error

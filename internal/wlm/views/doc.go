@@ -2,7 +2,9 @@
 // console's SHOW SESSIONS, STATEMENTS, POOLS, RULES, LINKS, USERS,
 // ROUTES and ALL, the GaussDB-named views its SELECT reads
 // (pg_session_wlmstat, gs_wlm_session_statistics,
-// gs_wlm_session_history) and the projection of a SELECT over them, and
+// gs_wlm_session_history, pg_resource_pool, gs_respool_exception_info,
+// pg_total_user_resource_info; Names lists every view SQL can read) and
+// the projection of a small SELECT over them, and
 // the few derived values the HTTP API and the dashboard show beside them
 // (a statement's class, the routes of each link, sessions counted by pool
 // or user).
@@ -12,8 +14,12 @@
 // caller (wlm.Manager) gathers those inputs; the evaluator's bandwidth of
 // a running statement arrives as a number in a Statement. Values are
 // text as the console prints them: times in seconds with three
-// decimals, bandwidth in MB/s (10^6 bytes) with two, durations of the
-// GaussDB views in milliseconds.
+// decimals, bandwidth in MB/s (10^6 bytes) with two (columns named
+// *_mbps), durations of the GaussDB views in milliseconds. Each column
+// has an SQL type (Table.Types: INTEGER, REAL or TEXT) for package
+// viewsql; an empty INTEGER or REAL value is NULL there. GaussDB's
+// columns that sluice has no value for are present and empty (NULL when
+// numeric).
 //
 // The package holds no state and takes no locks of its own; reading a
 // session or a statement takes that object's lock (session.Session.mu,

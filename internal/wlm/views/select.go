@@ -7,8 +7,11 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
-// Names are the views SELECT reads, with GaussDB's names.
-var Names = []string{"pg_session_wlmstat", "gs_wlm_session_statistics", "gs_wlm_session_history", "audit"}
+// Names are the views SELECT reads: sluice's lists (SHOW ALL is
+// settings), the audit trail, and GaussDB's views, with GaussDB's names.
+var Names = []string{"sessions", "statements", "pools", "rules", "links", "users", "routes", "settings", "audit",
+	"pg_session_wlmstat", "gs_wlm_session_statistics", "gs_wlm_session_history",
+	"pg_resource_pool", "gs_respool_exception_info", "pg_total_user_resource_info"}
 
 // Project returns the columns of t that s selects (named columns, with
 // their aliases, or *), and at most s.Limit rows when s.Limit is not
@@ -45,7 +48,10 @@ func Project(t Table, s *ddl.Select) (Table, error) {
 	if s.Limit >= 0 && int64(len(rows)) > s.Limit {
 		rows = rows[:s.Limit]
 	}
-	out := Table{Columns: cols, Rows: make([][]string, len(rows))}
+	out := Table{Columns: cols, Types: make([]Type, len(idx)), Rows: make([][]string, len(rows))}
+	for j, i := range idx {
+		out.Types[j] = t.TypeOf(i)
+	}
 	for r, row := range rows {
 		nr := make([]string, len(idx))
 		for j, i := range idx {

@@ -13,11 +13,66 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 )
 
-// Table is a computed view: column names and rows of text, each row as
-// long as Columns.
+// Table is a computed view: column names, their SQL types and rows of
+// text as SHOW prints them, each row as long as Columns. Types is as long
+// as Columns, or nil when every column is Text. An empty value of an
+// Integer or Real column is NULL in SQL.
 type Table struct {
 	Columns []string
+	Types   []Type
 	Rows    [][]string
+}
+
+// Type is the SQL type of a view's column.
+type Type uint8
+
+// Column types.
+const (
+	Text    Type = iota // TEXT
+	Integer             // INTEGER (64-bit)
+	Real                // REAL (float64)
+)
+
+// String returns the type as SQLite declares it.
+func (t Type) String() string {
+	switch t {
+	case Integer:
+		return "INTEGER"
+	case Real:
+		return "REAL"
+	}
+	return "TEXT"
+}
+
+// TypeOf returns the type of column i of t.
+func (t *Table) TypeOf(i int) Type {
+	if i < len(t.Types) {
+		return t.Types[i]
+	}
+	return Text
+}
+
+// newTable returns an empty table of the columns spec lists, separated by
+// commas: a bare name is Text, "name int" Integer, "name real" Real.
+func newTable(spec string) Table {
+	var t Table
+	for _, c := range strings.Split(spec, ",") {
+		f := strings.Fields(c)
+		typ := Text
+		if len(f) == 2 {
+			switch f[1] {
+			case "int":
+				typ = Integer
+			case "real":
+				typ = Real
+			default:
+				panic("views: bad column type in " + c)
+			}
+		}
+		t.Columns = append(t.Columns, f[0])
+		t.Types = append(t.Types, typ)
+	}
+	return t
 }
 
 // Lists are the SHOW names that return a list instead of a setting.
@@ -111,13 +166,15 @@ func yesNo(b bool) string {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// Sessions is SHOW SESSIONS: one row per open session.
+// Sessions is SHOW SESSIONS: one row per open session. unsent_bytes is
+// what the kernel holds of the session's client socket, written by sluice
+// and not yet sent (TCP_INFO notsent; 0 where the proxy cannot tell).
 func Sessions(sessions []*session.Session) Table {
-	t := Table{Columns: []string{"id", "route", "user", "database", "pool", "client", "bytes_up", "bytes_down", "statements", "started", "penalised"}}
+	t := newTable("id int, route, user, database, pool, client, bytes_up int, bytes_down int, unsent_bytes int, statements int, started, penalised")
 	for _, s := range sessions {
 		t.Rows = append(t.Rows, []string{
 			itoa(int64(s.ID)), s.Info.Route, s.User(), s.Database(), s.Pool(), s.Info.Client,
-			itoa(s.BytesUp()), itoa(s.BytesDown()), itoa(s.Statements()), fmtTime(s.Opened), yesNo(s.Penalized()),
+			itoa(s.BytesUp()), itoa(s.BytesDown()), itoa(s.UnsentBytes()), itoa(s.Statements()), fmtTime(s.Opened), yesNo(s.Penalized()),
 		})
 	}
 	return t
@@ -136,11 +193,11 @@ func rowsText(s *session.Snapshot) string {
 // Statements is SHOW STATEMENTS, of the statements given (the running
 // ones oldest first, then the recently ended ones newest first).
 func Statements(cat *catalog.Catalog, stmts []Statement, now time.Time) Table {
-	t := Table{Columns: []string{"id", "session", "user", "pool", "state", "penalised", "class", "elapsed", "bytes_up", "bytes_down", "bandwidth", "rows", "sql", "except_info"}}
+	t := newTable("id int, session int, route, user, database, pool, state, penalised, class, elapsed real, bytes_up int, bytes_down int, bandwidth_mbps real, rows int, sql, except_info")
 	for _, r := range stmts {
 		s := &r.Snapshot
 		t.Rows = append(t.Rows, []string{
-			itoa(int64(s.ID)), itoa(int64(s.SessionID)), s.User, s.Pool, s.Outcome.String(), yesNo(s.Penalized),
+			itoa(int64(s.ID)), itoa(int64(s.SessionID)), r.Session.Info.Route, s.User, r.Session.Database(), s.Pool, s.Outcome.String(), yesNo(s.Penalized),
 			Class(cat, s.Pool, s.Penalized).String(), fmtSeconds(Elapsed(s, now)), itoa(s.BytesUp), itoa(s.BytesDown), fmtMBps(r.Bandwidth),
 			rowsText(s), s.SQL, strings.Join(s.Except, "; "),
 		})
@@ -150,7 +207,7 @@ func Statements(cat *catalog.Catalog, stmts []Statement, now time.Time) Table {
 
 // Pools is SHOW POOLS, with the open sessions counted by pool.
 func Pools(cat *catalog.Catalog, sessions []*session.Session) Table {
-	t := Table{Columns: []string{"name", "except_rule", "weight", "network_priority", "emulation", "users", "sessions"}}
+	t := newTable("name, except_rule, weight int, network_priority, emulation, users int, sessions int")
 	n := SessionsBy(sessions, (*session.Session).Pool)
 	for _, name := range catalog.SortedKeys(cat.Pools) {
 		p := cat.Pools[name]
@@ -171,7 +228,7 @@ func threshold(v float64, unit string) string {
 
 // Rules is SHOW RULES; firings returns how often a rule has fired.
 func Rules(cat *catalog.Catalog, firings func(rule string) uint64) Table {
-	t := Table{Columns: []string{"name", "bandwidth", "elapsedtime", "action", "pools", "firings"}}
+	t := newTable("name, bandwidth, elapsedtime, action, pools, firings int")
 	for _, name := range catalog.SortedKeys(cat.Rules) {
 		r := cat.Rules[name]
 		t.Rows = append(t.Rows, []string{
@@ -185,7 +242,7 @@ func Rules(cat *catalog.Catalog, firings func(rule string) uint64) Table {
 // Links is SHOW LINKS: each catalog link with the routes attached to it
 // and the counters of its runtime link (zero without one).
 func Links(cat *catalog.Catalog, routes []Route, links map[string]*link.Link) Table {
-	t := Table{Columns: []string{"name", "capacity", "queue_size", "emulation", "routes", "bytes_high", "bytes_normal", "bytes_low", "waiting", "queued"}}
+	t := newTable("name, capacity, queue_size, emulation, routes, bytes_high int, bytes_normal int, bytes_low int, waiting int, queued int")
 	byLink := RoutesByLink(routes)
 	for _, name := range catalog.SortedKeys(cat.Links) {
 		d := cat.Links[name]
@@ -215,7 +272,7 @@ func Links(cat *catalog.Catalog, routes []Route, links map[string]*link.Link) Ta
 
 // Users is SHOW USERS, with the open sessions counted by user.
 func Users(cat *catalog.Catalog, sessions []*session.Session) Table {
-	t := Table{Columns: []string{"user", "resource_pool", "sessions"}}
+	t := newTable("user, resource_pool, sessions int")
 	n := SessionsBy(sessions, (*session.Session).User)
 	for _, name := range catalog.SortedKeys(cat.Users) {
 		t.Rows = append(t.Rows, []string{name, cat.Users[name].Pool, strconv.Itoa(n[name])})
@@ -225,7 +282,7 @@ func Users(cat *catalog.Catalog, sessions []*session.Session) Table {
 
 // Routes is SHOW ROUTES, in the order given.
 func Routes(routes []Route) Table {
-	t := Table{Columns: []string{"name", "protocol", "link", "pool", "can_cancel", "emulation"}}
+	t := newTable("name, protocol, link, pool, can_cancel, emulation")
 	for _, r := range routes {
 		t.Rows = append(t.Rows, []string{r.Name, r.Protocol, r.Link, r.Pool, yesNo(r.CanCancel), catalog.FormatEmulation(r.Emulation)})
 	}
@@ -234,7 +291,7 @@ func Routes(routes []Route) Table {
 
 // Settings is SHOW ALL: every setting with its value and description.
 func Settings(cat *catalog.Catalog) Table {
-	t := Table{Columns: []string{"name", "setting", "description"}}
+	t := newTable("name, setting, description")
 	for _, name := range catalog.SettingNames() {
 		v, _ := cat.Settings.Show(name)
 		t.Rows = append(t.Rows, []string{name, v, catalog.SettingDescription(name)})
@@ -246,7 +303,7 @@ func Settings(cat *catalog.Catalog) Table {
 // send_bytes and recv_bytes are the session's totals as the client sees
 // them (sent to the server, received from it).
 func SessionWlmstat(cat *catalog.Catalog, sessions []*session.Session, now time.Time) Table {
-	t := Table{Columns: []string{"datname", "sessionid", "usename", "appname", "client_addr", "resource_pool", "priority", "status", "elapsed_time", "send_bytes", "recv_bytes", "except_info", "query"}}
+	t := newTable("datname, sessionid int, usename, appname, client_addr, resource_pool, priority, status, elapsed_time real, send_bytes int, recv_bytes int, except_info, query")
 	for _, s := range sessions {
 		status, query, elapsed, except := "idle", "", "", ""
 		pen := false
@@ -268,9 +325,9 @@ func SessionWlmstat(cat *catalog.Catalog, sessions []*session.Session, now time.
 // SessionStatistics is gs_wlm_session_statistics (of running
 // statements) or gs_wlm_session_history (of ended ones), of the
 // statements given. duration is in milliseconds as in GaussDB;
-// bandwidth in MB/s.
+// bandwidth_mbps in MB/s.
 func SessionStatistics(cat *catalog.Catalog, stmts []Statement, now time.Time) Table {
-	t := Table{Columns: []string{"datname", "sessionid", "queryid", "usename", "application_name", "client_addr", "resource_pool", "priority", "start_time", "finish_time", "duration", "status", "penalized", "send_bytes", "recv_bytes", "bandwidth", "rows", "except_info", "query"}}
+	t := newTable("datname, sessionid int, queryid int, usename, application_name, client_addr, resource_pool, priority, start_time, finish_time, duration int, status, penalized, send_bytes int, recv_bytes int, bandwidth_mbps real, rows int, except_info, query")
 	for _, r := range stmts {
 		s := &r.Snapshot
 		sess := r.Session

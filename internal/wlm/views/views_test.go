@@ -58,15 +58,15 @@ func TestRoutesByLink(t *testing.T) {
 }
 
 func TestProject(t *testing.T) {
-	tab := Table{Columns: []string{"a", "b"}, Rows: [][]string{{"1", "2"}, {"3", "4"}}}
+	tab := Table{Columns: []string{"a", "b"}, Types: []Type{Integer, Text}, Rows: [][]string{{"1", "2"}, {"3", "4"}}}
 	tests := []struct {
 		sql      string
 		want     Table
 		wantCode string
 	}{
 		{"SELECT * FROM v", tab, ""},
-		{"SELECT b AS x, a FROM v LIMIT 1", Table{Columns: []string{"x", "a"}, Rows: [][]string{{"2", "1"}}}, ""},
-		{"SELECT a FROM v LIMIT 0", Table{Columns: []string{"a"}, Rows: [][]string{}}, ""},
+		{"SELECT b AS x, a FROM v LIMIT 1", Table{Columns: []string{"x", "a"}, Types: []Type{Text, Integer}, Rows: [][]string{{"2", "1"}}}, ""},
+		{"SELECT a FROM v LIMIT 0", Table{Columns: []string{"a"}, Types: []Type{Integer}, Rows: [][]string{}}, ""},
 		{"SELECT c FROM v", Table{}, ddl.CodeUndefinedColumn},
 		{"SELECT version() FROM v", Table{}, ddl.CodeNotSupported},
 	}
