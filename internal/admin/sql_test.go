@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -342,11 +343,13 @@ func TestCancelAndTerminatePostgres(t *testing.T) {
 	}
 	defer client.Close(ctx)
 
+	var want []string // the audit trail's entries of the session commands
 	for i, stmt := range []string{"SELECT pg_cancel_backend(%d)", "CANCEL STATEMENT %d"} {
 		marker := fmt.Sprintf("cancel_me_%d", i)
 		done := make(chan error, 1)
 		go func() { _, err := client.Exec(ctx, "SELECT pg_sleep(30) /* "+marker+" */"); done <- err }()
 		id := sessionOf(t, adm, marker)
+		want = append(want, fmt.Sprintf("CANCEL STATEMENT %d ok", id))
 		waitPG(t, direct, marker)
 		start := time.Now()
 		if i == 0 {
@@ -376,11 +379,13 @@ func TestCancelAndTerminatePostgres(t *testing.T) {
 	if _, err := adm.Exec(ctx, "TERMINATE SESSION 999999"); pgCode(err) != "42704" {
 		t.Errorf("TERMINATE SESSION of no session: %v, want 42704", err)
 	}
+	want = append(want, fmt.Sprintf("CANCEL STATEMENT %d error", id), "TERMINATE SESSION 999999 error")
 
 	// Terminate during a pg_sleep: the client reads FATAL 57P01.
 	done := make(chan error, 1)
 	go func() { _, err := client.Exec(ctx, "SELECT pg_sleep(30) /* end_me */"); done <- err }()
 	id = sessionOf(t, adm, "end_me")
+	want = append(want, fmt.Sprintf("TERMINATE SESSION %d ok", id))
 	if err := adm.QueryRow(ctx, fmt.Sprintf("SELECT pg_terminate_backend(%d)", id)).Scan(&ok); err != nil || !ok {
 		t.Fatalf("pg_terminate_backend: %v, %v", ok, err)
 	}
@@ -392,6 +397,25 @@ func TestCancelAndTerminatePostgres(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the session to close", func() bool {
 		return l.st.Registry().Session(uint64(id)) == nil
 	})
+	// Each command is in the audit trail, as the console's user did it.
+	var audited []string
+	rows, err := adm.Query(ctx, "SELECT statement || ' ' || outcome FROM audit WHERE surface = 'console' AND user = 'admin' ORDER BY time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		audited = append(audited, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(audited, want) {
+		t.Errorf("audit trail of the session commands:\n%q\nwant\n%q", audited, want)
+	}
 	// The server side is gone as well.
 	testenv.Eventually(t, 10*time.Second, "PostgreSQL to end the backend", func() bool {
 		var n int

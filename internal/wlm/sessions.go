@@ -1,7 +1,8 @@
 package wlm
 
 // This file acts on sessions from the admin console: cancel a session's
-// running statement, end a session.
+// running statement, end a session. Both are in the audit trail, with the
+// Actor ctx carries, as "CANCEL STATEMENT id" and "TERMINATE SESSION id".
 
 import (
 	"context"
@@ -19,7 +20,8 @@ import (
 // CancelTimeout. It reports false, with no error, when there is no such
 // session or it runs no statement; an error when the cancel request
 // failed or the route cannot cancel.
-func (m *Manager) CancelSession(ctx context.Context, id uint64) (bool, error) {
+func (m *Manager) CancelSession(ctx context.Context, id uint64) (done bool, err error) {
+	defer func() { m.recordSessionCommand(ctx, "CANCEL STATEMENT", id, done, err) }()
 	s := m.reg.Session(id)
 	if s == nil {
 		return false, nil
@@ -49,7 +51,8 @@ func (m *Manager) CancelSession(ctx context.Context, id uint64) (bool, error) {
 // does not work on for a client that is gone (PostgreSQL notices a
 // closed client only when it next writes to it). It reports false when
 // there is no such open session or its route cannot end it.
-func (m *Manager) TerminateSession(ctx context.Context, id uint64) bool {
+func (m *Manager) TerminateSession(ctx context.Context, id uint64) (done bool) {
+	defer func() { m.recordSessionCommand(ctx, "TERMINATE SESSION", id, done, nil) }()
 	s := m.reg.Session(id)
 	if s == nil {
 		return false
@@ -68,4 +71,17 @@ func (m *Manager) TerminateSession(ctx context.Context, id uint64) bool {
 		}
 	}
 	return true
+}
+
+// errNothingToDo is the audit trail's outcome of a session command that
+// found no session, or no statement, to act on.
+var errNothingToDo = errors.New("no such session, or nothing to act on")
+
+// recordSessionCommand puts a session command in the audit trail: ok when
+// done, else err, or errNothingToDo.
+func (m *Manager) recordSessionCommand(ctx context.Context, command string, id uint64, done bool, err error) {
+	if !done && err == nil {
+		err = errNothingToDo
+	}
+	m.record(ctx, fmt.Sprintf("%s %d", command, id), err)
 }
