@@ -205,19 +205,8 @@ func TestPgxAndPsqlThroughPostgresRoute(t *testing.T) {
 	waitNoSessions(t, srv)
 }
 
-// deadUpstream returns an address nothing listens on.
-func deadUpstream(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 func TestUpstreamDownPostgres(t *testing.T) {
-	dead := deadUpstream(t)
+	dead := testenv.DeadAddr(t)
 	_, addr := startProxy(t, "postgres", dead)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -256,21 +245,7 @@ func TestHalfClose(t *testing.T) {
 // TestShutdownGrace checks that Shutdown stops accepting, lets a running
 // session finish, and closes what is left when the grace period ends.
 func TestShutdownGrace(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	srv, addr := startProxy(t, "tcp", ln.Addr().String())
+	srv, addr := startProxy(t, "tcp", testenv.Echo(t))
 	finishing, _ := net.Dial("tcp", addr)
 	lingering, _ := net.Dial("tcp", addr)
 	defer finishing.Close()

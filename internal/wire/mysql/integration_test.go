@@ -486,15 +486,10 @@ func TestCancelUnavailable(t *testing.T) {
 }
 
 func TestUpstreamDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := testenv.DeadAddr(t)
 	r := startRelay(t, Options{Upstream: dead}, session.Options{})
 	c := r.openClient(t, nil)
-	err = c.db.PingContext(context.Background())
+	err := c.db.PingContext(context.Background())
 	var me *gomysql.MySQLError
 	if !errors.As(err, &me) {
 		t.Fatalf("ping: %v (%T), want *mysql.MySQLError", err, err)

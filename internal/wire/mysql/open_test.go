@@ -161,30 +161,16 @@ func TestOversizedHandshakeResponse(t *testing.T) {
 // closed it).
 func silentUpstream(t *testing.T) (string, <-chan error) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ended := make(chan error, 16)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetReadDeadline(clock.SocketDeadline(30 * time.Second))
-				_, err := c.Read(make([]byte, 1))
-				if err == nil {
-					err = errors.New("the front end wrote to the upstream")
-				}
-				ended <- err
-			}()
+	addr := testenv.Serve(t, func(c net.Conn) {
+		c.SetReadDeadline(clock.SocketDeadline(30 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		if err == nil {
+			err = errors.New("the front end wrote to the upstream")
 		}
-	}()
-	t.Cleanup(func() { ln.Close() })
-	return ln.Addr().String(), ended
+		ended <- err
+	})
+	return addr, ended
 }
 
 // TestUpstreamGreetingTimeout: an upstream that accepts but never sends
@@ -217,14 +203,7 @@ func TestUpstreamGreetingTimeout(t *testing.T) {
 func TestMariaDBCLIConnectErrors(t *testing.T) {
 	bin := testenv.Program(t, "mariadb")
 	cfg := mysqlConfig(t)
-	dead := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}()
+	dead := testenv.DeadAddr(t)
 	silent, _ := silentUpstream(t)
 	tlsServer := startFakeServer(t, selfSigned(t)) // its certificate is trusted by nobody
 	tests := []struct {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,13 +51,6 @@ func mysqlConfig(t testing.TB) *gomysql.Config {
 	return cfg
 }
 
-func testLogger(t testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
 // startRelay starts a relay to the test server (or to o.Upstream if set).
 func startRelay(t testing.TB, o Options, regOpts session.Options) *relay {
 	t.Helper()
@@ -67,10 +59,10 @@ func startRelay(t testing.TB, o Options, regOpts session.Options) *relay {
 		o.Upstream = mysqlConfig(t).Addr
 	}
 	if o.Logger == nil {
-		o.Logger = testLogger(t)
+		o.Logger = testenv.Logger(slog.LevelDebug)
 	}
 	r := &relay{t: t, fe: New(o), reg: session.NewRegistry(regOpts), up: o.Upstream, real: real}
-	r.addr = wiretest.Serve(t, r.serve)
+	r.addr = testenv.Serve(t, r.serve)
 	return r
 }
 

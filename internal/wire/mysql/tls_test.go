@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // fakeServer is a minimal MySQL server that offers TLS, asks every
@@ -178,24 +179,10 @@ func TestOpenTimeout(t *testing.T) {
 }
 
 func TestUpstreamRefuses(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write(errPacket(0, 1040, "08004", "Too many connections"))
-			c.Close()
-		}
-	}()
-	r := startRelay(t, Options{Upstream: ln.Addr().String()}, session.Options{})
+	up := testenv.Serve(t, func(c net.Conn) { c.Write(errPacket(0, 1040, "08004", "Too many connections")) })
+	r := startRelay(t, Options{Upstream: up}, session.Options{})
 	c := r.openClient(t, nil)
-	err = c.db.Ping()
+	err := c.db.Ping()
 	var me *gomysql.MySQLError
 	if !errors.As(err, &me) || me.Number != 1040 {
 		t.Fatalf("ping: %v", err)

@@ -47,7 +47,7 @@ func startRelay(t testing.TB, upstream string, o Options) *relay {
 	}
 	o.Keys = reg
 	r := &relay{t: t, fe: New(o), reg: reg, upstream: upstream}
-	r.addr = wiretest.Serve(t, r.serve)
+	r.addr = testenv.Serve(t, r.serve)
 	return r
 }
 

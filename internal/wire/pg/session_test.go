@@ -143,14 +143,9 @@ func TestCancel(t *testing.T) {
 }
 
 func TestUpstreamDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := testenv.DeadAddr(t)
 	r := startRelay(t, dead, Options{})
-	_, err = pgx.Connect(context.Background(), "postgres://u:p@"+r.addr+"/db?sslmode=disable&connect_timeout=10")
+	_, err := pgx.Connect(context.Background(), "postgres://u:p@"+r.addr+"/db?sslmode=disable&connect_timeout=10")
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		t.Fatalf("err = %v, want a *pgconn.PgError", err)
