@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/pgserver/pgtest"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -29,36 +29,12 @@ func TestMalformedMessageEndsOnlyThatSession(t *testing.T) {
 	}
 	defer good.Close(ctx)
 
-	bad, err := pgconn.Connect(ctx, viaProxy(t, url, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := bad.Hijack()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := raw.Conn
-	defer conn.Close()
+	bad := pgtest.Hijack(t, viaProxy(t, url, addr), 10*time.Second)
 	msg := []byte{'Q', 0, 0, 0, 2} // length 2 < 4: malformed
-	if _, err := conn.Write(msg); err != nil {
+	if _, err := bad.Write(msg); err != nil {
 		t.Fatal(err)
 	}
-	conn.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
-	reply, _ := io.ReadAll(conn)
-	fe := pgproto3.NewFrontend(bytes.NewReader(reply), io.Discard)
-	var got *pgproto3.ErrorResponse
-	for {
-		m, err := fe.Receive()
-		if err != nil {
-			break
-		}
-		if e, ok := m.(*pgproto3.ErrorResponse); ok {
-			got = e
-		}
-	}
-	if got == nil || got.Code != "08P01" || got.Severity != "FATAL" {
-		t.Fatalf("reply %q: error %+v, want FATAL 08P01", reply, got)
-	}
+	pgtest.ExpectFatal(t, bad, "08P01", "")
 	res := good.ExecParams(ctx, "SELECT 7", nil, nil, nil, nil).Read()
 	if res.Err != nil || string(res.Rows[0][0]) != "7" {
 		t.Fatalf("other session: %v", res.Err)

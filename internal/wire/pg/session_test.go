@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/pgserver/pgtest"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
@@ -100,14 +101,9 @@ func cancelEachWay(t *testing.T, r *relay, db *dbConfig, conn *pgx.Conn, sess *s
 }
 
 func TestCancel(t *testing.T) {
-	db := testDB(t)
-	r := startRelay(t, db.addr(), Options{})
+	db, r := relayToDB(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, r.url(db, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := r.connect(t, db)
 	sess := sessionOf(t, r, conn.PgConn())
 
 	cancelEachWay(t, r, db, conn, sess)
@@ -184,9 +180,8 @@ func TestTLSTermination(t *testing.T) {
 			if _, ok := conn.PgConn().Conn().(*tls.Conn); !ok {
 				t.Fatalf("client connection is %T, want *tls.Conn", conn.PgConn().Conn())
 			}
-			var ssl bool
-			if err := conn.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || ssl {
-				t.Fatalf("upstream ssl = %v, %v; want a plain upstream connection", ssl, err)
+			if testenv.ServerSSL(t, conn) {
+				t.Fatal("upstream connection uses TLS; want a plain upstream connection")
 			}
 			// Cancel requests come over TLS too.
 			errc := startSleep(t, db, conn)
@@ -222,11 +217,7 @@ func TestTLSTermination(t *testing.T) {
 	// startup and the cancel connections both negotiate TLS upstream, and
 	// the cancel key passes through both unchanged.
 	outer := startRelay(t, r.addr, Options{UpstreamTLS: &tls.Config{RootCAs: pool}})
-	conn, err := pgx.Connect(ctx, outer.url(db, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := outer.connect(t, db)
 	errc := startSleep(t, db, conn)
 	act := sessionOf(t, outer, conn.PgConn()).Active()
 	if len(act) != 1 {
@@ -240,48 +231,19 @@ func TestTLSTermination(t *testing.T) {
 	if errs := r.errors(); len(errs) != 1 {
 		t.Errorf("open errors: %v, want only the refused direct TLS", errs)
 	}
-	if errs := outer.errors(); len(errs) > 0 {
-		t.Errorf("open errors: %v", errs)
-	}
+	outer.checkOpenErrors(t)
 }
 
 func TestMalformedClientMessage(t *testing.T) {
-	db := testDB(t)
-	r := startRelay(t, db.addr(), Options{})
+	db, r := relayToDB(t)
 	ctx := context.Background()
-	good, err := pgx.Connect(ctx, r.url(db, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer good.Close(ctx)
+	good := r.connect(t, db)
 
-	bad, err := pgconn.Connect(ctx, r.url(db, ""))
-	if err != nil {
+	bad := pgtest.Hijack(t, r.url(db, ""), 10*time.Second)
+	if _, err := bad.Write([]byte("\x00\x01garbage that is no message")); err != nil {
 		t.Fatal(err)
 	}
-	hj, err := bad.Hijack()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hj.Conn.Close()
-	if _, err := hj.Conn.Write([]byte("\x00\x01garbage that is no message")); err != nil {
-		t.Fatal(err)
-	}
-	_ = hj.Conn.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
-	reply, err := io.ReadAll(hj.Conn)
-	if err != nil {
-		t.Fatalf("read reply: %v (got %q)", err, reply)
-	}
-	if len(reply) < 5 || reply[0] != 'E' {
-		t.Fatalf("reply %q is not an ErrorResponse", reply)
-	}
-	var e pgproto3.ErrorResponse
-	if err := e.Decode(reply[5:]); err != nil {
-		t.Fatal(err)
-	}
-	if e.Severity != "FATAL" || e.Code != "08P01" || !strings.Contains(e.Message, "invalid frontend message type 0x00") {
-		t.Errorf("reply %+v", e)
-	}
+	pgtest.ExpectFatal(t, bad, "08P01", "invalid frontend message type 0x00")
 	var n int
 	if err := good.QueryRow(ctx, "SELECT 7").Scan(&n); err != nil || n != 7 {
 		t.Fatalf("other session after the violation: %d, %v", n, err)
@@ -289,8 +251,7 @@ func TestMalformedClientMessage(t *testing.T) {
 }
 
 func TestReplicationStreamIsOneStatement(t *testing.T) {
-	db := testDB(t)
-	r := startRelay(t, db.addr(), Options{})
+	db, r := relayToDB(t)
 	ctx := context.Background()
 	conn, err := pgconn.Connect(ctx, r.url(db, "replication=true"))
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
@@ -99,22 +98,12 @@ func (fb *firstBytes) plainConnections() (int, [][]byte) {
 // inside TLS), and the statement ends with 57014.
 func TestCancelUpstreamTLS(t *testing.T) {
 	srv := testenv.StartTLSPostgres(t)
-	cfg, err := pgx.ParseConfig(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := &dbConfig{url: srv.URL, host: cfg.Host, port: cfg.Port, user: cfg.User, password: cfg.Password, database: cfg.Database}
+	db := dbAt(t, srv.URL)
 	fb := startFirstBytes(t, srv.Addr)
 	r := startRelay(t, fb.ln.Addr().String(), Options{UpstreamTLS: &tls.Config{RootCAs: srv.Cert.Pool, ServerName: "127.0.0.1"}})
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, r.url(db, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var ssl bool
-	if err := conn.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || !ssl {
-		t.Fatalf("upstream ssl = %v, %v; want a TLS upstream connection", ssl, err)
+	conn := r.connect(t, db)
+	if !testenv.ServerSSL(t, conn) {
+		t.Fatal("upstream connection is plain; want a TLS upstream connection")
 	}
 	sess := sessionOf(t, r, conn.PgConn())
 
@@ -124,9 +113,7 @@ func TestCancelUpstreamTLS(t *testing.T) {
 	if n, plain := fb.plainConnections(); n != 3 || len(plain) != 0 {
 		t.Errorf("%d upstream connections, these without an SSLRequest first: %x", n, plain)
 	}
-	if errs := r.errors(); len(errs) > 0 {
-		t.Errorf("open errors: %v", errs)
-	}
+	r.checkOpenErrors(t)
 }
 
 // TestCancelUpstreamRefusesTLS: an upstream that answers 'N' to the
