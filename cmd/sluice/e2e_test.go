@@ -99,12 +99,8 @@ func (ta *testApp) userURL(user, password string) string {
 func ensureRole(t *testing.T, url, role, password string) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	_, err = c.Exec(ctx, fmt.Sprintf("DO $$BEGIN CREATE ROLE %s LOGIN PASSWORD '%s'; EXCEPTION WHEN duplicate_object THEN ALTER ROLE %s PASSWORD '%s'; END$$", role, password, role, password))
+	c := testenv.ConnectPG(t, url)
+	_, err := c.Exec(ctx, fmt.Sprintf("DO $$BEGIN CREATE ROLE %s LOGIN PASSWORD '%s'; EXCEPTION WHEN duplicate_object THEN ALTER ROLE %s PASSWORD '%s'; END$$", role, password, role, password))
 	if err != nil {
 		t.Fatal(err)
 	}

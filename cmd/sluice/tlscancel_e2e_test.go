@@ -42,13 +42,7 @@ func tlsRoute(t *testing.T) (string, *pgx.Conn) {
 	route := freeAddr(t)
 	runApp(t, &config.Config{Grace: time.Second, Routes: []config.Route{{Name: "pgtls", Listen: route, Protocol: "postgres",
 		Upstream: srv.Addr, UpstreamTLS: &config.UpstreamTLS{CA: srv.Cert.CAFile}}}})
-	ctx := context.Background()
-	direct, err := pgx.Connect(ctx, srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { direct.Close(ctx) })
-	return route, direct
+	return route, testenv.ConnectPG(t, srv.URL)
 }
 
 // TestCancelThroughUpstreamTLS runs a route configured with upstream_tls

@@ -9,25 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/pgserver/pgtest"
-	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // TestMalformedMessageEndsOnlyThatSession sends a message with an
 // impossible length after a real startup: that client gets FATAL 08P01
 // and is disconnected, while another session on the route goes on.
 func TestMalformedMessageEndsOnlyThatSession(t *testing.T) {
-	url := testenv.PostgresURL(t)
-	srv, addr := startProxy(t, "postgres", upstreamAddr(t, url))
+	url, _, addr := pgRoute(t)
 	ctx := context.Background()
-	good, err := pgconn.Connect(ctx, viaProxy(t, url, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer good.Close(ctx)
+	good := connect(t, viaProxy(t, url, addr))
 
 	bad := pgtest.Hijack(t, viaProxy(t, url, addr), 10*time.Second)
 	msg := []byte{'Q', 0, 0, 0, 2} // length 2 < 4: malformed
@@ -39,13 +31,11 @@ func TestMalformedMessageEndsOnlyThatSession(t *testing.T) {
 	if res.Err != nil || string(res.Rows[0][0]) != "7" {
 		t.Fatalf("other session: %v", res.Err)
 	}
-	_ = srv
 }
 
 // TestBadStartupGetsError sends an unsupported protocol version.
 func TestBadStartupGetsError(t *testing.T) {
-	url := testenv.PostgresURL(t)
-	_, addr := startProxy(t, "postgres", upstreamAddr(t, url))
+	_, _, addr := pgRoute(t)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

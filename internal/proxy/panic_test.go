@@ -94,11 +94,7 @@ func TestPanicEndsOnlyThatSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	good, err := pgconn.Connect(ctx, viaProxy(t, url, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer good.Close(ctx)
+	good := connect(t, viaProxy(t, url, addr))
 
 	cases := []struct {
 		name, sql, user string

@@ -154,11 +154,7 @@ func TestUploadByteExact(t *testing.T) {
 			_, addr := startProxy(t, proto, up)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			c, err := pgconn.Connect(ctx, viaProxy(t, url, addr))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close(ctx)
+			c := connect(t, viaProxy(t, url, addr))
 			if err := c.Exec(ctx, "CREATE TEMP TABLE up (n int, v text)").Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/testenv"
@@ -20,11 +19,7 @@ import (
 func pgSocket(t *testing.T, url string) string {
 	t.Helper()
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
+	c := testenv.ConnectPG(t, url)
 	var dirs, port string
 	if err := c.QueryRow(ctx, "SELECT current_setting('unix_socket_directories'), current_setting('port')").Scan(&dirs, &port); err != nil {
 		t.Fatal(err)
@@ -55,20 +50,11 @@ func TestUnixSocketUpstream(t *testing.T) {
 		t.Fatalf("through the socket: %d bytes %x, direct %d bytes %x", gotN, got, wantN, want)
 	}
 
-	c, err := pgconn.Connect(ctx, purl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Exec(ctx, sleepSQL(t)).Close() }()
+	c := connect(t, purl)
+	done := startPgSleep(t, ctx, c)
 	// Cancel once PostgreSQL runs the query: a cancel that reaches it
 	// before the query does is dropped.
-	admin, err := pgconn.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
+	admin := connect(t, url)
 	awaitPgSleep(t, ctx, srv, admin, sleepSQL(t))
 	if err := c.CancelRequest(ctx); err != nil {
 		t.Fatal(err)

@@ -47,6 +47,37 @@ func awaitPgSleep(t *testing.T, ctx context.Context, srv *Server, admin *pgconn.
 	return found
 }
 
+// pgRoute starts a postgres route to the test PostgreSQL. It returns the
+// server's URL, the proxy and the route's address.
+func pgRoute(t testing.TB) (url string, srv *Server, addr string) {
+	t.Helper()
+	url = testenv.PostgresURL(t)
+	srv, addr = startProxy(t, "postgres", upstreamAddr(t, url))
+	return url, srv, addr
+}
+
+// connect opens a pgconn connection to url, within 30 s; it closes when
+// the test ends.
+func connect(t testing.TB, url string) *pgconn.PgConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgconn.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// startPgSleep runs sleepSQL(t) on c on a goroutine of its own; the
+// channel receives how it ended.
+func startPgSleep(t testing.TB, ctx context.Context, c *pgconn.PgConn) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- c.Exec(ctx, sleepSQL(t)).Close() }()
+	return done
+}
+
 // waitNoSessions waits until srv has no session open.
 func waitNoSessions(t testing.TB, srv *Server) {
 	t.Helper()

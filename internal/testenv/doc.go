@@ -13,6 +13,10 @@
 // port, a fresh self-signed certificate), for tests that need what the
 // shared server does not offer; it is stopped when the test ends.
 //
+// ConnectPG opens a pgx connection that closes when the test ends;
+// ServerSSL reads pg_stat_ssl to tell whether a connection reached the
+// server over TLS.
+//
 // It also holds what tests of several packages share: Eventually (poll a
 // condition until a deadline, for waits on real sockets and servers, in
 // place of sleeps), the loopback servers that stand in for an upstream

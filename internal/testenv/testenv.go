@@ -50,6 +50,20 @@ func PostgresURL(t testing.TB) string {
 	return url
 }
 
+// ConnectPG opens a pgx connection to url, within 30 s; it closes when
+// the test ends.
+func ConnectPG(t testing.TB, url string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
 // MySQLDSN returns the go-sql-driver DSN of the test MariaDB after checking
 // that it answers.
 func MySQLDSN(t testing.TB) string {
