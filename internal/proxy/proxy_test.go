@@ -95,11 +95,8 @@ func copyHash(t testing.TB, url, query string) ([32]byte, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := pgconn.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
+	c := connect(t, url)
+	defer c.Close(ctx) // now: the tests wait for the session to end
 	h := sha256.New()
 	cw := &countWriter{w: h}
 	if _, err := c.CopyTo(ctx, cw, query); err != nil {

@@ -56,18 +56,12 @@ func pgRoute(t testing.TB) (url string, srv *Server, addr string) {
 	return url, srv, addr
 }
 
-// connect opens a pgconn connection to url, within 30 s; it closes when
-// the test ends.
+// connect opens a connection to url (see testenv.ConnectPG) for the
+// tests that speak to PostgreSQL at the pgconn level; it closes when the
+// test ends.
 func connect(t testing.TB, url string) *pgconn.PgConn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pgconn.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	return c
+	return testenv.ConnectPG(t, url).PgConn()
 }
 
 // startPgSleep runs sleepSQL(t) on c on a goroutine of its own; the
