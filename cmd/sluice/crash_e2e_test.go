@@ -35,11 +35,7 @@ func reset(t *testing.T, c net.Conn) {
 // serve`, and checks after each that a session opened before and a new
 // one still work.
 func TestPipelinedThenClosedKeepsProcess(t *testing.T) {
-	dsn := testenv.MySQLDSN(t)
-	mcfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mcfg := testenv.MySQLConfig(t)
 	myAddr := freeAddr(t)
 	ta := startApp(t, config.Route{Name: "my", Listen: myAddr, Upstream: mcfg.Addr, Protocol: "mysql"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

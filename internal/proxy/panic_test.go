@@ -150,10 +150,7 @@ func TestPanicEndsOnlyThatSession(t *testing.T) {
 // ends that session with ERR 1105, which the stock driver reads, and a
 // session opened before goes on.
 func TestPanicEndsOnlyThatSessionMySQL(t *testing.T) {
-	cfg, err := gomysql.ParseDSN(testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := testenv.MySQLConfig(t)
 	var logs testenv.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	srv := New(Options{Logger: log})

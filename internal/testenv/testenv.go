@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // database/sql driver "mysql"
+	"github.com/go-sql-driver/mysql" // also the database/sql driver "mysql"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -84,6 +84,28 @@ func MySQLDSN(t testing.TB) string {
 		return ""
 	}
 	return dsn
+}
+
+// PostgresConfig returns the parsed PostgresURL.
+func PostgresConfig(t testing.TB) *pgx.ConnConfig {
+	t.Helper()
+	url := PostgresURL(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("parse %s: %v", url, err)
+	}
+	return cfg
+}
+
+// MySQLConfig returns the parsed MySQLDSN.
+func MySQLConfig(t testing.TB) *mysql.Config {
+	t.Helper()
+	dsn := MySQLDSN(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("parse DSN %q: %v", dsn, err)
+	}
+	return cfg
 }
 
 // Program returns the path of an installed client program such as psql,

@@ -336,7 +336,7 @@ func TestLocalInfile(t *testing.T) {
 
 func TestMariaDBClient(t *testing.T) {
 	bin := testenv.Program(t, "mariadb")
-	cfg := mysqlConfig(t)
+	cfg := testenv.MySQLConfig(t)
 	r := startRelay(t, Options{}, session.Options{})
 	host, port, _ := net.SplitHostPort(r.addr)
 	file := filepath.Join(t.TempDir(), "rows.tsv")
@@ -395,7 +395,7 @@ func TestMariaDBClient(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	cfg := mysqlConfig(t)
+	cfg := testenv.MySQLConfig(t)
 	r := startRelay(t, Options{KillUser: cfg.User, KillPassword: cfg.Passwd}, session.Options{})
 	if !r.fe.CanCancel() {
 		t.Fatal("CanCancel = false with KillUser set")
@@ -713,7 +713,7 @@ func exchange(t *testing.T, nc net.Conn, b []byte) []byte {
 // the counts sysbench reports.
 func TestSysbench(t *testing.T) {
 	bin := testenv.Program(t, "sysbench")
-	cfg := mysqlConfig(t)
+	cfg := testenv.MySQLConfig(t)
 	const db = "wiremysql_sysbench"
 	admin := sql.OpenDB(mustConnector(t, cfg))
 	defer admin.Close()

@@ -202,7 +202,7 @@ func TestUpstreamGreetingTimeout(t *testing.T) {
 // can fail.
 func TestMariaDBCLIConnectErrors(t *testing.T) {
 	bin := testenv.Program(t, "mariadb")
-	cfg := mysqlConfig(t)
+	cfg := testenv.MySQLConfig(t)
 	dead := testenv.DeadAddr(t)
 	silent, _ := silentUpstream(t)
 	tlsServer := startFakeServer(t, selfSigned(t)) // its certificate is trusted by nobody

@@ -40,23 +40,12 @@ type relay struct {
 	openErr []error // guarded by mu
 }
 
-// mysqlConfig returns the parsed DSN of the test server.
-func mysqlConfig(t testing.TB) *gomysql.Config {
-	t.Helper()
-	dsn := testenv.MySQLDSN(t)
-	cfg, err := gomysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("parse DSN %q: %v", dsn, err)
-	}
-	return cfg
-}
-
 // startRelay starts a relay to the test server (or to o.Upstream if set).
 func startRelay(t testing.TB, o Options, regOpts session.Options) *relay {
 	t.Helper()
 	real := o.Upstream == ""
 	if real {
-		o.Upstream = mysqlConfig(t).Addr
+		o.Upstream = testenv.MySQLConfig(t).Addr
 	}
 	if o.Logger == nil {
 		o.Logger = testenv.Logger(slog.LevelDebug)
@@ -167,7 +156,7 @@ func (r *relay) openClient(t testing.TB, tweak func(*gomysql.Config)) *client {
 	cfg := gomysql.NewConfig()
 	cfg.User, cfg.Passwd, cfg.DBName = "sluice", "sluice", "sluice"
 	if r.real {
-		cfg = mysqlConfig(t).Clone()
+		cfg = testenv.MySQLConfig(t).Clone()
 	}
 	cfg.Net, cfg.Addr = "tcp", r.addr
 	c := &client{}
