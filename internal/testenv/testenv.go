@@ -89,23 +89,24 @@ func MySQLDSN(t testing.TB) string {
 // PostgresConfig returns the parsed PostgresURL.
 func PostgresConfig(t testing.TB) *pgx.ConnConfig {
 	t.Helper()
-	url := PostgresURL(t)
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatalf("parse %s: %v", url, err)
-	}
-	return cfg
+	return mustParse(t, PostgresURL(t), pgx.ParseConfig)
 }
 
 // MySQLConfig returns the parsed MySQLDSN.
 func MySQLConfig(t testing.TB) *mysql.Config {
 	t.Helper()
-	dsn := MySQLDSN(t)
-	cfg, err := mysql.ParseDSN(dsn)
+	return mustParse(t, MySQLDSN(t), mysql.ParseDSN)
+}
+
+// mustParse returns parse(s), failing t if it fails. The error is logged
+// without s, which holds a password.
+func mustParse[T any](t testing.TB, s string, parse func(string) (T, error)) T {
+	t.Helper()
+	v, err := parse(s)
 	if err != nil {
-		t.Fatalf("parse DSN %q: %v", dsn, err)
+		t.Fatalf("parse a test server's address: %v", err)
 	}
-	return cfg
+	return v
 }
 
 // Program returns the path of an installed client program such as psql,
