@@ -24,14 +24,8 @@ import (
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
-func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr returns a loopback address that is free for a listener.
+func freeAddr(t testing.TB) string { return testenv.DeadAddr(t) }
 
 // testApp runs the whole of `sluice serve` in process: a postgres route to
 // the test server and an admin console with a password.

@@ -3,9 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,32 +11,12 @@ import (
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
-// pgSocket returns the path of the test PostgreSQL's Unix socket, as the
-// server reports it.
-func pgSocket(t *testing.T, url string) string {
-	t.Helper()
-	ctx := context.Background()
-	c := testenv.ConnectPG(t, url)
-	var dirs, port string
-	if err := c.QueryRow(ctx, "SELECT current_setting('unix_socket_directories'), current_setting('port')").Scan(&dirs, &port); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range strings.Split(dirs, ",") {
-		p := filepath.Join(strings.TrimSpace(d), ".s.PGSQL."+port)
-		if fi, err := os.Stat(p); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return p
-		}
-	}
-	testenv.Missing(t, "a Unix socket of the test PostgreSQL (unix_socket_directories = %q)", dirs)
-	return ""
-}
-
 // TestUnixSocketUpstream runs a postgres route whose upstream is the
 // server's Unix socket: queries, a byte-exact COPY and a cancel (whose
 // side connection dials the socket too) all work.
 func TestUnixSocketUpstream(t *testing.T) {
 	url := testenv.PostgresURL(t)
-	sock := pgSocket(t, url)
+	sock := testenv.PostgresSocket(t, url)
 	srv, addr := startProxy(t, "postgres", sock)
 	purl := viaProxy(t, url, addr)
 	ctx := context.Background()

@@ -14,8 +14,9 @@
 // shared server does not offer; it is stopped when the test ends.
 //
 // ConnectPG opens a pgx connection that closes when the test ends;
-// ServerSSL reads pg_stat_ssl to tell whether a connection reached the
-// server over TLS.
+// PostgresConfig and MySQLConfig parse the servers' addresses;
+// PostgresSocket finds a server's Unix socket; ServerSSL reads
+// pg_stat_ssl to tell whether a connection reached the server over TLS.
 //
 // It also holds what tests of several packages share: Eventually (poll a
 // condition until a deadline, for waits on real sockets and servers, in

@@ -25,7 +25,6 @@ import (
 // loopback port, opens each with the Frontend, and copies bytes both ways
 // through the observers (Observe, then Write), as the proxy does.
 type relay struct {
-	t     testing.TB
 	fe    *Frontend
 	reg   *session.Registry
 	addr  string
@@ -50,7 +49,7 @@ func startRelay(t testing.TB, o Options, regOpts session.Options) *relay {
 	if o.Logger == nil {
 		o.Logger = testenv.Logger(slog.LevelDebug)
 	}
-	r := &relay{t: t, fe: New(o), reg: session.NewRegistry(regOpts), up: o.Upstream, real: real}
+	r := &relay{fe: New(o), reg: session.NewRegistry(regOpts), up: o.Upstream, real: real}
 	r.addr = testenv.Serve(t, r.serve)
 	return r
 }

@@ -21,8 +21,7 @@ import (
 // eight bytes each one sent, so a test can tell which connections began
 // with an SSLRequest.
 type firstBytes struct {
-	ln net.Listener
-	wg sync.WaitGroup
+	addr string // where clients connect
 
 	mu    sync.Mutex
 	heads [][]byte // guarded by mu; one per connection, in accept order
@@ -30,30 +29,8 @@ type firstBytes struct {
 
 func startFirstBytes(t *testing.T, upstream string) *firstBytes {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fb := &firstBytes{ln: ln}
-	fb.wg.Add(1)
-	go func() {
-		defer fb.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fb.wg.Add(1)
-			go func() {
-				defer fb.wg.Done()
-				fb.forward(c, upstream)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		fb.wg.Wait()
-	})
+	fb := &firstBytes{}
+	fb.addr = testenv.Serve(t, func(c net.Conn) { fb.forward(c, upstream) })
 	return fb
 }
 
@@ -100,7 +77,7 @@ func TestCancelUpstreamTLS(t *testing.T) {
 	srv := testenv.StartTLSPostgres(t)
 	db := dbAt(t, srv.URL)
 	fb := startFirstBytes(t, srv.Addr)
-	r := startRelay(t, fb.ln.Addr().String(), Options{UpstreamTLS: &tls.Config{RootCAs: srv.Cert.Pool, ServerName: "127.0.0.1"}})
+	r := startRelay(t, fb.addr, Options{UpstreamTLS: &tls.Config{RootCAs: srv.Cert.Pool, ServerName: "127.0.0.1"}})
 	conn := r.connect(t, db)
 	if !testenv.ServerSSL(t, conn) {
 		t.Fatal("upstream connection is plain; want a TLS upstream connection")
