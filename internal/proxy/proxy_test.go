@@ -28,12 +28,9 @@ import (
 	"github.com/sluicelab/sluice/internal/wire/pg"
 )
 
-func testLogger(t testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
+// testLogger is the logger of the servers under test: debug level on
+// stderr with -v, silent otherwise.
+func testLogger(t testing.TB) *slog.Logger { return testenv.Logger(slog.LevelDebug) }
 
 // startProxy starts a server with one route to upstream and returns its
 // address.

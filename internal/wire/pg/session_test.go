@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -124,16 +123,9 @@ func TestCancel(t *testing.T) {
 		t.Errorf("last statement %+v", sts[2])
 	}
 	// A CancelRequest with a key nobody registered is closed unanswered.
-	c, err := net.Dial("tcp", r.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	req, _ := (&pgproto3.CancelRequest{ProcessID: 1, SecretKey: []byte{9, 9, 9, 9}}).Encode(nil)
-	if _, err := c.Write(req); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
+	c := pgtest.Dial(t, r.addr, 10*time.Second)
+	c.Send(&pgproto3.CancelRequest{ProcessID: 1, SecretKey: []byte{9, 9, 9, 9}})
+	if b, err := io.ReadAll(c.Conn); err != nil || len(b) != 0 {
 		t.Errorf("unknown key answered %q, %v", b, err)
 	}
 }
