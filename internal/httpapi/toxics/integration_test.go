@@ -160,8 +160,6 @@ func TestLatencyThroughToxiproxyClient(t *testing.T) {
 	}
 }
 
-func echo(c net.Conn) { io.Copy(c, c) }
-
 func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
