@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/pgserver/pgtest"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -34,11 +35,7 @@ func reset(t *testing.T, c net.Conn) {
 // serve`, and checks after each that a session opened before and a new
 // one still work.
 func TestPipelinedThenClosedKeepsProcess(t *testing.T) {
-	dsn := testenv.MySQLDSN(t)
-	mcfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mcfg := testenv.MySQLConfig(t)
 	myAddr := freeAddr(t)
 	ta := startApp(t, config.Route{Name: "my", Listen: myAddr, Upstream: mcfg.Addr, Protocol: "mysql"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -62,27 +59,6 @@ func TestPipelinedThenClosedKeepsProcess(t *testing.T) {
 		}
 		fresh.Close(ctx)
 	}
-	// pgRaw returns the socket of a logged-in PostgreSQL session.
-	pgRaw := func() net.Conn {
-		c, err := pgconn.Connect(ctx, pgURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := c.Hijack()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h.Conn
-	}
-	encode := func(msgs ...pgproto3.FrontendMessage) []byte {
-		var b []byte
-		for _, m := range msgs {
-			if b, err = m.Encode(b); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return b
-	}
 
 	for _, tc := range []struct {
 		name  string
@@ -99,8 +75,8 @@ func TestPipelinedThenClosedKeepsProcess(t *testing.T) {
 			&pgproto3.Parse{Query: "SELECT 2"}, &pgproto3.Bind{}, &pgproto3.Execute{},
 		}, func(_ *testing.T, c net.Conn) { c.Close() }},
 	} {
-		c := pgRaw()
-		if _, err := c.Write(encode(tc.msgs...)); err != nil {
+		c := pgtest.Hijack(t, pgURL, time.Minute) // a logged-in session's socket
+		if _, err := c.Write(pgtest.Encode(tc.msgs...)); err != nil {
 			t.Fatal(err)
 		}
 		waitStatements(t, ta, 2)

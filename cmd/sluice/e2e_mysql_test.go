@@ -46,12 +46,8 @@ func mysqlHash(ctx context.Context, db *sql.DB, onFirst func()) ([]byte, error) 
 // intact; abort stops it with KILL QUERY, the client gets the server's
 // error and the session goes on.
 func TestExceptRuleEndToEndMySQL(t *testing.T) {
-	dsn := testenv.MySQLDSN(t)
-	mcfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := sql.Open("mysql", dsn)
+	mcfg := testenv.MySQLConfig(t)
+	root, err := sql.Open("mysql", mcfg.FormatDSN())
 	if err != nil {
 		t.Fatal(err)
 	}

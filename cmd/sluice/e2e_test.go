@@ -24,14 +24,8 @@ import (
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
-func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr returns a loopback address that is free for a listener.
+func freeAddr(t testing.TB) string { return testenv.DeadAddr(t) }
 
 // testApp runs the whole of `sluice serve` in process: a postgres route to
 // the test server and an admin console with a password.
@@ -99,12 +93,8 @@ func (ta *testApp) userURL(user, password string) string {
 func ensureRole(t *testing.T, url, role, password string) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	_, err = c.Exec(ctx, fmt.Sprintf("DO $$BEGIN CREATE ROLE %s LOGIN PASSWORD '%s'; EXCEPTION WHEN duplicate_object THEN ALTER ROLE %s PASSWORD '%s'; END$$", role, password, role, password))
+	c := testenv.ConnectPG(t, url)
+	_, err := c.Exec(ctx, fmt.Sprintf("DO $$BEGIN CREATE ROLE %s LOGIN PASSWORD '%s'; EXCEPTION WHEN duplicate_object THEN ALTER ROLE %s PASSWORD '%s'; END$$", role, password, role, password))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/config"
@@ -25,14 +24,7 @@ import (
 // at its route's startup_timeout, and a mysql route whose upstream never
 // greets answers at its connect_timeout.
 func TestRouteTimeoutsFromConfig(t *testing.T) {
-	pgCfg, err := pgx.ParseConfig(testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	myCfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pgCfg, myCfg := testenv.PostgresConfig(t), testenv.MySQLConfig(t)
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

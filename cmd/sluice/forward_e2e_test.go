@@ -44,14 +44,7 @@ func startForwardApp(t *testing.T) *forwardApp {
 // to the configuration first, and log, if not nil, as the app's logger.
 func startForwardAppWith(t *testing.T, edit func(*config.Config), log *slog.Logger) *forwardApp {
 	t.Helper()
-	pcfg, err := pgx.ParseConfig(testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pcfg, mcfg := testenv.PostgresConfig(t), testenv.MySQLConfig(t)
 	fa := &forwardApp{pgRoute: freeAddr(t), myRoute: freeAddr(t), pgURL: testenv.PostgresURL(t),
 		pgUser: pcfg.User, pgPass: pcfg.Password, my: mcfg}
 	c := &config.Config{

@@ -42,13 +42,7 @@ func tlsRoute(t *testing.T) (string, *pgx.Conn) {
 	route := freeAddr(t)
 	runApp(t, &config.Config{Grace: time.Second, Routes: []config.Route{{Name: "pgtls", Listen: route, Protocol: "postgres",
 		Upstream: srv.Addr, UpstreamTLS: &config.UpstreamTLS{CA: srv.Cert.CAFile}}}})
-	ctx := context.Background()
-	direct, err := pgx.Connect(ctx, srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { direct.Close(ctx) })
-	return route, direct
+	return route, testenv.ConnectPG(t, srv.URL)
 }
 
 // TestCancelThroughUpstreamTLS runs a route configured with upstream_tls
@@ -71,9 +65,8 @@ func TestCancelThroughUpstreamTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var ssl bool
-	if err := conn.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || !ssl {
-		t.Fatalf("upstream ssl = %v, %v; want TLS", ssl, err)
+	if !testenv.ServerSSL(t, conn) {
+		t.Fatal("upstream connection is plain; want TLS")
 	}
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/httpapi"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 type apiError struct {
@@ -454,27 +455,14 @@ func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 // in the URL as a Basic password.
 func TestToxiproxyClientWithToken(t *testing.T) {
 	s := newStack(t, stackOptions{token: "tp"})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
+	echo := testenv.Echo(t)
 	if _, err := toxiproxy.NewClient(s.url).Proxies(); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("client without the token: %v, want 401", err)
 	}
 	u, _ := url.Parse(s.url)
 	u.User = url.UserPassword("toxiproxy", "tp")
 	client := toxiproxy.NewClient(u.String())
-	px, err := client.CreateProxy("echo", "", ln.Addr().String())
+	px, err := client.CreateProxy("echo", "", echo)
 	if err != nil {
 		t.Fatal(err)
 	}

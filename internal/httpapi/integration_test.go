@@ -22,12 +22,8 @@ const lowUser, lowPassword = "sluice_httpapi_low", "low"
 func ensureRole(t testing.TB, url string) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	_, err = c.Exec(ctx, `DO $$BEGIN
+	c := testenv.ConnectPG(t, url)
+	_, err := c.Exec(ctx, `DO $$BEGIN
 		IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '`+lowUser+`') THEN
 			CREATE ROLE `+lowUser+` LOGIN PASSWORD '`+lowPassword+`';
 		END IF;

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/sluicelab/sluice/internal/pgserver/pgtest"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // memHandler answers every statement from memory: a Query or Execute
@@ -126,36 +127,8 @@ func (b *memBackend) Cancel(k Key) {
 // address.
 func serve(t testing.TB, cfg *Config, b Backend) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		cancel()
-		ln.Close()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer nc.Close()
-				stop := context.AfterFunc(ctx, func() { nc.Close() })
-				defer stop()
-				Serve(ctx, nc, cfg, b)
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	ctx := t.Context()
+	return testenv.Serve(t, func(nc net.Conn) { Serve(ctx, nc, cfg, b) })
 }
 
 // client is a raw protocol client.

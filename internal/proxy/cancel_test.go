@@ -20,31 +20,21 @@ import (
 // itself on SIGINT, and sluice's own Registry.Cancel. Each time the client
 // gets 57014 and the session runs a next query.
 func TestCancelThroughRoute(t *testing.T) {
-	url := testenv.PostgresURL(t)
-	srv, addr := startProxy(t, "postgres", upstreamAddr(t, url))
+	url, srv, addr := pgRoute(t)
 	purl := viaProxy(t, url, addr)
 	ctx := context.Background()
 
-	admin, err := pgconn.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
+	admin := connect(t, url)
 	running := func(t *testing.T) *session.Statement { return awaitPgSleep(t, ctx, srv, admin, sleepSQL(t)) }
 	sleepThenCancel := func(t *testing.T, cancel func(c *pgconn.PgConn, st *session.Statement) error) {
-		c, err := pgconn.Connect(ctx, purl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
-		done := make(chan error, 1)
-		go func() { done <- c.Exec(ctx, sleepSQL(t)).Close() }()
+		c := connect(t, purl)
+		done := startPgSleep(t, ctx, c)
 		st := running(t)
 		start := time.Now()
 		if err := cancel(c, st); err != nil {
 			t.Fatal(err)
 		}
-		err = <-done
+		err := <-done
 		took := time.Since(start)
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) || pe.Code != "57014" {

@@ -1,10 +1,16 @@
 package proxy
 
+// This file tests that a session that fails (a malformed message, a bad
+// startup, a panic in its front end) ends alone, with an error its
+// client can read, while the other sessions of the route go on.
+
 import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -15,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/pgserver/pgtest"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -94,11 +101,7 @@ func TestPanicEndsOnlyThatSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	good, err := pgconn.Connect(ctx, viaProxy(t, url, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer good.Close(ctx)
+	good := connect(t, viaProxy(t, url, addr))
 
 	cases := []struct {
 		name, sql, user string
@@ -154,10 +157,7 @@ func TestPanicEndsOnlyThatSession(t *testing.T) {
 // ends that session with ERR 1105, which the stock driver reads, and a
 // session opened before goes on.
 func TestPanicEndsOnlyThatSessionMySQL(t *testing.T) {
-	cfg, err := gomysql.ParseDSN(testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := testenv.MySQLConfig(t)
 	var logs testenv.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	srv := New(Options{Logger: log})
@@ -195,5 +195,44 @@ func TestPanicEndsOnlyThatSessionMySQL(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "observer exploded on boom-up") {
 		t.Error("the panic is not in the log")
+	}
+}
+
+// TestMalformedMessageEndsOnlyThatSession sends a message with an
+// impossible length after a real startup: that client gets FATAL 08P01
+// and is disconnected, while another session on the route goes on.
+func TestMalformedMessageEndsOnlyThatSession(t *testing.T) {
+	url, _, addr := pgRoute(t)
+	ctx := context.Background()
+	good := connect(t, viaProxy(t, url, addr))
+
+	bad := pgtest.Hijack(t, viaProxy(t, url, addr), 10*time.Second)
+	msg := []byte{'Q', 0, 0, 0, 2} // length 2 < 4: malformed
+	if _, err := bad.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.ExpectFatal(t, bad, "08P01", "")
+	res := good.ExecParams(ctx, "SELECT 7", nil, nil, nil, nil).Read()
+	if res.Err != nil || string(res.Rows[0][0]) != "7" {
+		t.Fatalf("other session: %v", res.Err)
+	}
+}
+
+// TestBadStartupGetsError sends an unsupported protocol version.
+func TestBadStartupGetsError(t *testing.T) {
+	_, _, addr := pgRoute(t)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint32(b, 8)
+	binary.BigEndian.PutUint32(b[4:], 9<<16) // protocol 9.0
+	c.Write(b)
+	c.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
+	reply, _ := io.ReadAll(c)
+	if len(reply) == 0 || reply[0] != 'E' || !bytes.Contains(reply, []byte("08P01")) && !bytes.Contains(reply, []byte("0A000")) {
+		t.Fatalf("reply %q", reply)
 	}
 }

@@ -28,12 +28,9 @@ import (
 	"github.com/sluicelab/sluice/internal/wire/pg"
 )
 
-func testLogger(t testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
+// testLogger is the logger of the servers under test: debug level on
+// stderr with -v, silent otherwise.
+func testLogger(t testing.TB) *slog.Logger { return testenv.Logger(slog.LevelDebug) }
 
 // startProxy starts a server with one route to upstream and returns its
 // address.
@@ -95,11 +92,8 @@ func copyHash(t testing.TB, url, query string) ([32]byte, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := pgconn.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
+	c := connect(t, url)
+	defer c.Close(ctx) // now: the tests wait for the session to end
 	h := sha256.New()
 	cw := &countWriter{w: h}
 	if _, err := c.CopyTo(ctx, cw, query); err != nil {
@@ -154,11 +148,7 @@ func TestUploadByteExact(t *testing.T) {
 			_, addr := startProxy(t, proto, up)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			c, err := pgconn.Connect(ctx, viaProxy(t, url, addr))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close(ctx)
+			c := connect(t, viaProxy(t, url, addr))
 			if err := c.Exec(ctx, "CREATE TEMP TABLE up (n int, v text)").Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -205,19 +195,8 @@ func TestPgxAndPsqlThroughPostgresRoute(t *testing.T) {
 	waitNoSessions(t, srv)
 }
 
-// deadUpstream returns an address nothing listens on.
-func deadUpstream(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 func TestUpstreamDownPostgres(t *testing.T) {
-	dead := deadUpstream(t)
+	dead := testenv.DeadAddr(t)
 	_, addr := startProxy(t, "postgres", dead)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -256,21 +235,7 @@ func TestHalfClose(t *testing.T) {
 // TestShutdownGrace checks that Shutdown stops accepting, lets a running
 // session finish, and closes what is left when the grace period ends.
 func TestShutdownGrace(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	srv, addr := startProxy(t, "tcp", ln.Addr().String())
+	srv, addr := startProxy(t, "tcp", testenv.Echo(t))
 	finishing, _ := net.Dial("tcp", addr)
 	lingering, _ := net.Dial("tcp", addr)
 	defer finishing.Close()

@@ -33,10 +33,7 @@ import (
 //	go test -tags recordcorpus -run TestRecordRelayCorpus ./internal/proxy
 func TestRecordRelayCorpus(t *testing.T) {
 	pgURL := testenv.PostgresURL(t)
-	myCfg, err := gomysql.ParseDSN(testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	myCfg := testenv.MySQLConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

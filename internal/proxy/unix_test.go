@@ -3,48 +3,20 @@ package proxy
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/testenv"
 )
-
-// pgSocket returns the path of the test PostgreSQL's Unix socket, as the
-// server reports it.
-func pgSocket(t *testing.T, url string) string {
-	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	var dirs, port string
-	if err := c.QueryRow(ctx, "SELECT current_setting('unix_socket_directories'), current_setting('port')").Scan(&dirs, &port); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range strings.Split(dirs, ",") {
-		p := filepath.Join(strings.TrimSpace(d), ".s.PGSQL."+port)
-		if fi, err := os.Stat(p); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return p
-		}
-	}
-	testenv.Missing(t, "a Unix socket of the test PostgreSQL (unix_socket_directories = %q)", dirs)
-	return ""
-}
 
 // TestUnixSocketUpstream runs a postgres route whose upstream is the
 // server's Unix socket: queries, a byte-exact COPY and a cancel (whose
 // side connection dials the socket too) all work.
 func TestUnixSocketUpstream(t *testing.T) {
 	url := testenv.PostgresURL(t)
-	sock := pgSocket(t, url)
+	sock := testenv.PostgresSocket(t, url)
 	srv, addr := startProxy(t, "postgres", sock)
 	purl := viaProxy(t, url, addr)
 	ctx := context.Background()
@@ -55,20 +27,11 @@ func TestUnixSocketUpstream(t *testing.T) {
 		t.Fatalf("through the socket: %d bytes %x, direct %d bytes %x", gotN, got, wantN, want)
 	}
 
-	c, err := pgconn.Connect(ctx, purl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Exec(ctx, sleepSQL(t)).Close() }()
+	c := connect(t, purl)
+	done := startPgSleep(t, ctx, c)
 	// Cancel once PostgreSQL runs the query: a cancel that reaches it
 	// before the query does is dropped.
-	admin, err := pgconn.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
+	admin := connect(t, url)
 	awaitPgSleep(t, ctx, srv, admin, sleepSQL(t))
 	if err := c.CancelRequest(ctx); err != nil {
 		t.Fatal(err)

@@ -47,6 +47,31 @@ func awaitPgSleep(t *testing.T, ctx context.Context, srv *Server, admin *pgconn.
 	return found
 }
 
+// pgRoute starts a postgres route to the test PostgreSQL. It returns the
+// server's URL, the proxy and the route's address.
+func pgRoute(t testing.TB) (url string, srv *Server, addr string) {
+	t.Helper()
+	url = testenv.PostgresURL(t)
+	srv, addr = startProxy(t, "postgres", upstreamAddr(t, url))
+	return url, srv, addr
+}
+
+// connect opens a connection to url (see testenv.ConnectPG) for the
+// tests that speak to PostgreSQL at the pgconn level; it closes when the
+// test ends.
+func connect(t testing.TB, url string) *pgconn.PgConn {
+	t.Helper()
+	return testenv.ConnectPG(t, url).PgConn()
+}
+
+// startPgSleep runs sleepSQL(t) on c on a goroutine of its own; the
+// channel receives how it ended.
+func startPgSleep(t testing.TB, ctx context.Context, c *pgconn.PgConn) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- c.Exec(ctx, sleepSQL(t)).Close() }()
+	return done
+}
+
 // waitNoSessions waits until srv has no session open.
 func waitNoSessions(t testing.TB, srv *Server) {
 	t.Helper()

@@ -13,9 +13,16 @@
 // port, a fresh self-signed certificate), for tests that need what the
 // shared server does not offer; it is stopped when the test ends.
 //
+// ConnectPG opens a pgx connection that closes when the test ends;
+// PostgresConfig and MySQLConfig parse the servers' addresses;
+// PostgresSocket finds a server's Unix socket; ServerSSL reads
+// pg_stat_ssl to tell whether a connection reached the server over TLS.
+//
 // It also holds what tests of several packages share: Eventually (poll a
 // condition until a deadline, for waits on real sockets and servers, in
-// place of sleeps), Buffer (a log sink safe for concurrent writers),
+// place of sleeps), the loopback servers that stand in for an upstream
+// or a peer (ServeOnce, Serve, Echo; DeadAddr, an address that refuses
+// dials), Buffer (a log sink safe for concurrent writers),
 // Logger (a test logger, verbose with -v) and SVGNode (an SVG read back,
 // for the charts' tests).
 package testenv

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // database/sql driver "mysql"
+	"github.com/go-sql-driver/mysql" // also the database/sql driver "mysql"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -50,6 +50,20 @@ func PostgresURL(t testing.TB) string {
 	return url
 }
 
+// ConnectPG opens a pgx connection to url, within 30 s; it closes when
+// the test ends.
+func ConnectPG(t testing.TB, url string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
 // MySQLDSN returns the go-sql-driver DSN of the test MariaDB after checking
 // that it answers.
 func MySQLDSN(t testing.TB) string {
@@ -70,6 +84,29 @@ func MySQLDSN(t testing.TB) string {
 		return ""
 	}
 	return dsn
+}
+
+// PostgresConfig returns the parsed PostgresURL.
+func PostgresConfig(t testing.TB) *pgx.ConnConfig {
+	t.Helper()
+	return mustParse(t, PostgresURL(t), pgx.ParseConfig)
+}
+
+// MySQLConfig returns the parsed MySQLDSN.
+func MySQLConfig(t testing.TB) *mysql.Config {
+	t.Helper()
+	return mustParse(t, MySQLDSN(t), mysql.ParseDSN)
+}
+
+// mustParse returns parse(s), failing t if it fails. The error is logged
+// without s, which holds a password.
+func mustParse[T any](t testing.TB, s string, parse func(string) (T, error)) T {
+	t.Helper()
+	v, err := parse(s)
+	if err != nil {
+		t.Fatalf("parse a test server's address: %v", err)
+	}
+	return v
 }
 
 // Program returns the path of an installed client program such as psql,

@@ -80,6 +80,17 @@ func SelfSigned(t testing.TB) *Cert {
 	return c
 }
 
+// ServerSSL reports whether the server's end of conn uses TLS, as
+// pg_stat_ssl says; a failed query fails t.
+func ServerSSL(t testing.TB, conn *pgx.Conn) bool {
+	t.Helper()
+	var ssl bool
+	if err := conn.QueryRow(context.Background(), "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil {
+		t.Fatalf("read pg_stat_ssl: %v", err)
+	}
+	return ssl
+}
+
 // TLSPostgres is a throwaway PostgreSQL of one test with TLS on.
 type TLSPostgres struct {
 	// URL connects as the superuser over TLS, verifying the certificate

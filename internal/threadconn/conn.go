@@ -222,12 +222,8 @@ func (c *Conn) SetDeadline(t time.Time) error {
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return net.ErrClosed
-	}
-	c.rdl = t
-	if t.IsZero() || t.After(c.clk.Now()) || c.rexpired {
-		return nil
+	if err := c.setDeadlineLocked(&c.rdl, t); err != nil || t.IsZero() || t.After(c.clk.Now()) || c.rexpired {
+		return err
 	}
 	c.rexpired = true
 	return c.control(func(fd int) error { return unix.Shutdown(fd, unix.SHUT_RD) })
@@ -239,10 +235,16 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 func (c *Conn) SetWriteDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.setDeadlineLocked(&c.wdl, t)
+}
+
+// setDeadlineLocked stores t in dl, one of c's deadlines, unless c is
+// closed. c.mu is held.
+func (c *Conn) setDeadlineLocked(dl *time.Time, t time.Time) error {
 	if c.closed {
 		return net.ErrClosed
 	}
-	c.wdl = t
+	*dl = t
 	return nil
 }
 

@@ -160,31 +160,6 @@ func TestLatencyThroughToxiproxyClient(t *testing.T) {
 	}
 }
 
-// serveOnce runs a TCP server that runs fn for every connection.
-func serveOnce(t *testing.T, fn func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				fn(c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-func echo(c net.Conn) { io.Copy(c, c) }
-
 func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -202,7 +177,7 @@ func dial(t *testing.T, addr string) net.Conn {
 func TestLimitData(t *testing.T) {
 	e := newEnv(t, nil)
 	big := bytes.Repeat([]byte("0123456789"), 10000)
-	upstream := serveOnce(t, func(c net.Conn) { c.Write(big); io.Copy(io.Discard, c) })
+	upstream := testenv.Serve(t, func(c net.Conn) { c.Write(big); io.Copy(io.Discard, c) })
 	px, err := e.client.CreateProxy("lim", "", upstream)
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +192,7 @@ func TestLimitData(t *testing.T) {
 	}
 
 	received := make(chan int, 1)
-	counting := serveOnce(t, func(c net.Conn) {
+	counting := testenv.Serve(t, func(c net.Conn) {
 		n, _ := io.Copy(io.Discard, c)
 		received <- int(n)
 	})
@@ -245,7 +220,7 @@ func TestLimitData(t *testing.T) {
 // RST, after its timeout.
 func TestResetPeer(t *testing.T) {
 	e := newEnv(t, nil)
-	px, err := e.client.CreateProxy("rst", "", serveOnce(t, echo))
+	px, err := e.client.CreateProxy("rst", "", testenv.Echo(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +261,7 @@ func TestResetPeer(t *testing.T) {
 // until the toxic is removed, then delivered.
 func TestTimeout(t *testing.T) {
 	e := newEnv(t, nil)
-	px, err := e.client.CreateProxy("to", "", serveOnce(t, echo))
+	px, err := e.client.CreateProxy("to", "", testenv.Echo(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +308,7 @@ func TestSlicerBandwidthSlowClose(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	px, err := e.client.CreateProxy("misc", "", serveOnce(t, func(c net.Conn) {
+	px, err := e.client.CreateProxy("misc", "", testenv.Serve(t, func(c net.Conn) {
 		io.Copy(c, io.LimitReader(c, int64(len(data))))
 	}))
 	if err != nil {
@@ -377,7 +352,7 @@ func TestSlicerBandwidthSlowClose(t *testing.T) {
 // not act, one above it does.
 func TestToxicity(t *testing.T) {
 	e := newEnv(t, func() float64 { return 0.6 })
-	px, err := e.client.CreateProxy("tox", "", serveOnce(t, func(c net.Conn) { c.Write(bytes.Repeat([]byte("z"), 1000)) }))
+	px, err := e.client.CreateProxy("tox", "", testenv.Serve(t, func(c net.Conn) { c.Write(bytes.Repeat([]byte("z"), 1000)) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +374,7 @@ func TestToxicity(t *testing.T) {
 // /populate and the errors.
 func TestProxyLifecycle(t *testing.T) {
 	e := newEnv(t, nil)
-	up := serveOnce(t, echo)
+	up := testenv.Echo(t)
 	px, err := e.client.CreateProxy("life", "", up)
 	if err != nil {
 		t.Fatal(err)
@@ -456,7 +431,7 @@ func TestProxyLifecycle(t *testing.T) {
 // held by timeout toxics still ends when the proxy server shuts down.
 func TestHeldSessionsEnd(t *testing.T) {
 	e := newEnv(t, nil)
-	px, err := e.client.CreateProxy("held", "", serveOnce(t, func(c net.Conn) {
+	px, err := e.client.CreateProxy("held", "", testenv.Serve(t, func(c net.Conn) {
 		c.Write([]byte("hello"))
 		io.Copy(io.Discard, c)
 	}))

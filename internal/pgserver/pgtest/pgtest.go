@@ -1,15 +1,18 @@
 // Package pgtest helps the tests of PostgreSQL protocol servers: a raw
-// frontend that sends exact messages, the wire bytes of messages, and
-// the check of the FATAL error a server sends before it hangs up.
+// frontend that sends exact messages, the socket of a real session taken
+// over for raw bytes, the wire bytes of messages, and the check of the
+// FATAL error a server sends before it hangs up.
 package pgtest
 
 import (
+	"context"
 	"io"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -32,6 +35,27 @@ func Dial(t testing.TB, addr string, timeout time.Duration) *Client {
 	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(timeout))
 	return &Client{T: t, Conn: conn, FE: pgproto3.NewFrontend(conn, conn)}
+}
+
+// Hijack connects to the server at url with pgconn, through a real
+// startup, and takes over the socket, for a test to send raw bytes in an
+// established session. The socket's deadline is timeout from now, and it
+// closes when the test ends.
+func Hijack(t testing.TB, url string, timeout time.Duration) net.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	pc, err := pgconn.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hj, err := pc.Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hj.Conn.Close() })
+	hj.Conn.SetDeadline(time.Now().Add(timeout))
+	return hj.Conn
 }
 
 // Send sends msgs and flushes them; a failure fails the test.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
 // BenchmarkObserve measures the observers on two shapes of traffic.
@@ -72,28 +73,7 @@ func BenchmarkObserve(b *testing.B) {
 		for i := 0; len(rows) < 1<<20; i++ {
 			rows = append(rows, pk(uint8(4+i), lstr(fmt.Sprint(i)), lstr(string(bytes.Repeat([]byte{'x'}, 90))))...)
 		}
-		const chunk = 32 << 10
-		b.SetBytes(chunk)
-		b.ReportAllocs()
-		off := 0
-		for b.Loop() {
-			// The stream starts and ends on packet boundaries, so it wraps.
-			end := off + chunk
-			if end <= len(rows) {
-				if err := d.Observe(rows[off:end]); err != nil {
-					b.Fatal(err)
-				}
-			} else {
-				end -= len(rows)
-				if err := d.Observe(rows[off:]); err != nil {
-					b.Fatal(err)
-				}
-				if err := d.Observe(rows[:end]); err != nil {
-					b.Fatal(err)
-				}
-			}
-			off = end
-		}
+		wiretest.BenchStream(b, d, rows, 32<<10)
 		if len(sess.Active()) != 1 || sess.Active()[0].BytesDown() == 0 {
 			b.Fatal("statement not followed")
 		}

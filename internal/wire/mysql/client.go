@@ -26,9 +26,8 @@ type upObserver struct {
 	start   time.Time
 	p       pending // the command being read
 
-	st    *session.Statement // where the current bytes go; nil if nowhere yet
-	acc   int64              // bytes for st not yet added
-	carry int64              // bytes of answerless commands, for the next statement
+	tally       // the client's bytes, credited with AddUp
+	carry int64 // bytes of answerless commands, for the next statement
 
 	lastSQL      [4]string // recent COM_QUERY texts, reused to spare an allocation
 	lastSQLNext  int
@@ -38,37 +37,20 @@ type upObserver struct {
 var _ wire.Observer = (*upObserver)(nil)
 
 // Observe implements wire.Observer.
-func (u *upObserver) Observe(p []byte) error {
-	for {
-		n, ev := u.f.feed(p)
-		p = p[n:]
-		if ev == evBegin {
-			u.begin() // before claiming: the header is the new packet's
-		}
-		if u.st != nil {
-			u.acc += u.f.take()
-		}
-		switch ev {
-		case evNone:
-			u.flush()
-			return nil
-		case evTooLarge:
-			u.flush()
-			return u.fatal(erNetPacketTooBig, fmt.Sprintf(
-				"sluice: packet from the client exceeds the route's limit of %d bytes", u.f.max))
-		case evCaptured:
-			u.captured()
-		case evEnd:
-			u.end()
-		}
-	}
-}
+func (u *upObserver) Observe(p []byte) error { return u.observe(&u.f, p, u) }
 
-func (u *upObserver) flush() {
-	if u.acc > 0 && u.st != nil {
-		u.st.AddUp(int(u.acc))
+// event implements packetHandler. A packet over the limit is fatal.
+func (u *upObserver) event(ev event) error {
+	switch ev {
+	case evTooLarge:
+		return u.fatal(erNetPacketTooBig, fmt.Sprintf(
+			"sluice: packet from the client exceeds the route's limit of %d bytes", u.f.max))
+	case evCaptured:
+		u.captured()
+	case evEnd:
+		u.end()
 	}
-	u.acc = 0
+	return nil
 }
 
 // target sends the bytes that follow (and those of the current packet

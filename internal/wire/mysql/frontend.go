@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -107,24 +108,12 @@ type Frontend struct {
 
 // New returns a Frontend with options o.
 func New(o Options) *Frontend {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.MaxPacket <= 0 {
-		o.MaxPacket = defaultMaxPacket
-	}
-	if o.MaxSQL <= 0 {
-		o.MaxSQL = defaultMaxSQL
-	}
-	if o.StartupTimeout <= 0 {
-		o.StartupTimeout = DefaultStartupTimeout
-	}
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
-	}
+	o.Clock = cmp.Or[clock.Clock](o.Clock, clock.Real{})
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	o.MaxPacket = wire.Positive(o.MaxPacket, defaultMaxPacket)
+	o.MaxSQL = wire.Positive(o.MaxSQL, defaultMaxSQL)
+	o.StartupTimeout = wire.Positive(o.StartupTimeout, DefaultStartupTimeout)
+	o.ConnectTimeout = wire.Positive(o.ConnectTimeout, DefaultConnectTimeout)
 	return &Frontend{o: o, log: o.Logger}
 }
 

@@ -93,23 +93,15 @@ func FuzzObserveSplit(f *testing.F) {
 		want := fmt.Sprint(records(reg))
 		reg, _, u, d = harnessObservers(sc.caps, sc.ext, sc.auth)
 		i := 0
-		for _, s := range sc.steps {
-			var o wire.Observer = d
-			if s.up {
-				o = u
+		err := runCut(sc.steps, u, d, func(n int) int {
+			if len(cuts) > 0 {
+				n = min(n, 1+int(cuts[i%len(cuts)]))
+				i++
 			}
-			b := s.b
-			for len(b) > 0 {
-				k := len(b)
-				if len(cuts) > 0 {
-					k = min(k, 1+int(cuts[i%len(cuts)]))
-					i++
-				}
-				if err := o.Observe(b[:k]); err != nil {
-					t.Fatal(err)
-				}
-				b = b[k:]
-			}
+			return n
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 		if got := fmt.Sprint(records(reg)); got != want {
 			t.Fatalf("got %s\nwant %s", got, want)

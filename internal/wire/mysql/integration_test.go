@@ -336,7 +336,7 @@ func TestLocalInfile(t *testing.T) {
 
 func TestMariaDBClient(t *testing.T) {
 	bin := testenv.Program(t, "mariadb")
-	cfg := mysqlConfig(t)
+	cfg := testenv.MySQLConfig(t)
 	r := startRelay(t, Options{}, session.Options{})
 	host, port, _ := net.SplitHostPort(r.addr)
 	file := filepath.Join(t.TempDir(), "rows.tsv")
@@ -395,7 +395,7 @@ func TestMariaDBClient(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	cfg := mysqlConfig(t)
+	cfg := testenv.MySQLConfig(t)
 	r := startRelay(t, Options{KillUser: cfg.User, KillPassword: cfg.Passwd}, session.Options{})
 	if !r.fe.CanCancel() {
 		t.Fatal("CanCancel = false with KillUser set")
@@ -486,15 +486,10 @@ func TestCancelUnavailable(t *testing.T) {
 }
 
 func TestUpstreamDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := testenv.DeadAddr(t)
 	r := startRelay(t, Options{Upstream: dead}, session.Options{})
 	c := r.openClient(t, nil)
-	err = c.db.PingContext(context.Background())
+	err := c.db.PingContext(context.Background())
 	var me *gomysql.MySQLError
 	if !errors.As(err, &me) {
 		t.Fatalf("ping: %v (%T), want *mysql.MySQLError", err, err)
@@ -718,7 +713,7 @@ func exchange(t *testing.T, nc net.Conn, b []byte) []byte {
 // the counts sysbench reports.
 func TestSysbench(t *testing.T) {
 	bin := testenv.Program(t, "sysbench")
-	cfg := mysqlConfig(t)
+	cfg := testenv.MySQLConfig(t)
 	const db = "wiremysql_sysbench"
 	admin := sql.OpenDB(mustConnector(t, cfg))
 	defer admin.Close()

@@ -166,7 +166,7 @@ func newObservers(cfg connConfig) (*upObserver, *downObserver) {
 	u := &upObserver{c: c, buf: make([]byte, 0, captureSize(cfg.maxSQL, cfg.caps))}
 	u.f.max = cfg.maxPacket
 	u.f.buf = u.buf
-	d := &downObserver{c: c, expect: -1}
+	d := &downObserver{c: c, tally: tally{down: true}, expect: -1}
 	d.f.buf = d.arr[:0]
 	return u, d
 }

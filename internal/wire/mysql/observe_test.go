@@ -170,17 +170,24 @@ func harnessObservers(caps, ext uint32, auth bool) (*session.Registry, *session.
 // run feeds steps to the observers in chunks of at most chunk bytes (0:
 // whole steps) and returns the first error.
 func run(steps []step, u *upObserver, d *downObserver, chunk int) error {
+	return runCut(steps, u, d, func(n int) int {
+		if chunk > 0 {
+			return min(n, chunk)
+		}
+		return n
+	})
+}
+
+// runCut feeds steps to the observers, cut(n) bytes (1 to n) of the n
+// left of a step at a time, and returns the first error.
+func runCut(steps []step, u *upObserver, d *downObserver, cut func(n int) int) error {
 	for _, s := range steps {
 		var o wire.Observer = d
 		if s.up {
 			o = u
 		}
-		b := s.b
-		for len(b) > 0 {
-			n := len(b)
-			if chunk > 0 {
-				n = min(n, chunk)
-			}
+		for b := s.b; len(b) > 0; {
+			n := cut(len(b))
 			if err := o.Observe(b[:n]); err != nil {
 				return err
 			}

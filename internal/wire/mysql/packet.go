@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/sluicelab/sluice/internal/session"
 )
 
 // maxPayload is the largest payload of one physical packet. A payload of
@@ -143,6 +145,61 @@ func (f *framer) take() int64 {
 	n := f.held
 	f.held = 0
 	return n
+}
+
+// tally credits the bytes a framer consumes to the statement they belong
+// to, in batches: what the observers of both directions share. The zero
+// value credits the client's bytes (AddUp), and nothing until st is set.
+type tally struct {
+	st   *session.Statement // where the current bytes go; nil if nowhere yet
+	acc  int64              // bytes for st not yet added
+	down bool               // the bytes are the server's: credit AddDown
+}
+
+// packetHandler is the observer a tally's observe reports to.
+type packetHandler interface {
+	// begin is called at evBegin, before the bytes so far are claimed:
+	// the header is the new packet's, which begin may give another
+	// statement.
+	begin()
+	// event is called at every other event but evNone; an error ends
+	// observe.
+	event(ev event) error
+}
+
+// observe feeds all of p to f, reporting its events to o and crediting
+// the bytes it consumes to st, and returns o's first error.
+func (t *tally) observe(f *framer, p []byte, o packetHandler) error {
+	for {
+		n, ev := f.feed(p)
+		p = p[n:]
+		if ev == evBegin {
+			o.begin()
+		}
+		if t.st != nil {
+			t.acc += f.take()
+		}
+		var err error
+		if ev != evNone && ev != evBegin {
+			err = o.event(ev)
+		}
+		if ev == evNone || err != nil {
+			t.flush()
+			return err
+		}
+	}
+}
+
+// flush adds the bytes held to st.
+func (t *tally) flush() {
+	if t.acc > 0 && t.st != nil {
+		if t.down {
+			t.st.AddDown(int(t.acc))
+		} else {
+			t.st.AddUp(int(t.acc))
+		}
+	}
+	t.acc = 0
 }
 
 // Length-encoded integers.

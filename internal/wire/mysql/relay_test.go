@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,7 +25,6 @@ import (
 // loopback port, opens each with the Frontend, and copies bytes both ways
 // through the observers (Observe, then Write), as the proxy does.
 type relay struct {
-	t     testing.TB
 	fe    *Frontend
 	reg   *session.Registry
 	addr  string
@@ -41,36 +39,18 @@ type relay struct {
 	openErr []error // guarded by mu
 }
 
-// mysqlConfig returns the parsed DSN of the test server.
-func mysqlConfig(t testing.TB) *gomysql.Config {
-	t.Helper()
-	dsn := testenv.MySQLDSN(t)
-	cfg, err := gomysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("parse DSN %q: %v", dsn, err)
-	}
-	return cfg
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
 // startRelay starts a relay to the test server (or to o.Upstream if set).
 func startRelay(t testing.TB, o Options, regOpts session.Options) *relay {
 	t.Helper()
 	real := o.Upstream == ""
 	if real {
-		o.Upstream = mysqlConfig(t).Addr
+		o.Upstream = testenv.MySQLConfig(t).Addr
 	}
 	if o.Logger == nil {
-		o.Logger = testLogger(t)
+		o.Logger = testenv.Logger(slog.LevelDebug)
 	}
-	r := &relay{t: t, fe: New(o), reg: session.NewRegistry(regOpts), up: o.Upstream, real: real}
-	r.addr = wiretest.Serve(t, r.serve)
+	r := &relay{fe: New(o), reg: session.NewRegistry(regOpts), up: o.Upstream, real: real}
+	r.addr = testenv.Serve(t, r.serve)
 	return r
 }
 
@@ -175,7 +155,7 @@ func (r *relay) openClient(t testing.TB, tweak func(*gomysql.Config)) *client {
 	cfg := gomysql.NewConfig()
 	cfg.User, cfg.Passwd, cfg.DBName = "sluice", "sluice", "sluice"
 	if r.real {
-		cfg = mysqlConfig(t).Clone()
+		cfg = testenv.MySQLConfig(t).Clone()
 	}
 	cfg.Net, cfg.Addr = "tcp", r.addr
 	c := &client{}

@@ -51,8 +51,7 @@ type downObserver struct {
 	reported bool   // rows holds a count the server reported
 	setRows  int64  // rows of the result set being read
 
-	st  *session.Statement // where the current bytes go
-	acc int64              // bytes for st not yet added
+	tally // the server's bytes, credited with AddDown
 
 	expect     int  // sequence id expected next; -1 when unknown
 	clientTurn bool // the client speaks before the server's next packet
@@ -62,31 +61,15 @@ type downObserver struct {
 var _ wire.Observer = (*downObserver)(nil)
 
 // Observe implements wire.Observer.
-func (d *downObserver) Observe(p []byte) error {
-	for {
-		n, ev := d.f.feed(p)
-		p = p[n:]
-		if ev == evBegin {
-			d.begin() // before claiming: the header may open a new answer
-		}
-		if d.st != nil {
-			d.acc += d.f.take()
-		}
-		switch ev {
-		case evNone:
-			d.flush()
-			return nil
-		case evEnd:
-			d.end()
-		}
-	}
-}
+func (d *downObserver) Observe(p []byte) error { return d.observe(&d.f, p, d) }
 
-func (d *downObserver) flush() {
-	if d.acc > 0 && d.st != nil {
-		d.st.AddDown(int(d.acc))
+// event implements packetHandler: an answer moves on at each packet's
+// end.
+func (d *downObserver) event(ev event) error {
+	if ev == evEnd {
+		d.end()
 	}
-	d.acc = 0
+	return nil
 }
 
 func (d *downObserver) begin() {

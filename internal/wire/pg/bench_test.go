@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
 // BenchmarkObserve measures the observers on the steady path. For the
@@ -51,13 +52,13 @@ func BenchmarkObserve(b *testing.B) {
 		r := newRig(b, Options{}).started()
 		r.client(enc(&pgproto3.Query{String: "copy pgbench_accounts to stdout"}))
 		r.server(enc(&pgproto3.CopyOutResponse{}))
-		benchStream(b, r.down, stream)
+		wiretest.BenchStream(b, r.down, stream, 64<<10)
 	})
 	b.Run("copy-in", func(b *testing.B) {
 		r := newRig(b, Options{}).started()
 		r.client(enc(&pgproto3.Query{String: "copy pgbench_accounts from stdin"}))
 		r.server(enc(&pgproto3.CopyInResponse{}))
-		benchStream(b, r.up, stream)
+		wiretest.BenchStream(b, r.up, stream, 64<<10)
 	})
 	b.Run("datarow-1GiB", func(b *testing.B) {
 		r := newRig(b, Options{}).started()
@@ -91,32 +92,5 @@ func benchStatements(b *testing.B, r *rig, cli, srv []byte) {
 		if err := r.down.Observe(srv); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-type observer interface{ Observe([]byte) error }
-
-// benchStream feeds stream in 64 KiB chunks that start wherever the last
-// one ended, so message headers fall across chunk boundaries.
-func benchStream(b *testing.B, o observer, stream []byte) {
-	const chunk = 64 << 10
-	b.SetBytes(chunk)
-	b.ReportAllocs()
-	off := 0
-	for b.Loop() {
-		end := off + chunk
-		var err error
-		if end <= len(stream) {
-			err = o.Observe(stream[off:end])
-		} else {
-			end -= len(stream)
-			if err = o.Observe(stream[off:]); err == nil {
-				err = o.Observe(stream[:end])
-			}
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		off = end
 	}
 }

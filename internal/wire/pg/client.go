@@ -61,36 +61,18 @@ type clientObserver struct {
 // ErrorResponse (SQLSTATE 08P01) for the client; every later call returns
 // the same error.
 func (c *clientObserver) Observe(p []byte) error {
-	if c.err != nil {
-		return c.err
+	if c.err == nil {
+		c.err = c.fr.walk(p, c)
 	}
-	for len(p) > 0 {
-		if c.fr.inHeader() {
-			p = p[c.fr.fillHeader(p):]
-			if c.fr.inHeader() {
-				return nil
-			}
-			if err := c.header(); err != nil {
-				c.err = err
-				return err
-			}
-			c.count(headerLen)
-		} else {
-			n := c.fr.payload(p)
-			p = p[n:]
-			c.count(n)
-			if c.tgt == toMessage && c.fr.typ == 'Q' && c.fr.rem > 0 && len(c.fr.buf) == c.fr.keep {
-				// The SQL text kept is complete: begin now so the rest of a
-				// long query counts while it streams.
-				c.onQuery()
-			}
-		}
-		if c.fr.complete() {
-			c.message()
-			c.fr.next()
-		}
+	return c.err
+}
+
+// payloadRead begins a long Query as soon as the SQL text it keeps is
+// complete, so the rest of the query counts while it streams.
+func (c *clientObserver) payloadRead() {
+	if c.tgt == toMessage && c.fr.typ == 'Q' && c.fr.rem > 0 && len(c.fr.buf) == c.fr.keep {
+		c.onQuery()
 	}
-	return nil
 }
 
 // header validates a completed header, picks the message's owner and what

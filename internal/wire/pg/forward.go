@@ -44,7 +44,7 @@ func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up 
 	ready := new(atomic.Bool)
 	fu := &forwardUp{obs: up, fwd: fwd, log: log, sess: sess, ready: ready}
 	fu.hold = wire.Holdback{HeaderLen: headerLen, Header: fu.header, Inspect: fu.query}
-	return fu, &forwardDown{obs: down, ready: ready}
+	return fu, &forwardDown{obs: down, ready: ready, fr: framer{max: down.fr.max}}
 }
 
 // forwardUp observes the client's bytes with the ordinary observer and
@@ -128,37 +128,29 @@ func raiseStatement(code, msg string) string {
 type forwardDown struct {
 	obs   *serverObserver
 	ready *atomic.Bool
-
-	hdr [headerLen]byte
-	hn  int
-	rem int // payload bytes of the current message still to skip
+	fr    framer // skips messages until the first ReadyForQuery
 }
 
 // Observe implements wire.Observer. Once the first ReadyForQuery has
 // been seen it only calls the ordinary observer.
 func (d *forwardDown) Observe(p []byte) error {
-	if err := d.obs.Observe(p); err != nil {
+	if err := d.obs.Observe(p); err != nil || d.ready.Load() {
 		return err
 	}
-	for len(p) > 0 && !d.ready.Load() {
-		if d.rem > 0 {
-			n := min(d.rem, len(p))
-			d.rem -= n
-			p = p[n:]
-			continue
-		}
-		n := copy(d.hdr[d.hn:], p)
-		d.hn += n
-		p = p[n:]
-		if d.hn < headerLen {
-			return nil
-		}
-		d.hn = 0
-		if d.hdr[0] == 'Z' {
-			d.ready.Store(true)
-			return nil
-		}
-		d.rem = max(0, int(binary.BigEndian.Uint32(d.hdr[1:]))-4)
-	}
-	return nil
+	return d.fr.walk(p, d)
 }
+
+// header implements messageHandler: it notes a ReadyForQuery. The
+// ordinary observer has validated the stream already.
+func (d *forwardDown) header() error {
+	if d.fr.hdr[0] == 'Z' {
+		d.ready.Store(true)
+	}
+	return d.fr.parseHeader()
+}
+
+// count, payloadRead and message implement messageHandler: past the
+// message type, forwardDown needs nothing of the stream.
+func (d *forwardDown) count(int)    {}
+func (d *forwardDown) payloadRead() {}
+func (d *forwardDown) message()     {}

@@ -99,6 +99,49 @@ func (f *framer) setKeep(n int) {
 	}
 }
 
+// messageHandler is what walk reports a stream's messages to.
+type messageHandler interface {
+	// header is called once a header is complete; it validates it
+	// (parseHeader) and picks what of the payload to keep. An error
+	// stops the walk.
+	header() error
+	// count is called with every run of bytes consumed, header or
+	// payload.
+	count(n int)
+	// payloadRead is called after each run of payload bytes.
+	payloadRead()
+	// message is called when the current message has been consumed
+	// whole, before the framer moves on to the next one.
+	message()
+}
+
+// walk splits p into messages, continuing the one in progress, and
+// reports them to h. It returns the first error of h.header.
+func (f *framer) walk(p []byte, h messageHandler) error {
+	for len(p) > 0 {
+		if f.inHeader() {
+			p = p[f.fillHeader(p):]
+			if f.inHeader() {
+				return nil
+			}
+			if err := h.header(); err != nil {
+				return err
+			}
+			h.count(headerLen)
+		} else {
+			n := f.payload(p)
+			p = p[n:]
+			h.count(n)
+			h.payloadRead()
+		}
+		if f.complete() {
+			h.message()
+			f.next()
+		}
+	}
+	return nil
+}
+
 // typeName renders a message type byte for error messages.
 func typeName(t byte) string {
 	if t >= 0x21 && t <= 0x7e {

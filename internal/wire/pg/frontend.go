@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -92,36 +93,17 @@ type Frontend struct {
 // New returns a front end configured by o.
 func New(o Options) *Frontend {
 	f := &Frontend{
-		clk:            o.Clock,
-		log:            o.Logger,
+		clk:            cmp.Or[clock.Clock](o.Clock, clock.Real{}),
+		log:            cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
 		upstream:       o.Upstream,
 		tls:            o.TLS,
 		upTLS:          o.UpstreamTLS,
-		maxMessage:     o.MaxMessage,
-		maxSQL:         o.MaxSQL,
-		dialTimeout:    o.DialTimeout,
-		startupTimeout: o.StartupTimeout,
+		maxMessage:     min(wire.Positive(o.MaxMessage, DefaultMaxMessage), math.MaxInt32),
+		maxSQL:         wire.Positive(o.MaxSQL, DefaultMaxSQL),
+		dialTimeout:    wire.Positive(o.DialTimeout, DefaultDialTimeout),
+		startupTimeout: wire.Positive(o.StartupTimeout, DefaultStartupTimeout),
 		keys:           o.Keys,
 		forward:        o.Forward,
-	}
-	if f.clk == nil {
-		f.clk = clock.Real{}
-	}
-	if f.log == nil {
-		f.log = slog.New(slog.DiscardHandler)
-	}
-	if f.maxMessage <= 0 {
-		f.maxMessage = DefaultMaxMessage
-	}
-	f.maxMessage = min(f.maxMessage, math.MaxInt32)
-	if f.maxSQL <= 0 {
-		f.maxSQL = DefaultMaxSQL
-	}
-	if f.dialTimeout <= 0 {
-		f.dialTimeout = DefaultDialTimeout
-	}
-	if f.startupTimeout <= 0 {
-		f.startupTimeout = DefaultStartupTimeout
 	}
 	if f.tls != nil {
 		f.directTLS = f.tls

@@ -61,8 +61,7 @@ func checkBytes(t *testing.T, sts []session.Snapshot, wrote, read int64) {
 }
 
 func TestPgxQueryModes(t *testing.T) {
-	db := testDB(t)
-	r := startRelay(t, db.addr(), Options{})
+	db, r := relayToDB(t)
 	ctx := context.Background()
 	modes := []pgx.QueryExecMode{
 		pgx.QueryExecModeSimpleProtocol,
@@ -165,14 +164,11 @@ func TestPgxQueryModes(t *testing.T) {
 			checkBytes(t, sts, wrote1-wrote0, read1-read0)
 		})
 	}
-	if errs := r.errors(); len(errs) > 0 {
-		t.Errorf("open errors: %v", errs)
-	}
+	r.checkOpenErrors(t)
 }
 
 func TestPgxBatchAndPipeline(t *testing.T) {
-	db := testDB(t)
-	r := startRelay(t, db.addr(), Options{})
+	db, r := relayToDB(t)
 	ctx := context.Background()
 	var cnt counters
 	cfg, err := pgx.ParseConfig(r.url(db, ""))

@@ -47,7 +47,7 @@ func startRelay(t testing.TB, upstream string, o Options) *relay {
 	}
 	o.Keys = reg
 	r := &relay{t: t, fe: New(o), reg: reg, upstream: upstream}
-	r.addr = wiretest.Serve(t, r.serve)
+	r.addr = testenv.Serve(t, r.serve)
 	return r
 }
 
@@ -131,6 +131,34 @@ func (r *relay) errors() []error {
 	return append([]error(nil), r.openErrs...)
 }
 
+// checkOpenErrors fails t with the errors Open returned so far, if any.
+func (r *relay) checkOpenErrors(t testing.TB) {
+	t.Helper()
+	if errs := r.errors(); len(errs) > 0 {
+		t.Errorf("open errors: %v", errs)
+	}
+}
+
+// connect opens a pgx connection through r as db's user; it closes when
+// the test ends.
+func (r *relay) connect(t testing.TB, db *dbConfig) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, r.url(db, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(ctx) })
+	return c
+}
+
+// relayToDB starts a relay with default options to the test PostgreSQL.
+func relayToDB(t testing.TB) (*dbConfig, *relay) {
+	t.Helper()
+	db := testDB(t)
+	return db, startRelay(t, db.addr(), Options{})
+}
+
 // allSessions returns every session the relay registered.
 func (r *relay) allSessions() []*session.Session {
 	r.mu.Lock()
@@ -181,9 +209,15 @@ type dbConfig struct {
 
 func (d *dbConfig) addr() string { return net.JoinHostPort(d.host, strconv.Itoa(int(d.port))) }
 
+// testDB returns where the shared test PostgreSQL is.
 func testDB(t testing.TB) *dbConfig {
 	t.Helper()
-	url := testenv.PostgresURL(t)
+	return dbAt(t, testenv.PostgresURL(t))
+}
+
+// dbAt returns the dbConfig of the connection URL url.
+func dbAt(t testing.TB, url string) *dbConfig {
+	t.Helper()
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)

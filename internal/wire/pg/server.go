@@ -35,32 +35,15 @@ type serverObserver struct {
 // Observe implements wire.Observer. A malformed header or a type byte no
 // server sends is an error; every later call returns it again.
 func (s *serverObserver) Observe(p []byte) error {
-	if s.err != nil {
-		return s.err
+	if s.err == nil {
+		s.err = s.fr.walk(p, s)
 	}
-	for len(p) > 0 {
-		if s.fr.inHeader() {
-			p = p[s.fr.fillHeader(p):]
-			if s.fr.inHeader() {
-				return nil
-			}
-			if err := s.header(); err != nil {
-				s.err = err
-				return err
-			}
-			s.count(headerLen)
-		} else {
-			n := s.fr.payload(p)
-			p = p[n:]
-			s.count(n)
-		}
-		if s.fr.complete() {
-			s.message()
-			s.fr.next()
-		}
-	}
-	return nil
+	return s.err
 }
+
+// payloadRead implements messageHandler; the server's messages act only
+// once complete.
+func (s *serverObserver) payloadRead() {}
 
 // header validates a completed header and picks the message's owner.
 func (s *serverObserver) header() error {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/pgserver/pgtest"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
@@ -100,14 +100,9 @@ func cancelEachWay(t *testing.T, r *relay, db *dbConfig, conn *pgx.Conn, sess *s
 }
 
 func TestCancel(t *testing.T) {
-	db := testDB(t)
-	r := startRelay(t, db.addr(), Options{})
+	db, r := relayToDB(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, r.url(db, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := r.connect(t, db)
 	sess := sessionOf(t, r, conn.PgConn())
 
 	cancelEachWay(t, r, db, conn, sess)
@@ -128,29 +123,17 @@ func TestCancel(t *testing.T) {
 		t.Errorf("last statement %+v", sts[2])
 	}
 	// A CancelRequest with a key nobody registered is closed unanswered.
-	c, err := net.Dial("tcp", r.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	req, _ := (&pgproto3.CancelRequest{ProcessID: 1, SecretKey: []byte{9, 9, 9, 9}}).Encode(nil)
-	if _, err := c.Write(req); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
+	c := pgtest.Dial(t, r.addr, 10*time.Second)
+	c.Send(&pgproto3.CancelRequest{ProcessID: 1, SecretKey: []byte{9, 9, 9, 9}})
+	if b, err := io.ReadAll(c.Conn); err != nil || len(b) != 0 {
 		t.Errorf("unknown key answered %q, %v", b, err)
 	}
 }
 
 func TestUpstreamDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := testenv.DeadAddr(t)
 	r := startRelay(t, dead, Options{})
-	_, err = pgx.Connect(context.Background(), "postgres://u:p@"+r.addr+"/db?sslmode=disable&connect_timeout=10")
+	_, err := pgx.Connect(context.Background(), "postgres://u:p@"+r.addr+"/db?sslmode=disable&connect_timeout=10")
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		t.Fatalf("err = %v, want a *pgconn.PgError", err)
@@ -189,9 +172,8 @@ func TestTLSTermination(t *testing.T) {
 			if _, ok := conn.PgConn().Conn().(*tls.Conn); !ok {
 				t.Fatalf("client connection is %T, want *tls.Conn", conn.PgConn().Conn())
 			}
-			var ssl bool
-			if err := conn.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || ssl {
-				t.Fatalf("upstream ssl = %v, %v; want a plain upstream connection", ssl, err)
+			if testenv.ServerSSL(t, conn) {
+				t.Fatal("upstream connection uses TLS; want a plain upstream connection")
 			}
 			// Cancel requests come over TLS too.
 			errc := startSleep(t, db, conn)
@@ -227,11 +209,7 @@ func TestTLSTermination(t *testing.T) {
 	// startup and the cancel connections both negotiate TLS upstream, and
 	// the cancel key passes through both unchanged.
 	outer := startRelay(t, r.addr, Options{UpstreamTLS: &tls.Config{RootCAs: pool}})
-	conn, err := pgx.Connect(ctx, outer.url(db, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := outer.connect(t, db)
 	errc := startSleep(t, db, conn)
 	act := sessionOf(t, outer, conn.PgConn()).Active()
 	if len(act) != 1 {
@@ -245,48 +223,19 @@ func TestTLSTermination(t *testing.T) {
 	if errs := r.errors(); len(errs) != 1 {
 		t.Errorf("open errors: %v, want only the refused direct TLS", errs)
 	}
-	if errs := outer.errors(); len(errs) > 0 {
-		t.Errorf("open errors: %v", errs)
-	}
+	outer.checkOpenErrors(t)
 }
 
 func TestMalformedClientMessage(t *testing.T) {
-	db := testDB(t)
-	r := startRelay(t, db.addr(), Options{})
+	db, r := relayToDB(t)
 	ctx := context.Background()
-	good, err := pgx.Connect(ctx, r.url(db, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer good.Close(ctx)
+	good := r.connect(t, db)
 
-	bad, err := pgconn.Connect(ctx, r.url(db, ""))
-	if err != nil {
+	bad := pgtest.Hijack(t, r.url(db, ""), 10*time.Second)
+	if _, err := bad.Write([]byte("\x00\x01garbage that is no message")); err != nil {
 		t.Fatal(err)
 	}
-	hj, err := bad.Hijack()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hj.Conn.Close()
-	if _, err := hj.Conn.Write([]byte("\x00\x01garbage that is no message")); err != nil {
-		t.Fatal(err)
-	}
-	_ = hj.Conn.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
-	reply, err := io.ReadAll(hj.Conn)
-	if err != nil {
-		t.Fatalf("read reply: %v (got %q)", err, reply)
-	}
-	if len(reply) < 5 || reply[0] != 'E' {
-		t.Fatalf("reply %q is not an ErrorResponse", reply)
-	}
-	var e pgproto3.ErrorResponse
-	if err := e.Decode(reply[5:]); err != nil {
-		t.Fatal(err)
-	}
-	if e.Severity != "FATAL" || e.Code != "08P01" || !strings.Contains(e.Message, "invalid frontend message type 0x00") {
-		t.Errorf("reply %+v", e)
-	}
+	pgtest.ExpectFatal(t, bad, "08P01", "invalid frontend message type 0x00")
 	var n int
 	if err := good.QueryRow(ctx, "SELECT 7").Scan(&n); err != nil || n != 7 {
 		t.Fatalf("other session after the violation: %d, %v", n, err)
@@ -294,8 +243,7 @@ func TestMalformedClientMessage(t *testing.T) {
 }
 
 func TestReplicationStreamIsOneStatement(t *testing.T) {
-	db := testDB(t)
-	r := startRelay(t, db.addr(), Options{})
+	db, r := relayToDB(t)
 	ctx := context.Background()
 	conn, err := pgconn.Connect(ctx, r.url(db, "replication=true"))
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
@@ -22,8 +21,7 @@ import (
 // eight bytes each one sent, so a test can tell which connections began
 // with an SSLRequest.
 type firstBytes struct {
-	ln net.Listener
-	wg sync.WaitGroup
+	addr string // where clients connect
 
 	mu    sync.Mutex
 	heads [][]byte // guarded by mu; one per connection, in accept order
@@ -31,30 +29,8 @@ type firstBytes struct {
 
 func startFirstBytes(t *testing.T, upstream string) *firstBytes {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fb := &firstBytes{ln: ln}
-	fb.wg.Add(1)
-	go func() {
-		defer fb.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fb.wg.Add(1)
-			go func() {
-				defer fb.wg.Done()
-				fb.forward(c, upstream)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		fb.wg.Wait()
-	})
+	fb := &firstBytes{}
+	fb.addr = testenv.Serve(t, func(c net.Conn) { fb.forward(c, upstream) })
 	return fb
 }
 
@@ -99,22 +75,12 @@ func (fb *firstBytes) plainConnections() (int, [][]byte) {
 // inside TLS), and the statement ends with 57014.
 func TestCancelUpstreamTLS(t *testing.T) {
 	srv := testenv.StartTLSPostgres(t)
-	cfg, err := pgx.ParseConfig(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := &dbConfig{url: srv.URL, host: cfg.Host, port: cfg.Port, user: cfg.User, password: cfg.Password, database: cfg.Database}
+	db := dbAt(t, srv.URL)
 	fb := startFirstBytes(t, srv.Addr)
-	r := startRelay(t, fb.ln.Addr().String(), Options{UpstreamTLS: &tls.Config{RootCAs: srv.Cert.Pool, ServerName: "127.0.0.1"}})
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, r.url(db, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var ssl bool
-	if err := conn.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || !ssl {
-		t.Fatalf("upstream ssl = %v, %v; want a TLS upstream connection", ssl, err)
+	r := startRelay(t, fb.addr, Options{UpstreamTLS: &tls.Config{RootCAs: srv.Cert.Pool, ServerName: "127.0.0.1"}})
+	conn := r.connect(t, db)
+	if !testenv.ServerSSL(t, conn) {
+		t.Fatal("upstream connection is plain; want a TLS upstream connection")
 	}
 	sess := sessionOf(t, r, conn.PgConn())
 
@@ -124,9 +90,7 @@ func TestCancelUpstreamTLS(t *testing.T) {
 	if n, plain := fb.plainConnections(); n != 3 || len(plain) != 0 {
 		t.Errorf("%d upstream connections, these without an SSLRequest first: %x", n, plain)
 	}
-	if errs := r.errors(); len(errs) > 0 {
-		t.Errorf("open errors: %v", errs)
-	}
+	r.checkOpenErrors(t)
 }
 
 // TestCancelUpstreamRefusesTLS: an upstream that answers 'N' to the

@@ -69,8 +69,7 @@ func closedSessions(r *relay) []*session.Session {
 }
 
 func TestPsqlCopyBothWays(t *testing.T) {
-	db := testDB(t)
-	r := startRelay(t, db.addr(), Options{})
+	db, r := relayToDB(t)
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.tsv"), filepath.Join(dir, "out.tsv")
 	var data bytes.Buffer

@@ -1,0 +1,22 @@
+package wire
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPositive(t *testing.T) {
+	tests := []struct {
+		v, def, want time.Duration
+	}{
+		{0, time.Second, time.Second},
+		{-1, time.Second, time.Second},
+		{1, time.Second, 1},
+		{time.Minute, time.Second, time.Minute},
+	}
+	for _, tt := range tests {
+		if got := Positive(tt.v, tt.def); got != tt.want {
+			t.Errorf("Positive(%v, %v) = %v, want %v", tt.v, tt.def, got, tt.want)
+		}
+	}
+}
