@@ -1,9 +1,14 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 func TestNewBuildInfo(t *testing.T) {
@@ -79,5 +84,44 @@ func TestVersionFlagAndCommand(t *testing.T) {
 	v := strings.TrimPrefix(strings.SplitN(cmd, "\n", 2)[0], "sluice ")
 	if got, want := out("bench", "--version"), "sysbench 1.0.20-compatible (sluice "+v+")\n"; got != want {
 		t.Fatalf("bench --version = %q, want %q", got, want)
+	}
+}
+
+// TestCheckoutBuildReportsVCS builds sluice with a plain go build in a
+// fresh clone of this commit, with VCS stamping on, and checks that
+// `sluice version` reports what the toolchain recorded: a pseudo-version
+// or tag (not devel), and the commit.
+func TestCheckoutBuildReportsVCS(t *testing.T) {
+	git := testenv.Program(t, "git")
+	goTool := testenv.Program(t, "go")
+	out := func(dir, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=true", "CGO_ENABLED=0")
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %q: %v\n%s", name, args, err, b)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	head := out(".", git, "rev-parse", "HEAD")
+	clone := filepath.Join(t.TempDir(), "sluice")
+	out(".", git, "clone", "--quiet", "--no-checkout", "../..", clone)
+	out(clone, git, "checkout", "--quiet", head)
+	bin := filepath.Join(t.TempDir(), "sluice")
+	// -trimpath: the same build as scripts/release's, whose packages are
+	// then in the build cache.
+	out(clone, goTool, "build", "-trimpath", "-o", bin, "./cmd/sluice")
+	got := out(".", bin, "version")
+	first := strings.SplitN(got, "\n", 2)[0]
+	if !strings.HasPrefix(first, "sluice v") || strings.Contains(first, "devel") {
+		t.Errorf("version of a checkout build starts %q, want a module version", first)
+	}
+	if !strings.Contains(first, head[:12]) && !strings.Contains(out(clone, git, "tag", "--points-at", head), strings.TrimPrefix(first, "sluice ")) {
+		t.Errorf("version %q names neither commit %s nor a tag of it", first, head[:12])
+	}
+	if !strings.Contains(got, "revision  "+head+"\n") {
+		t.Errorf("version lacks revision %s:\n%s", head, got)
 	}
 }
