@@ -23,12 +23,15 @@ func VersionLine(sluiceVersion string) string {
 
 // VersionRequested reports whether args (everything after "bench") ask
 // for the version: --version anywhere before a "--", as sysbench takes it.
-func VersionRequested(args []string) bool {
+func VersionRequested(args []string) bool { return flagGiven(args, "--version") }
+
+// flagGiven reports whether args hold flag before a "--".
+func flagGiven(args []string, flag string) bool {
 	for _, a := range args {
 		if a == "--" {
 			return false
 		}
-		if a == "--version" {
+		if a == flag {
 			return true
 		}
 	}
@@ -62,28 +65,14 @@ func workloadOptions(workload string) (names []string, ok bool) {
 	return names, true
 }
 
-// helpFlagGiven reports whether args hold --help before a "--": the
-// general usage, as `sysbench oltp_read_write --help` prints it, rather
-// than the workload's options.
-func helpFlagGiven(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		if a == "--help" {
-			return true
-		}
-	}
-	return false
-}
-
 // writeHelp answers a help request of the command line args, whose
 // workload (possibly "") ParseArgs returned: the workload's options for
 // `WORKLOAD help`, the general usage for --help or no workload. It returns
 // the exit status: 1, with sysbench's message on stderr, for a workload
-// without help.
+// without help. --help with a workload prints the general usage, as
+// `sysbench oltp_read_write --help` does.
 func writeHelp(stdout, stderr io.Writer, args []string, workload string) int {
-	if workload == "" || helpFlagGiven(args) {
+	if workload == "" || flagGiven(args, "--help") {
 		writeUsage(stdout)
 		return ExitOK
 	}
