@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,7 +130,7 @@ func TestReleaseInstallsInThrowawayRoot(t *testing.T) {
 		t.Errorf("bench --version = %q", out)
 	}
 
-	serveInstalledConfig(t, bin, filepath.Join(root, "etc/sluice/sluice.yaml"), pgURL)
+	serveInstalledConfig(t, bin, filepath.Join(root, "etc/sluice/sluice.yaml"), pgURL, version)
 
 	verify := exec.Command(analyze, "verify", "--root="+root, "/lib/systemd/system/sluice.service")
 	verify.Dir = t.TempDir()
@@ -391,9 +392,10 @@ func checkInstalledFiles(t *testing.T, root string) {
 // serveInstalledConfig runs the installed binary on a copy of the
 // installed configuration whose route leads to the test PostgreSQL (and
 // whose addresses are free loopback ports, the catalog in a temporary
-// directory), queries PostgreSQL through it with pgx, and stops it with
-// SIGTERM, as systemctl stop does.
-func serveInstalledConfig(t *testing.T, bin, conf, pgURL string) {
+// directory), queries PostgreSQL through it with pgx, asks its HTTP API
+// for the version (which must be version), and stops it with SIGTERM, as
+// systemctl stop does.
+func serveInstalledConfig(t *testing.T, bin, conf, pgURL, version string) {
 	t.Helper()
 	data, err := os.ReadFile(conf)
 	if err != nil {
@@ -449,14 +451,21 @@ func serveInstalledConfig(t *testing.T, bin, conf, pgURL string) {
 			<-exited
 		}
 	})
-	var listen string
-	testenv.Eventually(t, 30*time.Second, "the route listening in the log", func() bool {
+	var listen, api string
+	testenv.Eventually(t, 30*time.Second, "the route and the HTTP API listening in the log", func() bool {
 		for _, l := range strings.Split(logs.String(), "\n") {
 			var rec struct{ Msg, Listen string }
-			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "route listening" {
-				listen = rec.Listen
-				return true
+			if json.Unmarshal([]byte(l), &rec) == nil {
+				switch rec.Msg {
+				case "route listening":
+					listen = rec.Listen
+				case "HTTP API listening":
+					api = rec.Listen
+				}
 			}
+		}
+		if listen != "" && api != "" {
+			return true
 		}
 		select {
 		case err := <-exited:
@@ -483,6 +492,20 @@ func serveInstalledConfig(t *testing.T, bin, conf, pgURL string) {
 	c.Close(ctx)
 	if err != nil || n != 42 {
 		t.Fatalf("query through the installed sluice: %d, %v", n, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+api+"/version", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer install-test-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || string(body) != version {
+		t.Errorf("GET /version: %s %q, %v; want %q", resp.Status, body, err, version)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
