@@ -130,6 +130,16 @@ func TestReleaseInstallsInThrowawayRoot(t *testing.T) {
 		t.Errorf("bench --version = %q", out)
 	}
 
+	// The installed bash completion registers itself, and the binary
+	// answers the completion requests it sends.
+	compl := filepath.Join(root, "usr/share/bash-completion/completions/sluice")
+	if out := run(t, testenv.Program(t, "bash"), "-c", `source "$1" && complete -p sluice`, "bash", compl); !strings.Contains(out, "-F __start_sluice sluice") {
+		t.Errorf("bash completion registers %q", out)
+	}
+	if out := run(t, bin, "__complete", "se"); !strings.HasPrefix(out, "serve\t") {
+		t.Errorf("sluice __complete se = %q", out)
+	}
+
 	serveInstalledConfig(t, bin, filepath.Join(root, "etc/sluice/sluice.yaml"), pgURL, version)
 
 	verify := exec.Command(analyze, "verify", "--root="+root, "/lib/systemd/system/sluice.service")
