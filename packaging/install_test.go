@@ -115,6 +115,17 @@ func TestReleaseInstallsInThrowawayRoot(t *testing.T) {
 		t.Fatalf("dpkg --status: %v\n%s", err, out)
 	}
 	checkInstalledFiles(t, root)
+	for installed, src := range map[string]string{
+		"etc/sluice/sluice.yaml":            "../examples/postgres-flow-control.yaml",
+		"etc/default/sluice":                "sluice.default",
+		"lib/systemd/system/sluice.service": "sluice.service",
+	} {
+		got, err1 := os.ReadFile(filepath.Join(root, installed))
+		want, err2 := os.ReadFile(src)
+		if err := errors.Join(err1, err2); err != nil || string(got) != string(want) {
+			t.Errorf("/%s is not %s (%v)", installed, src, err)
+		}
+	}
 
 	bin := filepath.Join(root, "usr/bin/sluice")
 	out := run(t, bin, "version")
@@ -296,25 +307,6 @@ func checkArchive(t *testing.T, path, top string) {
 	}
 }
 
-// debFiles are the paths the .deb promises, as dpkg-deb --contents
-// lists them.
-var debFiles = []string{
-	"./usr/bin/sluice",
-	"./lib/systemd/system/sluice.service",
-	"./etc/sluice/sluice.yaml",
-	"./etc/default/sluice",
-	"./var/lib/sluice/",
-	"./usr/share/man/man1/sluice.1.gz",
-	"./usr/share/man/man1/sluice-serve.1.gz",
-	"./usr/share/man/man1/sluice-bench.1.gz",
-	"./usr/share/man/man1/sluice-lab.1.gz",
-	"./usr/share/man/man1/sluice-version.1.gz",
-	"./usr/share/bash-completion/completions/sluice",
-	"./usr/share/zsh/vendor-completions/_sluice",
-	"./usr/share/fish/vendor_completions.d/sluice.fish",
-	"./usr/share/doc/sluice/copyright",
-}
-
 func checkDeb(t *testing.T, dpkgDeb, deb string) {
 	t.Helper()
 	info := run(t, dpkgDeb, "--info", deb)
@@ -336,7 +328,23 @@ func checkDeb(t *testing.T, dpkgDeb, deb string) {
 			listed[f[len(f)-1]] = f[0]
 		}
 	}
-	for _, want := range debFiles {
+	// The paths the .deb promises, as dpkg-deb --contents lists them.
+	for _, want := range []string{
+		"./usr/bin/sluice",
+		"./lib/systemd/system/sluice.service",
+		"./etc/sluice/sluice.yaml",
+		"./etc/default/sluice",
+		"./var/lib/sluice/",
+		"./usr/share/man/man1/sluice.1.gz",
+		"./usr/share/man/man1/sluice-serve.1.gz",
+		"./usr/share/man/man1/sluice-bench.1.gz",
+		"./usr/share/man/man1/sluice-lab.1.gz",
+		"./usr/share/man/man1/sluice-version.1.gz",
+		"./usr/share/bash-completion/completions/sluice",
+		"./usr/share/zsh/vendor-completions/_sluice",
+		"./usr/share/fish/vendor_completions.d/sluice.fish",
+		"./usr/share/doc/sluice/copyright",
+	} {
 		if _, ok := listed[want]; !ok {
 			t.Errorf("dpkg-deb --contents lacks %s", want)
 		}
