@@ -68,14 +68,14 @@ reference experiments.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
-	root.AddCommand(newServe(), newBench(), newLab(), newVersion())
 	// --version prints what the version command does; gen-docs is hidden.
 	info := readBuildInfo()
 	root.Version = info.Version
 	root.SetVersionTemplate(versionTemplate(info))
 	root.AddCommand(newGenDocs())
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
+	root.AddCommand(newServe(), newBench(), newLab(), newVersion())
 	return root
 }

@@ -140,7 +140,7 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	runtime.GOMAXPROCS(f.procs)
 	defer refuseReload(log)()
 	applyEnv(cfg)
-	st, err := stack.New(ctx, stack.Options{Config: cfg, Clock: clock.Real{}, Logger: log, Version: readBuildInfo().Version})
+	st, err := stack.New(ctx, stack.Options{Config: cfg, Clock: clock.Real{}, Logger: log, Version: version})
 	if err != nil {
 		return stackErr(err)
 	}

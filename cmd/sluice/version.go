@@ -11,8 +11,8 @@ import (
 
 // Release builds may stamp these with the linker (scripts/release does):
 //
-//	go build -ldflags "-X main.version=v1.2.0 -X main.revision=$(git rev-parse HEAD) \
-//	    -X main.commitTime=2026-01-02T03:04:05Z -X main.buildTime=2026-01-02T03:10:00Z" ./cmd/sluice
+//	go build -ldflags "-X main.releaseVersion=v1.2.0 -X main.releaseRevision=$(git rev-parse HEAD) \
+//	    -X main.releaseCommitTime=2026-01-02T03:04:05Z -X main.releaseBuildTime=2026-01-02T03:10:00Z" ./cmd/sluice
 //
 // Each one set replaces what the Go toolchain recorded (the module
 // version; vcs.revision; vcs.time); buildTime (RFC 3339, UTC) is printed
@@ -21,11 +21,16 @@ import (
 // -buildvcs is not false; the overrides cover the other builds. All empty
 // (the default) leave the build information alone.
 var (
-	version    string
-	revision   string
-	commitTime string
-	buildTime  string
+	releaseVersion    string
+	releaseRevision   string
+	releaseCommitTime string
+	releaseBuildTime  string
 )
+
+// version is the version this binary reports: what `sluice version`
+// prints first and the HTTP API shows. It is computed once, from facts
+// fixed at build time, and never changes.
+var version = readBuildInfo().Version
 
 // stamps are the linker overrides of one build.
 type stamps struct {
@@ -47,7 +52,7 @@ type buildInfo struct {
 // toolchain's build information.
 func readBuildInfo() buildInfo {
 	bi, _ := debug.ReadBuildInfo()
-	return newBuildInfo(stamps{version, revision, commitTime, buildTime}, bi, runtime.GOOS+"/"+runtime.GOARCH)
+	return newBuildInfo(stamps{releaseVersion, releaseRevision, releaseCommitTime, releaseBuildTime}, bi, runtime.GOOS+"/"+runtime.GOARCH)
 }
 
 // newBuildInfo describes a binary from the linker overrides (each may be
