@@ -15,6 +15,12 @@
 // admin console (RELOAD), and exits 1 on a refusal. `sluice bench` and
 // `sluice lab` hand their arguments to internal/bench and internal/lab.
 //
+// `sluice version` and --version describe the binary from the Go
+// toolchain's build information and the release stamps of
+// scripts/release (version.go); the HTTP API reports the same version.
+// The hidden `sluice gen-docs` writes the man pages and shell completion
+// scripts the release ships.
+//
 // Exit codes: 0 success, 1 runtime failure, 2 bad command line or
 // configuration (the message names the file, key and bad value).
 package main

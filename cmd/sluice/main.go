@@ -12,9 +12,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 // exitError carries a process exit code out of a command.
 type exitError struct {
 	code int
@@ -71,22 +68,15 @@ reference experiments.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// --version prints what the version command does; gen-docs is hidden.
+	info := readBuildInfo()
+	root.Version = info.Version
+	root.SetVersionTemplate(versionTemplate(info))
+	root.AddCommand(newGenDocs())
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
 	root.AddCommand(newServe(), newBench(), newLab(), newVersion())
 	root.AddCommand(newReload())
 	return root
-}
-
-func newVersion() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "sluice %s\n", version)
-			return nil
-		},
-	}
 }

@@ -10,7 +10,11 @@
 // after replacing "sysbench" with "sluice bench": the same option names
 // (with '-' and '_' interchangeable), the same defaults (sysbench 1.0.20's,
 // --rand-type=special included), options before or after the workload and
-// command. Wrong input is a UsageError naming the word at fault.
+// command. Wrong input is a UsageError naming the word at fault. Help
+// answers as sysbench's does (help.go): `WORKLOAD help` lists the
+// workload's options in sysbench's layout, spelling and defaults, and
+// VersionLine is the `--version` line, "sysbench 1.0.20-compatible
+// (sluice VERSION)", that scripts reading sysbench's version still parse.
 //
 // The workloads (oltp_read_write and the ten others). Each transaction is
 // sysbench's event(): the same statements with the same text, parameters

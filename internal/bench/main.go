@@ -59,8 +59,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer runtime.GOMAXPROCS(prev)
 	}
 	if command == CmdHelp {
-		writeUsage(stdout)
-		return ExitOK
+		return writeHelp(stdout, stderr, args, workload)
 	}
 	if workload == "" {
 		return fail(stderr, usageErrorf("no workload given (see sluice bench --help)"))
