@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -21,45 +20,17 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm"
 )
 
-// echoServer accepts connections until the test ends and echoes each.
-func echoServer(t *testing.T) string {
+// console connects to st's admin console as admin with password; the
+// test's end closes the connection.
+func console(t *testing.T, st *stack.Stack, password string) *pgx.Conn {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, "postgres://admin:"+password+"@"+st.AdminAddr().String()+"/sluice?sslmode=disable")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-// echoes reports whether one round trip through c comes back intact.
-func echoes(c net.Conn, msg string) bool {
-	if _, err := c.Write([]byte(msg)); err != nil {
-		return false
-	}
-	buf := make([]byte, len(msg))
-	_, err := io.ReadFull(c, buf)
-	return err == nil && string(buf) == msg
-}
-
-// dial connects to addr; the test's end closes the connection.
-func dial(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	t.Cleanup(func() { conn.Close(ctx) })
+	return conn
 }
 
 // configStack writes body to a file in a temporary directory and builds
@@ -173,11 +144,7 @@ func TestConfigViews(t *testing.T) {
 	}
 	st, path := configStack(t, body(""))
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, "postgres://admin:consolesecret@"+st.AdminAddr().String()+"/sluice?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := console(t, st, "consolesecret")
 	show := func() map[string]string {
 		t.Helper()
 		rows, err := conn.Query(ctx, "SHOW CONFIG", pgx.QueryExecModeSimpleProtocol)
@@ -223,16 +190,7 @@ func TestConfigViews(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer tokensecret")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, b
+		return testenv.Fetch(t, req)
 	}
 	code, b := do("GET", "/api/config")
 	var v config.View
@@ -249,7 +207,7 @@ func TestConfigViews(t *testing.T) {
 	if err := json.Unmarshal(b, &e); code != http.StatusBadRequest || err != nil || e.Code != "F0000" || !strings.Contains(e.Message, "routes[0].dial_timeout") {
 		t.Fatalf("POST /api/reload of a broken file = %d %s", code, b)
 	}
-	_, err = conn.Exec(ctx, "RELOAD", pgx.QueryExecModeSimpleProtocol)
+	_, err := conn.Exec(ctx, "RELOAD", pgx.QueryExecModeSimpleProtocol)
 	if !strings.Contains(err.Error(), "routes[0].dial_timeout") || !strings.Contains(err.Error(), "F0000") {
 		t.Fatalf("RELOAD of a broken file: %v", err)
 	}
@@ -273,11 +231,7 @@ func TestReloadAudited(t *testing.T) {
 	}
 	st, path := configStack(t, body("1"))
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, "postgres://admin:consolesecret@"+st.AdminAddr().String()+"/sluice?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := console(t, st, "consolesecret")
 	last := func() wlm.AuditEntry {
 		t.Helper()
 		a := st.Manager().Audit()

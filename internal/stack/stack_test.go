@@ -11,15 +11,60 @@ import (
 	"github.com/sluicelab/sluice/internal/stack"
 )
 
-// freeAddr is a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
+// listen listens on a free loopback port until the test ends.
+func listen(t *testing.T) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// freeAddr is a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln := listen(t)
+	ln.Close()
 	return ln.Addr().String()
+}
+
+// echoServer accepts connections until the test ends and echoes each.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln := listen(t)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// echoes reports whether one round trip through c comes back intact.
+func echoes(c net.Conn, msg string) bool {
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return false
+	}
+	buf := make([]byte, len(msg))
+	_, err := io.ReadFull(c, buf)
+	return err == nil && string(buf) == msg
+}
+
+// dial connects to addr; the test's end closes the connection.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // TestConfigErrorBindsNothing: every configuration New refuses is a
@@ -64,36 +109,19 @@ func TestConfigErrorBindsNothing(t *testing.T) {
 // sockets; Close releases every address, and a second Close returns what
 // the first did.
 func TestAddRouteAndClose(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() { // one connection, echoed
-		if c, err := echo.Accept(); err == nil {
-			io.Copy(c, c)
-			c.Close()
-		}
-	}()
+	up := echoServer(t)
 	cfg := &config.Config{Admin: config.Admin{Listen: "127.0.0.1:0"}, HTTP: config.HTTP{Listen: "127.0.0.1:0"}}
 	st, err := stack.New(context.Background(), stack.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, err := st.AddRoute(stack.Route{Route: config.Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: echo.Addr().String(), Protocol: "tcp"}})
+	addr, err := st.AddRoute(stack.Route{Route: config.Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: up, Protocol: "tcp"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.Dial("tcp", addr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Write([]byte("ping")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
-		t.Fatalf("echo through the route: %q, %v", buf, err)
+	c := dial(t, addr.String())
+	if !echoes(c, "ping") {
+		t.Fatal("no echo through the route")
 	}
 	c.Close()
 	if _, err := st.AddRoute(stack.Route{Route: config.Route{Name: "bad", Listen: "127.0.0.1:0", Upstream: "127.0.0.1:1", Protocol: "tcp", Link: "nope"}}); !errors.As(err, new(*stack.ConfigError)) {
