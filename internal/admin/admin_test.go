@@ -144,21 +144,6 @@ func TestPsqlErrors(t *testing.T) {
 	}
 }
 
-// Connect opens a pgx connection to url, closed when the test ends. It
-// is exported for the tests of package admin_test, which see the console
-// through a whole stack.
-func Connect(t *testing.T, url string) *pgx.Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	return c
-}
-
 func pgErr(t *testing.T, err error) *pgconn.PgError {
 	t.Helper()
 	var pe *pgconn.PgError
@@ -253,7 +238,7 @@ func TestShowSessionsAndStatements(t *testing.T) {
 	c := startConsole(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn := Connect(t, c.url("admin", password))
+	conn := testenv.ConnectPG(t, c.url("admin", password))
 	if _, err := conn.Exec(ctx, reference); err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +370,7 @@ func TestGarbageInput(t *testing.T) {
 		nc.Close()
 	}
 	// The console still works.
-	Connect(t, c.url("admin", password)).Close(context.Background())
+	testenv.ConnectPG(t, c.url("admin", password)).Close(context.Background())
 }
 
 func TestClientParamsAndNegotiation(t *testing.T) {
@@ -393,7 +378,7 @@ func TestClientParamsAndNegotiation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// A client asking for protocol 3.2 is served as 3.0.
-	conn := Connect(t, c.url("admin", password)+"&max_protocol_version=3.2&application_name=tool")
+	conn := testenv.ConnectPG(t, c.url("admin", password)+"&max_protocol_version=3.2&application_name=tool")
 	for _, sql := range []string{"SET extra_float_digits = 3", "SET search_path TO public", "RESET search_path", "SET TimeZone = 'UTC'"} {
 		if _, err := conn.Exec(ctx, sql); err != nil {
 			t.Errorf("%s: %v", sql, err)
@@ -480,7 +465,7 @@ func TestOversizedMessage(t *testing.T) {
 	pgtest.ExpectFatal(t, nc, "54000", strconv.Itoa(maxMessage))
 
 	// pgx writes the whole message before it reads the answer.
-	conn := Connect(t, c.url("admin", password))
+	conn := testenv.ConnectPG(t, c.url("admin", password))
 	_, err = conn.Exec(ctx, "SHOW RULES -- "+strings.Repeat("x", maxMessage))
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "54000" {

@@ -22,7 +22,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/sluicelab/sluice/internal/admin"
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/stack"
@@ -43,15 +42,7 @@ type lab struct {
 func startLab(t *testing.T) *lab {
 	t.Helper()
 	pgURL := testenv.PostgresURL(t)
-	myDSN := testenv.MySQLDSN(t)
-	pcfg, err := pgx.ParseConfig(pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcfg, err := gomysql.ParseDSN(myDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pcfg, mcfg := testenv.PostgresConfig(t), testenv.MySQLConfig(t)
 	st, err := stack.New(context.Background(), stack.Options{Config: &config.Config{Admin: config.Admin{Listen: "127.0.0.1:0"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +72,7 @@ func startLab(t *testing.T) *lab {
 
 func (l *lab) admin(t *testing.T) *pgx.Conn {
 	t.Helper()
-	return admin.Connect(t, l.console)
+	return testenv.ConnectPG(t, l.console)
 }
 
 // psql runs the real psql against the console with -At and returns its
@@ -117,8 +108,8 @@ func TestSQLOverViews(t *testing.T) {
 
 	// Session big receives ~100 kB in one statement, session small a few
 	// hundred bytes: as text, "9xx" would sort above "1xxxxx".
-	big := admin.Connect(t, l.pgURL)
-	small := admin.Connect(t, l.pgURL)
+	big := testenv.ConnectPG(t, l.pgURL)
+	small := testenv.ConnectPG(t, l.pgURL)
 	var s string
 	if err := big.QueryRow(ctx, "SELECT repeat('x', 100000) /* big */").Scan(&s); err != nil {
 		t.Fatal(err)
@@ -318,8 +309,8 @@ func TestCancelAndTerminatePostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := l.admin(t)
-	direct := admin.Connect(t, l.direct)
-	client := admin.Connect(t, l.pgURL)
+	direct := testenv.ConnectPG(t, l.direct)
+	client := testenv.ConnectPG(t, l.pgURL)
 
 	var want []string // the audit trail's entries of the session commands
 	for i, stmt := range []string{"SELECT pg_cancel_backend(%d)", "CANCEL STATEMENT %d"} {

@@ -24,13 +24,7 @@ import (
 // test's end closes the connection.
 func console(t *testing.T, st *stack.Stack, password string) *pgx.Conn {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, "postgres://admin:"+password+"@"+st.AdminAddr().String()+"/sluice?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
-	return conn
+	return testenv.ConnectPG(t, "postgres://admin:"+password+"@"+st.AdminAddr().String()+"/sluice?sslmode=disable")
 }
 
 // configStack writes body to a file in a temporary directory and builds
@@ -56,8 +50,8 @@ func configStack(t *testing.T, body string) (*stack.Stack, string) {
 // the new address; the old one stops accepting at once, and its open
 // session keeps working until the grace ends, when it is closed.
 func TestReloadRelisten(t *testing.T) {
-	up := echoServer(t)
-	a, b := freeAddr(t), freeAddr(t)
+	up := testenv.Echo(t)
+	a, b := testenv.DeadAddr(t), testenv.DeadAddr(t)
 	st, path := configStack(t, "shutdown_grace: 500ms\nroutes:\n  - name: e\n    listen: "+a+"\n    upstream: "+up+"\n")
 	old := dial(t, a)
 	if !echoes(old, "before") {
@@ -87,10 +81,10 @@ func TestReloadRelisten(t *testing.T) {
 // TestReloadRefusesRestartOnlyKeys: the admin console's address cannot
 // change on reload; the error says so and names the key.
 func TestReloadRefusesRestartOnlyKeys(t *testing.T) {
-	up := echoServer(t)
-	adm := freeAddr(t)
+	up := testenv.Echo(t)
+	adm := testenv.DeadAddr(t)
 	st, path := configStack(t, "admin:\n  listen: "+adm+"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
-	_, err := reloadFile(t, st, path, "admin:\n  listen: "+freeAddr(t)+"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
+	_, err := reloadFile(t, st, path, "admin:\n  listen: "+testenv.DeadAddr(t)+"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
 	if !errors.As(err, new(*stack.ConfigError)) || !strings.Contains(err.Error(), "admin.listen cannot change on reload; restart") {
 		t.Fatalf("reload = %v, want a refusal naming admin.listen", err)
 	}
@@ -103,7 +97,7 @@ func TestReloadRefusesRestartOnlyKeys(t *testing.T) {
 // user has no binding; an unknown pool is a configuration error naming
 // the key, at start and on reload.
 func TestRoutePool(t *testing.T) {
-	up := echoServer(t)
+	up := testenv.Echo(t)
 	route := func(pool string) string {
 		return "routes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: " + up + "\n    pool: " + pool + "\n"
 	}
@@ -138,7 +132,7 @@ func TestRoutePool(t *testing.T) {
 // the configuration in force, when it was loaded and its revision,
 // without its secrets; RELOAD and POST /api/reload apply a new one.
 func TestConfigViews(t *testing.T) {
-	up := echoServer(t)
+	up := testenv.Echo(t)
 	body := func(extra string) string {
 		return "admin:\n  listen: 127.0.0.1:0\n  password: consolesecret\nhttp:\n  listen: 127.0.0.1:0\n  token: tokensecret\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: " + up + "\n" + extra
 	}
@@ -224,7 +218,7 @@ func TestConfigViews(t *testing.T) {
 // trail as surface reload, naming who asked for it: the console's user
 // and address for RELOAD, a signal for a reload with no one behind it.
 func TestReloadAudited(t *testing.T) {
-	up := echoServer(t)
+	up := testenv.Echo(t)
 	body := func(labels string) string {
 		return "admin:\n  listen: 127.0.0.1:0\n  password: consolesecret\nsettings:\n  metrics_user_labels: " + labels +
 			"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: " + up + "\n"

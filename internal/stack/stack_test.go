@@ -9,42 +9,8 @@ import (
 
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/stack"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
-
-// listen listens on a free loopback port until the test ends.
-func listen(t *testing.T) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	return ln
-}
-
-// freeAddr is a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln := listen(t)
-	ln.Close()
-	return ln.Addr().String()
-}
-
-// echoServer accepts connections until the test ends and echoes each.
-func echoServer(t *testing.T) string {
-	t.Helper()
-	ln := listen(t)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	return ln.Addr().String()
-}
 
 // echoes reports whether one round trip through c comes back intact.
 func echoes(c net.Conn, msg string) bool {
@@ -71,16 +37,16 @@ func dial(t *testing.T, addr string) net.Conn {
 // *ConfigError, and the addresses of the routes and consoles before the
 // bad piece are still free afterwards.
 func TestConfigErrorBindsNothing(t *testing.T) {
-	route, adm, api := freeAddr(t), freeAddr(t), freeAddr(t)
+	route, adm, api := testenv.DeadAddr(t), testenv.DeadAddr(t), testenv.DeadAddr(t)
 	ok := config.Route{Name: "r", Listen: route, Upstream: "127.0.0.1:1", Protocol: "tcp"}
 	tests := []struct {
 		name string
 		cfg  config.Config
 	}{
-		{"unknown link", config.Config{Routes: []config.Route{ok, {Name: "bad", Listen: freeAddr(t), Upstream: "127.0.0.1:1", Protocol: "tcp", Link: "nope"}}}},
-		{"bad emulation", config.Config{Routes: []config.Route{ok, {Name: "bad", Listen: freeAddr(t), Upstream: "127.0.0.1:1", Protocol: "tcp", Emulation: map[string]string{"delay": "soon"}}}}},
+		{"unknown link", config.Config{Routes: []config.Route{ok, {Name: "bad", Listen: testenv.DeadAddr(t), Upstream: "127.0.0.1:1", Protocol: "tcp", Link: "nope"}}}},
+		{"bad emulation", config.Config{Routes: []config.Route{ok, {Name: "bad", Listen: testenv.DeadAddr(t), Upstream: "127.0.0.1:1", Protocol: "tcp", Emulation: map[string]string{"delay": "soon"}}}}},
 		{"bad setting", config.Config{Routes: []config.Route{ok}, Settings: map[string]string{"no_such_setting": "1"}}},
-		{"missing certificate", config.Config{Routes: []config.Route{ok, {Name: "bad", Listen: freeAddr(t), Upstream: "127.0.0.1:1", Protocol: "postgres", TLS: &config.TLS{Cert: "/nonexistent.pem", Key: "/nonexistent.key"}}}}},
+		{"missing certificate", config.Config{Routes: []config.Route{ok, {Name: "bad", Listen: testenv.DeadAddr(t), Upstream: "127.0.0.1:1", Protocol: "postgres", TLS: &config.TLS{Cert: "/nonexistent.pem", Key: "/nonexistent.key"}}}}},
 		{"admin without password off loopback", config.Config{Routes: []config.Route{ok}, Admin: config.Admin{Listen: "192.0.2.1:6433"}}},
 		{"HTTP API without token off loopback", config.Config{Routes: []config.Route{ok}, Admin: config.Admin{Listen: adm}, HTTP: config.HTTP{Listen: "192.0.2.1:8474"}}},
 	}
@@ -109,7 +75,7 @@ func TestConfigErrorBindsNothing(t *testing.T) {
 // sockets; Close releases every address, and a second Close returns what
 // the first did.
 func TestAddRouteAndClose(t *testing.T) {
-	up := echoServer(t)
+	up := testenv.Echo(t)
 	cfg := &config.Config{Admin: config.Admin{Listen: "127.0.0.1:0"}, HTTP: config.HTTP{Listen: "127.0.0.1:0"}}
 	st, err := stack.New(context.Background(), stack.Options{Config: cfg})
 	if err != nil {
