@@ -42,15 +42,7 @@ type lab struct {
 func startLab(t *testing.T) *lab {
 	t.Helper()
 	pgURL := testenv.PostgresURL(t)
-	myDSN := testenv.MySQLDSN(t)
-	pcfg, err := pgx.ParseConfig(pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcfg, err := gomysql.ParseDSN(myDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pcfg, mcfg := testenv.PostgresConfig(t), testenv.MySQLConfig(t)
 	st, err := stack.New(context.Background(), stack.Options{Config: &config.Config{Admin: config.Admin{Listen: "127.0.0.1:0"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -80,14 +72,7 @@ func startLab(t *testing.T) *lab {
 
 func (l *lab) admin(t *testing.T) *pgx.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, l.console)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	return c
+	return testenv.ConnectPG(t, l.console)
 }
 
 // psql runs the real psql against the console with -At and returns its
@@ -123,16 +108,8 @@ func TestSQLOverViews(t *testing.T) {
 
 	// Session big receives ~100 kB in one statement, session small a few
 	// hundred bytes: as text, "9xx" would sort above "1xxxxx".
-	big, err := pgx.Connect(ctx, l.pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer big.Close(ctx)
-	small, err := pgx.Connect(ctx, l.pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer small.Close(ctx)
+	big := testenv.ConnectPG(t, l.pgURL)
+	small := testenv.ConnectPG(t, l.pgURL)
 	var s string
 	if err := big.QueryRow(ctx, "SELECT repeat('x', 100000) /* big */").Scan(&s); err != nil {
 		t.Fatal(err)
@@ -332,16 +309,8 @@ func TestCancelAndTerminatePostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := l.admin(t)
-	direct, err := pgx.Connect(ctx, l.direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close(ctx)
-	client, err := pgx.Connect(ctx, l.pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(ctx)
+	direct := testenv.ConnectPG(t, l.direct)
+	client := testenv.ConnectPG(t, l.pgURL)
 
 	var want []string // the audit trail's entries of the session commands
 	for i, stmt := range []string{"SELECT pg_cancel_backend(%d)", "CANCEL STATEMENT %d"} {
@@ -389,7 +358,7 @@ func TestCancelAndTerminatePostgres(t *testing.T) {
 	if err := adm.QueryRow(ctx, fmt.Sprintf("SELECT pg_terminate_backend(%d)", id)).Scan(&ok); err != nil || !ok {
 		t.Fatalf("pg_terminate_backend: %v, %v", ok, err)
 	}
-	err = <-done
+	err := <-done
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "57P01" || pe.Severity != "FATAL" || pe.Message != "terminating connection due to administrator command" {
 		t.Errorf("client got %v, want FATAL 57P01", err)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // TestTypedResults reads int8, float8, text, NULL and bool columns of
@@ -90,7 +92,7 @@ func TestQueryTimeout(t *testing.T) {
 	c := startConsole(t, Options{QueryTimeout: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn := c.connect(t, ctx)
+	conn := testenv.ConnectPG(t, c.url("admin", password))
 	_, err := conn.Exec(ctx, "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT count(*) FROM c")
 	if pe, ok := err.(*pgconn.PgError); !ok || pe.Code != "57014" {
 		t.Errorf("endless query: %v, want 57014", err)
@@ -99,16 +101,4 @@ func TestQueryTimeout(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT 1 + 1").Scan(&n); err != nil || n != 2 {
 		t.Errorf("after the timeout: %d, %v", n, err)
 	}
-}
-
-// connect opens a pgx connection to the console as admin, closed when
-// the test ends.
-func (c *console) connect(t *testing.T, ctx context.Context) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.Connect(ctx, c.url("admin", password))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
 }

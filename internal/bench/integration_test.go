@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	_ "github.com/go-sql-driver/mysql" // the "mysql" driver
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -27,12 +27,8 @@ const testDB = "bench_test"
 // database, given as a go-sql-driver DSN.
 func mysqlArgs(t *testing.T) []string {
 	t.Helper()
-	dsn := testenv.MySQLDSN(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("mysql", dsn)
+	cfg := testenv.MySQLConfig(t)
+	db, err := sql.Open("mysql", testenv.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}

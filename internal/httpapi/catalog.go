@@ -324,6 +324,20 @@ func userOptions(rq *request, b body, readOnly []string) ([]ddl.Option, error) {
 	return opts, nil
 }
 
+// statement starts the request of a CREATE (alter false) or an ALTER
+// (alter true) of the object name of kind k: its name and the options b
+// sets. A bad option is written to w and gives ok false.
+func (k kind) statement(w http.ResponseWriter, b body, name string, alter bool) (rq *request, n ddl.Name, opts []ddl.Option, ok bool) {
+	rq = &request{}
+	n = rq.name("name", name)
+	opts, err := k.options(rq, b, alter)
+	if err != nil {
+		writeError(w, fromDDL(err, rq))
+		return nil, ddl.Name{}, nil, false
+	}
+	return rq, n, opts, true
+}
+
 func (s *Server) create(w http.ResponseWriter, r *http.Request, k kind) {
 	b, e := readObject(w, r)
 	if e != nil {
@@ -339,15 +353,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, k kind) {
 		writeError(w, badField("name", "missing required field: name"))
 		return
 	}
-	rq := &request{}
-	st := &ddl.Create{Kind: k.kind, Name: rq.name("name", name)}
-	opts, err := k.options(rq, b, false)
-	if err != nil {
-		writeError(w, fromDDL(err, rq))
+	rq, n, opts, ok := k.statement(w, b, name, false)
+	if !ok {
 		return
 	}
-	st.Options = opts
-	s.apply(w, r, k, name, rq, st, http.StatusCreated)
+	s.apply(w, r, k, name, rq, &ddl.Create{Kind: k.kind, Name: n, Options: opts}, http.StatusCreated)
 }
 
 func (s *Server) alter(w http.ResponseWriter, r *http.Request, k kind) {
@@ -364,19 +374,15 @@ func (s *Server) alter(w http.ResponseWriter, r *http.Request, k kind) {
 		writeError(w, e)
 		return
 	}
-	rq := &request{}
-	st := &ddl.Alter{Kind: k.kind, Name: rq.name("name", name)}
-	opts, err := k.options(rq, b, true)
-	if err != nil {
-		writeError(w, fromDDL(err, rq))
+	rq, n, opts, ok := k.statement(w, b, name, true)
+	if !ok {
 		return
 	}
 	if len(opts) == 0 {
 		writeError(w, &Error{Status: http.StatusBadRequest, Message: "nothing to change: the body sets no field"})
 		return
 	}
-	st.Options = opts
-	s.apply(w, r, k, name, rq, st, http.StatusOK)
+	s.apply(w, r, k, name, rq, &ddl.Alter{Kind: k.kind, Name: n, Options: opts}, http.StatusOK)
 }
 
 func (s *Server) drop(w http.ResponseWriter, r *http.Request, k kind) {

@@ -83,16 +83,7 @@ func (s *stack) do(t testing.TB, method, path string, body any) (int, []byte) {
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, out
+	return testenv.Fetch(t, req)
 }
 
 // must sends a request and fails the test unless the status is want.

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	_ "github.com/go-sql-driver/mysql" // the "mysql" driver
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicelab/sluice/internal/bench"
@@ -177,12 +177,8 @@ func TestRunPostgresDSN(t *testing.T) {
 // TestRunMySQLDSN runs the experiments against the real MariaDB, in a
 // database of their own.
 func TestRunMySQLDSN(t *testing.T) {
-	dsn := testenv.MySQLDSN(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := sql.Open("mysql", dsn)
+	cfg := testenv.MySQLConfig(t)
+	root, err := sql.Open("mysql", testenv.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -21,45 +20,11 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm"
 )
 
-// echoServer accepts connections until the test ends and echoes each.
-func echoServer(t *testing.T) string {
+// console connects to st's admin console as admin with password; the
+// test's end closes the connection.
+func console(t *testing.T, st *stack.Stack, password string) *pgx.Conn {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-// echoes reports whether one round trip through c comes back intact.
-func echoes(c net.Conn, msg string) bool {
-	if _, err := c.Write([]byte(msg)); err != nil {
-		return false
-	}
-	buf := make([]byte, len(msg))
-	_, err := io.ReadFull(c, buf)
-	return err == nil && string(buf) == msg
-}
-
-// dial connects to addr; the test's end closes the connection.
-func dial(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testenv.ConnectPG(t, "postgres://admin:"+password+"@"+st.AdminAddr().String()+"/sluice?sslmode=disable")
 }
 
 // configStack writes body to a file in a temporary directory and builds
@@ -85,8 +50,8 @@ func configStack(t *testing.T, body string) (*stack.Stack, string) {
 // the new address; the old one stops accepting at once, and its open
 // session keeps working until the grace ends, when it is closed.
 func TestReloadRelisten(t *testing.T) {
-	up := echoServer(t)
-	a, b := freeAddr(t), freeAddr(t)
+	up := testenv.Echo(t)
+	a, b := testenv.DeadAddr(t), testenv.DeadAddr(t)
 	st, path := configStack(t, "shutdown_grace: 500ms\nroutes:\n  - name: e\n    listen: "+a+"\n    upstream: "+up+"\n")
 	old := dial(t, a)
 	if !echoes(old, "before") {
@@ -116,10 +81,10 @@ func TestReloadRelisten(t *testing.T) {
 // TestReloadRefusesRestartOnlyKeys: the admin console's address cannot
 // change on reload; the error says so and names the key.
 func TestReloadRefusesRestartOnlyKeys(t *testing.T) {
-	up := echoServer(t)
-	adm := freeAddr(t)
+	up := testenv.Echo(t)
+	adm := testenv.DeadAddr(t)
 	st, path := configStack(t, "admin:\n  listen: "+adm+"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
-	_, err := reloadFile(t, st, path, "admin:\n  listen: "+freeAddr(t)+"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
+	_, err := reloadFile(t, st, path, "admin:\n  listen: "+testenv.DeadAddr(t)+"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
 	if !errors.As(err, new(*stack.ConfigError)) || !strings.Contains(err.Error(), "admin.listen cannot change on reload; restart") {
 		t.Fatalf("reload = %v, want a refusal naming admin.listen", err)
 	}
@@ -132,7 +97,7 @@ func TestReloadRefusesRestartOnlyKeys(t *testing.T) {
 // user has no binding; an unknown pool is a configuration error naming
 // the key, at start and on reload.
 func TestRoutePool(t *testing.T) {
-	up := echoServer(t)
+	up := testenv.Echo(t)
 	route := func(pool string) string {
 		return "routes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: " + up + "\n    pool: " + pool + "\n"
 	}
@@ -167,17 +132,13 @@ func TestRoutePool(t *testing.T) {
 // the configuration in force, when it was loaded and its revision,
 // without its secrets; RELOAD and POST /api/reload apply a new one.
 func TestConfigViews(t *testing.T) {
-	up := echoServer(t)
+	up := testenv.Echo(t)
 	body := func(extra string) string {
 		return "admin:\n  listen: 127.0.0.1:0\n  password: consolesecret\nhttp:\n  listen: 127.0.0.1:0\n  token: tokensecret\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: " + up + "\n" + extra
 	}
 	st, path := configStack(t, body(""))
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, "postgres://admin:consolesecret@"+st.AdminAddr().String()+"/sluice?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := console(t, st, "consolesecret")
 	show := func() map[string]string {
 		t.Helper()
 		rows, err := conn.Query(ctx, "SHOW CONFIG", pgx.QueryExecModeSimpleProtocol)
@@ -223,16 +184,7 @@ func TestConfigViews(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer tokensecret")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, b
+		return testenv.Fetch(t, req)
 	}
 	code, b := do("GET", "/api/config")
 	var v config.View
@@ -249,7 +201,7 @@ func TestConfigViews(t *testing.T) {
 	if err := json.Unmarshal(b, &e); code != http.StatusBadRequest || err != nil || e.Code != "F0000" || !strings.Contains(e.Message, "routes[0].dial_timeout") {
 		t.Fatalf("POST /api/reload of a broken file = %d %s", code, b)
 	}
-	_, err = conn.Exec(ctx, "RELOAD", pgx.QueryExecModeSimpleProtocol)
+	_, err := conn.Exec(ctx, "RELOAD", pgx.QueryExecModeSimpleProtocol)
 	if !strings.Contains(err.Error(), "routes[0].dial_timeout") || !strings.Contains(err.Error(), "F0000") {
 		t.Fatalf("RELOAD of a broken file: %v", err)
 	}
@@ -266,18 +218,14 @@ func TestConfigViews(t *testing.T) {
 // trail as surface reload, naming who asked for it: the console's user
 // and address for RELOAD, a signal for a reload with no one behind it.
 func TestReloadAudited(t *testing.T) {
-	up := echoServer(t)
+	up := testenv.Echo(t)
 	body := func(labels string) string {
 		return "admin:\n  listen: 127.0.0.1:0\n  password: consolesecret\nsettings:\n  metrics_user_labels: " + labels +
 			"\nroutes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: " + up + "\n"
 	}
 	st, path := configStack(t, body("1"))
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, "postgres://admin:consolesecret@"+st.AdminAddr().String()+"/sluice?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := console(t, st, "consolesecret")
 	last := func() wlm.AuditEntry {
 		t.Helper()
 		a := st.Manager().Audit()

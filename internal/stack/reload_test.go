@@ -227,14 +227,7 @@ func writeFile(t *testing.T, path, body string) {
 // sessions of the routes that never change see no error at all.
 func TestReloadUnderLoad(t *testing.T) {
 	pgURL, dsn := testenv.PostgresURL(t), testenv.MySQLDSN(t)
-	pgc, err := pgx.ParseConfig(pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	myc, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pgc, myc := testenv.PostgresConfig(t), testenv.MySQLConfig(t)
 	pgUp := net.JoinHostPort(pgc.Host, strconv.Itoa(int(pgc.Port)))
 	_, pgPort, _ := net.SplitHostPort(pgUp)
 	pgUpAlias := net.JoinHostPort("localhost", pgPort) // the same server by another address

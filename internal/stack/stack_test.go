@@ -9,33 +9,44 @@ import (
 
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/stack"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
-// freeAddr is a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
+// echoes reports whether one round trip through c comes back intact.
+func echoes(c net.Conn, msg string) bool {
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return false
+	}
+	buf := make([]byte, len(msg))
+	_, err := io.ReadFull(c, buf)
+	return err == nil && string(buf) == msg
+}
+
+// dial connects to addr; the test's end closes the connection.
+func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // TestConfigErrorBindsNothing: every configuration New refuses is a
 // *ConfigError, and the addresses of the routes and consoles before the
 // bad piece are still free afterwards.
 func TestConfigErrorBindsNothing(t *testing.T) {
-	route, adm, api := freeAddr(t), freeAddr(t), freeAddr(t)
+	route, adm, api := testenv.DeadAddr(t), testenv.DeadAddr(t), testenv.DeadAddr(t)
 	ok := config.Route{Name: "r", Listen: route, Upstream: "127.0.0.1:1", Protocol: "tcp"}
 	tests := []struct {
 		name string
 		cfg  config.Config
 	}{
-		{"unknown link", config.Config{Routes: []config.Route{ok, {Name: "bad", Listen: freeAddr(t), Upstream: "127.0.0.1:1", Protocol: "tcp", Link: "nope"}}}},
-		{"bad emulation", config.Config{Routes: []config.Route{ok, {Name: "bad", Listen: freeAddr(t), Upstream: "127.0.0.1:1", Protocol: "tcp", Emulation: map[string]string{"delay": "soon"}}}}},
+		{"unknown link", config.Config{Routes: []config.Route{ok, {Name: "bad", Listen: testenv.DeadAddr(t), Upstream: "127.0.0.1:1", Protocol: "tcp", Link: "nope"}}}},
+		{"bad emulation", config.Config{Routes: []config.Route{ok, {Name: "bad", Listen: testenv.DeadAddr(t), Upstream: "127.0.0.1:1", Protocol: "tcp", Emulation: map[string]string{"delay": "soon"}}}}},
 		{"bad setting", config.Config{Routes: []config.Route{ok}, Settings: map[string]string{"no_such_setting": "1"}}},
-		{"missing certificate", config.Config{Routes: []config.Route{ok, {Name: "bad", Listen: freeAddr(t), Upstream: "127.0.0.1:1", Protocol: "postgres", TLS: &config.TLS{Cert: "/nonexistent.pem", Key: "/nonexistent.key"}}}}},
+		{"missing certificate", config.Config{Routes: []config.Route{ok, {Name: "bad", Listen: testenv.DeadAddr(t), Upstream: "127.0.0.1:1", Protocol: "postgres", TLS: &config.TLS{Cert: "/nonexistent.pem", Key: "/nonexistent.key"}}}}},
 		{"admin without password off loopback", config.Config{Routes: []config.Route{ok}, Admin: config.Admin{Listen: "192.0.2.1:6433"}}},
 		{"HTTP API without token off loopback", config.Config{Routes: []config.Route{ok}, Admin: config.Admin{Listen: adm}, HTTP: config.HTTP{Listen: "192.0.2.1:8474"}}},
 	}
@@ -64,36 +75,19 @@ func TestConfigErrorBindsNothing(t *testing.T) {
 // sockets; Close releases every address, and a second Close returns what
 // the first did.
 func TestAddRouteAndClose(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() { // one connection, echoed
-		if c, err := echo.Accept(); err == nil {
-			io.Copy(c, c)
-			c.Close()
-		}
-	}()
+	up := testenv.Echo(t)
 	cfg := &config.Config{Admin: config.Admin{Listen: "127.0.0.1:0"}, HTTP: config.HTTP{Listen: "127.0.0.1:0"}}
 	st, err := stack.New(context.Background(), stack.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, err := st.AddRoute(stack.Route{Route: config.Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: echo.Addr().String(), Protocol: "tcp"}})
+	addr, err := st.AddRoute(stack.Route{Route: config.Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: up, Protocol: "tcp"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.Dial("tcp", addr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Write([]byte("ping")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
-		t.Fatalf("echo through the route: %q, %v", buf, err)
+	c := dial(t, addr.String())
+	if !echoes(c, "ping") {
+		t.Fatal("no echo through the route")
 	}
 	c.Close()
 	if _, err := st.AddRoute(stack.Route{Route: config.Route{Name: "bad", Listen: "127.0.0.1:0", Upstream: "127.0.0.1:1", Protocol: "tcp", Link: "nope"}}); !errors.As(err, new(*stack.ConfigError)) {

@@ -66,6 +66,31 @@ func TestCatalogPersistence(t *testing.T) {
 	}
 }
 
+func TestBindUserPersists(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.json")
+	m := newTestManager(t, ManagerOptions{CatalogPath: path})
+	mustExec(t, m, "CREATE RESOURCE POOL p1")
+	v := m.Version()
+	if err := m.BindUser(context.Background(), "u1", ddl.Value{Kind: ddl.String, Text: "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Version() == v {
+		t.Fatal("Version did not move")
+	}
+	v = m.Version()
+	if err := m.BindUser(context.Background(), "u1", ddl.Value{Kind: ddl.String, Text: "p1"}); err != nil || m.Version() != v {
+		t.Fatalf("binding again: err %v, version %d -> %d; want no change", err, v, m.Version())
+	}
+	m.Close()
+	again := newTestManager(t, ManagerOptions{CatalogPath: path})
+	if u := again.Catalog().Users["u1"]; u == nil || u.Pool != "p1" {
+		t.Fatalf("reloaded binding = %+v", u)
+	}
+	if b := again.Bind("any", "u1"); b.Pool != "p1" {
+		t.Fatalf("Bind = %+v", b)
+	}
+}
+
 func TestCatalogCorrupt(t *testing.T) {
 	tests := []struct {
 		name string

@@ -71,3 +71,28 @@ func FuzzSplitUserPool(f *testing.F) {
 		}
 	})
 }
+
+// FuzzQuerySQL holds Query.SQL to its contract: the text for the SQL
+// engine is one statement that parses again to a Query of the same SQL.
+// Seeds: testdata/fuzz/FuzzQuerySQL.
+func FuzzQuerySQL(f *testing.F) {
+	f.Fuzz(func(t *testing.T, sql string) {
+		sts, err := Parse(sql)
+		if err != nil {
+			return
+		}
+		for _, st := range sts {
+			q, ok := st.(*Query)
+			if !ok {
+				continue
+			}
+			again, err := Parse(q.SQL)
+			if err != nil || len(again) != 1 {
+				t.Fatalf("Parse(%q): SQL %q parses to %d statements, %v", sql, q.SQL, len(again), err)
+			}
+			if q2, ok := again[0].(*Query); ok && q2.SQL != q.SQL {
+				t.Fatalf("Parse(%q): SQL %q re-parses to SQL %q", sql, q.SQL, q2.SQL)
+			}
+		}
+	})
+}

@@ -292,6 +292,22 @@ func (p *parser) nameAndOptions(k Kind) (Name, []Option, error) {
 	return n, opts, err
 }
 
+// commaList parses one or more items with item, separated by commas,
+// and returns them in order; the first error ends the list.
+func commaList[T any](p *parser, item func() (T, error)) ([]T, error) {
+	var out []T
+	for {
+		v, err := item()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+		if !p.acceptOp(",") {
+			return out, nil
+		}
+	}
+}
+
 func (p *parser) drop() (node, error) {
 	d := &Drop{IfExists: p.acceptAll("if", "exists")}
 	k, err := p.kind()
@@ -302,15 +318,8 @@ func (p *parser) drop() (node, error) {
 	if p.acceptAll("if", "exists") {
 		d.IfExists = true
 	}
-	for {
-		n, err := p.name()
-		if err != nil {
-			return nil, err
-		}
-		d.Names = append(d.Names, n)
-		if !p.acceptOp(",") {
-			break
-		}
+	if d.Names, err = commaList(p, p.name); err != nil {
+		return nil, err
 	}
 	switch {
 	case p.accept("cascade"):
@@ -544,15 +553,9 @@ func (p *parser) unsupported() *Error {
 
 func (p *parser) selectStmt() (node, error) {
 	s := &Select{Limit: -1}
-	for {
-		tg, err := p.target()
-		if err != nil {
-			return nil, err
-		}
-		s.Targets = append(s.Targets, tg)
-		if !p.acceptOp(",") {
-			break
-		}
+	var err error
+	if s.Targets, err = commaList(p, p.target); err != nil {
+		return nil, err
 	}
 	if p.accept("from") {
 		t, ok := p.acceptName()
