@@ -5,9 +5,15 @@
 // process (startup, AuthenticationOk, ReadyForQuery, nothing else), runs
 // `sluice serve` in front of it, opens N client sessions with pgconn (a
 // real startup exchange through the route), leaves them idle, and prints
-// the sluice process's resident set size.
+// the sluice process's resident set size and its growth per session in
+// KiB.
 //
-//	go run ./measure/idleconns -n 2000
+// Each session holds a descriptor at each of its four ends (two in this
+// process, two in sluice), so the run raises this process's descriptor
+// limit to fit 2N plus a margin, which sluice inherits; past the hard limit
+// that needs root (CAP_SYS_RESOURCE).
+//
+//	go run ./measure/idleconns -n 10000
 package main
 
 import (
@@ -18,6 +24,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,6 +32,9 @@ import (
 
 	"github.com/sluicelab/sluice/measure/harness"
 )
+
+// fileMargin is the descriptors a process needs beside its sessions'.
+const fileMargin = 100
 
 func main() {
 	n := flag.Int("n", 2000, "idle client sessions")
@@ -36,6 +46,9 @@ func main() {
 }
 
 func run(n int, protocol string) error {
+	if err := raiseFileLimit(uint64(2*n + fileMargin)); err != nil {
+		return err
+	}
 	bin, dir, err := harness.Build()
 	if err != nil {
 		return err
@@ -65,7 +78,7 @@ func run(n int, protocol string) error {
 			return fmt.Errorf("session %d: %w", i, err)
 		}
 		conns = append(conns, c)
-		if (i+1)%500 == 0 {
+		if (i+1)%1000 == 0 {
 			fmt.Printf("%d sessions open (%.1fs)\n", i+1, time.Since(start).Seconds())
 		}
 	}
@@ -75,6 +88,27 @@ func run(n int, protocol string) error {
 		protocol, base/1024, held/1024, n, (held-base)/float64(n))
 	for _, c := range conns {
 		c.Close(ctx)
+	}
+	return nil
+}
+
+// raiseFileLimit raises the soft (and if need be the hard) limit on open
+// descriptors to at least want. A hard limit below want can only be
+// raised with CAP_SYS_RESOURCE; without it the error says so.
+func raiseFileLimit(want uint64) error {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return fmt.Errorf("descriptor limit: %w", err)
+	}
+	if l.Cur >= want {
+		return nil
+	}
+	hard := l.Max
+	l.Cur = want
+	l.Max = max(l.Max, want)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return fmt.Errorf("%d descriptors needed, hard limit %d (raising it needs CAP_SYS_RESOURCE; the most sessions under it: -n %d): %w",
+			want, hard, (hard-fileMargin)/2, err)
 	}
 	return nil
 }
