@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
@@ -32,15 +31,20 @@ func (d direction) String() string {
 	return "down"
 }
 
-// Read buffer sizes. A pump starts small so that thousands of idle
-// sessions cost little, and moves to the large buffer the first time a
-// read fills the small one.
-const (
-	smallBuf = 4 << 10
-	largeBuf = 32 << 10
-)
+// readBuf is the size of a pump's read buffer, in bytes. A pump takes its
+// buffer from readPool only when its socket has bytes to read and gives it
+// back once the chunk has been handed on, so an idle pump holds none.
+const readBuf = 32 << 10
 
-var largePool = sync.Pool{New: func() any { b := make([]byte, largeBuf); return &b }}
+// readPool holds the pumps' read buffers, shared by every server in the
+// process (a buffer holds no state between reads).
+var readPool = rawconn.NewPool(readBuf)
+
+// pooledReader is a reader that takes its buffer from a pool only once it
+// has bytes to return (rawconn.Conn).
+type pooledReader interface {
+	ReadPooled(pool *rawconn.Pool) (*[]byte, int, error)
+}
 
 // pump moves one direction of one session. Its fields are owned by the
 // goroutine running run.
@@ -51,8 +55,9 @@ type pump struct {
 	dir   direction
 	src   net.Conn
 	dst   net.Conn
-	rd    io.Reader // src, with raw reads on a plain socket (rawconn)
-	wr    io.Writer // dst, with raw writes on a plain socket (rawconn)
+	rd    io.Reader    // src, with raw reads on a plain socket (rawconn)
+	prd   pooledReader // rd, if it reads into pooled buffers; else nil
+	wr    io.Writer    // dst, with raw writes on a plain socket (rawconn)
 	obs   wire.Observer
 	rw    wire.Rewriter // obs as a Rewriter, or nil
 	clk   clock.Clock
@@ -73,11 +78,13 @@ type pump struct {
 	late    *dirLateness // the route's release histograms for this direction, set with line
 	stamps  stamper      // rd, once it reports kernel receive times (set with line); nil if it cannot
 	wall    clock.Wall   // clk, when stamps is set
-	large   *[]byte
 }
 
-func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst net.Conn, obs wire.Observer) *pump {
-	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, rd: rawconn.Wrap(src), wr: rawconn.Wrap(dst), obs: obs, clk: s.clk}
+// newPump returns the pump from src to dst. rsrc and rdst are src and dst
+// as rawconn.Wrap returned them, shared with the other direction's pump.
+func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst, rsrc, rdst net.Conn, obs wire.Observer) *pump {
+	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, rd: rsrc, wr: rdst, obs: obs, clk: s.clk}
+	p.prd, _ = rsrc.(pooledReader)
 	p.rw, _ = obs.(wire.Rewriter)
 	if dir == dirUp {
 		p.count = sess.AddUp
@@ -97,18 +104,16 @@ func (p *pump) run(ctx context.Context, first []byte) (err error) {
 			return err
 		}
 	}
-	small := make([]byte, smallBuf)
-	buf := small
 	for {
-		n, rerr := p.rd.Read(buf)
+		buf, n, rerr := p.read()
 		if n > 0 {
-			if err := p.chunk(ctx, buf[:n]); err != nil {
+			err := p.chunk(ctx, (*buf)[:n])
+			readPool.Put(buf)
+			if err != nil {
 				return err
 			}
-			if n == len(buf) && p.large == nil {
-				p.large = largePool.Get().(*[]byte)
-				buf = *p.large
-			}
+		} else if buf != nil {
+			readPool.Put(buf)
 		}
 		if rerr != nil {
 			if !errors.Is(rerr, io.EOF) {
@@ -129,6 +134,19 @@ func (p *pump) run(ctx context.Context, first []byte) (err error) {
 			return nil
 		}
 	}
+}
+
+// read reads the next chunk from src into a buffer from readPool, which
+// the caller gives back. On a plain socket the buffer is taken only once
+// bytes are there (rawconn.Conn.ReadPooled), so a pump waiting for its
+// peer holds none; another reader (TLS) holds one while it waits.
+func (p *pump) read() (*[]byte, int, error) {
+	if p.prd != nil {
+		return p.prd.ReadPooled(readPool)
+	}
+	b := readPool.Get()
+	n, err := p.rd.Read(*b)
+	return b, n, err
 }
 
 // chunk observes, schedules and forwards one chunk.
@@ -282,9 +300,5 @@ func (p *pump) close() {
 	}
 	if p.flow != nil {
 		p.flow.Close()
-	}
-	if p.large != nil {
-		largePool.Put(p.large)
-		p.large = nil
 	}
 }

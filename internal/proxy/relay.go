@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/panics"
+	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -196,8 +197,11 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 	}
 	log.Info("session open", "route", r.route.Name, "session", sess.ID, "client", sess.Info.Client, "user", sess.User(), "database", sess.Database())
 
-	up := newPump(r.srv, r.route, sess, dirUp, c.Client, c.Upstream, c.Up)
-	down := newPump(r.srv, r.route, sess, dirDown, c.Upstream, c.Client, c.Down)
+	// Each socket is wrapped once: its reads belong to one pump, its
+	// writes to the other.
+	rclient, rupstream := rawconn.Wrap(c.Client), rawconn.Wrap(c.Upstream)
+	up := newPump(r.srv, r.route, sess, dirUp, c.Client, c.Upstream, rclient, rupstream, c.Up)
+	down := newPump(r.srv, r.route, sess, dirDown, c.Upstream, c.Client, rupstream, rclient, c.Down)
 
 	var (
 		errOnce  sync.Once

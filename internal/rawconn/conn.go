@@ -23,8 +23,10 @@ type Conn struct {
 	net.Conn
 	rc syscall.RawConn
 
-	rmu    sync.Mutex // held for a whole Read
-	rbuf   []byte     // guarded by rmu; the caller's buffer
+	rmu    sync.Mutex // held for a whole Read or ReadPooled
+	rbuf   []byte     // guarded by rmu; the caller's buffer, or the pooled one
+	rpool  *Pool      // guarded by rmu; ReadPooled's pool, nil in Read
+	rbufp  *[]byte    // guarded by rmu; the buffer taken from rpool, nil while none is held
 	rn     uintptr    // guarded by rmu
 	rerrno syscall.Errno
 	readFn func(fd uintptr) bool // c.read, bound once
@@ -103,10 +105,53 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return int(c.rn), nil
 }
 
-// read is the poller callback of Read: false asks it to wait for input.
-// With stamps it is recvmsg, keeping the kernel's receive timestamp.
+// ReadPooled is Read into a buffer taken from pool only once there is
+// something to return: while the socket has nothing to read, the caller
+// holds no buffer (a waiting ReadPooled holds none either). It returns the
+// buffer and the count of bytes read into it; the caller owns the buffer
+// and gives it back to pool when done with its bytes. On an error or at
+// the end of the stream it returns a nil buffer, having given back the one
+// it took. Like Read, it allocates nothing.
+func (c *Conn) ReadPooled(pool *Pool) (*[]byte, int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.rpool, c.rbufp, c.rbuf, c.rn, c.rerrno = pool, nil, nil, 0, 0
+	if c.stamps {
+		c.stamp = time.Time{}
+	}
+	err := c.rc.Read(c.readFn)
+	b := c.rbufp
+	c.rpool, c.rbufp, c.rbuf = nil, nil, nil
+	c.iov.Base = nil
+	if err == nil && c.rerrno == 0 && c.rn > 0 {
+		return b, int(c.rn), nil
+	}
+	if b != nil {
+		pool.Put(b)
+	}
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case c.rerrno != 0:
+		return nil, 0, c.opError("read", c.rerrno)
+	}
+	return nil, 0, io.EOF
+}
+
+// read is the poller callback of Read and ReadPooled: false asks it to
+// wait for input. With stamps it is recvmsg, keeping the kernel's receive
+// timestamp. Under ReadPooled the buffer is taken from the pool for the
+// call and given back when the socket had nothing (EAGAIN).
 func (c *Conn) read(fd uintptr) bool {
 	oob := unsafe.Slice((*byte)(unsafe.Pointer(&c.oob[0])), len(c.oob)*8)
+	if c.rpool != nil && c.rbufp == nil {
+		c.rbufp = c.rpool.Get()
+		c.rbuf = *c.rbufp
+		if c.stamps {
+			c.iov.Base = &c.rbuf[0]
+			c.iov.SetLen(len(c.rbuf))
+		}
+	}
 	for {
 		// The socket is non-blocking: this returns at once.
 		var n uintptr
@@ -123,6 +168,10 @@ func (c *Conn) read(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			if c.rpool != nil {
+				c.rpool.Put(c.rbufp)
+				c.rbufp, c.rbuf = nil, nil
+			}
 			return false
 		case 0:
 			c.rn = n
