@@ -20,8 +20,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"syscall"
@@ -39,13 +41,14 @@ const fileMargin = 100
 func main() {
 	n := flag.Int("n", 2000, "idle client sessions")
 	protocol := flag.String("protocol", "postgres", "route protocol: postgres or tcp")
+	profile := flag.String("profile", "", "with the sessions idle, save sluice's heap profile and goroutine stacks under this path prefix (PREFIX.heap, PREFIX.goroutines) and its memory statistics (PREFIX.memstats); empty: none")
 	flag.Parse()
-	if err := run(*n, *protocol); err != nil {
+	if err := run(*n, *protocol, *profile); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(n int, protocol string) error {
+func run(n int, protocol, profile string) error {
 	if err := raiseFileLimit(uint64(2*n + fileMargin)); err != nil {
 		return err
 	}
@@ -60,7 +63,13 @@ func run(n int, protocol string) error {
 	}
 	go serveStub(up)
 	listen := harness.FreeAddr()
-	srv := exec.Command(bin, "serve", "--listen", listen, "--upstream", up.Addr().String(), "--protocol", protocol, "--log-level", "warn")
+	args := []string{"serve", "--listen", listen, "--upstream", up.Addr().String(), "--protocol", protocol, "--log-level", "warn"}
+	pprofAddr := ""
+	if profile != "" {
+		pprofAddr = harness.FreeAddr()
+		args = append(args, "--pprof", pprofAddr)
+	}
+	srv := exec.Command(bin, args...)
 	srv.Stderr = os.Stderr
 	if err := srv.Start(); err != nil {
 		return err
@@ -86,6 +95,14 @@ func run(n int, protocol string) error {
 	held := harness.ProcessRSS(pid)
 	fmt.Printf("route %s: sluice RSS %.1f MiB before, %.1f MiB with %d idle sessions (%.1f KiB per session)\n",
 		protocol, base/1024, held/1024, n, (held-base)/float64(n))
+	if profile != "" {
+		for suffix, path := range map[string]string{".heap": "heap", ".goroutines": "goroutine?debug=1", ".memstats": "heap?debug=1"} {
+			if err := saveProfile("http://"+pprofAddr+"/debug/pprof/"+path, profile+suffix); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("profiles saved under %s.*\n", profile)
+	}
 	for _, c := range conns {
 		c.Close(ctx)
 	}
@@ -111,6 +128,24 @@ func raiseFileLimit(want uint64) error {
 			want, hard, (hard-fileMargin)/2, err)
 	}
 	return nil
+}
+
+// saveProfile saves what url serves to the file path.
+func saveProfile(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("profile %s: %w", url, err)
+	}
+	return f.Close()
 }
 
 func waitListening(addr string) {
