@@ -11,7 +11,6 @@ import (
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
-	"github.com/sluicelab/sluice/internal/panics"
 	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -69,15 +68,26 @@ type pump struct {
 	lnk     *link.Link // link of the current flow
 	pool    string     // pool of the current flow
 	flow    *link.Flow
-	params  netem.Params // emulation of this direction
-	plain   bool         // params.IsZero(), kept by bind: no emulation
-	ack     netem.Params // emulation of the other direction (its delay returns ACKs)
-	path    *netem.Path
-	line    *netem.Line  // non-nil once chunks must wait for a release time
-	coarse  bool         // line releases at timer precision (class Low)
-	late    *dirLateness // the route's release histograms for this direction, set with line
-	stamps  stamper      // rd, once it reports kernel receive times (set with line); nil if it cannot
-	wall    clock.Wall   // clk, when stamps is set
+	plain   bool       // this direction's emulation is zero, kept by bind
+	em      *emulation // nil until a binding carries emulation or a chunk must wait
+
+	ctx context.Context // set by start
+	rs  *relaying       // the session, told when the pump ends
+	pk  parkState
+}
+
+// emulation is the state of a pump whose binding carries emulation or
+// whose chunks have had to wait for a release time; most pumps never need
+// it, so it is allocated on first use.
+type emulation struct {
+	params netem.Params // emulation of this direction
+	ack    netem.Params // emulation of the other direction (its delay returns ACKs)
+	path   *netem.Path
+	line   *netem.Line  // non-nil once chunks must wait for a release time
+	coarse bool         // line releases at timer precision (class Low)
+	late   *dirLateness // the route's release histograms for this direction, set with line
+	stamps stamper      // rd, once it reports kernel receive times (set with line); nil if it cannot
+	wall   clock.Wall   // clk, when stamps is set
 }
 
 // newPump returns the pump from src to dst. rsrc and rdst are src and dst
@@ -85,6 +95,11 @@ type pump struct {
 func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst, rsrc, rdst net.Conn, obs wire.Observer) *pump {
 	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, rd: rsrc, wr: rdst, obs: obs, clk: s.clk}
 	p.prd, _ = rsrc.(pooledReader)
+	if rc, ok := rsrc.(*rawconn.Conn); ok {
+		// A plain socket's pump may park; TLS keeps decrypted bytes of
+		// its own, which readiness of the socket would not show.
+		p.pk.rc = rc.RawConn()
+	}
 	p.rw, _ = obs.(wire.Rewriter)
 	if dir == dirUp {
 		p.count = sess.AddUp
@@ -94,14 +109,13 @@ func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst
 	return p
 }
 
-// run pumps until src ends or an error. first is forwarded before
-// anything read from src. At end of stream dst is half-closed after every
-// byte has been written.
-func (p *pump) run(ctx context.Context, first []byte) (err error) {
-	defer panics.Catch(p.dir.String()+" pump", &err)
+// run pumps until src ends, an error, or the pump parks (parked true: see
+// park). first is forwarded before anything read from src. At end of
+// stream dst is half-closed after every byte has been written.
+func (p *pump) run(ctx context.Context, first []byte) (parked bool, err error) {
 	if len(first) > 0 {
 		if err := p.chunk(ctx, first); err != nil {
-			return err
+			return false, err
 		}
 	}
 	for {
@@ -110,30 +124,44 @@ func (p *pump) run(ctx context.Context, first []byte) (err error) {
 			err := p.chunk(ctx, (*buf)[:n])
 			readPool.Put(buf)
 			if err != nil {
-				return err
+				return false, err
 			}
 		} else if buf != nil {
 			readPool.Put(buf)
 		}
 		if rerr != nil {
+			if parked, retry := p.park(rerr); parked || retry {
+				if parked {
+					return true, nil
+				}
+				continue
+			}
 			if !errors.Is(rerr, io.EOF) {
-				return fmt.Errorf("%s read: %w", p.dir, rerr)
+				return false, fmt.Errorf("%s read: %w", p.dir, rerr)
 			}
 			if p.rw != nil {
 				// What the rewriter holds back goes on before the half-close.
 				if err := p.chunk(ctx, nil); err != nil {
-					return err
+					return false, err
 				}
 			}
-			if p.line != nil {
-				if err := p.line.Flush(ctx); err != nil {
-					return fmt.Errorf("%s write: %w", p.dir, err)
+			if p.em != nil && p.em.line != nil {
+				if err := p.em.line.Flush(ctx); err != nil {
+					return false, fmt.Errorf("%s write: %w", p.dir, err)
 				}
 			}
 			closeWrite(p.dst)
-			return nil
+			return false, nil
 		}
 	}
+}
+
+// bytes returns how many bytes the pump has read so far.
+func (p *pump) bytes() int64 {
+	if p.dir == dirUp {
+		return p.sess.BytesUp()
+	}
+	return p.sess.BytesDown()
 }
 
 // read reads the next chunk from src into a buffer from readPool, which
@@ -172,34 +200,38 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s link: %w", p.dir, err)
 	}
-	if p.line == nil && p.plain && !depart.After(p.clk.Now()) {
+	if (p.em == nil || p.em.line == nil) && p.plain && !depart.After(p.clk.Now()) {
 		if _, err := p.wr.Write(b); err != nil {
 			return fmt.Errorf("%s write: %w", p.dir, err)
 		}
 		return nil
 	}
-	if p.line == nil {
-		p.late = p.srv.lateness(p.route.Name, p.dir)
-		p.path = netem.NewPath(p.params, p.seed())
-		p.line = netem.NewLine(p.clk, p.wr, p.path, netem.LineOptions{
-			AckDelay: p.ackDelay, Precise: &p.late.precise, Timed: &p.late.timed,
+	if p.em == nil {
+		p.em = new(emulation)
+	}
+	em := p.em
+	if em.line == nil {
+		em.late = p.srv.lateness(p.route.Name, p.dir)
+		em.path = netem.NewPath(em.params, p.seed())
+		em.line = netem.NewLine(p.clk, p.wr, em.path, netem.LineOptions{
+			AckDelay: p.ackDelay, Precise: &em.late.precise, Timed: &em.late.timed,
 		})
 		p.stampReads()
 	}
 	// Low-class bytes are bulk: released at timer precision, without a
 	// precise wake-up per chunk (see netem.Line.SetCoarse).
-	if low := class == link.Low; low != p.coarse {
-		p.line.SetCoarse(low)
-		p.coarse = low
+	if low := class == link.Low; low != em.coarse {
+		em.line.SetCoarse(low)
+		em.coarse = low
 	}
 	at := depart
-	if p.stamps != nil {
-		if r := p.stamps.ReadStamp(); !r.IsZero() {
+	if em.stamps != nil {
+		if r := em.stamps.ReadStamp(); !r.IsZero() {
 			now := p.clk.Now()
-			at = arrival(depart, now, p.wall.FromWall(r, now))
+			at = arrival(depart, now, em.wall.FromWall(r, now))
 		}
 	}
-	if err := p.line.Write(ctx, b, at); err != nil {
+	if err := em.line.Write(ctx, b, at); err != nil {
 		return fmt.Errorf("%s write: %w", p.dir, err)
 	}
 	return nil
@@ -231,7 +263,7 @@ func (p *pump) stampReads() {
 		p.srv.log.Debug("no receive timestamps", "route", p.route.Name, "dir", p.dir.String(), "err", err)
 		return
 	}
-	p.stamps, p.wall = st, w
+	p.em.stamps, p.em.wall = st, w
 }
 
 // maxStampAge bounds how old a receive time may be and still stand for a
@@ -251,12 +283,12 @@ func arrival(depart, now, received time.Time) time.Time {
 	return received
 }
 
-func (p *pump) ackDelay() time.Duration { return p.ack.Delay }
+func (p *pump) ackDelay() time.Duration { return p.em.ack.Delay }
 
 // seed makes each flow's random sequence distinct but repeatable for a
 // given seed setting and session order.
 func (p *pump) seed() int64 {
-	return p.params.Seed + int64(p.sess.ID)*2 + int64(p.dir)
+	return p.em.params.Seed + int64(p.sess.ID)*2 + int64(p.dir)
 }
 
 // bind applies the policy's current binding for the session.
@@ -264,14 +296,19 @@ func (p *pump) bind(v uint64) {
 	b := p.srv.policy.Bind(p.route.Name, p.sess.User())
 	p.version, p.bound = v, true
 	p.class = b.Class
+	params, ack := b.Down, b.Up
 	if p.dir == dirUp {
-		p.params, p.ack = b.Up, b.Down
-	} else {
-		p.params, p.ack = b.Down, b.Up
+		params, ack = b.Up, b.Down
 	}
-	p.plain = p.params.IsZero()
-	if p.path != nil {
-		p.path.SetParams(p.params)
+	p.plain = params.IsZero()
+	if p.em == nil && (!p.plain || !ack.IsZero()) {
+		p.em = new(emulation)
+	}
+	if em := p.em; em != nil {
+		em.params, em.ack = params, ack
+		if em.path != nil {
+			em.path.SetParams(params)
+		}
 	}
 	l := b.Link
 	if l == nil {
@@ -295,8 +332,8 @@ func (p *pump) bind(v uint64) {
 
 // close releases the pump's resources once run has returned.
 func (p *pump) close() {
-	if p.line != nil {
-		p.line.Close()
+	if p.em != nil && p.em.line != nil {
+		p.em.line.Close()
 	}
 	if p.flow != nil {
 		p.flow.Close()

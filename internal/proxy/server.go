@@ -37,6 +37,8 @@ type Server struct {
 	linkOnce sync.Once
 	link     *link.Link // used when a binding names none; see defaultLink
 
+	parking parking // idle pumps give up their goroutines (park.go)
+
 	mu       sync.Mutex
 	routes   map[string]*listener       // guarded by mu
 	conns    map[*relay]struct{}        // guarded by mu; live sessions
@@ -202,13 +204,12 @@ func (s *Server) accept(l *listener) {
 		s.conns[r] = struct{}{}
 		s.sessions.Add(1)
 		s.mu.Unlock()
-		go func() {
-			defer s.sessions.Done()
-			r.serve()
+		go r.serve(func() {
 			s.mu.Lock()
 			delete(s.conns, r)
 			s.mu.Unlock()
-		}()
+			s.sessions.Done()
+		})
 	}
 }
 
