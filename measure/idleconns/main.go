@@ -42,13 +42,14 @@ func main() {
 	n := flag.Int("n", 2000, "idle client sessions")
 	protocol := flag.String("protocol", "postgres", "route protocol: postgres or tcp")
 	profile := flag.String("profile", "", "with the sessions idle, save sluice's heap profile and goroutine stacks under this path prefix (PREFIX.heap, PREFIX.goroutines) and its memory statistics (PREFIX.memstats); empty: none")
+	settle := flag.Duration("settle", 2*time.Second, "how long the sessions stay idle before the measurement")
 	flag.Parse()
-	if err := run(*n, *protocol, *profile); err != nil {
+	if err := run(*n, *protocol, *profile, *settle); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(n int, protocol, profile string) error {
+func run(n int, protocol, profile string, settle time.Duration) error {
 	if err := raiseFileLimit(uint64(2*n + fileMargin)); err != nil {
 		return err
 	}
@@ -91,17 +92,20 @@ func run(n int, protocol, profile string) error {
 			fmt.Printf("%d sessions open (%.1fs)\n", i+1, time.Since(start).Seconds())
 		}
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(settle)
 	held := harness.ProcessRSS(pid)
 	fmt.Printf("route %s: sluice RSS %.1f MiB before, %.1f MiB with %d idle sessions (%.1f KiB per session)\n",
 		protocol, base/1024, held/1024, n, (held-base)/float64(n))
 	if profile != "" {
-		for suffix, path := range map[string]string{".heap": "heap", ".goroutines": "goroutine?debug=1", ".memstats": "heap?debug=1"} {
+		for suffix, path := range map[string]string{".heap": "heap?gc=1", ".goroutines": "goroutine?debug=1", ".memstats": "heap?debug=1"} {
 			if err := saveProfile("http://"+pprofAddr+"/debug/pprof/"+path, profile+suffix); err != nil {
 				return err
 			}
 		}
 		fmt.Printf("profiles saved under %s.*\n", profile)
+		time.Sleep(settle)
+		after := harness.ProcessRSS(pid)
+		fmt.Printf("after a GC and %v more: sluice RSS %.1f MiB (%.1f KiB per session)\n", settle, after/1024, (after-base)/float64(n))
 	}
 	for _, c := range conns {
 		c.Close(ctx)
