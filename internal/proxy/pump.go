@@ -33,7 +33,13 @@ func (d direction) String() string {
 // readBuf is the size of a pump's read buffer, in bytes. A pump takes its
 // buffer from readPool only when its socket has bytes to read and gives it
 // back once the chunk has been handed on, so an idle pump holds none.
-const readBuf = 32 << 10
+// A reader that cannot wait without a buffer (TLS) starts with one of
+// smallBuf bytes of its own, so that idle TLS sessions cost little, and
+// moves to a pooled one the first time a read fills it.
+const (
+	readBuf  = 32 << 10
+	smallBuf = 4 << 10
+)
 
 // readPool holds the pumps' read buffers, shared by every server in the
 // process (a buffer holds no state between reads).
@@ -71,9 +77,11 @@ type pump struct {
 	plain   bool       // this direction's emulation is zero, kept by bind
 	em      *emulation // nil until a binding carries emulation or a chunk must wait
 
-	ctx context.Context // set by start
-	rs  *relaying       // the session, told when the pump ends
-	pk  parkState
+	ctx   context.Context // set by start
+	rs    *relaying       // the session, told when the pump ends
+	pk    parkState
+	own   *[]byte // the read buffer of a reader without ReadPooled; nil until its first read
+	large bool    // own came from readPool
 }
 
 // emulation is the state of a pump whose binding carries emulation or
@@ -122,12 +130,12 @@ func (p *pump) run(ctx context.Context, first []byte) (parked bool, err error) {
 		buf, n, rerr := p.read()
 		if n > 0 {
 			err := p.chunk(ctx, (*buf)[:n])
-			readPool.Put(buf)
+			p.release(buf, n)
 			if err != nil {
 				return false, err
 			}
 		} else if buf != nil {
-			readPool.Put(buf)
+			p.release(buf, 0)
 		}
 		if rerr != nil {
 			if parked, retry := p.park(rerr); parked || retry {
@@ -172,9 +180,25 @@ func (p *pump) read() (*[]byte, int, error) {
 	if p.prd != nil {
 		return p.prd.ReadPooled(readPool)
 	}
-	b := readPool.Get()
-	n, err := p.rd.Read(*b)
-	return b, n, err
+	if p.own == nil {
+		b := make([]byte, smallBuf)
+		p.own = &b
+	}
+	n, err := p.rd.Read(*p.own)
+	return p.own, n, err
+}
+
+// release gives back buf, which read returned with n bytes: to readPool,
+// unless it is the pump's own buffer, which it keeps, moving to a pooled
+// one of readBuf bytes the first time a read fills its small one.
+func (p *pump) release(buf *[]byte, n int) {
+	if buf != p.own {
+		readPool.Put(buf)
+		return
+	}
+	if n == len(*buf) && n < readBuf {
+		p.own, p.large = readPool.Get(), true
+	}
 }
 
 // chunk observes, schedules and forwards one chunk.
@@ -334,6 +358,10 @@ func (p *pump) bind(v uint64) {
 func (p *pump) close() {
 	if p.em != nil && p.em.line != nil {
 		p.em.line.Close()
+	}
+	if p.large {
+		readPool.Put(p.own)
+		p.own, p.large = nil, false
 	}
 	if p.flow != nil {
 		p.flow.Close()
