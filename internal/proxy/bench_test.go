@@ -8,29 +8,6 @@ import (
 	"github.com/sluicelab/sluice/internal/session"
 )
 
-// benchUpstream serves on loopback with serve for each connection.
-func benchUpstream(b *testing.B, serve func(c net.Conn)) string {
-	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				serve(c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // benchRoute starts a server with a tcp route to upstream and returns a
 // client connection through it.
 func benchRoute(b *testing.B, upstream string) net.Conn {
@@ -54,7 +31,7 @@ func benchRoute(b *testing.B, upstream string) net.Conn {
 // operation, the cost of a small transaction. The pumps allocate nothing
 // per message.
 func BenchmarkRoutePingPong(b *testing.B) {
-	up := benchUpstream(b, func(c net.Conn) {
+	up := serveLoopback(b, func(c net.Conn) {
 		buf := make([]byte, 64)
 		for {
 			if _, err := io.ReadFull(c, buf); err != nil {
@@ -83,7 +60,7 @@ func BenchmarkRoutePingPong(b *testing.B) {
 // that discards them.
 func BenchmarkRouteBulk(b *testing.B) {
 	const chunk = 32 << 10
-	up := benchUpstream(b, func(c net.Conn) {
+	up := serveLoopback(b, func(c net.Conn) {
 		buf := make([]byte, 64<<10)
 		for {
 			if _, err := c.Read(buf); err != nil {

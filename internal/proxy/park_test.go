@@ -15,9 +15,10 @@ import (
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
-// echoUpstream serves on loopback, echoing each connection's bytes and
-// half-closing it after the client's end of stream.
-func echoUpstream(t testing.TB) string {
+// serveLoopback serves on loopback until the test ends, calling serve
+// for each connection on a goroutine of its own and closing the
+// connection when serve returns.
+func serveLoopback(t testing.TB, serve func(c net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,12 +33,20 @@ func echoUpstream(t testing.TB) string {
 			}
 			go func() {
 				defer c.Close()
-				io.Copy(c, c)
-				c.(*net.TCPConn).CloseWrite()
+				serve(c)
 			}()
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// echoUpstream serves on loopback, echoing each connection's bytes and
+// half-closing it after the client's end of stream.
+func echoUpstream(t testing.TB) string {
+	return serveLoopback(t, func(c net.Conn) {
+		io.Copy(c, c)
+		c.(*net.TCPConn).CloseWrite()
+	})
 }
 
 // parkedProxy starts a server whose sweeper runs on a fake clock, with a
