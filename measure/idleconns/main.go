@@ -14,6 +14,7 @@
 // that needs root (CAP_SYS_RESOURCE).
 //
 //	go run ./measure/idleconns -n 10000
+//	go run ./measure/idleconns -n 5000 -profile /tmp/idle   # heap profile, goroutines, memory statistics
 package main
 
 import (
