@@ -38,6 +38,7 @@ type serveFlags struct {
 	upstreamTLS         bool
 	upstreamTLSCA       string
 	upstreamTLSInsecure bool
+	pprof               string
 }
 
 func newServe() *cobra.Command {
@@ -79,6 +80,8 @@ with any error is refused whole and the running one stays.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.cpuLat, "cpu-latency", "", "while serving, hold a PM QoS request that no CPU take longer than this to leave idle (e.g. 0s: idle CPUs poll), so emulated delays are not lengthened by deep idle states; needs root; empty: no request")
+	fl.StringVar(&f.pprof, "pprof", "", "serve the runtime's profiles (net/http/pprof) on this address, for measurement only; empty: none")
+	fl.MarkHidden("pprof")
 	fl.IntVar(&f.procs, "procs", defaultProcs(), "CPUs the proxy may use at once (GOMAXPROCS); the default, half the CPUs, leaves the rest to the database and its clients")
 	fl.StringVar(&f.cpus, "cpus", "", "pin the proxy's threads to these CPUs (a list such as 0 or 0-3,6, as taskset -c takes); --procs then defaults to their number; emulated delays are most precise with the proxy on a CPU of its own; empty: no pinning")
 	return cmd
@@ -156,6 +159,13 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 		log.Info("holding CPU latency request", "bound", bound.String())
 	}
 	runtime.GOMAXPROCS(f.procs)
+	if f.pprof != "" {
+		stop, err := servePprof(f.pprof, log)
+		if err != nil {
+			return usageErr(fmt.Errorf("--pprof: %w", err))
+		}
+		defer stop()
+	}
 	// SIGHUP would otherwise end the process and every session (its
 	// default action); one that comes while the stack starts is served
 	// once it runs.

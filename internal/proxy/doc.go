@@ -8,7 +8,8 @@
 // A route listens on one address and forwards to one upstream. Each
 // accepted connection becomes a session: the route's front end runs the
 // protocol's opening exchange (or none, for tcp routes), then two pumps
-// move the bytes, one goroutine per direction.
+// move the bytes, one goroutine per direction while the direction is
+// active.
 //
 // The pump is the hot path. Each iteration reads one chunk (never more
 // than the flow's window), shows it to the direction's observer, asks the
@@ -19,6 +20,27 @@
 // (internal/rawconn), which under small requests and responses saves a
 // large share of sluice's own CPU; TLS and wrapped connections keep their
 // own Read and Write.
+// A pump's read buffer (32 KiB) comes from a pool only once its socket
+// has bytes (rawconn.Conn.ReadPooled) and goes back once the chunk has
+// been handed on, so a pump waiting for its peer holds none. A pump's
+// emulation state is allocated only when a binding carries emulation or a
+// chunk must wait.
+//
+// Idle sessions hold no goroutine. No goroutine waits for a session's
+// end: serve runs the opening exchange on the accepting goroutine, starts
+// the pumps and returns, and the pump that ends last ends the session
+// (relaying.ended) and tells the server. A pump whose direction moved no
+// byte over a whole sweep (park.go: one sweeper goroutine per server,
+// every sweepPeriod, running only while some pump may park; no timer per
+// read) parks: the sweeper sets its socket's read deadline in the past
+// (wall clock), the pump's read returns, the pump clears the deadline,
+// registers the socket in the server's idlepark.Set and returns, giving
+// up its goroutine. When the socket becomes readable (bytes, the peer's
+// half-close, an error) the set starts the pump again on a new goroutine,
+// where it stopped: it was between two reads, so no byte is in flight.
+// Only plain sockets park (TLS keeps decrypted bytes the socket's
+// readiness would not show).
+//
 // Emulation and scheduling cost only where they are switched on:
 // a flow whose binding carries a delay or whose link has a capacity hands
 // its chunks to a delay line with its own writer goroutine, so the pump
@@ -51,9 +73,24 @@
 //     client reads wire.Conn.Terminated (PostgreSQL FATAL 57P01, MySQL ERR
 //     1927) and its socket closes. Session.UnsentBytes reads the client
 //     socket's TCP_INFO notsent.
+//   - A parked pump is resumed before its socket is closed or given a
+//     read deadline by the relay (pump.stop, called by relaying.fail,
+//     the fatal path and relay.abort): stop marks the pump stopping, so
+//     it never parks again, and takes its socket back from the set
+//     (idlepark.Set.Unpark) before the close, so the descriptor is never
+//     reused under an epoll registration; the resumed pump then sees the
+//     close or deadline as a waiting read would.
+//   - A read deadline ends a pump's read as a park only when the sweeper
+//     asked for it (parkState.asked) and the pump is not stopping, both
+//     under parkState.mu, which also orders the sweeper's deadline, the
+//     pump's clearing of it and the relay's own deadlines.
 //   - Socket deadlines are wall-clock times (clock.SocketDeadline), never
 //     the injected clock's.
 //   - Socket options: TCP_NODELAY on both sides; TCP_NOTSENT_LOWAT on the
 //     client-facing socket so unsent data waits in sluice, where it can be
 //     scheduled, rather than in the kernel.
+//
+// Lock order: Server.mu, relay.mu, parking.mu and parkState.mu are each
+// taken alone, except parkState.mu, under which idlepark's lock is taken
+// (Park, Unpark). No lock is held while a pump runs its chunk.
 package proxy

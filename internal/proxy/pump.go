@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
-	"github.com/sluicelab/sluice/internal/panics"
 	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -32,15 +30,26 @@ func (d direction) String() string {
 	return "down"
 }
 
-// Read buffer sizes. A pump starts small so that thousands of idle
-// sessions cost little, and moves to the large buffer the first time a
-// read fills the small one.
+// readBuf is the size of a pump's read buffer, in bytes. A pump takes its
+// buffer from readPool only when its socket has bytes to read and gives it
+// back once the chunk has been handed on, so an idle pump holds none.
+// A reader that cannot wait without a buffer (TLS) starts with one of
+// smallBuf bytes of its own, so that idle TLS sessions cost little, and
+// moves to a pooled one the first time a read fills it.
 const (
+	readBuf  = 32 << 10
 	smallBuf = 4 << 10
-	largeBuf = 32 << 10
 )
 
-var largePool = sync.Pool{New: func() any { b := make([]byte, largeBuf); return &b }}
+// readPool holds the pumps' read buffers, shared by every server in the
+// process (a buffer holds no state between reads).
+var readPool = rawconn.NewPool(readBuf)
+
+// pooledReader is a reader that takes its buffer from a pool only once it
+// has bytes to return (rawconn.Conn).
+type pooledReader interface {
+	ReadPooled(pool *rawconn.Pool) (*[]byte, int, error)
+}
 
 // pump moves one direction of one session. Its fields are owned by the
 // goroutine running run.
@@ -51,8 +60,9 @@ type pump struct {
 	dir   direction
 	src   net.Conn
 	dst   net.Conn
-	rd    io.Reader // src, with raw reads on a plain socket (rawconn)
-	wr    io.Writer // dst, with raw writes on a plain socket (rawconn)
+	rd    io.Reader    // src, with raw reads on a plain socket (rawconn)
+	prd   pooledReader // rd, if it reads into pooled buffers; else nil
+	wr    io.Writer    // dst, with raw writes on a plain socket (rawconn)
 	obs   wire.Observer
 	rw    wire.Rewriter // obs as a Rewriter, or nil
 	clk   clock.Clock
@@ -64,20 +74,40 @@ type pump struct {
 	lnk     *link.Link // link of the current flow
 	pool    string     // pool of the current flow
 	flow    *link.Flow
-	params  netem.Params // emulation of this direction
-	plain   bool         // params.IsZero(), kept by bind: no emulation
-	ack     netem.Params // emulation of the other direction (its delay returns ACKs)
-	path    *netem.Path
-	line    *netem.Line  // non-nil once chunks must wait for a release time
-	coarse  bool         // line releases at timer precision (class Low)
-	late    *dirLateness // the route's release histograms for this direction, set with line
-	stamps  stamper      // rd, once it reports kernel receive times (set with line); nil if it cannot
-	wall    clock.Wall   // clk, when stamps is set
-	large   *[]byte
+	plain   bool       // this direction's emulation is zero, kept by bind
+	em      *emulation // nil until a binding carries emulation or a chunk must wait
+
+	ctx   context.Context // set by start
+	rs    *relaying       // the session, told when the pump ends
+	pk    parkState
+	own   *[]byte // the read buffer of a reader without ReadPooled; nil until its first read
+	large bool    // own came from readPool
 }
 
-func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst net.Conn, obs wire.Observer) *pump {
-	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, rd: rawconn.Wrap(src), wr: rawconn.Wrap(dst), obs: obs, clk: s.clk}
+// emulation is the state of a pump whose binding carries emulation or
+// whose chunks have had to wait for a release time; most pumps never need
+// it, so it is allocated on first use.
+type emulation struct {
+	params netem.Params // emulation of this direction
+	ack    netem.Params // emulation of the other direction (its delay returns ACKs)
+	path   *netem.Path
+	line   *netem.Line  // non-nil once chunks must wait for a release time
+	coarse bool         // line releases at timer precision (class Low)
+	late   *dirLateness // the route's release histograms for this direction, set with line
+	stamps stamper      // rd, once it reports kernel receive times (set with line); nil if it cannot
+	wall   clock.Wall   // clk, when stamps is set
+}
+
+// newPump returns the pump from src to dst. rsrc and rdst are src and dst
+// as rawconn.Wrap returned them, shared with the other direction's pump.
+func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst, rsrc, rdst net.Conn, obs wire.Observer) *pump {
+	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, rd: rsrc, wr: rdst, obs: obs, clk: s.clk}
+	p.prd, _ = rsrc.(pooledReader)
+	if rc, ok := rsrc.(*rawconn.Conn); ok {
+		// A plain socket's pump may park; TLS keeps decrypted bytes of
+		// its own, which readiness of the socket would not show.
+		p.pk.rc = rc.RawConn()
+	}
 	p.rw, _ = obs.(wire.Rewriter)
 	if dir == dirUp {
 		p.count = sess.AddUp
@@ -87,47 +117,87 @@ func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst
 	return p
 }
 
-// run pumps until src ends or an error. first is forwarded before
-// anything read from src. At end of stream dst is half-closed after every
-// byte has been written.
-func (p *pump) run(ctx context.Context, first []byte) (err error) {
-	defer panics.Catch(p.dir.String()+" pump", &err)
+// run pumps until src ends, an error, or the pump parks (parked true: see
+// park). first is forwarded before anything read from src. At end of
+// stream dst is half-closed after every byte has been written.
+func (p *pump) run(ctx context.Context, first []byte) (parked bool, err error) {
 	if len(first) > 0 {
 		if err := p.chunk(ctx, first); err != nil {
-			return err
+			return false, err
 		}
 	}
-	small := make([]byte, smallBuf)
-	buf := small
 	for {
-		n, rerr := p.rd.Read(buf)
+		buf, n, rerr := p.read()
 		if n > 0 {
-			if err := p.chunk(ctx, buf[:n]); err != nil {
-				return err
+			err := p.chunk(ctx, (*buf)[:n])
+			p.release(buf, n)
+			if err != nil {
+				return false, err
 			}
-			if n == len(buf) && p.large == nil {
-				p.large = largePool.Get().(*[]byte)
-				buf = *p.large
-			}
+		} else if buf != nil {
+			p.release(buf, 0)
 		}
 		if rerr != nil {
+			if parked, retry := p.park(rerr); parked || retry {
+				if parked {
+					return true, nil
+				}
+				continue
+			}
 			if !errors.Is(rerr, io.EOF) {
-				return fmt.Errorf("%s read: %w", p.dir, rerr)
+				return false, fmt.Errorf("%s read: %w", p.dir, rerr)
 			}
 			if p.rw != nil {
 				// What the rewriter holds back goes on before the half-close.
 				if err := p.chunk(ctx, nil); err != nil {
-					return err
+					return false, err
 				}
 			}
-			if p.line != nil {
-				if err := p.line.Flush(ctx); err != nil {
-					return fmt.Errorf("%s write: %w", p.dir, err)
+			if p.em != nil && p.em.line != nil {
+				if err := p.em.line.Flush(ctx); err != nil {
+					return false, fmt.Errorf("%s write: %w", p.dir, err)
 				}
 			}
 			closeWrite(p.dst)
-			return nil
+			return false, nil
 		}
+	}
+}
+
+// bytes returns how many bytes the pump has read so far.
+func (p *pump) bytes() int64 {
+	if p.dir == dirUp {
+		return p.sess.BytesUp()
+	}
+	return p.sess.BytesDown()
+}
+
+// read reads the next chunk from src into a buffer from readPool, which
+// the caller gives back. On a plain socket the buffer is taken only once
+// bytes are there (rawconn.Conn.ReadPooled), so a pump waiting for its
+// peer holds none; another reader (TLS) holds one while it waits.
+func (p *pump) read() (*[]byte, int, error) {
+	if p.prd != nil {
+		return p.prd.ReadPooled(readPool)
+	}
+	if p.own == nil {
+		b := make([]byte, smallBuf)
+		p.own = &b
+	}
+	n, err := p.rd.Read(*p.own)
+	return p.own, n, err
+}
+
+// release gives back buf, which read returned with n bytes: to readPool,
+// unless it is the pump's own buffer, which it keeps, moving to a pooled
+// one of readBuf bytes the first time a read fills its small one.
+func (p *pump) release(buf *[]byte, n int) {
+	if buf != p.own {
+		readPool.Put(buf)
+		return
+	}
+	if n == len(*buf) && n < readBuf {
+		p.own, p.large = readPool.Get(), true
 	}
 }
 
@@ -154,34 +224,38 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s link: %w", p.dir, err)
 	}
-	if p.line == nil && p.plain && !depart.After(p.clk.Now()) {
+	if (p.em == nil || p.em.line == nil) && p.plain && !depart.After(p.clk.Now()) {
 		if _, err := p.wr.Write(b); err != nil {
 			return fmt.Errorf("%s write: %w", p.dir, err)
 		}
 		return nil
 	}
-	if p.line == nil {
-		p.late = p.srv.lateness(p.route.Name, p.dir)
-		p.path = netem.NewPath(p.params, p.seed())
-		p.line = netem.NewLine(p.clk, p.wr, p.path, netem.LineOptions{
-			AckDelay: p.ackDelay, Precise: &p.late.precise, Timed: &p.late.timed,
+	if p.em == nil {
+		p.em = new(emulation)
+	}
+	em := p.em
+	if em.line == nil {
+		em.late = p.srv.lateness(p.route.Name, p.dir)
+		em.path = netem.NewPath(em.params, p.seed())
+		em.line = netem.NewLine(p.clk, p.wr, em.path, netem.LineOptions{
+			AckDelay: p.ackDelay, Precise: &em.late.precise, Timed: &em.late.timed,
 		})
 		p.stampReads()
 	}
 	// Low-class bytes are bulk: released at timer precision, without a
 	// precise wake-up per chunk (see netem.Line.SetCoarse).
-	if low := class == link.Low; low != p.coarse {
-		p.line.SetCoarse(low)
-		p.coarse = low
+	if low := class == link.Low; low != em.coarse {
+		em.line.SetCoarse(low)
+		em.coarse = low
 	}
 	at := depart
-	if p.stamps != nil {
-		if r := p.stamps.ReadStamp(); !r.IsZero() {
+	if em.stamps != nil {
+		if r := em.stamps.ReadStamp(); !r.IsZero() {
 			now := p.clk.Now()
-			at = arrival(depart, now, p.wall.FromWall(r, now))
+			at = arrival(depart, now, em.wall.FromWall(r, now))
 		}
 	}
-	if err := p.line.Write(ctx, b, at); err != nil {
+	if err := em.line.Write(ctx, b, at); err != nil {
 		return fmt.Errorf("%s write: %w", p.dir, err)
 	}
 	return nil
@@ -213,7 +287,7 @@ func (p *pump) stampReads() {
 		p.srv.log.Debug("no receive timestamps", "route", p.route.Name, "dir", p.dir.String(), "err", err)
 		return
 	}
-	p.stamps, p.wall = st, w
+	p.em.stamps, p.em.wall = st, w
 }
 
 // maxStampAge bounds how old a receive time may be and still stand for a
@@ -233,12 +307,12 @@ func arrival(depart, now, received time.Time) time.Time {
 	return received
 }
 
-func (p *pump) ackDelay() time.Duration { return p.ack.Delay }
+func (p *pump) ackDelay() time.Duration { return p.em.ack.Delay }
 
 // seed makes each flow's random sequence distinct but repeatable for a
 // given seed setting and session order.
 func (p *pump) seed() int64 {
-	return p.params.Seed + int64(p.sess.ID)*2 + int64(p.dir)
+	return p.em.params.Seed + int64(p.sess.ID)*2 + int64(p.dir)
 }
 
 // bind applies the policy's current binding for the session.
@@ -246,14 +320,19 @@ func (p *pump) bind(v uint64) {
 	b := p.srv.policy.Bind(p.route.Name, p.sess.User())
 	p.version, p.bound = v, true
 	p.class = b.Class
+	params, ack := b.Down, b.Up
 	if p.dir == dirUp {
-		p.params, p.ack = b.Up, b.Down
-	} else {
-		p.params, p.ack = b.Down, b.Up
+		params, ack = b.Up, b.Down
 	}
-	p.plain = p.params.IsZero()
-	if p.path != nil {
-		p.path.SetParams(p.params)
+	p.plain = params.IsZero()
+	if p.em == nil && (!p.plain || !ack.IsZero()) {
+		p.em = new(emulation)
+	}
+	if em := p.em; em != nil {
+		em.params, em.ack = params, ack
+		if em.path != nil {
+			em.path.SetParams(params)
+		}
 	}
 	l := b.Link
 	if l == nil {
@@ -277,14 +356,14 @@ func (p *pump) bind(v uint64) {
 
 // close releases the pump's resources once run has returned.
 func (p *pump) close() {
-	if p.line != nil {
-		p.line.Close()
+	if p.em != nil && p.em.line != nil {
+		p.em.line.Close()
+	}
+	if p.large {
+		readPool.Put(p.own)
+		p.own, p.large = nil, false
 	}
 	if p.flow != nil {
 		p.flow.Close()
-	}
-	if p.large != nil {
-		largePool.Put(p.large)
-		p.large = nil
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/panics"
+	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -27,6 +28,7 @@ type relay struct {
 	mu       sync.Mutex
 	upstream net.Conn         // guarded by mu; nil until dialled
 	sess     *session.Session // guarded by mu; nil until registered
+	pumps    [2]*pump         // guarded by mu; nil until relaying, by direction
 	aborted  bool             // guarded by mu
 }
 
@@ -39,27 +41,46 @@ func (r *relay) abort() {
 	r.mu.Lock()
 	r.aborted = true
 	up := r.upstream
+	pumps := r.pumps
 	r.mu.Unlock()
+	for _, p := range pumps {
+		if p != nil {
+			p.stop()
+		}
+	}
 	r.client.Close()
 	if up != nil {
 		up.Close()
 	}
 }
 
-// serve runs the session. A panic that escapes the code run and relay
-// guard themselves (the pumps and the opening exchange return theirs as
-// errors) ends only this session: it is logged and counted, and both
-// sockets and the session are closed.
-func (r *relay) serve() {
+// serve runs the session's opening exchange on the calling goroutine,
+// then starts the pumps and returns; finished is called once, when the
+// session has ended (on the calling goroutine if it ends before relaying,
+// else on the goroutine of the pump that ends last). No goroutine waits
+// for the session's end, so an idle session whose pumps have parked holds
+// none. A panic that escapes the code run and relay guard themselves (the
+// pumps and the opening exchange return theirs as errors) ends only this
+// session: it is logged and counted, and both sockets and the session are
+// closed.
+func (r *relay) serve(finished func()) {
 	var err error
+	relaying := false
 	func() {
 		defer panics.Catch("session", &err)
-		r.run()
+		relaying = r.run(finished)
 	}()
-	pe := panics.As(err)
-	if pe == nil {
-		return
+	if pe := panics.As(err); pe != nil {
+		r.crashed(pe)
+		relaying = false
 	}
+	if !relaying {
+		finished()
+	}
+}
+
+// crashed ends the session after a panic that escaped its guards.
+func (r *relay) crashed(pe *panics.Error) {
 	r.panicked(pe)
 	r.abort()
 	r.mu.Lock()
@@ -70,7 +91,22 @@ func (r *relay) serve() {
 	}
 }
 
-func (r *relay) run() {
+// run opens the session and, if that succeeds, starts relaying it and
+// reports true: finished is then called when it ends.
+func (r *relay) run(finished func()) bool {
+	conn, ok := r.opening()
+	if !ok {
+		return false
+	}
+	r.relay(conn, finished)
+	return true
+}
+
+// opening runs the route's opening exchange (or dials, for a tcp route)
+// and reports whether the session may be relayed; if not, it has closed
+// everything. Its context ends with it: nothing it derives outlives the
+// opening.
+func (r *relay) opening() (wire.Conn, bool) {
 	log := r.srv.log
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -132,12 +168,12 @@ func (r *relay) run() {
 			s.Close(r.srv.clk.Now())
 		}
 		if errors.Is(err, wire.ErrHandled) {
-			return
+			return conn, false
 		}
 		log.Warn("session refused", "route", r.route.Name, "client", r.client.RemoteAddr().String(), "err", err)
-		return
+		return conn, false
 	}
-	r.relay(ctx, conn)
+	return conn, true
 }
 
 // open runs the route's opening exchange, a panic in it returned as an
@@ -172,7 +208,10 @@ func (r *relay) panicked(pe *panics.Error) {
 		"client", r.client.RemoteAddr().String(), "where", pe.Where, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
 }
 
-func (r *relay) relay(ctx context.Context, c wire.Conn) {
+// relay starts the two pumps of an opened session; the pump that ends
+// last ends the session and calls finished.
+func (r *relay) relay(c wire.Conn, finished func()) {
+	ctx, cancel := context.WithCancel(context.Background())
 	log := r.srv.log
 	sess := c.Session
 	if c.Up == nil {
@@ -196,72 +235,135 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 	}
 	log.Info("session open", "route", r.route.Name, "session", sess.ID, "client", sess.Info.Client, "user", sess.User(), "database", sess.Database())
 
-	up := newPump(r.srv, r.route, sess, dirUp, c.Client, c.Upstream, c.Up)
-	down := newPump(r.srv, r.route, sess, dirDown, c.Upstream, c.Client, c.Down)
-
-	var (
-		errOnce  sync.Once
-		firstErr error
-		fatal    atomic.Bool // the up pump is sending the client a protocol error
-	)
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err })
-		if panics.As(err) != nil {
-			// Keep the client socket open for the protocol's error, sent
-			// once both pumps have stopped (fatal is set before the
-			// upstream closes, so the down pump's failure leaves it); a
-			// read deadline in the past stops the up pump's read.
-			fatal.Store(true)
-			c.Upstream.Close()
-			c.Client.SetReadDeadline(clock.LongAgo)
-			return
-		}
-		c.Upstream.Close()
-		if !fatal.Load() {
-			c.Client.Close()
-		}
-	}
+	// Each socket is wrapped once: its reads belong to one pump, its
+	// writes to the other.
+	rclient, rupstream := rawconn.Wrap(c.Client), rawconn.Wrap(c.Upstream)
+	up := newPump(r.srv, r.route, sess, dirUp, c.Client, c.Upstream, rclient, rupstream, c.Up)
+	down := newPump(r.srv, r.route, sess, dirDown, c.Upstream, c.Client, rupstream, rclient, c.Down)
+	rs := &relaying{r: r, c: c, up: up, down: down, cancel: cancel, finished: finished}
+	up.rs, down.rs = rs, rs
+	r.mu.Lock()
+	r.pumps = [2]*pump{up, down}
+	r.mu.Unlock()
 	// An administrator's terminate ends the session as a panic does: the
 	// server side closes, the client side stays open for the protocol's
 	// message, sent once both pumps have stopped.
-	var terminated atomic.Bool
 	sess.SetHooks(func() int64 {
 		n, err := UnsentBytes(r.client)
 		if err != nil {
 			return 0
 		}
 		return int64(n)
-	}, func() {
-		terminated.Store(true)
-		fatal.Store(true)
+	}, rs.terminate)
+	rs.pending.Store(2)
+	rs.downRunning.Add(1)
+	down.start(ctx, nil)
+	up.start(ctx, c.Buffered)
+}
+
+// relaying is a session whose pumps run. Its methods are called by the
+// pumps as they end; the one that ends last ends the session.
+type relaying struct {
+	r        *relay
+	c        wire.Conn
+	up, down *pump
+	cancel   context.CancelFunc // ends the pumps' context
+	finished func()             // the caller of serve's, called once at the end
+
+	errOnce     sync.Once
+	firstErr    error          // set once, through errOnce; read once both pumps have ended
+	fatal       atomic.Bool    // the up pump is sending the client a protocol error
+	terminated  atomic.Bool    // an administrator ended the session (Session.Terminate)
+	pending     atomic.Int32   // pumps still running
+	downRunning sync.WaitGroup // the down pump, until it ends
+}
+
+// stop comes before every close or read deadline of a socket below, so
+// that a parked pump sees it (see pump.stop).
+func (rs *relaying) stop() {
+	rs.up.stop()
+	rs.down.stop()
+}
+
+// terminate ends the session for an administrator: the client reads
+// wire.Conn.Terminated once both pumps have stopped.
+func (rs *relaying) terminate() {
+	c := rs.c
+	rs.terminated.Store(true)
+	rs.fatal.Store(true)
+	rs.stop()
+	c.Upstream.Close()
+	c.Client.SetReadDeadline(clock.LongAgo)
+}
+
+// fail ends the session for err.
+func (rs *relaying) fail(err error) {
+	c := rs.c
+	rs.errOnce.Do(func() { rs.firstErr = err })
+	rs.stop()
+	if panics.As(err) != nil {
+		// Keep the client socket open for the protocol's error, sent once
+		// both pumps have stopped (fatal is set before the upstream
+		// closes, so the down pump's failure leaves it); a read deadline
+		// in the past stops the up pump's read.
+		rs.fatal.Store(true)
 		c.Upstream.Close()
 		c.Client.SetReadDeadline(clock.LongAgo)
-	})
-	downDone := make(chan struct{})
-	go func() {
-		defer close(downDone)
-		if err := down.run(ctx, nil); err != nil {
-			fail(err)
+		return
+	}
+	c.Upstream.Close()
+	if !rs.fatal.Load() {
+		c.Client.Close()
+	}
+}
+
+// ended is called once by each pump when it ends, err nil at the end of
+// its stream.
+func (rs *relaying) ended(d direction, err error) {
+	c := rs.c
+	if d == dirDown {
+		if err != nil {
+			rs.fail(err)
 		}
-	}()
-	if err := up.run(ctx, c.Buffered); err != nil {
+		rs.downRunning.Done()
+	} else if err != nil {
 		var f *wire.Fatal
 		if errors.As(err, &f) && panics.As(err) == nil {
 			// Stop the server side first so nothing else is written to the
 			// client, then send the client the protocol's error.
-			fatal.Store(true)
+			rs.fatal.Store(true)
+			rs.stop()
 			c.Upstream.Close()
 			c.Client.SetWriteDeadline(clock.SocketDeadline(time.Second))
-			<-downDone
+			rs.downRunning.Wait()
 			if len(f.Reply) > 0 {
 				c.Client.SetWriteDeadline(clock.SocketDeadline(time.Second))
 				c.Client.Write(f.Reply)
 			}
-			fatal.Store(false)
+			rs.fatal.Store(false)
 		}
-		fail(err)
+		rs.fail(err)
 	}
-	<-downDone
+	if rs.pending.Add(-1) > 0 {
+		return
+	}
+	var perr error
+	func() {
+		defer panics.Catch("session", &perr)
+		rs.r.finish(c, rs.up, rs.down, rs.firstErr, rs.terminated.Load())
+	}()
+	if pe := panics.As(perr); pe != nil {
+		rs.r.crashed(pe)
+	}
+	rs.cancel()
+	rs.finished()
+}
+
+// finish ends a session whose pumps have both ended, firstErr the first
+// error of either; terminated when an administrator ended it.
+func (r *relay) finish(c wire.Conn, up, down *pump, firstErr error, terminated bool) {
+	log := r.srv.log
+	sess := c.Session
 	pe := panics.As(firstErr)
 	if pe != nil {
 		r.panicked(pe)
@@ -274,7 +376,7 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 			c.Client.Write(reply)
 		}
 	}
-	if pe == nil && terminated.Load() && c.Terminated != nil {
+	if pe == nil && terminated && c.Terminated != nil {
 		c.Client.SetWriteDeadline(clock.SocketDeadline(time.Second))
 		c.Client.Write(c.Terminated())
 	}
@@ -290,7 +392,7 @@ func (r *relay) relay(ctx context.Context, c wire.Conn) {
 	attrs := []any{"route", r.route.Name, "session", sess.ID, "user", sess.User(),
 		"bytes_up", sess.BytesUp(), "bytes_down", sess.BytesDown(),
 		"statements", sess.Statements(), "duration", now.Sub(r.start).Round(time.Microsecond).String()}
-	if terminated.Load() {
+	if terminated {
 		log.Info("session terminated by an administrator", attrs...)
 		return
 	}

@@ -37,6 +37,8 @@ type Server struct {
 	linkOnce sync.Once
 	link     *link.Link // used when a binding names none; see defaultLink
 
+	parking parking // idle pumps give up their goroutines (park.go)
+
 	mu       sync.Mutex
 	routes   map[string]*listener       // guarded by mu
 	conns    map[*relay]*listener       // guarded by mu; live sessions and the listener that accepted each
@@ -283,14 +285,13 @@ func (s *Server) accept(l *listener) {
 		s.sessions.Add(1)
 		l.sessions.Add(1)
 		s.mu.Unlock()
-		go func() {
-			defer s.sessions.Done()
-			defer l.sessions.Done()
-			r.serve()
+		go r.serve(func() {
 			s.mu.Lock()
 			delete(s.conns, r)
 			s.mu.Unlock()
-		}()
+			l.sessions.Done()
+			s.sessions.Done()
+		})
 	}
 }
 

@@ -23,26 +23,32 @@ type Conn struct {
 	net.Conn
 	rc syscall.RawConn
 
-	rmu    sync.Mutex // held for a whole Read
-	rbuf   []byte     // guarded by rmu; the caller's buffer
+	rmu    sync.Mutex // held for a whole Read or ReadPooled
+	rbuf   []byte     // guarded by rmu; the caller's buffer, or the pooled one
+	rpool  *Pool      // guarded by rmu; ReadPooled's pool, nil in Read
+	rbufp  *[]byte    // guarded by rmu; the buffer taken from rpool, nil while none is held
 	rn     uintptr    // guarded by rmu
 	rerrno syscall.Errno
 	readFn func(fd uintptr) bool // c.read, bound once
 
-	// Receive timestamps (StampReads), all guarded by rmu: Read then
-	// uses recvmsg with msg, whose one iovec is iov and whose control
-	// buffer is oob (uint64s, for the alignment of a cmsghdr).
-	stamps bool
-	msg    unix.Msghdr
-	iov    unix.Iovec
-	oob    [oobWords]uint64
-	stamp  time.Time // the latest Read's, zero for none; also read, unlocked, by ReadStamp on the reading goroutine
+	st *stamps // guarded by rmu; nil until StampReads (most sockets never stamp)
 
 	wmu     sync.Mutex // held for a whole Write
 	wbuf    []byte     // guarded by wmu
 	wdone   int        // guarded by wmu
 	werrno  syscall.Errno
 	writeFn func(fd uintptr) bool // c.write, bound once
+}
+
+// stamps is what a Conn that keeps receive timestamps (StampReads) needs,
+// all guarded by its rmu: reads then use recvmsg with msg, whose one iovec
+// is iov and whose control buffer is oob (uint64s, for the alignment of a
+// cmsghdr).
+type stamps struct {
+	msg   unix.Msghdr
+	iov   unix.Iovec
+	oob   [oobWords]uint64
+	stamp time.Time // the latest Read's, zero for none; also read, unlocked, by ReadStamp on the reading goroutine
 }
 
 // Dial connects like net.Dialer and wraps the connection (see Wrap).
@@ -77,6 +83,10 @@ func Wrap(c net.Conn) net.Conn {
 	return r
 }
 
+// RawConn returns the socket's syscall.RawConn, for waiting on it
+// elsewhere than in a Read (internal/idlepark).
+func (c *Conn) RawConn() syscall.RawConn { return c.rc }
+
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -84,14 +94,16 @@ func (c *Conn) Read(p []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	c.rbuf, c.rn, c.rerrno = p, 0, 0
-	if c.stamps {
-		c.stamp = time.Time{}
-		c.iov.Base = &p[0]
-		c.iov.SetLen(len(p))
+	if st := c.st; st != nil {
+		st.stamp = time.Time{}
+		st.iov.Base = &p[0]
+		st.iov.SetLen(len(p))
 	}
 	err := c.rc.Read(c.readFn)
 	c.rbuf = nil
-	c.iov.Base = nil
+	if c.st != nil {
+		c.st.iov.Base = nil
+	}
 	switch {
 	case err != nil:
 		return 0, err
@@ -103,19 +115,68 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return int(c.rn), nil
 }
 
-// read is the poller callback of Read: false asks it to wait for input.
-// With stamps it is recvmsg, keeping the kernel's receive timestamp.
+// ReadPooled is Read into a buffer taken from pool only once there is
+// something to return: while the socket has nothing to read, the caller
+// holds no buffer (a waiting ReadPooled holds none either). It returns the
+// buffer and the count of bytes read into it; the caller owns the buffer
+// and gives it back to pool when done with its bytes. On an error or at
+// the end of the stream it returns a nil buffer, having given back the one
+// it took. Like Read, it allocates nothing.
+func (c *Conn) ReadPooled(pool *Pool) (*[]byte, int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.rpool, c.rbufp, c.rbuf, c.rn, c.rerrno = pool, nil, nil, 0, 0
+	if c.st != nil {
+		c.st.stamp = time.Time{}
+	}
+	err := c.rc.Read(c.readFn)
+	b := c.rbufp
+	c.rpool, c.rbufp, c.rbuf = nil, nil, nil
+	if c.st != nil {
+		c.st.iov.Base = nil
+	}
+	if err == nil && c.rerrno == 0 && c.rn > 0 {
+		return b, int(c.rn), nil
+	}
+	if b != nil {
+		pool.Put(b)
+	}
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case c.rerrno != 0:
+		return nil, 0, c.opError("read", c.rerrno)
+	}
+	return nil, 0, io.EOF
+}
+
+// read is the poller callback of Read and ReadPooled: false asks it to
+// wait for input. With stamps it is recvmsg, keeping the kernel's receive
+// timestamp. Under ReadPooled the buffer is taken from the pool for the
+// call and given back when the socket had nothing (EAGAIN).
 func (c *Conn) read(fd uintptr) bool {
-	oob := unsafe.Slice((*byte)(unsafe.Pointer(&c.oob[0])), len(c.oob)*8)
+	st := c.st
+	var oob []byte
+	if st != nil {
+		oob = unsafe.Slice((*byte)(unsafe.Pointer(&st.oob[0])), len(st.oob)*8)
+	}
+	if c.rpool != nil && c.rbufp == nil {
+		c.rbufp = c.rpool.Get()
+		c.rbuf = *c.rbufp
+		if st != nil {
+			st.iov.Base = &c.rbuf[0]
+			st.iov.SetLen(len(c.rbuf))
+		}
+	}
 	for {
 		// The socket is non-blocking: this returns at once.
 		var n uintptr
 		var errno syscall.Errno
-		if c.stamps {
+		if st != nil {
 			// The kernel shortens Controllen to what it wrote; reset it.
-			c.msg.Control = &oob[0]
-			c.msg.SetControllen(len(oob))
-			n, _, errno = syscall.RawSyscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&c.msg)), 0)
+			st.msg.Control = &oob[0]
+			st.msg.SetControllen(len(oob))
+			n, _, errno = syscall.RawSyscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&st.msg)), 0)
 		} else {
 			n, _, errno = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
 		}
@@ -123,12 +184,16 @@ func (c *Conn) read(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			if c.rpool != nil {
+				c.rpool.Put(c.rbufp)
+				c.rbufp, c.rbuf = nil, nil
+			}
 			return false
 		case 0:
 			c.rn = n
-			if c.stamps {
-				if sec, nsec, ok := parseStamp(oob[:min(int(c.msg.Controllen), len(oob))]); ok {
-					c.stamp = time.Unix(sec, nsec)
+			if st != nil {
+				if sec, nsec, ok := parseStamp(oob[:min(int(st.msg.Controllen), len(oob))]); ok {
+					st.stamp = time.Unix(sec, nsec)
 				}
 			}
 		default:
@@ -157,9 +222,12 @@ func (c *Conn) StampReads() error {
 		return fmt.Errorf("rawconn: receive timestamps: %w", serr)
 	}
 	c.rmu.Lock()
-	c.stamps = true
-	c.msg.Iov = &c.iov
-	c.msg.SetIovlen(1)
+	if c.st == nil {
+		st := new(stamps)
+		st.msg.Iov = &st.iov
+		st.msg.SetIovlen(1)
+		c.st = st
+	}
 	c.rmu.Unlock()
 	return nil
 }
@@ -170,7 +238,12 @@ func (c *Conn) StampReads() error {
 // called, the Read failed, or the kernel sent no stamp (a socket family
 // that keeps none). Call it only from the goroutine that reads, after
 // Read: it takes no lock, being on the path of every delayed chunk.
-func (c *Conn) ReadStamp() time.Time { return c.stamp }
+func (c *Conn) ReadStamp() time.Time {
+	if c.st == nil {
+		return time.Time{}
+	}
+	return c.st.stamp
+}
 
 func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()

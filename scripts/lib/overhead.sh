@@ -1,51 +1,141 @@
 # shellcheck shell=bash
 # scripts/lib/overhead.sh: what the overhead scripts share. Source it after
-# setting ROUNDS and defining run PORT (runs one benchmark against
-# 127.0.0.1:PORT and prints its TPS).
+# setting ROUNDS and defining run PORT, which runs one benchmark against
+# 127.0.0.1:PORT and prints its TPS and, after it, the number of
+# transactions it made (the TPS times the run's length when left out).
 #
-#   compare direct:15432 sluice:16432 ...
+#   compare direct:15432 sluice:16432:PID ...
 #
 # runs every target once per round, in turn (the order rotates each
 # round, so no target always follows the same one), prints each run, then
-# each target's mean TPS and its ratio to the first target's.
+# each target's mean TPS and its ratio to the first target's. A target
+# with a process id also gets that process's CPU time per transaction
+# (user + system, from /proc/PID/stat, all threads; in microseconds; the
+# kernel's accounting has a 10 ms tick, so runs should make at least a
+# second of CPU) and its context switches per transaction (voluntary and
+# involuntary, summed over /proc/PID/task/*/status before and after the
+# run). The means are left in MEAN_TPS, CPU_TX and CS_TX, by target name,
+# for verdict.
 #
-# start_haproxy PORT UPSTREAM_PORT and start_pgbouncer PORT UPSTREAM_PORT
+#   verdict "what" tps|cpu TARGET FACTOR REF...
+#
+# prints one goal line, met or not met: for tps, TARGET's mean TPS against
+# FACTOR times the best of the REFs that ran; for cpu, TARGET's CPU per
+# transaction against FACTOR times the lowest of theirs. REFs that did not
+# run are passed over; with none, the goal is "not measured".
+#
+# start_haproxy, start_pgbouncer and start_toxiproxy PORT UPSTREAM_PORT
 # start the reference proxies when they are installed (apt-get install
-# haproxy pgbouncer) and print their port; they are stopped by
-# stop_references. Without them the comparison is sluice against direct.
+# haproxy pgbouncer; toxiproxy-server on the PATH) and print PORT:PID;
+# they are stopped by stop_references. Without them the comparison is
+# sluice against direct.
 #
 # start_kernelrelay PORT UPSTREAM_PORT starts measure/kernelrelay, a relay
-# whose bytes never leave the kernel (BPF sockmap): the ceiling any proxy
-# could reach here. It needs root; without it the row is left out.
+# whose bytes never leave the kernel (BPF sockmap), as a reference. It
+# needs root; without it the row is left out. Most of its work is done in
+# softirq, charged to whichever process the packet interrupted, so its CPU
+# column counts only part of what it costs.
 
 overhead_tmp=$(mktemp -d)
 chmod 777 "$overhead_tmp" # pgbouncer runs as postgres and writes its pid and log here
 
+declare -A MEAN_TPS=() CPU_TX=() CS_TX=()
+
+proc_cpu_ticks() { # pid -> utime+stime of all threads, in clock ticks
+	awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+proc_ctxsw() { # pid -> context switches summed over its threads
+	cat /proc/"$1"/task/*/status 2>/dev/null |
+		awk '/^(non)?voluntary_ctxt_switches/ {n += $2} END {print n + 0}'
+}
+
 compare() {
-	local -a names=() ports=()
-	local t
+	local -a names=() ports=() pids=()
+	local t rest
 	for t in "$@"; do
 		names+=("${t%%:*}")
-		ports+=("${t##*:}")
+		rest=${t#*:}
+		ports+=("${rest%%:*}")
+		if [[ $rest == *:* ]]; then pids+=("${rest#*:}"); else pids+=(""); fi
 	done
-	local n=${#names[@]} r i k tps
-	local -A sum=()
-	printf '%-6s %-10s %12s\n' round target tps
+	local n=${#names[@]} r i k out tps tx pid c0 c1 s0 s1 hz
+	hz=$(getconf CLK_TCK)
+	local -A sum=() txs=() cpu=() cs=()
+	printf '%-6s %-12s %12s %12s %10s\n' round target tps cpu_us/tx cs/tx
 	for r in $(seq 1 "$ROUNDS"); do
 		for k in $(seq 0 $((n - 1))); do
 			i=$(((k + r - 1) % n))
-			tps=$(run "${ports[$i]}")
-			printf '%-6s %-10s %12.1f\n' "$r" "${names[$i]}" "$tps"
-			sum[${names[$i]}]=$(echo "${sum[${names[$i]}]:-0} + $tps" | bc -l)
+			pid=${pids[$i]}
+			if [ -n "$pid" ]; then
+				c0=$(proc_cpu_ticks "$pid")
+				s0=$(proc_ctxsw "$pid")
+			fi
+			out=$(run "${ports[$i]}")
+			read -r tps tx <<<"$out"
+			tps=${tps:-0}
+			tx=${tx:-$(echo "$tps * $DURATION" | bc -l)}
+			local name=${names[$i]} cpucol=- cscol=-
+			sum[$name]=$(echo "${sum[$name]:-0} + $tps" | bc -l)
+			txs[$name]=$(echo "${txs[$name]:-0} + $tx" | bc -l)
+			if [ -n "$pid" ]; then
+				c1=$(proc_cpu_ticks "$pid")
+				s1=$(proc_ctxsw "$pid")
+				cpu[$name]=$(echo "${cpu[$name]:-0} + ($c1 - $c0) * 1000000 / $hz" | bc -l)
+				cs[$name]=$(echo "${cs[$name]:-0} + $s1 - $s0" | bc -l)
+				if [ "$(echo "$tx > 0" | bc)" = 1 ]; then
+					cpucol=$(printf '%.1f' "$(echo "($c1 - $c0) * 1000000 / $hz / $tx" | bc -l)")
+					cscol=$(printf '%.3f' "$(echo "($s1 - $s0) / $tx" | bc -l)")
+				fi
+			fi
+			printf '%-6s %-12s %12.1f %12s %10s\n' "$r" "$name" "$tps" "$cpucol" "$cscol"
 		done
 	done
 	local base
 	base=$(echo "${sum[${names[0]}]} / $ROUNDS" | bc -l)
 	for i in $(seq 0 $((n - 1))); do
-		local mean
-		mean=$(echo "${sum[${names[$i]}]} / $ROUNDS" | bc -l)
-		printf 'mean %-10s %12.1f tps   ratio to %s %.3f\n' "${names[$i]}" "$mean" "${names[0]}" "$(echo "$mean / $base" | bc -l)"
+		local name=${names[$i]} mean cpucol=- cscol=-
+		mean=$(echo "${sum[$name]} / $ROUNDS" | bc -l)
+		MEAN_TPS[$name]=$mean
+		if [ -n "${cpu[$name]:-}" ] && [ "$(echo "${txs[$name]} > 0" | bc)" = 1 ]; then
+			CPU_TX[$name]=$(echo "${cpu[$name]} / ${txs[$name]}" | bc -l)
+			CS_TX[$name]=$(echo "${cs[$name]} / ${txs[$name]}" | bc -l)
+			cpucol=$(printf '%.1f us' "${CPU_TX[$name]}")
+			cscol=$(printf '%.3f' "${CS_TX[$name]}")
+		fi
+		printf 'mean %-12s %10.1f tps   ratio to %s %.3f   cpu/tx %10s   cs/tx %6s\n' \
+			"$name" "$mean" "${names[0]}" "$(echo "$mean / $base" | bc -l)" "$cpucol" "$cscol"
 	done
+}
+
+verdict() { # what tps|cpu target factor refs...
+	local what=$1 kind=$2 target=$3 factor=$4
+	shift 4
+	local ref best= bestname= v
+	for ref in "$@"; do
+		if [ "$kind" = tps ]; then v=${MEAN_TPS[$ref]:-}; else v=${CPU_TX[$ref]:-}; fi
+		[ -z "$v" ] && continue
+		if [ -z "$best" ] ||
+			{ [ "$kind" = tps ] && [ "$(echo "$v > $best" | bc)" = 1 ]; } ||
+			{ [ "$kind" = cpu ] && [ "$(echo "$v < $best" | bc)" = 1 ]; }; then
+			best=$v bestname=$ref
+		fi
+	done
+	if [ "$kind" = tps ]; then v=${MEAN_TPS[$target]:-}; else v=${CPU_TX[$target]:-}; fi
+	if [ -z "$best" ] || [ -z "$v" ]; then
+		printf 'goal %s: not measured (no %s)\n' "$what" "$*"
+		return
+	fi
+	local bound met="not met" unit=tps
+	[ "$kind" = cpu ] && unit="us/tx"
+	bound=$(echo "$factor * $best" | bc -l)
+	if [ "$kind" = tps ]; then
+		[ "$(echo "$v >= $bound" | bc)" = 1 ] && met=met
+		printf 'goal %s: %s %.1f %s >= %s x %s %.1f = %.1f: %s\n' "$what" "$target" "$v" "$unit" "$factor" "$bestname" "$best" "$bound" "$met"
+	else
+		[ "$(echo "$v <= $bound" | bc)" = 1 ] && met=met
+		printf 'goal %s: %s %.1f %s <= %s x %s %.1f = %.1f: %s\n' "$what" "$target" "$v" "$unit" "$factor" "$bestname" "$best" "$bound" "$met"
+	fi
 }
 
 start_haproxy() { # port upstream_port
@@ -64,7 +154,7 @@ listen db
   server db 127.0.0.1:$2
 CFG
 	haproxy -f "$overhead_tmp/haproxy.cfg" -D -p "$overhead_tmp/haproxy.pid" || return 1
-	echo "$1"
+	echo "$1:$(cat "$overhead_tmp/haproxy.pid")"
 }
 
 start_pgbouncer() { # port upstream_port (PostgreSQL user and password sluice)
@@ -92,7 +182,8 @@ INI
 		[ -s "$overhead_tmp/pgbouncer.pid" ] && break
 		sleep 0.1
 	done
-	echo "$1"
+	[ -s "$overhead_tmp/pgbouncer.pid" ] || return 1
+	echo "$1:$(cat "$overhead_tmp/pgbouncer.pid")"
 }
 
 start_kernelrelay() { # port upstream_port
@@ -102,7 +193,7 @@ start_kernelrelay() { # port upstream_port
 	echo $! >"$overhead_tmp/kernelrelay.pid"
 	for _ in $(seq 1 50); do
 		grep -q "relaying in the kernel" "$overhead_tmp/kernelrelay.log" && {
-			echo "$1"
+			echo "$1:$(cat "$overhead_tmp/kernelrelay.pid")"
 			return 0
 		}
 		kill -0 "$(cat "$overhead_tmp/kernelrelay.pid")" 2>/dev/null || break
@@ -112,9 +203,23 @@ start_kernelrelay() { # port upstream_port
 	return 1
 }
 
+start_toxiproxy() { # port upstream_port (a proxy with no toxics)
+	command -v toxiproxy-server >/dev/null || return 1
+	local api=$(($1 + 100))
+	toxiproxy-server -host 127.0.0.1 -port "$api" >"$overhead_tmp/toxiproxy.log" 2>&1 &
+	echo $! >"$overhead_tmp/toxiproxy.pid"
+	for _ in $(seq 1 50); do
+		curl -sf "http://127.0.0.1:$api/version" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	curl -sf -X POST "http://127.0.0.1:$api/proxies" \
+		-d "{\"name\":\"db\",\"listen\":\"127.0.0.1:$1\",\"upstream\":\"127.0.0.1:$2\",\"enabled\":true}" >/dev/null || return 1
+	echo "$1:$(cat "$overhead_tmp/toxiproxy.pid")"
+}
+
 stop_references() {
 	local f
-	for f in "$overhead_tmp"/haproxy.pid "$overhead_tmp"/pgbouncer.pid "$overhead_tmp"/kernelrelay.pid; do
+	for f in "$overhead_tmp"/haproxy.pid "$overhead_tmp"/pgbouncer.pid "$overhead_tmp"/kernelrelay.pid "$overhead_tmp"/toxiproxy.pid; do
 		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
 	done
 	rm -rf "$overhead_tmp"
