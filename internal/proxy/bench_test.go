@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/sluicelab/sluice/internal/testenv"
 	"io"
 	"net"
 	"testing"
@@ -31,7 +32,7 @@ func benchRoute(b *testing.B, upstream string) net.Conn {
 // operation, the cost of a small transaction. The pumps allocate nothing
 // per message.
 func BenchmarkRoutePingPong(b *testing.B) {
-	up := serveLoopback(b, func(c net.Conn) {
+	up := testenv.Serve(b, func(c net.Conn) {
 		buf := make([]byte, 64)
 		for {
 			if _, err := io.ReadFull(c, buf); err != nil {
@@ -60,7 +61,7 @@ func BenchmarkRoutePingPong(b *testing.B) {
 // that discards them.
 func BenchmarkRouteBulk(b *testing.B) {
 	const chunk = 32 << 10
-	up := serveLoopback(b, func(c net.Conn) {
+	up := testenv.Serve(b, func(c net.Conn) {
 		buf := make([]byte, 64<<10)
 		for {
 			if _, err := c.Read(buf); err != nil {

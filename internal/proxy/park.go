@@ -43,6 +43,12 @@ func (k *parking) init() {
 	})
 }
 
+// parked is the number of pumps parked now.
+func (k *parking) parked() int {
+	k.init()
+	return k.set.Parked()
+}
+
 // add makes p a candidate for parking, starting the sweeper if need be.
 func (k *parking) add(p *pump) {
 	k.init()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -15,35 +16,10 @@ import (
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
-// serveLoopback serves on loopback until the test ends, calling serve
-// for each connection on a goroutine of its own and closing the
-// connection when serve returns.
-func serveLoopback(t testing.TB, serve func(c net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				serve(c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // echoUpstream serves on loopback, echoing each connection's bytes and
 // half-closing it after the client's end of stream.
 func echoUpstream(t testing.TB) string {
-	return serveLoopback(t, func(c net.Conn) {
+	return testenv.Serve(t, func(c net.Conn) {
 		io.Copy(c, c)
 		c.(*net.TCPConn).CloseWrite()
 	})
@@ -70,7 +46,7 @@ func sweepUntilParked(t *testing.T, srv *Server, fake *clock.Fake, want int) {
 	t.Helper()
 	testenv.Eventually(t, 10*time.Second, "idle pumps to park", func() bool {
 		fake.Advance(sweepPeriod)
-		return srv.parking.set != nil && srv.parking.set.Parked() == want
+		return srv.parking.parked() == want
 	})
 }
 
@@ -130,7 +106,7 @@ func TestParkResume(t *testing.T) {
 		}
 	}
 	waitNoSessions(t, srv)
-	if n := srv.parking.set.Parked(); n != 0 {
+	if n := srv.parking.parked(); n != 0 {
 		t.Fatalf("%d sockets still parked after every session ended", n)
 	}
 }
@@ -167,6 +143,36 @@ func TestParkedSessionsClose(t *testing.T) {
 	if n := len(srv.Registry().Sessions()); n != 0 {
 		t.Fatalf("%d sessions left after Close", n)
 	}
+}
+
+// TestTerminateParked ends a session whose pumps are both parked, as the
+// admin console's pg_terminate_backend does: the pumps must be taken out
+// of the epoll set and the session must end at once.
+func TestTerminateParked(t *testing.T) {
+	srv, fake, addr := parkedProxy(t)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	sweepUntilParked(t, srv, fake, 2)
+	sessions := srv.Registry().Sessions()
+	if len(sessions) != 1 || !sessions[0].Terminate() {
+		t.Fatalf("sessions %v: could not terminate", sessions)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("client read %d bytes, %v after terminate; want the connection closed", n, err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the session to end", func() bool {
+		return len(srv.Registry().Sessions()) == 0 && srv.parking.parked() == 0
+	})
 }
 
 // TestParkUnderTraffic streams pseudo-random bytes through sessions with
