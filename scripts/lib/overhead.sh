@@ -35,6 +35,12 @@
 # needs root; without it the row is left out. Most of its work is done in
 # softirq, charged to whichever process the packet interrupted, so its CPU
 # column counts only part of what it costs.
+#
+# start_evrelay PORT UPSTREAM_PORT [FLAGS...] starts measure/evrelay, a
+# relay written in Go as an epoll event loop (FLAGS choose the variant:
+# -et, -raw, -spin N, -loops N), as a reference for what such a relay
+# costs. EVRELAY_PROFILE=FILE makes it write a CPU profile there when
+# stopped.
 
 overhead_tmp=$(mktemp -d)
 chmod 777 "$overhead_tmp" # pgbouncer runs as postgres and writes its pid and log here
@@ -203,6 +209,27 @@ start_kernelrelay() { # port upstream_port
 	return 1
 }
 
+start_evrelay() { # port upstream_port [flags...]
+	local port=$1 up=$2
+	shift 2
+	local prof=()
+	[ -n "${EVRELAY_PROFILE:-}" ] && prof=(-cpuprofile "$EVRELAY_PROFILE")
+	go build -o "$overhead_tmp/evrelay" ./measure/evrelay || return 1
+	"$overhead_tmp/evrelay" -listen "127.0.0.1:$port" -upstream "127.0.0.1:$up" "${prof[@]}" "$@" >/dev/null 2>"$overhead_tmp/evrelay-$port.log" &
+	local pid=$!
+	echo $pid >"$overhead_tmp/evrelay-$port.pid"
+	for _ in $(seq 1 50); do
+		grep -q "relaying with an event loop" "$overhead_tmp/evrelay-$port.log" && {
+			echo "$port:$pid"
+			return 0
+		}
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$overhead_tmp/evrelay-$port.log" >&2
+	return 1
+}
+
 start_toxiproxy() { # port upstream_port (a proxy with no toxics)
 	command -v toxiproxy-server >/dev/null || return 1
 	local api=$(($1 + 100))
@@ -219,8 +246,11 @@ start_toxiproxy() { # port upstream_port (a proxy with no toxics)
 
 stop_references() {
 	local f
-	for f in "$overhead_tmp"/haproxy.pid "$overhead_tmp"/pgbouncer.pid "$overhead_tmp"/kernelrelay.pid "$overhead_tmp"/toxiproxy.pid; do
+	for f in "$overhead_tmp"/haproxy.pid "$overhead_tmp"/pgbouncer.pid "$overhead_tmp"/kernelrelay.pid "$overhead_tmp"/toxiproxy.pid "$overhead_tmp"/evrelay-*.pid; do
 		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
+	done
+	for f in "$overhead_tmp"/evrelay-*.pid; do # its profile is written on the way out
+		[ -s "$f" ] && while kill -0 "$(cat "$f")" 2>/dev/null; do sleep 0.1; done
 	done
 	rm -rf "$overhead_tmp"
 }
