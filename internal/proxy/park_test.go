@@ -111,23 +111,31 @@ func TestParkResume(t *testing.T) {
 	}
 }
 
+// openedSession connects to addr and makes one round trip, so the
+// session is open through the route; the test's end closes it.
+func openedSession(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestParkedSessionsClose closes a server whose sessions are all parked:
 // Close must end every one of them (no goroutine waits on their sockets).
 func TestParkedSessionsClose(t *testing.T) {
 	const sessions = 16
 	srv, fake, addr := parkedProxy(t)
 	for range sessions {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := c.Write([]byte("x")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
-			t.Fatal(err)
-		}
+		openedSession(t, addr)
 	}
 	sweepUntilParked(t, srv, fake, 2*sessions)
 	done := make(chan error, 1)
@@ -150,17 +158,7 @@ func TestParkedSessionsClose(t *testing.T) {
 // of the epoll set and the session must end at once.
 func TestTerminateParked(t *testing.T) {
 	srv, fake, addr := parkedProxy(t)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
-		t.Fatal(err)
-	}
+	c := openedSession(t, addr)
 	sweepUntilParked(t, srv, fake, 2)
 	sessions := srv.Registry().Sessions()
 	if len(sessions) != 1 || !sessions[0].Terminate() {
