@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicelab/sluice/measure/harness"
 )
 
 // config is the variant measured (see doc.go).
@@ -51,44 +52,24 @@ func serve(ctx context.Context, log *slog.Logger, ln net.Listener, upstream stri
 		loops = append(loops, l)
 		wg.Go(l.run)
 	}
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
-	var d net.Dialer
-	for i := 0; ; i++ {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return err
-			}
-			log.Warn("accept", "err", err)
-			continue
-		}
-		u, err := d.DialContext(ctx, "tcp", upstream)
-		if err != nil {
-			log.Warn("dial upstream", "err", err)
-			c.Close()
-			continue
-		}
+	next := 0
+	return harness.ServePairs(ctx, log, ln, upstream, func(c, u net.Conn) {
 		cfd, err := detach(c)
 		if err != nil {
 			u.Close()
 			log.Warn("client socket", "err", err)
-			continue
+			return
 		}
 		ufd, err := detach(u)
 		if err != nil {
 			unix.Close(cfd)
 			log.Warn("upstream socket", "err", err)
-			continue
+			return
 		}
 		open.Add(1)
-		loops[i%len(loops)].add(cfd, ufd)
-	}
+		loops[next%len(loops)].add(cfd, ufd)
+		next++
+	})
 }
 
 // detach takes c's socket out of the runtime: it returns a non-blocking

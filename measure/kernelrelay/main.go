@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
+
+	"github.com/sluicelab/sluice/measure/harness"
 )
 
 func main() {
@@ -37,34 +37,12 @@ func serve(ctx context.Context, log *slog.Logger, listen, upstream string) error
 	if err != nil {
 		return err
 	}
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
 	log.Info("relaying in the kernel", "listen", ln.Addr().String(), "upstream", upstream)
-	d := net.Dialer{Timeout: 5 * time.Second}
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return err
-			}
-			log.Warn("accept", "err", err)
-			continue
-		}
+	return harness.ServePairs(ctx, log, ln, upstream, func(c, u net.Conn) {
 		go func() {
-			u, err := d.DialContext(ctx, "tcp", upstream)
-			if err != nil {
-				log.Warn("dial upstream", "err", err)
-				c.Close()
-				return
-			}
 			if err := r.splice(c.(*net.TCPConn), u.(*net.TCPConn)); err != nil {
 				log.Warn("relay", "err", err)
 			}
 		}()
-	}
+	})
 }
