@@ -62,8 +62,10 @@ func (s *sluice) addRoute(name, pool string) (string, error) {
 	return addr.String(), nil
 }
 
-// exec runs console statements in order.
+// exec runs console statements in order; the audit trail records them as
+// the lab's.
 func (s *sluice) exec(ctx context.Context, stmts ...string) error {
+	ctx = wlm.WithActor(ctx, wlm.Actor{Surface: wlm.SurfaceLab})
 	for _, q := range stmts {
 		s.log.Debug("sluice", "statement", q)
 		if _, err := s.mgr.Exec(ctx, q); err != nil {

@@ -18,6 +18,7 @@ const (
 	SurfaceForward = "forward" // data-port forwarding of CREATE/ALTER USER
 	SurfaceConfig  = "config"  // the configuration file, at start
 	SurfaceReload  = "reload"  // the configuration file, re-read while running
+	SurfaceLab     = "lab"     // sluice lab setting up its experiments
 )
 
 // Actor is who asks for a catalog change: the surface it comes through,

@@ -7,7 +7,7 @@ import "time"
 // and how it ended. Code and Error are "" when it succeeded.
 type AuditEntry struct {
 	Time      time.Time
-	Surface   string // console, http, forward, config, reload
+	Surface   string // console, http, forward, config, reload, lab
 	User      string // the console or data-route user; "token" or "" on http; "" for config; who asked, for reload
 	Addr      string // the client's address; the configuration file for config
 	Statement string // the statement, with password literals masked
