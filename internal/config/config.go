@@ -32,6 +32,9 @@ type Config struct {
 	// CREATE/ALTER LINK and SET statements would be.
 	Links    []Link
 	Settings map[string]string
+	// Fleet is this instance's part in a fleet; it matters only with a
+	// catalog in etcd.
+	Fleet Fleet
 
 	// adminFlag and httpFlag are set when Admin.Listen and HTTP.Listen
 	// came from --admin and --http, so errors name the flag.
@@ -54,6 +57,24 @@ type Admin struct {
 type HTTP struct {
 	Listen string // "" disables it
 	Token  string // bearer token
+}
+
+// Fleet is this instance's part in a fleet of instances sharing a
+// catalog in etcd.
+type Fleet struct {
+	// Name is the instance's name in the fleet (instance_name, --name);
+	// "" means the host name and the admin console's port ("db1:6433").
+	Name string
+	// TTL is the lease of the instance's membership record
+	// (instance_ttl); 0 means 10 s.
+	TTL time.Duration
+	// Token is the bearer token the instances send each other's HTTP
+	// APIs, which accept it as well as http.token (fleet_token, or
+	// SLUICE_FLEET_TOKEN, which wins); "" sends http.token. A secret.
+	Token string
+	// Timeout bounds one instance's answer to a cluster-wide view or a
+	// forwarded command (fleet_timeout); 0 means 2 s.
+	Timeout time.Duration
 }
 
 // Route is one listening address.
@@ -141,6 +162,10 @@ type file struct {
 	} `yaml:"http"`
 	Catalog       string `yaml:"catalog"`
 	ShutdownGrace string `yaml:"shutdown_grace"`
+	InstanceName  string `yaml:"instance_name"`
+	InstanceTTL   string `yaml:"instance_ttl"`
+	FleetToken    string `yaml:"fleet_token"`
+	FleetTimeout  string `yaml:"fleet_timeout"`
 	Routes        []struct {
 		Name         string `yaml:"name"`
 		Listen       string `yaml:"listen"`
@@ -206,6 +231,30 @@ func Parse(name string, data []byte) (*Config, error) {
 			return nil, bad("shutdown_grace", f.ShutdownGrace, err.Error())
 		}
 		c.Grace = d
+	}
+	c.Fleet = Fleet{Name: f.InstanceName, Token: f.FleetToken}
+	if err := checkInstanceName(c.Fleet.Name); err != nil {
+		return nil, bad("instance_name", c.Fleet.Name, err.Error())
+	}
+	for _, d := range []struct {
+		key, val string
+		min      time.Duration
+		dst      *time.Duration
+	}{
+		{"instance_ttl", f.InstanceTTL, 2 * time.Second, &c.Fleet.TTL},
+		{"fleet_timeout", f.FleetTimeout, time.Millisecond, &c.Fleet.Timeout},
+	} {
+		if d.val == "" {
+			continue
+		}
+		v, err := units.ParseDuration(d.val)
+		if err != nil {
+			return nil, bad(d.key, d.val, err.Error())
+		}
+		if v < d.min {
+			return nil, bad(d.key, d.val, "want at least "+d.min.String())
+		}
+		*d.dst = v
 	}
 	if f.Admin != nil {
 		c.Admin = Admin{Listen: f.Admin.Listen, Password: f.Admin.Password, Users: f.Admin.Users}
@@ -308,6 +357,15 @@ func Parse(name string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkInstanceName refuses a name that cannot be part of an etcd key
+// (a slash) or of a log line (a control character); "" is the default.
+func checkInstanceName(name string) error {
+	if strings.Contains(name, "/") || strings.ContainsFunc(name, unicode.IsControl) {
+		return errors.New("an instance name has no slash and no control characters")
+	}
+	return nil
 }
 
 // ValidateRoute checks a route's listen and upstream addresses and

@@ -93,6 +93,14 @@ func CheckReload(cur, next *Config) error {
 		return restart("http.token", "***")
 	case cur.Catalog != next.Catalog:
 		return restart("catalog", next.Catalog)
+	case cur.Fleet.Name != next.Fleet.Name:
+		return restart("instance_name", next.Fleet.Name)
+	case cur.Fleet.TTL != next.Fleet.TTL:
+		return restart("instance_ttl", next.Fleet.TTL.String())
+	case cur.Fleet.Token != next.Fleet.Token:
+		return restart("fleet_token", "***")
+	case cur.Fleet.Timeout != next.Fleet.Timeout:
+		return restart("fleet_timeout", next.Fleet.Timeout.String())
 	}
 	return nil
 }
@@ -116,6 +124,10 @@ type View struct {
 	HTTPToken     bool              `json:"http_token_set"`
 	Catalog       string            `json:"catalog,omitempty"`
 	ShutdownGrace string            `json:"shutdown_grace"`
+	InstanceName  string            `json:"instance_name,omitempty"`
+	InstanceTTL   string            `json:"instance_ttl,omitempty"`
+	FleetToken    bool              `json:"fleet_token_set"`
+	FleetTimeout  string            `json:"fleet_timeout,omitempty"`
 	Routes        []RouteView       `json:"routes"`
 	Links         []LinkView        `json:"links,omitempty"`
 	Settings      map[string]string `json:"settings,omitempty"`
@@ -155,7 +167,9 @@ func NewView(c *Config, loadedAt time.Time, revision int) View {
 		AdminUsers: slices.Sorted(maps.Keys(c.Admin.Users)), ForwardUsers: slices.Clone(c.Admin.ForwardUsers),
 		HTTPListen: c.HTTP.Listen, HTTPToken: c.HTTP.Token != "",
 		Catalog: c.Catalog, ShutdownGrace: c.Grace.String(), Settings: maps.Clone(c.Settings),
-		Routes: []RouteView{},
+		InstanceName: c.Fleet.Name, InstanceTTL: durationText(c.Fleet.TTL), FleetToken: c.Fleet.Token != "",
+		FleetTimeout: durationText(c.Fleet.Timeout),
+		Routes:       []RouteView{},
 	}
 	for _, r := range c.Routes {
 		rv := RouteView{
@@ -215,6 +229,12 @@ func (v View) Rows() [][2]string {
 	add("http.token", setText(v.HTTPToken))
 	add("catalog", v.Catalog)
 	add("shutdown_grace", v.ShutdownGrace)
+	add("instance_name", v.InstanceName)
+	add("instance_ttl", v.InstanceTTL)
+	if v.FleetToken {
+		add("fleet_token", setText(true))
+	}
+	add("fleet_timeout", v.FleetTimeout)
 	for _, r := range v.Routes {
 		p := "routes." + r.Name + "."
 		add(p+"listen", r.Listen)

@@ -13,9 +13,13 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/sluicelab/sluice/internal/admin"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/etcd"
+	"github.com/sluicelab/sluice/internal/fleet"
 	"github.com/sluicelab/sluice/internal/httpapi"
 	"github.com/sluicelab/sluice/internal/proxy"
 	"github.com/sluicelab/sluice/internal/session"
@@ -47,6 +51,13 @@ type Options struct {
 	// the same file, flags and environment the stack was built from. nil
 	// makes ReloadConfig refuse.
 	Load func() (*config.Config, error)
+	// Etcd, with EtcdConfig (its key prefix), is the fleet's etcd
+	// client: the instance registers under a lease (package fleet) and
+	// SHOW INSTANCES and the cluster-wide views reach the other live
+	// instances. The caller owns it and closes it after Close. nil: the
+	// cluster is this instance alone.
+	Etcd       *clientv3.Client
+	EtcdConfig *etcd.Config
 }
 
 // ConfigError is a configuration that New or AddRoute refused before
@@ -86,6 +97,13 @@ type Stack struct {
 	loadedAt time.Time      // guarded by cfgMu; when cfg took effect
 	revision int            // guarded by cfgMu; reloads applied since New
 
+	// The fleet (fleet.go): set by New before it returns.
+	cluster *fleet.Cluster    // always set
+	members *fleet.Membership // nil without etcd
+	id      identity
+	version string
+	started time.Time
+
 	closeOnce sync.Once
 	closeErr  error // set once by the first Close
 }
@@ -116,10 +134,13 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	s := &Stack{cfg: cfg, clk: o.Clock, log: log, reg: o.Registry, mgr: mgr, cancel: cancel, lctx: lctx,
-		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now()}
+		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now(), started: o.Clock.Now()}
 	fail := func(err error) (*Stack, error) {
 		s.Close()
 		return nil, err
+	}
+	if err := s.newCluster(o); err != nil {
+		return fail(err)
 	}
 	if err := applyCatalogConfig(ctx, mgr, cfg, wlm.SurfaceConfig); err != nil {
 		return fail(configErr(err))
@@ -135,12 +156,12 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	}
 	var adminAuth, httpAuth string
 	if cfg.Admin.Listen != "" {
-		if s.console, adminAuth, err = newAdmin(cfg, mgr, s, o.Clock, log); err != nil {
+		if s.console, adminAuth, err = newAdmin(cfg, mgr, s, s.cluster, o.Clock, log); err != nil {
 			return fail(err)
 		}
 	}
 	if cfg.HTTP.Listen != "" {
-		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, s.srv, s, o.Clock, log, o.Version); err != nil {
+		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, s.srv, s, s.cluster, o.Clock, log, o.Version); err != nil {
 			return fail(err)
 		}
 	}
@@ -164,6 +185,10 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		if err := s.serveHTTP(lctx, cfg.HTTP.Listen, httpAuth); err != nil {
 			return fail(err)
 		}
+	}
+	s.setIdentity()
+	if err := s.startMembership(ctx, o); err != nil {
+		return fail(err)
 	}
 	return s, nil
 }
@@ -294,7 +319,7 @@ func catalogMessage(err error) string {
 // newAdmin makes the admin console of cfg, refusing a console without a
 // password on a non-loopback address, and names its authentication for
 // the log. It binds nothing.
-func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, clk clock.Clock, log *slog.Logger) (*admin.Server, string, error) {
+func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, fl admin.Fleet, clk clock.Clock, log *slog.Logger) (*admin.Server, string, error) {
 	users := maps.Clone(cfg.Admin.Users)
 	if users == nil {
 		users = map[string]string{}
@@ -306,7 +331,7 @@ func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, clk clock
 	if noPassword && !isLoopback(cfg.Admin.Listen) {
 		return nil, "", configErr(fmt.Errorf("admin console on non-loopback address %s needs a password (SLUICE_ADMIN_PASSWORD or admin.password)", cfg.Admin.Listen))
 	}
-	console, err := admin.New(admin.Options{Manager: mgr, Reloader: rl, Logger: log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
+	console, err := admin.New(admin.Options{Manager: mgr, Reloader: rl, Fleet: fl, Logger: log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
 	if err != nil {
 		return nil, "", configErr(fmt.Errorf("admin console: %w", err))
 	}
@@ -334,14 +359,17 @@ func (s *Stack) serveAdmin(ctx context.Context, addr, auth string) error {
 
 // newHTTP makes the HTTP API of cfg; without a token only a loopback
 // address is accepted. It binds nothing.
-func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl httpapi.Reloader, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
+func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl httpapi.Reloader, fl httpapi.Fleet, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
 	token := cfg.HTTP.Token
+	if token == "" {
+		token = cfg.Fleet.Token
+	}
 	if err := httpapi.CheckExposure(cfg.HTTP.Listen, token); err != nil {
 		return nil, nil, "", configErr(err)
 	}
 	api, err := httpapi.New(httpapi.Options{
 		Manager: mgr, Proxy: srv, Reloader: rl, Clock: clk, Logger: log.With("component", "http"),
-		Token: token, Version: version,
+		Token: cfg.HTTP.Token, FleetToken: cfg.Fleet.Token, Fleet: fl, Version: version,
 	})
 	if err != nil {
 		return nil, nil, "", err
