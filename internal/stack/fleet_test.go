@@ -330,7 +330,7 @@ func TestFleetThreeInstances(t *testing.T) {
 
 	// b closes: it leaves at once (it revokes its lease).
 	b.close()
-	testenv.Eventually(t, 3*time.Second, "b leaves", func() bool { return !slices.Contains(instancesOf(t, ca), "b") })
+	testenv.Eventually(t, 5*time.Second, "b leaves", func() bool { return !slices.Contains(instancesOf(t, ca), "b") })
 }
 
 // registerRaw puts m under a lease of its own, as an instance that
