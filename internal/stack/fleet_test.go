@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -356,4 +357,53 @@ func pgCode(err error) string {
 		return pe.Code
 	}
 	return ""
+}
+
+// TestFleetAlone: without etcd, SHOW INSTANCES is this instance alone,
+// named after the host and the console's port; the cluster forms answer
+// its own rows with the instance column; a command ON INSTANCE of its
+// own name runs here, of another name is 42704; SHOW CLUSTER of a
+// setting is refused.
+func TestFleetAlone(t *testing.T) {
+	cfg := &config.Config{Admin: config.Admin{Listen: "127.0.0.1:0"}}
+	st, err := stack.New(context.Background(), stack.Options{Config: cfg, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c, n := fleetConsole(t, &fleetInstance{st: st})
+	inst := rows(t, c, "SHOW INSTANCES")
+	host, _ := os.Hostname()
+	_, port, _ := net.SplitHostPort(st.AdminAddr().String())
+	if len(inst) != 1 || inst[0]["instance"] != host+":"+port || inst[0]["self"] != "yes" || inst[0]["lease_ttl_left"] != "" || inst[0]["catalog_stale"] != "no" {
+		t.Fatalf("SHOW INSTANCES = %v, want one row named %s:%s", inst, host, port)
+	}
+	rs := rows(t, c, "SELECT instance, name FROM cluster_routes")
+	if len(rs) != 0 {
+		t.Fatalf("cluster_routes of a stack without routes = %v", rs)
+	}
+	if rs := rows(t, c, "SELECT count(*) AS n FROM instances"); len(rs) != 1 || rs[0]["n"] != "1" {
+		t.Fatalf("SELECT count(*) FROM instances = %v", rs)
+	}
+	if len(n.take()) != 0 {
+		t.Fatal("notices from a fleet of one")
+	}
+	self := inst[0]["instance"]
+	for sql, code := range map[string]string{
+		"CANCEL STATEMENT 5 ON INSTANCE '" + self + "'": "42704", // runs here: no session 5
+		"TERMINATE SESSION 5 ON INSTANCE 'other'":        "42704", // no such instance
+		"SHOW CLUSTER low_priority_bandwidth":            "42704",
+		"SHOW CLUSTER ALL":                               "42704",
+	} {
+		if _, err := c.Exec(context.Background(), sql); pgCode(err) != code {
+			t.Errorf("%s: %v, want %s", sql, err, code)
+		}
+	}
+	if rs := rows(t, c, "SELECT pg_cancel_backend(5, '"+self+"') AS done"); len(rs) != 1 || rs[0]["done"] != "false" {
+		t.Fatalf("pg_cancel_backend(5, self) = %v, want false", rs)
+	}
+	// The manager alone does not answer SHOW CLUSTER.
+	if _, err := st.Manager().Exec(context.Background(), "SHOW CLUSTER SESSIONS"); err == nil {
+		t.Fatal("the manager answered SHOW CLUSTER")
+	}
 }
