@@ -23,9 +23,9 @@ const DefaultGrace = 10 * time.Second
 
 // Config is the whole configuration of `sluice serve`.
 type Config struct {
-	Source  string // file the config came from; "" for flags only
-	Admin   Admin
-	HTTP    HTTP
+	Source string // file the config came from; "" for flags only
+	Admin  Admin
+	HTTP   HTTP
 	// Catalog is the catalog file, or an etcd:// URL for a catalog kept
 	// in etcd (then Etcd is set); "" keeps the catalog in memory.
 	Catalog string
@@ -33,9 +33,9 @@ type Config struct {
 	// URL's endpoints and prefix, with the etcd_* keys' TLS files and
 	// credentials; nil for a file or in-memory catalog. Etcd.Password is
 	// a secret: it is never shown (View) or logged.
-	Etcd    *etcd.Config
-	Grace   time.Duration // shutdown grace period; default 10 s
-	Routes  []Route
+	Etcd   *etcd.Config
+	Grace  time.Duration // shutdown grace period; default 10 s
+	Routes []Route
 	// Links and Settings are applied to the catalog at start, as
 	// CREATE/ALTER LINK and SET statements would be.
 	Links    []Link
