@@ -107,6 +107,13 @@ func (c *Config) ApplyFlags(fl Flags) error {
 		}
 		c.Fleet.Name = fl.Name
 	}
+	if err := c.resolveCatalog(true); err != nil {
+		var ce *Error
+		if errors.As(err, &ce) && ce.Key == "catalog" && fl.Catalog != "" {
+			ce.File, ce.Key = "", "--catalog"
+		}
+		return err
+	}
 	if len(c.Routes) == 0 && c.Admin.Listen == "" && c.HTTP.Listen == "" {
 		return &Error{Msg: "nothing to serve: give --listen and --upstream, or --config FILE"}
 	}

@@ -101,6 +101,8 @@ func CheckReload(cur, next *Config) error {
 		return restart("fleet_token", "***")
 	case cur.Fleet.Timeout != next.Fleet.Timeout:
 		return restart("fleet_timeout", next.Fleet.Timeout.String())
+	case !reflect.DeepEqual(cur.Etcd, next.Etcd):
+		return restart("etcd_*", "***")
 	}
 	return nil
 }
@@ -123,6 +125,11 @@ type View struct {
 	HTTPListen    string            `json:"http_listen,omitempty"`
 	HTTPToken     bool              `json:"http_token_set"`
 	Catalog       string            `json:"catalog,omitempty"`
+	EtcdCAFile    string            `json:"etcd_ca_file,omitempty"`
+	EtcdCertFile  string            `json:"etcd_cert_file,omitempty"`
+	EtcdKeyFile   string            `json:"etcd_key_file,omitempty"`
+	EtcdUser      string            `json:"etcd_user,omitempty"`
+	EtcdPassword  bool              `json:"etcd_password_set,omitempty"`
 	ShutdownGrace string            `json:"shutdown_grace"`
 	InstanceName  string            `json:"instance_name,omitempty"`
 	InstanceTTL   string            `json:"instance_ttl,omitempty"`
@@ -170,6 +177,9 @@ func NewView(c *Config, loadedAt time.Time, revision int) View {
 		InstanceName: c.Fleet.Name, InstanceTTL: durationText(c.Fleet.TTL), FleetToken: c.Fleet.Token != "",
 		FleetTimeout: durationText(c.Fleet.Timeout),
 		Routes:       []RouteView{},
+	}
+	if e := c.Etcd; e != nil {
+		v.EtcdCAFile, v.EtcdCertFile, v.EtcdKeyFile, v.EtcdUser, v.EtcdPassword = e.CAFile, e.CertFile, e.KeyFile, e.Username, e.Password != ""
 	}
 	for _, r := range c.Routes {
 		rv := RouteView{
@@ -228,6 +238,11 @@ func (v View) Rows() [][2]string {
 	add("http.listen", v.HTTPListen)
 	add("http.token", setText(v.HTTPToken))
 	add("catalog", v.Catalog)
+	add("etcd_ca_file", v.EtcdCAFile)
+	add("etcd_cert_file", v.EtcdCertFile)
+	add("etcd_key_file", v.EtcdKeyFile)
+	add("etcd_user", v.EtcdUser)
+	add("etcd_password", setText(v.EtcdPassword))
 	add("shutdown_grace", v.ShutdownGrace)
 	add("instance_name", v.InstanceName)
 	add("instance_ttl", v.InstanceTTL)

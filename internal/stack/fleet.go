@@ -115,19 +115,17 @@ func (s *Stack) member() fleet.Member {
 	return m
 }
 
-// startMembership registers the instance in the fleet of o.Etcd and
-// keeps it registered until the stack closes; without an etcd client
-// it does nothing (the cluster is this instance alone). A name a live
-// instance holds is refused.
-func (s *Stack) startMembership(ctx context.Context, o Options) error {
-	if o.Etcd == nil {
+// startMembership registers the instance in the fleet of the etcd
+// catalog (the stack's one client, under the catalog's prefix) and
+// keeps it registered until the stack closes; with a file or in-memory
+// catalog it does nothing (the cluster is this instance alone). A name
+// a live instance holds is refused.
+func (s *Stack) startMembership(ctx context.Context) error {
+	if s.etcd == nil || s.cfg.Etcd == nil {
 		return nil
 	}
-	if o.EtcdConfig == nil {
-		return errors.New("stack: Options.Etcd needs Options.EtcdConfig")
-	}
 	m, err := fleet.Join(ctx, fleet.Options{
-		Client: o.Etcd, Etcd: *o.EtcdConfig, Self: s.member, TTL: s.cfg.Fleet.TTL,
+		Client: s.etcd, Etcd: *s.cfg.Etcd, Self: s.member, TTL: s.cfg.Fleet.TTL,
 		Clock: s.clk, Logger: s.log.With("component", "fleet"),
 	})
 	if err != nil {

@@ -33,16 +33,16 @@ const fleetToken = "fleet-secret-token"
 type fleetInstance struct {
 	name string
 	st   *stack.Stack
-	cli  *clientv3.Client
 }
 
-// startInstance builds a sluice named name in the fleet of ecfg: a
-// postgres route to the shared PostgreSQL, a console and an HTTP API on
-// free loopback ports, its own etcd client.
+// startInstance builds a sluice named name in the fleet whose catalog
+// is in etcd at ecfg: a postgres route to the shared PostgreSQL, a
+// console and an HTTP API on free loopback ports.
 func startInstance(t *testing.T, ecfg etcd.Config, name string, ttl time.Duration) (*fleetInstance, error) {
 	t.Helper()
 	pg := testenv.PostgresConfig(t)
 	cfg := &config.Config{
+		Catalog: "etcd://" + strings.Join(ecfg.Endpoints, ",") + ecfg.Prefix, Etcd: &ecfg,
 		Admin: config.Admin{Listen: "127.0.0.1:0"},
 		HTTP:  config.HTTP{Listen: "127.0.0.1:0", Token: "api-token-" + name},
 		Fleet: config.Fleet{Name: name, Token: fleetToken, TTL: ttl, Timeout: time.Second},
@@ -51,26 +51,17 @@ func startInstance(t *testing.T, ecfg etcd.Config, name string, ttl time.Duratio
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cli, err := etcd.Dial(ctx, ecfg)
+	st, err := stack.New(ctx, stack.Options{Config: cfg, Version: "test", Logger: testenv.Logger(0)})
 	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := stack.New(ctx, stack.Options{Config: cfg, Etcd: cli, EtcdConfig: &ecfg, Version: "test", Logger: testenv.Logger(0)})
-	if err != nil {
-		cli.Close()
 		return nil, err
 	}
-	in := &fleetInstance{name: name, st: st, cli: cli}
+	in := &fleetInstance{name: name, st: st}
 	t.Cleanup(in.close)
 	return in, nil
 }
 
-// close stops the instance as its process would end: the stack, then
-// its etcd client.
-func (in *fleetInstance) close() {
-	in.st.Close()
-	in.cli.Close()
-}
+// close stops the instance.
+func (in *fleetInstance) close() { in.st.Close() }
 
 // routeURL is the URL of a session through the instance's route.
 func (in *fleetInstance) routeURL(t *testing.T) string {
@@ -176,25 +167,28 @@ func instancesOf(t *testing.T, c *pgx.Conn) []string {
 	return column(rows(t, c, "SHOW INSTANCES"), "instance")
 }
 
-// TestFleetThreeInstances: three instances sharing one etcd prefix see
-// each other in SHOW INSTANCES and GET /api/instances; SHOW CLUSTER
-// SESSIONS on one lists the sessions of all three; a fourth with a
-// name in use is refused; CANCEL STATEMENT ... ON INSTANCE issued on a
-// cancels a statement running through b (the client reads 57014) and
-// b's audit trail names a; an instance whose HTTP API never answers,
-// and one that ended without leaving, are named in a NOTICE and their
-// rows are missing; the second vanishes when its lease expires, and one
-// that closes leaves at once.
+// TestFleetThreeInstances: three instances sharing a catalog in etcd
+// see each other in SHOW INSTANCES and GET /api/instances, each at the
+// catalog revision it applies; SHOW CLUSTER SESSIONS on one lists the
+// sessions of all three; a fourth with a name in use is refused; CANCEL
+// STATEMENT ... ON INSTANCE issued on a cancels a statement running
+// through b (the client reads 57014) and b's audit trail names a; an
+// instance whose HTTP API never answers is named in a NOTICE and its
+// rows are missing; one that closes leaves at once; one that ended
+// without leaving is named in a NOTICE until its lease expires.
 func TestFleetThreeInstances(t *testing.T) {
 	eps := testenv.EtcdEndpoints(t)
 	ecfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	tc, err := etcd.Dial(ctx, ecfg)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tc.Close() })
 	var fl []*fleetInstance
 	for _, n := range []string{"a", "b", "c"} {
-		ttl := 10 * time.Second
-		if n == "c" {
-			ttl = 3 * time.Second // c ends without leaving; its record expires sooner
-		}
-		in, err := startInstance(t, ecfg, n, ttl)
+		in, err := startInstance(t, ecfg, n, 0)
 		if err != nil {
 			t.Fatalf("instance %s: %v", n, err)
 		}
@@ -217,6 +211,15 @@ func TestFleetThreeInstances(t *testing.T) {
 			t.Errorf("SHOW INSTANCES row %v: no lease TTL left", r)
 		}
 	}
+
+	// A catalog change on a reaches every record's revision.
+	if _, err := ca.Exec(context.Background(), "CREATE RESOURCE POOL fleet_rp WITH(weight=2)"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "every instance applies the new revision", func() bool {
+		revs := column(rows(t, ca, "SHOW INSTANCES"), "catalog_revision")
+		return len(revs) == 3 && revs[0] != "0" && revs[0] == revs[1] && revs[1] == revs[2]
+	})
 
 	// The same over HTTP, with the fleet's token.
 	req, _ := http.NewRequest("GET", "http://"+b.st.HTTPAddr().String()+"/api/instances", nil)
@@ -300,7 +303,7 @@ func TestFleetThreeInstances(t *testing.T) {
 
 	// d is registered but its HTTP API accepts and never answers.
 	silent := testenv.Serve(t, func(c net.Conn) { time.Sleep(5 * time.Second) })
-	registerRaw(t, a.cli, ecfg, fleet.Member{Name: "d", Version: "test", HTTPAddr: silent, StartedAt: time.Now()})
+	registerRaw(t, tc, ecfg, fleet.Member{Name: "d", Version: "test", HTTPAddr: silent, StartedAt: time.Now()}, 30)
 	testenv.Eventually(t, 10*time.Second, "a lists d", func() bool { return slices.Contains(instancesOf(t, ca), "d") })
 	na.take()
 	per = map[string]int{}
@@ -314,10 +317,14 @@ func TestFleetThreeInstances(t *testing.T) {
 		t.Fatalf("sessions by instance with d silent: %v", per)
 	}
 
-	// c ends without leaving (its etcd client first, so it cannot
-	// revoke its lease): a names it until its lease expires.
-	c.cli.Close()
-	c.st.Close()
+	// c closes: it leaves at once (it revokes its lease).
+	cHTTP := c.st.HTTPAddr().String()
+	c.close()
+	testenv.Eventually(t, 5*time.Second, "c leaves", func() bool { return !slices.Contains(instancesOf(t, ca), "c") })
+	// A c that ended without leaving (its process killed) leaves its
+	// record until its lease expires: a names it in a NOTICE.
+	registerRaw(t, tc, ecfg, fleet.Member{Name: "c", Version: "test", HTTPAddr: cHTTP, StartedAt: time.Now()}, 3)
+	testenv.Eventually(t, 5*time.Second, "a lists the dead c", func() bool { return slices.Contains(instancesOf(t, ca), "c") })
 	na.take()
 	per = map[string]int{}
 	for _, r := range rows(t, ca, "SHOW CLUSTER SESSIONS") {
@@ -325,21 +332,17 @@ func TestFleetThreeInstances(t *testing.T) {
 	}
 	n := na.take()
 	if !slices.ContainsFunc(n, func(s string) bool { return strings.Contains(s, "instance c did not answer") }) || per["c"] != 0 || per["a"] != 1 || per["b"] != 2 {
-		t.Fatalf("with c gone: notices %q, sessions %v; want c named and a's and b's sessions", n, per)
+		t.Fatalf("with c dead: notices %q, sessions %v; want c named and a's and b's sessions", n, per)
 	}
-	testenv.Eventually(t, 15*time.Second, "c's record expires", func() bool { return !slices.Contains(instancesOf(t, ca), "c") })
-
-	// b closes: it leaves at once (it revokes its lease).
-	b.close()
-	testenv.Eventually(t, 5*time.Second, "b leaves", func() bool { return !slices.Contains(instancesOf(t, ca), "b") })
+	testenv.Eventually(t, 15*time.Second, "the dead c's record expires", func() bool { return !slices.Contains(instancesOf(t, ca), "c") })
 }
 
-// registerRaw puts m under a lease of its own, as an instance that
-// registered would, and revokes it when the test ends.
-func registerRaw(t *testing.T, cli *clientv3.Client, ecfg etcd.Config, m fleet.Member) {
+// registerRaw puts m under a lease of its own of ttl seconds, as an
+// instance that registered would, and revokes it when the test ends.
+func registerRaw(t *testing.T, cli *clientv3.Client, ecfg etcd.Config, m fleet.Member, ttl int64) {
 	t.Helper()
 	ctx := context.Background()
-	g, err := cli.Grant(ctx, 30)
+	g, err := cli.Grant(ctx, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}

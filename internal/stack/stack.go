@@ -25,6 +25,7 @@ import (
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/wlm/store"
 )
 
 // httpGrace is how long Close lets the HTTP API's requests in flight
@@ -51,13 +52,6 @@ type Options struct {
 	// the same file, flags and environment the stack was built from. nil
 	// makes ReloadConfig refuse.
 	Load func() (*config.Config, error)
-	// Etcd, with EtcdConfig (its key prefix), is the fleet's etcd
-	// client: the instance registers under a lease (package fleet) and
-	// SHOW INSTANCES and the cluster-wide views reach the other live
-	// instances. The caller owns it and closes it after Close. nil: the
-	// cluster is this instance alone.
-	Etcd       *clientv3.Client
-	EtcdConfig *etcd.Config
 }
 
 // ConfigError is a configuration that New or AddRoute refused before
@@ -84,6 +78,9 @@ type Stack struct {
 	api       *httpapi.Server
 	hs        *http.Server // nil without an HTTP API
 	httpAddr  net.Addr     // nil until the HTTP API is bound
+
+	etcd     *clientv3.Client // nil without an etcd catalog; closed by Close after the loops
+	catStore *store.Etcd      // the catalog in etcd; nil without one
 
 	cancel context.CancelFunc // ends the background loops
 	lctx   context.Context    // the background loops' context; drains end with it
@@ -128,17 +125,30 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		o.Registry = session.NewRegistry(session.Options{})
 	}
 	log := o.Logger
-	mgr, err := wlm.NewManager(wlm.ManagerOptions{Clock: o.Clock, Logger: log, Registry: o.Registry, CatalogPath: cfg.Catalog})
+	cli, catStore, err := dialCatalog(ctx, cfg, log)
 	if err != nil {
+		return nil, err
+	}
+	mopts := wlm.ManagerOptions{Clock: o.Clock, Logger: log, Registry: o.Registry, CatalogPath: cfg.Catalog}
+	if catStore != nil {
+		mopts.Store = catStore
+	}
+	mgr, err := wlm.NewManager(mopts)
+	if err != nil {
+		if cli != nil {
+			cli.Close()
+		}
 		return nil, err
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	s := &Stack{cfg: cfg, clk: o.Clock, log: log, reg: o.Registry, mgr: mgr, cancel: cancel, lctx: lctx,
-		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now(), started: o.Clock.Now()}
+		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now(), started: o.Clock.Now(),
+		etcd: cli, catStore: catStore}
 	fail := func(err error) (*Stack, error) {
 		s.Close()
 		return nil, err
 	}
+	s.startCatalogFollow()
 	if err := s.newCluster(o); err != nil {
 		return fail(err)
 	}
@@ -187,10 +197,39 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		}
 	}
 	s.setIdentity()
-	if err := s.startMembership(ctx, o); err != nil {
+	if err := s.startMembership(ctx); err != nil {
 		return fail(err)
 	}
 	return s, nil
+}
+
+// dialCatalog dials etcd when cfg keeps the catalog there (cfg.Etcd),
+// and returns the one client the stack shares and the catalog's store;
+// nil and nil for a file or in-memory catalog. A cluster that does not
+// answer within the dial timeout is an error naming it.
+func dialCatalog(ctx context.Context, cfg *config.Config, log *slog.Logger) (*clientv3.Client, *store.Etcd, error) {
+	if cfg.Etcd == nil {
+		return nil, nil, nil
+	}
+	cli, err := etcd.Dial(ctx, *cfg.Etcd)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := store.NewEtcd(cli, cfg.Etcd.Key("catalog"))
+	log.Info("catalog kept in etcd", "catalog", cfg.Etcd.String(), "key", st.Key(), "tls", cfg.Etcd.CAFile != "" || cfg.Etcd.CertFile != "", "user", cfg.Etcd.Username)
+	return cli, st, nil
+}
+
+// startCatalogFollow follows the catalog in etcd, when there is one,
+// until Close: every instance's changes are applied here, and the
+// manager learns when etcd cannot be reached.
+func (s *Stack) startCatalogFollow() {
+	if s.catStore == nil {
+		return
+	}
+	s.goLoop(func() {
+		s.catStore.Follow(s.lctx, s.mgr, s.clk, s.log.With("component", "catalog"))
+	})
 }
 
 // goLoop runs fn in a goroutine that Close waits for.
@@ -250,6 +289,9 @@ func (s *Stack) Close() error {
 		}
 		s.loops.Wait()
 		errs = append(errs, s.mgr.Close())
+		if s.etcd != nil {
+			s.etcd.Close()
+		}
 		for _, err := range errs {
 			if err != nil {
 				s.closeErr = err

@@ -1,0 +1,306 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
+)
+
+// ErrUnavailable is returned by a shared store's Save when the service
+// that holds the catalog cannot be reached: nothing was committed by
+// this call as far as the caller can tell, and the caller must not apply
+// the change itself.
+var ErrUnavailable = errors.New("store: the catalog service cannot be reached")
+
+// Defaults of an Etcd store.
+const (
+	// DefaultOpTimeout bounds one Load or Save.
+	DefaultOpTimeout = 2 * time.Second
+	// DefaultCheckInterval is how often Follow checks that the cluster
+	// answers a linearizable read.
+	DefaultCheckInterval = time.Second
+	// DefaultCheckTimeout bounds one such check; a check that fails or
+	// times out makes the catalog stale.
+	DefaultCheckTimeout = time.Second
+)
+
+// Etcd keeps the catalog in one etcd key, its value the JSON of Marshal.
+// The revision is the key's ModRevision (0 when the key does not exist):
+// the etcd revision of the transaction that last wrote it. Save is one
+// transaction, If(ModRevision(key) == expected) Then(Put), so two
+// writers that read the same revision cannot both succeed. Many
+// processes share the key; Follow applies the others' changes. It is
+// safe for concurrent use and holds no lock of its own.
+type Etcd struct {
+	cli *clientv3.Client
+	key string
+	// OpTimeout bounds each Load and Save; 0 means DefaultOpTimeout.
+	OpTimeout time.Duration
+	// CheckInterval and CheckTimeout drive Follow's health check; 0
+	// means DefaultCheckInterval and DefaultCheckTimeout.
+	CheckInterval, CheckTimeout time.Duration
+	// Clock paces retries and bounds Save; nil means clock.Real.
+	Clock clock.Clock
+}
+
+// NewEtcd returns the store of the catalog at key, through cli (which
+// the caller owns and closes).
+func NewEtcd(cli *clientv3.Client, key string) *Etcd { return &Etcd{cli: cli, key: key} }
+
+// Key returns the catalog's key.
+func (e *Etcd) Key() string { return e.key }
+
+// Shared reports that other processes write the catalog too: a conflict
+// is another writer's committed change, not a retry to hide.
+func (e *Etcd) Shared() bool { return true }
+
+func (e *Etcd) opTimeout() time.Duration { return orDefault(e.OpTimeout, DefaultOpTimeout) }
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Load reads the key with a linearizable read. A missing key returns
+// (nil, 0, nil); a value that does not decode is an error naming the
+// key; an unreachable cluster an error wrapping ErrUnavailable.
+func (e *Etcd) Load(ctx context.Context) (*catalog.Catalog, Revision, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.opTimeout())
+	defer cancel()
+	resp, err := e.cli.Get(ctx, e.key)
+	if err != nil {
+		return nil, 0, e.unavailable(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	kv := resp.Kvs[0]
+	c, err := e.decode(kv.Value)
+	if err != nil {
+		return nil, 0, err
+	}
+	return c, Revision(kv.ModRevision), nil
+}
+
+// Save writes c in one transaction if the key's ModRevision is still
+// expected (0: the key must not exist) and returns the revision of that
+// transaction. A failed comparison returns the key's current revision
+// and ErrConflict. A transaction that fails for want of a leader or a
+// member (an election after a member stopped) is sent again every
+// 100 ms until OpTimeout; that is safe because of its condition: when an
+// earlier attempt was committed after all, the comparison fails and the
+// key holds exactly these bytes, which Save then reports as its own
+// success. Past OpTimeout the error wraps ErrUnavailable (the
+// transaction may still have been committed if the answer was lost:
+// Follow then delivers it like any other change).
+func (e *Etcd) Save(ctx context.Context, c *catalog.Catalog, expected Revision) (Revision, error) {
+	data, err := Marshal(c)
+	if err != nil {
+		return expected, err
+	}
+	ctx, cancel := clock.WithTimeout(ctx, e.clock(), e.opTimeout(), context.DeadlineExceeded)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		resp, err := e.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(e.key), "=", int64(expected))).
+			Then(clientv3.OpPut(e.key, string(data))).
+			Else(clientv3.OpGet(e.key)).
+			Commit()
+		if err != nil {
+			if e.refused(err) || clock.Sleep(ctx, e.clock(), 100*time.Millisecond) != nil {
+				return expected, e.unavailable(err)
+			}
+			continue
+		}
+		if resp.Succeeded {
+			return Revision(resp.Header.Revision), nil
+		}
+		cur := Revision(0)
+		if r := resp.Responses; len(r) == 1 {
+			if g := r[0].GetResponseRange(); g != nil && len(g.Kvs) == 1 {
+				kv := g.Kvs[0]
+				cur = Revision(kv.ModRevision)
+				if attempt > 0 && string(kv.Value) == string(data) {
+					return cur, nil // an earlier attempt was committed
+				}
+			}
+		}
+		return cur, ErrConflict
+	}
+}
+
+func (e *Etcd) clock() clock.Clock {
+	if e.Clock == nil {
+		return clock.Real{}
+	}
+	return e.Clock
+}
+
+// refused reports whether err is etcd refusing the client (credentials,
+// permissions), which no retry mends.
+func (e *Etcd) refused(err error) bool {
+	return errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrAuthFailed) ||
+		errors.Is(err, rpctypes.ErrInvalidAuthToken) || errors.Is(err, rpctypes.ErrUserEmpty)
+}
+
+func (e *Etcd) decode(data []byte) (*catalog.Catalog, error) {
+	return Unmarshal("etcd key "+e.key, data)
+}
+
+// unavailable wraps an error of the client: a refused credential or
+// permission stays what it is, anything else (timeouts, no leader, no
+// connection) is ErrUnavailable.
+func (e *Etcd) unavailable(err error) error {
+	if e.refused(err) {
+		return fmt.Errorf("etcd key %s: %w", e.key, err)
+	}
+	return fmt.Errorf("%w: etcd key %s: %v", ErrUnavailable, e.key, err)
+}
+
+// Follower is what Follow keeps up to date: the workload manager.
+type Follower interface {
+	// AppliedRevision is the revision of the catalog in force.
+	AppliedRevision() uint64
+	// ApplyStored makes c, stored at rev, the catalog in force if rev is
+	// newer than AppliedRevision, and reports whether it did; c nil means
+	// the key was deleted at rev.
+	ApplyStored(c *catalog.Catalog, rev Revision) bool
+	// SetStale records since when the store has been unreachable; the
+	// zero time means it answers.
+	SetStale(since time.Time)
+}
+
+// Follow keeps f in step with the key until ctx ends, then returns
+// ctx.Err(). It watches the key from f.AppliedRevision()+1 and applies
+// every change in revision order (a change f already has, such as its
+// own save, is skipped by ApplyStored), re-watching from the revision
+// applied after any interruption; when the revisions it needs were
+// compacted away it loads the whole key instead. Every CheckInterval it
+// reads the key linearizably, bounded by CheckTimeout: two failed
+// checks in a row (one may be a leader election) mark f stale from the
+// start of the first, so a lost quorum is noticed within
+// 2·CheckInterval + CheckTimeout, 3 s by default; the next success marks
+// it fresh. Each transition is logged. clk paces the checks.
+func (e *Etcd) Follow(ctx context.Context, f Follower, clk clock.Clock, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.check(ctx, f, clk, log)
+	}()
+	defer func() { <-done }()
+	// An interrupted watch is retried after pause, doubled up to a
+	// second while the watch fails at once, and logged once until a
+	// watch delivers again.
+	pause, logged := 50*time.Millisecond, false
+	for ctx.Err() == nil {
+		got, err := e.watch(ctx, f, log)
+		if got {
+			pause, logged = 50*time.Millisecond, false
+		}
+		if err != nil && ctx.Err() == nil && !logged {
+			log.Warn("catalog watch interrupted; watching again from the applied revision", "key", e.key,
+				"applied_revision", f.AppliedRevision(), "err", err)
+			logged = true
+		}
+		if clock.Sleep(ctx, clk, pause) != nil {
+			break
+		}
+		pause = min(2*pause, time.Second)
+	}
+	return ctx.Err()
+}
+
+// watch runs one watch from f's applied revision until it breaks, and
+// reports whether it delivered anything and why it broke.
+func (e *Etcd) watch(ctx context.Context, f Follower, log *slog.Logger) (got bool, err error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	from := int64(f.AppliedRevision()) + 1
+	for wr := range e.cli.Watch(wctx, e.key, clientv3.WithRev(from), clientv3.WithProgressNotify()) {
+		if wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted) {
+			log.Warn("catalog revisions compacted in etcd; loading the whole catalog", "key", e.key, "from", from, "compacted", wr.CompactRevision)
+			e.reload(ctx, f, log)
+			return true, nil
+		}
+		if err := wr.Err(); err != nil {
+			return got, err
+		}
+		got = true
+		for _, ev := range wr.Events {
+			rev := Revision(ev.Kv.ModRevision)
+			if ev.Type == clientv3.EventTypeDelete {
+				log.Warn("catalog key deleted in etcd; the catalog in force stays, the next change writes it again", "key", e.key, "revision", rev)
+				f.ApplyStored(nil, rev)
+				continue
+			}
+			c, err := e.decode(ev.Kv.Value)
+			if err != nil {
+				log.Error("catalog in etcd cannot be decoded; keeping the catalog in force", "key", e.key, "revision", rev, "err", err)
+				continue
+			}
+			f.ApplyStored(c, rev)
+		}
+	}
+	return got, errors.New("watch closed")
+}
+
+// reload loads the key and applies it.
+func (e *Etcd) reload(ctx context.Context, f Follower, log *slog.Logger) {
+	c, rev, err := e.Load(ctx)
+	switch {
+	case err != nil:
+		log.Warn("catalog could not be loaded from etcd", "key", e.key, "err", err)
+	case c != nil:
+		f.ApplyStored(c, rev)
+	}
+}
+
+// check runs the periodic health check until ctx ends.
+func (e *Etcd) check(ctx context.Context, f Follower, clk clock.Clock, log *slog.Logger) {
+	every := orDefault(e.CheckInterval, DefaultCheckInterval)
+	timeout := orDefault(e.CheckTimeout, DefaultCheckTimeout)
+	var stale, failing time.Time // when the catalog became stale; when the checks began to fail
+	for {
+		start := clk.Now()
+		cctx, cancel := clock.WithTimeout(ctx, clk, timeout, context.DeadlineExceeded)
+		_, err := e.cli.Get(cctx, e.key, clientv3.WithCountOnly())
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil && failing.IsZero():
+			failing = start // one failure may be an election: wait for the next check
+		case err == nil:
+			failing = time.Time{}
+		}
+		switch {
+		case err != nil && stale.IsZero() && start.After(failing):
+			stale = failing
+			f.SetStale(stale)
+			log.Warn("etcd unreachable: traffic goes on with the last catalog, which is read-only until etcd is back",
+				"key", e.key, "applied_revision", f.AppliedRevision(), "err", err)
+		case err == nil && !stale.IsZero():
+			log.Info("etcd reachable again: the catalog can change", "key", e.key,
+				"stale_for", clk.Now().Sub(stale).Round(time.Millisecond).String(), "applied_revision", f.AppliedRevision())
+			stale = time.Time{}
+			f.SetStale(stale)
+		}
+		if clock.SleepUntil(ctx, clk, start.Add(every)) != nil {
+			return
+		}
+	}
+}
