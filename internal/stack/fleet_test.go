@@ -394,9 +394,9 @@ func TestFleetAlone(t *testing.T) {
 	self := inst[0]["instance"]
 	for sql, code := range map[string]string{
 		"CANCEL STATEMENT 5 ON INSTANCE '" + self + "'": "42704", // runs here: no session 5
-		"TERMINATE SESSION 5 ON INSTANCE 'other'":        "42704", // no such instance
-		"SHOW CLUSTER low_priority_bandwidth":            "42704",
-		"SHOW CLUSTER ALL":                               "42704",
+		"TERMINATE SESSION 5 ON INSTANCE 'other'":       "42704", // no such instance
+		"SHOW CLUSTER low_priority_bandwidth":           "42704",
+		"SHOW CLUSTER ALL":                              "42704",
 	} {
 		if _, err := c.Exec(context.Background(), sql); pgCode(err) != code {
 			t.Errorf("%s: %v, want %s", sql, err, code)
