@@ -19,6 +19,15 @@
 //  4. Starts the workload manager's evaluator, then binds and serves the
 //     admin console, then binds and serves the HTTP API (and starts its
 //     dashboard sampler).
+//  5. Names the instance (instance_name, else the host name and the
+//     console's port) and, with a catalog in etcd, joins the fleet
+//     (package fleet, fleet.go): it registers under a lease with the
+//     stack's one etcd client, refusing a name a live instance holds,
+//     and keeps the registration as a background loop; Close revokes
+//     the lease as that loop ends, before the client closes. Lease
+//     returns the lease for other loops' keys. The console and the HTTP
+//     API answer SHOW INSTANCES and the cluster-wide views from the
+//     stack's fleet.Cluster, which is this instance alone without etcd.
 //
 // An error after step 2 (an address already in use) is a plain error;
 // it too tears down whatever was started. AddRoute adds a route later
@@ -35,7 +44,8 @@
 //  1. Validate next whole, changing nothing that runs: what only a
 //     restart can change is refused (admin.listen, admin.password,
 //     admin.users, admin.forward_users, http.listen, http.token,
-//     catalog: "admin.listen cannot change on reload; restart"); a new
+//     catalog, instance_name, instance_ttl, fleet_token, fleet_timeout:
+//     "admin.listen cannot change on reload; restart"); a new
 //     route may not take the name of a route added at run time (the lab,
 //     a Toxiproxy proxy); the links and settings and every route's
 //     binding (link, pool, emulation) are applied to a scratch workload
