@@ -154,3 +154,11 @@ func (s *Stack) Lease() clientv3.LeaseID {
 
 // Cluster answers SHOW INSTANCES and the cluster-wide views.
 func (s *Stack) Cluster() *fleet.Cluster { return s.cluster }
+
+// Name is the instance's name in the fleet (instance_name, else the
+// host name and the admin console's port), set by New.
+func (s *Stack) Name() string {
+	s.id.mu.Lock()
+	defer s.id.mu.Unlock()
+	return s.id.name
+}
