@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -106,6 +107,8 @@ func (s *Stack) member() fleet.Member {
 	for _, r := range s.srv.Routes() {
 		m.Routes = append(m.Routes, fleet.Route{Name: r.Name, Listen: r.Listen, Protocol: r.Protocol})
 	}
+	// By name, so that an unchanged set of routes is an unchanged record.
+	sort.Slice(m.Routes, func(i, j int) bool { return m.Routes[i].Name < m.Routes[j].Name })
 	if cs, ok := any(s.mgr).(catalogState); ok {
 		m.Revision = cs.AppliedRevision()
 		if t := cs.StaleSince(); !t.IsZero() {
