@@ -64,6 +64,9 @@
 // Notices names it (a NoticeResponse on the console, the notices field
 // of GET /api/cluster/views).
 //
+// The token goes to the HTTP addresses the members registered: whoever
+// may write the prefix in etcd is trusted with it, as with the catalog.
+//
 // Cluster.Forward sends CANCEL STATEMENT or TERMINATE SESSION to the
 // instance that holds the session (POST /api/sessions/{id}/cancel or
 // /terminate), which runs it through its workload manager and records it

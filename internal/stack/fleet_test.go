@@ -38,7 +38,7 @@ type fleetInstance struct {
 // startInstance builds a sluice named name in the fleet whose catalog
 // is in etcd at ecfg: a postgres route to the shared PostgreSQL, a
 // console and an HTTP API on free loopback ports.
-func startInstance(t *testing.T, ecfg etcd.Config, name string, ttl time.Duration) (*fleetInstance, error) {
+func startInstance(t testing.TB, ecfg etcd.Config, name string, ttl time.Duration) (*fleetInstance, error) {
 	t.Helper()
 	pg := testenv.PostgresConfig(t)
 	cfg := &config.Config{
@@ -64,7 +64,7 @@ func startInstance(t *testing.T, ecfg etcd.Config, name string, ttl time.Duratio
 func (in *fleetInstance) close() { in.st.Close() }
 
 // routeURL is the URL of a session through the instance's route.
-func (in *fleetInstance) routeURL(t *testing.T) string {
+func (in *fleetInstance) routeURL(t testing.TB) string {
 	pg := testenv.PostgresConfig(t)
 	return "postgres://" + pg.User + ":" + pg.Password + "@" + in.st.Proxy().Routes()[0].Listen + "/" + pg.Database + "?sslmode=disable"
 }
@@ -85,7 +85,7 @@ func (n *notices) take() []string {
 
 // fleetConsole connects to in's console in the simple protocol and
 // collects its notices.
-func fleetConsole(t *testing.T, in *fleetInstance) (*pgx.Conn, *notices) {
+func fleetConsole(t testing.TB, in *fleetInstance) (*pgx.Conn, *notices) {
 	t.Helper()
 	cc, err := pgx.ParseConfig("postgres://admin@" + in.st.AdminAddr().String() + "/sluice?sslmode=disable")
 	if err != nil {
@@ -109,7 +109,7 @@ func fleetConsole(t *testing.T, in *fleetInstance) (*pgx.Conn, *notices) {
 }
 
 // rows runs q on c and returns its rows as maps of column to text.
-func rows(t *testing.T, c *pgx.Conn, q string) []map[string]string {
+func rows(t testing.TB, c *pgx.Conn, q string) []map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -419,5 +419,35 @@ func TestFleetAlone(t *testing.T) {
 	// The manager alone does not answer SHOW CLUSTER.
 	if _, err := st.Manager().Exec(context.Background(), "SHOW CLUSTER SESSIONS"); err == nil {
 		t.Fatal("the manager answered SHOW CLUSTER")
+	}
+}
+
+// BenchmarkShowClusterSessions times SHOW CLUSTER SESSIONS on a in a
+// fleet of three on the shared etcd, each instance holding 10 sessions:
+// a's own reading and two HTTP round trips, concurrently.
+func BenchmarkShowClusterSessions(b *testing.B) {
+	eps := testenv.EtcdEndpoints(b)
+	ecfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(b, eps)}
+	var fl []*fleetInstance
+	for _, n := range []string{"a", "b", "c"} {
+		in, err := startInstance(b, ecfg, n, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range 10 {
+			conn := testenv.ConnectPG(b, in.routeURL(b))
+			if _, err := conn.Exec(context.Background(), "SELECT 1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		fl = append(fl, in)
+	}
+	c, _ := fleetConsole(b, fl[0])
+	testenv.Eventually(b, 10*time.Second, "a lists three", func() bool { return len(rows(b, c, "SHOW INSTANCES")) == 3 })
+	b.ReportAllocs()
+	for b.Loop() {
+		if n := len(rows(b, c, "SHOW CLUSTER SESSIONS")); n != 30 {
+			b.Fatalf("%d sessions, want 30", n)
+		}
 	}
 }
