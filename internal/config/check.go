@@ -98,6 +98,13 @@ func (c *Config) ApplyFlags(fl Flags) error {
 	if fl.Catalog != "" {
 		c.Catalog = fl.Catalog
 	}
+	if err := c.resolveCatalog(true); err != nil {
+		var ce *Error
+		if errors.As(err, &ce) && ce.Key == "catalog" && fl.Catalog != "" {
+			ce.File, ce.Key = "", "--catalog"
+		}
+		return err
+	}
 	if len(c.Routes) == 0 && c.Admin.Listen == "" && c.HTTP.Listen == "" {
 		return &Error{Msg: "nothing to serve: give --listen and --upstream, or --config FILE"}
 	}

@@ -93,6 +93,8 @@ func CheckReload(cur, next *Config) error {
 		return restart("http.token", "***")
 	case cur.Catalog != next.Catalog:
 		return restart("catalog", next.Catalog)
+	case !reflect.DeepEqual(cur.Etcd, next.Etcd):
+		return restart("etcd_*", "***")
 	}
 	return nil
 }
@@ -115,6 +117,11 @@ type View struct {
 	HTTPListen    string            `json:"http_listen,omitempty"`
 	HTTPToken     bool              `json:"http_token_set"`
 	Catalog       string            `json:"catalog,omitempty"`
+	EtcdCAFile    string            `json:"etcd_ca_file,omitempty"`
+	EtcdCertFile  string            `json:"etcd_cert_file,omitempty"`
+	EtcdKeyFile   string            `json:"etcd_key_file,omitempty"`
+	EtcdUser      string            `json:"etcd_user,omitempty"`
+	EtcdPassword  bool              `json:"etcd_password_set,omitempty"`
 	ShutdownGrace string            `json:"shutdown_grace"`
 	Routes        []RouteView       `json:"routes"`
 	Links         []LinkView        `json:"links,omitempty"`
@@ -156,6 +163,9 @@ func NewView(c *Config, loadedAt time.Time, revision int) View {
 		HTTPListen: c.HTTP.Listen, HTTPToken: c.HTTP.Token != "",
 		Catalog: c.Catalog, ShutdownGrace: c.Grace.String(), Settings: maps.Clone(c.Settings),
 		Routes: []RouteView{},
+	}
+	if e := c.Etcd; e != nil {
+		v.EtcdCAFile, v.EtcdCertFile, v.EtcdKeyFile, v.EtcdUser, v.EtcdPassword = e.CAFile, e.CertFile, e.KeyFile, e.Username, e.Password != ""
 	}
 	for _, r := range c.Routes {
 		rv := RouteView{
@@ -214,6 +224,11 @@ func (v View) Rows() [][2]string {
 	add("http.listen", v.HTTPListen)
 	add("http.token", setText(v.HTTPToken))
 	add("catalog", v.Catalog)
+	add("etcd_ca_file", v.EtcdCAFile)
+	add("etcd_cert_file", v.EtcdCertFile)
+	add("etcd_key_file", v.EtcdKeyFile)
+	add("etcd_user", v.EtcdUser)
+	add("etcd_password", setText(v.EtcdPassword))
 	add("shutdown_grace", v.ShutdownGrace)
 	for _, r := range v.Routes {
 		p := "routes." + r.Name + "."

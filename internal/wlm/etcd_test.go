@@ -157,7 +157,6 @@ func is40001(err error) bool {
 	return errors.As(err, &e) && e.Code == CodeSerializationFailure
 }
 
-
 // TestStaleRefusesChanges: while the store is reported unreachable,
 // every change is refused with 58030 naming etcd and nothing changes;
 // once it is reported back, changes go through again.
