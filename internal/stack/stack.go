@@ -16,11 +16,14 @@ import (
 	"github.com/sluicelab/sluice/internal/admin"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/etcd"
 	"github.com/sluicelab/sluice/internal/httpapi"
 	"github.com/sluicelab/sluice/internal/proxy"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/wlm/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // httpGrace is how long Close lets the HTTP API's requests in flight
@@ -74,6 +77,9 @@ type Stack struct {
 	hs        *http.Server // nil without an HTTP API
 	httpAddr  net.Addr     // nil until the HTTP API is bound
 
+	etcd     *clientv3.Client // nil without an etcd catalog; closed by Close after the loops
+	catStore *store.Etcd      // the catalog in etcd; nil without one
+
 	cancel context.CancelFunc // ends the background loops
 	lctx   context.Context    // the background loops' context; drains end with it
 	loops  sync.WaitGroup     // the goroutines the stack started
@@ -110,17 +116,30 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		o.Registry = session.NewRegistry(session.Options{})
 	}
 	log := o.Logger
-	mgr, err := wlm.NewManager(wlm.ManagerOptions{Clock: o.Clock, Logger: log, Registry: o.Registry, CatalogPath: cfg.Catalog})
+	cli, catStore, err := dialCatalog(ctx, cfg, log)
 	if err != nil {
+		return nil, err
+	}
+	mopts := wlm.ManagerOptions{Clock: o.Clock, Logger: log, Registry: o.Registry, CatalogPath: cfg.Catalog}
+	if catStore != nil {
+		mopts.Store = catStore
+	}
+	mgr, err := wlm.NewManager(mopts)
+	if err != nil {
+		if cli != nil {
+			cli.Close()
+		}
 		return nil, err
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	s := &Stack{cfg: cfg, clk: o.Clock, log: log, reg: o.Registry, mgr: mgr, cancel: cancel, lctx: lctx,
-		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now()}
+		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now(),
+		etcd: cli, catStore: catStore}
 	fail := func(err error) (*Stack, error) {
 		s.Close()
 		return nil, err
 	}
+	s.startCatalogFollow()
 	if err := applyCatalogConfig(ctx, mgr, cfg, wlm.SurfaceConfig); err != nil {
 		return fail(configErr(err))
 	}
@@ -166,6 +185,35 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		}
 	}
 	return s, nil
+}
+
+// dialCatalog dials etcd when cfg keeps the catalog there (cfg.Etcd),
+// and returns the one client the stack shares and the catalog's store;
+// nil and nil for a file or in-memory catalog. A cluster that does not
+// answer within the dial timeout is an error naming it.
+func dialCatalog(ctx context.Context, cfg *config.Config, log *slog.Logger) (*clientv3.Client, *store.Etcd, error) {
+	if cfg.Etcd == nil {
+		return nil, nil, nil
+	}
+	cli, err := etcd.Dial(ctx, *cfg.Etcd)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := store.NewEtcd(cli, cfg.Etcd.Key("catalog"))
+	log.Info("catalog kept in etcd", "catalog", cfg.Etcd.String(), "key", st.Key(), "tls", cfg.Etcd.CAFile != "" || cfg.Etcd.CertFile != "", "user", cfg.Etcd.Username)
+	return cli, st, nil
+}
+
+// startCatalogFollow follows the catalog in etcd, when there is one,
+// until Close: every instance's changes are applied here, and the
+// manager learns when etcd cannot be reached.
+func (s *Stack) startCatalogFollow() {
+	if s.catStore == nil {
+		return
+	}
+	s.goLoop(func() {
+		s.catStore.Follow(s.lctx, s.mgr, s.clk, s.log.With("component", "catalog"))
+	})
 }
 
 // goLoop runs fn in a goroutine that Close waits for.
@@ -225,6 +273,9 @@ func (s *Stack) Close() error {
 		}
 		s.loops.Wait()
 		errs = append(errs, s.mgr.Close())
+		if s.etcd != nil {
+			s.etcd.Close()
+		}
 		for _, err := range errs {
 			if err != nil {
 				s.closeErr = err
