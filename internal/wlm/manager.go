@@ -547,7 +547,8 @@ func (m *Manager) SetStale(since time.Time) {
 // newer than the applied revision; it reports whether it applied it. A
 // revision already applied (this instance's own save, or one a reload
 // got first) is skipped, so each change is applied once, in revision
-// order. c nil means the stored catalog was deleted at rev: the catalog
+// order, and logged at INFO ("catalog change applied", with the
+// revision). c nil means the stored catalog was deleted at rev: the catalog
 // in force stays and the next change writes it again. The stored catalog
 // was validated by the store; routes are not checked against it.
 func (m *Manager) ApplyStored(c *Catalog, rev store.Revision) bool {
@@ -565,6 +566,7 @@ func (m *Manager) ApplyStored(c *Catalog, rev store.Revision) bool {
 	}
 	m.setRevLocked(rev)
 	m.swapLocked(m.state.Load(), c)
+	m.log.Info("catalog change applied", "revision", uint64(rev))
 	return true
 }
 
