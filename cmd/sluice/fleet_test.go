@@ -139,6 +139,15 @@ func execConsole(c *pgconn.PgConn, sql string) error {
 	return err
 }
 
+// detail is the detail of a PostgreSQL error, for failure messages.
+func detail(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Detail
+	}
+	return ""
+}
+
 func sqlstate(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -319,4 +328,91 @@ func lineHas(out string, words ...string) bool {
 		}
 	}
 	return false
+}
+
+// TestFleetCatalogFaults runs two instances A and B (before the shared
+// PostgreSQL) on a private three-member etcd cluster and takes members
+// away. With one member stopped, sessions and DDL go on. With two
+// stopped (no quorum), B's open session still runs statements, both
+// instances report StaleSince, and DDL is refused with 58030 naming etcd
+// while the catalog stays as it was. Once the members are back, both
+// become fresh again; ten changes made on A at once are each applied by
+// B exactly once, in order, and B's catalog equals A's.
+func TestFleetCatalogFaults(t *testing.T) {
+	cl := testenv.StartEtcdCluster(t, 3)
+	if cl == nil {
+		return
+	}
+	url := "etcd://" + strings.Join(cl.Endpoints(), ",") + "/faults"
+	pg := testenv.PostgresURL(t)
+	a, b := startFleetApp(t, "A", url, pg), startFleetApp(t, "B", url, pg)
+	ctx := context.Background()
+	ensureRole(t, pg, "fleetfault_u", "pw")
+	a.psql(t, "CREATE RESOURCE POOL rp1; CREATE USER fleetfault_u RESOURCE POOL rp1")
+	waitSameRevision(t, a, b)
+	sess, err := pgx.Connect(ctx, "postgres://fleetfault_u:pw@"+b.route+"/sluice?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	query := func(when string) {
+		t.Helper()
+		var n int
+		if err := sess.QueryRow(ctx, "SELECT count(*) FROM generate_series(1, 1000)").Scan(&n); err != nil || n != 1000 {
+			t.Fatalf("B's session %s: %d, %v", when, n, err)
+		}
+	}
+	query("before the faults")
+	ca := a.console(t)
+
+	cl.Stop(0)
+	query("with one member stopped")
+	if err := execConsole(ca, "ALTER RESOURCE POOL rp1 WITH (weight = 3)"); err != nil {
+		t.Fatalf("DDL with one member stopped: %v (%s)", err, detail(err))
+	}
+	waitSameRevision(t, a, b)
+	if !a.Manager().StaleSince().IsZero() || !b.Manager().StaleSince().IsZero() {
+		t.Error("stale with a quorum")
+	}
+
+	cl.Stop(1)
+	testenv.Eventually(t, 30*time.Second, "both instances stale", func() bool {
+		return !a.Manager().StaleSince().IsZero() && !b.Manager().StaleSince().IsZero()
+	})
+	query("without quorum")
+	rev := a.Manager().AppliedRevision()
+	err = execConsole(ca, "ALTER RESOURCE POOL rp1 WITH (weight = 4)")
+	if sqlstate(err) != wlm.CodeIOError || !strings.Contains(err.Error(), "etcd") || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("DDL without quorum: %v", err)
+	}
+	if got := a.Manager().Catalog().Pools["rp1"].Weight; got != 3 || a.Manager().AppliedRevision() != rev {
+		t.Fatalf("a refused change changed A: weight %d, revision %d (was %d)", got, a.Manager().AppliedRevision(), rev)
+	}
+	if b.Manager().Bind("pg", "fleetfault_u").Pool != "rp1" {
+		t.Error("B lost its catalog without quorum")
+	}
+	t.Logf("stale since: A %v, B %v", a.Manager().StaleSince(), b.Manager().StaleSince())
+
+	cl.Start(0)
+	cl.Start(1)
+	cl.WaitHealthy(60 * time.Second)
+	testenv.Eventually(t, 30*time.Second, "both instances fresh", func() bool {
+		return a.Manager().StaleSince().IsZero() && b.Manager().StaleSince().IsZero()
+	})
+	n := b.applied.count()
+	var want []uint64
+	for i := range 10 {
+		if err := execConsole(ca, fmt.Sprintf("ALTER RESOURCE POOL rp1 WITH (weight = %d)", 10+i)); err != nil {
+			t.Fatalf("change %d after quorum returned: %v (%s)", i, err, detail(err))
+		}
+		want = append(want, a.Manager().AppliedRevision())
+	}
+	waitSameRevision(t, a, b)
+	if got := b.applied.since(n); !reflect.DeepEqual(got, want) {
+		t.Fatalf("B applied %v, want A's %v, each once", got, want)
+	}
+	if !reflect.DeepEqual(a.Manager().Catalog(), b.Manager().Catalog()) {
+		t.Fatal("B's catalog differs from A's")
+	}
+	query("after the faults")
 }

@@ -47,6 +47,8 @@ type Etcd struct {
 	// CheckInterval and CheckTimeout drive Follow's health check; 0
 	// means DefaultCheckInterval and DefaultCheckTimeout.
 	CheckInterval, CheckTimeout time.Duration
+	// Clock paces retries and bounds Save; nil means clock.Real.
+	Clock clock.Clock
 }
 
 // NewEtcd returns the store of the catalog at key, through cli (which
@@ -93,34 +95,62 @@ func (e *Etcd) Load(ctx context.Context) (*catalog.Catalog, Revision, error) {
 // Save writes c in one transaction if the key's ModRevision is still
 // expected (0: the key must not exist) and returns the revision of that
 // transaction. A failed comparison returns the key's current revision
-// and ErrConflict; an unreachable cluster an error wrapping
-// ErrUnavailable (the transaction may still have been committed if the
-// answer was lost: Follow then delivers it like any other change).
+// and ErrConflict. A transaction that fails for want of a leader or a
+// member (an election after a member stopped) is sent again every
+// 100 ms until OpTimeout; that is safe because of its condition: when an
+// earlier attempt was committed after all, the comparison fails and the
+// key holds exactly these bytes, which Save then reports as its own
+// success. Past OpTimeout the error wraps ErrUnavailable (the
+// transaction may still have been committed if the answer was lost:
+// Follow then delivers it like any other change).
 func (e *Etcd) Save(ctx context.Context, c *catalog.Catalog, expected Revision) (Revision, error) {
 	data, err := Marshal(c)
 	if err != nil {
 		return expected, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.opTimeout())
+	ctx, cancel := clock.WithTimeout(ctx, e.clock(), e.opTimeout(), context.DeadlineExceeded)
 	defer cancel()
-	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(e.key), "=", int64(expected))).
-		Then(clientv3.OpPut(e.key, string(data))).
-		Else(clientv3.OpGet(e.key, clientv3.WithKeysOnly())).
-		Commit()
-	if err != nil {
-		return expected, e.unavailable(err)
-	}
-	if !resp.Succeeded {
+	for attempt := 0; ; attempt++ {
+		resp, err := e.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(e.key), "=", int64(expected))).
+			Then(clientv3.OpPut(e.key, string(data))).
+			Else(clientv3.OpGet(e.key)).
+			Commit()
+		if err != nil {
+			if e.refused(err) || clock.Sleep(ctx, e.clock(), 100*time.Millisecond) != nil {
+				return expected, e.unavailable(err)
+			}
+			continue
+		}
+		if resp.Succeeded {
+			return Revision(resp.Header.Revision), nil
+		}
 		cur := Revision(0)
 		if r := resp.Responses; len(r) == 1 {
 			if g := r[0].GetResponseRange(); g != nil && len(g.Kvs) == 1 {
-				cur = Revision(g.Kvs[0].ModRevision)
+				kv := g.Kvs[0]
+				cur = Revision(kv.ModRevision)
+				if attempt > 0 && string(kv.Value) == string(data) {
+					return cur, nil // an earlier attempt was committed
+				}
 			}
 		}
 		return cur, ErrConflict
 	}
-	return Revision(resp.Header.Revision), nil
+}
+
+func (e *Etcd) clock() clock.Clock {
+	if e.Clock == nil {
+		return clock.Real{}
+	}
+	return e.Clock
+}
+
+// refused reports whether err is etcd refusing the client (credentials,
+// permissions), which no retry mends.
+func (e *Etcd) refused(err error) bool {
+	return errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrAuthFailed) ||
+		errors.Is(err, rpctypes.ErrInvalidAuthToken) || errors.Is(err, rpctypes.ErrUserEmpty)
 }
 
 func (e *Etcd) decode(data []byte) (*catalog.Catalog, error) {
@@ -131,9 +161,7 @@ func (e *Etcd) decode(data []byte) (*catalog.Catalog, error) {
 // permission stays what it is, anything else (timeouts, no leader, no
 // connection) is ErrUnavailable.
 func (e *Etcd) unavailable(err error) error {
-	switch {
-	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrAuthFailed),
-		errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrUserEmpty):
+	if e.refused(err) {
 		return fmt.Errorf("etcd key %s: %w", e.key, err)
 	}
 	return fmt.Errorf("%w: etcd key %s: %v", ErrUnavailable, e.key, err)
@@ -158,11 +186,11 @@ type Follower interface {
 // own save, is skipped by ApplyStored), re-watching from the revision
 // applied after any interruption; when the revisions it needs were
 // compacted away it loads the whole key instead. Every CheckInterval it
-// reads the key linearizably, bounded by CheckTimeout: a failure marks f
-// stale from the start of that check (so a lost quorum is noticed
-// within CheckInterval + CheckTimeout, 2 s by default), the next
-// success marks it fresh; each transition is logged. clk paces the
-// checks.
+// reads the key linearizably, bounded by CheckTimeout: two failed
+// checks in a row (one may be a leader election) mark f stale from the
+// start of the first, so a lost quorum is noticed within
+// 2·CheckInterval + CheckTimeout, 3 s by default; the next success marks
+// it fresh. Each transition is logged. clk paces the checks.
 func (e *Etcd) Follow(ctx context.Context, f Follower, clk clock.Clock, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -244,7 +272,7 @@ func (e *Etcd) reload(ctx context.Context, f Follower, log *slog.Logger) {
 func (e *Etcd) check(ctx context.Context, f Follower, clk clock.Clock, log *slog.Logger) {
 	every := orDefault(e.CheckInterval, DefaultCheckInterval)
 	timeout := orDefault(e.CheckTimeout, DefaultCheckTimeout)
-	var stale time.Time
+	var stale, failing time.Time // when the catalog became stale; when the checks began to fail
 	for {
 		start := clk.Now()
 		cctx, cancel := clock.WithTimeout(ctx, clk, timeout, context.DeadlineExceeded)
@@ -254,8 +282,14 @@ func (e *Etcd) check(ctx context.Context, f Follower, clk clock.Clock, log *slog
 			return
 		}
 		switch {
-		case err != nil && stale.IsZero():
-			stale = start
+		case err != nil && failing.IsZero():
+			failing = start // one failure may be an election: wait for the next check
+		case err == nil:
+			failing = time.Time{}
+		}
+		switch {
+		case err != nil && stale.IsZero() && start.After(failing):
+			stale = failing
 			f.SetStale(stale)
 			log.Warn("etcd unreachable: traffic goes on with the last catalog, which is read-only until etcd is back",
 				"key", e.key, "applied_revision", f.AppliedRevision(), "err", err)
