@@ -277,8 +277,16 @@ CREATE USER user1 RESOURCE POOL 'rp1' PASSWORD 'xxxxxxxx';`)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		wg.Add(2)
-		go func() { defer wg.Done(); <-start; errA = execConsole(ca, fmt.Sprintf("ALTER RESOURCE POOL rp1 WITH (weight = %d)", wa)) }()
-		go func() { defer wg.Done(); <-start; errB = execConsole(cb, fmt.Sprintf("ALTER RESOURCE POOL rp1 WITH (weight = %d)", wb)) }()
+		go func() {
+			defer wg.Done()
+			<-start
+			errA = execConsole(ca, fmt.Sprintf("ALTER RESOURCE POOL rp1 WITH (weight = %d)", wa))
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			errB = execConsole(cb, fmt.Sprintf("ALTER RESOURCE POOL rp1 WITH (weight = %d)", wb))
+		}()
 		close(start)
 		wg.Wait()
 		want := 0

@@ -22,14 +22,23 @@ var ErrUnavailable = errors.New("store: the catalog service cannot be reached")
 
 // Defaults of an Etcd store.
 const (
-	// DefaultOpTimeout bounds one Load or Save.
-	DefaultOpTimeout = 2 * time.Second
+	// DefaultOpTimeout bounds one Load or Save: longer than a leader
+	// election, which a stopped leader causes (1 to 2.5 s with etcd's
+	// default election timeout).
+	DefaultOpTimeout = 5 * time.Second
 	// DefaultCheckInterval is how often Follow checks that the cluster
 	// answers a linearizable read.
 	DefaultCheckInterval = time.Second
-	// DefaultCheckTimeout bounds one such check; a check that fails or
-	// times out makes the catalog stale.
+	// DefaultCheckTimeout bounds one such check.
 	DefaultCheckTimeout = time.Second
+	// attemptTimeout bounds one transaction of Save: a member that still
+	// takes a stopped leader for its leader holds a proposal until its own
+	// request timeout (7 s), so Save gives up on it and sends it again.
+	attemptTimeout = time.Second
+	// DefaultStaleAfter is how long the checks must have failed before
+	// the catalog is stale: longer than an election, so that losing one
+	// member of three does not make it read-only.
+	DefaultStaleAfter = 3 * time.Second
 )
 
 // Etcd keeps the catalog in one etcd key, its value the JSON of Marshal.
@@ -44,9 +53,10 @@ type Etcd struct {
 	key string
 	// OpTimeout bounds each Load and Save; 0 means DefaultOpTimeout.
 	OpTimeout time.Duration
-	// CheckInterval and CheckTimeout drive Follow's health check; 0
-	// means DefaultCheckInterval and DefaultCheckTimeout.
-	CheckInterval, CheckTimeout time.Duration
+	// CheckInterval, CheckTimeout and StaleAfter drive Follow's health
+	// check; 0 means DefaultCheckInterval, DefaultCheckTimeout and
+	// DefaultStaleAfter.
+	CheckInterval, CheckTimeout, StaleAfter time.Duration
 	// Clock paces retries and bounds Save; nil means clock.Real.
 	Clock clock.Clock
 }
@@ -96,8 +106,10 @@ func (e *Etcd) Load(ctx context.Context) (*catalog.Catalog, Revision, error) {
 // expected (0: the key must not exist) and returns the revision of that
 // transaction. A failed comparison returns the key's current revision
 // and ErrConflict. A transaction that fails for want of a leader or a
-// member (an election after a member stopped) is sent again every
-// 100 ms until OpTimeout; that is safe because of its condition: when an
+// member (an election after a member stopped: etcd then answers "no
+// leader" at once, or holds the proposal it sent to the stopped leader,
+// so an attempt is given 1 s) is sent again every 100 ms until
+// OpTimeout; that is safe because of its condition: when an
 // earlier attempt was committed after all, the comparison fails and the
 // key holds exactly these bytes, which Save then reports as its own
 // success. Past OpTimeout the error wraps ErrUnavailable (the
@@ -110,15 +122,27 @@ func (e *Etcd) Save(ctx context.Context, c *catalog.Catalog, expected Revision) 
 	}
 	ctx, cancel := clock.WithTimeout(ctx, e.clock(), e.opTimeout(), context.DeadlineExceeded)
 	defer cancel()
+	// A member without a leader refuses at once rather than holding the
+	// transaction until an election ends, so the loop below retries.
+	ctx = clientv3.WithRequireLeader(ctx)
+	var last error // the last attempt's own error, rather than the timeout's
 	for attempt := 0; ; attempt++ {
-		resp, err := e.cli.Txn(ctx).
+		actx, acancel := clock.WithTimeout(ctx, e.clock(), attemptTimeout, context.DeadlineExceeded)
+		resp, err := e.cli.Txn(actx).
 			If(clientv3.Compare(clientv3.ModRevision(e.key), "=", int64(expected))).
 			Then(clientv3.OpPut(e.key, string(data))).
 			Else(clientv3.OpGet(e.key)).
 			Commit()
+		acancel()
 		if err != nil {
+			if ctx.Err() == nil || last == nil {
+				last = err
+				if actx.Err() != nil && ctx.Err() == nil {
+					last = fmt.Errorf("no answer within %v", attemptTimeout)
+				}
+			}
 			if e.refused(err) || clock.Sleep(ctx, e.clock(), 100*time.Millisecond) != nil {
-				return expected, e.unavailable(err)
+				return expected, e.unavailable(fmt.Errorf("%w (%d attempts in %v)", last, attempt+1, e.opTimeout()))
 			}
 			continue
 		}
@@ -186,11 +210,13 @@ type Follower interface {
 // own save, is skipped by ApplyStored), re-watching from the revision
 // applied after any interruption; when the revisions it needs were
 // compacted away it loads the whole key instead. Every CheckInterval it
-// reads the key linearizably, bounded by CheckTimeout: two failed
-// checks in a row (one may be a leader election) mark f stale from the
-// start of the first, so a lost quorum is noticed within
-// 2·CheckInterval + CheckTimeout, 3 s by default; the next success marks
-// it fresh. Each transition is logged. clk paces the checks.
+// reads the key linearizably, bounded by CheckTimeout and refused at
+// once by a member without a leader: when the checks have failed for
+// StaleAfter (a leader election passes before), f is stale from the
+// start of the first failed check, so a lost quorum is noticed within
+// CheckInterval + StaleAfter + CheckTimeout, 5 s by default; the next
+// success marks it fresh. Each transition is logged. clk paces the
+// checks.
 func (e *Etcd) Follow(ctx context.Context, f Follower, clk clock.Clock, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -272,23 +298,24 @@ func (e *Etcd) reload(ctx context.Context, f Follower, log *slog.Logger) {
 func (e *Etcd) check(ctx context.Context, f Follower, clk clock.Clock, log *slog.Logger) {
 	every := orDefault(e.CheckInterval, DefaultCheckInterval)
 	timeout := orDefault(e.CheckTimeout, DefaultCheckTimeout)
+	after := orDefault(e.StaleAfter, DefaultStaleAfter)
 	var stale, failing time.Time // when the catalog became stale; when the checks began to fail
 	for {
 		start := clk.Now()
 		cctx, cancel := clock.WithTimeout(ctx, clk, timeout, context.DeadlineExceeded)
-		_, err := e.cli.Get(cctx, e.key, clientv3.WithCountOnly())
+		_, err := e.cli.Get(clientv3.WithRequireLeader(cctx), e.key, clientv3.WithCountOnly())
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		switch {
 		case err != nil && failing.IsZero():
-			failing = start // one failure may be an election: wait for the next check
+			failing = start // a failure may be an election: wait StaleAfter
 		case err == nil:
 			failing = time.Time{}
 		}
 		switch {
-		case err != nil && stale.IsZero() && start.After(failing):
+		case err != nil && stale.IsZero() && clk.Now().Sub(failing) >= after:
 			stale = failing
 			f.SetStale(stale)
 			log.Warn("etcd unreachable: traffic goes on with the last catalog, which is read-only until etcd is back",

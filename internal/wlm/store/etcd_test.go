@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -251,5 +252,71 @@ func TestEtcdFollowCompacted(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the save after the reload was not applied")
+	}
+}
+
+// TestEtcdAuth runs a private one-member cluster with authentication
+// on: the root user's password opens the catalog; a wrong password fails
+// to dial without showing it; a user with no role on the key is
+// refused, and that refusal is not taken for an unreachable cluster.
+func TestEtcdAuth(t *testing.T) {
+	cl := testenv.StartEtcdCluster(t, 1)
+	if cl == nil {
+		return
+	}
+	ctx := context.Background()
+	admin, err := etcd.Dial(ctx, etcd.Config{Endpoints: cl.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for _, step := range []func() error{
+		func() error { _, err := admin.UserAdd(ctx, "root", "rootpw"); return err },
+		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := admin.UserAdd(ctx, "nobody", "nobodypw"); return err },
+		func() error { _, err := admin.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := etcd.Config{Endpoints: cl.Endpoints(), Prefix: "/auth", DialTimeout: 3 * time.Second}
+
+	good := cfg
+	good.Username, good.Password = "root", "rootpw"
+	cli, err := etcd.Dial(ctx, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	s := store.NewEtcd(cli, good.Key("catalog"))
+	rev, err := s.Save(ctx, withLink("authed"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, got, err := s.Load(ctx); err != nil || got != rev || c.Links["authed"] == nil {
+		t.Fatalf("load with credentials: %d, %v", got, err)
+	}
+
+	bad := cfg
+	bad.Username, bad.Password = "root", "wrong-secret"
+	if c, err := etcd.Dial(ctx, bad); err == nil {
+		c.Close()
+		t.Error("dial with a wrong password succeeded")
+	} else if strings.Contains(err.Error(), "wrong-secret") {
+		t.Errorf("the error shows the password: %v", err)
+	}
+
+	none := cfg
+	none.Username, none.Password = "nobody", "nobodypw"
+	nc, err := etcd.Dial(ctx, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ns := store.NewEtcd(nc, none.Key("catalog"))
+	_, err = ns.Save(ctx, withLink("x"), rev)
+	if err == nil || errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("save without permission: %v", err)
 	}
 }
