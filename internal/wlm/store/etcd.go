@@ -85,21 +85,28 @@ func orDefault(d, def time.Duration) time.Duration {
 // (nil, 0, nil); a value that does not decode is an error naming the
 // key; an unreachable cluster an error wrapping ErrUnavailable.
 func (e *Etcd) Load(ctx context.Context) (*catalog.Catalog, Revision, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.opTimeout())
+	c, rev, _, err := e.load(ctx)
+	return c, rev, err
+}
+
+// load is Load that also returns the cluster's revision at the read:
+// every change of the key up to it is in what was read.
+func (e *Etcd) load(ctx context.Context) (*catalog.Catalog, Revision, int64, error) {
+	ctx, cancel := clock.WithTimeout(ctx, e.clock(), e.opTimeout(), context.DeadlineExceeded)
 	defer cancel()
 	resp, err := e.cli.Get(ctx, e.key)
 	if err != nil {
-		return nil, 0, e.unavailable(err)
+		return nil, 0, 0, e.unavailable(err)
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, 0, nil
+		return nil, 0, resp.Header.Revision, nil
 	}
 	kv := resp.Kvs[0]
 	c, err := e.decode(kv.Value)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	return c, Revision(kv.ModRevision), nil
+	return c, Revision(kv.ModRevision), resp.Header.Revision, nil
 }
 
 // Save writes c in one transaction if the key's ModRevision is still
@@ -133,15 +140,19 @@ func (e *Etcd) Save(ctx context.Context, c *catalog.Catalog, expected Revision) 
 			Then(clientv3.OpPut(e.key, string(data))).
 			Else(clientv3.OpGet(e.key)).
 			Commit()
+		attemptOver := actx.Err() != nil && ctx.Err() == nil
 		acancel()
 		if err != nil {
+			if e.refused(err) {
+				return expected, e.unavailable(err)
+			}
 			if ctx.Err() == nil || last == nil {
 				last = err
-				if actx.Err() != nil && ctx.Err() == nil {
+				if attemptOver {
 					last = fmt.Errorf("no answer within %v", attemptTimeout)
 				}
 			}
-			if e.refused(err) || clock.Sleep(ctx, e.clock(), 100*time.Millisecond) != nil {
+			if clock.Sleep(ctx, e.clock(), 100*time.Millisecond) != nil {
 				return expected, e.unavailable(fmt.Errorf("%w (%d attempts in %v)", last, attempt+1, e.opTimeout()))
 			}
 			continue
@@ -231,8 +242,14 @@ func (e *Etcd) Follow(ctx context.Context, f Follower, clk clock.Clock, log *slo
 	// second while the watch fails at once, and logged once until a
 	// watch delivers again.
 	pause, logged := 50*time.Millisecond, false
+	var next int64 // the revision the watch has delivered everything before
 	for ctx.Err() == nil {
-		got, err := e.watch(ctx, f, log)
+		next = max(next, int64(f.AppliedRevision())+1)
+		var (
+			got bool
+			err error
+		)
+		next, got, err = e.watch(ctx, f, next, log)
 		if got {
 			pause, logged = 50*time.Millisecond, false
 		}
@@ -249,23 +266,37 @@ func (e *Etcd) Follow(ctx context.Context, f Follower, clk clock.Clock, log *slo
 	return ctx.Err()
 }
 
-// watch runs one watch from f's applied revision until it breaks, and
-// reports whether it delivered anything and why it broke.
-func (e *Etcd) watch(ctx context.Context, f Follower, log *slog.Logger) (got bool, err error) {
+// watch runs one watch from revision from until it breaks, and returns
+// the revision it has delivered everything before (from, or past the
+// last event or progress notice), whether it delivered anything and why
+// it broke. When from was compacted away it loads the whole key instead
+// and goes on from the revision of that read, so a catalog older than
+// the compaction is not asked for again.
+func (e *Etcd) watch(ctx context.Context, f Follower, from int64, log *slog.Logger) (next int64, got bool, err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	from := int64(f.AppliedRevision()) + 1
+	next = from
 	for wr := range e.cli.Watch(wctx, e.key, clientv3.WithRev(from), clientv3.WithProgressNotify()) {
 		if wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted) {
 			log.Warn("catalog revisions compacted in etcd; loading the whole catalog", "key", e.key, "from", from, "compacted", wr.CompactRevision)
-			e.reload(ctx, f, log)
-			return true, nil
+			c, rev, at, err := e.load(ctx)
+			if err != nil {
+				return next, false, err
+			}
+			if c != nil {
+				f.ApplyStored(c, rev)
+			}
+			return at + 1, true, nil
 		}
 		if err := wr.Err(); err != nil {
-			return got, err
+			return next, got, err
 		}
 		got = true
+		if wr.IsProgressNotify() {
+			next = max(next, wr.Header.Revision+1)
+		}
 		for _, ev := range wr.Events {
+			next = max(next, ev.Kv.ModRevision+1)
 			rev := Revision(ev.Kv.ModRevision)
 			if ev.Type == clientv3.EventTypeDelete {
 				log.Warn("catalog key deleted in etcd; the catalog in force stays, the next change writes it again", "key", e.key, "revision", rev)
@@ -280,18 +311,7 @@ func (e *Etcd) watch(ctx context.Context, f Follower, log *slog.Logger) (got boo
 			f.ApplyStored(c, rev)
 		}
 	}
-	return got, errors.New("watch closed")
-}
-
-// reload loads the key and applies it.
-func (e *Etcd) reload(ctx context.Context, f Follower, log *slog.Logger) {
-	c, rev, err := e.Load(ctx)
-	switch {
-	case err != nil:
-		log.Warn("catalog could not be loaded from etcd", "key", e.key, "err", err)
-	case c != nil:
-		f.ApplyStored(c, rev)
-	}
+	return next, got, errors.New("watch closed")
 }
 
 // check runs the periodic health check until ctx ends.

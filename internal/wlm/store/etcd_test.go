@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +25,24 @@ func etcdStore(t *testing.T) (*store.Etcd, *clientv3.Client) {
 	t.Helper()
 	eps := testenv.EtcdEndpoints(t)
 	cfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
+	cli, err := etcd.Dial(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return store.NewEtcd(cli, cfg.Key("catalog")), cli
+}
+
+// privateStore is a store on a one-member cluster of the test's own,
+// for tests that compact the history (which the shared cluster's other
+// users must not see).
+func privateStore(t *testing.T) (*store.Etcd, *clientv3.Client) {
+	t.Helper()
+	cl := testenv.StartEtcdCluster(t, 1)
+	if cl == nil {
+		t.FailNow()
+	}
+	cfg := etcd.Config{Endpoints: cl.Endpoints(), Prefix: "/compact"}
 	cli, err := etcd.Dial(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +235,7 @@ func TestEtcdFollow(t *testing.T) {
 func TestEtcdFollowCompacted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s, cli := etcdStore(t)
+	s, cli := privateStore(t)
 	r1, err := s.Save(ctx, withLink("a"), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -318,5 +338,77 @@ func TestEtcdAuth(t *testing.T) {
 	_, err = ns.Save(ctx, withLink("x"), rev)
 	if err == nil || errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "permission denied") {
 		t.Fatalf("save without permission: %v", err)
+	}
+}
+
+// counter counts the log records whose message starts with a prefix.
+type counter struct {
+	prefix string
+	mu     sync.Mutex
+	n      int // guarded by mu
+}
+
+func (c *counter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *counter) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c *counter) WithGroup(string) slog.Handler            { return c }
+func (c *counter) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, c.prefix) {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+func (c *counter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// TestEtcdFollowCompactedUpToDate: a follower that already holds the
+// stored catalog, whose next revision was compacted away (other keys
+// moved the cluster's revision on), loads the key once and watches on
+// from the revision of that read: later saves are applied from the
+// watch, with no second load.
+func TestEtcdFollowCompactedUpToDate(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, cli := privateStore(t)
+	r1, err := s.Save(ctx, withLink("a"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for i := range 5 {
+		resp, err := cli.Put(ctx, s.Key()+"-other", strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = resp.Header.Revision
+	}
+	if _, err := cli.Compact(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	f := newFollower(r1)
+	loads := &counter{prefix: "catalog revisions compacted"}
+	go s.Follow(ctx, f, clock.Real{}, slog.New(loads))
+	testenv.Eventually(t, 30*time.Second, "the compaction seen", func() bool { return loads.count() >= 1 })
+	rev := r1
+	for i := range 3 {
+		if rev, err = s.Save(ctx, withLink(string(rune('b'+i))), rev); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-f.ch:
+			if got != rev {
+				t.Fatalf("applied %d, want %d", got, rev)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("save %d not applied", rev)
+		}
+	}
+	if n := loads.count(); n != 1 {
+		t.Errorf("the whole key was loaded %d times, want once", n)
 	}
 }
