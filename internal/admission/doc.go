@@ -25,9 +25,9 @@
 //   - Configure raising a limit admits waiters at once; lowering one
 //     revokes nothing: running requests finish, and nobody is admitted
 //     until the pool is below the new limit.
-//   - The controller keeps counters only for pools and groups in use (or
-//     with a limit in Pools' answer), so memory is bounded by the
-//     requests in flight.
+//   - The controller keeps counters only for pools and groups that have
+//     a limit or are in use, so its memory is bounded by the limits
+//     configured and the requests in flight.
 //
 // # Lock order
 //
