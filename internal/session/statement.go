@@ -129,7 +129,7 @@ func blockTime(held, admitted, ended time.Time, waiting bool, now time.Time) tim
 
 // ExecStarted returns when the statement began to execute: when it was
 // admitted if it was held, else when it began; the zero time while it
-// waits. Elapsed time counts from it (as in GaussDB, where elapsed time
+// waits, and for a statement that ended while held (it never ran). Elapsed time counts from it (as in GaussDB, where elapsed time
 // is execution time and block time the time queued).
 func (st *Statement) ExecStarted() time.Time {
 	st.mu.Lock()
@@ -139,12 +139,12 @@ func (st *Statement) ExecStarted() time.Time {
 
 func execStarted(started, held, admitted time.Time, waiting bool) time.Time {
 	switch {
+	case held.IsZero():
+		return started
 	case waiting:
 		return time.Time{}
-	case !held.IsZero() && !admitted.IsZero():
-		return admitted
 	}
-	return started
+	return admitted // zero for one that ended while held
 }
 
 // CancelWait ends a held statement's wait with err (the caller of the
