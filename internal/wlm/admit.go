@@ -124,6 +124,7 @@ func (m *Manager) Admit(ctx context.Context, st *session.Statement) (release fun
 	}
 	slot, err := m.adm.Acquire(ctx, req)
 	if err != nil {
+		st.LeaveWait(m.clk.Now())
 		m.observeBlock(pool, st)
 		return nil, admitError(err)
 	}
