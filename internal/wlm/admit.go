@@ -116,6 +116,9 @@ func (m *Manager) Admit(ctx context.Context, st *session.Statement) (release fun
 	if p != nil {
 		req.Timeout = p.QueueTimeout
 	}
+	if slot, ok := m.adm.TryAcquire(req); ok {
+		return slot.Release, nil
+	}
 	req.OnWait = func(w *admission.Waiter) {
 		st.Hold(m.clk.Now(), w)
 		if st.Outcome() != session.Running {
