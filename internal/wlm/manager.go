@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/admission"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
@@ -131,7 +132,9 @@ type Manager struct {
 	store    Store
 	audit    *AuditLog // own lock, taken with no other held
 
-	eval *evaluator // reads state through its policy func; own lock
+	eval   *evaluator            // reads state through its policy func; own lock
+	adm    *admission.Controller // own lock, a leaf; configured under mu
+	blocks *blockStats           // own lock, a leaf
 
 	version atomic.Uint64
 	state   atomic.Pointer[state] // replaced, never modified
@@ -219,6 +222,9 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	}
 	m.state.Store(st)
 	m.version.Store(1)
+	m.adm = admission.New(admission.Options{Clock: m.clk})
+	m.adm.Configure(admissionLimits(cat))
+	m.blocks = newBlockStats()
 	m.eval = newEvaluator(m.clk, m.log, m.reg, func() policy { return m.state.Load() })
 	return m, nil
 }
@@ -589,6 +595,7 @@ func (m *Manager) swapLocked(cur *state, next *Catalog) {
 		}
 	}
 	m.state.Store(&state{cat: next, routes: cur.routes, links: links})
+	m.adm.Configure(admissionLimits(next))
 	m.version.Add(1)
 }
 
@@ -620,7 +627,8 @@ func (m *Manager) reloadLocked(ctx context.Context) error {
 }
 
 // abortViolations lists, for the given catalog and routes, the abort
-// rules that are reachable while a route cannot cancel. The test is
+// rules that are reachable while a route cannot cancel (blocktime rules
+// excepted: their abort never reaches the server). The test is
 // deliberately simple: a rule is reachable when it is attached to a pool
 // that some user is bound to or that is some route's default pool; it
 // cannot be enforced when any route has CanCancel false (users are not
@@ -649,7 +657,9 @@ func abortViolations(c *Catalog, routes map[string]route) []string {
 			continue
 		}
 		for _, rule := range c.Pools[pool].ExceptRules {
-			if r := c.Rules[rule]; r != nil && r.Action == Abort {
+			// A blocktime rule's abort ends a wait in the proxy: it needs
+			// no cancel request.
+			if r := c.Rules[rule]; r != nil && r.Action == Abort && !r.Queued() {
 				r := routes[blind[0]]
 				out = append(out, fmt.Sprintf("except rule %q of resource pool %q aborts statements, but route %q (%s) cannot cancel statements", rule, pool, blind[0], r.Protocol))
 			}

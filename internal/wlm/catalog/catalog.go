@@ -52,6 +52,10 @@ type LinkDef struct {
 	QueueSize int64 `json:"queue_size,omitempty"`
 	// Emulation is the path emulation of every flow on the link.
 	Emulation Emulation `json:"emulation"`
+	// MaxActiveStatements bounds the statements of all the link's sessions
+	// that run at once, whatever their pool (package admission); 0 is
+	// unlimited (the console writes -1).
+	MaxActiveStatements int `json:"max_active_statements,omitempty"`
 }
 
 // Rule is an exception rule. Its thresholds combine with AND: the rule
@@ -65,9 +69,28 @@ type Rule struct {
 	// is elapsed >= ElapsedTime, and the rule is first checked then.
 	// Unlimited (-1) disables it.
 	ElapsedTime float64 `json:"elapsedtime"`
+	// BlockTime is in seconds a statement has been held waiting for
+	// admission (a pool's active_statements, a link's
+	// max_active_statements); the condition is block time >= BlockTime,
+	// checked while the statement waits, first then. 0 (the zero value)
+	// disables it; the console writes it -1, as the other thresholds. A
+	// rule with BlockTime sets no other threshold: BlockTime applies to
+	// statements that wait, the others to statements that run.
+	BlockTime float64 `json:"blocktime,omitempty"`
 	// Action is Abort or Penalty.
 	Action Action `json:"action"`
 }
+
+// HasThreshold reports whether the rule sets a threshold.
+func (r *Rule) HasThreshold() bool {
+	return r.Bandwidth != Unlimited || r.ElapsedTime != Unlimited || r.BlockTime > 0
+}
+
+// Queued reports whether the rule applies to statements waiting for
+// admission (it sets blocktime) rather than to running ones. An abort
+// of a queued rule ends the wait in the proxy: it needs no cancel
+// request.
+func (r *Rule) Queued() bool { return r.BlockTime > 0 }
 
 // Pool is a resource pool.
 type Pool struct {
@@ -81,6 +104,12 @@ type Pool struct {
 	// Emulation overrides the link's and route's path emulation for the
 	// pool's sessions, field by field.
 	Emulation Emulation
+	// ActiveStatements is how many statements (transactions) of the pool
+	// run at once; the others wait in the proxy (package admission). 0 is
+	// unlimited (the console writes -1, GaussDB's spelling).
+	ActiveStatements int
+	// QueueTimeout bounds a statement's wait for a slot; 0 is no bound.
+	QueueTimeout time.Duration
 }
 
 // UserDef binds a user to a resource pool.

@@ -239,7 +239,7 @@ func formatPercent(p float64) string { return FormatFloat(p*100) + "%" }
 func FormatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // linkOptions are the options of CREATE/ALTER LINK.
-var linkOptions = append([]string{"capacity", "queue_size"}, emulationOptions...)
+var linkOptions = append([]string{"capacity", "queue_size", "max_active_statements"}, emulationOptions...)
 
 func setLinkOption(d *LinkDef, o ddl.Option) error {
 	switch o.Name {
@@ -252,6 +252,8 @@ func setLinkOption(d *LinkDef, o ddl.Option) error {
 		})
 	case "queue_size":
 		return setValue(&d.QueueSize, 0, o, parseSize)
+	case "max_active_statements":
+		return setValue(&d.MaxActiveStatements, 0, o, parseActiveStatements)
 	}
 	return setEmulationOption(&d.Emulation, o, ddl.Link, linkOptions)
 }
@@ -261,13 +263,33 @@ func isUnlimitedWord(v ddl.Value) bool {
 }
 
 // poolOptions are the options of CREATE/ALTER RESOURCE POOL.
-var poolOptions = append([]string{"except_rule", "weight", "network_priority"}, emulationOptions...)
+var poolOptions = append([]string{"except_rule", "weight", "network_priority", "active_statements", "queue_timeout"}, emulationOptions...)
+
+// MaxActiveStatements bounds active_statements and max_active_statements.
+const MaxActiveStatements = 1 << 20
+
+// parseActiveStatements reads a slot limit: -1 or "unlimited" is 0 (no
+// limit), else an integer in [1, MaxActiveStatements]; 0 is refused, as
+// it would admit nothing.
+func parseActiveStatements(v ddl.Value) (int, error) {
+	if isUnlimitedWord(v) {
+		return 0, nil
+	}
+	n, err := parseInt(v, 0, MaxActiveStatements)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("0 would admit no statement: want -1 (unlimited) or a number from 1 to %d", MaxActiveStatements)
+	}
+	return int(n), nil
+}
 
 // gaussPoolOptions are GaussDB resource-pool parameters that govern the
 // database's own resources, which a network proxy does not control.
 var gaussPoolOptions = map[string]bool{
 	"mem_percent": true, "cpu_affinity": true, "control_group": true,
-	"active_statements": true, "max_dop": true, "memory_limit": true,
+	"max_dop": true, "memory_limit": true,
 	"io_limits": true, "io_priority": true, "nodegroup": true,
 	"is_foreign": true, "max_worker": true, "min_worker": true,
 	"max_workers": true, "max_connections": true,
@@ -303,6 +325,15 @@ func setPoolOption(p *Pool, o ddl.Option) error {
 		})
 	case "network_priority":
 		return setValue(&p.Priority, link.Normal, o, func(v ddl.Value) (link.Class, error) { return link.ParseClass(v.Text) })
+	case "active_statements":
+		return setValue(&p.ActiveStatements, 0, o, parseActiveStatements)
+	case "queue_timeout":
+		return setValue(&p.QueueTimeout, 0, o, func(v ddl.Value) (time.Duration, error) {
+			if strings.TrimSpace(v.Text) == "-1" {
+				return 0, nil
+			}
+			return parseSeconds(v)
+		})
 	}
 	if gaussPoolOptions[o.Name] {
 		return ddl.Errorf(ddl.CodeNotSupported, o.NamePos, "resource pool parameter %s is not supported: sluice manages network traffic, not the database's %s", o.Name, strings.ReplaceAll(o.Name, "_", " "))
@@ -312,12 +343,11 @@ func setPoolOption(p *Pool, o ddl.Option) error {
 
 // ruleOptions are the options of CREATE/ALTER EXCEPT RULE that sluice
 // measures.
-var ruleOptions = []string{"bandwidth", "elapsedtime", "action"}
+var ruleOptions = []string{"bandwidth", "elapsedtime", "blocktime", "action"}
 
 // unmeasurable are GaussDB exception-rule parameters that need the
 // database's executor: a proxy sees bytes and time only.
 var unmeasurable = map[string]string{
-	"blocktime":      "time spent queued by the database's workload manager",
 	"cputime":        "CPU time",
 	"allcputime":     "CPU time on all nodes",
 	"cpuskewpercent": "CPU skew across nodes",
@@ -358,6 +388,9 @@ func setRuleOption(r *Rule, o ddl.Option) error {
 	if th, ok := thresholds[o.Name]; ok {
 		return setValue(th.field(r), Unlimited, o, func(v ddl.Value) (float64, error) { return parseThreshold(v, th.withUnit) })
 	}
+	if o.Name == "blocktime" {
+		return setValue(&r.BlockTime, 0, o, parseBlockTime)
+	}
 	if o.Name == "action" {
 		return setValue(&r.Action, Abort, o, func(v ddl.Value) (Action, error) {
 			switch a := Action(strings.ToLower(strings.TrimSpace(v.Text))); a {
@@ -371,11 +404,29 @@ func setRuleOption(r *Rule, o ddl.Option) error {
 		if f, err := strconv.ParseFloat(strings.TrimSpace(v.Text), 64); (err == nil && f == Unlimited) || v.Kind == ddl.Default {
 			return nil // "no limit" is harmless
 		}
-		e := ddl.Errorf(ddl.CodeNotSupported, o.NamePos, "exception rule parameter %s is not supported: sluice cannot measure %s, only a statement's bytes and elapsed time", o.Name, what)
-		e.Hint = "Use bandwidth and elapsedtime, or set " + o.Name + " to -1."
+		e := ddl.Errorf(ddl.CodeNotSupported, o.NamePos, "exception rule parameter %s is not supported: sluice cannot measure %s, only a statement's bytes, elapsed time and block time", o.Name, what)
+		e.Hint = "Use bandwidth, elapsedtime or blocktime, or set " + o.Name + " to -1."
 		return e
 	}
 	return unknownParam(ddl.Rule, o, ruleOptions)
+}
+
+// parseBlockTime reads blocktime: -1 (unlimited) is 0, else seconds >
+// 0, a bare number or a duration with a unit.
+func parseBlockTime(v ddl.Value) (float64, error) {
+	f, err := parseThreshold(v, func(s string) (float64, error) {
+		d, err := units.ParseDuration(s)
+		return d.Seconds(), err
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case f == Unlimited:
+		return 0, nil
+	case f == 0:
+		return 0, fmt.Errorf("want -1 (unlimited) or a number of seconds > 0")
+	}
+	return f, nil
 }
 
 // parseThreshold reads -1 (Unlimited), a bare non-negative number in the

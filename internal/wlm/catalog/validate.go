@@ -3,6 +3,7 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/sluicelab/sluice/internal/link"
 )
@@ -25,6 +26,9 @@ func (c *Catalog) Validate() error {
 		if err := l.Emulation.Validate(); err != nil {
 			return fmt.Errorf("link %q: %w", name, err)
 		}
+		if l.MaxActiveStatements < 0 || l.MaxActiveStatements > MaxActiveStatements {
+			return fmt.Errorf("link %q: max_active_statements %d is outside [0, %d]", name, l.MaxActiveStatements, MaxActiveStatements)
+		}
 	}
 	for name, r := range c.Rules {
 		if err := r.validate(); err != nil {
@@ -42,6 +46,9 @@ func (c *Catalog) Validate() error {
 		}
 		if err := p.Emulation.Validate(); err != nil {
 			return fmt.Errorf("resource pool %q: %w", name, err)
+		}
+		if p.ActiveStatements < 0 || p.ActiveStatements > MaxActiveStatements || p.QueueTimeout < 0 {
+			return fmt.Errorf("resource pool %q: active_statements %d or queue_timeout %v out of range", name, p.ActiveStatements, p.QueueTimeout)
 		}
 	}
 	for name, u := range c.Users {
@@ -65,8 +72,14 @@ func (r *Rule) validate() error {
 			return fmt.Errorf("%s %v: want -1 or a number >= 0", t.name, t.v)
 		}
 	}
-	if r.Bandwidth == Unlimited && r.ElapsedTime == Unlimited {
-		return errors.New("no threshold: set bandwidth or elapsedtime")
+	if !(r.BlockTime >= 0) || math.IsInf(r.BlockTime, 0) {
+		return fmt.Errorf("blocktime %v: want -1 or a number > 0", r.BlockTime)
+	}
+	if !r.HasThreshold() {
+		return errors.New("no threshold: set bandwidth, elapsedtime or blocktime")
+	}
+	if r.Queued() && (r.Bandwidth != Unlimited || r.ElapsedTime != Unlimited) {
+		return errors.New(errBlockTimeAlone)
 	}
 	if r.Action != Abort && r.Action != Penalty {
 		return fmt.Errorf("action %q: want abort or penalty", r.Action)
@@ -78,3 +91,6 @@ func (r *Rule) validate() error {
 func (e Emulation) Validate() error {
 	return e.Params().Validate()
 }
+
+// errBlockTimeAlone says why blocktime takes no other threshold.
+const errBlockTimeAlone = "blocktime applies while a statement waits for admission, bandwidth and elapsedtime while it runs: a rule with blocktime sets neither"
