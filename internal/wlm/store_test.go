@@ -20,7 +20,7 @@ func TestCatalogRoundTrip(t *testing.T) {
 	mustExec(t, m, `CREATE LINK wan WITH (capacity='123456789', delay='1.234567ms', jitter='1ms', distribution=pareto, loss='0.01%', seed=-7);
 CREATE EXCEPT RULE r2 WITH (bandwidth=0.125, action=abort);
 CREATE RESOURCE POOL vip WITH (network_priority=high, weight=9, except_rule='r2,bandwidth_rule1', rate='1GB');
-SET low_priority_bandwidth = '123456789'; SET except_check_period = '1.5s'; SET low_priority_queue_bytes = -1; SET network_control = off`)
+SET low_priority_bandwidth = '123456789'; SET cluster_low_priority_bandwidth = '30MB'; SET except_check_period = '1.5s'; SET low_priority_queue_bytes = -1; SET network_control = off`)
 	data, err := store.Marshal(m.Catalog())
 	if err != nil {
 		t.Fatal(err)
