@@ -19,6 +19,7 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/store"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // errClosed is the error of a change after Close.
@@ -127,9 +128,10 @@ type Manager struct {
 
 	eval *evaluator // reads state through its policy func; own lock
 
-	version atomic.Uint64
-	state   atomic.Pointer[state] // replaced, never modified
-	closed  atomic.Bool
+	version    atomic.Uint64
+	state      atomic.Pointer[state]                    // replaced, never modified
+	budgetView atomic.Pointer[func() views.BudgetState] // SetBudgetView's; nil without a fleet
+	closed     atomic.Bool
 
 	mu  sync.Mutex     // serialises changes of state; never held with the evaluator's lock
 	rev store.Revision // guarded by mu; the store's revision of state's catalog
