@@ -169,12 +169,12 @@ func (b *Budget) demandPrefix() string         { return b.o.Key("budget", "deman
 func (b *Budget) grantPrefix() string          { return b.o.Key("budget", "grant") + "/" }
 func (b *Budget) electionKey() string          { return b.o.Key("budget", "election") }
 
-// Run runs until ctx ends, then removes the caps, and returns ctx's
-// error. While etcd is unreachable it keeps the last grant until it
+// Run runs until ctx ends and returns ctx's error. The caps stay as
+// they were when it ended (lifting them while the instance's sessions
+// still run would let the Low class exceed its share). While etcd is unreachable it keeps the last grant until it
 // expires, then falls back to an equal share (see the package
 // documentation).
 func (b *Budget) Run(ctx context.Context) error {
-	defer b.o.Links.SetLowPriorityCaps(nil)
 	var wg sync.WaitGroup
 	run := func(fn func(context.Context)) {
 		wg.Add(1)
