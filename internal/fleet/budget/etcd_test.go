@@ -169,3 +169,47 @@ func TestBudgetFailover(t *testing.T) {
 	}
 	t.Logf("%d readings of the grants, largest sum %d", polls, maxSum)
 }
+
+func TestBudgetFailStatic(t *testing.T) {
+	const budget = 20_000_000
+	c := testenv.StartEtcdCluster(t, 1)
+	if c == nil {
+		return
+	}
+	cfg := etcd.Config{Endpoints: c.Endpoints(), Prefix: "/failstatic"}
+	ctx := context.Background()
+	cli, err := etcd.Dial(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	// A second instance that wants little, so the equal share differs
+	// from a's grant: grants a 15, ghost 5; the fallback is 20/2.
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := json.Marshal(Report{Demand: Demand{Want: 5_000_000}, Mode: ModeGrant})
+	if _, err := cli.Put(ctx, cfg.Key("budget", "demand", "ghost"), string(v), clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	a := startMember(t, cfg, "a", budget)
+	testenv.Eventually(t, 20*time.Second, "a granted 15 MB/s", func() bool {
+		st := a.b.State()
+		return st.Mode == ModeGrant && a.cap() == 15_000_000 && st.Live == 2
+	})
+	c.Stop(0)
+	testenv.Eventually(t, 20*time.Second, "a unreachable", func() bool { return !a.b.State().Unreachable.IsZero() })
+	if st := a.b.State(); st.Mode == ModeGrant && a.cap() != 15_000_000 {
+		t.Errorf("a before its grant expired: cap %d, state %+v", a.cap(), st)
+	}
+	testenv.Eventually(t, 20*time.Second, "a falls back to an equal share", func() bool {
+		return a.b.State().Mode == ModeFallback && a.cap() == budget/2
+	})
+	c.Start(0)
+	c.WaitHealthy(30 * time.Second)
+	testenv.Eventually(t, 30*time.Second, "a granted again", func() bool {
+		st := a.b.State()
+		return st.Mode == ModeGrant && st.Unreachable.IsZero() && a.cap() == 15_000_000
+	})
+}

@@ -360,8 +360,8 @@ func (b *Budget) sessionLoop(ctx context.Context) {
 		sctx, cancel := context.WithTimeout(ctx, opTimeout)
 		sess, err := newSession(sctx, b.o.Client, opts)
 		cancel()
-		b.setReachable(err)
-		if err != nil {
+		if err != nil { // success says nothing: a given lease is not checked
+			b.setReachable(err)
 			b.tick(ctx, b.o.Period)
 			continue
 		}
@@ -495,8 +495,8 @@ func (b *Budget) campaign(ctx context.Context, sess *concurrency.Session) {
 	if err := e.Campaign(ctx, b.o.Name); err != nil {
 		return
 	}
-	b.setLeader(true)
-	defer b.setLeader(false)
+	b.setLeader(ctx, true)
+	defer b.setLeader(ctx, false)
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		_ = e.Resign(rctx)
@@ -509,7 +509,7 @@ func (b *Budget) campaign(ctx context.Context, sess *concurrency.Session) {
 	leader := clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())
 	for b.tick(ctx, b.o.Period/2) {
 		if err := b.allocate(ctx, a, leader); err != nil {
-			if errors.Is(err, errNotLeader) {
+			if errors.Is(err, errNotLeader) || ctx.Err() != nil {
 				return
 			}
 			b.log.Warn("shared low-priority budget: allocation failed", "err", err)
@@ -519,7 +519,7 @@ func (b *Budget) campaign(ctx context.Context, sess *concurrency.Session) {
 
 var errNotLeader = errors.New("budget: no longer the allocator")
 
-func (b *Budget) setLeader(v bool) {
+func (b *Budget) setLeader(ctx context.Context, v bool) {
 	b.mu.Lock()
 	b.leader = v
 	b.mu.Unlock()
@@ -528,7 +528,9 @@ func (b *Budget) setLeader(v bool) {
 	} else {
 		b.log.Info("shared low-priority budget: allocator seat released")
 	}
-	b.putDemand(context.Background())
+	if ctx.Err() == nil {
+		b.putDemand(ctx)
+	}
 }
 
 // adopt loads the grants a previous allocator wrote.
