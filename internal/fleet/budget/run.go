@@ -273,13 +273,7 @@ func equalCaps(a, b map[string]int64) bool {
 	return true
 }
 
-// report is this instance's demand key value.
-func (b *Budget) report() Report {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.reportLocked()
-}
-
+// reportLocked is this instance's demand key value.
 func (b *Budget) reportLocked() Report {
 	return Report{Demand: Demand{Want: b.want, Applied: b.grant.Version}, Rate: b.rate, Mode: b.mode, Allocator: b.leader}
 }
