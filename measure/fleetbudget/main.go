@@ -667,7 +667,10 @@ func (r *recorder) chart(path string, budget int64) error {
 	}
 	series[len(r.insts)].Name = "sum"
 	for s := 0; s+window <= len(rates); s++ {
-		x := float64(s+window) * sampleEvery.Seconds()
+		var x float64 // the window's end, seconds since the first reading
+		for _, r := range rates[:s+window] {
+			x += r.dt
+		}
 		per, sum := windowRates(rates[s : s+window])
 		for i, v := range per {
 			series[i].Points = append(series[i].Points, svg.Point{X: x, Y: v / 1e6})
