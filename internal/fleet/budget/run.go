@@ -206,19 +206,22 @@ func (b *Budget) tick(ctx context.Context, d time.Duration) bool {
 // caps every SampleInterval.
 func (b *Budget) sampleLoop(ctx context.Context) {
 	for {
-		b.sample(b.clk.Now())
+		b.sample()
 		if !b.tick(ctx, b.o.SampleInterval) {
 			return
 		}
 	}
 }
 
-// sample is one reading of the links at now, and the caps it leads to.
-func (b *Budget) sample(now time.Time) {
+// sample is one reading of the links, and the caps it leads to. The
+// time is read under the lock, so readings reach the estimators in
+// order whoever takes them.
+func (b *Budget) sample() {
 	budget := b.o.Budget()
 	names := b.o.Links.LinkNames()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := b.clk.Now()
 	wants := make([]int64, len(names))
 	var total int64
 	for i, name := range names {
@@ -334,7 +337,7 @@ func (b *Budget) receive(v []byte) {
 	changed := g.Version != b.grant.Version || g.Rate != b.grant.Rate
 	b.grant = g // only the allocator in office writes the key, in order
 	b.mu.Unlock()
-	b.sample(b.clk.Now())
+	b.sample()
 	if changed {
 		b.putDemand(context.Background())
 	}
