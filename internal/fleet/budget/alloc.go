@@ -37,12 +37,13 @@ type Write struct {
 // Allocator turns demands into grants that keep the sum of what the
 // instances may be running at within the budget while grants change:
 // lower before raise. Lowered grants are written first; until an
-// instance has acknowledged its lowered grant, or the grant it had
-// before has expired, it is counted at its old rate, and only what is
-// left of the budget after that count is handed out as raises (by
-// max-min over what each instance still lacks). An instance that stops
-// reporting a demand (its lease expired) has its grant deleted and is
-// counted at that grant until it expires.
+// instance has acknowledged its lowered grant (reported exactly its
+// version as applied), or the grant it had before has expired, it is
+// counted at its old rate, and only what is left of the budget after
+// that count is handed out as raises (by max-min over what each
+// instance still lacks). An instance that stops reporting a demand (its
+// lease expired) has its grant deleted and is counted at that grant
+// until it expires.
 //
 // An Allocator is pure logic driven by Step; it is not safe for
 // concurrent use. The zero value is not ready: use NewAllocator.
@@ -113,22 +114,24 @@ func (a *Allocator) Grants() map[string]Grant {
 // Step computes the grants at now for the given budget (bytes/s) and
 // the demands of the live instances, and returns the writes to make, in
 // name order, lowerings and renewals before raises. Targets are
-// Fill(budget, wants); a raise is held back (in part) while lowered
-// instances have not acknowledged. Every grant written is valid for the
-// allocator's ttl from now. Writes are meant to be made in one
-// transaction: Step assumes they all took effect.
+// Fill(budget, wants). An instance whose target is at most what it may
+// be running at now (its exposure) gets its target at once; the others
+// are raised from their exposure by shares (max-min) of the headroom,
+// the budget less every instance's exposure, so no round can add more
+// than the headroom. Every grant written is valid for the allocator's
+// ttl from now. Writes are meant to be made in one transaction: Step
+// assumes they all took effect (if they did not, the instances run
+// lower than Step counts, never higher).
 func (a *Allocator) Step(now time.Time, budget int64, demands map[string]Demand) []Write {
 	var out []Write
 	// Acknowledgements, departures and expiries.
 	for name, x := range a.insts {
 		d, live := demands[name]
-		if live && x.cur.Version > 0 && d.Applied >= x.cur.Version {
+		if live && x.cur.Version > 0 && d.Applied == x.cur.Version {
 			x.hi = 0
 		}
 		if !live && !x.gone {
 			x.gone = true
-			x.hi = max(x.hi, x.cur.Rate)
-			x.hiUntil = later(x.hiUntil, x.cur.Expires)
 			out = append(out, Write{Name: name, Delete: true})
 		}
 		if x.gone && x.exposure(now) == 0 {
@@ -142,8 +145,8 @@ func (a *Allocator) Step(now time.Time, budget int64, demands map[string]Demand)
 		switch x := a.insts[n]; {
 		case x == nil:
 			a.insts[n] = &inst{}
-		case x.gone: // back before its old grant expired: still counted
-			x.gone, x.cur.Rate = false, 0
+		case x.gone: // back before its old grant expired: it may still apply it
+			x.gone = false
 		}
 	}
 	targets := Fill(budget, wants)
@@ -162,7 +165,7 @@ func (a *Allocator) Step(now time.Time, budget int64, demands map[string]Demand)
 	var raise []int
 	for i, n := range names {
 		x := a.insts[n]
-		if targets[i] > x.cur.Rate || (x.cur.Version == 0 && targets[i] > 0) {
+		if targets[i] > x.exposure(now) {
 			raise = append(raise, i)
 			continue
 		}
@@ -171,28 +174,16 @@ func (a *Allocator) Step(now time.Time, budget int64, demands map[string]Demand)
 	if len(raise) == 0 {
 		return out
 	}
-	// Headroom: the budget less what everyone may be running at, where a
-	// raised instance counts at its current grant (the raise adds to it).
-	head := budget - a.Exposure(now)
+	head := max(budget-a.Exposure(now), 0)
 	lack := make([]int64, len(raise))
+	base := make([]int64, len(raise))
 	for k, i := range raise {
-		x := a.insts[names[i]]
-		lack[k] = targets[i] - max(x.cur.Rate, x.exposure(now))
-		head += x.exposure(now) - max(x.cur.Rate, x.exposure(now))
-		if lack[k] < 0 {
-			lack[k] = 0
-		}
+		base[k] = a.insts[names[i]].exposure(now)
+		lack[k] = targets[i] - base[k]
 	}
-	add := MaxMin(max(head, 0), lack)
+	add := MaxMin(head, lack)
 	for k, i := range raise {
-		x := a.insts[names[i]]
-		base := max(x.cur.Rate, x.exposure(now))
-		rate := min(targets[i], base+add[k])
-		if x.cur.Version > 0 && rate <= x.cur.Rate {
-			put(names[i], x, x.cur.Rate) // renew; the raise waits
-			continue
-		}
-		put(names[i], x, rate)
+		put(names[i], a.insts[names[i]], base[k]+add[k])
 	}
 	return out
 }
