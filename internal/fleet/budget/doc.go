@@ -31,9 +31,12 @@
 //     default); an instance applies a grant only until it expires. Each
 //     round the allocator writes the lowered grants and the renewals at
 //     once, and counts every lowered instance at its old rate until it
-//     has acknowledged the new version (in its demand report) or the old
-//     grant has expired. Only the budget less that count is handed out
-//     as raises, max-min over what each raised instance still lacks. So
+//     has acknowledged exactly the new version (in its demand report) or
+//     the old grant has expired. An instance's exposure is the highest
+//     rate it may be applying; an instance whose target is above it is
+//     raised from it by a max-min share of the headroom, the budget less
+//     every instance's exposure, so a round never adds more than the
+//     headroom. So
 //     at every instant the rates the instances may be applying add up to
 //     at most the budget, whatever order they see the writes in. An
 //     instance whose demand is gone has its grant deleted and is counted
