@@ -22,6 +22,7 @@ import (
 // the lease is not revoked, it expires) and a Budget.
 type member struct {
 	name   string
+	lease  clientv3.LeaseID
 	mgr    *wlm.Manager
 	cli    *clientv3.Client
 	b      *Budget
@@ -58,7 +59,7 @@ func startMember(t *testing.T, cfg etcd.Config, name string, budget int64) *memb
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &member{name: name, mgr: mgr, cli: cli, b: b, cancel: cancel, done: make(chan struct{})}
+	m := &member{name: name, lease: lease.ID, mgr: mgr, cli: cli, b: b, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		b.Run(ctx)
@@ -211,5 +212,28 @@ func TestBudgetFailStatic(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "a granted again", func() bool {
 		st := a.b.State()
 		return st.Mode == ModeGrant && st.Unreachable.IsZero() && a.cap() == 15_000_000
+	})
+}
+
+func TestBudgetOwnLeaseAfterExpiry(t *testing.T) {
+	const budget = 20_000_000
+	eps := testenv.EtcdEndpoints(t)
+	cfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
+	ctx := context.Background()
+	a := startMember(t, cfg, "a", budget)
+	testenv.Eventually(t, 20*time.Second, "a granted", func() bool { return a.b.State().Mode == ModeGrant && a.cap() == budget })
+	// The instance's lease goes (membership lost it): the demand key goes
+	// with it and comes back under a lease of the budget's own.
+	if _, err := a.cli.Revoke(ctx, a.lease); err != nil {
+		t.Fatal(err)
+	}
+	key := cfg.Key("budget", "demand", "a")
+	testenv.Eventually(t, 20*time.Second, "the demand under a new lease", func() bool {
+		resp, err := a.cli.Get(ctx, key)
+		return err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].Lease != 0 && clientv3.LeaseID(resp.Kvs[0].Lease) != a.lease
+	})
+	testenv.Eventually(t, 20*time.Second, "a allocator and granted again", func() bool {
+		st := a.b.State()
+		return st.Allocator && st.Mode == ModeGrant && a.cap() == budget
 	})
 }

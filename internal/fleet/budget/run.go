@@ -53,7 +53,8 @@ type Options struct {
 	// Lease is the instance's lease (membership's): the demand key and
 	// the election candidacy live under it, so they go when it expires.
 	// 0 makes the Budget grant and keep alive a lease of its own, of
-	// LeaseTTL, revoked by Run's end.
+	// LeaseTTL, revoked by Run's end; so does a given lease that expired
+	// (the Budget then goes on under a lease of its own).
 	Lease clientv3.LeaseID
 	// LeaseTTL is the TTL of the Budget's own lease; 0 means
 	// DefaultLeaseTTL. Rounded up to whole seconds.
@@ -347,10 +348,11 @@ func (b *Budget) receive(v []byte) {
 // campaigns for the allocator's seat, making a new session when one
 // ends (its lease expired while etcd was unreachable).
 func (b *Budget) sessionLoop(ctx context.Context) {
+	given := b.o.Lease
 	for ctx.Err() == nil {
 		opts := []concurrency.SessionOption{concurrency.WithContext(ctx)}
-		if b.o.Lease != 0 {
-			opts = append(opts, concurrency.WithLease(b.o.Lease))
+		if given != 0 {
+			opts = append(opts, concurrency.WithLease(given))
 		} else {
 			opts = append(opts, concurrency.WithTTL(int((b.o.LeaseTTL+time.Second-1)/time.Second)))
 		}
@@ -363,13 +365,29 @@ func (b *Budget) sessionLoop(ctx context.Context) {
 			continue
 		}
 		b.runSession(ctx, sess)
-		if b.o.Lease == 0 {
+		if given == 0 {
 			rctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 			_, _ = b.o.Client.Revoke(rctx, sess.Lease())
 			cancel()
 		}
 		sess.Orphan()
+		if ctx.Err() != nil {
+			return
+		}
+		if given != 0 && b.leaseGone(ctx, given) {
+			b.log.Warn("shared low-priority budget: the instance's lease expired; the budget keeps a lease of its own", "lease", int64(given))
+			given = 0
+		}
+		b.tick(ctx, b.o.Period)
 	}
+}
+
+// leaseGone reports whether etcd says lease id has expired.
+func (b *Budget) leaseGone(ctx context.Context, id clientv3.LeaseID) bool {
+	tctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	resp, err := b.o.Client.TimeToLive(tctx, id)
+	return err == nil && resp.TTL <= 0
 }
 
 // newSession makes a session, giving up when ctx ends (NewSession itself
