@@ -170,11 +170,11 @@ func (b *Budget) demandPrefix() string         { return b.o.Key("budget", "deman
 func (b *Budget) grantPrefix() string          { return b.o.Key("budget", "grant") + "/" }
 func (b *Budget) electionKey() string          { return b.o.Key("budget", "election") }
 
-// Run runs until ctx ends and returns ctx's error. The caps stay as
-// they were when it ended (lifting them while the instance's sessions
-// still run would let the Low class exceed its share). While etcd is unreachable it keeps the last grant until it
-// expires, then falls back to an equal share (see the package
-// documentation).
+// Run runs until ctx ends and returns ctx's error. While etcd is
+// unreachable it keeps the last grant until it expires, then falls back
+// to an equal share (see the package documentation). The caps stay as
+// they were when it ended: lifting them while the instance's sessions
+// still run would let its Low class exceed its share.
 func (b *Budget) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	run := func(fn func(context.Context)) {
@@ -441,9 +441,13 @@ func (b *Budget) runSession(ctx context.Context, sess *concurrency.Session) {
 		}
 	}
 	wg.Wait()
+	b.mu.Lock()
+	b.leaseID = 0 // no demand writes until the next session
+	b.mu.Unlock()
 }
 
-// lease is the lease the demand key goes under (set by runSession).
+// putDemandLease records id as the lease the demand key goes under and
+// writes the demand.
 func (b *Budget) putDemandLease(ctx context.Context, id clientv3.LeaseID) {
 	b.mu.Lock()
 	b.leaseID = id
