@@ -22,6 +22,15 @@
 // allocator within the lease TTL (plus the election's own round trip,
 // 1 s) and the survivors share the budget again.
 //
+// Before the fleet, two controls run the same shapes without one: one
+// busy instance whose low_priority_bandwidth is the budget (phase A's
+// shape) and three whose low_priority_bandwidth is a third of it each
+// (phase A+B+C's, the static split a shared budget replaces). They say
+// what the host carries when only the leaky buckets limit the links: a
+// bucket loses what a late pump does not take within its 1 ms tick, so
+// on a loaded host the controls fall short too (-control=false skips
+// them).
+//
 // Units: MB is 10^6 bytes, as in sluice.
 //
 //	go run ./measure/fleetbudget [-etcd 127.0.0.1:12379,...] [-budget 30MB] [-phase 12s] [-settle 4s] [-sessions 2] [-svg fleetbudget.svg]
@@ -68,7 +77,7 @@ func main() {
 	sessions := flag.Int("sessions", 2, "bulk sessions per busy instance")
 	svgPath := flag.String("svg", "", "write an SVG chart of the throughputs here")
 	verbose := flag.Bool("v", false, "log the instances' budget transitions")
-	control := flag.Bool("control", true, "first measure three busy instances without a fleet, each held to a third of the budget by low_priority_bandwidth: what the host carries for the same shape")
+	control := flag.Bool("control", true, "first measure one, then three busy instances without a fleet, held to the budget (one) or a third of it (each of three) by low_priority_bandwidth: what the host carries for the same shapes")
 	flag.Parse()
 	budget, err := units.ParseRate(*budgetFlag)
 	if err != nil || budget <= 0 {
@@ -104,13 +113,15 @@ func main() {
 	defer src.Close()
 
 	if *control {
-		c, err := controlRun(ctx, src.Addr().String(), budget, *phase, *settle, *sessions, logger)
-		if err != nil {
-			log.Fatal(err)
+		for _, k := range []int{1, 3} {
+			c, err := controlRun(ctx, src.Addr().String(), budget, k, *phase, *settle, *sessions, logger)
+			if err != nil {
+				log.Fatal(err)
+			}
+			fmt.Printf("  control: %d instance(s), no fleet, low_priority_bandwidth = %s each, all busy: sum mean %6.2f MB/s (min %6.2f, max %6.2f over 1 s windows)\n",
+				k, units.FormatRate(budget/int64(k)), c.mean/1e6, c.min/1e6, c.max/1e6)
+			results = append(results, c)
 		}
-		fmt.Printf("  control: 3 instances, no fleet, low_priority_bandwidth = %s each, all busy: sum mean %6.2f MB/s (min %6.2f, max %6.2f over 1 s windows)\n",
-			units.FormatRate(budget/3), c.mean/1e6, c.min/1e6, c.max/1e6)
-		results = append(results, c)
 	}
 
 	insts := make([]*instance, 3)
@@ -607,18 +618,19 @@ func recovery(samples []sample, budget int64) time.Duration {
 	return -1
 }
 
-// controlRun measures three instances without a fleet, all busy, each
-// Low class held to a third of the budget by low_priority_bandwidth: the
-// static split a fleet's budget replaces, and what the host gives the
-// links when nothing but their leaky buckets limits them.
-func controlRun(ctx context.Context, upstream string, budget int64, phase, settle time.Duration, sessions int, log *slog.Logger) (phaseResult, error) {
+// controlRun measures k instances without a fleet, all busy, each Low
+// class held to budget/k by low_priority_bandwidth: the static split a
+// fleet's budget replaces, and what the host gives the links when
+// nothing but their leaky buckets limits them (k = 1 is phase A's
+// shape, k = 3 phase A+B+C's).
+func controlRun(ctx context.Context, upstream string, budget int64, k int, phase, settle time.Duration, sessions int, log *slog.Logger) (phaseResult, error) {
 	var insts []*instance
 	defer func() {
 		for _, in := range insts {
 			in.close()
 		}
 	}()
-	for i := range 3 {
+	for i := range k {
 		name := "control" + strconv.Itoa(i)
 		st, err := stack.New(ctx, stack.Options{Config: &config.Config{}, Logger: log.With("instance", name)})
 		if err != nil {
@@ -628,7 +640,7 @@ func controlRun(ctx context.Context, upstream string, budget int64, phase, settl
 		insts = append(insts, in)
 		for _, q := range []string{
 			"CREATE RESOURCE POOL bulk_low WITH (network_priority=low)",
-			"SET low_priority_bandwidth = '" + strconv.FormatInt(budget/3, 10) + "'",
+			"SET low_priority_bandwidth = '" + strconv.FormatInt(budget/int64(k), 10) + "'",
 		} {
 			if _, err := st.Manager().Exec(ctx, q); err != nil {
 				return phaseResult{}, fmt.Errorf("%s: %s: %w", name, q, err)
@@ -650,7 +662,11 @@ func controlRun(ctx context.Context, upstream string, budget int64, phase, settl
 	time.Sleep(phase)
 	stop()
 	<-done
-	r := evaluate("static split", rec.since(0), []bool{true, true, true}, budget, int(settle/sampleEvery))
+	busy := make([]bool, k)
+	for i := range busy {
+		busy[i] = true
+	}
+	r := evaluate(fmt.Sprintf("static %d x 1/%d", k, k), rec.since(0), busy, budget, int(settle/sampleEvery))
 	r.control = true
 	return r, nil
 }
