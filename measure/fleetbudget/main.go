@@ -235,15 +235,16 @@ func main() {
 	stopSampling()
 	swg.Wait()
 
-	fmt.Printf("\n%-15s %9s %9s %9s %10s %7s %7s %7s %s\n", "phase", "mean MB/s", "min MB/s", "max MB/s", "all max", "A", "B", "C", "result")
+	fmt.Printf("\n%-15s %9s %9s %9s %10s %7s %7s %7s %-13s %s\n", "phase", "mean MB/s", "min MB/s", "max MB/s", "all max", "A", "B", "C", "rates set", "result")
 	for _, r := range results {
 		if r.control {
-			fmt.Printf("%-15s %9.2f %9.2f %9.2f %10.2f %7s %7s %7s %s\n", r.name, r.mean/1e6, r.min/1e6, r.max/1e6, r.allMax/1e6, "", "", "", "control")
+			fmt.Printf("%-15s %9.2f %9.2f %9.2f %10.2f %7s %7s %7s %-13s %s\n", r.name, r.mean/1e6, r.min/1e6, r.max/1e6, r.allMax/1e6, "", "", "", "", "control")
 			continue
 		}
-		fmt.Printf("%-15s %9.2f %9.2f %9.2f %10.2f %6.1f%% %6.1f%% %6.1f%% %s\n", r.name, r.mean/1e6, r.min/1e6, r.max/1e6, r.allMax/1e6,
-			100*r.shares[0], 100*r.shares[1], 100*r.shares[2], okText(r.ok))
+		fmt.Printf("%-15s %9.2f %9.2f %9.2f %10.2f %6.1f%% %6.1f%% %6.1f%% %-13s %s\n", r.name, r.mean/1e6, r.min/1e6, r.max/1e6, r.allMax/1e6,
+			100*r.shares[0], 100*r.shares[1], 100*r.shares[2], fmt.Sprintf("%.2f..%.2f", r.grantMin/1e6, r.grantMax/1e6), okText(r.ok))
 	}
+	fmt.Printf("rates set: the sum of the Low-class rates the budget set on the live instances (SHOW BUDGET's rate), min..max over the steady readings, MB/s\n")
 	fmt.Printf("steady windows: after the first %v of each phase; budget %.2f MB/s, PASS band %.2f..%.2f MB/s, ceiling %.2f MB/s\n",
 		*settle, float64(budget)/1e6, 0.95*float64(budget)/1e6, 1.05*float64(budget)/1e6, 1.05*float64(budget)/1e6)
 	if *svgPath != "" {
@@ -418,6 +419,24 @@ func (in *instance) lowBytes() int64 {
 	return l.Stats().Directions[link.Down].Classes[link.Low].Bytes
 }
 
+// rate is the rate the instance's Low class is set to under the budget,
+// 0 without a budget or once killed.
+func (in *instance) rate() int64 {
+	in.mu.Lock()
+	dead := in.dead
+	in.mu.Unlock()
+	if dead {
+		return 0
+	}
+	st, _ := in.st.Manager().BudgetView()
+	for _, r := range st.Rows {
+		if r.Self {
+			return r.Rate
+		}
+	}
+	return 0
+}
+
 // allocator reports whether the instance is the elected allocator.
 func (in *instance) allocator() bool {
 	in.mu.Lock()
@@ -461,6 +480,10 @@ type recorder struct {
 type sample struct {
 	dt    float64 // seconds
 	bytes []float64
+	// granted is the sum of the rates (bytes/s) the live instances' Low
+	// classes were set to at the reading (SHOW BUDGET's rate; 0 for the
+	// controls, which have no budget).
+	granted float64
 }
 
 // windowRates returns each instance's rate (bytes/s) over samples, and
@@ -506,6 +529,7 @@ func (r *recorder) run(ctx context.Context) {
 				b := in.lowBytes()
 				row.bytes[i] = float64(b - prev[i])
 				prev[i] = b
+				row.granted += float64(in.rate())
 			}
 			r.mu.Lock()
 			r.rates = append(r.rates, row)
@@ -532,6 +556,7 @@ type phaseResult struct {
 	mean, min, max, allMax float64 // sums over 1 s windows: steady mean/min/max, max over the whole phase
 	shares                 []float64
 	busy                   []bool
+	grantMin, grantMax     float64 // the sum of the rates set, over the steady readings
 	ok, sharesOK           bool
 	control                bool // the host's own figure, no fleet
 	note                   string
@@ -571,6 +596,10 @@ func evaluate(name string, samples []sample, busy []bool, budget int64, settle i
 	}
 	if count == 0 {
 		return r
+	}
+	r.grantMin = math.Inf(1)
+	for _, smp := range samples[settle:] {
+		r.grantMin, r.grantMax = min(r.grantMin, smp.granted), max(r.grantMax, smp.granted)
 	}
 	r.mean = steady / float64(count)
 	for _, v := range per {
