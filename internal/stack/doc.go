@@ -91,6 +91,17 @@
 // and ConfigView return what is in force (cfgMu), when it took effect
 // and the number of reloads before it.
 //
+// # The fleet's shared budget
+//
+// StartBudget runs the instance's part of the shared low-priority
+// budget (internal/fleet/budget) as a background loop, on the etcd
+// client, prefix, instance name and lease the fleet gives it; it makes
+// SHOW BUDGET and the budget metrics show the budget's state
+// (wlm.Manager.SetBudgetView). The budget reads
+// cluster_low_priority_bandwidth from the catalog on every round and
+// caps the links through wlm.Manager.SetLowPriorityCaps. Without etcd it
+// is never called and nothing changes.
+//
 // # Shutdown
 //
 // Shutdown drains the proxy's sessions until its context ends; Close

@@ -293,6 +293,8 @@ func TestSettings(t *testing.T) {
 	for _, tt := range []struct{ set, name, want string }{
 		{"SET low_priority_bandwidth = '64MB'", "low_priority_bandwidth", "64MB/s"},
 		{"SET low_priority_bandwidth TO 0", "low_priority_bandwidth", "unlimited"},
+		{"SET cluster_low_priority_bandwidth = '30MB'", "cluster_low_priority_bandwidth", "30MB/s"},
+		{"SET cluster_low_priority_bandwidth = unlimited", "cluster_low_priority_bandwidth", "unlimited"},
 		{"SET low_priority_queue_bytes = '1MiB'", "low_priority_queue_bytes", "1MiB"},
 		{"SET low_priority_queue_bytes = -1", "low_priority_queue_bytes", "-1"},
 		{"SET network_control = off", "network_control", "off"},
@@ -654,6 +656,45 @@ func TestShowLists(t *testing.T) {
 		if tt.rows > 0 {
 			if got := strings.Join(res.Rows[0], ","); got != tt.row0 {
 				t.Errorf("%s: row %s, want %s", tt.sql, got, tt.row0)
+			}
+		}
+	}
+}
+
+func TestLowPriorityCaps(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	mustExec(t, m, "CREATE LINK wan; SET low_priority_bandwidth = '64MB'")
+	low := func(name string) int64 { return m.Link(name).Config().LowPriorityBandwidth }
+	for _, tt := range []struct {
+		step      string
+		caps      map[string]int64
+		exec      string
+		def, wan  int64
+		created   string
+		createdBW int64
+	}{
+		{step: "below the setting", caps: map[string]int64{DefaultLink: 10e6}, def: 10e6, wan: 64e6},
+		{step: "above the setting", caps: map[string]int64{DefaultLink: 100e6, "wan": 1e6}, def: 64e6, wan: 1e6},
+		{step: "outlasts SET", exec: "SET low_priority_bandwidth = '2MB'", def: 2e6, wan: 1e6},
+		{step: "setting unlimited", exec: "SET low_priority_bandwidth = 0", def: 100e6, wan: 1e6},
+		{step: "new link", caps: map[string]int64{"lan": 5e6}, exec: "CREATE LINK lan", def: 0, wan: 0, created: "lan", createdBW: 5e6},
+		{step: "removed", caps: map[string]int64{}, def: 0, wan: 0, created: "lan", createdBW: 0},
+	} {
+		if tt.caps != nil {
+			m.SetLowPriorityCaps(tt.caps)
+		}
+		if tt.exec != "" {
+			mustExec(t, m, tt.exec)
+		}
+		if got := low(DefaultLink); got != tt.def {
+			t.Errorf("%s: default low rate %d, want %d", tt.step, got, tt.def)
+		}
+		if got := low("wan"); got != tt.wan {
+			t.Errorf("%s: wan low rate %d, want %d", tt.step, got, tt.wan)
+		}
+		if tt.created != "" {
+			if got := low(tt.created); got != tt.createdBW {
+				t.Errorf("%s: %s low rate %d, want %d", tt.step, tt.created, got, tt.createdBW)
 			}
 		}
 	}

@@ -160,7 +160,10 @@
 // compares it on each chunk, one atomic load, and re-binds when it moved.
 // Runtime links are reconfigured in place: SET low_priority_bandwidth
 // reconfigures every link, ALTER LINK that link, and pool weights reach
-// every link.
+// every link. SetLowPriorityCaps (the fleet's shared budget) caps each
+// link's Low class in memory: it runs at min(low_priority_bandwidth,
+// cap), and the caps outlast catalog changes. SHOW BUDGET shows what
+// SetBudgetView's source says, no rows without a fleet.
 //
 // # Data-port forwarding
 //
@@ -225,8 +228,10 @@
 //
 // The link "default" always exists (unlimited, no emulation) and cannot
 // be dropped. Settings: low_priority_bandwidth (default 256MB, i.e.
-// 256·10^6 bytes/s; 0 unlimited), low_priority_queue_bytes (64KiB; -1
-// off), network_control (on), except_check_period (5s).
+// 256·10^6 bytes/s; 0 unlimited), cluster_low_priority_bandwidth (0 off;
+// a fleet's budget for every instance's Low class together, see
+// internal/fleet/budget), low_priority_queue_bytes (64KiB; -1 off),
+// network_control (on), except_check_period (5s).
 //
 // # Evaluator
 //

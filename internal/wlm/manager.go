@@ -20,6 +20,7 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/store"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // errClosed is the error of a change after Close.
@@ -136,9 +137,10 @@ type Manager struct {
 	adm    *admission.Controller // own lock, a leaf; configured under mu
 	blocks *blockStats           // own lock, a leaf
 
-	version atomic.Uint64
-	state   atomic.Pointer[state] // replaced, never modified
-	closed  atomic.Bool
+	version    atomic.Uint64
+	state      atomic.Pointer[state]                    // replaced, never modified
+	budgetView atomic.Pointer[func() views.BudgetState] // SetBudgetView's; nil without a fleet
+	closed     atomic.Bool
 
 	shared bool // the store is written by other instances too (etcd)
 
@@ -147,6 +149,10 @@ type Manager struct {
 
 	applied atomic.Uint64 // rev, for readers without mu; written under mu
 	stale   atomic.Int64  // unix nanoseconds since the store is unreachable; 0 when it answers
+	// lowCaps is guarded by mu: per link, a cap on the Low class's rate
+	// in bytes/s set by SetLowPriorityCaps (a fleet's shared budget);
+	// nil or a missing link means no cap.
+	lowCaps map[string]int64
 }
 
 // sharedStore is implemented by a Store that other instances write too
@@ -218,7 +224,7 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	m.setRevLocked(rev)
 	st := &state{cat: cat, routes: map[string]route{}, links: map[string]*link.Link{}}
 	for name := range cat.Links {
-		st.links[name] = link.New(name, cat.LinkConfig(name), m.clk)
+		st.links[name] = link.New(name, m.linkConfigLocked(cat, name), m.clk)
 	}
 	m.state.Store(st)
 	m.version.Store(1)
@@ -583,9 +589,9 @@ func (m *Manager) swapLocked(cur *state, next *Catalog) {
 	for name := range next.Links {
 		l := cur.links[name]
 		if l == nil {
-			l = link.New(name, next.LinkConfig(name), m.clk)
+			l = link.New(name, m.linkConfigLocked(next, name), m.clk)
 		} else {
-			l.Configure(next.LinkConfig(name))
+			l.Configure(m.linkConfigLocked(next, name))
 		}
 		links[name] = l
 	}
@@ -598,6 +604,39 @@ func (m *Manager) swapLocked(cur *state, next *Catalog) {
 	m.adm.Configure(admissionLimits(next))
 	m.version.Add(1)
 }
+
+// linkConfigLocked is cat's configuration of link name with the link's
+// Low-class cap applied: the Low class runs at min(low_priority_bandwidth,
+// cap), 0 meaning no limit on either side.
+func (m *Manager) linkConfigLocked(cat *Catalog, name string) link.Config {
+	cfg := cat.LinkConfig(name)
+	if c, ok := m.lowCaps[name]; ok && c > 0 && (cfg.LowPriorityBandwidth == 0 || c < cfg.LowPriorityBandwidth) {
+		cfg.LowPriorityBandwidth = c
+	}
+	return cfg
+}
+
+// SetLowPriorityCaps caps the Low class of each named link at the given
+// bytes/s, on top of low_priority_bandwidth (the lower of the two
+// applies), and reconfigures the live links at once; links not in caps,
+// and caps <= 0, are uncapped. nil removes every cap. Caps live in
+// memory only, for the fleet's shared budget; they outlast catalog
+// changes and apply to links created later. Safe for concurrent use.
+func (m *Manager) SetLowPriorityCaps(caps map[string]int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed.Load() {
+		return
+	}
+	m.lowCaps = maps.Clone(caps)
+	st := m.state.Load()
+	for name, l := range st.links {
+		l.Configure(m.linkConfigLocked(st.cat, name))
+	}
+}
+
+// LinkNames returns the names of the runtime links, sorted.
+func (m *Manager) LinkNames() []string { return catalog.SortedKeys(m.state.Load().links) }
 
 // Reload loads the stored catalog and makes it current if its revision
 // differs from the one the Manager holds: what a store that sees other

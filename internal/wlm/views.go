@@ -89,6 +89,9 @@ func (r *reading) table(name string) (views.Table, bool) {
 		return views.Settings(cat), true
 	case "audit":
 		return views.Audit(r.m.audit.Entries()), true
+	case "budget":
+		st, _ := r.m.BudgetView()
+		return views.Budget(st), true
 	case "pg_session_wlmstat":
 		return views.SessionWlmstat(cat, r.sessions, r.now), true
 	case "gs_wlm_session_statistics":
@@ -106,6 +109,27 @@ func (r *reading) table(name string) (views.Table, bool) {
 		return views.TotalUserResourceInfo(cat, r.sessions, r.running), true
 	}
 	return views.Table{}, false
+}
+
+// SetBudgetView makes fn the source of SHOW BUDGET and of the budget
+// metrics: the fleet's shared low-priority budget calls it when it
+// starts. fn must be safe for concurrent use; nil removes it.
+func (m *Manager) SetBudgetView(fn func() views.BudgetState) {
+	if fn == nil {
+		m.budgetView.Store(nil)
+		return
+	}
+	m.budgetView.Store(&fn)
+}
+
+// BudgetView returns the shared budget's state; false without one (no
+// fleet), with the zero state.
+func (m *Manager) BudgetView() (views.BudgetState, bool) {
+	fn := m.budgetView.Load()
+	if fn == nil {
+		return views.BudgetState{}, false
+	}
+	return (*fn)(), true
 }
 
 // ViewTables returns the views of names that exist (views.Names; other

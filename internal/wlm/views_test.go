@@ -3,6 +3,7 @@ package wlm
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // column returns the named column of row 0 of res.
@@ -176,5 +178,33 @@ func BenchmarkExecDDL(b *testing.B) {
 		if _, err := m.Exec(context.Background(), "ALTER EXCEPT RULE bandwidth_rule1 WITH (bandwidth=100)"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestShowBudget(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	if res := mustExec(t, m, "SHOW BUDGET"); len(res.Rows) != 0 || res.Columns[0] != "instance" {
+		t.Fatalf("SHOW BUDGET without a fleet = %+v", res)
+	}
+	state := views.BudgetState{Budget: 30e6, Unreachable: true, Rows: []views.BudgetRow{
+		{Instance: "a", Allocator: true, Mode: "grant", Want: 30e6, Rate: 15e6, Version: 4},
+		{Instance: "b", Self: true, Mode: "fallback", Want: 30e6, Rate: 10e6, Version: 2},
+	}}
+	m.SetBudgetView(func() views.BudgetState { return state })
+	res := mustExec(t, m, "SHOW BUDGET")
+	want := [][]string{
+		{"a", "no", "yes", "grant", "30000000", "15000000", "4", "30000000", ""},
+		{"b", "yes", "no", "fallback", "30000000", "10000000", "2", "30000000", "unreachable"},
+	}
+	if !reflect.DeepEqual(res.Rows, want) {
+		t.Errorf("SHOW BUDGET rows %v, want %v", res.Rows, want)
+	}
+	res = mustExec(t, m, "SELECT instance, rate FROM budget")
+	if len(res.Rows) != 2 || res.Rows[1][0] != "b" || res.Rows[1][1] != "10000000" {
+		t.Errorf("SELECT from budget = %+v", res)
+	}
+	m.SetBudgetView(nil)
+	if _, ok := m.BudgetView(); ok {
+		t.Error("BudgetView after SetBudgetView(nil)")
 	}
 }

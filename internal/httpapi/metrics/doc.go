@@ -32,6 +32,16 @@
 //	sluice_pool_admission_running{pool}                        gauge
 //	sluice_pool_admission_waiting{pool}                        gauge
 //	sluice_pool_block_seconds{pool}                            histogram
+//	sluice_budget_rate_bytes_per_second                        gauge
+//	sluice_budget_demand_bytes_per_second                      gauge
+//	sluice_budget_allocator                                    gauge
+//	sluice_budget_mode{mode}                                   gauge
+//
+// The sluice_budget_ gauges appear only on an instance of a fleet (with
+// etcd): the rate its Low class runs at under the shared low-priority
+// budget (cluster_low_priority_bandwidth), the demand it reports, 1 on
+// the elected allocator, and 1 for its mode (off, waiting, grant,
+// fallback; etcd_unreachable is 1 while etcd does not answer).
 //
 // direction is up (client to server) or down; class is high, normal or
 // low; pool is "" for traffic outside any resource pool. The queue-delay

@@ -188,6 +188,7 @@ type collector struct {
 	routeBytes, poolTotalBytes, catalogChanges             *prometheus.Desc
 	catalogRevision, catalogStale                          *prometheus.Desc
 	admRunning, admWaiting, admLimit, blockTime            *prometheus.Desc
+	budgetGrant, budgetDemand, budgetAllocator, budgetMode *prometheus.Desc
 }
 
 func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *collector {
@@ -258,6 +259,15 @@ func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *c
 			"The store's revision of the catalog in force: the etcd revision that wrote it with an etcd catalog, the count of saves since start with a file.", nil, nil),
 		catalogStale: prometheus.NewDesc("sluice_catalog_stale_since_seconds",
 			"Since when (unix seconds) the catalog's etcd cluster has not answered, so the catalog is read-only; 0 while it answers, and always with a file catalog.", nil, nil),
+		budgetGrant: prometheus.NewDesc("sluice_budget_rate_bytes_per_second",
+			"The rate this instance's Low class runs at under the fleet's shared budget (its grant, or the fallback share).", nil, nil),
+		budgetDemand: prometheus.NewDesc("sluice_budget_demand_bytes_per_second",
+			"This instance's Low-class demand as reported to the fleet's allocator.", nil, nil),
+		budgetAllocator: prometheus.NewDesc("sluice_budget_allocator",
+			"1 while this instance is the fleet's elected budget allocator.", nil, nil),
+		budgetMode: prometheus.NewDesc("sluice_budget_mode",
+			"1 for the mode this instance's share is in (off, waiting, grant, fallback); fallback means the grant expired, etcd_unreachable that etcd does not answer.",
+			[]string{"mode"}, nil),
 	}
 }
 
@@ -268,6 +278,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness, c.sessionPanics,
 		c.routeBytes, c.poolTotalBytes, c.catalogChanges, c.catalogRevision, c.catalogStale,
 		c.admRunning, c.admWaiting, c.admLimit, c.blockTime,
+		c.budgetGrant, c.budgetDemand, c.budgetAllocator, c.budgetMode,
 	} {
 		ch <- d
 	}
@@ -287,7 +298,39 @@ func histogram(h link.Histogram) (count uint64, sum float64, buckets map[float64
 	return cum, h.Sum.Seconds(), buckets
 }
 
+// collectBudget adds the shared budget's gauges, when the instance is
+// part of a fleet.
+func (c *collector) collectBudget(ch chan<- prometheus.Metric) {
+	st, ok := c.mgr.BudgetView()
+	if !ok {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, r := range st.Rows {
+		if !r.Self {
+			continue
+		}
+		gauge(c.budgetGrant, float64(r.Rate))
+		gauge(c.budgetDemand, float64(r.Want))
+		gauge(c.budgetAllocator, b2f(r.Allocator))
+		for _, m := range []string{"off", "waiting", "grant", "fallback"} {
+			gauge(c.budgetMode, b2f(r.Mode == m), m)
+		}
+	}
+	gauge(c.budgetMode, b2f(st.Unreachable), "etcd_unreachable")
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	c.collectBudget(ch)
 	cat := c.mgr.Catalog()
 	ch <- prometheus.MustNewConstMetric(c.catalogRevision, prometheus.GaugeValue, float64(c.mgr.AppliedRevision()))
 	stale := 0.0

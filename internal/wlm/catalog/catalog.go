@@ -122,6 +122,13 @@ type Settings struct {
 	// LowPriorityBandwidth is the bytes/s the Low class may use on each
 	// link (leaky bucket, 1 ms ticks); 0 is unlimited.
 	LowPriorityBandwidth int64
+	// ClusterLowPriorityBandwidth is the bytes/s the Low class may use
+	// in each direction over every instance of a fleet (the instances
+	// that share an etcd catalog), split between them by demand; each
+	// instance's links run their Low class at min(LowPriorityBandwidth,
+	// the instance's grant). 0 (the default) is off; without etcd it
+	// has no effect.
+	ClusterLowPriorityBandwidth int64
 	// LowPriorityQueueBytes bounds Low-class bytes in a link's device
 	// FIFO; -1 switches the bound off.
 	LowPriorityQueueBytes int64

@@ -462,6 +462,23 @@ type setting struct {
 
 var settings = []setting{
 	{
+		name: "cluster_low_priority_bandwidth",
+		desc: "Rate limit of the low-priority class over every instance of a fleet sharing an etcd catalog, split by demand (bytes/s with a unit, e.g. '30MB'; 0 is off).",
+		def:  func(s Settings) string { return units.FormatRate(s.ClusterLowPriorityBandwidth) },
+		set: func(s *Settings, v ddl.Value) error {
+			if isUnlimitedWord(v) {
+				s.ClusterLowPriorityBandwidth = 0
+				return nil
+			}
+			r, err := parseRate(v)
+			if err != nil {
+				return err
+			}
+			s.ClusterLowPriorityBandwidth = r
+			return nil
+		},
+	},
+	{
 		name: "except_check_period",
 		desc: "Interval between two checks of a statement's exception rules (seconds, or with a unit).",
 		def:  func(s Settings) string { return units.FormatDuration(s.ExceptCheckPeriod) },
@@ -597,6 +614,8 @@ func (s Settings) Text(name string) string {
 		return s.ExceptCheckPeriod.String()
 	case "low_priority_bandwidth":
 		return strconv.FormatInt(s.LowPriorityBandwidth, 10)
+	case "cluster_low_priority_bandwidth":
+		return strconv.FormatInt(s.ClusterLowPriorityBandwidth, 10)
 	case "low_priority_queue_bytes":
 		return strconv.FormatInt(s.LowPriorityQueueBytes, 10)
 	case "network_control", "metrics_user_labels":
