@@ -50,6 +50,17 @@ func (s *Stack) StartBudget(o BudgetOptions) error {
 	return nil
 }
 
+// startFleetBudget runs the shared low-priority budget of the etcd
+// catalog's fleet, under the membership lease, when the stack has one;
+// with a file or in-memory catalog it does nothing. The budget is idle
+// while cluster_low_priority_bandwidth is 0.
+func (s *Stack) startFleetBudget() error {
+	if s.etcd == nil || s.cfg.Etcd == nil || s.members == nil {
+		return nil
+	}
+	return s.StartBudget(BudgetOptions{Client: s.etcd, Key: s.cfg.Etcd.Key, Name: s.Name(), Lease: s.Lease()})
+}
+
 // budgetView is st as SHOW BUDGET shows it: the listed peers, with this
 // instance's row replaced by its current state.
 func budgetView(st budget.State) views.BudgetState {

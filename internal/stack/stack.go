@@ -200,6 +200,9 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	if err := s.startMembership(ctx); err != nil {
 		return fail(err)
 	}
+	if err := s.startFleetBudget(); err != nil {
+		return fail(err)
+	}
 	return s, nil
 }
 
