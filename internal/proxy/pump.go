@@ -64,8 +64,8 @@ type pump struct {
 	prd   pooledReader // rd, if it reads into pooled buffers; else nil
 	wr    io.Writer    // dst, with raw writes on a plain socket (rawconn)
 	obs   wire.Observer
-	rw    wire.Rewriter // obs as a Rewriter, or nil
-	inj   wire.Injector // down pump: the front end's own answers to the client, or nil
+	rw    wire.Rewriter   // obs as a Rewriter, or nil
+	inj   wire.Injector   // down pump: the front end's own answers to the client, or nil
 	rwCtx context.Context // up pump: Rewrite's context, done when either pump ends; nil: the pump's
 	clk   clock.Clock
 	count func(int)
