@@ -324,3 +324,172 @@ func TestAdmitPGCancelHeld(t *testing.T) {
 		t.Fatalf("after the cancels: %d, %v", n, err)
 	}
 }
+
+// holdSlot opens a transaction on a new session of route addr, taking
+// the pool's only slot until the test ends (or commit is called).
+func holdSlot(t *testing.T, addr string) (commit func()) {
+	t.Helper()
+	c := connectCfg(t, pgVia(t, addr, "admw_holder"))
+	tx, err := c.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(context.Background(), "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := tx.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAdmitPGExtendedHeld: a pipelined pgx batch, a COPY FROM STDIN and
+// a simple multi-statement query, each held while another session holds
+// the only slot, run whole and correctly once it frees it; their session
+// goes on.
+func TestAdmitPGExtendedHeld(t *testing.T) {
+	pc := testenv.PostgresConfig(t)
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	table := fmt.Sprintf("admw_ext_%d", time.Now().UnixNano())
+	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
+	bg := context.Background()
+	if _, err := direct.Exec(bg, "CREATE TABLE "+table+" (id int, s text)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	c := connectCfg(t, pgVia(t, lim, "admw_ext"))
+
+	cases := []struct {
+		name string
+		run  func() error
+	}{
+		{"pipelined batch", func() error {
+			b := &pgx.Batch{}
+			for i := range 20 {
+				b.Queue("INSERT INTO "+table+" VALUES ($1, $2)", i, strings.Repeat("x", i*100))
+			}
+			b.Queue("SELECT count(*), sum(length(s)) FROM " + table)
+			br := c.SendBatch(bg, b)
+			for range 20 {
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
+			}
+			var n, sum int
+			if err := br.QueryRow().Scan(&n, &sum); err != nil {
+				return err
+			}
+			if n != 20 || sum != 19000 {
+				return fmt.Errorf("count %d, sum %d", n, sum)
+			}
+			return br.Close()
+		}},
+		{"copy from stdin", func() error {
+			var in strings.Builder
+			for i := range 1000 {
+				fmt.Fprintf(&in, "%d\trow %d\n", 100+i, i)
+			}
+			tag, err := c.PgConn().CopyFrom(bg, strings.NewReader(in.String()), "COPY "+table+" FROM STDIN")
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() != 1000 {
+				return fmt.Errorf("copied %d rows", tag.RowsAffected())
+			}
+			return nil
+		}},
+		{"simple multi-statement", func() error {
+			rr := c.PgConn().Exec(bg, "SELECT 1; SELECT count(*) FROM "+table+"; SELECT 3")
+			res, err := rr.ReadAll()
+			if err != nil {
+				return err
+			}
+			if len(res) != 3 || string(res[1].Rows[0][0]) != "1020" {
+				return fmt.Errorf("results %v", res)
+			}
+			return nil
+		}},
+	}
+	for _, tc := range cases {
+		commit := holdSlot(t, lim)
+		done := make(chan error, 1)
+		go func() { done <- tc.run() }()
+		testenv.Eventually(t, 10*time.Second, tc.name+" held", func() bool { return heldCount(st) == 1 })
+		select {
+		case err := <-done:
+			t.Fatalf("%s finished while held: %v", tc.name, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		commit()
+		if err := <-done; err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+	}
+	var n int
+	if err := c.QueryRow(bg, "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != 1020 {
+		t.Fatalf("count %d, %v", n, err)
+	}
+}
+
+// TestAdmitPGQueueTimeout: a statement held longer than its pool's
+// queue_timeout is answered 57014 with the timeout's message, and the
+// session goes on.
+func TestAdmitPGQueueTimeout(t *testing.T) {
+	pc := testenv.PostgresConfig(t)
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	if _, err := st.Manager().Exec(context.Background(), "ALTER RESOURCE POOL admw_lim WITH (queue_timeout=0.2)"); err != nil {
+		t.Fatal(err)
+	}
+	commit := holdSlot(t, lim)
+	c := connectCfg(t, pgVia(t, lim, "admw_qt"))
+	t0 := time.Now()
+	_, err := c.Exec(context.Background(), "SELECT 1")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "57014" || !strings.Contains(pe.Message, "queue timeout") {
+		t.Fatalf("held past queue_timeout: %v, want 57014 naming the queue timeout", err)
+	}
+	t.Logf("refused after %v: %s", time.Since(t0).Round(time.Millisecond), pe.Message)
+	commit()
+	if _, err := c.Exec(context.Background(), "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAdmitPGDisconnectWhileHeld: a client that goes away while its
+// statement is held frees no slot it did not hold (the holder's
+// transaction still blocks others), and its session ends once its wait
+// does, giving the slot back.
+func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
+	pc := testenv.PostgresConfig(t)
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	commit := holdSlot(t, lim)
+	gone := connectCfg(t, pgVia(t, lim, "admw_gone"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := gone.Exec(ctx, "SELECT 1"); done <- err }()
+	testenv.Eventually(t, 10*time.Second, "a held statement", func() bool { return heldCount(st) == 1 })
+	// pgx closes the connection when the context ends during a query.
+	cancel()
+	<-done
+	gone.Close(context.Background())
+	stats := func() (running, waiting int) {
+		s := st.Manager().AdmissionStats()["admw_lim"]
+		return s.Running, s.Waiting
+	}
+	other := connectCfg(t, pgVia(t, lim, "admw_other"))
+	oDone := make(chan error, 1)
+	go func() { _, err := other.Exec(context.Background(), "SELECT 2"); oDone <- err }()
+	testenv.Eventually(t, 10*time.Second, "another statement held", func() bool { _, w := stats(); return w >= 1 })
+	if r, _ := stats(); r != 1 {
+		t.Fatalf("%d slots running while the holder's transaction is open, want 1", r)
+	}
+	commit()
+	if err := <-oDone; err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "every slot back", func() bool {
+		r, w := stats()
+		return r == 0 && w == 0 && len(st.Registry().Sessions()) == 2
+	})
+}
