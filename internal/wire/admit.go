@@ -92,6 +92,13 @@ type Gate struct {
 	waiting context.CancelCauseFunc // guarded by mu; ends the wait in progress; nil when none
 	waitSt  *session.Statement      // guarded by mu; the statement waiting, with waiting
 	closed  bool                    // guarded by mu; the session has ended
+
+	// The wait's context, kept across waits while its parent is the same
+	// and it was not cancelled, so a wait costs no allocation. Used by
+	// Wait's caller only (one goroutine).
+	parent context.Context
+	wctx   context.Context
+	cancel context.CancelCauseFunc
 }
 
 // NewGate returns the admission state of one session, or nil (admit
@@ -139,8 +146,14 @@ func (g *Gate) Wait(ctx context.Context, st *session.Statement) error {
 	if g == nil {
 		return nil
 	}
-	wctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	if g.parent != ctx || g.wctx.Err() != nil {
+		if g.cancel != nil {
+			g.cancel(nil)
+		}
+		g.parent = ctx
+		g.wctx, g.cancel = context.WithCancelCause(ctx)
+	}
+	wctx, cancel := g.wctx, g.cancel
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
