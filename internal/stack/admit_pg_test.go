@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -458,21 +459,36 @@ func TestAdmitPGQueueTimeout(t *testing.T) {
 
 // TestAdmitPGDisconnectWhileHeld: a client that goes away while its
 // statement is held frees no slot it did not hold (the holder's
-// transaction still blocks others), and its session ends once its wait
-// does, giving the slot back.
+// transaction still blocks others), its statement never reaches the
+// server, and its session ends once its wait does, giving the slot back.
 func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 	pc := testenv.PostgresConfig(t)
 	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	table := fmt.Sprintf("admw_gone_%d", time.Now().UnixNano())
+	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
+	if _, err := direct.Exec(context.Background(), "CREATE TABLE "+table+" (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
 	commit := holdSlot(t, lim)
-	gone := connectCfg(t, pgVia(t, lim, "admw_gone"))
-	ctx, cancel := context.WithCancel(context.Background())
+	// The gone client sends no CancelRequest (pgx would, from a new
+	// connection, when its query fails): it only disappears.
+	goneCfg := pgVia(t, lim, "admw_gone")
+	var dials atomic.Int32
+	goneCfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) > 1 {
+			return nil, errors.New("no cancel connection")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	gone := connectCfg(t, goneCfg)
 	done := make(chan error, 1)
-	go func() { _, err := gone.Exec(ctx, "SELECT 1"); done <- err }()
+	go func() { _, err := gone.Exec(context.Background(), "INSERT INTO "+table+" VALUES (1)"); done <- err }()
 	testenv.Eventually(t, 10*time.Second, "a held statement", func() bool { return heldCount(st) == 1 })
-	// pgx closes the connection when the context ends during a query.
-	cancel()
+	// The client's socket closes under it: no Terminate, only the FIN.
+	gone.PgConn().Conn().Close()
 	<-done
-	gone.Close(context.Background())
 	stats := func() (running, waiting int) {
 		s := st.Manager().AdmissionStats()["admw_lim"]
 		return s.Running, s.Waiting
@@ -480,7 +496,7 @@ func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 	other := connectCfg(t, pgVia(t, lim, "admw_other"))
 	oDone := make(chan error, 1)
 	go func() { _, err := other.Exec(context.Background(), "SELECT 2"); oDone <- err }()
-	testenv.Eventually(t, 10*time.Second, "another statement held", func() bool { _, w := stats(); return w >= 1 })
+	testenv.Eventually(t, 10*time.Second, "another statement held", func() bool { _, w := stats(); return w == 2 })
 	if r, _ := stats(); r != 1 {
 		t.Fatalf("%d slots running while the holder's transaction is open, want 1", r)
 	}
@@ -492,4 +508,8 @@ func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 		r, w := stats()
 		return r == 0 && w == 0 && len(st.Registry().Sessions()) == 2
 	})
+	var n int
+	if err := direct.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows, %v: the gone client's statement ran", n, err)
+	}
 }

@@ -41,6 +41,10 @@
 // (Answered), whose transaction status keeps or gives back the slot. A
 // session holds at most one slot, is never held inside a transaction,
 // and gives its slot back when it ends (Gate.Close, from Conn.Close).
+// The client pump does not read while it waits, so a client that goes
+// away then is not seen until the wait ends: once admitted, Wait peeks
+// at the client socket (Gate.SetPeer) and a client gone gets no slot and
+// its request is never sent; the session ends.
 //
 // A refused request (a cancel, queue_timeout, a blocktime abort rule) is
 // discarded whole and answered by sluice in the protocol's own way. The
