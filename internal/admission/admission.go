@@ -62,7 +62,8 @@ type Request struct {
 	// done or the waiter is cancelled.
 	Timeout time.Duration
 	// OnWait, when set, is called once if the request has to wait, in the
-	// goroutine of Acquire, with no lock held, before Acquire blocks. The
+	// goroutine of Acquire, with no lock held, after the timeout is armed
+	// and before Acquire blocks. The
 	// Waiter it gets can cancel or demote the wait from any goroutine
 	// until Acquire returns. It is not called when a slot is free.
 	OnWait func(*Waiter)
@@ -103,6 +104,7 @@ type Controller struct {
 
 // counter counts a pool's or a group's slots.
 type counter struct {
+	name    string
 	running int
 	waiting int
 	limit   int // < 1 unlimited
@@ -175,12 +177,10 @@ func (w *Waiter) Demote() bool {
 
 // Slot is an admitted request's hold on its pool's and group's slots.
 type Slot struct {
-	c         *Controller
-	pool      *counter
-	group     *counter // nil without a group
-	poolName  string
-	groupName string
-	released  atomic.Bool
+	c        *Controller
+	pool     *counter
+	group    *counter // nil without a group
+	released atomic.Bool
 }
 
 // Release frees the slot and admits the waiters that then fit. Calling
@@ -196,11 +196,29 @@ func (s *Slot) Release() {
 		s.group.running--
 	}
 	c.dispatchLocked()
-	c.forgetLocked(s.poolName, s.pool)
+	c.forgetLocked(s.pool)
 	if s.group != nil {
-		c.forgetGroupLocked(s.groupName, s.group)
+		c.forgetGroupLocked(s.group)
 	}
 	c.mu.Unlock()
+}
+
+// TryAcquire returns a slot of req.Pool (and req.Group) if one is free
+// now, without waiting; ok is false otherwise. req.Timeout and
+// req.OnWait are ignored.
+func (c *Controller) TryAcquire(req Request) (s *Slot, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pc := c.poolLocked(req.Pool)
+	gc := c.groupLocked(req.Group)
+	if !c.fitsLocked(pc, gc) {
+		c.forgetLocked(pc)
+		if gc != nil {
+			c.forgetGroupLocked(gc)
+		}
+		return nil, false
+	}
+	return c.grantLocked(pc, gc), true
 }
 
 // Acquire returns a slot of req.Pool (and req.Group) once one is free
@@ -218,7 +236,7 @@ func (c *Controller) Acquire(ctx context.Context, req Request) (*Slot, error) {
 	// No queued waiter fits (dispatch admits every one that does), so a
 	// waiter this request could overtake waits for another pool or group.
 	if c.fitsLocked(pc, gc) {
-		s := c.grantLocked(&req, pc, gc)
+		s := c.grantLocked(pc, gc)
 		c.mu.Unlock()
 		return s, nil
 	}
@@ -228,14 +246,16 @@ func (c *Controller) Acquire(ctx context.Context, req Request) (*Slot, error) {
 	c.queues[w.class.rank()].insert(w)
 	c.mu.Unlock()
 
-	if req.OnWait != nil {
-		req.OnWait(w)
-	}
 	var timeout <-chan time.Time
 	if req.Timeout > 0 {
 		t := c.clk.NewTimer(req.Timeout)
 		defer t.Stop()
 		timeout = t.C()
+	}
+	// OnWait runs once the timeout is armed, so a caller that learns of
+	// the wait through it can advance a fake clock past the timeout.
+	if req.OnWait != nil {
+		req.OnWait(w)
 	}
 	select {
 	case <-w.ready:
@@ -277,7 +297,7 @@ func (c *Controller) cancelLocked(w *Waiter, err error) bool {
 	c.queues[w.class.rank()].remove(w)
 	pc := c.pools[w.req.Pool]
 	pc.waiting--
-	c.forgetLocked(w.req.Pool, pc)
+	c.forgetLocked(pc)
 	w.state, w.err = cancelled, err
 	close(w.ready)
 	// A waiter that leaves held no slot and blocked nobody (waiters of
@@ -290,26 +310,27 @@ func (c *Controller) fitsLocked(pc, gc *counter) bool {
 	return !pc.full() && (gc == nil || !gc.full())
 }
 
-func (c *Controller) grantLocked(req *Request, pc, gc *counter) *Slot {
+func (c *Controller) grantLocked(pc, gc *counter) *Slot {
 	pc.running++
 	if gc != nil {
 		gc.running++
 	}
-	return &Slot{c: c, pool: pc, group: gc, poolName: req.Pool, groupName: req.Group}
+	return &Slot{c: c, pool: pc, group: gc}
 }
 
-// forgetLocked drops the counter of a pool that holds and waits for
-// nothing, so the map holds only pools in use; the limit stays in
-// c.limits for the next one.
-func (c *Controller) forgetLocked(name string, pc *counter) {
-	if pc.running == 0 && pc.waiting == 0 && c.pools[name] == pc {
-		delete(c.pools, name)
+// forgetLocked drops the counter of an unlimited pool that holds and
+// waits for nothing, so the map holds only the pools with a limit and
+// those in use. (A limited pool keeps its counter: the common path then
+// allocates only its Slot.)
+func (c *Controller) forgetLocked(pc *counter) {
+	if pc.running == 0 && pc.waiting == 0 && pc.limit < 1 && c.pools[pc.name] == pc {
+		delete(c.pools, pc.name)
 	}
 }
 
-func (c *Controller) forgetGroupLocked(name string, gc *counter) {
-	if gc.running == 0 && c.groups[name] == gc {
-		delete(c.groups, name)
+func (c *Controller) forgetGroupLocked(gc *counter) {
+	if gc.running == 0 && gc.limit < 1 && c.groups[gc.name] == gc {
+		delete(c.groups, gc.name)
 	}
 }
 
@@ -323,7 +344,7 @@ func (c *Controller) dispatchLocked() {
 			if c.fitsLocked(pc, gc) {
 				c.queues[r].remove(w)
 				pc.waiting--
-				w.slot = c.grantLocked(&w.req, pc, gc)
+				w.slot = c.grantLocked(pc, gc)
 				w.state = admitted
 				close(w.ready)
 			}
@@ -335,7 +356,7 @@ func (c *Controller) dispatchLocked() {
 func (c *Controller) poolLocked(name string) *counter {
 	pc := c.pools[name]
 	if pc == nil {
-		pc = &counter{limit: c.limits.Pools[name]}
+		pc = &counter{name: name, limit: c.limits.Pools[name]}
 		c.pools[name] = pc
 	}
 	return pc
@@ -347,7 +368,7 @@ func (c *Controller) groupLocked(name string) *counter {
 	}
 	gc := c.groups[name]
 	if gc == nil {
-		gc = &counter{limit: c.limits.Groups[name]}
+		gc = &counter{name: name, limit: c.limits.Groups[name]}
 		c.groups[name] = gc
 	}
 	return gc
@@ -373,6 +394,12 @@ func (c *Controller) Configure(l Limits) {
 		gc.limit = c.limits.Groups[k]
 	}
 	c.dispatchLocked()
+	for _, pc := range c.pools {
+		c.forgetLocked(pc)
+	}
+	for _, gc := range c.groups {
+		c.forgetGroupLocked(gc)
+	}
 }
 
 // Pool returns the counters of pool name.
