@@ -241,12 +241,24 @@ func heldCount(st *stack.Stack) int {
 }
 
 // TestAdmitPGCancelHeld: a statement held for admission is cancelled by
-// the client's CancelRequest (pgx's context cancel) and by the console's
-// cancel (Registry.Cancel): sluice answers 57014 itself, quickly, and the
-// session then runs another statement.
+// the client's CancelRequest (pgconn's) and by the console's cancel
+// (Registry.Cancel): sluice answers 57014 itself, within milliseconds
+// (logged; the bound checked is a generous one), and the session then
+// runs another statement. Also through a route with a delay, whose
+// answer passes the delay line.
 func TestAdmitPGCancelHeld(t *testing.T) {
+	for _, tc := range []struct{ name, extra string }{
+		{"plain", ""},
+		// The answer passes the down direction's delay line.
+		{"delayed", "    emulation:\n      delay: 5ms\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testAdmitPGCancelHeld(t, tc.extra) })
+	}
+}
+
+func testAdmitPGCancelHeld(t *testing.T, extra string) {
 	pc := testenv.PostgresConfig(t)
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, extra)
 	holder := connectCfg(t, pgVia(t, lim, "admw_cancel_holder"))
 	held := connectCfg(t, pgVia(t, lim, "admw_cancel_held"))
 	bg := context.Background()
@@ -285,8 +297,8 @@ func TestAdmitPGCancelHeld(t *testing.T) {
 			d := time.Since(t0)
 			mu.Unlock()
 			t.Logf("%s: answered %v after the cancel", how, d.Round(time.Microsecond))
-			if d > 50*time.Millisecond {
-				t.Logf("%s: slower than 50 ms", how)
+			if d > time.Second {
+				t.Errorf("%s: answered %v after the cancel", how, d)
 			}
 			res <- err
 		}()
