@@ -445,27 +445,41 @@ func TestAdmitPGExtendedHeld(t *testing.T) {
 	}
 }
 
-// TestAdmitPGQueueTimeout: a statement held longer than its pool's
-// queue_timeout is answered 57014 with the timeout's message, and the
-// session goes on.
-func TestAdmitPGQueueTimeout(t *testing.T) {
-	pc := testenv.PostgresConfig(t)
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
-	if _, err := st.Manager().Exec(context.Background(), "ALTER RESOURCE POOL admw_lim WITH (queue_timeout=0.2)"); err != nil {
-		t.Fatal(err)
-	}
-	commit := holdSlot(t, lim)
-	c := connectCfg(t, pgVia(t, lim, "admw_qt"))
-	t0 := time.Now()
-	_, err := c.Exec(context.Background(), "SELECT 1")
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "57014" || !strings.Contains(pe.Message, "queue timeout") {
-		t.Fatalf("held past queue_timeout: %v, want 57014 naming the queue timeout", err)
-	}
-	t.Logf("refused after %v: %s", time.Since(t0).Round(time.Millisecond), pe.Message)
-	commit()
-	if _, err := c.Exec(context.Background(), "SELECT 1"); err != nil {
-		t.Fatal(err)
+// TestAdmitPGWaitLimits: a statement held longer than its pool's
+// queue_timeout, or than an abort rule's blocktime, is answered 57014
+// with that limit's message, and the session goes on.
+func TestAdmitPGWaitLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ddl  []string
+		msg  string
+	}{
+		{"queue_timeout", []string{"ALTER RESOURCE POOL admw_lim WITH (queue_timeout=0.2)"}, "queue timeout"},
+		{"blocktime", []string{"CREATE EXCEPT RULE admw_block WITH (blocktime=0.2, action='abort')",
+			"ALTER RESOURCE POOL admw_lim WITH (except_rule='admw_block')"}, `exception rule "admw_block"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc := testenv.PostgresConfig(t)
+			st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+			for _, q := range tc.ddl {
+				if _, err := st.Manager().Exec(context.Background(), q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			commit := holdSlot(t, lim)
+			c := connectCfg(t, pgVia(t, lim, "admw_limits"))
+			t0 := time.Now()
+			_, err := c.Exec(context.Background(), "SELECT 1")
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "57014" || !strings.Contains(pe.Message, tc.msg) {
+				t.Fatalf("held past the limit: %v, want 57014 naming %s", err, tc.msg)
+			}
+			t.Logf("refused after %v: %s", time.Since(t0).Round(time.Millisecond), pe.Message)
+			commit()
+			if _, err := c.Exec(context.Background(), "SELECT 1"); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
