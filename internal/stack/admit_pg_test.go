@@ -539,3 +539,80 @@ func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 		t.Fatalf("%d rows, %v: the gone client's statement ran", n, err)
 	}
 }
+
+// TestAdmitPGChurn: sessions of a pool with active_statements=2 run
+// queries, transactions and batches, cancel some while they wait and
+// drop their connection under others, for a few seconds; then every slot
+// is back, nothing waits, and a new session runs at once.
+func TestAdmitPGChurn(t *testing.T) {
+	const workers = 12
+	run := 5 * time.Second
+	if testing.Short() {
+		run = 2 * time.Second
+	}
+	pc := testenv.PostgresConfig(t)
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 2, "")
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var wg sync.WaitGroup
+	var ops [5]atomic.Int64
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+				c, err := pgx.ConnectConfig(cctx, pgVia(t, lim, "admw_churn"))
+				ccancel()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				op := (w + i) % len(ops)
+				ops[op].Add(1)
+				bg := context.Background()
+				switch op {
+				case 0: // a query
+					_, err = c.Exec(bg, "SELECT pg_sleep(0.01)")
+				case 1: // a transaction
+					var tx pgx.Tx
+					if tx, err = c.Begin(bg); err == nil {
+						if _, err = tx.Exec(bg, "SELECT pg_sleep(0.01)"); err == nil {
+							err = tx.Commit(bg)
+						}
+					}
+				case 2: // a pipelined batch
+					b := &pgx.Batch{}
+					b.Queue("SELECT 1")
+					b.Queue("SELECT pg_sleep(0.01)")
+					err = c.SendBatch(bg, b).Close()
+				case 3: // cancelled, waiting or running
+					qctx, qcancel := context.WithTimeout(bg, 5*time.Millisecond)
+					_, err = c.Exec(qctx, "SELECT pg_sleep(0.05)")
+					qcancel()
+					err = nil
+				case 4: // the connection dropped under a statement
+					go func() { time.Sleep(3 * time.Millisecond); c.PgConn().Conn().Close() }()
+					_, err = c.Exec(bg, "SELECT pg_sleep(0.05)")
+					err = nil
+				}
+				if err != nil {
+					t.Errorf("op %d: %v", op, err)
+				}
+				c.Close(bg)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("ops (query, transaction, batch, cancel, drop): %d %d %d %d %d", ops[0].Load(), ops[1].Load(), ops[2].Load(), ops[3].Load(), ops[4].Load())
+	testenv.Eventually(t, 30*time.Second, "every slot back and every session closed", func() bool {
+		s := st.Manager().AdmissionStats()["admw_lim"]
+		return s.Running == 0 && s.Waiting == 0 && len(st.Registry().Sessions()) == 0
+	})
+	c := connectCfg(t, pgVia(t, lim, "admw_churn_after"))
+	for range 3 {
+		if _, err := c.Exec(context.Background(), "SELECT 1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
