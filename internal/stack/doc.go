@@ -4,6 +4,11 @@
 // console and the HTTP API. `sluice serve`, the lab and the integration
 // tests all build their sluice here, so there is one wiring to test.
 //
+// The postgres and mysql front ends get the workload manager as their
+// wire.Admitter (Options.Admit): their sessions' statements wait on the
+// wire for their pool's active_statements slot. Raw tcp routes have no
+// statements and no admission.
+//
 // # What New does, in order
 //
 //  1. Makes the workload manager: loading the catalog file, if any; or,

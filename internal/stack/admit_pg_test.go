@@ -1,0 +1,616 @@
+package stack_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicelab/sluice/internal/stack"
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+// admitStack starts a stack with two routes to upstream (protocol
+// postgres or mysql): "lim", whose sessions go to pool admw_lim with
+// active_statements=limit, and "free", whose sessions go to pool
+// admw_free without a limit. It returns the routes' addresses.
+func admitStack(t *testing.T, protocol, upstream string, limit int, extra string) (st *stack.Stack, lim, free string) {
+	t.Helper()
+	lim, free = testenv.DeadAddr(t), testenv.DeadAddr(t)
+	body := "catalog: \"\"\nroutes:\n" +
+		"  - name: lim\n    listen: " + lim + "\n    upstream: " + upstream + "\n    protocol: " + protocol + "\n" + extra +
+		"  - name: free\n    listen: " + free + "\n    upstream: " + upstream + "\n    protocol: " + protocol + "\n" + extra
+	st, path := configStack(t, body)
+	ctx := context.Background()
+	for _, q := range []string{
+		fmt.Sprintf("CREATE RESOURCE POOL admw_lim WITH (active_statements=%d)", limit),
+		"CREATE RESOURCE POOL admw_free",
+		"ALTER ROUTE lim WITH (pool='admw_lim')",
+		"ALTER ROUTE free WITH (pool='admw_free')",
+	} {
+		if _, err := st.Manager().Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	_ = path
+	return st, lim, free
+}
+
+// pgVia returns the test PostgreSQL's configuration pointed at addr,
+// with application_name app.
+func pgVia(t *testing.T, addr, app string) *pgx.ConnConfig {
+	t.Helper()
+	cfg := testenv.PostgresConfig(t)
+	host, port, _ := strings.Cut(addr, ":")
+	cfg.Host = host
+	fmt.Sscan(port, &cfg.Port)
+	cfg.RuntimeParams["application_name"] = app
+	return cfg
+}
+
+func connectCfg(t *testing.T, cfg *pgx.ConnConfig) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// TestAdmitPGBound: 40 sessions of a pool with active_statements=4 run
+// SELECT pg_sleep(0.5) in a loop; pg_stat_activity, sampled every 50 ms,
+// never shows more than 4 of them active, and about 8 statements end per
+// second. A session of a pool without a limit meanwhile sees no wait.
+func TestAdmitPGBound(t *testing.T) {
+	const (
+		sessions = 40
+		limit    = 4
+		sleep    = 500 * time.Millisecond
+	)
+	run := 10 * time.Second
+	if testing.Short() {
+		run = 3 * time.Second
+	}
+	_, lim, free := admitStack(t, "postgres", testenv.PostgresConfig(t).Host+":"+fmt.Sprint(testenv.PostgresConfig(t).Port), limit, "")
+	app := fmt.Sprintf("admw_bound_%d", time.Now().UnixNano())
+	conns := make([]*pgx.Conn, sessions)
+	for i := range conns {
+		conns[i] = connectCfg(t, pgVia(t, lim, app))
+	}
+	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
+
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions+1)
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := c.Exec(context.Background(), "SELECT pg_sleep(0.5)"); err != nil {
+					errs <- err
+					return
+				}
+				if ctx.Err() == nil {
+					done.Add(1)
+				}
+			}
+		}()
+	}
+	// The other pool's session: its statements never wait for a slot.
+	other := connectCfg(t, pgVia(t, free, app+"_free"))
+	var otherMax, otherSum time.Duration
+	var otherN int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			t0 := time.Now()
+			if _, err := other.Exec(context.Background(), "SELECT 1"); err != nil {
+				errs <- err
+				return
+			}
+			d := time.Since(t0)
+			otherSum += d
+			otherN++
+			otherMax = max(otherMax, d)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+
+	maxActive, samples := 0, 0
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	for ctx.Err() == nil {
+		<-tick.C
+		var n int
+		err := direct.QueryRow(context.Background(),
+			"SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'", app).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples++
+		maxActive = max(maxActive, n)
+		if n > limit {
+			t.Errorf("sample %d: %d statements active, limit %d", samples, n, limit)
+		}
+	}
+	elapsed := time.Since(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	rate := float64(done.Load()) / elapsed.Seconds()
+	want := float64(limit) / sleep.Seconds()
+	t.Logf("%d sessions, active_statements=%d: %d statements in %v = %.2f/s (ideal %.1f/s, %+.1f%%); max active %d over %d samples",
+		sessions, limit, done.Load(), elapsed.Round(time.Millisecond), rate, want, 100*(rate-want)/want, maxActive, samples)
+	if otherN > 0 {
+		t.Logf("other pool: %d statements, mean %v, max %v", otherN, (otherSum / time.Duration(otherN)).Round(time.Microsecond), otherMax.Round(time.Microsecond))
+	}
+	if maxActive == 0 {
+		t.Fatal("no sample saw a statement running")
+	}
+	// Sanity, not timing: the slots were used, and never more than the limit.
+	if rate < want/2 || rate > want*1.5 {
+		t.Errorf("throughput %.2f/s, far from %.1f/s", rate, want)
+	}
+	if otherMax > 2*sleep {
+		t.Errorf("the other pool's statement waited %v, as long as a slot", otherMax)
+	}
+}
+
+// TestAdmitPGNoDeadlock: with active_statements=1, a session that holds
+// a row lock inside a transaction keeps its slot until it commits, and
+// is never held itself meanwhile; another session that wants the row is
+// held (not at the server), and both finish.
+func TestAdmitPGNoDeadlock(t *testing.T) {
+	pc := testenv.PostgresConfig(t)
+	table := fmt.Sprintf("admw_dl_%d", time.Now().UnixNano())
+	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := direct.Exec(ctx, "CREATE TABLE "+table+" (id int PRIMARY KEY, v int); INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	a := connectCfg(t, pgVia(t, lim, "admw_dl_a"))
+	b := connectCfg(t, pgVia(t, lim, "admw_dl_b"))
+	tx, err := a.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT * FROM "+table+" WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := b.Exec(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
+		bDone <- err
+	}()
+	// b is held by sluice, not blocked at the server; a, inside its
+	// transaction, goes on.
+	testenv.Eventually(t, 10*time.Second, "b held", func() bool { return heldCount(st) == 1 })
+	for i := range 3 {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("UPDATE %s SET v = v + 10 WHERE id = 1 -- %d", table, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-bDone:
+		t.Fatalf("b finished before a committed: %v", err)
+	default:
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	if err := direct.QueryRow(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil || v != 31 {
+		t.Fatalf("v = %d, %v; want 31", v, err)
+	}
+}
+
+// heldCount is the number of statements waiting for admission.
+func heldCount(st *stack.Stack) int {
+	n := 0
+	for _, s := range st.Registry().Active() {
+		if s.Waiting() {
+			n++
+		}
+	}
+	return n
+}
+
+// TestAdmitPGCancelHeld: a statement held for admission is cancelled by
+// the client's CancelRequest (pgconn's) and by the console's cancel
+// (Registry.Cancel): sluice answers 57014 itself, within milliseconds
+// (logged; the bound checked is a generous one), and the session then
+// runs another statement. Also through a route with a delay, whose
+// answer passes the delay line.
+func TestAdmitPGCancelHeld(t *testing.T) {
+	for _, tc := range []struct{ name, extra string }{
+		{"plain", ""},
+		// The answer passes the down direction's delay line.
+		{"delayed", "    emulation:\n      delay: 5ms\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testAdmitPGCancelHeld(t, tc.extra) })
+	}
+}
+
+func testAdmitPGCancelHeld(t *testing.T, extra string) {
+	pc := testenv.PostgresConfig(t)
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, extra)
+	holder := connectCfg(t, pgVia(t, lim, "admw_cancel_holder"))
+	held := connectCfg(t, pgVia(t, lim, "admw_cancel_held"))
+	bg := context.Background()
+	// Prepare both statements first, so the held one is an Execute batch.
+	if _, err := held.Exec(bg, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := holder.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(bg)
+	if _, err := tx.Exec(bg, "SELECT 2"); err != nil {
+		t.Fatal(err)
+	}
+
+	waitHeld := func() {
+		t.Helper()
+		testenv.Eventually(t, 10*time.Second, "a held statement", func() bool {
+			for _, s := range st.Registry().Active() {
+				if s.Waiting() {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	for _, how := range []string{"CancelRequest", "console"} {
+		ctx, cancel := context.WithCancel(bg)
+		res := make(chan error, 1)
+		var t0 time.Time
+		var mu sync.Mutex
+		go func() {
+			_, err := held.Exec(ctx, "SELECT 1")
+			mu.Lock()
+			d := time.Since(t0)
+			mu.Unlock()
+			t.Logf("%s: answered %v after the cancel", how, d.Round(time.Microsecond))
+			if d > time.Second {
+				t.Errorf("%s: answered %v after the cancel", how, d)
+			}
+			res <- err
+		}()
+		waitHeld()
+		mu.Lock()
+		t0 = time.Now()
+		mu.Unlock()
+		if how == "CancelRequest" {
+			if err := held.PgConn().CancelRequest(bg); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			for _, s := range st.Registry().Active() {
+				if s.Waiting() {
+					if err := st.Registry().Cancel(bg, s); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		err := <-res
+		cancel()
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "57014" {
+			t.Fatalf("%s: held statement = %v, want SQLSTATE 57014", how, err)
+		}
+		if how == "console" && pe.Message != "canceling statement due to user request" {
+			t.Errorf("%s: message %q", how, pe.Message)
+		}
+	}
+	if err := tx.Commit(bg); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := held.QueryRow(bg, "SELECT 41 + 1").Scan(&n); err != nil || n != 42 {
+		t.Fatalf("after the cancels: %d, %v", n, err)
+	}
+}
+
+// holdSlot opens a transaction on a new session of route addr, taking
+// the pool's only slot until the test ends (or commit is called).
+func holdSlot(t *testing.T, addr string) (commit func()) {
+	t.Helper()
+	c := connectCfg(t, pgVia(t, addr, "admw_holder"))
+	tx, err := c.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(context.Background(), "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := tx.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAdmitPGExtendedHeld: a pipelined pgx batch, a COPY FROM STDIN and
+// a simple multi-statement query, each held while another session holds
+// the only slot, run whole and correctly once it frees it; their session
+// goes on.
+func TestAdmitPGExtendedHeld(t *testing.T) {
+	pc := testenv.PostgresConfig(t)
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	table := fmt.Sprintf("admw_ext_%d", time.Now().UnixNano())
+	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
+	bg := context.Background()
+	if _, err := direct.Exec(bg, "CREATE TABLE "+table+" (id int, s text)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	c := connectCfg(t, pgVia(t, lim, "admw_ext"))
+
+	cases := []struct {
+		name string
+		run  func() error
+	}{
+		{"pipelined batch", func() error {
+			b := &pgx.Batch{}
+			for i := range 20 {
+				b.Queue("INSERT INTO "+table+" VALUES ($1, $2)", i, strings.Repeat("x", i*100))
+			}
+			b.Queue("SELECT count(*), sum(length(s)) FROM " + table)
+			br := c.SendBatch(bg, b)
+			for range 20 {
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
+			}
+			var n, sum int
+			if err := br.QueryRow().Scan(&n, &sum); err != nil {
+				return err
+			}
+			if n != 20 || sum != 19000 {
+				return fmt.Errorf("count %d, sum %d", n, sum)
+			}
+			return br.Close()
+		}},
+		{"copy from stdin", func() error {
+			var in strings.Builder
+			for i := range 1000 {
+				fmt.Fprintf(&in, "%d\trow %d\n", 100+i, i)
+			}
+			tag, err := c.PgConn().CopyFrom(bg, strings.NewReader(in.String()), "COPY "+table+" FROM STDIN")
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() != 1000 {
+				return fmt.Errorf("copied %d rows", tag.RowsAffected())
+			}
+			return nil
+		}},
+		{"simple multi-statement", func() error {
+			rr := c.PgConn().Exec(bg, "SELECT 1; SELECT count(*) FROM "+table+"; SELECT 3")
+			res, err := rr.ReadAll()
+			if err != nil {
+				return err
+			}
+			if len(res) != 3 || string(res[1].Rows[0][0]) != "1020" {
+				return fmt.Errorf("results %v", res)
+			}
+			return nil
+		}},
+	}
+	for _, tc := range cases {
+		commit := holdSlot(t, lim)
+		done := make(chan error, 1)
+		go func() { done <- tc.run() }()
+		testenv.Eventually(t, 10*time.Second, tc.name+" held", func() bool { return heldCount(st) == 1 })
+		select {
+		case err := <-done:
+			t.Fatalf("%s finished while held: %v", tc.name, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		commit()
+		if err := <-done; err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+	}
+	var n int
+	if err := c.QueryRow(bg, "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != 1020 {
+		t.Fatalf("count %d, %v", n, err)
+	}
+}
+
+// TestAdmitPGWaitLimits: a statement held longer than its pool's
+// queue_timeout, or than an abort rule's blocktime, is answered 57014
+// with that limit's message, and the session goes on.
+func TestAdmitPGWaitLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ddl  []string
+		msg  string
+	}{
+		{"queue_timeout", []string{"ALTER RESOURCE POOL admw_lim WITH (queue_timeout=0.2)"}, "queue timeout"},
+		{"blocktime", []string{"CREATE EXCEPT RULE admw_block WITH (blocktime=0.2, action='abort')",
+			"ALTER RESOURCE POOL admw_lim WITH (except_rule='admw_block')"}, `exception rule "admw_block"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc := testenv.PostgresConfig(t)
+			st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+			for _, q := range tc.ddl {
+				if _, err := st.Manager().Exec(context.Background(), q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			commit := holdSlot(t, lim)
+			c := connectCfg(t, pgVia(t, lim, "admw_limits"))
+			t0 := time.Now()
+			_, err := c.Exec(context.Background(), "SELECT 1")
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "57014" || !strings.Contains(pe.Message, tc.msg) {
+				t.Fatalf("held past the limit: %v, want 57014 naming %s", err, tc.msg)
+			}
+			t.Logf("refused after %v: %s", time.Since(t0).Round(time.Millisecond), pe.Message)
+			commit()
+			if _, err := c.Exec(context.Background(), "SELECT 1"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestAdmitPGDisconnectWhileHeld: a client that goes away while its
+// statement is held frees no slot it did not hold (the holder's
+// transaction still blocks others), its statement never reaches the
+// server, and its session ends once its wait does, giving the slot back.
+func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
+	pc := testenv.PostgresConfig(t)
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	table := fmt.Sprintf("admw_gone_%d", time.Now().UnixNano())
+	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
+	if _, err := direct.Exec(context.Background(), "CREATE TABLE "+table+" (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	commit := holdSlot(t, lim)
+	// The gone client sends no CancelRequest (pgx would, from a new
+	// connection, when its query fails): it only disappears.
+	goneCfg := pgVia(t, lim, "admw_gone")
+	var dials atomic.Int32
+	goneCfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) > 1 {
+			return nil, errors.New("no cancel connection")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	gone := connectCfg(t, goneCfg)
+	done := make(chan error, 1)
+	go func() { _, err := gone.Exec(context.Background(), "INSERT INTO "+table+" VALUES (1)"); done <- err }()
+	testenv.Eventually(t, 10*time.Second, "a held statement", func() bool { return heldCount(st) == 1 })
+	// The client's socket closes under it: no Terminate, only the FIN.
+	gone.PgConn().Conn().Close()
+	<-done
+	stats := func() (running, waiting int) {
+		s := st.Manager().AdmissionStats()["admw_lim"]
+		return s.Running, s.Waiting
+	}
+	other := connectCfg(t, pgVia(t, lim, "admw_other"))
+	oDone := make(chan error, 1)
+	go func() { _, err := other.Exec(context.Background(), "SELECT 2"); oDone <- err }()
+	testenv.Eventually(t, 10*time.Second, "another statement held", func() bool { _, w := stats(); return w == 2 })
+	if r, _ := stats(); r != 1 {
+		t.Fatalf("%d slots running while the holder's transaction is open, want 1", r)
+	}
+	commit()
+	if err := <-oDone; err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "every slot back", func() bool {
+		r, w := stats()
+		return r == 0 && w == 0 && len(st.Registry().Sessions()) == 2
+	})
+	var n int
+	if err := direct.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows, %v: the gone client's statement ran", n, err)
+	}
+}
+
+// TestAdmitPGChurn: sessions of a pool with active_statements=2 run
+// queries, transactions and batches, cancel some while they wait and
+// drop their connection under others, for a few seconds; then every slot
+// is back, nothing waits, and a new session runs at once.
+func TestAdmitPGChurn(t *testing.T) {
+	const workers = 12
+	run := 5 * time.Second
+	if testing.Short() {
+		run = 2 * time.Second
+	}
+	pc := testenv.PostgresConfig(t)
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 2, "")
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var wg sync.WaitGroup
+	var ops [5]atomic.Int64
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+				c, err := pgx.ConnectConfig(cctx, pgVia(t, lim, "admw_churn"))
+				ccancel()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				op := (w + i) % len(ops)
+				ops[op].Add(1)
+				bg := context.Background()
+				switch op {
+				case 0: // a query
+					_, err = c.Exec(bg, "SELECT pg_sleep(0.01)")
+				case 1: // a transaction
+					var tx pgx.Tx
+					if tx, err = c.Begin(bg); err == nil {
+						if _, err = tx.Exec(bg, "SELECT pg_sleep(0.01)"); err == nil {
+							err = tx.Commit(bg)
+						}
+					}
+				case 2: // a pipelined batch
+					b := &pgx.Batch{}
+					b.Queue("SELECT 1")
+					b.Queue("SELECT pg_sleep(0.01)")
+					err = c.SendBatch(bg, b).Close()
+				case 3: // cancelled, waiting or running
+					qctx, qcancel := context.WithTimeout(bg, 5*time.Millisecond)
+					c.Exec(qctx, "SELECT pg_sleep(0.05)") // either outcome will do
+					qcancel()
+				case 4: // the connection dropped under a statement
+					go func() { time.Sleep(3 * time.Millisecond); c.PgConn().Conn().Close() }()
+					c.Exec(bg, "SELECT pg_sleep(0.05)") // fails: the socket closed
+				}
+				if err != nil {
+					t.Errorf("op %d: %v", op, err)
+				}
+				c.Close(bg)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("ops (query, transaction, batch, cancel, drop): %d %d %d %d %d", ops[0].Load(), ops[1].Load(), ops[2].Load(), ops[3].Load(), ops[4].Load())
+	testenv.Eventually(t, 30*time.Second, "every slot back and every session closed", func() bool {
+		s := st.Manager().AdmissionStats()["admw_lim"]
+		return s.Running == 0 && s.Waiting == 0 && len(st.Registry().Sessions()) == 0
+	})
+	c := connectCfg(t, pgVia(t, lim, "admw_churn_after"))
+	for range 3 {
+		if _, err := c.Exec(context.Background(), "SELECT 1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
