@@ -17,6 +17,8 @@ type conn interface {
 	bulk(ctx context.Context, n *atomic.Int64) error
 	// normal runs the normal query and returns its payload bytes.
 	normal(ctx context.Context) (int64, error)
+	// run runs q and returns the payload bytes of its result.
+	run(ctx context.Context, q string) (int64, error)
 	// ping makes one minimal round trip.
 	ping(ctx context.Context) error
 	close()
@@ -56,8 +58,10 @@ func (c pgFlowConn) bulk(ctx context.Context, n *atomic.Int64) error {
 	return err
 }
 
-func (c pgFlowConn) normal(ctx context.Context) (int64, error) {
-	mrr := c.c.Exec(ctx, pgNormalSQL)
+func (c pgFlowConn) normal(ctx context.Context) (int64, error) { return c.run(ctx, pgNormalSQL) }
+
+func (c pgFlowConn) run(ctx context.Context, q string) (int64, error) {
+	mrr := c.c.Exec(ctx, q)
 	var total int64
 	for mrr.NextResult() {
 		rr := mrr.ResultReader()
@@ -113,6 +117,10 @@ func (c *mysqlFlowConn) bulk(ctx context.Context, n *atomic.Int64) error {
 
 func (c *mysqlFlowConn) normal(ctx context.Context) (int64, error) {
 	return c.query(ctx, mysqlNormalSQL, nil)
+}
+
+func (c *mysqlFlowConn) run(ctx context.Context, q string) (int64, error) {
+	return c.query(ctx, q, nil)
 }
 
 func (c *mysqlFlowConn) ping(ctx context.Context) error { return c.c.PingContext(ctx) }
