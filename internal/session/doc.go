@@ -23,11 +23,22 @@
 //     recently ended statements (Options.KeepStatements).
 //   - A statement's SQL text never holds a password: Begin hides the
 //     password literals (package redact) before anything can read it.
+//   - A statement may be held before it runs: Hold marks it waiting for
+//     admission (the proxy keeps its bytes until then), Admit ends the
+//     wait. Its block time runs from Hold to Admit; its execution, and
+//     so its elapsed time, starts at Admit (at Begin when never held),
+//     as GaussDB separates block time (queued) from elapsed time
+//     (executing). A held statement has a Wait, the admission
+//     controller's handle: CancelWait and Registry.Cancel end the wait
+//     (no cancel request reaches the server, which never saw the
+//     statement), Penalize demotes it, End leaves the queue.
 //
 // # Lock order
 //
 // Lock order: Registry.mu before Session.mu (SetCancelKey holds both).
-// Statement.mu is a leaf: it is never held while another lock is taken.
+// Statement.mu is a leaf: it is never held while another lock is taken,
+// nor while a Wait's methods run (they take the admission controller's
+// lock).
 // Callers outside the package may hold their own lock while calling a
 // Session's or Statement's methods (the workload manager's evaluator
 // does: its lock before Session.mu), but no method here calls out while

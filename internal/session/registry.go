@@ -210,8 +210,14 @@ var ErrNoCanceler = errors.New("session cannot cancel statements")
 
 // Cancel asks the database to cancel st through the session's protocol.
 // The statement's outcome is recorded by the observer when the server
-// answers; Cancel only marks it as requested.
+// answers; Cancel only marks it as requested. A statement held waiting
+// for admission never reached the server: its wait ends with
+// ErrCancelRequested instead, and no cancel request is sent.
 func (r *Registry) Cancel(ctx context.Context, st *Statement) error {
+	if st.CancelWait(ErrCancelRequested) {
+		st.cancelRequested.Store(true)
+		return nil
+	}
 	s := st.Session
 	s.mu.Lock()
 	c := s.canceler

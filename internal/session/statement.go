@@ -4,6 +4,7 @@ package session
 // End, its bytes, its outcome and what was done to it.
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,126 @@ type Statement struct {
 	code      string    // guarded by mu; SQLSTATE or server error code
 	penalized bool      // guarded by mu
 	except    []string  // guarded by mu; rule firings
+	held      time.Time // guarded by mu; when Hold ran, zero if never held
+	admitted  time.Time // guarded by mu; when Admit ran after Hold
+	wait      Wait      // guarded by mu; non-nil while waiting
+}
+
+// Wait is how a held statement's wait for admission is ended or changed
+// from outside (admission.Waiter implements it). Its methods must be
+// safe for concurrent use and must not block.
+type Wait interface {
+	// Cancel ends the wait with err; false when it had ended already.
+	Cancel(err error) bool
+	// Demote makes the waiter wait as low class.
+	Demote() bool
+}
+
+// ErrCancelRequested is the cause a held statement's wait ends with when
+// Registry.Cancel cancels it (a client's cancel request, the console's
+// CANCEL).
+var ErrCancelRequested = errors.New("canceling statement due to user request")
+
+// ErrEndedWhileWaiting is the cause a held statement's wait ends with
+// when the statement ends first (its session closed).
+var ErrEndedWhileWaiting = errors.New("statement ended while waiting for admission")
+
+// Hold marks the statement as waiting for admission from now: its
+// request bytes are held by the proxy until Admit. w ends or demotes the
+// wait (CancelWait, Penalize). A statement that has ended, or was held
+// already, is not held again.
+func (st *Statement) Hold(now time.Time, w Wait) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.outcome != Running || !st.held.IsZero() {
+		return
+	}
+	st.held, st.wait = now, w
+}
+
+// Admit marks a held statement as admitted at now: its block time stops
+// and its elapsed time starts. It does nothing to a statement that is
+// not waiting.
+func (st *Statement) Admit(now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.wait == nil {
+		return
+	}
+	st.admitted, st.wait = now, nil
+}
+
+// Waiting reports whether the statement is held, waiting for admission.
+func (st *Statement) Waiting() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.wait != nil
+}
+
+// BlockTime returns how long the statement was (or, at now, has been)
+// held waiting for admission; 0 if it never was.
+func (st *Statement) BlockTime(now time.Time) time.Duration {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return blockTime(st.held, st.admitted, st.ended, st.wait != nil, now)
+}
+
+// blockTime is the time held: from held to admitted, to the end of a
+// statement that ended while held, or to now while held.
+func blockTime(held, admitted, ended time.Time, waiting bool, now time.Time) time.Duration {
+	switch {
+	case held.IsZero():
+		return 0
+	case waiting:
+		return max(now.Sub(held), 0)
+	case !admitted.IsZero():
+		return admitted.Sub(held)
+	case !ended.IsZero():
+		return max(ended.Sub(held), 0)
+	}
+	return 0
+}
+
+// ExecStarted returns when the statement began to execute: when it was
+// admitted if it was held, else when it began; the zero time while it
+// waits, and for a statement that ended while held (it never ran). Elapsed time counts from it (as in GaussDB, where elapsed time
+// is execution time and block time the time queued).
+func (st *Statement) ExecStarted() time.Time {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return execStarted(st.Started, st.held, st.admitted, st.wait != nil)
+}
+
+func execStarted(started, held, admitted time.Time, waiting bool) time.Time {
+	switch {
+	case held.IsZero():
+		return started
+	case waiting:
+		return time.Time{}
+	}
+	return admitted // zero for one that ended while held
+}
+
+// CancelWait ends a held statement's wait with err (the caller of the
+// wait gets an error wrapping it). It reports whether the statement was
+// waiting and is now cancelled; false when it was never held, was
+// admitted or has ended.
+func (st *Statement) CancelWait(err error) bool {
+	st.mu.Lock()
+	w := st.wait
+	st.mu.Unlock()
+	if w == nil {
+		return false
+	}
+	if !w.Cancel(err) {
+		return false
+	}
+	st.mu.Lock()
+	if st.wait == w {
+		st.wait = nil
+	}
+	st.mu.Unlock()
+	return true
 }
 
 // AddUp counts n client bytes for the statement.
@@ -80,7 +201,14 @@ func (st *Statement) End(now time.Time, o Outcome, rows int64, code string) {
 	}
 	st.ended, st.outcome, st.rows, st.code = now, o, rows, code
 	pen := st.penalized
+	w := st.wait
+	st.wait = nil
 	st.mu.Unlock()
+	if w != nil {
+		// A statement that ends while held (its session closed) leaves
+		// the queue at once.
+		w.Cancel(ErrEndedWhileWaiting)
+	}
 	s := st.Session
 	if pen {
 		s.penalized.Add(-1)
@@ -108,8 +236,9 @@ func (st *Statement) Outcome() Outcome {
 }
 
 // Penalize moves the statement's traffic to the low class until it ends
-// and records why. It reports whether this call penalised it (false if it
-// already was, or has ended).
+// and records why; a held statement waits for admission as low class
+// too. It reports whether this call penalised it (false if it already
+// was, or has ended).
 func (st *Statement) Penalize(reason string) bool {
 	st.mu.Lock()
 	if st.penalized || st.outcome != Running {
@@ -118,10 +247,21 @@ func (st *Statement) Penalize(reason string) bool {
 	}
 	st.penalized = true
 	st.except = append(st.except, reason)
+	w := st.wait
 	st.mu.Unlock()
+	if w != nil {
+		w.Demote()
+	}
 	st.Session.penalized.Add(1)
 	st.Session.reg.emit(Event{Kind: StatementPenalized, Session: st.Session, Statement: st})
 	return true
+}
+
+// Penalized reports whether the statement was penalised.
+func (st *Statement) Penalized() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.penalized
 }
 
 // NoteException appends a rule firing to the statement's except_info.
@@ -148,6 +288,19 @@ type Snapshot struct {
 	BytesDown int64
 	Penalized bool
 	Except    []string
+	Waiting   bool      // held, waiting for admission
+	Held      time.Time // when it was held; zero if never
+	Admitted  time.Time // when it was admitted after being held; zero otherwise
+}
+
+// BlockTime is Statement.BlockTime as of the snapshot, at now.
+func (s Snapshot) BlockTime(now time.Time) time.Duration {
+	return blockTime(s.Held, s.Admitted, s.Ended, s.Waiting, now)
+}
+
+// ExecStarted is Statement.ExecStarted as of the snapshot.
+func (s Snapshot) ExecStarted() time.Time {
+	return execStarted(s.Started, s.Held, s.Admitted, s.Waiting)
 }
 
 // Snapshot copies the statement's state.
@@ -159,6 +312,7 @@ func (st *Statement) Snapshot() Snapshot {
 		Ended: st.ended, Outcome: st.outcome, Rows: st.rows, Code: st.code,
 		Penalized: st.penalized, Except: append([]string(nil), st.except...),
 		BytesUp: st.bytesUp.Load(), BytesDown: st.bytesDown.Load(),
+		Waiting: st.wait != nil, Held: st.held, Admitted: st.admitted,
 	}
 	st.mu.Unlock()
 	snap.User, snap.Pool, snap.Route = s.User(), s.Pool(), s.Info.Route

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/admission"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
@@ -125,7 +126,9 @@ type Manager struct {
 	store    Store
 	audit    *AuditLog // own lock, taken with no other held
 
-	eval *evaluator // reads state through its policy func; own lock
+	eval   *evaluator            // reads state through its policy func; own lock
+	adm    *admission.Controller // own lock, a leaf; configured under mu
+	blocks *blockStats           // own lock, a leaf
 
 	version atomic.Uint64
 	state   atomic.Pointer[state] // replaced, never modified
@@ -192,6 +195,9 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	}
 	m.state.Store(st)
 	m.version.Store(1)
+	m.adm = admission.New(admission.Options{Clock: m.clk})
+	m.adm.Configure(admissionLimits(cat))
+	m.blocks = newBlockStats()
 	m.eval = newEvaluator(m.clk, m.log, m.reg, func() policy { return m.state.Load() })
 	return m, nil
 }
@@ -456,6 +462,7 @@ func (m *Manager) swapLocked(cur *state, next *Catalog) {
 		}
 	}
 	m.state.Store(&state{cat: next, routes: cur.routes, links: links})
+	m.adm.Configure(admissionLimits(next))
 	m.version.Add(1)
 }
 

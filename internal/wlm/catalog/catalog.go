@@ -52,6 +52,10 @@ type LinkDef struct {
 	QueueSize int64 `json:"queue_size,omitempty"`
 	// Emulation is the path emulation of every flow on the link.
 	Emulation Emulation `json:"emulation"`
+	// MaxActiveStatements bounds the statements of all the link's sessions
+	// that run at once, whatever their pool (package admission); 0 is
+	// unlimited (the console writes -1).
+	MaxActiveStatements int `json:"max_active_statements,omitempty"`
 }
 
 // Rule is an exception rule. Its thresholds combine with AND: the rule
@@ -81,6 +85,12 @@ type Pool struct {
 	// Emulation overrides the link's and route's path emulation for the
 	// pool's sessions, field by field.
 	Emulation Emulation
+	// ActiveStatements is how many statements (transactions) of the pool
+	// run at once; the others wait in the proxy (package admission). 0 is
+	// unlimited (the console writes -1, GaussDB's spelling).
+	ActiveStatements int
+	// QueueTimeout bounds a statement's wait for a slot; 0 is no bound.
+	QueueTimeout time.Duration
 }
 
 // UserDef binds a user to a resource pool.

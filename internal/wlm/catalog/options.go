@@ -239,7 +239,7 @@ func formatPercent(p float64) string { return FormatFloat(p*100) + "%" }
 func FormatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // linkOptions are the options of CREATE/ALTER LINK.
-var linkOptions = append([]string{"capacity", "queue_size"}, emulationOptions...)
+var linkOptions = append([]string{"capacity", "queue_size", "max_active_statements"}, emulationOptions...)
 
 func setLinkOption(d *LinkDef, o ddl.Option) error {
 	switch o.Name {
@@ -252,6 +252,8 @@ func setLinkOption(d *LinkDef, o ddl.Option) error {
 		})
 	case "queue_size":
 		return setValue(&d.QueueSize, 0, o, parseSize)
+	case "max_active_statements":
+		return setValue(&d.MaxActiveStatements, 0, o, parseActiveStatements)
 	}
 	return setEmulationOption(&d.Emulation, o, ddl.Link, linkOptions)
 }
@@ -261,13 +263,33 @@ func isUnlimitedWord(v ddl.Value) bool {
 }
 
 // poolOptions are the options of CREATE/ALTER RESOURCE POOL.
-var poolOptions = append([]string{"except_rule", "weight", "network_priority"}, emulationOptions...)
+var poolOptions = append([]string{"except_rule", "weight", "network_priority", "active_statements", "queue_timeout"}, emulationOptions...)
+
+// MaxActiveStatements bounds active_statements and max_active_statements.
+const MaxActiveStatements = 1 << 20
+
+// parseActiveStatements reads a slot limit: -1 or "unlimited" is 0 (no
+// limit), else an integer in [1, MaxActiveStatements]; 0 is refused, as
+// it would admit nothing.
+func parseActiveStatements(v ddl.Value) (int, error) {
+	if isUnlimitedWord(v) {
+		return 0, nil
+	}
+	n, err := parseInt(v, 0, MaxActiveStatements)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("0 would admit no statement: want -1 (unlimited) or a number from 1 to %d", MaxActiveStatements)
+	}
+	return int(n), nil
+}
 
 // gaussPoolOptions are GaussDB resource-pool parameters that govern the
 // database's own resources, which a network proxy does not control.
 var gaussPoolOptions = map[string]bool{
 	"mem_percent": true, "cpu_affinity": true, "control_group": true,
-	"active_statements": true, "max_dop": true, "memory_limit": true,
+	"max_dop": true, "memory_limit": true,
 	"io_limits": true, "io_priority": true, "nodegroup": true,
 	"is_foreign": true, "max_worker": true, "min_worker": true,
 	"max_workers": true, "max_connections": true,
@@ -303,6 +325,15 @@ func setPoolOption(p *Pool, o ddl.Option) error {
 		})
 	case "network_priority":
 		return setValue(&p.Priority, link.Normal, o, func(v ddl.Value) (link.Class, error) { return link.ParseClass(v.Text) })
+	case "active_statements":
+		return setValue(&p.ActiveStatements, 0, o, parseActiveStatements)
+	case "queue_timeout":
+		return setValue(&p.QueueTimeout, 0, o, func(v ddl.Value) (time.Duration, error) {
+			if strings.TrimSpace(v.Text) == "-1" {
+				return 0, nil
+			}
+			return parseSeconds(v)
+		})
 	}
 	if gaussPoolOptions[o.Name] {
 		return ddl.Errorf(ddl.CodeNotSupported, o.NamePos, "resource pool parameter %s is not supported: sluice manages network traffic, not the database's %s", o.Name, strings.ReplaceAll(o.Name, "_", " "))

@@ -25,6 +25,9 @@ func (c *Catalog) Validate() error {
 		if err := l.Emulation.Validate(); err != nil {
 			return fmt.Errorf("link %q: %w", name, err)
 		}
+		if l.MaxActiveStatements < 0 || l.MaxActiveStatements > MaxActiveStatements {
+			return fmt.Errorf("link %q: max_active_statements %d is outside [0, %d]", name, l.MaxActiveStatements, MaxActiveStatements)
+		}
 	}
 	for name, r := range c.Rules {
 		if err := r.validate(); err != nil {
@@ -42,6 +45,9 @@ func (c *Catalog) Validate() error {
 		}
 		if err := p.Emulation.Validate(); err != nil {
 			return fmt.Errorf("resource pool %q: %w", name, err)
+		}
+		if p.ActiveStatements < 0 || p.ActiveStatements > MaxActiveStatements || p.QueueTimeout < 0 {
+			return fmt.Errorf("resource pool %q: active_statements %d or queue_timeout %v out of range", name, p.ActiveStatements, p.QueueTimeout)
 		}
 	}
 	for name, u := range c.Users {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
@@ -30,6 +31,10 @@ type filePool struct {
 	Weight      int               `json:"weight"`
 	Priority    string            `json:"network_priority"`
 	Emulation   catalog.Emulation `json:"emulation"`
+	// ActiveStatements is absent when unlimited.
+	ActiveStatements int `json:"active_statements,omitempty"`
+	// QueueTimeout is absent when there is none.
+	QueueTimeout catalog.Duration `json:"queue_timeout,omitempty"`
 }
 
 // Marshal encodes c as JSON, indented, with a trailing newline: the
@@ -45,7 +50,8 @@ func Marshal(c *catalog.Catalog) ([]byte, error) {
 		Settings: make(map[string]string, len(names)),
 	}
 	for name, p := range c.Pools {
-		f.Pools[name] = filePool{ExceptRules: p.ExceptRules, Weight: p.Weight, Priority: p.Priority.String(), Emulation: p.Emulation}
+		f.Pools[name] = filePool{ExceptRules: p.ExceptRules, Weight: p.Weight, Priority: p.Priority.String(), Emulation: p.Emulation,
+			ActiveStatements: p.ActiveStatements, QueueTimeout: catalog.Duration(p.QueueTimeout)}
 	}
 	for _, s := range names {
 		f.Settings[s] = c.Settings.Text(s)
@@ -99,7 +105,8 @@ func Unmarshal(name string, data []byte) (*catalog.Catalog, error) {
 		if err != nil {
 			return nil, fmt.Errorf("catalog %s: resource pool %q: network_priority: %w", name, k, err)
 		}
-		c.Pools[k] = &catalog.Pool{ExceptRules: v.ExceptRules, Weight: v.Weight, Priority: cl, Emulation: v.Emulation}
+		c.Pools[k] = &catalog.Pool{ExceptRules: v.ExceptRules, Weight: v.Weight, Priority: cl, Emulation: v.Emulation,
+			ActiveStatements: v.ActiveStatements, QueueTimeout: time.Duration(v.QueueTimeout)}
 	}
 	for k, v := range f.Users {
 		if v == nil {

@@ -1,0 +1,178 @@
+package wlm
+
+// This file holds admission: Manager.Admit, which holds a statement
+// until its pool (and link) has a free slot, and the errors it fails
+// with.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/admission"
+	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/session"
+)
+
+// CodeQueryCanceled is SQLSTATE 57014, query_canceled: the code of every
+// failed admission. MySQL front ends answer it as error 1317
+// (ER_QUERY_INTERRUPTED).
+const CodeQueryCanceled = "57014"
+
+// Messages of failed admissions, as the client reads them.
+const (
+	MsgUserCancel   = "canceling statement due to user request"
+	MsgQueueTimeout = "canceling statement due to statement queue timeout"
+	MsgSessionEnded = "canceling statement: the session ended while it waited for admission"
+)
+
+// AdmitError is why Manager.Admit did not admit a statement. The wire
+// answers the client with Code and Message; the held statement never
+// reached the server.
+type AdmitError struct {
+	Code    string // SQLSTATE; always CodeQueryCanceled
+	Message string // the client's error message
+	// Rule is the exception rule whose blocktime abort ended the wait, ""
+	// for other causes.
+	Rule string
+	// Err is the cause: session.ErrCancelRequested,
+	// admission.ErrQueueTimeout, a context's cause, ...
+	Err error
+}
+
+// Error returns "57014: message".
+func (e *AdmitError) Error() string { return e.Code + ": " + e.Message }
+
+// Unwrap returns the cause.
+func (e *AdmitError) Unwrap() error { return e.Err }
+
+// SQLState returns Code.
+func (e *AdmitError) SQLState() string { return e.Code }
+
+// blockAbort is the cause the evaluator cancels a wait with when an
+// abort rule's blocktime is passed.
+func blockAbort(rule string, held time.Duration) *AdmitError {
+	return &AdmitError{
+		Code:    CodeQueryCanceled,
+		Message: "canceling statement due to exception rule \"" + rule + "\": blocked for " + held.Round(time.Millisecond).String() + " waiting for admission",
+		Rule:    rule,
+	}
+}
+
+// admitError maps the error of admission.Controller.Acquire to an
+// *AdmitError.
+func admitError(err error) *AdmitError {
+	var ae *AdmitError
+	switch {
+	case errors.As(err, &ae):
+		return &AdmitError{Code: ae.Code, Message: ae.Message, Rule: ae.Rule, Err: err}
+	case errors.Is(err, admission.ErrQueueTimeout):
+		return &AdmitError{Code: CodeQueryCanceled, Message: MsgQueueTimeout, Err: err}
+	case errors.Is(err, session.ErrCancelRequested):
+		return &AdmitError{Code: CodeQueryCanceled, Message: MsgUserCancel, Err: err}
+	}
+	return &AdmitError{Code: CodeQueryCanceled, Message: MsgSessionEnded, Err: err}
+}
+
+// noRelease is the release of a statement admitted without a slot.
+func noRelease() {}
+
+// Admit admits st to execution under its pool's active_statements and
+// its link's max_active_statements. When neither is set it returns at
+// once, with a release that does nothing and without touching st (the
+// common path: no lock, no allocation). Otherwise it takes a slot,
+// holding st (session.Statement.Hold) while it waits, and marks st
+// admitted; release frees the slot and is safe to call twice. The wait
+// ends with an *AdmitError (SQLSTATE 57014) when ctx is done, when the
+// pool's queue_timeout passes, when st is cancelled (Registry.Cancel, a
+// blocktime abort rule) or when st ends. Manager.mu is never held while
+// waiting: the pool and its limits are read from the current catalog,
+// one atomic load.
+//
+// The pool is the one the session binds to now (its user's binding or
+// its route's default pool), the class the pool's network_priority, or
+// low when the statement or its session is penalised; a penalised
+// waiter is admitted after the normal and high ones.
+func (m *Manager) Admit(ctx context.Context, st *session.Statement) (release func(), err error) {
+	cur := m.state.Load()
+	sess := st.Session
+	r, ok := cur.routes[sess.Info.Route]
+	pool := cur.poolOf(r, sess.User())
+	ln := sess.Info.Link
+	if ok || ln == "" {
+		ln = r.linkName()
+	}
+	p := cur.cat.Pools[pool]
+	limited := p != nil && p.ActiveStatements > 0
+	if d := cur.cat.Links[ln]; d != nil && d.MaxActiveStatements > 0 {
+		limited = true
+	} else {
+		ln = ""
+	}
+	if !limited {
+		return noRelease, nil
+	}
+	req := admission.Request{Pool: pool, Group: ln, Class: admissionClass(p, sess.Penalized() || st.Penalized())}
+	if p != nil {
+		req.Timeout = p.QueueTimeout
+	}
+	req.OnWait = func(w *admission.Waiter) {
+		st.Hold(m.clk.Now(), w)
+		if st.Outcome() != session.Running {
+			w.Cancel(session.ErrEndedWhileWaiting)
+		}
+	}
+	slot, err := m.adm.Acquire(ctx, req)
+	if err != nil {
+		m.observeBlock(pool, st)
+		return nil, admitError(err)
+	}
+	st.Admit(m.clk.Now())
+	m.observeBlock(pool, st)
+	return slot.Release, nil
+}
+
+// admissionClass is the admission class of a statement of pool p.
+func admissionClass(p *Pool, penalized bool) admission.Class {
+	switch {
+	case penalized:
+		return admission.Low
+	case p == nil:
+		return admission.Normal
+	case p.Priority == link.High:
+		return admission.High
+	case p.Priority == link.Low:
+		return admission.Low
+	}
+	return admission.Normal
+}
+
+// admissionLimits are the controller's limits for catalog c.
+func admissionLimits(c *Catalog) admission.Limits {
+	l := admission.Limits{Pools: map[string]int{}, Groups: map[string]int{}}
+	for name, p := range c.Pools {
+		if p.ActiveStatements > 0 {
+			l.Pools[name] = p.ActiveStatements
+		}
+	}
+	for name, d := range c.Links {
+		if d.MaxActiveStatements > 0 {
+			l.Groups[name] = d.MaxActiveStatements
+		}
+	}
+	return l
+}
+
+// AdmissionStats returns the running and waiting statements of every
+// pool that has a limit or holds slots.
+func (m *Manager) AdmissionStats() map[string]admission.PoolStats { return m.adm.Pools() }
+
+// observeBlock records the block time of a statement that was held
+// (nothing for one admitted at once).
+func (m *Manager) observeBlock(pool string, st *session.Statement) {
+	snap := st.Snapshot()
+	if snap.Held.IsZero() {
+		return
+	}
+	m.blocks.observe(pool, snap.BlockTime(m.clk.Now()))
+}
