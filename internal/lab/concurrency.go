@@ -152,7 +152,7 @@ func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, er
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		r.s.exec(cctx, "ALTER LINK default WITH (capacity=DEFAULT, window=DEFAULT)", "RESET network_control")
+		r.s.exec(cctx, "ALTER LINK default WITH (capacity=DEFAULT, window=DEFAULT, delay=DEFAULT)", "RESET network_control")
 	}()
 	if err := r.s.exec(ctx, activeStatements(0)); err != nil {
 		var de *ddl.Error
@@ -184,8 +184,8 @@ func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, er
 	}
 	rep.CapacityBytes, rep.Capacity = capacity, units.FormatRate(capacity)
 	r.capacity = capacity
-	if err := r.s.exec(ctx, fmt.Sprintf("ALTER LINK default WITH (capacity='%s', window='%s')",
-		units.FormatRate(capacity), units.FormatBytes(r.plan.Window))); err != nil {
+	if err := r.s.exec(ctx, fmt.Sprintf("ALTER LINK default WITH (capacity='%s', window='%s', delay='%dus')",
+		units.FormatRate(capacity), units.FormatBytes(r.plan.Window), (r.plan.RTT/2).Microseconds())); err != nil {
 		return nil, err
 	}
 	p.step("link: capacity %s, device queue %s, window %s per flow (%d sessions x %s = %s)",

@@ -147,6 +147,11 @@ type ConcurrencyPlan struct {
 	// below the ordinary result (512 kB): a statement then keeps at most
 	// a window in the queue.
 	Window int64
+	// RTT is the link's round-trip time (a one-way delay of RTT/2 in
+	// each direction); 0 means 1 ms. Each flow's window is in flight for
+	// a round trip, so what the sessions' windows hold beyond capacity x
+	// RTT waits in the device queue.
+	RTT time.Duration
 	// Settle is how long the ordinary sessions run before a point is
 	// measured; 0 means 1 s.
 	Settle time.Duration
@@ -260,6 +265,7 @@ func (o *Options) validate() error {
 		orDefault(&c.MaxCapacity, 100_000_000)
 		orDefault(&c.Settle, time.Second)
 		orDefault(&c.Window, 64<<10)
+		orDefault(&c.RTT, time.Millisecond)
 	}
 	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
