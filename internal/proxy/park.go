@@ -103,6 +103,7 @@ type parkState struct {
 
 	mu       sync.Mutex
 	asked    bool            // guarded by mu; the sweeper set src's read deadline in the past to stop the read
+	kicked   bool            // guarded by mu; wake set src's read deadline in the past: the injector has bytes
 	stopping bool            // guarded by mu; the session is ending: never park again
 	parked   bool            // guarded by mu; the pump has no goroutine
 	ticket   idlepark.Ticket // guarded by mu, with parked
@@ -132,12 +133,22 @@ func (p *pump) swept() {
 // resume will carry on), and retry when the read should be made again;
 // neither means err stands.
 func (p *pump) park(err error) (parked, retry bool) {
-	if p.pk.rc == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		return false, false
 	}
 	p.pk.mu.Lock()
 	defer p.pk.mu.Unlock()
-	if !p.pk.asked || p.pk.stopping {
+	if p.pk.stopping {
+		return false, false
+	}
+	if p.pk.kicked {
+		// A wake-up, not a park: read again once the injector's bytes
+		// have gone (the caller sends them).
+		p.pk.kicked, p.pk.asked = false, false
+		p.src.SetReadDeadline(time.Time{})
+		return false, true
+	}
+	if p.pk.rc == nil || !p.pk.asked {
 		return false, false
 	}
 	p.pk.asked = false
@@ -150,6 +161,37 @@ func (p *pump) park(err error) (parked, retry bool) {
 	p.pk.parked, p.pk.ticket = true, t
 	p.srv.parking.parks.Add(1)
 	return true, false
+}
+
+// kick is the down pump's wire.Injector wake: it makes the pump call
+// the injector before its next read, resuming it if it is parked and
+// ending a waiting read with a deadline in the past. Safe from any
+// goroutine.
+func (p *pump) kick() {
+	p.pk.mu.Lock()
+	defer p.pk.mu.Unlock()
+	if p.pk.stopping || p.pk.kicked {
+		return
+	}
+	if p.pk.parked && p.srv.parking.set.Unpark(p.pk.ticket) {
+		// run calls the injector first.
+		p.pk.parked = false
+		go p.proceed(nil)
+		return
+	}
+	p.pk.kicked = true
+	p.src.SetReadDeadline(clock.LongAgo)
+}
+
+// unkick clears a wake-up that run is about to serve anyway (at its
+// start), so that a read deadline it set is not left in place.
+func (p *pump) unkick() {
+	p.pk.mu.Lock()
+	defer p.pk.mu.Unlock()
+	if p.pk.kicked && !p.pk.stopping {
+		p.pk.kicked, p.pk.asked = false, false
+		p.src.SetReadDeadline(time.Time{})
+	}
 }
 
 // resume carries on a parked pump, on a goroutine of its own.

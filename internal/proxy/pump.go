@@ -64,7 +64,9 @@ type pump struct {
 	prd   pooledReader // rd, if it reads into pooled buffers; else nil
 	wr    io.Writer    // dst, with raw writes on a plain socket (rawconn)
 	obs   wire.Observer
-	rw    wire.Rewriter // obs as a Rewriter, or nil
+	rw    wire.Rewriter   // obs as a Rewriter, or nil
+	inj   wire.Injector   // down pump: the front end's own answers to the client, or nil
+	rwCtx context.Context // up pump: Rewrite's context, done when either pump ends; nil: the pump's
 	clk   clock.Clock
 	count func(int)
 
@@ -121,6 +123,13 @@ func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst
 // park). first is forwarded before anything read from src. At end of
 // stream dst is half-closed after every byte has been written.
 func (p *pump) run(ctx context.Context, first []byte) (parked bool, err error) {
+	if p.inj != nil {
+		// Started, or resumed by a wake-up while parked.
+		p.unkick()
+		if err := p.inject(ctx); err != nil {
+			return false, err
+		}
+	}
 	if len(first) > 0 {
 		if err := p.chunk(ctx, first); err != nil {
 			return false, err
@@ -142,6 +151,11 @@ func (p *pump) run(ctx context.Context, first []byte) (parked bool, err error) {
 				if parked {
 					return true, nil
 				}
+				if p.inj != nil {
+					if err := p.inject(ctx); err != nil {
+						return false, err
+					}
+				}
 				continue
 			}
 			if !errors.Is(rerr, io.EOF) {
@@ -160,6 +174,20 @@ func (p *pump) run(ctx context.Context, first []byte) (parked bool, err error) {
 			}
 			closeWrite(p.dst)
 			return false, nil
+		}
+	}
+}
+
+// inject forwards what the front end has to send the client in the
+// server's place (wire.Injector), as chunks of the down direction.
+func (p *pump) inject(ctx context.Context) error {
+	for {
+		b := p.inj.Pending()
+		if len(b) == 0 {
+			return nil
+		}
+		if err := p.chunk(ctx, b); err != nil {
+			return err
 		}
 	}
 }
@@ -208,8 +236,12 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 	}
 	p.count(len(b))
 	if p.rw != nil {
+		rctx := ctx
+		if p.rwCtx != nil {
+			rctx = p.rwCtx
+		}
 		var err error
-		if b, err = p.rw.Rewrite(ctx, b); err != nil || len(b) == 0 {
+		if b, err = p.rw.Rewrite(rctx, b); err != nil || len(b) == 0 {
 			return err
 		}
 	}

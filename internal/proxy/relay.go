@@ -242,6 +242,15 @@ func (r *relay) relay(c wire.Conn, finished func()) {
 	down := newPump(r.srv, r.route, sess, dirDown, c.Upstream, c.Client, rupstream, rclient, c.Down)
 	rs := &relaying{r: r, c: c, up: up, down: down, cancel: cancel, finished: finished}
 	up.rs, down.rs = rs, rs
+	if up.rw != nil {
+		// A rewriter may wait (admission): its wait ends as soon as either
+		// pump ends or the session fails, not only when both have ended.
+		up.rwCtx, rs.stopWait = context.WithCancel(ctx)
+	}
+	if c.Inject != nil {
+		down.inj = c.Inject
+		c.Inject.SetWake(down.kick)
+	}
 	r.mu.Lock()
 	r.pumps = [2]*pump{up, down}
 	r.mu.Unlock()
@@ -268,6 +277,7 @@ type relaying struct {
 	c        wire.Conn
 	up, down *pump
 	cancel   context.CancelFunc // ends the pumps' context
+	stopWait context.CancelFunc // ends the up pump's rewriter context (pump.rwCtx); nil without one
 	finished func()             // the caller of serve's, called once at the end
 
 	errOnce     sync.Once
@@ -285,10 +295,18 @@ func (rs *relaying) stop() {
 	rs.down.stop()
 }
 
+// endWait ends a wait of the up pump's rewriter: the session is ending.
+func (rs *relaying) endWait() {
+	if rs.stopWait != nil {
+		rs.stopWait()
+	}
+}
+
 // terminate ends the session for an administrator: the client reads
 // wire.Conn.Terminated once both pumps have stopped.
 func (rs *relaying) terminate() {
 	c := rs.c
+	rs.endWait()
 	rs.terminated.Store(true)
 	rs.fatal.Store(true)
 	rs.stop()
@@ -299,6 +317,7 @@ func (rs *relaying) terminate() {
 // fail ends the session for err.
 func (rs *relaying) fail(err error) {
 	c := rs.c
+	rs.endWait()
 	rs.errOnce.Do(func() { rs.firstErr = err })
 	rs.stop()
 	if panics.As(err) != nil {
@@ -321,6 +340,7 @@ func (rs *relaying) fail(err error) {
 // its stream.
 func (rs *relaying) ended(d direction, err error) {
 	c := rs.c
+	rs.endWait()
 	if d == dirDown {
 		if err != nil {
 			rs.fail(err)
@@ -355,6 +375,7 @@ func (rs *relaying) ended(d direction, err error) {
 	if pe := panics.As(perr); pe != nil {
 		rs.r.crashed(pe)
 	}
+	rs.endWait()
 	rs.cancel()
 	rs.finished()
 }

@@ -74,6 +74,10 @@ type Conn struct {
 	// PostgreSQL ErrorResponse FATAL XX000, a MySQL ERR 1105). The proxy
 	// calls it once, after both pumps have stopped; nil sends nothing.
 	InternalError func(msg string) []byte
+	// Inject, if set, is where the front end's own answers to the client
+	// come from (see Injector): the proxy sends them through the down
+	// pump, in order with the server's bytes.
+	Inject Injector
 	// Terminated, if set, returns the protocol's message telling the
 	// client that an administrator ended its session (a PostgreSQL
 	// ErrorResponse FATAL 57P01, a MySQL ERR 1927). The proxy calls it

@@ -67,6 +67,10 @@ type Options struct {
 	// ... RESOURCE POOL statements it takes (see forward.go). nil, and
 	// every other session, relays the client's bytes untouched.
 	Forward wire.Forwarder
+	// Admit, when set, holds the first command of each transaction until
+	// the Admitter lets its statement run (see admit.go). nil, and the
+	// sessions of users Forward names, are never held.
+	Admit wire.Admitter
 }
 
 // Defaults for zero Options fields.

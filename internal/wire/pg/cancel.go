@@ -84,10 +84,10 @@ func (f *Frontend) dialCancel(ctx context.Context, dial wire.Dialer) (net.Conn, 
 
 // installKey registers the upstream's cancel key for sess and installs a
 // Canceler sending it. key is BackendKeyData's payload and is copied.
-func (f *Frontend) installKey(sess *session.Session, key []byte, dial wire.Dialer) {
+func (f *Frontend) installKey(sess *session.Session, key []byte, dial wire.Dialer, gate *wire.Gate) {
 	k := string(key)
 	sess.SetCancelKey(k)
-	sess.SetCanceler(&canceler{f: f, key: []byte(k), dial: dial})
+	sess.SetCanceler(gate.Canceler(&canceler{f: f, key: []byte(k), dial: dial}))
 }
 
 // forwardCancel serves a client's CancelRequest: key is its pid and

@@ -41,6 +41,8 @@ type clientObserver struct {
 	maxSQL int
 	err    error // sticky: once malformed, always malformed
 
+	adm *admitUp // the session's admission, told of each statement begun; nil without
+
 	tgt      target
 	st       *session.Statement // owner of the current message when tgt == toStatement
 	msgBytes int                // bytes of the current message when tgt == toMessage
@@ -186,6 +188,9 @@ func (c *clientObserver) begin(sql string, kind entryKind) {
 	c.lastStmt = st
 	if kind == kindExtended {
 		c.lastExec = st
+	}
+	if c.adm != nil {
+		c.adm.begun, c.adm.begunKind = st, kind
 	}
 }
 

@@ -27,6 +27,9 @@ const (
 // Severities sluice sends.
 const severityFatal = "FATAL"
 
+// severityError is the severity of an error that ends only the statement.
+const severityError = "ERROR"
+
 // maxErrorPrefix is how much of an ErrorResponse is buffered.
 const maxErrorPrefix = 512
 

@@ -71,6 +71,10 @@ type Options struct {
 	// ... RESOURCE POOL statements it takes (see forward.go). nil, and
 	// every other session, relays the client's bytes untouched.
 	Forward wire.Forwarder
+	// Admit, when set, holds the first request of each transaction until
+	// the Admitter lets its statement run (see admit.go). nil, and the
+	// sessions of users Forward names, are never held.
+	Admit wire.Admitter
 }
 
 // Frontend is the PostgreSQL front end of a route. It is safe for
@@ -88,6 +92,7 @@ type Frontend struct {
 	startupTimeout time.Duration
 	keys           KeyLookup
 	forward        wire.Forwarder
+	admit          wire.Admitter
 }
 
 // New returns a front end configured by o.
@@ -104,6 +109,7 @@ func New(o Options) *Frontend {
 		startupTimeout: wire.Positive(o.StartupTimeout, DefaultStartupTimeout),
 		keys:           o.Keys,
 		forward:        o.Forward,
+		admit:          o.Admit,
 	}
 	if f.tls != nil {
 		f.directTLS = f.tls
@@ -179,10 +185,26 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 		return wire.Conn{}, fmt.Errorf("pg: opening exchange: %w", context.Cause(ctx))
 	}
 
-	upObs, downObs := f.observers(sess, func(k []byte) { f.installKey(sess, k, dial) })
+	forwards := f.forward != nil && f.forward.Forwards(sess.User())
+	var gate *wire.Gate
+	if !forwards {
+		gate = wire.NewGate(f.admit)
+	}
+	upObs, downObs := f.observers(sess, func(k []byte) { f.installKey(sess, k, dial, gate) })
 	wc := wire.Conn{Session: sess, Client: conn, Upstream: up, Up: upObs, Down: downObs, InternalError: f.OpenFailure, Terminated: terminated}
-	if f.forward != nil && f.forward.Forwards(sess.User()) {
+	if forwards {
 		wc.Up, wc.Down = forwarding(f.forward, f.log, sess, upObs, downObs)
+	} else if gate != nil {
+		inj := &injector{s: downObs}
+		adm := &admitUp{obs: upObs, g: gate, inj: inj}
+		upObs.adm = adm
+		downObs.gate, downObs.inj = gate, inj
+		wc.Up, wc.Inject, wc.Close = adm, inj, gate.Close
+		if f.keys == nil {
+			// No CancelRequest finds the session, but the console's
+			// cancel of a held statement still ends its wait.
+			sess.SetCanceler(gate.Canceler(nil))
+		}
 	}
 	if _, clientTLS := conn.(*tls.Conn); f.upTLS != nil && !clientTLS {
 		wc.Down = newSASLFilter(wc.Down)

@@ -31,4 +31,6 @@ func (s *serverObserver) onReadyForQuery() {
 	}
 	s.curOK, s.prev, s.batchErr = false, nil, ""
 	s.rows, s.code, s.dataRows = -1, "", 0
+	// 'T' (in a transaction) and 'E' (in a failed one) keep the slot.
+	s.gate.Answered(len(s.fr.buf) == 1 && s.fr.buf[0] != 'I')
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire"
 )
 
 // serverObserver watches server-to-client bytes from the first byte the
@@ -16,6 +17,8 @@ type serverObserver struct {
 	t     *tracker
 	clk   clock.Clock
 	onKey func(key []byte) // called with BackendKeyData's payload (pid + secret)
+	gate  *wire.Gate       // the session's admission, told of each ReadyForQuery; nil admits all
+	inj   *injector        // answers sluice gives in the server's place; nil without admission
 	err   error            // sticky
 
 	ready bool  // the first ReadyForQuery (end of startup) has been seen
@@ -37,6 +40,9 @@ type serverObserver struct {
 func (s *serverObserver) Observe(p []byte) error {
 	if s.err == nil {
 		s.err = s.fr.walk(p, s)
+	}
+	if s.inj != nil && s.inj.has.Load() {
+		s.inj.check()
 	}
 	return s.err
 }

@@ -118,7 +118,7 @@ func TestCancelUpstreamRefusesTLS(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
 	sess := reg.Open(session.Info{Protocol: "postgres"}, time.Unix(0, 0))
 	key := []byte{0, 0, 0, 42, 1, 2, 3, 4}
-	f.installKey(sess, key, nil)
+	f.installKey(sess, key, nil, nil)
 	f.forwardCancel(context.Background(), key)
 	if b := <-got; !bytes.Equal(b, sslRequestPacket) {
 		t.Errorf("upstream got %x, want only the SSLRequest", b)

@@ -1,0 +1,261 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/sluicelab/sluice/internal/session"
+)
+
+// Admitter admits a session's statements under the limit of statements
+// its resource pool may run at once (GaussDB's active_statements). The
+// workload manager (*wlm.Manager) implements it. It must be safe for
+// concurrent use.
+type Admitter interface {
+	// Admit blocks until st may run, ctx is done or the wait is
+	// cancelled, and returns the function that gives the slot back
+	// (called once). It returns at once, with a release that does
+	// nothing, when the session's pool has no limit. An error means st
+	// must not run; its message (and SQLState, when it has one) is what
+	// the client reads.
+	Admit(ctx context.Context, st *session.Statement) (release func(), err error)
+}
+
+// Injector is implemented by a front end that sometimes answers the
+// client itself, in the server's place (a statement refused before it
+// reached the server). The proxy hands its bytes to the session's down
+// pump, which observes and forwards them as if the server had sent them,
+// so they never interleave with the server's own bytes and pass the same
+// link and emulation.
+type Injector interface {
+	// SetWake is called once by the proxy, before the pumps start, with
+	// wake: a call makes the down pump call Pending soon (before its
+	// next read, or at once when it waits for the server or is parked).
+	// wake is safe from any goroutine; calls may coalesce.
+	SetWake(wake func())
+	// Pending returns the bytes to send the client now, or nil. The down
+	// pump calls it, on its own goroutine, until it returns nil; a front
+	// end returns nil while the server stream is in the middle of a
+	// message and calls wake again once it is not.
+	Pending() []byte
+}
+
+// ErrQueryCanceled is the cause of a wait ended by the client's own
+// cancel (a PostgreSQL CancelRequest, MySQL KILL QUERY).
+var ErrQueryCanceled = errors.New("canceling statement due to user request")
+
+// ErrGateClosed is returned by Gate.Wait once the session has ended.
+var ErrGateClosed = errors.New("session ended while its statement waited")
+
+// SQLStater is implemented by errors that carry a SQLSTATE.
+type SQLStater interface{ SQLState() string }
+
+// Refused returns the SQLSTATE and message a client reads for err, the
+// error of a wait that did not admit (Gate.Wait): the error's own
+// SQLSTATE when it carries one (its text, without a leading "CODE: ", as
+// the message), else 57014 and err's text.
+func Refused(err error) (code, msg string) {
+	code, msg = "57014", err.Error()
+	var s SQLStater
+	if errors.As(err, &s) {
+		code = s.SQLState()
+		msg = strings.TrimPrefix(msg, code+": ")
+	}
+	return code, msg
+}
+
+// Gate is one session's admission state, shared by its two observers:
+// whether the session holds a slot, whether the server said a
+// transaction is open, and how many of the client's requests the server
+// has yet to answer. The client side asks Start at the first byte of
+// each request and Wait before the first statement of a transaction
+// goes upstream; the server side calls Answered at each final answer
+// (PostgreSQL ReadyForQuery, MySQL's last OK, EOF or ERR of a command).
+//
+// The session holds at most one slot: taken by Wait, given back when the
+// server has answered every request, no transaction is open and the
+// client is not in the middle of a request (Answered), or when the
+// session ends (Close). A session inside a transaction is never held.
+//
+// A nil *Gate admits everything; its methods are no-ops. Safe for
+// concurrent use; mu is a leaf lock (Admit and release run without it).
+type Gate struct {
+	adm Admitter
+
+	mu      sync.Mutex
+	release func()                  // guarded by mu; non-nil while the session holds a slot
+	inTx    bool                    // guarded by mu; the server's last answer left a transaction open
+	owed    int                     // guarded by mu; final answers the client's requests still earn
+	open    bool                    // guarded by mu; a request is under way that earns no answer alone (PostgreSQL Parse... before Sync)
+	waiting context.CancelCauseFunc // guarded by mu; ends the wait in progress; nil when none
+	waitSt  *session.Statement      // guarded by mu; the statement waiting, with waiting
+	closed  bool                    // guarded by mu; the session has ended
+}
+
+// NewGate returns the admission state of one session, or nil (admit
+// everything) when a is nil.
+func NewGate(a Admitter) *Gate {
+	if a == nil {
+		return nil
+	}
+	return &Gate{adm: a}
+}
+
+// Start records a request's first byte, before it is forwarded: earns
+// when the request earns a final answer of its own, open the client's
+// in-a-request state after it (PostgreSQL: true from Parse, Bind,
+// Execute..., false at Sync). It reports whether the request must wait
+// for admission: the session holds no slot and is not in a transaction.
+func (g *Gate) Start(earns, open bool) (admit bool) {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if earns {
+		g.owed++
+	}
+	g.open = open
+	return g.release == nil && !g.inTx && !g.closed
+}
+
+// Held reports whether the session holds a slot.
+func (g *Gate) Held() bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.release != nil
+}
+
+// Wait blocks until st is admitted (the session then holds the slot),
+// ctx is done, CancelWait is called or the Admitter refuses. The error
+// is ctx's when ctx ended the wait, the cause given to CancelWait when it
+// did, otherwise the Admitter's.
+func (g *Gate) Wait(ctx context.Context, st *session.Statement) error {
+	if g == nil {
+		return nil
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return ErrGateClosed
+	}
+	g.waiting, g.waitSt = cancel, st
+	g.mu.Unlock()
+	rel, err := g.adm.Admit(wctx, st)
+	g.mu.Lock()
+	g.waiting, g.waitSt = nil, nil
+	closed := g.closed
+	if err == nil && !closed {
+		g.release = rel
+	}
+	g.mu.Unlock()
+	switch {
+	case err == nil && closed:
+		rel()
+		return ErrGateClosed
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	if c := context.Cause(wctx); c != nil && !errors.Is(c, context.Canceled) {
+		return c
+	}
+	return err
+}
+
+// CancelWait ends the wait in progress as the client's cancel does, and
+// reports whether there was one: through the statement
+// (session.Statement.CancelWait with session.ErrCancelRequested, so the
+// Admitter answers as for Registry.Cancel) once it is held, else with
+// ErrQueryCanceled as Wait's error.
+func (g *Gate) CancelWait() bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	cancel, st := g.waiting, g.waitSt
+	g.mu.Unlock()
+	if cancel == nil {
+		return false
+	}
+	if !st.CancelWait(session.ErrCancelRequested) {
+		cancel(ErrQueryCanceled)
+	}
+	return true
+}
+
+// Answered records one final answer of the server; inTx is whether it
+// leaves a transaction open. The slot goes back when nothing is owed, no
+// transaction is open and no request is under way.
+func (g *Gate) Answered(inTx bool) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	if g.owed > 0 {
+		g.owed--
+	}
+	g.inTx = inTx
+	var rel func()
+	if !inTx && g.owed == 0 && !g.open && g.release != nil {
+		rel, g.release = g.release, nil
+	}
+	g.mu.Unlock()
+	if rel != nil {
+		rel()
+	}
+}
+
+// Close ends the session's admission: the slot it holds goes back, a
+// wait in progress ends, and no later Wait admits. Safe to call more than
+// once.
+func (g *Gate) Close() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.closed = true
+	rel := g.release
+	g.release = nil
+	if g.waiting != nil {
+		g.waiting(ErrGateClosed)
+		g.waiting = nil
+	}
+	g.mu.Unlock()
+	if rel != nil {
+		rel()
+	}
+}
+
+// Canceler returns a session.Canceler that ends the wait of a held
+// statement (CancelWait) and otherwise cancels through inner;
+// nil inner cancels only waits (then session.ErrNotRunning when none).
+func (g *Gate) Canceler(inner session.Canceler) session.Canceler {
+	if g == nil {
+		return inner
+	}
+	return gateCanceler{g: g, inner: inner}
+}
+
+type gateCanceler struct {
+	g     *Gate
+	inner session.Canceler
+}
+
+func (c gateCanceler) Cancel(ctx context.Context) error {
+	if c.g.CancelWait() {
+		return nil
+	}
+	if c.inner == nil {
+		return session.ErrNotRunning
+	}
+	return c.inner.Cancel(ctx)
+}

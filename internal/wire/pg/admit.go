@@ -1,0 +1,284 @@
+package pg
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire"
+)
+
+// Admission: with Options.Admit set, the client observer of a session is
+// also a wire.Rewriter that holds the first request of each transaction
+// until the Admitter lets its statement run.
+//
+// A request is a Query, or an extended batch from its first message
+// (Parse, Bind, Describe, Execute, Close, Flush) to its Sync. At the
+// first byte of a request the session's Gate says whether it must wait:
+// the session holds no slot and the server's last ReadyForQuery was 'I'.
+// If so, the request's bytes are held back (not forwarded) until its
+// statement begins (the Query, or the batch's first Execute) and the
+// Gate admits it; the client pump blocks meanwhile, so it stops reading
+// the client (backpressure) while the server pump goes on. A batch that
+// reaches its Sync without an Execute (a prepare round trip), or whose
+// held bytes pass maxHold before one, goes on without waiting.
+//
+// A refused statement (the client's CancelRequest, the console's cancel,
+// a blocktime abort rule, queue_timeout) never reaches the server: its
+// request is discarded, up to the end of the Query or through the
+// batch's Sync, and sluice answers as the server would, ErrorResponse
+// (SQLSTATE 57014 with the refusal's message) and ReadyForQuery 'I',
+// through the down pump (the injector) once the server has answered
+// every earlier request. The tracker sees those answers as the server's,
+// so the records stay in step.
+
+// maxHold bounds the bytes of a request held back before its statement
+// begins, in bytes.
+const maxHold = 1 << 20
+
+// holdMode is what happens to the client bytes being walked.
+type holdMode uint8
+
+const (
+	modePass holdMode = iota // forwarded
+	modeHold                 // held back until the request's statement is admitted
+	modeDrop                 // discarded: the request was refused
+)
+
+// admitUp is the client observer of a session under admission. It is
+// used by the client pump only.
+type admitUp struct {
+	obs *clientObserver
+	g   *wire.Gate
+	inj *injector
+	err error // sticky
+
+	mode       holdMode
+	open       bool               // mirror of the gate's in-a-request state (Gate.Start)
+	dropSimple bool               // modeDrop: the refused request is a Query (drop to its end); else through Sync
+	held       []byte             // modeHold: bytes held back from earlier chunks
+	out        []byte             // what Rewrite returns when it is not p itself
+	begun      *session.Statement // set by clientObserver.begin, taken by the walk
+	begunKind  entryKind
+}
+
+// Observe implements wire.Observer; the bytes are observed in Rewrite,
+// which knows which of them go upstream.
+func (a *admitUp) Observe([]byte) error { return nil }
+
+// Rewrite implements wire.Rewriter: it observes p and returns the bytes
+// to forward now, blocking while a request waits for admission.
+func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
+	if a.err != nil {
+		return nil, a.err
+	}
+	if len(p) == 0 {
+		// End of stream: what is held goes on as it is.
+		out := a.held
+		a.held = nil
+		if a.mode == modeDrop {
+			out = nil
+		}
+		return out, nil
+	}
+	a.out = a.out[:0]
+	c, f := a.obs, &a.obs.fr
+	start := 0 // where the run of bytes in the current mode began
+	setMode := func(i int, m holdMode) {
+		a.flush(p[start:i])
+		if a.mode == modeHold && m == modePass {
+			a.out = append(a.out, a.held...)
+			a.held = a.held[:0]
+		}
+		if m == modeDrop {
+			a.held = a.held[:0]
+		}
+		a.mode, start = m, i
+	}
+	for i := 0; i < len(p); {
+		if f.hn == 0 && a.mode != modeDrop {
+			if earns, open, ok := requestStart(p[i], a.open); ok {
+				a.open = open
+				if a.g.Start(earns, open) && a.mode == modePass {
+					setMode(i, modeHold)
+				}
+			}
+		}
+		if f.inHeader() {
+			i += f.fillHeader(p[i:])
+			if f.inHeader() {
+				break
+			}
+			if err := c.header(); err != nil {
+				a.err = err
+				return nil, err
+			}
+			c.count(headerLen)
+		} else {
+			n := f.payload(p[i:])
+			i += n
+			c.count(n)
+			c.payloadRead()
+		}
+		typ, done := f.typ, f.complete()
+		if done {
+			c.message()
+			f.next()
+		}
+		if st := a.begun; st != nil {
+			a.begun = nil
+			if a.mode == modeHold {
+				err := a.g.Wait(ctx, st)
+				switch {
+				case err == nil:
+					setMode(i, modePass)
+				case ctx.Err() != nil:
+					a.err = err
+					return nil, err
+				default:
+					setMode(i, modeDrop)
+					a.dropSimple = a.begunKind == kindSimple
+					code, msg := wire.Refused(err)
+					a.inj.add(errorResponse(severityError, code, msg), st)
+				}
+			}
+		}
+		if !done {
+			continue
+		}
+		switch {
+		case a.mode == modeHold && (typ == 'S' || typ == 'F' || typ == 'X'):
+			// The batch ended without a statement: nothing to admit.
+			setMode(i, modePass)
+		case a.mode == modeDrop && (typ == 'S' || a.dropSimple && typ == 'Q'):
+			setMode(i, modePass)
+			a.open = false
+			a.g.Start(false, false)
+			a.inj.add(readyIdle, nil)
+		}
+	}
+	if start == 0 && a.mode == modePass {
+		return p, nil
+	}
+	a.flush(p[start:])
+	return a.out, nil
+}
+
+// flush disposes of a run of bytes walked in the current mode.
+func (a *admitUp) flush(b []byte) {
+	switch a.mode {
+	case modePass:
+		a.out = append(a.out, b...)
+	case modeHold:
+		if len(a.held)+len(b) > maxHold {
+			// Too much to hold before the statement begins: the batch goes
+			// on without waiting.
+			a.out = append(append(a.out, a.held...), b...)
+			a.held = a.held[:0]
+			a.mode = modePass
+			return
+		}
+		a.held = append(a.held, b...)
+	}
+}
+
+// requestStart classifies a client message by its type byte: ok when it
+// is part of a request, earns when it earns a ReadyForQuery of its own
+// (Query, Sync, FunctionCall), open whether the client is in the middle
+// of an extended batch after it (open before it: was).
+func requestStart(typ byte, was bool) (earns, open, ok bool) {
+	switch typ {
+	case 'Q', 'F':
+		return true, was, true
+	case 'S':
+		return true, false, true
+	case 'P', 'B', 'E', 'D', 'C', 'H':
+		return false, true, true
+	}
+	return false, was, false
+}
+
+// readyIdle is ReadyForQuery 'I'.
+var readyIdle = []byte{'Z', 0, 0, 0, 5, 'I'}
+
+// injector holds the answers sluice gives in the server's place, until
+// the server stream is between messages and has answered every request
+// before the refused one. It implements wire.Injector. add is called by
+// the client pump; Pending and check by the server pump.
+type injector struct {
+	s    *serverObserver
+	wake func() // set once by SetWake before the pumps start
+
+	has   atomic.Bool // items is not empty
+	mu    sync.Mutex
+	items []injection // guarded by mu; in order
+	out   []byte      // the server pump's: what Pending returned last
+}
+
+// injection is one answer: b goes once after is the oldest request in
+// flight (nil: at once, after the items before it).
+type injection struct {
+	b     []byte
+	after *session.Statement
+}
+
+// SetWake implements wire.Injector.
+func (j *injector) SetWake(wake func()) { j.wake = wake }
+
+// add queues b and wakes the server pump.
+func (j *injector) add(b []byte, after *session.Statement) {
+	j.mu.Lock()
+	j.items = append(j.items, injection{b: b, after: after})
+	j.has.Store(true)
+	j.mu.Unlock()
+	if j.wake != nil {
+		j.wake()
+	}
+}
+
+// readyLocked reports whether the first item may go now.
+func (j *injector) readyLocked() bool {
+	if len(j.items) == 0 || j.s.fr.hn != 0 {
+		return false
+	}
+	if st := j.items[0].after; st != nil {
+		e, ok := j.s.t.front()
+		return ok && e.st == st
+	}
+	return true
+}
+
+// check wakes the server pump when an item has become ready; called by
+// the server observer after each chunk.
+func (j *injector) check() {
+	j.mu.Lock()
+	ready := j.readyLocked()
+	j.mu.Unlock()
+	if ready && j.wake != nil {
+		j.wake()
+	}
+}
+
+// Pending implements wire.Injector.
+func (j *injector) Pending() []byte {
+	if !j.has.Load() {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.out = j.out[:0]
+	for j.readyLocked() {
+		j.out = append(j.out, j.items[0].b...)
+		j.items[0] = injection{}
+		j.items = j.items[1:]
+		// The next item's check sees the tracker before the server
+		// observer has seen what was just taken: an answer waiting for a
+		// later request stops here and goes on the next wake-up.
+	}
+	j.has.Store(len(j.items) > 0)
+	if len(j.out) == 0 {
+		return nil
+	}
+	return j.out
+}
