@@ -203,6 +203,24 @@ func (s *Slot) Release() {
 	c.mu.Unlock()
 }
 
+// TryAcquire returns a slot of req.Pool (and req.Group) if one is free
+// now, without waiting; ok is false otherwise. req.Timeout and
+// req.OnWait are ignored.
+func (c *Controller) TryAcquire(req Request) (s *Slot, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pc := c.poolLocked(req.Pool)
+	gc := c.groupLocked(req.Group)
+	if !c.fitsLocked(pc, gc) {
+		c.forgetLocked(pc)
+		if gc != nil {
+			c.forgetGroupLocked(gc)
+		}
+		return nil, false
+	}
+	return c.grantLocked(pc, gc), true
+}
+
 // Acquire returns a slot of req.Pool (and req.Group) once one is free
 // and no waiter that comes first is queued. It fails when ctx is done
 // (wrapping ctx's cause), when req.Timeout passes (wrapping

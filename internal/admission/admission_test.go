@@ -502,3 +502,27 @@ func BenchmarkContended(b *testing.B) {
 		}
 	})
 }
+
+func TestTryAcquire(t *testing.T) {
+	c := New(Options{})
+	c.Configure(Limits{Pools: map[string]int{"p": 1}, Groups: map[string]int{"l": 1}})
+	s, ok := c.TryAcquire(Request{Pool: "p"})
+	if !ok {
+		t.Fatal("TryAcquire of a free pool failed")
+	}
+	if _, ok := c.TryAcquire(Request{Pool: "p"}); ok {
+		t.Fatal("TryAcquire of a full pool succeeded")
+	}
+	g, ok := c.TryAcquire(Request{Pool: "q", Group: "l"})
+	if !ok {
+		t.Fatal("TryAcquire of a free group failed")
+	}
+	if _, ok := c.TryAcquire(Request{Pool: "r", Group: "l"}); ok {
+		t.Fatal("TryAcquire of a full group succeeded")
+	}
+	s.Release()
+	g.Release()
+	if got := c.Pools(); len(got) != 1 || got["p"] != (PoolStats{Limit: 1}) {
+		t.Errorf("Pools after release = %v", got)
+	}
+}

@@ -60,6 +60,22 @@ func TestHoldAdmit(t *testing.T) {
 			at: sec(9), block: 0, execStart: t0,
 		},
 		{
+			name: "wait left", run: func(st *Statement, w *fakeWait) { st.Hold(sec(1), w); st.LeaveWait(sec(4)); st.LeaveWait(sec(5)) },
+			at: sec(9), block: 3 * time.Second,
+		},
+		{
+			name: "wait cancelled then left", run: func(st *Statement, w *fakeWait) {
+				st.Hold(sec(1), w)
+				st.CancelWait(errors.New("x"))
+				st.LeaveWait(sec(2))
+			},
+			at: sec(9), block: time.Second,
+		},
+		{
+			name: "left after admission does nothing", run: func(st *Statement, w *fakeWait) { st.Hold(sec(1), w); st.Admit(sec(2)); st.LeaveWait(sec(3)) },
+			at: sec(9), block: time.Second, execStart: sec(2),
+		},
+		{
 			name: "ended while held", run: func(st *Statement, w *fakeWait) { st.Hold(sec(1), w); st.End(sec(2), Failed, -1, "08006") },
 			at: sec(9), block: time.Second,
 		},

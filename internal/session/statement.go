@@ -4,6 +4,7 @@ package session
 // End, its bytes, its outcome and what was done to it.
 
 import (
+	"cmp"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,7 @@ type Statement struct {
 	except    []string  // guarded by mu; rule firings
 	held      time.Time // guarded by mu; when Hold ran, zero if never held
 	admitted  time.Time // guarded by mu; when Admit ran after Hold
+	left      time.Time // guarded by mu; when LeaveWait ran after Hold
 	wait      Wait      // guarded by mu; non-nil while waiting
 }
 
@@ -96,6 +98,18 @@ func (st *Statement) Admit(now time.Time) {
 	st.admitted, st.wait = now, nil
 }
 
+// LeaveWait records that a held statement's wait failed at now
+// (cancelled, timed out): its block time stops there, and it never
+// runs. It does nothing to a statement never held, admitted or ended.
+func (st *Statement) LeaveWait(now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.held.IsZero() || !st.admitted.IsZero() || !st.left.IsZero() || !st.ended.IsZero() {
+		return
+	}
+	st.left, st.wait = now, nil
+}
+
 // Waiting reports whether the statement is held, waiting for admission.
 func (st *Statement) Waiting() bool {
 	st.mu.Lock()
@@ -103,24 +117,33 @@ func (st *Statement) Waiting() bool {
 	return st.wait != nil
 }
 
+// HeldAt returns when the statement was held (zero if never) and
+// whether it is waiting still.
+func (st *Statement) HeldAt() (held time.Time, waiting bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.held, st.wait != nil
+}
+
 // BlockTime returns how long the statement was (or, at now, has been)
 // held waiting for admission; 0 if it never was.
 func (st *Statement) BlockTime(now time.Time) time.Duration {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return blockTime(st.held, st.admitted, st.ended, st.wait != nil, now)
+	return blockTime(st.held, cmp.Or(st.admitted, st.left), st.ended, st.wait != nil, now)
 }
 
-// blockTime is the time held: from held to admitted, to the end of a
-// statement that ended while held, or to now while held.
-func blockTime(held, admitted, ended time.Time, waiting bool, now time.Time) time.Duration {
+// blockTime is the time held: from held to unheld (admitted, or the
+// wait left), to the end of a statement that ended while held, or to now
+// while held.
+func blockTime(held, unheld, ended time.Time, waiting bool, now time.Time) time.Duration {
 	switch {
 	case held.IsZero():
 		return 0
 	case waiting:
 		return max(now.Sub(held), 0)
-	case !admitted.IsZero():
-		return admitted.Sub(held)
+	case !unheld.IsZero():
+		return unheld.Sub(held)
 	case !ended.IsZero():
 		return max(ended.Sub(held), 0)
 	}
@@ -291,11 +314,12 @@ type Snapshot struct {
 	Waiting   bool      // held, waiting for admission
 	Held      time.Time // when it was held; zero if never
 	Admitted  time.Time // when it was admitted after being held; zero otherwise
+	Left      time.Time // when its wait failed (LeaveWait); zero otherwise
 }
 
 // BlockTime is Statement.BlockTime as of the snapshot, at now.
 func (s Snapshot) BlockTime(now time.Time) time.Duration {
-	return blockTime(s.Held, s.Admitted, s.Ended, s.Waiting, now)
+	return blockTime(s.Held, cmp.Or(s.Admitted, s.Left), s.Ended, s.Waiting, now)
 }
 
 // ExecStarted is Statement.ExecStarted as of the snapshot.
@@ -312,7 +336,7 @@ func (st *Statement) Snapshot() Snapshot {
 		Ended: st.ended, Outcome: st.outcome, Rows: st.rows, Code: st.code,
 		Penalized: st.penalized, Except: append([]string(nil), st.except...),
 		BytesUp: st.bytesUp.Load(), BytesDown: st.bytesDown.Load(),
-		Waiting: st.wait != nil, Held: st.held, Admitted: st.admitted,
+		Waiting: st.wait != nil, Held: st.held, Admitted: st.admitted, Left: st.left,
 	}
 	st.mu.Unlock()
 	snap.User, snap.Pool, snap.Route = s.User(), s.Pool(), s.Info.Route

@@ -116,6 +116,9 @@ func (m *Manager) Admit(ctx context.Context, st *session.Statement) (release fun
 	if p != nil {
 		req.Timeout = p.QueueTimeout
 	}
+	if slot, ok := m.adm.TryAcquire(req); ok {
+		return slot.Release, nil
+	}
 	req.OnWait = func(w *admission.Waiter) {
 		st.Hold(m.clk.Now(), w)
 		if st.Outcome() != session.Running {
@@ -124,6 +127,7 @@ func (m *Manager) Admit(ctx context.Context, st *session.Statement) (release fun
 	}
 	slot, err := m.adm.Acquire(ctx, req)
 	if err != nil {
+		st.LeaveWait(m.clk.Now())
 		m.observeBlock(pool, st)
 		return nil, admitError(err)
 	}

@@ -77,6 +77,33 @@ func TestReferenceStatements(t *testing.T) {
 	}
 }
 
+func TestAdmissionOptions(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	steps := []struct {
+		sql     string
+		active  int
+		timeout time.Duration
+		link    int
+	}{
+		{"CREATE RESOURCE POOL p WITH (active_statements=4, queue_timeout=30); CREATE LINK l", 4, 30 * time.Second, 0},
+		{"ALTER RESOURCE POOL p WITH (active_statements=-1)", 0, 30 * time.Second, 0},
+		{"ALTER RESOURCE POOL p WITH (active_statements=2, queue_timeout='250ms')", 2, 250 * time.Millisecond, 0},
+		{"ALTER RESOURCE POOL p WITH (active_statements=DEFAULT, queue_timeout=-1)", 0, 0, 0},
+		{"ALTER RESOURCE POOL p WITH (active_statements=unlimited, queue_timeout=0); ALTER LINK l WITH (max_active_statements=16)", 0, 0, 16},
+		{"ALTER LINK l WITH (max_active_statements=-1)", 0, 0, 0},
+		{"ALTER LINK l WITH (max_active_statements=5); ALTER LINK l WITH (max_active_statements=DEFAULT)", 0, 0, 0},
+	}
+	for _, s := range steps {
+		mustExec(t, m, s.sql)
+		c := m.Catalog()
+		p := c.Pools["p"]
+		if p.ActiveStatements != s.active || p.QueueTimeout != s.timeout || c.Links["l"].MaxActiveStatements != s.link {
+			t.Errorf("%s: active_statements %d, queue_timeout %v, max_active_statements %d; want %d, %v, %d",
+				s.sql, p.ActiveStatements, p.QueueTimeout, c.Links["l"].MaxActiveStatements, s.active, s.timeout, s.link)
+		}
+	}
+}
+
 func TestRuleOptions(t *testing.T) {
 	tests := []struct {
 		with string
@@ -88,6 +115,10 @@ func TestRuleOptions(t *testing.T) {
 		{"bandwidth=0.5, elapsedtime='2m', action=PENALTY", Rule{Bandwidth: 0.5, ElapsedTime: 120, Action: Penalty}},
 		{"elapsedtime=0", Rule{Bandwidth: Unlimited, ElapsedTime: 0, Action: Abort}},
 		{"elapsedtime=5, cputime=-1, memsize=-1", Rule{Bandwidth: Unlimited, ElapsedTime: 5, Action: Abort}},
+		{"blocktime=10", Rule{Bandwidth: Unlimited, ElapsedTime: Unlimited, BlockTime: 10, Action: Abort}},
+		{"blocktime='1.5m', action=penalty", Rule{Bandwidth: Unlimited, ElapsedTime: Unlimited, BlockTime: 90, Action: Penalty}},
+		{"blocktime=0.25, bandwidth=-1, elapsedtime=-1", Rule{Bandwidth: Unlimited, ElapsedTime: Unlimited, BlockTime: 0.25, Action: Abort}},
+		{"elapsedtime=5, blocktime=-1", Rule{Bandwidth: Unlimited, ElapsedTime: 5, Action: Abort}},
 	}
 	for i, tt := range tests {
 		m := newTestManager(t, ManagerOptions{})
@@ -127,7 +158,16 @@ CREATE EXCEPT RULE other WITH (elapsedtime=1);`
 		{"CREATE EXCEPT RULE r WITH (action='penalty')", ddl.CodeInvalidParameter, 20, `except rule "r" has no threshold`},
 		{"CREATE EXCEPT RULE r WITH (cputime=10)", ddl.CodeNotSupported, 28, "sluice cannot measure CPU time"},
 		{"CREATE EXCEPT RULE r WITH (elapsedtime=1, spillsize=100)", ddl.CodeNotSupported, 43, "cannot measure spill to disk"},
-		{"CREATE EXCEPT RULE r WITH (blocktime=5)", ddl.CodeNotSupported, 28, "blocktime is not supported"},
+		{"CREATE EXCEPT RULE r WITH (blocktime=0)", ddl.CodeInvalidParameter, 38, `invalid value for parameter "blocktime": "0"`},
+		{"CREATE EXCEPT RULE r WITH (blocktime='soon')", ddl.CodeInvalidParameter, 38, `"blocktime": "soon"`},
+		{"CREATE EXCEPT RULE r WITH (blocktime=-1)", ddl.CodeInvalidParameter, 20, `except rule "r" has no threshold`},
+		{"CREATE EXCEPT RULE r WITH (blocktime=5, elapsedtime=1)", ddl.CodeInvalidParameter, 20, "a rule with blocktime sets neither"},
+		{"ALTER EXCEPT RULE bandwidth_rule1 WITH (blocktime=5)", ddl.CodeInvalidParameter, 19, "a rule with blocktime sets neither"},
+		{"CREATE RESOURCE POOL p WITH (active_statements=0)", ddl.CodeInvalidParameter, 48, `invalid value for parameter "active_statements": "0"`},
+		{"CREATE RESOURCE POOL p WITH (active_statements=many)", ddl.CodeInvalidParameter, 48, `"active_statements": "many"`},
+		{"CREATE RESOURCE POOL p WITH (active_statements=-2)", ddl.CodeInvalidParameter, 48, `"active_statements": "-2"`},
+		{"CREATE RESOURCE POOL p WITH (queue_timeout='soon')", ddl.CodeInvalidParameter, 44, `"queue_timeout": "soon"`},
+		{"CREATE LINK l WITH (max_active_statements=0)", ddl.CodeInvalidParameter, 43, `"max_active_statements": "0"`},
 		{"CREATE EXCEPT RULE r WITH (speed=5)", ddl.CodeInvalidParameter, 28, `unrecognized except rule parameter "speed"`},
 		{"CREATE RESOURCE POOL p WITH (weight=0)", ddl.CodeInvalidParameter, 37, `"weight": "0"`},
 		{"CREATE RESOURCE POOL p WITH (network_priority='urgent')", ddl.CodeInvalidParameter, 47, `"network_priority": "urgent"`},
@@ -564,6 +604,20 @@ func TestAbortNeedsCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustExec(t, m, "SET network_control = off; CREATE RESOURCE POOL q")
+}
+
+// TestBlockTimeAbortNeedsNoCancel: the abort of a blocktime rule ends a
+// wait in the proxy, so it is accepted on a route that cannot cancel.
+func TestBlockTimeAbortNeedsNoCancel(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	if err := m.SetRoute("my", Route{Protocol: "mysql", CanCancel: false}); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, m, "CREATE EXCEPT RULE queued WITH (blocktime=10, action=abort); CREATE RESOURCE POOL p WITH (except_rule='queued', active_statements=2); CREATE USER u RESOURCE POOL 'p'")
+	mustExec(t, m, "CREATE EXCEPT RULE slow WITH (elapsedtime=60)")
+	if e := execErr(t, m, "ALTER RESOURCE POOL p WITH (except_rule='queued,slow')"); e.Code != ddl.CodeNotSupported {
+		t.Errorf("an elapsedtime abort beside a blocktime one: %v, want 0A000", e)
+	}
 }
 
 func TestShowLists(t *testing.T) {

@@ -195,6 +195,8 @@ type firing struct {
 	info   string
 	bw     float64 // MB/s
 	age    time.Duration
+	held   bool          // the statement waits for admission: a blocktime rule
+	block  time.Duration // its block time then
 }
 
 // run evaluates exception rules until ctx ends, then returns ctx.Err().
@@ -260,15 +262,29 @@ func (e *evaluator) evaluate(ctx context.Context, now time.Time) (nextDue time.T
 		if p == nil {
 			continue
 		}
-		age := now.Sub(s.Started)
-		bps, bwOK := bandwidth(s.Started, t.samples, now, bytes)
-		mbps := bps / 1e6
+		// A held statement is checked against the blocktime rules, from
+		// when it was held; a running one against the others, from when
+		// it was admitted (elapsed time is execution time).
+		held, waiting := s.HeldAt()
+		start := held
+		var age, block time.Duration
+		var mbps float64
+		var bwOK bool
+		if waiting {
+			block = now.Sub(held)
+		} else {
+			start = s.ExecStarted()
+			age = now.Sub(start)
+			var bps float64
+			bps, bwOK = bandwidth(start, t.samples, now, bytes)
+			mbps = bps / 1e6
+		}
 		for _, name := range p.ExceptRules {
 			rule := cat.Rules[name]
-			if rule == nil || t.fired[name] {
+			if rule == nil || t.fired[name] || rule.Queued() != waiting {
 				continue
 			}
-			due := dueAt(rule, s.Started, t.checked[name], period)
+			due := dueAt(rule, start, t.checked[name], period)
 			if now.Before(due) {
 				if nextDue.IsZero() || due.Before(nextDue) {
 					nextDue = due
@@ -281,10 +297,13 @@ func (e *evaluator) evaluate(ctx context.Context, now time.Time) (nextDue time.T
 				nextDue = next
 			}
 			info, ok := ruleFires(name, rule, mbps, bwOK, age)
+			if waiting {
+				info, ok = blockFires(name, rule, block)
+			}
 			if !ok {
 				continue
 			}
-			fired = append(fired, firing{st: s, rule: name, action: rule.Action, pool: pool, info: info, bw: mbps, age: age})
+			fired = append(fired, firing{st: s, rule: name, action: rule.Action, pool: pool, info: info, bw: mbps, age: age, held: waiting, block: block})
 		}
 	}
 	for s, t := range e.tracked {
@@ -328,12 +347,17 @@ func (e *evaluator) evaluate(ctx context.Context, now time.Time) (nextDue time.T
 }
 
 // dueAt returns when rule is next due for a statement that started at
-// started and whose last check of this rule was at last (zero if never):
-// first once the statement has run ElapsedTime (one period after it
-// started if ElapsedTime is Unlimited), then every period.
+// started (was admitted, or for a blocktime rule was held) and whose last
+// check of this rule was at last (zero if never): first once the
+// statement has run ElapsedTime (one period after it started if
+// ElapsedTime is Unlimited), or for a blocktime rule has waited
+// BlockTime, then every period.
 func dueAt(rule *Rule, started, last time.Time, period time.Duration) time.Time {
 	if !last.IsZero() {
 		return last.Add(period)
+	}
+	if rule.Queued() {
+		return started.Add(time.Duration(rule.BlockTime * float64(time.Second)))
 	}
 	if rule.ElapsedTime == Unlimited {
 		return started.Add(period)
@@ -363,11 +387,25 @@ func ruleFires(name string, rule *Rule, mbps float64, bwOK bool, age time.Durati
 	return fmt.Sprintf("except rule %s (%s): %s", name, rule.Action, why), true
 }
 
+// blockFires evaluates a blocktime rule for a statement held for block.
+func blockFires(name string, rule *Rule, block time.Duration) (string, bool) {
+	if block.Seconds() < rule.BlockTime {
+		return "", false
+	}
+	return fmt.Sprintf("except rule %s (%s): blocktime %ss >= %ss", name, rule.Action,
+		catalog.FormatFloat(math.Round(block.Seconds()*1000)/1000), catalog.FormatFloat(rule.BlockTime)), true
+}
+
 func trim2(f float64) string { return fmt.Sprintf("%.2f", f) }
 
 // act applies a firing: logs it, records it in the statement's
 // except_info, and penalises the statement. It reports whether the
 // firing is an abort, whose cancel request is then up to the caller.
+//
+// A blocktime firing acts on the wait: a penalty demotes it (Penalize
+// makes the waiter low class), an abort cancels it here, with the
+// *AdmitError naming the rule that Manager.Admit returns; no cancel
+// request is sent, since the server never saw the statement.
 func (e *evaluator) act(f firing) (cancel bool) {
 	e.log.Info("exception rule fired", f.attrs()...)
 	if f.action == Penalty {
@@ -377,6 +415,12 @@ func (e *evaluator) act(f firing) (cancel bool) {
 		return false
 	}
 	f.st.NoteException(f.info)
+	if f.held {
+		if !f.st.CancelWait(blockAbort(f.rule, f.block)) {
+			f.st.NoteException("admitted before the abort could end its wait")
+		}
+		return false
+	}
 	return true
 }
 
@@ -403,7 +447,7 @@ func (f firing) attrs() []any {
 	return []any{
 		"rule", f.rule, "action", string(f.action), "statement", f.st.ID,
 		"session", sess.ID, "user", sess.User(), "pool", f.pool,
-		"bandwidth_mbps", f.bw, "elapsed", f.age,
+		"bandwidth_mbps", f.bw, "elapsed", f.age, "blocktime", f.block,
 	}
 }
 
@@ -412,8 +456,12 @@ func (f firing) attrs() []any {
 // else the average since it started.
 func (e *evaluator) statementBandwidth(s *session.Statement, snap *session.Snapshot, now time.Time) float64 {
 	bytes := snap.BytesUp + snap.BytesDown
+	started := snap.ExecStarted()
+	if started.IsZero() {
+		return 0 // held: not running
+	}
 	if !snap.Ended.IsZero() {
-		if d := snap.Ended.Sub(snap.Started); d > 0 {
+		if d := snap.Ended.Sub(started); d > 0 {
 			return float64(bytes) / d.Seconds()
 		}
 		return 0
@@ -428,6 +476,6 @@ func (e *evaluator) statementBandwidth(s *session.Statement, snap *session.Snaps
 	for len(samples) > 0 && samples[len(samples)-1].t.After(now) {
 		samples = samples[:len(samples)-1]
 	}
-	bps, _ := bandwidth(snap.Started, samples, now, bytes)
+	bps, _ := bandwidth(started, samples, now, bytes)
 	return bps
 }

@@ -494,7 +494,8 @@ func (m *Manager) reloadLocked(ctx context.Context) error {
 }
 
 // abortViolations lists, for the given catalog and routes, the abort
-// rules that are reachable while a route cannot cancel. The test is
+// rules that are reachable while a route cannot cancel (blocktime rules
+// excepted: their abort never reaches the server). The test is
 // deliberately simple: a rule is reachable when it is attached to a pool
 // that some user is bound to or that is some route's default pool; it
 // cannot be enforced when any route has CanCancel false (users are not
@@ -523,7 +524,9 @@ func abortViolations(c *Catalog, routes map[string]route) []string {
 			continue
 		}
 		for _, rule := range c.Pools[pool].ExceptRules {
-			if r := c.Rules[rule]; r != nil && r.Action == Abort {
+			// A blocktime rule's abort ends a wait in the proxy: it needs
+			// no cancel request.
+			if r := c.Rules[rule]; r != nil && r.Action == Abort && !r.Queued() {
 				r := routes[blind[0]]
 				out = append(out, fmt.Sprintf("except rule %q of resource pool %q aborts statements, but route %q (%s) cannot cancel statements", rule, pool, blind[0], r.Protocol))
 			}

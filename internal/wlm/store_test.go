@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -19,7 +20,9 @@ func TestCatalogRoundTrip(t *testing.T) {
 	mustExec(t, m, reference)
 	mustExec(t, m, `CREATE LINK wan WITH (capacity='123456789', delay='1.234567ms', jitter='1ms', distribution=pareto, loss='0.01%', seed=-7);
 CREATE EXCEPT RULE r2 WITH (bandwidth=0.125, action=abort);
-CREATE RESOURCE POOL vip WITH (network_priority=high, weight=9, except_rule='r2,bandwidth_rule1', rate='1GB');
+CREATE EXCEPT RULE queued WITH (blocktime=2.5, action=penalty);
+CREATE RESOURCE POOL vip WITH (network_priority=high, weight=9, except_rule='r2,bandwidth_rule1,queued', rate='1GB', active_statements=7, queue_timeout='1.5s');
+CREATE LINK gate WITH (max_active_statements=3);
 SET low_priority_bandwidth = '123456789'; SET except_check_period = '1.5s'; SET low_priority_queue_bytes = -1; SET network_control = off`)
 	data, err := store.Marshal(m.Catalog())
 	if err != nil {
@@ -31,6 +34,27 @@ SET low_priority_bandwidth = '123456789'; SET except_check_period = '1.5s'; SET 
 	}
 	if !reflect.DeepEqual(got, m.Catalog()) {
 		t.Errorf("round trip differs:\n got %+v\nwant %+v\n%s", got, m.Catalog(), data)
+	}
+	if p := got.Pools["vip"]; p.ActiveStatements != 7 || p.QueueTimeout != 1500*time.Millisecond || got.Links["gate"].MaxActiveStatements != 3 || got.Rules["queued"].BlockTime != 2.5 {
+		t.Errorf("admission options after the round trip: pool %+v, link %+v, rule %+v", p, got.Links["gate"], got.Rules["queued"])
+	}
+}
+
+// TestCatalogWithoutAdmission reads a pool, a link and a rule written
+// before active_statements, max_active_statements and blocktime existed:
+// all three are unlimited.
+func TestCatalogWithoutAdmission(t *testing.T) {
+	data := `{"format": "sluice-catalog/1",
+  "links": {"default": {"emulation": {}}, "wan": {"capacity": 1000, "emulation": {}}},
+  "rules": {"r": {"bandwidth": -1, "elapsedtime": 5, "action": "abort"}},
+  "pools": {"p": {"except_rule": ["r"], "weight": 1, "network_priority": "normal", "emulation": {}}},
+  "users": {}, "settings": {}}`
+	c, err := store.Unmarshal("old", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Pools["p"]; p.ActiveStatements != 0 || p.QueueTimeout != 0 || c.Links["wan"].MaxActiveStatements != 0 || c.Rules["r"].BlockTime != 0 || c.Rules["r"].Queued() {
+		t.Errorf("old catalog: pool %+v, link %+v, rule %+v", p, c.Links["wan"], c.Rules["r"])
 	}
 }
 

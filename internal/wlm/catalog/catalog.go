@@ -69,9 +69,28 @@ type Rule struct {
 	// is elapsed >= ElapsedTime, and the rule is first checked then.
 	// Unlimited (-1) disables it.
 	ElapsedTime float64 `json:"elapsedtime"`
+	// BlockTime is in seconds a statement has been held waiting for
+	// admission (a pool's active_statements, a link's
+	// max_active_statements); the condition is block time >= BlockTime,
+	// checked while the statement waits, first then. 0 (the zero value)
+	// disables it; the console writes it -1, as the other thresholds. A
+	// rule with BlockTime sets no other threshold: BlockTime applies to
+	// statements that wait, the others to statements that run.
+	BlockTime float64 `json:"blocktime,omitempty"`
 	// Action is Abort or Penalty.
 	Action Action `json:"action"`
 }
+
+// HasThreshold reports whether the rule sets a threshold.
+func (r *Rule) HasThreshold() bool {
+	return r.Bandwidth != Unlimited || r.ElapsedTime != Unlimited || r.BlockTime > 0
+}
+
+// Queued reports whether the rule applies to statements waiting for
+// admission (it sets blocktime) rather than to running ones. An abort
+// of a queued rule ends the wait in the proxy: it needs no cancel
+// request.
+func (r *Rule) Queued() bool { return r.BlockTime > 0 }
 
 // Pool is a resource pool.
 type Pool struct {

@@ -71,10 +71,13 @@ func Create(c *Catalog, s *ddl.Create) ([]string, error) {
 		if err := applyRule(r, s.Options); err != nil {
 			return nil, err
 		}
-		if r.Bandwidth == Unlimited && r.ElapsedTime == Unlimited {
+		if !r.HasThreshold() {
 			e := ddl.Errorf(ddl.CodeInvalidParameter, s.Name.Pos, "except rule %q has no threshold", s.Name.Name)
-			e.Hint = "Set bandwidth (MB/s) or elapsedtime (s), e.g. WITH (bandwidth=128, elapsedtime=60)."
+			e.Hint = "Set bandwidth (MB/s), elapsedtime (s) or blocktime (s), e.g. WITH (bandwidth=128, elapsedtime=60)."
 			return nil, e
+		}
+		if err := blockTimeAlone(r, s.Name); err != nil {
+			return nil, err
 		}
 		c.Rules[s.Name.Name] = r
 	case ddl.Pool:
@@ -124,9 +127,10 @@ func Alter(c *Catalog, s *ddl.Alter) error {
 		if err := applyRule(r, s.Options); err != nil {
 			return err
 		}
-		if r.Bandwidth == Unlimited && r.ElapsedTime == Unlimited {
+		if !r.HasThreshold() {
 			return ddl.Errorf(ddl.CodeInvalidParameter, s.Name.Pos, "except rule %q would have no threshold", s.Name.Name)
 		}
+		return blockTimeAlone(r, s.Name)
 	case ddl.Pool:
 		return applyPool(c, c.Pools[s.Name.Name], s.Options)
 	case ddl.Link:
@@ -356,4 +360,15 @@ func DefineLink(c *Catalog, name string, opts map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// blockTimeAlone is the 22023 error of a rule that sets blocktime with
+// another threshold.
+func blockTimeAlone(r *Rule, name ddl.Name) error {
+	if !r.Queued() || (r.Bandwidth == Unlimited && r.ElapsedTime == Unlimited) {
+		return nil
+	}
+	e := ddl.Errorf(ddl.CodeInvalidParameter, name.Pos, "except rule %q: %s", name.Name, errBlockTimeAlone)
+	e.Hint = "Make two rules, one with blocktime and one with bandwidth or elapsedtime, and list both in the pool's except_rule."
+	return e
 }

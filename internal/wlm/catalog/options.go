@@ -343,12 +343,11 @@ func setPoolOption(p *Pool, o ddl.Option) error {
 
 // ruleOptions are the options of CREATE/ALTER EXCEPT RULE that sluice
 // measures.
-var ruleOptions = []string{"bandwidth", "elapsedtime", "action"}
+var ruleOptions = []string{"bandwidth", "elapsedtime", "blocktime", "action"}
 
 // unmeasurable are GaussDB exception-rule parameters that need the
 // database's executor: a proxy sees bytes and time only.
 var unmeasurable = map[string]string{
-	"blocktime":      "time spent queued by the database's workload manager",
 	"cputime":        "CPU time",
 	"allcputime":     "CPU time on all nodes",
 	"cpuskewpercent": "CPU skew across nodes",
@@ -389,6 +388,9 @@ func setRuleOption(r *Rule, o ddl.Option) error {
 	if th, ok := thresholds[o.Name]; ok {
 		return setValue(th.field(r), Unlimited, o, func(v ddl.Value) (float64, error) { return parseThreshold(v, th.withUnit) })
 	}
+	if o.Name == "blocktime" {
+		return setValue(&r.BlockTime, 0, o, parseBlockTime)
+	}
 	if o.Name == "action" {
 		return setValue(&r.Action, Abort, o, func(v ddl.Value) (Action, error) {
 			switch a := Action(strings.ToLower(strings.TrimSpace(v.Text))); a {
@@ -402,11 +404,29 @@ func setRuleOption(r *Rule, o ddl.Option) error {
 		if f, err := strconv.ParseFloat(strings.TrimSpace(v.Text), 64); (err == nil && f == Unlimited) || v.Kind == ddl.Default {
 			return nil // "no limit" is harmless
 		}
-		e := ddl.Errorf(ddl.CodeNotSupported, o.NamePos, "exception rule parameter %s is not supported: sluice cannot measure %s, only a statement's bytes and elapsed time", o.Name, what)
-		e.Hint = "Use bandwidth and elapsedtime, or set " + o.Name + " to -1."
+		e := ddl.Errorf(ddl.CodeNotSupported, o.NamePos, "exception rule parameter %s is not supported: sluice cannot measure %s, only a statement's bytes, elapsed time and block time", o.Name, what)
+		e.Hint = "Use bandwidth, elapsedtime or blocktime, or set " + o.Name + " to -1."
 		return e
 	}
 	return unknownParam(ddl.Rule, o, ruleOptions)
+}
+
+// parseBlockTime reads blocktime: -1 (unlimited) is 0, else seconds >
+// 0, a bare number or a duration with a unit.
+func parseBlockTime(v ddl.Value) (float64, error) {
+	f, err := parseThreshold(v, func(s string) (float64, error) {
+		d, err := units.ParseDuration(s)
+		return d.Seconds(), err
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case f == Unlimited:
+		return 0, nil
+	case f == 0:
+		return 0, fmt.Errorf("want -1 (unlimited) or a number of seconds > 0")
+	}
+	return f, nil
 }
 
 // parseThreshold reads -1 (Unlimited), a bare non-negative number in the

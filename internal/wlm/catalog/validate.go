@@ -3,6 +3,7 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/sluicelab/sluice/internal/link"
 )
@@ -71,8 +72,14 @@ func (r *Rule) validate() error {
 			return fmt.Errorf("%s %v: want -1 or a number >= 0", t.name, t.v)
 		}
 	}
-	if r.Bandwidth == Unlimited && r.ElapsedTime == Unlimited {
-		return errors.New("no threshold: set bandwidth or elapsedtime")
+	if !(r.BlockTime >= 0) || math.IsInf(r.BlockTime, 0) {
+		return fmt.Errorf("blocktime %v: want -1 or a number > 0", r.BlockTime)
+	}
+	if !r.HasThreshold() {
+		return errors.New("no threshold: set bandwidth, elapsedtime or blocktime")
+	}
+	if r.Queued() && (r.Bandwidth != Unlimited || r.ElapsedTime != Unlimited) {
+		return errors.New(errBlockTimeAlone)
 	}
 	if r.Action != Abort && r.Action != Penalty {
 		return fmt.Errorf("action %q: want abort or penalty", r.Action)
@@ -84,3 +91,6 @@ func (r *Rule) validate() error {
 func (e Emulation) Validate() error {
 	return e.Params().Validate()
 }
+
+// errBlockTimeAlone says why blocktime takes no other threshold.
+const errBlockTimeAlone = "blocktime applies while a statement waits for admission, bandwidth and elapsedtime while it runs: a rule with blocktime sets neither"
