@@ -35,6 +35,11 @@ const (
 	concHighRoute = "conc_high"
 )
 
+// chunkBytes is the largest chunk a pump reads (package proxy's read
+// buffer): a flow whose window is full may have one more chunk admitted
+// to the device queue, waiting for the window.
+const chunkBytes = 32 << 10
+
 // queueSample is how often a point samples the link's device queue.
 const queueSample = 10 * time.Millisecond
 
@@ -53,11 +58,13 @@ type ConcurrencyReport struct {
 	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
 	// QueueBytes is the link's device FIFO; WindowBytes each flow's
 	// window on the link.
-	QueueBytes  int64  `json:"device_queue_bytes"`
-	WindowBytes int64  `json:"window_bytes"`
-	Sessions    int    `json:"ordinary_sessions"`
-	OrdinarySQL string `json:"ordinary_sql"`
-	HighSQL     string `json:"high_priority_sql"`
+	QueueBytes  int64 `json:"device_queue_bytes"`
+	WindowBytes int64 `json:"window_bytes"`
+	// RTTMs is the link's round-trip time.
+	RTTMs       float64 `json:"rtt_ms"`
+	Sessions    int     `json:"ordinary_sessions"`
+	OrdinarySQL string  `json:"ordinary_sql"`
+	HighSQL     string  `json:"high_priority_sql"`
 	// OrdinaryBytes is the payload of one ordinary result.
 	OrdinaryBytes int64 `json:"ordinary_result_bytes"`
 	Reps          int   `json:"reps_per_point"`
@@ -90,9 +97,9 @@ type ConcurrencyRow struct {
 	// (server to client), sampled every 10 ms during the measurement.
 	QueueMeanBytes float64 `json:"device_queue_mean_bytes"`
 	QueueMaxBytes  int64   `json:"device_queue_max_bytes"`
-	// BoundMs is the model's wait behind the device queue: what at most
-	// min(active statements, sessions) windows occupy, capped by the
-	// FIFO, drained at the capacity.
+	// BoundMs is the model's wait behind the device queue: what
+	// min(active statements, sessions) flows hold in it at most (a window
+	// and a chunk each), capped by the FIFO, drained at the capacity.
 	BoundMs float64 `json:"queue_bound_ms"`
 	// LatencyRatio is P99Ms over P99Ms unlimited; ThroughputRatio MBps
 	// over MBps unlimited.
@@ -136,7 +143,7 @@ func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, er
 	ordinarySQL, highSQL := r.sql()
 	rep = &ConcurrencyReport{
 		OrdinarySQL: ordinarySQL, HighSQL: highSQL, Reps: r.plan.Reps, Sessions: r.plan.Sessions,
-		QueueBytes: link.DefaultQueueSize, WindowBytes: r.plan.Window,
+		QueueBytes: link.DefaultQueueSize, WindowBytes: r.plan.Window, RTTMs: durMs(r.plan.RTT),
 	}
 	p.printf("\n== Experiment 3: concurrency ==\n")
 	p.printf("high-priority query %q measured %d times per point while %d ordinary sessions run %q in a loop\n",
@@ -188,8 +195,8 @@ func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, er
 		units.FormatRate(capacity), units.FormatBytes(r.plan.Window), (r.plan.RTT/2).Microseconds())); err != nil {
 		return nil, err
 	}
-	p.step("link: capacity %s, device queue %s, window %s per flow (%d sessions x %s = %s)",
-		rep.Capacity, units.FormatBytes(rep.QueueBytes), units.FormatBytes(rep.WindowBytes),
+	p.step("link: capacity %s, device queue %s, RTT %s, window %s per flow (%d sessions x %s = %s)",
+		rep.Capacity, units.FormatBytes(rep.QueueBytes), fmtRTT(r.plan.RTT), units.FormatBytes(rep.WindowBytes),
 		rep.Sessions, units.FormatBytes(rep.WindowBytes), units.FormatBytes(int64(rep.Sessions)*rep.WindowBytes))
 
 	for _, limit := range r.plan.Limits {
@@ -212,8 +219,8 @@ func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, er
 }
 
 // boundMs is the model's wait behind the device queue at limit (0
-// unlimited): min(limit or sessions, sessions) windows, at most the FIFO,
-// over the capacity, in ms.
+// unlimited): min(limit or sessions, sessions) windows and chunks, at
+// most the FIFO, over the capacity, in ms.
 func (c *ConcurrencyReport) boundMs(limit int) float64 {
 	if c.CapacityBytes <= 0 {
 		return 0
@@ -222,7 +229,7 @@ func (c *ConcurrencyReport) boundMs(limit int) float64 {
 	if limit > 0 {
 		n = min(n, limit)
 	}
-	q := min(c.QueueBytes, int64(n)*c.WindowBytes)
+	q := min(c.QueueBytes, int64(n)*(c.WindowBytes+chunkBytes))
 	return float64(q) / float64(c.CapacityBytes) * 1000
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/units"
@@ -49,7 +50,7 @@ func (c *ConcurrencyReport) LatencyChart() *svg.Chart {
 	}
 	p50 := svg.Series{Name: "p50"}
 	p99 := svg.Series{Name: "p99"}
-	bound := svg.Series{Name: "device-queue bound: min(statements x window, queue) / capacity", Dashed: true}
+	bound := svg.Series{Name: "device-queue bound: min(statements x (window + chunk), queue) / capacity", Dashed: true}
 	for _, r := range c.Rows {
 		x := c.x(r)
 		p50.Points = append(p50.Points, svg.Point{X: x, Y: r.P50Ms})
@@ -70,8 +71,11 @@ func (c *ConcurrencyReport) ThroughputChart() *svg.Chart {
 		YLabel: "ordinary sessions together (MB/s)",
 		ZeroX:  true, ZeroY: true,
 	}
+	if c.CapacityBytes > 0 {
+		ch.Guides = append(ch.Guides, svg.Guide{Y: float64(c.CapacityBytes) / 1e6, Label: "link capacity"})
+	}
 	if base := c.row(0); base != nil && base.MBps > 0 {
-		ch.Guides = []svg.Guide{{Y: 0.85 * base.MBps, Label: "0.85 x unlimited"}}
+		ch.Guides = append(ch.Guides, svg.Guide{Y: 0.85 * base.MBps, Label: "0.85 x unlimited"})
 	}
 	s := svg.Series{Name: "ordinary MB/s"}
 	for _, r := range c.Rows {
@@ -101,15 +105,15 @@ func (c *ConcurrencyReport) writeMarkdown(w io.Writer) {
 		return
 	}
 	drain := func(b int64) float64 { return float64(b) / float64(c.CapacityBytes) * 1000 }
-	fmt.Fprintf(w, "The route's link has a capacity of %s and a device queue of %s (%.1f ms to drain at that capacity); "+
+	fmt.Fprintf(w, "The routes' link has a capacity of %s, a device queue of %s (%.1f ms to drain at that capacity) and a round trip of %s; "+
 		"each flow may have %s in flight on it, the send buffer a connection fills. ",
-		c.Capacity, units.FormatBytes(c.QueueBytes), drain(c.QueueBytes), units.FormatBytes(c.WindowBytes))
+		c.Capacity, units.FormatBytes(c.QueueBytes), drain(c.QueueBytes), units.FormatDuration(time.Duration(c.RTTMs*float64(time.Millisecond))), units.FormatBytes(c.WindowBytes))
 	if c.Calibrated {
 		fmt.Fprintf(w, "The capacity was chosen as in experiment 2, well below what one session streams (%.0f MB/s), so that the link, not the processor, is the bottleneck. ", c.StreamMBps)
 	}
-	fmt.Fprintf(w, "%d ordinary sessions run, each in a loop, a statement returning about %s:\n\n```sql\n%s\n```\n\n"+
-		"so that together (%d x %s) they fill the device queue, while a session of a high-priority pool runs a small query, measured %d times per point:\n\n```sql\n%s\n```\n\n",
-		c.Sessions, units.FormatBytes(c.OrdinaryBytes), c.OrdinarySQL, c.Sessions, units.FormatBytes(c.WindowBytes),
+	fmt.Fprintf(w, "%d ordinary sessions run, each in a loop, a statement returning about %.0f kB:\n\n```sql\n%s\n```\n\n"+
+		"so that together (%d x %s, a window and a chunk each, see below) they fill the device queue, while a session of a high-priority pool runs a small query, measured %d times per point:\n\n```sql\n%s\n```\n\n",
+		c.Sessions, float64(c.OrdinaryBytes)/1e3, c.OrdinarySQL, c.Sessions, units.FormatBytes(c.WindowBytes+chunkBytes),
 		c.Reps, c.HighSQL)
 	fmt.Fprintf(w, "The pools, and network_control on so the high-priority pool's bytes enter the device queue first:\n\n```sql\n%s;\n```\n\n",
 		strings.Join(c.Setup, ";\n"))
@@ -120,16 +124,19 @@ func (c *ConcurrencyReport) writeMarkdown(w io.Writer) {
 		"The device queue is sampled every 10 ms.\n\n", concPool)
 	c.table().markdown(w)
 	fmt.Fprintf(w, "\n![high-priority latency vs active_statements](%s)\n\n![throughput vs active_statements](%s)\n\n", FileConcLatency, FileConcThroughput)
+	perFlow := c.WindowBytes + chunkBytes
 	fmt.Fprintf(w, "Why limiting concurrency keeps the device queue short: priority decides which byte enters the device queue next, "+
 		"but a byte already inside is ahead of every byte that comes after it, however important. "+
-		"Each running statement keeps up to a window (%s) of its result in flight, so the queue holds about as many windows as there are running statements: "+
-		"%d unlimited statements fill it (%d x %s against %s, %.1f ms ahead of every high-priority byte), "+
-		"while with active_statements = N at most N statements stream, about N windows are queued, and the high-priority query waits behind N x %s instead "+
-		"(the queue bound column: min(N x window, queue) / capacity). "+
-		"The link stays busy as long as N windows cover the time a slot takes to pass to the next statement, so the ordinary sessions keep their throughput; "+
-		"their statements wait their turn in sluice instead of in the device queue, which is where a wait costs only the statements that wait.",
-		units.FormatBytes(c.WindowBytes), c.Sessions, c.Sessions, units.FormatBytes(c.WindowBytes), units.FormatBytes(c.QueueBytes),
-		drain(min(c.QueueBytes, int64(c.Sessions)*c.WindowBytes)), units.FormatBytes(c.WindowBytes))
+		"A streaming flow keeps its window (%s) in flight, and one more chunk (%s) waits in the queue for the window to free, as a TCP connection keeps its send buffer full; "+
+		"what the flows hold beyond capacity x RTT waits in the device queue. "+
+		"So the queue holds about %s per running statement: %d unlimited statements fill it (%d x %s against %s, %.1f ms ahead of every high-priority byte), "+
+		"while with active_statements = N at most N statements stream and the high-priority query waits behind about N x %s instead "+
+		"(the queue bound column: min(N x %s, queue) / capacity). "+
+		"The link stays busy as long as the N running statements' windows cover the time a slot takes to pass to the next statement, so the ordinary sessions keep their throughput: "+
+		"their statements wait their turn in sluice, where a wait costs only the statements that wait, instead of in the device queue, where it costs every byte behind them.",
+		units.FormatBytes(c.WindowBytes), units.FormatBytes(chunkBytes), units.FormatBytes(perFlow),
+		c.Sessions, c.Sessions, units.FormatBytes(perFlow), units.FormatBytes(c.QueueBytes),
+		drain(min(c.QueueBytes, int64(c.Sessions)*perFlow)), units.FormatBytes(perFlow), units.FormatBytes(perFlow))
 	if base, lim := c.row(0), c.row(concTargetLimit); base != nil && lim != nil {
 		fmt.Fprintf(w, " Here, at active_statements = %d the high-priority query's p99 went from %.1f ms to %.1f ms (%.2fx) "+
 			"and the device queue from %.0f kB to %.0f kB on average, while the ordinary sessions moved %.1f MB/s against %.1f MB/s unlimited (%.2fx).",

@@ -175,9 +175,9 @@ func TestConcurrencyBound(t *testing.T) {
 		limit int
 		want  float64 // ms
 	}{
-		{0, float64(2<<20) / 20e3},  // 32 windows: the whole queue
-		{4, float64(4<<16) / 20e3},  // 4 windows
-		{64, float64(2<<20) / 20e3}, // above the sessions: as unlimited
+		{0, float64(2<<20) / 20e3},      // 32 windows and chunks: more than the queue
+		{4, float64(4*(96<<10)) / 20e3}, // 4 windows and chunks
+		{64, float64(2<<20) / 20e3},     // above the sessions: as unlimited
 	} {
 		if got := c.boundMs(tt.limit); !near(got, tt.want, 1e-9) {
 			t.Errorf("boundMs(%d) = %v, want %v", tt.limit, got, tt.want)
