@@ -68,6 +68,8 @@ type ConcurrencyReport struct {
 	// OrdinaryBytes is the payload of one ordinary result.
 	OrdinaryBytes int64 `json:"ordinary_result_bytes"`
 	Reps          int   `json:"reps_per_point"`
+	// MeasureSeconds is the least time throughput is measured over.
+	MeasureSeconds float64 `json:"measure_seconds"`
 	// Setup are the console statements that made the pools; each point
 	// then sets the ordinary pool's active_statements.
 	Setup []string         `json:"setup"`
@@ -87,7 +89,8 @@ type ConcurrencyRow struct {
 	MeanMs float64 `json:"high_mean_ms"`
 	MaxMs  float64 `json:"high_max_ms"`
 	// MBps and StatementsPerSec are what the ordinary sessions received
-	// and completed together while the high-priority query was measured.
+	// and completed together from the first high-priority query on, over
+	// at least the plan's Measure.
 	MBps             float64 `json:"ordinary_mb_per_s"`
 	StatementsPerSec float64 `json:"ordinary_statements_per_s"`
 	// OrdinaryMs is the mean elapsed time of an ordinary statement as
@@ -144,6 +147,7 @@ func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, er
 	rep = &ConcurrencyReport{
 		OrdinarySQL: ordinarySQL, HighSQL: highSQL, Reps: r.plan.Reps, Sessions: r.plan.Sessions,
 		QueueBytes: link.DefaultQueueSize, WindowBytes: r.plan.Window, RTTMs: durMs(r.plan.RTT),
+		MeasureSeconds: r.plan.Measure.Seconds(),
 	}
 	p.printf("\n== Experiment 3: concurrency ==\n")
 	p.printf("high-priority query %q measured %d times per point while %d ordinary sessions run %q in a loop\n",
@@ -373,6 +377,12 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 		}
 		times = append(times, durMs(d))
 		done.Add(1)
+	}
+	if rest := m0.Add(r.plan.Measure).Sub(r.clk.Now()); rest > 0 {
+		if err := clock.Sleep(ctx, r.clk, rest); err != nil {
+			finish()
+			return row, 0, err
+		}
 	}
 	secs := r.clk.Now().Sub(m0).Seconds()
 	b1, s1, n1 := bytes.Load(), stmts.Load(), stmtNanos.Load()

@@ -119,9 +119,9 @@ func (c *ConcurrencyReport) writeMarkdown(w io.Writer) {
 		strings.Join(c.Setup, ";\n"))
 	fmt.Fprintf(w, "Each point sets the ordinary pool's limit (`ALTER RESOURCE POOL %s WITH (active_statements=N)`, -1 for unlimited); "+
 		"a statement beyond the limit is held in sluice, its request unsent, until a running one ends. "+
-		"Ratios are to the unlimited point; throughput is what the ordinary sessions received together while the high-priority query was measured, "+
+		"Ratios are to the unlimited point; throughput is what the ordinary sessions received together from the first high-priority query on, over at least %s, "+
 		"ordinary stmt (ms) the mean time of one ordinary statement as its client saw it, time held included. "+
-		"The device queue is sampled every 10 ms.\n\n", concPool)
+		"The device queue is sampled every 10 ms over the same time.\n\n", concPool, units.FormatDuration(time.Duration(c.MeasureSeconds*float64(time.Second))))
 	c.table().markdown(w)
 	fmt.Fprintf(w, "\n![high-priority latency vs active_statements](%s)\n\n![throughput vs active_statements](%s)\n\n", FileConcLatency, FileConcThroughput)
 	perFlow := c.WindowBytes + chunkBytes

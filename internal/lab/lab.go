@@ -155,6 +155,10 @@ type ConcurrencyPlan struct {
 	// Settle is how long the ordinary sessions run before a point is
 	// measured; 0 means 1 s.
 	Settle time.Duration
+	// Measure is the least time a point's throughput is measured over:
+	// the ordinary sessions go on after the last high-priority query
+	// until it has passed; 0 means 2 s.
+	Measure time.Duration
 }
 
 // QuickPlan is `sluice lab --quick`: a small table, short runs, fewer
@@ -264,6 +268,7 @@ func (o *Options) validate() error {
 		orDefault(&c.Reps, 50)
 		orDefault(&c.MaxCapacity, 100_000_000)
 		orDefault(&c.Settle, time.Second)
+		orDefault(&c.Measure, 2*time.Second)
 		orDefault(&c.Window, 64<<10)
 		orDefault(&c.RTT, time.Millisecond)
 	}

@@ -41,7 +41,7 @@ func tinyPlan() Plan {
 			RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
 			PenaltyTimeout: 20 * time.Second,
 		},
-		Concurrency: ConcurrencyPlan{Limits: []int{0, 2}, Sessions: 16, Reps: 5, Settle: 500 * time.Millisecond},
+		Concurrency: ConcurrencyPlan{Limits: []int{0, 2}, Sessions: 16, Reps: 5, Settle: 500 * time.Millisecond, Measure: time.Second},
 	}
 }
 
@@ -135,6 +135,11 @@ func checkConcurrencyShape(t *testing.T, c *ConcurrencyReport) {
 	}
 	if lim.P50Ms >= un.P50Ms {
 		t.Errorf("high-priority p50 %.1f ms at active_statements 2, %.1f ms unlimited; want it faster", lim.P50Ms, un.P50Ms)
+	}
+	// Two windows in flight cover the slot's pass to the next statement
+	// many times over: the link stays busy. Loosely, for a busy machine.
+	if lim.ThroughputRatio < 0.5 {
+		t.Errorf("ordinary throughput at active_statements 2 is %.2fx unlimited (%.1f against %.1f MB/s)", lim.ThroughputRatio, lim.MBps, un.MBps)
 	}
 	for _, r := range c.Rows {
 		if r.MBps <= 0 || r.StatementsPerSec <= 0 {

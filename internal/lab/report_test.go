@@ -51,7 +51,7 @@ func sampleReport() *Report {
 func sampleConcurrency() *ConcurrencyReport {
 	c := &ConcurrencyReport{CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 400,
 		QueueBytes: 2 << 20, WindowBytes: 64 << 10, Sessions: 32, OrdinarySQL: pgOrdinarySQL, HighSQL: pgHighSQL,
-		OrdinaryBytes: 512000, Reps: 3, Setup: []string{"CREATE RESOURCE POOL conc_pool"}}
+		OrdinaryBytes: 512000, Reps: 3, MeasureSeconds: 2, Setup: []string{"CREATE RESOURCE POOL conc_pool"}}
 	for _, limit := range []int{0, 2, 4, 8} {
 		n := 32
 		if limit > 0 {
