@@ -12,6 +12,7 @@ import (
 	"github.com/sluicelab/sluice/internal/admission"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // CodeQueryCanceled is SQLSTATE 57014, query_canceled: the code of every
@@ -170,6 +171,17 @@ func admissionLimits(c *Catalog) admission.Limits {
 // AdmissionStats returns the running and waiting statements of every
 // pool that has a limit or holds slots.
 func (m *Manager) AdmissionStats() map[string]admission.PoolStats { return m.adm.Pools() }
+
+// admissionCounts returns the running and waiting statements by pool
+// for the views.
+func (m *Manager) admissionCounts() map[string]views.Admission {
+	st := m.adm.Pools()
+	out := make(map[string]views.Admission, len(st))
+	for k, v := range st {
+		out[k] = views.Admission{Running: v.Running, Waiting: v.Waiting}
+	}
+	return out
+}
 
 // observeBlock records the block time of a statement that was held
 // (nothing for one admitted at once).

@@ -2,9 +2,11 @@
 // (package catalog: links, exception rules, resource pools, user
 // bindings and settings; kept by a Store, package store), the runtime
 // links made from it, the binding of a session to a pool, class,
-// link and path emulation, and the evaluator that applies exception rules
-// to running statements. What SHOW and SELECT return is computed by
-// package views from the inputs the Manager gathers (one catalog
+// link and path emulation, the admission of statements under a pool's
+// active_statements (package admission), and the evaluator that applies
+// exception rules to running and waiting statements. What SHOW and
+// SELECT return is computed by package views from the inputs the
+// Manager gathers (one catalog
 // generation, the registry's sessions and statements, the time); the
 // HTTP API and the dashboard derive their values with the same
 // functions. The admin console and the configuration file
@@ -59,19 +61,53 @@
 // is. The AuditLog has its own lock, taken with no other lock held (a
 // change is recorded once Manager.mu is released).
 //
+// # Admission
+//
+// A pool's active_statements (GaussDB's; -1 or DEFAULT unlimited, 0
+// refused with 22023) bounds how many of its statements run at once; a
+// link's max_active_statements bounds those of every session on the link,
+// whatever their pool. Manager.Admit is the protocol front ends' hold
+// point: it reads the session's pool (its user's binding, else its
+// route's default pool) and link in the current catalog, one atomic load,
+// and returns at once, allocating nothing, when neither has a limit.
+// Otherwise it takes a slot of the admission.Controller, holding the
+// statement (session.Statement.Hold: state waiting, block time running)
+// until one frees, and marks it admitted (its elapsed time starts). The
+// class of the wait is the pool's network_priority, or low for a
+// penalised statement or session: high and normal waiters are admitted
+// before low ones. A pool's queue_timeout (seconds; 0 or -1 none) bounds
+// the wait. Statements admitted while their pool had no limit do not
+// count against a limit set later; the front ends decide what one slot
+// covers (a transaction keeps its slot until it ends).
+//
+// A failed wait is an *AdmitError, SQLSTATE 57014 (the MySQL front end
+// answers 1317): "canceling statement due to user request" for
+// Registry.Cancel (a client's cancel request, the console's CANCEL), for
+// which no cancel request reaches the server; "canceling statement due
+// to statement queue timeout" for queue_timeout; "canceling statement
+// due to exception rule "r": blocked for 3s waiting for admission" for a
+// blocktime abort; another message when the session's context ends or
+// its statement ends first. ALTER RESOURCE POOL and ALTER LINK
+// reconfigure the controller when the new catalog is swapped in: a higher
+// limit admits waiters at once, a lower one lets running statements
+// finish.
+//
 // # Exception rules
 //
-// A rule has two measurable thresholds, both optional but at least one
-// set: bandwidth, in MB/s (a bare number; a value with a unit such as
-// '100Mbit' is converted), and elapsedtime, in seconds. -1 means
-// unlimited: the threshold does not apply. Thresholds inside one rule
-// combine with AND: the rule fires when the statement's bandwidth exceeds
-// bandwidth and it has run at least elapsedtime. The rules of one pool
+// A rule has three measurable thresholds, at least one set: bandwidth,
+// in MB/s (a bare number; a value with a unit such as '100Mbit' is
+// converted), elapsedtime, in seconds of execution (from admission), and
+// blocktime, in seconds held waiting for admission. -1 means unlimited:
+// the threshold does not apply (blocktime 0 is refused). Thresholds
+// inside one rule combine with AND: the rule fires when the statement's
+// bandwidth exceeds bandwidth and it has run at least elapsedtime.
+// blocktime applies while a statement waits, the other two while it runs,
+// so a rule with blocktime sets neither (22023); GaussDB's AND of them
+// could never hold for one statement at one time. The rules of one pool
 // combine with OR: any one firing acts. GaussDB's other thresholds
-// (blocktime, cputime, allcputime, cpuskewpercent, spillsize,
-// broadcastsize, memsize, cpuavgpercent) need the database's executor; a
-// proxy sees only bytes and time, so they are rejected with 0A000 unless
-// set to -1.
+// (cputime, allcputime, cpuskewpercent, spillsize, broadcastsize,
+// memsize, cpuavgpercent) need the database's executor; a proxy sees
+// only bytes and time, so they are rejected with 0A000 unless set to -1.
 //
 // A statement's bandwidth is its bytes in both directions over the last
 // BandwidthWindow (5 s), interpolated between the evaluator's samples
@@ -80,9 +116,10 @@
 // has no bandwidth yet, so a bandwidth threshold is not reached.
 //
 // Timing: a rule is first checked for a statement the moment the
-// statement has run elapsedtime (one except_check_period after it began
-// when elapsedtime is -1), then every except_check_period (default 5 s)
-// after the previous check. The evaluator wakes up at that exact moment
+// statement has run elapsedtime (one except_check_period after it was
+// admitted when elapsedtime is -1), or, for a blocktime rule, has waited
+// blocktime, then every except_check_period (default 5 s) after the
+// previous check. The evaluator wakes up at that exact moment
 // if it comes before its next sample. Each rule fires at most once per
 // statement.
 //
@@ -92,8 +129,12 @@
 // low_priority_bandwidth. abort (the default) cancels the statement
 // through its protocol (session.Registry.Cancel: a PostgreSQL
 // CancelRequest or MySQL KILL QUERY), so the client gets the server's own
-// error and keeps its session. When an abort and a penalty fire in the
-// same pass, only the abort applies. Every firing is logged, counted
+// error and keeps its session. A blocktime rule acts on the wait
+// instead: penalty admits the statement as low class (its waiter moves
+// behind the normal and high ones, and it runs penalised), abort ends its
+// wait with the *AdmitError naming the rule, with no cancel request (the
+// server never saw the statement). When an abort and a penalty fire in
+// the same pass, only the abort applies. Every firing is logged, counted
 // (Manager.Stats, by rule and action) and appended to the statement's
 // except_info; a failed cancel is counted and noted too.
 //
@@ -102,8 +143,9 @@
 // KILL credentials, a tcp route) is refused with 0A000. Reachable is
 // decided simply: the rule is attached to a pool that a user is bound to
 // or that is a route's default pool, and any route has CanCancel false
-// (users are not tied to routes). Only statements that create such a
-// situation are refused; one created by SetRoute is logged.
+// (users are not tied to routes). A blocktime rule's abort needs no
+// cancel request, so it is never refused. Only statements that create
+// such a situation are refused; one created by SetRoute is logged.
 //
 // # Bindings
 //
@@ -177,6 +219,16 @@
 // is read before it). Manager.mu and evaluator.mu are never held
 // together, and no lock is held across a cancel request. Manager.mu,
 // which serialises changes, is held across the store's Save.
+//
+// The admission controller's lock (admission.Controller.mu) is a leaf:
+// taken under Manager.mu when a change reconfigures it, and alone
+// otherwise (Admit, a release, a waiter's Cancel or Demote). Manager.mu
+// is never held while a statement waits: Admit reads the catalog with
+// one atomic load and blocks in the controller with no lock held. The
+// evaluator cancels or demotes a held statement after releasing
+// evaluator.mu, through session.Statement (whose mu is released before
+// the controller's is taken). The block-time histograms have their own
+// leaf lock.
 //
 // A Manager is safe for concurrent use.
 package wlm

@@ -76,7 +76,7 @@ func (r *reading) table(name string) (views.Table, bool) {
 		r.statements()
 		return views.Statements(cat, append(r.running[:len(r.running):len(r.running)], r.ended...), r.now), true
 	case "pools":
-		return views.Pools(cat, r.sessions), true
+		return views.Pools(cat, r.sessions, r.m.admissionCounts()), true
 	case "rules":
 		return views.Rules(cat, r.m.Stats().RuleFirings), true
 	case "links":

@@ -15,7 +15,7 @@
 //	sluice_link_jitter_seconds{link}                           gauge
 //	sluice_link_rate_bytes_per_second{link}                    gauge
 //	sluice_sessions{route,user,pool}                           gauge
-//	sluice_statements_running{route,user,pool}                 gauge
+//	sluice_statements_running{route,user,pool}                 gauge (admitted, not ended)
 //	sluice_statements_penalized{route,user,pool}               gauge
 //	sluice_rule_firings_total{rule,action}                     counter
 //	sluice_rule_checks_total                                   counter
@@ -26,6 +26,10 @@
 //	sluice_route_bytes_total{route,direction}                  counter
 //	sluice_pool_bytes_total{pool,direction}                    counter
 //	sluice_catalog_changes_total{surface,outcome}              counter
+//	sluice_pool_active_statements{pool}                        gauge
+//	sluice_pool_admission_running{pool}                        gauge
+//	sluice_pool_admission_waiting{pool}                        gauge
+//	sluice_pool_block_seconds{pool}                            histogram
 //
 // direction is up (client to server) or down; class is high, normal or
 // low; pool is "" for traffic outside any resource pool. The queue-delay
@@ -35,6 +39,17 @@
 // most 32 KiB). Pool byte counters appear once a pool has sent bytes in
 // a class. The emulation gauges are the link's own options (0 when
 // unset), not those a route or pool may override.
+//
+// Admission (package admission, a pool's active_statements): the limit
+// (0 unlimited), the statements holding a slot and those held waiting
+// for one, for every pool of the catalog with a limit or in use, and pool
+// "" for statements of no pool held by a link's max_active_statements;
+// statements of a pool without a limit are not counted there.
+// sluice_statements_running leaves held statements out. The block-time
+// histogram counts, per pool, the statements that waited (admitted or
+// not), with buckets ending at 1ms, 5ms, 10ms, 50ms, 100ms, 500ms, 1s,
+// 5s, 10s and 60s; a pool appears once one of its statements waited, and
+// leaves when the catalog drops it.
 //
 // sluice_session_panics_total counts sessions that ended because one of
 // their goroutines panicked (each is logged at ERROR with its stack); a

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicelab/sluice/internal/admission"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
@@ -185,6 +186,7 @@ type collector struct {
 	firings, checks, cancelFailures, unsentBytes           *prometheus.Desc
 	releaseLateness, sessionPanics                         *prometheus.Desc
 	routeBytes, poolTotalBytes, catalogChanges             *prometheus.Desc
+	admRunning, admWaiting, admLimit, blockTime            *prometheus.Desc
 }
 
 func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *collector {
@@ -238,6 +240,16 @@ func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *c
 		poolTotalBytes: prometheus.NewDesc("sluice_pool_bytes_total",
 			"Bytes admitted by every link for a resource pool (\"\" for none), by direction.",
 			[]string{"pool", "direction"}, nil),
+		admRunning: prometheus.NewDesc("sluice_pool_admission_running",
+			"Statements holding a slot of a resource pool's active_statements (\"\" for those of no pool held by a link's max_active_statements).",
+			[]string{"pool"}, nil),
+		admWaiting: prometheus.NewDesc("sluice_pool_admission_waiting",
+			"Statements held by sluice, waiting for a slot of their resource pool (or link).", []string{"pool"}, nil),
+		admLimit: prometheus.NewDesc("sluice_pool_active_statements",
+			"A resource pool's active_statements; 0 is unlimited.", []string{"pool"}, nil),
+		blockTime: prometheus.NewDesc("sluice_pool_block_seconds",
+			"Time statements of a resource pool were held waiting for admission (only those that waited).",
+			[]string{"pool"}, nil),
 		catalogChanges: prometheus.NewDesc("sluice_catalog_changes_total",
 			"Catalog and setting changes, by surface (console, http, forward, config) and outcome (ok, error).",
 			[]string{"surface", "outcome"}, nil),
@@ -250,6 +262,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.capacity, c.delay, c.jitter, c.rate, c.sessions, c.running, c.pens,
 		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness, c.sessionPanics,
 		c.routeBytes, c.poolTotalBytes, c.catalogChanges,
+		c.admRunning, c.admWaiting, c.admLimit, c.blockTime,
 	} {
 		ch <- d
 	}
@@ -340,6 +353,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	running, pens := map[key]int{}, map[key]int{}
 	for _, st := range reg.Active() {
 		s := st.Snapshot()
+		if s.Waiting {
+			continue // held for admission: counted by pool below
+		}
 		k := key{s.Route, user(s.User), s.Pool}
 		running[k]++
 		if s.Penalized {
@@ -350,6 +366,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(n), k.route, k.user, k.pool)
 		ch <- prometheus.MustNewConstMetric(c.pens, prometheus.GaugeValue, float64(pens[k]), k.route, k.user, k.pool)
 	}
+
+	c.collectAdmission(ch, cat)
 
 	stats := c.mgr.Stats()
 	for k, n := range stats.Firings {
@@ -388,5 +406,35 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstHistogram(c.releaseLateness, h.Count, h.Sum.Seconds(), buckets, route, dir, wait)
 		})
+	}
+}
+
+// collectAdmission writes the admission gauges and block-time histograms
+// of the catalog's pools (and "" for statements of no pool held by a
+// link), so their labels are bounded by the catalog.
+func (c *collector) collectAdmission(ch chan<- prometheus.Metric, cat *wlm.Catalog) {
+	known := func(pool string) bool { return pool == "" || cat.Pools[pool] != nil }
+	adm := c.mgr.AdmissionStats()
+	for pool, p := range cat.Pools {
+		ch <- prometheus.MustNewConstMetric(c.admLimit, prometheus.GaugeValue, float64(max(p.ActiveStatements, 0)), pool)
+		if _, ok := adm[pool]; !ok && p.ActiveStatements > 0 {
+			adm[pool] = admission.PoolStats{}
+		}
+	}
+	for pool, a := range adm {
+		if !known(pool) {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.admRunning, prometheus.GaugeValue, float64(a.Running), pool)
+		ch <- prometheus.MustNewConstMetric(c.admWaiting, prometheus.GaugeValue, float64(a.Waiting), pool)
+	}
+	for pool, h := range c.mgr.BlockTimes() {
+		buckets := make(map[float64]uint64, len(wlm.BlockTimeBuckets))
+		var cum uint64
+		for i, b := range wlm.BlockTimeBuckets {
+			cum += h.Counts[i]
+			buckets[b] = cum
+		}
+		ch <- prometheus.MustNewConstHistogram(c.blockTime, h.Count, h.Sum, buckets, pool)
 	}
 }

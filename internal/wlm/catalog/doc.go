@@ -15,7 +15,15 @@
 // Invariants, kept by every statement and checked by Validate: the link
 // DefaultLink exists; every rule a pool lists and every pool a user is
 // bound to exists; weights are in [1, link.MaxWeight]; every emulation
-// makes valid netem parameters.
+// makes valid netem parameters; slot limits (a pool's active_statements,
+// a link's max_active_statements) are in [0, MaxActiveStatements], 0
+// unlimited; a rule has a threshold, and one with blocktime has no other.
+//
+// Zero values mean "unset" wherever a field was added after the catalog
+// file's format was fixed (ActiveStatements, QueueTimeout,
+// MaxActiveStatements, BlockTime), so a file written before them loads
+// with no limit; the console spells those unset values -1, as GaussDB
+// does.
 //
 // Package catalog knows nothing of where a catalog is kept (package
 // store) nor of the runtime links, routes and sessions (package wlm).

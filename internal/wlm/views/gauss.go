@@ -15,14 +15,15 @@ import (
 )
 
 // ResourcePool is pg_resource_pool: one row per resource pool.
-// respool_name, except_rule (comma-separated) and weight come from the
-// catalog; the other columns are GaussDB's, NULL here.
+// respool_name, active_statements (-1 unlimited), except_rule
+// (comma-separated) and weight come from the catalog; the other columns
+// are GaussDB's, NULL here.
 func ResourcePool(cat *catalog.Catalog) Table {
 	t := newTable("respool_name, mem_percent int, cpu_affinity int, control_group, active_statements int, max_dop int, " +
 		"memory_limit, parentid int, io_limits int, io_priority, nodegroup, is_foreign, short_acc, except_rule, weight int")
 	for _, name := range catalog.SortedKeys(cat.Pools) {
 		p := cat.Pools[name]
-		t.Rows = append(t.Rows, []string{name, "", "", "", "", "", "", "", "", "", "", "", "", strings.Join(p.ExceptRules, ","), strconv.Itoa(p.Weight)})
+		t.Rows = append(t.Rows, []string{name, "", "", "", activeStatements(p.ActiveStatements), "", "", "", "", "", "", "", "", strings.Join(p.ExceptRules, ","), strconv.Itoa(p.Weight)})
 	}
 	return t
 }
@@ -45,6 +46,9 @@ func RespoolExceptionInfo(cat *catalog.Catalog) Table {
 			}
 			if r.ElapsedTime != catalog.Unlimited {
 				t.Rows = append(t.Rows, []string{pool, rule, "elapsedtime", catalog.FormatFloat(r.ElapsedTime)})
+			}
+			if r.Queued() {
+				t.Rows = append(t.Rows, []string{pool, rule, "blocktime", catalog.FormatFloat(r.BlockTime)})
 			}
 			t.Rows = append(t.Rows, []string{pool, rule, "action", string(r.Action)})
 		}

@@ -113,13 +113,42 @@ func Class(cat *catalog.Catalog, pool string, penalized bool) link.Class {
 }
 
 // Elapsed returns how long a statement has run at now, or ran if it
-// ended.
+// ended: its execution time, from its admission (session.Snapshot
+// ExecStarted); 0 while it waits for admission and for one that never
+// ran.
 func Elapsed(s *session.Snapshot, now time.Time) time.Duration {
+	start := s.ExecStarted()
+	if start.IsZero() {
+		return 0
+	}
 	end := s.Ended
 	if end.IsZero() {
 		end = now
 	}
-	return end.Sub(s.Started)
+	return max(end.Sub(start), 0)
+}
+
+// State is a statement's state as the views show it: "waiting" while it
+// is held for admission, else its outcome ("running", "ok", ...).
+func State(s *session.Snapshot) string {
+	if s.Waiting && s.Outcome == session.Running {
+		return "waiting"
+	}
+	return s.Outcome.String()
+}
+
+// Admission is a pool's admission counters: statements running under its
+// active_statements and statements waiting for a slot.
+type Admission struct {
+	Running, Waiting int
+}
+
+// activeStatements writes a slot limit as GaussDB does: -1 unlimited.
+func activeStatements(n int) string {
+	if n <= 0 {
+		return "-1"
+	}
+	return strconv.Itoa(n)
 }
 
 // RoutesByLink returns the names of routes by the link they attach to,
@@ -191,29 +220,37 @@ func rowsText(s *session.Snapshot) string {
 }
 
 // Statements is SHOW STATEMENTS, of the statements given (the running
-// ones oldest first, then the recently ended ones newest first).
+// ones oldest first, then the recently ended ones newest first). state is
+// "waiting" while a statement is held for admission; elapsed (execution)
+// and block_time (held) are in seconds.
 func Statements(cat *catalog.Catalog, stmts []Statement, now time.Time) Table {
-	t := newTable("id int, session int, route, user, database, pool, state, penalised, class, elapsed real, bytes_up int, bytes_down int, bandwidth_mbps real, rows int, sql, except_info")
+	t := newTable("id int, session int, route, user, database, pool, state, penalised, class, elapsed real, bytes_up int, bytes_down int, bandwidth_mbps real, rows int, sql, except_info, block_time real")
 	for _, r := range stmts {
 		s := &r.Snapshot
 		t.Rows = append(t.Rows, []string{
-			itoa(int64(s.ID)), itoa(int64(s.SessionID)), r.Session.Info.Route, s.User, r.Session.Database(), s.Pool, s.Outcome.String(), yesNo(s.Penalized),
+			itoa(int64(s.ID)), itoa(int64(s.SessionID)), r.Session.Info.Route, s.User, r.Session.Database(), s.Pool, State(s), yesNo(s.Penalized),
 			Class(cat, s.Pool, s.Penalized).String(), fmtSeconds(Elapsed(s, now)), itoa(s.BytesUp), itoa(s.BytesDown), fmtMBps(r.Bandwidth),
-			rowsText(s), s.SQL, strings.Join(s.Except, "; "),
+			rowsText(s), s.SQL, strings.Join(s.Except, "; "), fmtSeconds(s.BlockTime(now)),
 		})
 	}
 	return t
 }
 
-// Pools is SHOW POOLS, with the open sessions counted by pool.
-func Pools(cat *catalog.Catalog, sessions []*session.Session) Table {
-	t := newTable("name, except_rule, weight int, network_priority, emulation, users int, sessions int")
+// Pools is SHOW POOLS, with the open sessions counted by pool and the
+// admission counters of adm (running: statements holding a slot of the
+// pool's active_statements; waiting: statements held for one; both 0 for
+// a pool without a limit, whose statements are not counted).
+// active_statements is -1 when unlimited, queue_timeout 0 when none.
+func Pools(cat *catalog.Catalog, sessions []*session.Session, adm map[string]Admission) Table {
+	t := newTable("name, except_rule, weight int, network_priority, emulation, users int, sessions int, active_statements int, queue_timeout, running int, waiting int")
 	n := SessionsBy(sessions, (*session.Session).Pool)
 	for _, name := range catalog.SortedKeys(cat.Pools) {
 		p := cat.Pools[name]
+		a := adm[name]
 		t.Rows = append(t.Rows, []string{
 			name, strings.Join(p.ExceptRules, ","), strconv.Itoa(p.Weight), p.Priority.String(),
 			catalog.FormatEmulation(p.Emulation), strconv.Itoa(len(cat.UsersOfPool(name))), strconv.Itoa(n[name]),
+			activeStatements(p.ActiveStatements), units.FormatDuration(p.QueueTimeout), strconv.Itoa(a.Running), strconv.Itoa(a.Waiting),
 		})
 	}
 	return t
@@ -226,14 +263,23 @@ func threshold(v float64, unit string) string {
 	return catalog.FormatFloat(v) + unit
 }
 
+// blockThreshold writes a rule's blocktime: -1 when unset, else seconds.
+func blockThreshold(v float64) string {
+	if v <= 0 {
+		return "-1"
+	}
+	return catalog.FormatFloat(v) + "s"
+}
+
 // Rules is SHOW RULES; firings returns how often a rule has fired.
+// blocktime is -1 when the rule has none.
 func Rules(cat *catalog.Catalog, firings func(rule string) uint64) Table {
-	t := newTable("name, bandwidth, elapsedtime, action, pools, firings int")
+	t := newTable("name, bandwidth, elapsedtime, action, pools, firings int, blocktime")
 	for _, name := range catalog.SortedKeys(cat.Rules) {
 		r := cat.Rules[name]
 		t.Rows = append(t.Rows, []string{
 			name, threshold(r.Bandwidth, "MB/s"), threshold(r.ElapsedTime, "s"), string(r.Action),
-			strings.Join(cat.PoolsUsingRule(name), ","), strconv.FormatUint(firings(name), 10),
+			strings.Join(cat.PoolsUsingRule(name), ","), strconv.FormatUint(firings(name), 10), blockThreshold(r.BlockTime),
 		})
 	}
 	return t
@@ -242,7 +288,7 @@ func Rules(cat *catalog.Catalog, firings func(rule string) uint64) Table {
 // Links is SHOW LINKS: each catalog link with the routes attached to it
 // and the counters of its runtime link (zero without one).
 func Links(cat *catalog.Catalog, routes []Route, links map[string]*link.Link) Table {
-	t := newTable("name, capacity, queue_size, emulation, routes, bytes_high int, bytes_normal int, bytes_low int, waiting int, queued int")
+	t := newTable("name, capacity, queue_size, emulation, routes, bytes_high int, bytes_normal int, bytes_low int, waiting int, queued int, max_active_statements int")
 	byLink := RoutesByLink(routes)
 	for _, name := range catalog.SortedKeys(cat.Links) {
 		d := cat.Links[name]
@@ -264,7 +310,7 @@ func Links(cat *catalog.Catalog, routes []Route, links map[string]*link.Link) Ta
 		}
 		t.Rows = append(t.Rows, []string{
 			name, units.FormatRate(d.Capacity), queue, catalog.FormatEmulation(d.Emulation), strings.Join(byLink[name], ","),
-			itoa(by[link.High]), itoa(by[link.Normal]), itoa(by[link.Low]), itoa(waiting), itoa(queued),
+			itoa(by[link.High]), itoa(by[link.Normal]), itoa(by[link.Low]), itoa(waiting), itoa(queued), activeStatements(d.MaxActiveStatements),
 		})
 	}
 	return t
@@ -310,7 +356,10 @@ func SessionWlmstat(cat *catalog.Catalog, sessions []*session.Session, now time.
 		if act := s.Active(); len(act) > 0 {
 			snap := act[len(act)-1].Snapshot()
 			status, query = "active", snap.SQL
-			elapsed = fmtSeconds(now.Sub(snap.Started))
+			if snap.Waiting {
+				status = "waiting"
+			}
+			elapsed = fmtSeconds(Elapsed(&snap, now))
 			except = strings.Join(snap.Except, "; ")
 			pen = snap.Penalized
 		}
@@ -325,17 +374,19 @@ func SessionWlmstat(cat *catalog.Catalog, sessions []*session.Session, now time.
 // SessionStatistics is gs_wlm_session_statistics (of running
 // statements) or gs_wlm_session_history (of ended ones), of the
 // statements given. duration is in milliseconds as in GaussDB;
-// bandwidth_mbps in MB/s.
+// bandwidth_mbps in MB/s. duration is the execution time (from
+// admission) and block_time the time held for admission, both in
+// milliseconds as GaussDB's; status is "waiting" while held.
 func SessionStatistics(cat *catalog.Catalog, stmts []Statement, now time.Time) Table {
-	t := newTable("datname, sessionid int, queryid int, usename, application_name, client_addr, resource_pool, priority, start_time, finish_time, duration int, status, penalized, send_bytes int, recv_bytes int, bandwidth_mbps real, rows int, except_info, query")
+	t := newTable("datname, sessionid int, queryid int, usename, application_name, client_addr, resource_pool, priority, start_time, finish_time, duration int, status, penalized, send_bytes int, recv_bytes int, bandwidth_mbps real, rows int, except_info, query, block_time int")
 	for _, r := range stmts {
 		s := &r.Snapshot
 		sess := r.Session
 		t.Rows = append(t.Rows, []string{
 			sess.Database(), itoa(int64(s.SessionID)), itoa(int64(s.ID)), s.User, sess.Application(), sess.Info.Client,
-			s.Pool, Class(cat, s.Pool, s.Penalized).String(), fmtTime(s.Started), fmtTime(s.Ended), itoa(Elapsed(s, now).Milliseconds()), s.Outcome.String(),
+			s.Pool, Class(cat, s.Pool, s.Penalized).String(), fmtTime(s.Started), fmtTime(s.Ended), itoa(Elapsed(s, now).Milliseconds()), State(s),
 			yesNo(s.Penalized), itoa(s.BytesUp), itoa(s.BytesDown), fmtMBps(r.Bandwidth), rowsText(s),
-			strings.Join(s.Except, "; "), s.SQL,
+			strings.Join(s.Except, "; "), s.SQL, itoa(s.BlockTime(now).Milliseconds()),
 		})
 	}
 	return t
