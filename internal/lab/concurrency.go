@@ -100,6 +100,12 @@ type ConcurrencyRow struct {
 	// (server to client), sampled every 10 ms during the measurement.
 	QueueMeanBytes float64 `json:"device_queue_mean_bytes"`
 	QueueMaxBytes  int64   `json:"device_queue_max_bytes"`
+	// RunningMax and WaitingMean are the ordinary pool's statements
+	// holding a slot (at most) and waiting for one (on average), sampled
+	// with the device queue; both 0 unlimited, where admission does not
+	// count.
+	RunningMax  int     `json:"running_max"`
+	WaitingMean float64 `json:"waiting_mean"`
 	// BoundMs is the model's wait behind the device queue: what
 	// min(active statements, sessions) flows hold in it at most (a window
 	// and a chunk each), capped by the FIFO, drained at the capacity.
@@ -214,8 +220,8 @@ func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, er
 		rep.OrdinaryBytes = max(rep.OrdinaryBytes, ob)
 		row.BoundMs = rep.boundMs(limit)
 		rep.Rows = append(rep.Rows, row)
-		p.step("active_statements %s: high-priority query p50 %.1f ms, p99 %.1f ms (bound %.1f ms); ordinary %.1f MB/s, %.1f statements/s, %.0f ms each; device queue mean %s, max %s",
-			limitName(limit), row.P50Ms, row.P99Ms, row.BoundMs, row.MBps, row.StatementsPerSec, row.OrdinaryMs,
+		p.step("active_statements %s: high-priority query p50 %.1f ms, p99 %.1f ms (bound %.1f ms); ordinary %.1f MB/s, %.1f statements/s, %.0f ms each, %d running at most, %.1f waiting on average; device queue mean %s, max %s",
+			limitName(limit), row.P50Ms, row.P99Ms, row.BoundMs, row.MBps, row.StatementsPerSec, row.OrdinaryMs, row.RunningMax, row.WaitingMean,
 			units.FormatBytes(int64(row.QueueMeanBytes)), units.FormatBytes(row.QueueMaxBytes))
 	}
 	rep.ratios()
@@ -340,7 +346,7 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 	}
 
 	// The device queue, sampled until the measurements end.
-	var qsum, qn, qmax atomic.Int64
+	var qsum, qn, qmax, rmax, wsum atomic.Int64
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
 	go func() {
@@ -352,6 +358,11 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 			if q > qmax.Load() {
 				qmax.Store(q)
 			}
+			running, waiting := r.s.admission(concPool)
+			if int64(running) > rmax.Load() {
+				rmax.Store(int64(running))
+			}
+			wsum.Add(int64(waiting))
 		}
 	}()
 	var done atomic.Int64
@@ -396,7 +407,9 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 	}
 	if n := qn.Load(); n > 0 {
 		row.QueueMeanBytes = float64(qsum.Load()) / float64(n)
+		row.WaitingMean = float64(wsum.Load()) / float64(n)
 	}
+	row.RunningMax = int(rmax.Load())
 	row.QueueMaxBytes = qmax.Load()
 	stopOrdinary()
 	row.P50Ms, row.MeanMs, _, row.MaxMs = summarize(times)

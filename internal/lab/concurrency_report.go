@@ -13,15 +13,25 @@ import (
 // table returns the concurrency points, one row per active_statements.
 func (c *ConcurrencyReport) table() table {
 	t := table{head: []string{"active_statements", "high p50 (ms)", "high p99 (ms)", "queue bound (ms)", "p99 vs unlimited",
-		"ordinary MB/s", "ordinary stmts/s", "throughput vs unlimited", "ordinary stmt (ms)", "device queue mean (kB)", "device queue max (kB)"}}
+		"ordinary MB/s", "ordinary stmts/s", "throughput vs unlimited", "ordinary stmt (ms)", "running max", "waiting mean",
+		"device queue mean (kB)", "device queue max (kB)"}}
 	for _, r := range c.Rows {
 		t.rows = append(t.rows, []string{
 			limitName(r.ActiveStatements), f1(r.P50Ms), f1(r.P99Ms), f1(r.BoundMs), x2(r.LatencyRatio),
-			f1(r.MBps), f1(r.StatementsPerSec), x2(r.ThroughputRatio), f1(r.OrdinaryMs),
+			f1(r.MBps), f1(r.StatementsPerSec), x2(r.ThroughputRatio), f1(r.OrdinaryMs), counted(r.ActiveStatements, fmt.Sprint(r.RunningMax)), counted(r.ActiveStatements, f1(r.WaitingMean)),
 			f1(r.QueueMeanBytes / 1e3), f1(float64(r.QueueMaxBytes) / 1e3),
 		})
 	}
 	return t
+}
+
+// counted returns v, or "-" at an unlimited point, where admission does
+// not count statements.
+func counted(limit int, v string) string {
+	if limit <= 0 {
+		return "-"
+	}
+	return v
 }
 
 // x is where a point is drawn: its limit, or the number of sessions for
@@ -120,7 +130,8 @@ func (c *ConcurrencyReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "Each point sets the ordinary pool's limit (`ALTER RESOURCE POOL %s WITH (active_statements=N)`, -1 for unlimited); "+
 		"a statement beyond the limit is held in sluice, its request unsent, until a running one ends. "+
 		"Ratios are to the unlimited point; throughput is what the ordinary sessions received together from the first high-priority query on, over at least %s, "+
-		"ordinary stmt (ms) the mean time of one ordinary statement as its client saw it, time held included. "+
+		"ordinary stmt (ms) the mean time of one ordinary statement as its client saw it, time held included; "+
+		"running max and waiting mean are the pool's statements holding a slot and waiting for one (SHOW POOLS' running and waiting), sampled with the device queue. "+
 		"The device queue is sampled every 10 ms over the same time.\n\n", concPool, units.FormatDuration(time.Duration(c.MeasureSeconds*float64(time.Second))))
 	c.table().markdown(w)
 	fmt.Fprintf(w, "\n![high-priority latency vs active_statements](%s)\n\n![throughput vs active_statements](%s)\n\n", FileConcLatency, FileConcThroughput)

@@ -133,6 +133,10 @@ func checkConcurrencyShape(t *testing.T, c *ConcurrencyReport) {
 	if un.QueueMeanBytes < 4*float64(c.WindowBytes) || lim.QueueMeanBytes > un.QueueMeanBytes/2 {
 		t.Errorf("device queue mean %.0f B unlimited, %.0f B at active_statements 2 (window %d B)", un.QueueMeanBytes, lim.QueueMeanBytes, c.WindowBytes)
 	}
+	// Admission held the statements beyond the limit.
+	if lim.RunningMax < 1 || lim.RunningMax > 2 || lim.WaitingMean < 1 {
+		t.Errorf("at active_statements 2: %d running at most, %.1f waiting on average", lim.RunningMax, lim.WaitingMean)
+	}
 	if lim.P50Ms >= un.P50Ms {
 		t.Errorf("high-priority p50 %.1f ms at active_statements 2, %.1f ms unlimited; want it faster", lim.P50Ms, un.P50Ms)
 	}

@@ -62,6 +62,9 @@ func sampleConcurrency() *ConcurrencyReport {
 		c.Rows = append(c.Rows, ConcurrencyRow{ActiveStatements: limit, P50Ms: p50, P99Ms: 1.2 * p50, MeanMs: 3.2 * p50 / 3, MaxMs: 1.2 * p50,
 			MBps: 19.5 - 4/float64(n), StatementsPerSec: 38, OrdinaryMs: 800, QueueMeanBytes: q, QueueMaxBytes: int64(1.1 * q),
 			BoundMs: c.boundMs(limit), SamplesMs: []float64{p50, p50, 1.2 * p50}})
+		if limit > 0 {
+			c.Rows[len(c.Rows)-1].RunningMax, c.Rows[len(c.Rows)-1].WaitingMean = limit, float64(32-limit)-0.5
+		}
 	}
 	c.ratios()
 	return c
