@@ -172,6 +172,40 @@ func TestRunEmbedded(t *testing.T) {
 	}
 }
 
+// TestRunConcurrencyOnly is `sluice lab --experiment concurrency` at a
+// small scale on the embedded backend: the experiment alone, with its
+// files and no others.
+func TestRunConcurrencyOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	plan, err := tinyPlan().Only(ExperimentConcurrency)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress testenv.Buffer
+	out := t.TempDir()
+	rep, err := Run(ctx, Options{Plan: plan, Out: out, Progress: &progress, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
+	}
+	if rep.Latency != nil || rep.Flow != nil || rep.Concurrency == nil {
+		t.Fatalf("experiments run: latency %v, flow %v, concurrency %v", rep.Latency != nil, rep.Flow != nil, rep.Concurrency != nil)
+	}
+	checkReportFiles(t, out, rep)
+	checkConcurrencyShape(t, rep.Concurrency)
+	for _, f := range []string{FileTPSChart, FileSlowdown} {
+		if _, err := os.Stat(out + "/" + f); !os.IsNotExist(err) {
+			t.Errorf("%s written without its experiment: %v", f, err)
+		}
+	}
+	if !strings.Contains(progress.String(), "== Experiment 3: concurrency ==") || strings.Contains(progress.String(), "Experiment 1") {
+		t.Errorf("progress:\n%s", progress.String())
+	}
+	if !rep.Concurrency.Calibrated || rep.Concurrency.CapacityBytes < 1e6 || rep.Concurrency.CapacityBytes > 100e6 {
+		t.Errorf("capacity %d (calibrated %v)", rep.Concurrency.CapacityBytes, rep.Concurrency.Calibrated)
+	}
+}
+
 // TestRunPostgresDSN runs the experiments against the real PostgreSQL,
 // in a database of their own.
 func TestRunPostgresDSN(t *testing.T) {
