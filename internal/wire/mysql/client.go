@@ -32,6 +32,8 @@ type upObserver struct {
 	lastSQL      [4]string // recent COM_QUERY texts, reused to spare an allocation
 	lastSQLNext  int
 	lastPrepared string // SQL of the latest COM_STMT_PREPARE (statement id -1)
+
+	adm *admitUp // the session's admission, told of each command decoded; nil without
 }
 
 var _ wire.Observer = (*upObserver)(nil)
@@ -126,6 +128,14 @@ func (u *upObserver) wants(cmd byte) int {
 // an error (a COM_STMT_CLOSE or COM_STMT_SEND_LONG_DATA, with nothing),
 // and the session goes on.
 func (u *upObserver) decode() {
+	u.decodeCommand()
+	if u.adm != nil {
+		u.adm.decv = u.p
+		u.adm.dec = &u.adm.decv
+	}
+}
+
+func (u *upObserver) decodeCommand() {
 	u.decoded = true
 	c := u.c
 	b := u.f.buf

@@ -106,8 +106,9 @@ var (
 // Frontend opens MySQL and MariaDB sessions for one route. It is safe for
 // concurrent use.
 type Frontend struct {
-	o   Options
-	log *slog.Logger
+	o     Options
+	log   *slog.Logger
+	gates gates // the sessions under admission, by upstream connection id (KILL QUERY)
 }
 
 // New returns a Frontend with options o.
@@ -271,8 +272,32 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 	if forward {
 		upRelay, downRelay = forwarding(f.o.Forward, f.log, sess, upObs, downObs, authed)
 	}
+	var gate *wire.Gate
+	if !forward {
+		gate = wire.NewGate(f.o.Admit)
+	}
+	var canceler session.Canceler
 	if f.o.KillUser != "" {
-		sess.SetCanceler(&killer{o: &f.o, log: f.log, dial: dial, sess: sess, connID: g.connID})
+		canceler = &killer{o: &f.o, log: f.log, dial: dial, sess: sess, connID: g.connID}
+	}
+	var inj *injector
+	var closeConn func()
+	if gate != nil {
+		inj = &injector{d: downObs}
+		adm := &admitUp{u: upObs, g: gate, inj: inj, route: &f.gates}
+		upObs.adm = adm
+		downObs.gate, downObs.inj = gate, inj
+		upRelay = adm
+		f.gates.add(g.connID, gate)
+		id := g.connID
+		closeConn = func() {
+			f.gates.remove(id, gate)
+			gate.Close()
+		}
+		canceler = gate.Canceler(canceler)
+	}
+	if canceler != nil {
+		sess.SetCanceler(canceler)
 	}
 	f.log.Debug("mysql: session opened", "session", sess.ID, "user", r.user,
 		"database", r.database, "upstream_connection", g.connID, "server", g.version)
@@ -283,6 +308,8 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		Up:       upRelay,
 		Down:     downRelay,
 		Buffered: buffered,
+		Inject:   injectorOrNil(inj),
+		Close:    closeConn,
 		// The answer to the client's last command: its sequence id + 1.
 		InternalError: func(msg string) []byte { return errPacket(upObs.f.lastSeq+1, erUnknown, "HY000", msg) },
 		Terminated: func() []byte {
@@ -476,4 +503,13 @@ func (g *ioGuard) interrupt() {
 		c.SetDeadline(clock.LongAgo)
 	}
 	g.mu.Unlock()
+}
+
+// injectorOrNil keeps a nil *injector from becoming a non-nil
+// wire.Injector.
+func injectorOrNil(j *injector) wire.Injector {
+	if j == nil {
+		return nil
+	}
+	return j
 }

@@ -7,6 +7,7 @@ package mysql
 import (
 	"encoding/binary"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -53,6 +54,10 @@ type downObserver struct {
 
 	tally // the server's bytes, credited with AddDown
 
+	gate   *wire.Gate    // the session's admission, told of each final answer; nil admits all
+	inj    *injector     // answers sluice gives in the server's place; nil without admission
+	status atomic.Uint32 // status flags of the server's last OK or EOF
+
 	expect     int  // sequence id expected next; -1 when unknown
 	clientTurn bool // the client speaks before the server's next packet
 	seqWarned  bool // a sequence mismatch was logged
@@ -61,7 +66,13 @@ type downObserver struct {
 var _ wire.Observer = (*downObserver)(nil)
 
 // Observe implements wire.Observer.
-func (d *downObserver) Observe(p []byte) error { return d.observe(&d.f, p, d) }
+func (d *downObserver) Observe(p []byte) error {
+	err := d.observe(&d.f, p, d)
+	if d.inj != nil && d.inj.has.Load() {
+		d.inj.check()
+	}
+	return err
+}
 
 // event implements packetHandler: an answer moves on at each packet's
 // end.
@@ -365,7 +376,27 @@ func (d *downObserver) end0(o session.Outcome, code string) {
 	if d.st != nil {
 		d.st.End(d.c.clock.Now(), o, rows, code)
 	}
+	if d.gate != nil && d.cur.st != nil {
+		d.noteStatus()
+		d.gate.Answered(d.status.Load()&statusInTrans != 0)
+	}
 	d.active, d.st, d.cur, d.state = false, nil, pending{}, rsSimple
+}
+
+// noteStatus records the status flags of the packet that ends an answer,
+// when it is an OK or EOF packet (an ERR, or a PREPARE_OK, has none: the
+// last ones stand).
+func (d *downObserver) noteStatus() {
+	b, size := d.f.buf, d.f.size
+	switch {
+	case len(b) == 0:
+	case b[0] == 0x00 && d.cur.kind != respPrepare:
+		if info, ok := parseOK(b, d.c.caps); ok {
+			d.status.Store(uint32(info.status))
+		}
+	case d.isTerminator(b, size):
+		d.status.Store(uint32(d.terminatorInfo(b, size).status))
+	}
 }
 
 // errCode formats a server error number as recorded in a statement.

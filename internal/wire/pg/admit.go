@@ -154,7 +154,9 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		case a.mode == modeDrop && (typ == 'S' || a.dropSimple && typ == 'Q'):
 			setMode(i, modePass)
 			a.open = false
-			a.g.Start(false, false)
+			// The ReadyForQuery sluice sends answers the discarded Sync
+			// (a discarded Query was counted when it began).
+			a.g.Start(typ == 'S', false)
 			a.inj.add(readyIdle, nil)
 		}
 	}

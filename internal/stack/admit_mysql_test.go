@@ -1,0 +1,295 @@
+package stack_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+// mysqlVia opens a database/sql pool to the test MariaDB through addr.
+func mysqlVia(t *testing.T, addr string, conns int) *sql.DB {
+	t.Helper()
+	cfg := testenv.MySQLConfig(t)
+	up := cfg.Addr
+	cfg.Addr = addr
+	_ = up
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// mysqlConn takes one connection of db.
+func mysqlConn(t *testing.T, db *sql.DB) *sql.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestAdmitMySQLBound: 40 sessions of a pool with active_statements=4
+// run SELECT SLEEP(0.5) in a loop; the server's process list, sampled
+// every 50 ms, never shows more than 4 of them running, and about 8 end
+// per second. A session of a pool without a limit sees no wait.
+func TestAdmitMySQLBound(t *testing.T) {
+	const (
+		sessions = 40
+		limit    = 4
+		sleep    = 500 * time.Millisecond
+	)
+	run := 10 * time.Second
+	if testing.Short() {
+		run = 3 * time.Second
+	}
+	_, lim, free := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, limit, "")
+	tag := fmt.Sprintf("admw_bound_%d", time.Now().UnixNano())
+	query := "SELECT SLEEP(0.5) /* " + tag + " */"
+	db := mysqlVia(t, lim, sessions)
+	conns := make([]*sql.Conn, sessions)
+	for i := range conns {
+		conns[i] = mysqlConn(t, db)
+	}
+	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions+1)
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := c.ExecContext(context.Background(), query); err != nil {
+					errs <- err
+					return
+				}
+				if ctx.Err() == nil {
+					done.Add(1)
+				}
+			}
+		}()
+	}
+	other := mysqlConn(t, mysqlVia(t, free, 1))
+	var otherMax, otherSum time.Duration
+	var otherN int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			t0 := time.Now()
+			if _, err := other.ExecContext(context.Background(), "SELECT 1"); err != nil {
+				errs <- err
+				return
+			}
+			d := time.Since(t0)
+			otherSum += d
+			otherN++
+			otherMax = max(otherMax, d)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+
+	maxActive, samples := 0, 0
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	for ctx.Err() == nil {
+		<-tick.C
+		var n int
+		// The pattern is built by the server, so this query's own text
+		// does not match it.
+		err := direct.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND INFO LIKE CONCAT('%', ?, '%')", tag).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples++
+		maxActive = max(maxActive, n)
+		if n > limit {
+			t.Errorf("sample %d: %d statements running, limit %d", samples, n, limit)
+		}
+	}
+	elapsed := time.Since(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	rate := float64(done.Load()) / elapsed.Seconds()
+	want := float64(limit) / sleep.Seconds()
+	t.Logf("%d sessions, active_statements=%d: %d statements in %v = %.2f/s (ideal %.1f/s, %+.1f%%); max running %d over %d samples",
+		sessions, limit, done.Load(), elapsed.Round(time.Millisecond), rate, want, 100*(rate-want)/want, maxActive, samples)
+	if otherN > 0 {
+		t.Logf("other pool: %d statements, mean %v, max %v", otherN, (otherSum / time.Duration(otherN)).Round(time.Microsecond), otherMax.Round(time.Microsecond))
+	}
+	if maxActive == 0 {
+		t.Fatal("no sample saw a statement running")
+	}
+	if rate < want/2 || rate > want*1.5 {
+		t.Errorf("throughput %.2f/s, far from %.1f/s", rate, want)
+	}
+	if otherMax > 2*sleep {
+		t.Errorf("the other pool's statement waited %v, as long as a slot", otherMax)
+	}
+}
+
+// TestAdmitMySQLNoDeadlock: with active_statements=1, a transaction that
+// locks a row keeps its slot and goes on while another session's UPDATE
+// of the row is held in sluice; both finish.
+func TestAdmitMySQLNoDeadlock(t *testing.T) {
+	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
+	table := fmt.Sprintf("admw_dl_%d", time.Now().UnixNano())
+	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, q := range []string{"CREATE TABLE " + table + " (id INT PRIMARY KEY, v INT) ENGINE=InnoDB", "INSERT INTO " + table + " VALUES (1, 0)"} {
+		if _, err := direct.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { direct.Exec("DROP TABLE IF EXISTS " + table) })
+
+	db := mysqlVia(t, lim, 2)
+	a, b := mysqlConn(t, db), mysqlConn(t, db)
+	tx, err := a.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	if err := tx.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := b.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
+		bDone <- err
+	}()
+	testenv.Eventually(t, 10*time.Second, "b held", func() bool { return heldCount(st) == 1 })
+	for i := range 3 {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET v = v + 10 WHERE id = 1 /* %d */", table, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-bDone:
+		t.Fatalf("b finished before a committed: %v", err)
+	default:
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil || v != 31 {
+		t.Fatalf("v = %d, %v; want 31", v, err)
+	}
+}
+
+// TestAdmitMySQLCancelHeld: a command held for admission is cancelled by
+// KILL QUERY sent through sluice (answered OK by sluice) and by the
+// console's cancel: the held session reads ERR 1317 quickly and then runs
+// another statement; prepared statements are held and cancelled alike.
+func TestAdmitMySQLCancelHeld(t *testing.T) {
+	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
+	db := mysqlVia(t, lim, 3)
+	holder, held, killer := mysqlConn(t, db), mysqlConn(t, db), mysqlConn(t, db)
+	bg := context.Background()
+	var id int64
+	if err := held.QueryRowContext(bg, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	stmt, err := held.PrepareContext(bg, "SELECT ? + 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stmt.Close()
+	tx, err := holder.BeginTx(bg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(bg, "SELECT 2"); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct{ how, cmd string }{
+		{"KILL QUERY", "query"}, {"console", "query"}, {"KILL QUERY", "execute"}, {"console", "execute"},
+	} {
+		res := make(chan error, 1)
+		var mu sync.Mutex
+		var t0 time.Time
+		go func() {
+			var err error
+			if c.cmd == "query" {
+				_, err = held.ExecContext(bg, "SELECT 1")
+			} else {
+				var n int
+				err = stmt.QueryRowContext(bg, 1).Scan(&n)
+			}
+			mu.Lock()
+			t.Logf("%s of a held %s: answered %v after the cancel", c.how, c.cmd, time.Since(t0).Round(time.Microsecond))
+			mu.Unlock()
+			res <- err
+		}()
+		testenv.Eventually(t, 10*time.Second, "a held statement", func() bool { return heldCount(st) == 1 })
+		mu.Lock()
+		t0 = time.Now()
+		mu.Unlock()
+		if c.how == "KILL QUERY" {
+			if _, err := killer.ExecContext(bg, fmt.Sprintf("KILL QUERY %d", id)); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			for _, s := range st.Registry().Active() {
+				if s.Waiting() {
+					if err := st.Registry().Cancel(bg, s); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		err := <-res
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 1317 || string(me.SQLState[:]) != "70100" {
+			t.Fatalf("%s of a held %s = %v, want error 1317 (70100)", c.how, c.cmd, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := held.QueryRowContext(bg, "SELECT 41 + 1").Scan(&n); err != nil || n != 42 {
+		t.Fatalf("after the cancels: %d, %v", n, err)
+	}
+	if err := stmt.QueryRowContext(bg, 41).Scan(&n); err != nil || n != 42 {
+		t.Fatalf("prepared, after the cancels: %d, %v", n, err)
+	}
+}

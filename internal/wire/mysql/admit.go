@@ -1,0 +1,437 @@
+package mysql
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire"
+)
+
+// Admission: with Options.Admit set, the client observer of a session is
+// also a wire.Rewriter that holds the first command of each transaction
+// until the Admitter lets its statement run.
+//
+// The commands held are those that run SQL: COM_QUERY, COM_STMT_EXECUTE
+// and COM_STMT_BULK_EXECUTE (not KILL, which must get through when every
+// slot is taken). Every other command (COM_PING, COM_STMT_PREPARE,
+// COM_STMT_FETCH, COM_INIT_DB, ...) goes on at once, and so does any
+// command inside a transaction: the server's last OK or EOF had
+// SERVER_STATUS_IN_TRANS. A command's packet is held from its first byte
+// until the statement is admitted; the client pump blocks meanwhile (it
+// stops reading the client) while the server pump goes on. The slot goes
+// back at the final OK, EOF or ERR of the last command answered, once no
+// transaction is open (an ERR keeps the last status seen).
+//
+// A refused command never reaches the server: its packet is discarded
+// and sluice answers ERR 1317 (ER_QUERY_INTERRUPTED, SQLSTATE 70100),
+// numbered after the command, through the down pump once the server has
+// answered every earlier command. The message is "Query execution was
+// interrupted" for a cancel, else the refusal's (queue_timeout, a
+// blocktime abort rule).
+//
+// KILL QUERY id sent through sluice, where id is the upstream connection
+// id of a session of the same route whose command is held, ends that
+// wait; sluice then answers the KILL itself with OK instead of sending
+// it to the server (where it would hit whatever that connection runs
+// next).
+
+// holdMode is what happens to the client bytes being walked.
+type holdMode uint8
+
+const (
+	modePass holdMode = iota // forwarded
+	modeHold                 // held back until the command is admitted
+	modeDrop                 // discarded: the command was refused or answered by sluice
+)
+
+// maxHold bounds the bytes of a command held back before it is decoded,
+// in bytes (the decode needs at most the captured prefix).
+const maxHold = 1 << 20
+
+// statusInTrans is SERVER_STATUS_IN_TRANS.
+const statusInTrans = 0x0001
+
+// errInterruptedMsg is MySQL's message for ER_QUERY_INTERRUPTED.
+const errInterruptedMsg = "Query execution was interrupted"
+
+// gates finds the admission state of a route's sessions by upstream
+// connection id, for KILL QUERY. Safe for concurrent use.
+type gates struct {
+	mu sync.Mutex
+	m  map[uint32]*wire.Gate // guarded by mu
+}
+
+func (g *gates) add(id uint32, gt *wire.Gate) {
+	g.mu.Lock()
+	if g.m == nil {
+		g.m = make(map[uint32]*wire.Gate)
+	}
+	g.m[id] = gt
+	g.mu.Unlock()
+}
+
+func (g *gates) remove(id uint32, gt *wire.Gate) {
+	g.mu.Lock()
+	if g.m[id] == gt {
+		delete(g.m, id)
+	}
+	g.mu.Unlock()
+}
+
+func (g *gates) get(id uint32) *wire.Gate {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m[id]
+}
+
+// admitUp is the client observer of a session under admission. It is
+// used by the client pump only.
+type admitUp struct {
+	u     *upObserver
+	g     *wire.Gate
+	inj   *injector
+	route *gates
+	err   error // sticky
+
+	mode     holdMode
+	pktStart int // where the current packet began in the chunk; negative: in an earlier one
+	decv     pending
+	decided  bool     // the current command's fate is settled
+	held     []byte   // modeHold: bytes held back from earlier chunks
+	out      []byte   // what Rewrite returns when it is not p itself
+	dec      *pending // &decv once upObserver.decode has decoded the current command
+	answer   []byte   // modeDrop: sluice's answer, sent at the packet's end (nil: ERR)
+	errMsg   string   // modeDrop: the ERR's message
+	dropSt   *session.Statement
+}
+
+// Observe implements wire.Observer; the bytes are observed in Rewrite,
+// which knows which of them go upstream.
+func (a *admitUp) Observe([]byte) error { return nil }
+
+// Rewrite implements wire.Rewriter: it observes p and returns the bytes
+// to forward now, blocking while a command waits for admission.
+func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
+	if a.err != nil {
+		return nil, a.err
+	}
+	if len(p) == 0 {
+		out := a.held
+		a.held = nil
+		if a.mode == modeDrop {
+			out = nil
+		}
+		return out, nil
+	}
+	u, f := a.u, &a.u.f
+	a.out = a.out[:0]
+	start := 0
+	setMode := func(i int, m holdMode) {
+		a.flush(p[start:i])
+		if a.mode == modeHold && m == modePass {
+			a.out = append(a.out, a.held...)
+			a.held = a.held[:0]
+		}
+		if m == modeDrop {
+			a.held = a.held[:0]
+		}
+		a.mode, start = m, i
+	}
+	i := 0
+	for {
+		n, ev := f.feed(p[i:])
+		i += n
+		if ev == evBegin {
+			u.begin()
+			a.decided, a.dec = false, nil
+			a.pktStart = i - 4 // negative: the header began in an earlier chunk
+			switch {
+			case u.mode != phCommand:
+				if a.mode == modeHold {
+					a.g.Start(false, false)
+					setMode(i, modePass)
+				}
+			case a.mode == modePass:
+				// open until decided: the slot cannot go back under a
+				// command being read.
+				if a.g.Start(false, true) {
+					setMode(max(a.pktStart, start), modeHold)
+				}
+			}
+		}
+		if u.st != nil {
+			u.acc += f.take()
+		}
+		if ev != evNone && ev != evBegin {
+			if err := u.event(ev); err != nil {
+				u.flush()
+				a.err = err
+				return nil, err
+			}
+		}
+		if d := a.dec; d != nil && !a.decided {
+			a.decided = true
+			if err := a.decide(ctx, d, i, setMode); err != nil {
+				u.flush()
+				a.err = err
+				return nil, err
+			}
+		}
+		if ev == evEnd && a.mode == modeDrop {
+			setMode(i, modePass)
+			a.g.Start(false, false)
+			b := a.answer
+			if b == nil {
+				b = errPacket(f.lastSeq+1, erQueryInterrupt, "70100", a.errMsg)
+			} else {
+				b[3] = f.lastSeq + 1
+			}
+			a.inj.add(b, a.dropSt)
+			a.answer, a.dropSt = nil, nil
+		}
+		if ev == evNone {
+			break
+		}
+	}
+	u.flush()
+	if a.mode == modePass && !f.inside && f.nhdr > 0 {
+		// A header begun at the end of the chunk: hold it until the packet
+		// says what it is.
+		if u.c.commandPhase() && a.g.Start(false, true) {
+			setMode(len(p)-f.nhdr, modeHold)
+		}
+	}
+	if start == 0 && a.mode == modePass {
+		return p, nil
+	}
+	a.flush(p[start:])
+	return a.out, nil
+}
+
+// decide settles the fate of the command just decoded, at stream
+// position i of the chunk.
+func (a *admitUp) decide(ctx context.Context, d *pending, i int, setMode func(int, holdMode)) error {
+	earns := d.kind != respNone
+	admit := a.g.Start(earns, false)
+	if id, ok := killQuery(d); ok && (a.mode == modeHold || a.pktStart >= 0) {
+		if t := a.route.get(id); t != nil && t != a.g && t.CancelWait() {
+			// Answered here: the server never sees the KILL.
+			if a.mode == modePass {
+				setMode(a.pktStart, modeDrop)
+			} else {
+				setMode(i, modeDrop)
+			}
+			a.answer, a.dropSt = okPacket(uint16(a.inj.d.status.Load())), d.st
+			return nil
+		}
+	}
+	if a.mode != modeHold {
+		return nil
+	}
+	if !admit || d.st == nil || !heldCommand(d) {
+		setMode(i, modePass)
+		return nil
+	}
+	err := a.g.Wait(ctx, d.st)
+	switch {
+	case err == nil:
+		setMode(i, modePass)
+	case ctx.Err() != nil:
+		return err
+	default:
+		setMode(i, modeDrop)
+		_, msg := wire.Refused(err)
+		if d.st.CancelRequested() || msg == "canceling statement due to user request" {
+			msg = errInterruptedMsg
+		}
+		a.errMsg, a.answer, a.dropSt = msg, nil, d.st
+	}
+	return nil
+}
+
+// flush disposes of a run of bytes walked in the current mode.
+func (a *admitUp) flush(b []byte) {
+	switch a.mode {
+	case modePass:
+		a.out = append(a.out, b...)
+	case modeHold:
+		if len(a.held)+len(b) > maxHold {
+			a.out = append(append(a.out, a.held...), b...)
+			a.held = a.held[:0]
+			a.mode = modePass
+			return
+		}
+		a.held = append(a.held, b...)
+	}
+}
+
+// heldCommand reports whether d waits for admission: a command that runs
+// SQL, except KILL.
+func heldCommand(d *pending) bool {
+	switch d.cmd {
+	case comQuery:
+		return !isKill(d.st.SQL)
+	case comStmtExecute, comStmtBulkExecute:
+		return true
+	}
+	return false
+}
+
+// killQuery returns the connection id of a "KILL [HARD|SOFT] QUERY id"
+// COM_QUERY.
+func killQuery(d *pending) (uint32, bool) {
+	if d.cmd != comQuery || d.st == nil || !isKill(d.st.SQL) {
+		return 0, false
+	}
+	w := words(d.st.SQL, 5)
+	i := 1
+	if i < len(w) && (eqFold(w[i], "HARD") || eqFold(w[i], "SOFT")) {
+		i++
+	}
+	if i+1 >= len(w) || !eqFold(w[i], "QUERY") {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(w[i+1], 10, 32)
+	if err != nil || i+2 != len(w) {
+		return 0, false
+	}
+	return uint32(id), true
+}
+
+// isKill reports whether sql begins with the word KILL.
+func isKill(sql string) bool {
+	w := words(sql, 0)
+	return len(w) == 1 && eqFold(w[0], "KILL")
+}
+
+// words splits sql at ASCII spaces and a final ';' into at most n+1 words.
+func words(sql string, n int) []string {
+	var w []string
+	for len(sql) > 0 && len(w) <= n {
+		j := 0
+		for j < len(sql) && (sql[j] == ' ' || sql[j] == '\t' || sql[j] == '\n' || sql[j] == '\r' || sql[j] == ';') {
+			j++
+		}
+		sql = sql[j:]
+		k := 0
+		for k < len(sql) && sql[k] != ' ' && sql[k] != '\t' && sql[k] != '\n' && sql[k] != '\r' && sql[k] != ';' {
+			k++
+		}
+		if k > 0 {
+			w = append(w, sql[:k])
+		}
+		sql = sql[k:]
+	}
+	return w
+}
+
+func eqFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if 'a' <= x && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// okPacket is an OK packet (no rows) with status flags status; its
+// sequence id is set when sent.
+func okPacket(status uint16) []byte {
+	return []byte{7, 0, 0, 0, 0x00, 0, 0, byte(status), byte(status >> 8), 0, 0}
+}
+
+// commandPhase reports whether the client's next packet is a command.
+func (c *conn) commandPhase() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.phase == phCommand
+}
+
+// headSt returns the statement of the oldest command awaiting an answer,
+// or nil.
+func (c *conn) headSt() (*session.Statement, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.head == len(c.queue) {
+		return nil, false
+	}
+	return c.queue[c.head].st, true
+}
+
+// injector holds the answers sluice gives in the server's place, until
+// the server stream is between packets and has answered every command
+// before the one answered. It implements wire.Injector. add is called by
+// the client pump; Pending and check by the server pump.
+type injector struct {
+	d    *downObserver
+	wake func() // set once by SetWake before the pumps start
+
+	has   atomic.Bool
+	mu    sync.Mutex
+	items []injection // guarded by mu
+	out   []byte      // the server pump's
+}
+
+type injection struct {
+	b     []byte
+	after *session.Statement // goes once this command is the oldest awaiting an answer
+}
+
+// SetWake implements wire.Injector.
+func (j *injector) SetWake(wake func()) { j.wake = wake }
+
+func (j *injector) add(b []byte, after *session.Statement) {
+	j.mu.Lock()
+	j.items = append(j.items, injection{b: b, after: after})
+	j.has.Store(true)
+	j.mu.Unlock()
+	if j.wake != nil {
+		j.wake()
+	}
+}
+
+func (j *injector) readyLocked() bool {
+	f := &j.d.f
+	if len(j.items) == 0 || f.inside || f.payload || f.nhdr != 0 || j.d.active {
+		return false
+	}
+	st, ok := j.d.c.headSt()
+	return ok && st == j.items[0].after
+}
+
+func (j *injector) check() {
+	j.mu.Lock()
+	ready := j.readyLocked()
+	j.mu.Unlock()
+	if ready && j.wake != nil {
+		j.wake()
+	}
+}
+
+// Pending implements wire.Injector. It returns one answer at a time: the
+// next one waits for the server observer to have seen this one.
+func (j *injector) Pending() []byte {
+	if !j.has.Load() {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.readyLocked() {
+		return nil
+	}
+	j.out = append(j.out[:0], j.items[0].b...)
+	j.items[0] = injection{}
+	j.items = j.items[1:]
+	j.has.Store(len(j.items) > 0)
+	return j.out
+}
