@@ -111,8 +111,8 @@ func TestPsqlReferenceStatements(t *testing.T) {
 		t.Fatalf("psql: %v\n%s%s", err, out, errOut)
 	}
 	want := strings.Join([]string{
-		"bandwidth_rule1|128MB/s|60s|penalty|rp1|0",
-		"rp1|bandwidth_rule1|1|normal||1|0",
+		"bandwidth_rule1|128MB/s|60s|penalty|rp1|0|-1",
+		"rp1|bandwidth_rule1|1|normal||1|0|-1|0|0|0",
 		"user1|rp1|0",
 		"256MB/s",
 		"SET",
@@ -201,7 +201,7 @@ func TestPgx(t *testing.T) {
 			t.Errorf("tag %q", rows.CommandTag())
 		}
 		var weight string
-		if err := conn.QueryRow(ctx, "SHOW POOLS").Scan(new(string), new(string), &weight, new(string), new(string), new(string), new(string)); err != nil {
+		if err := conn.QueryRow(ctx, "SELECT weight FROM pools").Scan(&weight); err != nil {
 			t.Fatal(err)
 		}
 		if p := c.mgr.Catalog().Pools[name]; p == nil || p.Weight != 4 {
