@@ -26,6 +26,9 @@ const (
 	mysqlHighSQL     = `SELECT REPEAT('h', 100)`
 )
 
+// ordinaryPayload is the payload of one ordinary result, in bytes.
+const ordinaryPayload = 512 * 1000
+
 // Catalog names the concurrency experiment creates in sluice, and its
 // routes.
 const (
@@ -90,7 +93,7 @@ type ConcurrencyRow struct {
 	MaxMs  float64 `json:"high_max_ms"`
 	// MBps and StatementsPerSec are what the ordinary sessions received
 	// and completed together from the first high-priority query on, over
-	// at least the plan's Measure.
+	// at least the plan's Measure (see concRun.measure).
 	MBps             float64 `json:"ordinary_mb_per_s"`
 	StatementsPerSec float64 `json:"ordinary_statements_per_s"`
 	// OrdinaryMs is the mean elapsed time of an ordinary statement as
@@ -153,7 +156,6 @@ func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, er
 	rep = &ConcurrencyReport{
 		OrdinarySQL: ordinarySQL, HighSQL: highSQL, Reps: r.plan.Reps, Sessions: r.plan.Sessions,
 		QueueBytes: link.DefaultQueueSize, WindowBytes: r.plan.Window, RTTMs: durMs(r.plan.RTT),
-		MeasureSeconds: r.plan.Measure.Seconds(),
 	}
 	p.printf("\n== Experiment 3: concurrency ==\n")
 	p.printf("high-priority query %q measured %d times per point while %d ordinary sessions run %q in a loop\n",
@@ -201,6 +203,7 @@ func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, er
 	}
 	rep.CapacityBytes, rep.Capacity = capacity, units.FormatRate(capacity)
 	r.capacity = capacity
+	rep.MeasureSeconds = r.measure().Seconds()
 	if err := r.s.exec(ctx, fmt.Sprintf("ALTER LINK default WITH (capacity='%s', window='%s', delay='%dus')",
 		units.FormatRate(capacity), units.FormatBytes(r.plan.Window), (r.plan.RTT/2).Microseconds())); err != nil {
 		return nil, err
@@ -288,7 +291,7 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 		return row, 0, err
 	}
 	defer high.close()
-	if _, err := high.run(ctx, highSQL); err != nil { // warm the session up
+	if _, err := high.run(ctx, highSQL, nil); err != nil { // warm the session up
 		return row, 0, err
 	}
 
@@ -310,14 +313,13 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 			defer c.close()
 			for octx.Err() == nil {
 				t0 := r.clk.Now()
-				n, err := c.run(octx, ordinarySQL)
+				n, err := c.run(octx, ordinarySQL, &bytes)
 				if err != nil {
 					if octx.Err() == nil {
 						errs <- fmt.Errorf("ordinary session: %w", err)
 					}
 					return
 				}
-				bytes.Add(n)
 				stmts.Add(1)
 				stmtNanos.Add(int64(r.clk.Now().Sub(t0)))
 				resultBytes.Store(n)
@@ -380,7 +382,7 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 		default:
 		}
 		t0 := r.clk.Now()
-		_, err := high.run(ctx, highSQL)
+		_, err := high.run(ctx, highSQL, nil)
 		d := r.clk.Now().Sub(t0)
 		if err != nil {
 			finish()
@@ -389,7 +391,7 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 		times = append(times, durMs(d))
 		done.Add(1)
 	}
-	if rest := m0.Add(r.plan.Measure).Sub(r.clk.Now()); rest > 0 {
+	if rest := m0.Add(r.measure()).Sub(r.clk.Now()); rest > 0 {
 		if err := clock.Sleep(ctx, r.clk, rest); err != nil {
 			finish()
 			return row, 0, err
@@ -416,6 +418,19 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 	row.P99Ms = percentile(times, 0.99)
 	row.SamplesMs = times
 	return row, resultBytes.Load(), nil
+}
+
+// measure is the least time a point's throughput is measured over: the
+// plan's Measure, or long enough for every session to complete about two
+// statements at the link's capacity (2 x sessions x 512 kB / capacity)
+// if that is longer, so that statements/s counts whole statements even
+// on a slow link.
+func (r *concRun) measure() time.Duration {
+	d := r.plan.Measure
+	if r.capacity > 0 {
+		d = max(d, time.Duration(2*float64(r.plan.Sessions)*ordinaryPayload/float64(r.capacity)*float64(time.Second)))
+	}
+	return d
 }
 
 // drain waits, for up to 10 s, until the link's queues are empty, so the

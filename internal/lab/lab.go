@@ -157,7 +157,8 @@ type ConcurrencyPlan struct {
 	Settle time.Duration
 	// Measure is the least time a point's throughput is measured over:
 	// the ordinary sessions go on after the last high-priority query
-	// until it has passed; 0 means 2 s.
+	// until it has passed, and at least until each could complete two
+	// statements at the link's capacity; 0 means 2 s.
 	Measure time.Duration
 }
 
