@@ -107,6 +107,35 @@ func TestWriteFilesOneExperiment(t *testing.T) {
 	checkReportFiles(t, dir, rep)
 }
 
+func TestWriteFilesConcurrencyUnsupported(t *testing.T) {
+	rep := sampleReport()
+	rep.Concurrency = &ConcurrencyReport{Unsupported: "resource pool parameter active_statements is not supported"}
+	rep.Targets = rep.evaluate()
+	dir := t.TempDir()
+	files, err := rep.WriteFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, FileConcLatency) || strings.HasSuffix(f, FileConcThroughput) {
+			t.Errorf("%s written without measurements", f)
+		}
+	}
+	checkReportFiles(t, dir, rep)
+	md, err := os.ReadFile(dir + "/" + FileMarkdown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Experiment 3: concurrency\n\nNot measured: this build of sluice refuses `active_statements` (resource pool parameter") {
+		t.Errorf("report.md does not say why the concurrency experiment was not measured:\n%s", md)
+	}
+	for _, tg := range rep.Targets {
+		if (tg.Name == TargetConcLatency || tg.Name == TargetConcTput) && tg.Measured {
+			t.Errorf("target %s measured without measurements", tg.Name)
+		}
+	}
+}
+
 func TestEvaluate(t *testing.T) {
 	rep := sampleReport()
 	got := map[string]Target{}
