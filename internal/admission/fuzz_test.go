@@ -35,7 +35,6 @@ func runFuzzOps(t *testing.T, ops []byte) {
 			returns []chan result
 			lowered = map[string]bool{} // a limit went down while slots were held
 		)
-		limits := Limits{Pools: map[string]int{}, Groups: map[string]int{}}
 		collect := func() {
 			c.mu.Lock()
 			keep := waiters[:0]
@@ -151,8 +150,7 @@ func runFuzzOps(t *testing.T, ops []byte) {
 					lowered["g:l"] = true
 				}
 				c.mu.Unlock()
-				limits = next
-				c.Configure(limits)
+				c.Configure(next)
 			}
 			collect()
 			check(i / 2)

@@ -71,6 +71,9 @@ type Link struct {
 	Name      string `json:"name"`
 	Capacity  string `json:"capacity"`
 	QueueSize string `json:"queue_size,omitempty"`
+	// MaxActiveStatements bounds the statements of the link's sessions
+	// running at once; -1 unlimited.
+	MaxActiveStatements int `json:"max_active_statements"`
 	Emulation
 	Routes  []string                    `json:"routes"`
 	Bytes   map[string]map[string]int64 `json:"bytes"`
@@ -78,27 +81,36 @@ type Link struct {
 	Queued  int64                       `json:"device_queue_bytes"`
 }
 
-// Rule is an exception rule. Bandwidth is in MB/s and ElapsedTime in
-// seconds, -1 for unlimited. Pools and Firings are read-only.
+// Rule is an exception rule. Bandwidth is in MB/s, ElapsedTime and
+// BlockTime in seconds, -1 for unlimited. Pools and Firings are
+// read-only.
 type Rule struct {
 	Name        string   `json:"name"`
 	Bandwidth   float64  `json:"bandwidth"`
 	ElapsedTime float64  `json:"elapsedtime"`
+	BlockTime   float64  `json:"blocktime"`
 	Action      string   `json:"action"`
 	Pools       []string `json:"pools"`
 	Firings     uint64   `json:"firings"`
 }
 
 // Pool is a resource pool. ExceptRule may be given as an array or a
-// comma-separated string. Users and Sessions are read-only.
+// comma-separated string. ActiveStatements is -1 when unlimited,
+// QueueTimeout absent when there is none. Users, Sessions, Running and
+// Waiting (statements holding a slot, and held waiting for one) are
+// read-only.
 type Pool struct {
-	Name            string   `json:"name"`
-	ExceptRule      []string `json:"except_rule"`
-	Weight          int      `json:"weight"`
-	NetworkPriority string   `json:"network_priority"`
+	Name             string   `json:"name"`
+	ExceptRule       []string `json:"except_rule"`
+	Weight           int      `json:"weight"`
+	NetworkPriority  string   `json:"network_priority"`
+	ActiveStatements int      `json:"active_statements"`
+	QueueTimeout     string   `json:"queue_timeout,omitempty"`
 	Emulation
 	Users    []string `json:"users"`
 	Sessions int      `json:"sessions"`
+	Running  int      `json:"running"`
+	Waiting  int      `json:"waiting"`
 }
 
 // User is a user's binding to a resource pool ("" for none). Sessions is
@@ -129,7 +141,7 @@ type kind struct {
 var kinds = []kind{
 	{path: "links", kind: ddl.Link, readOnly: []string{"routes", "bytes", "waiting_bytes", "device_queue_bytes"}, find: (*Server).links},
 	{path: "rules", kind: ddl.Rule, readOnly: []string{"pools", "firings"}, find: (*Server).rules},
-	{path: "pools", kind: ddl.Pool, readOnly: []string{"users", "sessions"}, find: (*Server).pools},
+	{path: "pools", kind: ddl.Pool, readOnly: []string{"users", "sessions", "running", "waiting"}, find: (*Server).pools},
 	{path: "users", kind: ddl.User, readOnly: []string{"sessions"}, find: (*Server).users},
 }
 
@@ -188,7 +200,7 @@ func (s *Server) links(only string) []any {
 	routes := s.mgr.RoutesByLink()
 	return each(s.mgr.Catalog().Links, only, func(name string, d *wlm.LinkDef) any {
 		l := Link{Name: name, Capacity: units.FormatRate(d.Capacity), Emulation: emulationJSON(d.Emulation),
-			Routes: routes[name], Bytes: map[string]map[string]int64{}}
+			Routes: routes[name], Bytes: map[string]map[string]int64{}, MaxActiveStatements: slotLimit(d.MaxActiveStatements)}
 		if l.Routes == nil {
 			l.Routes = []string{}
 		}
@@ -216,7 +228,7 @@ func (s *Server) rules(only string) []any {
 	stats := s.mgr.Stats()
 	return each(cat.Rules, only, func(name string, r *wlm.Rule) any {
 		return Rule{
-			Name: name, Bandwidth: r.Bandwidth, ElapsedTime: r.ElapsedTime, Action: string(r.Action),
+			Name: name, Bandwidth: r.Bandwidth, ElapsedTime: r.ElapsedTime, BlockTime: blockTime(r.BlockTime), Action: string(r.Action),
 			Pools: append([]string{}, cat.PoolsUsingRule(name)...), Firings: stats.RuleFirings(name),
 		}
 	})
@@ -225,12 +237,35 @@ func (s *Server) rules(only string) []any {
 func (s *Server) pools(only string) []any {
 	cat := s.mgr.Catalog()
 	sessions := s.sessionsBy((*session.Session).Pool)
+	adm := s.mgr.AdmissionStats()
 	return each(cat.Pools, only, func(name string, p *wlm.Pool) any {
-		return Pool{
+		out := Pool{
 			Name: name, ExceptRule: append([]string{}, p.ExceptRules...), Weight: p.Weight, NetworkPriority: p.Priority.String(),
-			Emulation: emulationJSON(p.Emulation), Users: append([]string{}, cat.UsersOfPool(name)...), Sessions: sessions[name],
+			ActiveStatements: slotLimit(p.ActiveStatements),
+			Emulation:        emulationJSON(p.Emulation), Users: append([]string{}, cat.UsersOfPool(name)...), Sessions: sessions[name],
+			Running: adm[name].Running, Waiting: adm[name].Waiting,
 		}
+		if p.QueueTimeout > 0 {
+			out.QueueTimeout = units.FormatDuration(p.QueueTimeout)
+		}
+		return out
 	})
+}
+
+// slotLimit writes a slot limit as the console does: -1 unlimited.
+func slotLimit(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// blockTime writes a rule's blocktime as the console does: -1 unset.
+func blockTime(v float64) float64 {
+	if v <= 0 {
+		return -1
+	}
+	return v
 }
 
 func (s *Server) users(only string) []any {

@@ -143,9 +143,17 @@ func TestCancelWait(t *testing.T) {
 	if !errors.Is(w.err, ErrCancelRequested) || !st.CancelRequested() || st.Waiting() {
 		t.Errorf("after Cancel: wait err %v, requested %v, waiting %v", w.err, st.CancelRequested(), st.Waiting())
 	}
-	// Once the wait ended, a cancel goes to the server as before.
-	if err := r.Cancel(context.Background(), st); err != nil || c.n != 1 {
-		t.Errorf("second Cancel: %v, %d requests", err, c.n)
+	// Once the wait ended without admission, the server never saw the
+	// statement: nothing to cancel.
+	if err := r.Cancel(context.Background(), st); !errors.Is(err, ErrNotRunning) || c.n != 0 {
+		t.Errorf("Cancel after the wait failed: %v, %d requests", err, c.n)
+	}
+	// Once admitted, a cancel goes to the server as before.
+	st3 := s.Begin("select 3", time.Unix(1, 0))
+	st3.Hold(time.Unix(2, 0), &fakeWait{})
+	st3.Admit(time.Unix(3, 0))
+	if err := r.Cancel(context.Background(), st3); err != nil || c.n != 1 {
+		t.Errorf("Cancel of an admitted statement: %v, %d requests", err, c.n)
 	}
 
 	// A wait the waiter already left (admitted in the same instant)

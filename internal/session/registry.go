@@ -212,11 +212,15 @@ var ErrNoCanceler = errors.New("session cannot cancel statements")
 // The statement's outcome is recorded by the observer when the server
 // answers; Cancel only marks it as requested. A statement held waiting
 // for admission never reached the server: its wait ends with
-// ErrCancelRequested instead, and no cancel request is sent.
+// ErrCancelRequested instead, and no cancel request is sent; one whose
+// wait failed already is ErrNotRunning.
 func (r *Registry) Cancel(ctx context.Context, st *Statement) error {
 	if st.CancelWait(ErrCancelRequested) {
 		st.cancelRequested.Store(true)
 		return nil
+	}
+	if st.neverRan() {
+		return ErrNotRunning // its wait failed: the server never saw it
 	}
 	s := st.Session
 	s.mu.Lock()

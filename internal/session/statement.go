@@ -170,6 +170,14 @@ func execStarted(started, held, admitted time.Time, waiting bool) time.Time {
 	return admitted // zero for one that ended while held
 }
 
+// neverRan reports whether the statement was held and left its wait
+// without admission.
+func (st *Statement) neverRan() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return !st.held.IsZero() && st.wait == nil && st.admitted.IsZero()
+}
+
 // CancelWait ends a held statement's wait with err (the caller of the
 // wait gets an error wrapping it). It reports whether the statement was
 // waiting and is now cancelled; false when it was never held, was

@@ -274,6 +274,9 @@ func (e *evaluator) evaluate(ctx context.Context, now time.Time) (nextDue time.T
 			block = now.Sub(held)
 		} else {
 			start = s.ExecStarted()
+			if start.IsZero() {
+				continue // its wait failed: it never runs, and ends soon
+			}
 			age = now.Sub(start)
 			var bps float64
 			bps, bwOK = bandwidth(start, t.samples, now, bytes)

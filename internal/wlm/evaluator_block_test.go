@@ -171,3 +171,31 @@ func TestEvaluatorBlockAbortRace(t *testing.T) {
 		t.Errorf("blockAbort = %v", err)
 	}
 }
+
+// TestEvaluatorSkipsFailedWait: a statement whose wait failed (it will
+// never run) is not checked against the running statements' rules.
+func TestEvaluatorSkipsFailedWait(t *testing.T) {
+	clk, reg, m := newEvalManager(t, "CREATE EXCEPT RULE slow WITH (elapsedtime=1, action=abort); CREATE RESOURCE POOL p WITH (except_rule=slow); CREATE USER u RESOURCE POOL 'p'")
+	if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
+		t.Fatal(err)
+	}
+	s := openAs(reg, "pg", "u", t0)
+	st := s.Begin("select 1", t0)
+	canc := &fakeCanceler{st: st, now: clk.Now}
+	s.SetCanceler(canc)
+	st.Hold(t0, nopWait{})
+	st.LeaveWait(t0.Add(time.Second))
+	for range 10 {
+		clk.Advance(time.Second)
+		m.Evaluate(context.Background(), clk.Now())
+	}
+	if canc.count() != 0 || len(st.Snapshot().Except) != 0 {
+		t.Errorf("a statement that never ran: %d cancels, except_info %q", canc.count(), st.Snapshot().Except)
+	}
+}
+
+// nopWait is a wait that has already ended.
+type nopWait struct{}
+
+func (nopWait) Cancel(error) bool { return false }
+func (nopWait) Demote() bool      { return false }

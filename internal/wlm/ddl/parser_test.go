@@ -84,6 +84,24 @@ func TestParseStatements(t *testing.T) {
 			}},
 		},
 		{
+			"ALTER RESOURCE POOL rp1 WITH (ACTIVE_STATEMENTS=-1, queue_timeout=DEFAULT)",
+			&Alter{Kind: Pool, Name: Name{"rp1", 21}, Options: []Option{
+				{"active_statements", 31, num("-1", 49)},
+				{"queue_timeout", 53, Value{Kind: Default, Text: "default", Pos: 67}},
+			}},
+		},
+		{
+			"CREATE EXCEPT RULE q WITH (blocktime=2.5, action=penalty)",
+			&Create{Kind: Rule, Name: Name{"q", 20}, Options: []Option{
+				{"blocktime", 28, num("2.5", 38)},
+				{"action", 43, word("penalty", 50)},
+			}},
+		},
+		{
+			"ALTER LINK l WITH (max_active_statements=16)",
+			&Alter{Kind: Link, Name: Name{"l", 12}, Options: []Option{{"max_active_statements", 20, num("16", 42)}}},
+		},
+		{
 			"ALTER EXCEPT RULE r WITH (action=abort)",
 			&Alter{Kind: Rule, Name: Name{"r", 19}, Options: []Option{{"action", 27, word("abort", 34)}}},
 		},

@@ -21,6 +21,13 @@
 // columns that sluice has no value for are present and empty (NULL when
 // numeric).
 //
+// A statement held for admission (session.Statement.Hold) has state or
+// status "waiting" and its block time (block_time: seconds in SHOW
+// STATEMENTS, milliseconds in gs_wlm_session_statistics); its elapsed
+// time (elapsed, duration) is execution time, from admission, 0 while it
+// waits. Slot limits are written -1 when unlimited, as GaussDB writes
+// active_statements.
+//
 // The package holds no state and takes no locks of its own; reading a
 // session or a statement takes that object's lock (session.Session.mu,
 // session.Statement.mu), one at a time.
