@@ -50,6 +50,20 @@
 // pump woke up to read it: that wake-up, after an idle wait, would add
 // its own latency to every delayed request and response.
 //
+// Admission holds a request in the client pump, before its bytes go
+// upstream: a front end's Rewriter (wire/pg, wire/mysql admit.go) blocks
+// in Rewrite while the request waits for its pool's slot. The pump then
+// reads no more of the client (backpressure: one chunk at most waits in
+// sluice) while the server pump goes on. Rewrite's context (pump.rwCtx)
+// ends as soon as either pump ends, the session fails or an
+// administrator terminates it, so a held session ends like any other. A
+// front end's own answer to the client (a refused request, Conn.Inject)
+// goes through the server pump, between two chunks, like the server's
+// bytes: pump.kick wakes that pump for it (a read deadline in the past,
+// cleared before the next read, or a resume from the parked set), and
+// the pump sends what the Injector has before reading again. The common
+// path pays one nil check per resume and none per chunk.
+//
 // Invariants:
 //   - Bytes are never dropped, duplicated or reordered: a flow has at most
 //     one chunk between read and hand-off, and the delay line releases in
@@ -81,9 +95,11 @@
 //     reused under an epoll registration; the resumed pump then sees the
 //     close or deadline as a waiting read would.
 //   - A read deadline ends a pump's read as a park only when the sweeper
-//     asked for it (parkState.asked) and the pump is not stopping, both
-//     under parkState.mu, which also orders the sweeper's deadline, the
-//     pump's clearing of it and the relay's own deadlines.
+//     asked for it (parkState.asked) and the pump is not stopping, and as
+//     a wake-up for the Injector only when kick asked for it
+//     (parkState.kicked), all under parkState.mu, which also orders the
+//     sweeper's and kick's deadlines, the pump's clearing of them and the
+//     relay's own deadlines. A kick beats a park: the pump reads again.
 //   - Socket deadlines are wall-clock times (clock.SocketDeadline), never
 //     the injected clock's.
 //   - Socket options: TCP_NODELAY on both sides; TCP_NOTSENT_LOWAT on the

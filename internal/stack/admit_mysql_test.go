@@ -255,8 +255,12 @@ func TestAdmitMySQLCancelHeld(t *testing.T) {
 				err = stmt.QueryRowContext(bg, 1).Scan(&n)
 			}
 			mu.Lock()
-			t.Logf("%s of a held %s: answered %v after the cancel", c.how, c.cmd, time.Since(t0).Round(time.Microsecond))
+			d := time.Since(t0)
 			mu.Unlock()
+			t.Logf("%s of a held %s: answered %v after the cancel", c.how, c.cmd, d.Round(time.Microsecond))
+			if d > time.Second {
+				t.Errorf("%s of a held %s: answered %v after the cancel", c.how, c.cmd, d)
+			}
 			res <- err
 		}()
 		testenv.Eventually(t, 10*time.Second, "a held statement", func() bool { return heldCount(st) == 1 })
@@ -291,5 +295,98 @@ func TestAdmitMySQLCancelHeld(t *testing.T) {
 	}
 	if err := stmt.QueryRowContext(bg, 41).Scan(&n); err != nil || n != 42 {
 		t.Fatalf("prepared, after the cancels: %d, %v", n, err)
+	}
+}
+
+// TestAdmitMySQLPreparedHeld: a prepared statement with a 300 KiB
+// parameter (one COM_STMT_EXECUTE of several chunks) and a
+// multi-statement query, each held while another session's transaction
+// has the only slot, run whole and byte-exact once it commits.
+func TestAdmitMySQLPreparedHeld(t *testing.T) {
+	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
+	cfg := testenv.MySQLConfig(t)
+	cfg.Addr = lim
+	cfg.MultiStatements = true
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(2)
+	holderDB := mysqlVia(t, lim, 1)
+	c := mysqlConn(t, db)
+	bg := context.Background()
+	stmt, err := c.PrepareContext(bg, "SELECT LENGTH(?), MD5(?)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stmt.Close()
+	blob := make([]byte, 300<<10)
+	for i := range blob {
+		blob[i] = byte(i * 7)
+	}
+	var want string
+	if err := c.QueryRowContext(bg, "SELECT MD5(?)", blob).Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		run  func() error
+	}{
+		{"prepared execute", func() error {
+			var n int
+			var sum string
+			if err := stmt.QueryRowContext(bg, blob, blob).Scan(&n, &sum); err != nil {
+				return err
+			}
+			if n != len(blob) || sum != want {
+				return fmt.Errorf("length %d md5 %s, want %d %s", n, sum, len(blob), want)
+			}
+			return nil
+		}},
+		{"multi-statement query", func() error {
+			rows, err := c.QueryContext(bg, "SELECT 1; SELECT 2")
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			var got []int
+			for {
+				for rows.Next() {
+					var v int
+					if err := rows.Scan(&v); err != nil {
+						return err
+					}
+					got = append(got, v)
+				}
+				if !rows.NextResultSet() {
+					break
+				}
+			}
+			if fmt.Sprint(got) != "[1 2]" {
+				return fmt.Errorf("results %v", got)
+			}
+			return rows.Err()
+		}},
+	}
+	for _, tc := range cases {
+		h := mysqlConn(t, holderDB)
+		tx, err := h.BeginTx(bg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(bg, "SELECT 1"); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- tc.run() }()
+		testenv.Eventually(t, 10*time.Second, tc.name+" held", func() bool { return heldCount(st) == 1 })
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		h.Close()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -240,12 +241,24 @@ func heldCount(st *stack.Stack) int {
 }
 
 // TestAdmitPGCancelHeld: a statement held for admission is cancelled by
-// the client's CancelRequest (pgx's context cancel) and by the console's
-// cancel (Registry.Cancel): sluice answers 57014 itself, quickly, and the
-// session then runs another statement.
+// the client's CancelRequest (pgconn's) and by the console's cancel
+// (Registry.Cancel): sluice answers 57014 itself, within milliseconds
+// (logged; the bound checked is a generous one), and the session then
+// runs another statement. Also through a route with a delay, whose
+// answer passes the delay line.
 func TestAdmitPGCancelHeld(t *testing.T) {
+	for _, tc := range []struct{ name, extra string }{
+		{"plain", ""},
+		// The answer passes the down direction's delay line.
+		{"delayed", "    emulation:\n      delay: 5ms\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testAdmitPGCancelHeld(t, tc.extra) })
+	}
+}
+
+func testAdmitPGCancelHeld(t *testing.T, extra string) {
 	pc := testenv.PostgresConfig(t)
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, extra)
 	holder := connectCfg(t, pgVia(t, lim, "admw_cancel_holder"))
 	held := connectCfg(t, pgVia(t, lim, "admw_cancel_held"))
 	bg := context.Background()
@@ -284,8 +297,8 @@ func TestAdmitPGCancelHeld(t *testing.T) {
 			d := time.Since(t0)
 			mu.Unlock()
 			t.Logf("%s: answered %v after the cancel", how, d.Round(time.Microsecond))
-			if d > 50*time.Millisecond {
-				t.Logf("%s: slower than 50 ms", how)
+			if d > time.Second {
+				t.Errorf("%s: answered %v after the cancel", how, d)
 			}
 			res <- err
 		}()
@@ -322,5 +335,284 @@ func TestAdmitPGCancelHeld(t *testing.T) {
 	var n int
 	if err := held.QueryRow(bg, "SELECT 41 + 1").Scan(&n); err != nil || n != 42 {
 		t.Fatalf("after the cancels: %d, %v", n, err)
+	}
+}
+
+// holdSlot opens a transaction on a new session of route addr, taking
+// the pool's only slot until the test ends (or commit is called).
+func holdSlot(t *testing.T, addr string) (commit func()) {
+	t.Helper()
+	c := connectCfg(t, pgVia(t, addr, "admw_holder"))
+	tx, err := c.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(context.Background(), "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := tx.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAdmitPGExtendedHeld: a pipelined pgx batch, a COPY FROM STDIN and
+// a simple multi-statement query, each held while another session holds
+// the only slot, run whole and correctly once it frees it; their session
+// goes on.
+func TestAdmitPGExtendedHeld(t *testing.T) {
+	pc := testenv.PostgresConfig(t)
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	table := fmt.Sprintf("admw_ext_%d", time.Now().UnixNano())
+	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
+	bg := context.Background()
+	if _, err := direct.Exec(bg, "CREATE TABLE "+table+" (id int, s text)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	c := connectCfg(t, pgVia(t, lim, "admw_ext"))
+
+	cases := []struct {
+		name string
+		run  func() error
+	}{
+		{"pipelined batch", func() error {
+			b := &pgx.Batch{}
+			for i := range 20 {
+				b.Queue("INSERT INTO "+table+" VALUES ($1, $2)", i, strings.Repeat("x", i*100))
+			}
+			b.Queue("SELECT count(*), sum(length(s)) FROM " + table)
+			br := c.SendBatch(bg, b)
+			for range 20 {
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
+			}
+			var n, sum int
+			if err := br.QueryRow().Scan(&n, &sum); err != nil {
+				return err
+			}
+			if n != 20 || sum != 19000 {
+				return fmt.Errorf("count %d, sum %d", n, sum)
+			}
+			return br.Close()
+		}},
+		{"copy from stdin", func() error {
+			var in strings.Builder
+			for i := range 1000 {
+				fmt.Fprintf(&in, "%d\trow %d\n", 100+i, i)
+			}
+			tag, err := c.PgConn().CopyFrom(bg, strings.NewReader(in.String()), "COPY "+table+" FROM STDIN")
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() != 1000 {
+				return fmt.Errorf("copied %d rows", tag.RowsAffected())
+			}
+			return nil
+		}},
+		{"simple multi-statement", func() error {
+			rr := c.PgConn().Exec(bg, "SELECT 1; SELECT count(*) FROM "+table+"; SELECT 3")
+			res, err := rr.ReadAll()
+			if err != nil {
+				return err
+			}
+			if len(res) != 3 || string(res[1].Rows[0][0]) != "1020" {
+				return fmt.Errorf("results %v", res)
+			}
+			return nil
+		}},
+	}
+	for _, tc := range cases {
+		commit := holdSlot(t, lim)
+		done := make(chan error, 1)
+		go func() { done <- tc.run() }()
+		testenv.Eventually(t, 10*time.Second, tc.name+" held", func() bool { return heldCount(st) == 1 })
+		select {
+		case err := <-done:
+			t.Fatalf("%s finished while held: %v", tc.name, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		commit()
+		if err := <-done; err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+	}
+	var n int
+	if err := c.QueryRow(bg, "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != 1020 {
+		t.Fatalf("count %d, %v", n, err)
+	}
+}
+
+// TestAdmitPGWaitLimits: a statement held longer than its pool's
+// queue_timeout, or than an abort rule's blocktime, is answered 57014
+// with that limit's message, and the session goes on.
+func TestAdmitPGWaitLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ddl  []string
+		msg  string
+	}{
+		{"queue_timeout", []string{"ALTER RESOURCE POOL admw_lim WITH (queue_timeout=0.2)"}, "queue timeout"},
+		{"blocktime", []string{"CREATE EXCEPT RULE admw_block WITH (blocktime=0.2, action='abort')",
+			"ALTER RESOURCE POOL admw_lim WITH (except_rule='admw_block')"}, `exception rule "admw_block"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc := testenv.PostgresConfig(t)
+			st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+			for _, q := range tc.ddl {
+				if _, err := st.Manager().Exec(context.Background(), q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			commit := holdSlot(t, lim)
+			c := connectCfg(t, pgVia(t, lim, "admw_limits"))
+			t0 := time.Now()
+			_, err := c.Exec(context.Background(), "SELECT 1")
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "57014" || !strings.Contains(pe.Message, tc.msg) {
+				t.Fatalf("held past the limit: %v, want 57014 naming %s", err, tc.msg)
+			}
+			t.Logf("refused after %v: %s", time.Since(t0).Round(time.Millisecond), pe.Message)
+			commit()
+			if _, err := c.Exec(context.Background(), "SELECT 1"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestAdmitPGDisconnectWhileHeld: a client that goes away while its
+// statement is held frees no slot it did not hold (the holder's
+// transaction still blocks others), its statement never reaches the
+// server, and its session ends once its wait does, giving the slot back.
+func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
+	pc := testenv.PostgresConfig(t)
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	table := fmt.Sprintf("admw_gone_%d", time.Now().UnixNano())
+	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
+	if _, err := direct.Exec(context.Background(), "CREATE TABLE "+table+" (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	commit := holdSlot(t, lim)
+	// The gone client sends no CancelRequest (pgx would, from a new
+	// connection, when its query fails): it only disappears.
+	goneCfg := pgVia(t, lim, "admw_gone")
+	var dials atomic.Int32
+	goneCfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) > 1 {
+			return nil, errors.New("no cancel connection")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	gone := connectCfg(t, goneCfg)
+	done := make(chan error, 1)
+	go func() { _, err := gone.Exec(context.Background(), "INSERT INTO "+table+" VALUES (1)"); done <- err }()
+	testenv.Eventually(t, 10*time.Second, "a held statement", func() bool { return heldCount(st) == 1 })
+	// The client's socket closes under it: no Terminate, only the FIN.
+	gone.PgConn().Conn().Close()
+	<-done
+	stats := func() (running, waiting int) {
+		s := st.Manager().AdmissionStats()["admw_lim"]
+		return s.Running, s.Waiting
+	}
+	other := connectCfg(t, pgVia(t, lim, "admw_other"))
+	oDone := make(chan error, 1)
+	go func() { _, err := other.Exec(context.Background(), "SELECT 2"); oDone <- err }()
+	testenv.Eventually(t, 10*time.Second, "another statement held", func() bool { _, w := stats(); return w == 2 })
+	if r, _ := stats(); r != 1 {
+		t.Fatalf("%d slots running while the holder's transaction is open, want 1", r)
+	}
+	commit()
+	if err := <-oDone; err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "every slot back", func() bool {
+		r, w := stats()
+		return r == 0 && w == 0 && len(st.Registry().Sessions()) == 2
+	})
+	var n int
+	if err := direct.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows, %v: the gone client's statement ran", n, err)
+	}
+}
+
+// TestAdmitPGChurn: sessions of a pool with active_statements=2 run
+// queries, transactions and batches, cancel some while they wait and
+// drop their connection under others, for a few seconds; then every slot
+// is back, nothing waits, and a new session runs at once.
+func TestAdmitPGChurn(t *testing.T) {
+	const workers = 12
+	run := 5 * time.Second
+	if testing.Short() {
+		run = 2 * time.Second
+	}
+	pc := testenv.PostgresConfig(t)
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 2, "")
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var wg sync.WaitGroup
+	var ops [5]atomic.Int64
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+				c, err := pgx.ConnectConfig(cctx, pgVia(t, lim, "admw_churn"))
+				ccancel()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				op := (w + i) % len(ops)
+				ops[op].Add(1)
+				bg := context.Background()
+				switch op {
+				case 0: // a query
+					_, err = c.Exec(bg, "SELECT pg_sleep(0.01)")
+				case 1: // a transaction
+					var tx pgx.Tx
+					if tx, err = c.Begin(bg); err == nil {
+						if _, err = tx.Exec(bg, "SELECT pg_sleep(0.01)"); err == nil {
+							err = tx.Commit(bg)
+						}
+					}
+				case 2: // a pipelined batch
+					b := &pgx.Batch{}
+					b.Queue("SELECT 1")
+					b.Queue("SELECT pg_sleep(0.01)")
+					err = c.SendBatch(bg, b).Close()
+				case 3: // cancelled, waiting or running
+					qctx, qcancel := context.WithTimeout(bg, 5*time.Millisecond)
+					_, err = c.Exec(qctx, "SELECT pg_sleep(0.05)")
+					qcancel()
+					err = nil
+				case 4: // the connection dropped under a statement
+					go func() { time.Sleep(3 * time.Millisecond); c.PgConn().Conn().Close() }()
+					_, err = c.Exec(bg, "SELECT pg_sleep(0.05)")
+					err = nil
+				}
+				if err != nil {
+					t.Errorf("op %d: %v", op, err)
+				}
+				c.Close(bg)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("ops (query, transaction, batch, cancel, drop): %d %d %d %d %d", ops[0].Load(), ops[1].Load(), ops[2].Load(), ops[3].Load(), ops[4].Load())
+	testenv.Eventually(t, 30*time.Second, "every slot back and every session closed", func() bool {
+		s := st.Manager().AdmissionStats()["admw_lim"]
+		return s.Running == 0 && s.Waiting == 0 && len(st.Registry().Sessions()) == 0
+	})
+	c := connectCfg(t, pgVia(t, lim, "admw_churn_after"))
+	for range 3 {
+		if _, err := c.Exec(context.Background(), "SELECT 1"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

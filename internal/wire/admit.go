@@ -3,8 +3,10 @@ package wire
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/sluicelab/sluice/internal/session"
 )
@@ -82,7 +84,8 @@ func Refused(err error) (code, msg string) {
 // A nil *Gate admits everything; its methods are no-ops. Safe for
 // concurrent use; mu is a leaf lock (Admit and release run without it).
 type Gate struct {
-	adm Admitter
+	adm  Admitter
+	gone func() bool // set once before use (SetPeer); reports the client gone
 
 	mu      sync.Mutex
 	release func()                  // guarded by mu; non-nil while the session holds a slot
@@ -92,6 +95,13 @@ type Gate struct {
 	waiting context.CancelCauseFunc // guarded by mu; ends the wait in progress; nil when none
 	waitSt  *session.Statement      // guarded by mu; the statement waiting, with waiting
 	closed  bool                    // guarded by mu; the session has ended
+
+	// The wait's context, kept across waits while its parent is the same
+	// and it was not cancelled, so a wait costs no allocation. Used by
+	// Wait's caller only (one goroutine).
+	parent context.Context
+	wctx   context.Context
+	cancel context.CancelCauseFunc
 }
 
 // NewGate returns the admission state of one session, or nil (admit
@@ -101,6 +111,49 @@ func NewGate(a Admitter) *Gate {
 		return nil
 	}
 	return &Gate{adm: a}
+}
+
+// SetPeer makes Wait check, once a statement is admitted, that the
+// client is still there (PeerGone(client)): a client that went away
+// while its statement waited gets no slot and its request is not sent.
+// Called once, before the session relays.
+func (g *Gate) SetPeer(client net.Conn) {
+	if g != nil {
+		g.gone = PeerGone(client)
+	}
+}
+
+// ErrClientGone is Wait's error when the client went away while its
+// statement waited.
+var ErrClientGone = errors.New("the client went away while its statement waited for admission")
+
+// PeerGone returns a function that reports, without blocking or
+// consuming a byte, whether c's peer has closed its side with nothing
+// left unread (a peek that sees end of stream). It must not run
+// concurrently with a read of c. A connection it cannot peek (TLS over
+// anything but a socket, a pipe) is never reported gone.
+func PeerGone(c net.Conn) func() bool {
+	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = nc.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return func() bool { return false }
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return func() bool { return false }
+	}
+	return func() bool {
+		var b [1]byte
+		gone := false
+		_ = rc.Read(func(fd uintptr) bool {
+			n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			gone = n == 0 && err == nil
+			return true
+		})
+		return gone
+	}
 }
 
 // Start records a request's first byte, before it is forwarded: earns
@@ -139,8 +192,14 @@ func (g *Gate) Wait(ctx context.Context, st *session.Statement) error {
 	if g == nil {
 		return nil
 	}
-	wctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	if g.parent != ctx || g.wctx.Err() != nil {
+		if g.cancel != nil {
+			g.cancel(nil)
+		}
+		g.parent = ctx
+		g.wctx, g.cancel = context.WithCancelCause(ctx)
+	}
+	wctx, cancel := g.wctx, g.cancel
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -160,6 +219,12 @@ func (g *Gate) Wait(ctx context.Context, st *session.Statement) error {
 	case err == nil && closed:
 		rel()
 		return ErrGateClosed
+	case err == nil && g.gone != nil && g.gone():
+		g.mu.Lock()
+		g.release = nil
+		g.mu.Unlock()
+		rel()
+		return ErrClientGone
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -239,7 +240,8 @@ func (a *admitUp) decide(ctx context.Context, d *pending, i int, setMode func(in
 	switch {
 	case err == nil:
 		setMode(i, modePass)
-	case ctx.Err() != nil:
+	case ctx.Err() != nil || errors.Is(err, wire.ErrClientGone) || errors.Is(err, wire.ErrGateClosed):
+		// The session is ending: nobody to answer.
 		return err
 	default:
 		setMode(i, modeDrop)

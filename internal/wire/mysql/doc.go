@@ -168,7 +168,33 @@
 // statements, LOCAL INFILE data, authentication packets and longer
 // commands pass untouched. The user is checked at each command, so
 // COM_CHANGE_USER away from a named user ends forwarding. Every other
-// session keeps the plain observers and is relayed byte for byte.
+// session keeps the plain observers (with admission, below, when it is
+// configured) and is relayed byte for byte.
+//
+// # Admission
+//
+// With Options.Admit set, every session but a forwarding one gets a
+// client observer that is also a wire.Rewriter (admit.go). The commands
+// that run SQL, COM_QUERY (but KILL), COM_STMT_EXECUTE and
+// COM_STMT_BULK_EXECUTE, wait for a slot of their pool when the session
+// holds none and the server's last OK or EOF did not say
+// SERVER_STATUS_IN_TRANS; their packet is held from its first byte.
+// Other commands (COM_PING, COM_STMT_PREPARE, COM_STMT_FETCH,
+// COM_STMT_SEND_LONG_DATA, COM_INIT_DB, ...) never wait. The slot goes
+// back at the final OK, EOF or ERR of the last command in flight without
+// IN_TRANS (an ERR keeps the last status seen).
+//
+// A refused command never reaches the server: its packet is discarded
+// and sluice answers ERR 1317 (ER_QUERY_INTERRUPTED, SQLSTATE 70100),
+// "Query execution was interrupted" for a cancel or the refusal's own
+// message (queue_timeout, a blocktime abort rule), numbered after the
+// command, through the server pump once every earlier command has its
+// answer. KILL QUERY id sent through a session of the same route, id the
+// upstream connection id of a session whose command is held, ends that
+// wait; sluice answers the KILL itself with OK, so the server, where the
+// held command never ran, does not interrupt that connection's next one.
+// The console's cancel of a held command (Registry.Cancel) needs no kill
+// connection.
 //
 // # Concurrency
 //

@@ -283,6 +283,7 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 	var inj *injector
 	var closeConn func()
 	if gate != nil {
+		gate.SetPeer(client)
 		inj = &injector{d: downObs}
 		adm := &admitUp{u: upObs, g: gate, inj: inj, route: &f.gates}
 		upObs.adm = adm

@@ -450,3 +450,43 @@ func FuzzAdmitLifecycle(f *testing.F) {
 		}
 	})
 }
+
+// freeAdmitter admits at once without a slot, as the workload manager
+// does for a pool without a limit.
+type freeAdmitter struct{}
+
+func noRelease() {}
+
+func (freeAdmitter) Admit(context.Context, *session.Statement) (func(), error) { return noRelease, nil }
+
+// BenchmarkAdmitObserve is the cost per prepared statement (Bind,
+// Execute, Sync and its answer) of the observers without admission and
+// with admission to a pool without a limit.
+func BenchmarkAdmitObserve(b *testing.B) {
+	cli := enc(&pgproto3.Bind{PreparedStatement: "P0_1", Parameters: [][]byte{[]byte("48213")}}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	srv := enc(&pgproto3.BindComplete{}, dataRow("-2913"), complete("SELECT 1"), ready)
+	for _, admit := range []bool{false, true} {
+		b.Run(fmt.Sprintf("admission=%v", admit), func(b *testing.B) {
+			r := newAdmitRig(b, nil)
+			r.gate = wire.NewGate(freeAdmitter{})
+			r.up.g, r.down.gate = r.gate, r.gate
+			if !admit {
+				r.down.gate, r.down.inj = nil, nil
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if admit {
+					if _, err := r.up.Rewrite(ctx, cli); err != nil {
+						b.Fatal(err)
+					}
+				} else if err := r.up.obs.Observe(cli); err != nil {
+					b.Fatal(err)
+				}
+				if err := r.down.Observe(srv); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

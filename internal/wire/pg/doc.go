@@ -111,7 +111,39 @@
 // server raise the error (SQLSTATE kept), so ErrorResponse and
 // ReadyForQuery come in order. The extended protocol (Parse), several
 // statements in one Query, and longer Queries pass untouched. Every other
-// session keeps the plain observers and is relayed byte for byte.
+// session keeps the plain observers (with admission, below, when it is
+// configured) and is relayed byte for byte.
+//
+// # Admission
+//
+// With Options.Admit set (the stack sets the workload manager), every
+// session but a forwarding one gets a client observer that is also a
+// wire.Rewriter (admit.go). A request is a Query, or an extended batch
+// from its first message to its Sync; at its first byte, a session that
+// holds no slot and whose last ReadyForQuery was 'I' holds the request
+// back until its statement (the Query, or the batch's first Execute)
+// begins and the workload manager admits it. A batch that reaches its
+// Sync without an Execute (a prepare round trip) goes on without
+// waiting, as does one whose messages before its first Execute pass 1
+// MiB (then its bytes go upstream before admission). Pipelined requests
+// share the session's one slot; the slot goes back at a ReadyForQuery
+// 'I' that answers the last request in flight, while the client is not
+// in the middle of a batch. 'T' and 'E' keep it, so a transaction is
+// admitted once, at its start, and never held inside.
+//
+// A refused statement (a CancelRequest for the session, the console's
+// cancel, a blocktime abort rule, queue_timeout) never reaches the
+// server: its request is discarded, to the end of the Query or through
+// the batch's Sync, and sluice sends ErrorResponse (ERROR, SQLSTATE
+// 57014, "canceling statement due to user request" or the refusal's own
+// message) and ReadyForQuery 'I' through the server pump once the server
+// has answered every earlier request; the server observer takes them as
+// the server's, so the records show the statement cancelled. The session
+// goes on. A CancelRequest for a session whose statement is held goes no
+// further: the session's Canceler ends the wait first (wire.Gate).
+//
+// Lock order: the gate's mutex is a leaf; the tracker's is never held
+// while it is taken, nor while a wait blocks.
 //
 // # Concurrency
 //

@@ -195,6 +195,7 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 	if forwards {
 		wc.Up, wc.Down = forwarding(f.forward, f.log, sess, upObs, downObs)
 	} else if gate != nil {
+		gate.SetPeer(conn)
 		inj := &injector{s: downObs}
 		adm := &admitUp{obs: upObs, g: gate, inj: inj}
 		upObs.adm = adm
