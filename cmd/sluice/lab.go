@@ -65,7 +65,7 @@ Scale:                        --quick                  full (default)
 
 Targets: slowdown at N=10 >= 6x with network_control off and <= 1.2x with
 it on; TPS at 10 ms RTT within 15% of the model's prediction; with
-active_statements=4 the small query's p99 <= 0.5x and the ordinary
+active_statements=4 the small query's p50 <= 0.5x and the ordinary
 throughput >= 0.85x their unlimited figures.
 
 Progress and tables go to standard output. --out DIR writes report.md,

@@ -304,23 +304,24 @@ func checkConcurrencyFiles(t *testing.T, dir, md string, c *ConcurrencyReport) {
 			v, prec float64
 		}{
 			{"p50", cells[1], r.P50Ms, 0.1}, {"p99", cells[2], r.P99Ms, 0.1}, {"bound", cells[3], r.BoundMs, 0.1},
-			{"p99 ratio", cells[4], r.LatencyRatio, 0.01}, {"MB/s", cells[5], r.MBps, 0.1}, {"stmts/s", cells[6], r.StatementsPerSec, 0.1},
-			{"throughput ratio", cells[7], r.ThroughputRatio, 0.01}, {"ordinary ms", cells[8], r.OrdinaryMs, 0.1},
-			{"queue mean", cells[11], r.QueueMeanBytes / 1e3, 0.1}, {"queue max", cells[12], float64(r.QueueMaxBytes) / 1e3, 0.1},
+			{"p50 ratio", cells[4], r.P50Ratio, 0.01}, {"p99 ratio", cells[5], r.LatencyRatio, 0.01},
+			{"MB/s", cells[6], r.MBps, 0.1}, {"stmts/s", cells[7], r.StatementsPerSec, 0.1},
+			{"throughput ratio", cells[8], r.ThroughputRatio, 0.01}, {"ordinary ms", cells[9], r.OrdinaryMs, 0.1},
+			{"queue mean", cells[12], r.QueueMeanBytes / 1e3, 0.1}, {"queue max", cells[13], float64(r.QueueMaxBytes) / 1e3, 0.1},
 		} {
 			if got := cellNum(t, ch.cell); !near(got, ch.v, ch.prec) {
 				t.Errorf("concurrency row %d %s: table %s, JSON %v", i, ch.name, ch.cell, ch.v)
 			}
 		}
 		if r.ActiveStatements == 0 {
-			if cells[9] != "-" || cells[10] != "-" {
-				t.Errorf("unlimited row shows admission counts %s, %s", cells[9], cells[10])
+			if cells[10] != "-" || cells[11] != "-" {
+				t.Errorf("unlimited row shows admission counts %s, %s", cells[10], cells[11])
 			}
-		} else if cellNum(t, cells[9]) != float64(r.RunningMax) || !near(cellNum(t, cells[10]), r.WaitingMean, 0.1) {
-			t.Errorf("concurrency row %d running/waiting: table %s %s, JSON %v %v", i, cells[9], cells[10], r.RunningMax, r.WaitingMean)
+		} else if cellNum(t, cells[10]) != float64(r.RunningMax) || !near(cellNum(t, cells[11]), r.WaitingMean, 0.1) {
+			t.Errorf("concurrency row %d running/waiting: table %s %s, JSON %v %v", i, cells[10], cells[11], r.RunningMax, r.WaitingMean)
 		}
-		if !near(r.LatencyRatio, r.P99Ms/base.P99Ms, 1e-9) || !near(r.ThroughputRatio, r.MBps/base.MBps, 1e-9) {
-			t.Errorf("concurrency row %d: ratios %v %v are not to the unlimited point", i, r.LatencyRatio, r.ThroughputRatio)
+		if !near(r.P50Ratio, r.P50Ms/base.P50Ms, 1e-9) || !near(r.LatencyRatio, r.P99Ms/base.P99Ms, 1e-9) || !near(r.ThroughputRatio, r.MBps/base.MBps, 1e-9) {
+			t.Errorf("concurrency row %d: ratios %v %v %v are not to the unlimited point", i, r.P50Ratio, r.LatencyRatio, r.ThroughputRatio)
 		}
 		if len(r.SamplesMs) != c.Reps {
 			t.Errorf("concurrency row %d: %d samples, want %d", i, len(r.SamplesMs), c.Reps)

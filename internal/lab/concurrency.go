@@ -113,8 +113,9 @@ type ConcurrencyRow struct {
 	// min(active statements, sessions) flows hold in it at most (a window
 	// and a chunk each), capped by the FIFO, drained at the capacity.
 	BoundMs float64 `json:"queue_bound_ms"`
-	// LatencyRatio is P99Ms over P99Ms unlimited; ThroughputRatio MBps
-	// over MBps unlimited.
+	// P50Ratio and LatencyRatio are P50Ms and P99Ms over their values
+	// unlimited; ThroughputRatio MBps over MBps unlimited.
+	P50Ratio        float64   `json:"high_p50_vs_unlimited"`
 	LatencyRatio    float64   `json:"high_p99_vs_unlimited"`
 	ThroughputRatio float64   `json:"throughput_vs_unlimited"`
 	SamplesMs       []float64 `json:"samples_ms"`
@@ -254,6 +255,9 @@ func (c *ConcurrencyReport) ratios() {
 	}
 	for i := range c.Rows {
 		r := &c.Rows[i]
+		if base.P50Ms > 0 {
+			r.P50Ratio = r.P50Ms / base.P50Ms
+		}
 		if base.P99Ms > 0 {
 			r.LatencyRatio = r.P99Ms / base.P99Ms
 		}

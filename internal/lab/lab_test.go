@@ -71,7 +71,7 @@ func runTiny(t *testing.T, o Options) *Report {
 		"== Experiment 2: flow control ==", "calibration: one bulk session streams", "waiting until their statements are penalised",
 		"bulk sessions N  off: elapsed (ms)", "slowdown at N=10 with network_control off",
 		"== Experiment 3: concurrency ==", "active_statements unlimited: started 16 ordinary sessions", "active_statements  high p50 (ms)",
-		"high-priority p99 with active_statements=4 vs unlimited", "wrote " + o.Out,
+		"high-priority p50 with active_statements=4 vs unlimited", "wrote " + o.Out,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("progress lacks %q", want)

@@ -174,7 +174,8 @@ func TestEvaluateConcurrency(t *testing.T) {
 		measured, latMet, tp bool
 	}{
 		{"sample", func(*ConcurrencyReport) {}, true, true, true},
-		{"queue not shortened", func(c *ConcurrencyReport) { c.row(4).P99Ms = 0.9 * c.row(0).P99Ms }, true, false, true},
+		{"queue not shortened", func(c *ConcurrencyReport) { c.row(4).P50Ms = 0.9 * c.row(0).P50Ms }, true, false, true},
+		{"p99 alone stalled", func(c *ConcurrencyReport) { c.row(4).P99Ms = c.row(0).P99Ms }, true, true, true},
 		{"throughput lost", func(c *ConcurrencyReport) { c.row(4).MBps = 0.8 * c.row(0).MBps }, true, true, false},
 		{"no limit 4", func(c *ConcurrencyReport) {
 			c.Rows = slices.DeleteFunc(c.Rows, func(r ConcurrencyRow) bool { return r.ActiveStatements == 4 })
