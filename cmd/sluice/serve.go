@@ -28,6 +28,7 @@ type serveFlags struct {
 	admin     string
 	http      string
 	catalog   string
+	name      string
 	logLevel  string
 	logFormat string
 	procs     int
@@ -76,7 +77,8 @@ with any error is refused whole and the running one stays.`,
 	fl.BoolVar(&f.upstreamTLS, "upstream-tls", false, "TLS to the --upstream server, verified against the system roots and the upstream's host name (verify-full)")
 	fl.StringVar(&f.upstreamTLSCA, "upstream-tls-ca", "", "verify the upstream's certificate against this CA (PEM file) instead of the system roots; implies --upstream-tls")
 	fl.BoolVar(&f.upstreamTLSInsecure, "upstream-tls-insecure", false, "TLS to the upstream without verifying its certificate (encryption only; testing); implies --upstream-tls")
-	fl.StringVar(&f.catalog, "catalog", "", "catalog file (rules, pools, users, links, settings)")
+	fl.StringVar(&f.catalog, "catalog", "", "catalog file (rules, pools, users, links, settings), or etcd://host1:2379,host2:2379/prefix to keep it in etcd")
+	fl.StringVar(&f.name, "name", "", "this instance's name in a fleet (instance_name; default: the host name and the admin console's port)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.cpuLat, "cpu-latency", "", "while serving, hold a PM QoS request that no CPU take longer than this to leave idle (e.g. 0s: idle CPUs poll), so emulated delays are not lengthened by deep idle states; needs root; empty: no request")
@@ -113,7 +115,7 @@ func loadConfig(f serveFlags) (*config.Config, error) {
 		}
 		cfg = c
 	}
-	fl := config.Flags{Admin: f.admin, HTTP: f.http, Catalog: f.catalog,
+	fl := config.Flags{Admin: f.admin, HTTP: f.http, Catalog: f.catalog, Name: f.name,
 		TLSCert: f.tlsCert, TLSKey: f.tlsKey, UpstreamTLS: f.upstreamTLS, UpstreamTLSCA: f.upstreamTLSCA, UpstreamTLSInsecure: f.upstreamTLSInsecure}
 	if f.listen != "" || f.upstream != "" {
 		fl.Listen, fl.Upstream, fl.Protocol, fl.Link = f.listen, f.upstream, f.protocol, f.link
@@ -207,13 +209,20 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 }
 
 // applyEnv puts the secrets of the environment into cfg: a non-empty
-// SLUICE_ADMIN_PASSWORD or SLUICE_HTTP_TOKEN wins over the file's.
+// SLUICE_ADMIN_PASSWORD, SLUICE_HTTP_TOKEN, SLUICE_ETCD_PASSWORD or
+// SLUICE_FLEET_TOKEN wins over the file's.
 func applyEnv(cfg *config.Config) {
 	if pw := os.Getenv("SLUICE_ADMIN_PASSWORD"); pw != "" {
 		cfg.Admin.Password = pw
 	}
 	if tok := os.Getenv("SLUICE_HTTP_TOKEN"); tok != "" {
 		cfg.HTTP.Token = tok
+	}
+	if pw := os.Getenv("SLUICE_ETCD_PASSWORD"); pw != "" {
+		cfg.SetEtcdPassword(pw)
+	}
+	if tok := os.Getenv("SLUICE_FLEET_TOKEN"); tok != "" {
+		cfg.Fleet.Token = tok
 	}
 }
 

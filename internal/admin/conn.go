@@ -348,6 +348,9 @@ func (c *conn) exec(ctx context.Context, st ddl.Statement) (answer, error) {
 	if res, ok, err := c.reloadStatement(ctx, st); ok {
 		return textAnswer(res), err
 	}
+	if res, ok, err := c.fleetStatement(ctx, st); ok {
+		return res, err
+	}
 	switch s := st.(type) {
 	case *ddl.Query:
 		return c.query(ctx, s)

@@ -61,6 +61,19 @@
 // ERR 1927). The functions answer t or f; the commands fail with 42704
 // when there was nothing to act on.
 //
+// Fleet (Options.Fleet, package fleet): SHOW INSTANCES lists the live
+// instances sharing the catalog (this one alone without etcd); SHOW
+// CLUSTER list answers a list of every live instance, and SQL reads
+// cluster_<view> and GaussDB's pgxc_ session views the same way, plus
+// instances (SHOW INSTANCES as a view); every row begins with the column
+// instance. An instance that does not answer within the fleet's timeout
+// is named in a NoticeResponse and its rows are missing. CANCEL
+// STATEMENT id ON INSTANCE 'b', TERMINATE SESSION id ON INSTANCE 'b' and
+// pg_cancel_backend(id, 'b') / pg_terminate_backend(id, 'b') run on
+// instance b (over its HTTP API), this instance's own name runs here, an
+// instance that is not a live member is 42704 and one that does not
+// answer 08006. Without a Fleet these statements get 0A000.
+//
 // A message announcing a body over 4 MiB ends the connection with FATAL
 // 54000 (program_limit_exceeded); the console then half-closes and
 // discards what the client still sends, for up to 5 s (package linger),

@@ -106,7 +106,7 @@ var errQueryTimeout = errors.New("console query timed out")
 func (c *conn) query(ctx context.Context, q *ddl.Query) (answer, error) {
 	for _, qn := range q.Qualified {
 		schema := qn.Qualifier.Name
-		if schema == "information_schema" || schema == "pg_catalog" && !slices.Contains(views.Names, qn.Name.Name) {
+		if schema == "information_schema" || schema == "pg_catalog" && !c.isView(qn.Name.Name) {
 			// psql's \d and friends, drivers' type queries.
 			e := ddl.Errorf(ddl.CodeNotSupported, qn.Name.Pos, "unsupported SELECT: the sluice admin console has no %s.%s", schema, qn.Name.Name)
 			e.Hint = "Views: " + strings.Join(views.Names, ", ") + "; and SHOW " + strings.ToUpper(strings.Join(views.Lists, " | ")) + "."
@@ -120,13 +120,17 @@ func (c *conn) query(ctx context.Context, q *ddl.Query) (answer, error) {
 		}
 	}
 	tables := c.s.mgr.ViewTables(names)
+	cluster, notices := c.clusterTables(ctx, q)
+	for n, t := range cluster {
+		tables[n] = t
+	}
 	qctx, cancel := clock.WithTimeout(ctx, c.s.clk, c.s.queryTimeout, errQueryTimeout)
 	defer cancel()
 	res, err := viewsql.Query(qctx, tables, q.SQL, viewsql.Options{MaxRows: c.s.maxRows})
 	if err != nil {
 		return answer{}, placed(err, q)
 	}
-	a := answer{Tag: "SELECT " + strconv.Itoa(len(res.Rows)), Columns: res.Columns, Rows: res.Rows, OIDs: make([]uint32, len(res.Types))}
+	a := answer{Tag: "SELECT " + strconv.Itoa(len(res.Rows)), Columns: res.Columns, Rows: res.Rows, OIDs: make([]uint32, len(res.Types)), Notices: notices}
 	for i, t := range res.Types {
 		a.OIDs[i] = oidOf(t)
 	}
@@ -167,6 +171,9 @@ func quotedName(msg string) (string, bool) {
 // STATEMENT and TERMINATE SESSION fail with 42704 when there was nothing
 // to act on.
 func (c *conn) sessionCommand(ctx context.Context, s *ddl.SessionCommand) (answer, error) {
+	if s.Instance != "" && (c.s.fleet == nil || s.Instance != c.s.fleet.Name()) {
+		return c.forward(ctx, s)
+	}
 	var done bool
 	var notices []string
 	if s.Terminate {
@@ -180,6 +187,13 @@ func (c *conn) sessionCommand(ctx context.Context, s *ddl.SessionCommand) (answe
 			return answer{}, ddl.Errorf(ddl.CodeInternal, 0, "%v", err)
 		}
 	}
+	return c.sessionAnswer(s, done, notices)
+}
+
+// sessionAnswer is the answer of session command s that did (or found
+// nothing to do) with notices: t or f for the SELECT form, 42704 for the
+// commands when there was nothing to act on.
+func (c *conn) sessionAnswer(s *ddl.SessionCommand, done bool, notices []string) (answer, error) {
 	if s.Column != "" {
 		v := "f"
 		if done {
@@ -192,7 +206,11 @@ func (c *conn) sessionCommand(ctx context.Context, s *ddl.SessionCommand) (answe
 		if s.Terminate {
 			what = "cannot be ended"
 		}
-		e := ddl.Errorf(ddl.CodeUndefinedObject, s.SessionPos, "session %d does not exist or %s", s.Session, what)
+		where := ""
+		if s.Instance != "" {
+			where = " on instance " + s.Instance
+		}
+		e := ddl.Errorf(ddl.CodeUndefinedObject, s.SessionPos, "session %d does not exist%s or %s", s.Session, where, what)
 		if len(notices) > 0 {
 			e.Detail = notices[0]
 		}

@@ -38,6 +38,10 @@ type Options struct {
 	Manager *wlm.Manager
 	// Reloader runs RELOAD and SHOW CONFIG; nil refuses both (0A000).
 	Reloader Reloader
+	// Fleet answers SHOW INSTANCES, SHOW CLUSTER, the cluster-wide
+	// views of SQL and the session commands naming another instance;
+	// nil refuses them (0A000).
+	Fleet Fleet
 	// Logger receives connection and authentication events; nil discards
 	// them.
 	Logger *slog.Logger
@@ -67,6 +71,7 @@ type Options struct {
 type Server struct {
 	mgr          *wlm.Manager
 	reloader     Reloader // nil: no RELOAD, no SHOW CONFIG
+	fleet        Fleet    // nil: no fleet statements
 	log          *slog.Logger
 	clk          clock.Clock
 	version      string
@@ -91,6 +96,7 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		mgr:          o.Manager,
 		reloader:     o.Reloader,
+		fleet:        o.Fleet,
 		log:          o.Logger,
 		clk:          o.Clock,
 		version:      o.ServerVersion,

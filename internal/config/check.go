@@ -14,6 +14,9 @@ type Flags struct {
 	Listen, Upstream, Protocol, Link string // one route, named "cli"
 	Admin, HTTP                      string // console and API addresses
 	Catalog                          string
+	// Name is the instance's name in a fleet (--name); "" keeps the
+	// file's.
+	Name string
 
 	// TLSCert and TLSKey terminate client TLS on the flag route (both
 	// or neither).
@@ -97,6 +100,19 @@ func (c *Config) ApplyFlags(fl Flags) error {
 	}
 	if fl.Catalog != "" {
 		c.Catalog = fl.Catalog
+	}
+	if fl.Name != "" {
+		if err := checkInstanceName(fl.Name); err != nil {
+			return &Error{Key: "--name", Value: fl.Name, Msg: err.Error()}
+		}
+		c.Fleet.Name = fl.Name
+	}
+	if err := c.resolveCatalog(true); err != nil {
+		var ce *Error
+		if errors.As(err, &ce) && ce.Key == "catalog" && fl.Catalog != "" {
+			ce.File, ce.Key = "", "--catalog"
+		}
+		return err
 	}
 	if len(c.Routes) == 0 && c.Admin.Listen == "" && c.HTTP.Listen == "" {
 		return &Error{Msg: "nothing to serve: give --listen and --upstream, or --config FILE"}

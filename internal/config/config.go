@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicelab/sluice/internal/etcd"
 	"github.com/sluicelab/sluice/internal/units"
 )
 
@@ -22,16 +23,30 @@ const DefaultGrace = 10 * time.Second
 
 // Config is the whole configuration of `sluice serve`.
 type Config struct {
-	Source  string // file the config came from; "" for flags only
-	Admin   Admin
-	HTTP    HTTP
-	Catalog string        // catalog file; "" keeps the catalog in memory
-	Grace   time.Duration // shutdown grace period; default 10 s
-	Routes  []Route
+	Source string // file the config came from; "" for flags only
+	Admin  Admin
+	HTTP   HTTP
+	// Catalog is the catalog file, or an etcd:// URL for a catalog kept
+	// in etcd (then Etcd is set); "" keeps the catalog in memory.
+	Catalog string
+	// Etcd is how to reach the etcd cluster of an etcd:// catalog: the
+	// URL's endpoints and prefix, with the etcd_* keys' TLS files and
+	// credentials; nil for a file or in-memory catalog. Etcd.Password is
+	// a secret: it is never shown (View) or logged.
+	Etcd   *etcd.Config
+	Grace  time.Duration // shutdown grace period; default 10 s
+	Routes []Route
 	// Links and Settings are applied to the catalog at start, as
 	// CREATE/ALTER LINK and SET statements would be.
 	Links    []Link
 	Settings map[string]string
+	// Fleet is this instance's part in a fleet; it matters only with a
+	// catalog in etcd.
+	Fleet Fleet
+
+	// etcdKeys are the file's etcd_* keys, kept apart until the catalog
+	// (file or flag) says whether they apply.
+	etcdKeys etcd.Config
 
 	// adminFlag and httpFlag are set when Admin.Listen and HTTP.Listen
 	// came from --admin and --http, so errors name the flag.
@@ -54,6 +69,24 @@ type Admin struct {
 type HTTP struct {
 	Listen string // "" disables it
 	Token  string // bearer token
+}
+
+// Fleet is this instance's part in a fleet of instances sharing a
+// catalog in etcd.
+type Fleet struct {
+	// Name is the instance's name in the fleet (instance_name, --name);
+	// "" means the host name and the admin console's port ("db1:6433").
+	Name string
+	// TTL is the lease of the instance's membership record
+	// (instance_ttl); 0 means 10 s.
+	TTL time.Duration
+	// Token is the bearer token the instances send each other's HTTP
+	// APIs, which accept it as well as http.token (fleet_token, or
+	// SLUICE_FLEET_TOKEN, which wins); "" sends http.token. A secret.
+	Token string
+	// Timeout bounds one instance's answer to a cluster-wide view or a
+	// forwarded command (fleet_timeout); 0 means 2 s.
+	Timeout time.Duration
 }
 
 // Route is one listening address.
@@ -140,7 +173,16 @@ type file struct {
 		Token  string `yaml:"token"`
 	} `yaml:"http"`
 	Catalog       string `yaml:"catalog"`
+	EtcdCAFile    string `yaml:"etcd_ca_file"`
+	EtcdCertFile  string `yaml:"etcd_cert_file"`
+	EtcdKeyFile   string `yaml:"etcd_key_file"`
+	EtcdUser      string `yaml:"etcd_user"`
+	EtcdPassword  string `yaml:"etcd_password"`
 	ShutdownGrace string `yaml:"shutdown_grace"`
+	InstanceName  string `yaml:"instance_name"`
+	InstanceTTL   string `yaml:"instance_ttl"`
+	FleetToken    string `yaml:"fleet_token"`
+	FleetTimeout  string `yaml:"fleet_timeout"`
 	Routes        []struct {
 		Name         string `yaml:"name"`
 		Listen       string `yaml:"listen"`
@@ -198,7 +240,8 @@ func Parse(name string, data []byte) (*Config, error) {
 	if err := unknownKey(name, &root, reflect.TypeFor[file](), ""); err != nil {
 		return nil, err
 	}
-	c := &Config{Source: name, Catalog: f.Catalog, Grace: DefaultGrace, Settings: f.Settings}
+	c := &Config{Source: name, Catalog: f.Catalog, Grace: DefaultGrace, Settings: f.Settings,
+		etcdKeys: etcd.Config{CAFile: f.EtcdCAFile, CertFile: f.EtcdCertFile, KeyFile: f.EtcdKeyFile, Username: f.EtcdUser, Password: f.EtcdPassword}}
 	bad := func(key, val, msg string) error { return &Error{File: name, Key: key, Value: val, Msg: msg} }
 	if f.ShutdownGrace != "" {
 		d, err := units.ParseDuration(f.ShutdownGrace)
@@ -206,6 +249,30 @@ func Parse(name string, data []byte) (*Config, error) {
 			return nil, bad("shutdown_grace", f.ShutdownGrace, err.Error())
 		}
 		c.Grace = d
+	}
+	c.Fleet = Fleet{Name: f.InstanceName, Token: f.FleetToken}
+	if err := checkInstanceName(c.Fleet.Name); err != nil {
+		return nil, bad("instance_name", c.Fleet.Name, err.Error())
+	}
+	for _, d := range []struct {
+		key, val string
+		min      time.Duration
+		dst      *time.Duration
+	}{
+		{"instance_ttl", f.InstanceTTL, 2 * time.Second, &c.Fleet.TTL},
+		{"fleet_timeout", f.FleetTimeout, time.Millisecond, &c.Fleet.Timeout},
+	} {
+		if d.val == "" {
+			continue
+		}
+		v, err := units.ParseDuration(d.val)
+		if err != nil {
+			return nil, bad(d.key, d.val, err.Error())
+		}
+		if v < d.min {
+			return nil, bad(d.key, d.val, "want at least "+d.min.String())
+		}
+		*d.dst = v
 	}
 	if f.Admin != nil {
 		c.Admin = Admin{Listen: f.Admin.Listen, Password: f.Admin.Password, Users: f.Admin.Users}
@@ -304,10 +371,76 @@ func Parse(name string, data []byte) (*Config, error) {
 		links[fl.Name] = i
 		c.Links = append(c.Links, Link{Name: fl.Name, Key: fmt.Sprintf("links[%d]", i), Options: fl.Options})
 	}
+	// Without a catalog key, --catalog may still name an etcd catalog
+	// for the etcd_* keys: ApplyFlags checks them then.
+	if err := c.resolveCatalog(c.Catalog != ""); err != nil {
+		return nil, err
+	}
 	if err := c.Check(); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkInstanceName refuses a name that cannot be part of an etcd key
+// (a slash) or of a log line (a control character); "" is the default.
+func checkInstanceName(name string) error {
+	if strings.Contains(name, "/") || strings.ContainsFunc(name, unicode.IsControl) {
+		return errors.New("an instance name has no slash and no control characters")
+	}
+	return nil
+}
+
+// resolveCatalog sets Etcd from an etcd:// Catalog and the etcd_* keys,
+// refusing a bad URL, a password without a user and half a client
+// certificate, and, when strict, etcd_* keys without an etcd catalog. A
+// URL with user information is not shown in the error (it may hold a
+// password).
+func (c *Config) resolveCatalog(strict bool) error {
+	k := c.etcdKeys
+	if !etcd.IsURL(c.Catalog) {
+		c.Etcd = nil
+		if !strict {
+			return nil
+		}
+		password := ""
+		if k.Password != "" {
+			password = "***"
+		}
+		for _, kv := range [][2]string{{"etcd_ca_file", k.CAFile}, {"etcd_cert_file", k.CertFile}, {"etcd_key_file", k.KeyFile}, {"etcd_user", k.Username}, {"etcd_password", password}} {
+			if kv[1] != "" {
+				return &Error{File: c.Source, Key: kv[0], Value: kv[1], Msg: "applies to a catalog kept in etcd (catalog: etcd://host:2379/prefix)"}
+			}
+		}
+		return nil
+	}
+	e, err := etcd.ParseURL(c.Catalog)
+	if err != nil {
+		shown := c.Catalog
+		if strings.Contains(shown, "@") {
+			shown = "***"
+		}
+		return &Error{File: c.Source, Key: "catalog", Value: shown, Msg: err.Error()}
+	}
+	e.CAFile, e.CertFile, e.KeyFile, e.Username, e.Password = k.CAFile, k.CertFile, k.KeyFile, k.Username, k.Password
+	switch {
+	case (e.CertFile == "") != (e.KeyFile == ""):
+		return &Error{File: c.Source, Key: "etcd_cert_file", Value: e.CertFile + "," + e.KeyFile, Msg: "set both etcd_cert_file and etcd_key_file, or neither"}
+	case e.Username == "" && e.Password != "":
+		return &Error{File: c.Source, Key: "etcd_user", Msg: "etcd_password is set: give the user it belongs to"}
+	}
+	c.Etcd = &e
+	return nil
+}
+
+// SetEtcdPassword sets the password to etcd (SLUICE_ETCD_PASSWORD wins
+// over the file's etcd_password); it does nothing without an etcd
+// catalog.
+func (c *Config) SetEtcdPassword(pw string) {
+	c.etcdKeys.Password = pw
+	if c.Etcd != nil {
+		c.Etcd.Password = pw
+	}
 }
 
 // ValidateRoute checks a route's listen and upstream addresses and

@@ -32,6 +32,17 @@
 // describes a configuration in force without its secrets (passwords,
 // tokens and kill passwords are shown only as set or not).
 //
+// catalog is a file, or an etcd:// URL (etcd://h1:2379,h2:2379/prefix;
+// a host without a port takes 2379, no prefix is /sluice) for a catalog
+// kept in etcd: Config.Etcd then holds the endpoints and prefix with the
+// top-level keys etcd_ca_file, etcd_cert_file and etcd_key_file (TLS:
+// both of the client pair or neither) and etcd_user and etcd_password
+// (a password needs its user). A URL with credentials is refused (a
+// password does not belong in a value that is shown); so are etcd_* keys
+// without an etcd catalog, once --catalog has had its say. The password
+// is a secret like the others: View shows only that it is set, errors
+// never show it, and any etcd_* change needs a restart.
+//
 // Route timeouts are durations with a unit; absent or 0 means the front
 // end's default. startup_timeout applies to postgres and mysql routes,
 // connect_timeout to mysql routes only, dial_timeout to every route;

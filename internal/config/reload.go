@@ -93,6 +93,16 @@ func CheckReload(cur, next *Config) error {
 		return restart("http.token", "***")
 	case cur.Catalog != next.Catalog:
 		return restart("catalog", next.Catalog)
+	case cur.Fleet.Name != next.Fleet.Name:
+		return restart("instance_name", next.Fleet.Name)
+	case cur.Fleet.TTL != next.Fleet.TTL:
+		return restart("instance_ttl", next.Fleet.TTL.String())
+	case cur.Fleet.Token != next.Fleet.Token:
+		return restart("fleet_token", "***")
+	case cur.Fleet.Timeout != next.Fleet.Timeout:
+		return restart("fleet_timeout", next.Fleet.Timeout.String())
+	case !reflect.DeepEqual(cur.Etcd, next.Etcd):
+		return restart("etcd_*", "***")
 	}
 	return nil
 }
@@ -115,7 +125,16 @@ type View struct {
 	HTTPListen    string            `json:"http_listen,omitempty"`
 	HTTPToken     bool              `json:"http_token_set"`
 	Catalog       string            `json:"catalog,omitempty"`
+	EtcdCAFile    string            `json:"etcd_ca_file,omitempty"`
+	EtcdCertFile  string            `json:"etcd_cert_file,omitempty"`
+	EtcdKeyFile   string            `json:"etcd_key_file,omitempty"`
+	EtcdUser      string            `json:"etcd_user,omitempty"`
+	EtcdPassword  bool              `json:"etcd_password_set,omitempty"`
 	ShutdownGrace string            `json:"shutdown_grace"`
+	InstanceName  string            `json:"instance_name,omitempty"`
+	InstanceTTL   string            `json:"instance_ttl,omitempty"`
+	FleetToken    bool              `json:"fleet_token_set"`
+	FleetTimeout  string            `json:"fleet_timeout,omitempty"`
 	Routes        []RouteView       `json:"routes"`
 	Links         []LinkView        `json:"links,omitempty"`
 	Settings      map[string]string `json:"settings,omitempty"`
@@ -155,7 +174,12 @@ func NewView(c *Config, loadedAt time.Time, revision int) View {
 		AdminUsers: slices.Sorted(maps.Keys(c.Admin.Users)), ForwardUsers: slices.Clone(c.Admin.ForwardUsers),
 		HTTPListen: c.HTTP.Listen, HTTPToken: c.HTTP.Token != "",
 		Catalog: c.Catalog, ShutdownGrace: c.Grace.String(), Settings: maps.Clone(c.Settings),
-		Routes: []RouteView{},
+		InstanceName: c.Fleet.Name, InstanceTTL: durationText(c.Fleet.TTL), FleetToken: c.Fleet.Token != "",
+		FleetTimeout: durationText(c.Fleet.Timeout),
+		Routes:       []RouteView{},
+	}
+	if e := c.Etcd; e != nil {
+		v.EtcdCAFile, v.EtcdCertFile, v.EtcdKeyFile, v.EtcdUser, v.EtcdPassword = e.CAFile, e.CertFile, e.KeyFile, e.Username, e.Password != ""
 	}
 	for _, r := range c.Routes {
 		rv := RouteView{
@@ -214,7 +238,18 @@ func (v View) Rows() [][2]string {
 	add("http.listen", v.HTTPListen)
 	add("http.token", setText(v.HTTPToken))
 	add("catalog", v.Catalog)
+	add("etcd_ca_file", v.EtcdCAFile)
+	add("etcd_cert_file", v.EtcdCertFile)
+	add("etcd_key_file", v.EtcdKeyFile)
+	add("etcd_user", v.EtcdUser)
+	add("etcd_password", setText(v.EtcdPassword))
 	add("shutdown_grace", v.ShutdownGrace)
+	add("instance_name", v.InstanceName)
+	add("instance_ttl", v.InstanceTTL)
+	if v.FleetToken {
+		add("fleet_token", setText(true))
+	}
+	add("fleet_timeout", v.FleetTimeout)
 	for _, r := range v.Routes {
 		p := "routes." + r.Name + "."
 		add(p+"listen", r.Listen)

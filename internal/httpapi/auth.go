@@ -133,10 +133,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) *Error {
 	if a := r.Header.Get("Authorization"); a != "" {
 		scheme, cred, _ := strings.Cut(a, " ")
 		switch {
-		case strings.EqualFold(scheme, "Bearer") && equal(strings.TrimSpace(cred), s.token):
+		case strings.EqualFold(scheme, "Bearer") && s.tokenOK(strings.TrimSpace(cred)):
 			return nil
 		case strings.EqualFold(scheme, "Basic"):
-			if _, pw, ok := r.BasicAuth(); ok && equal(pw, s.token) {
+			if _, pw, ok := r.BasicAuth(); ok && s.tokenOK(pw) {
 				return nil
 			}
 		}
@@ -159,6 +159,11 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) *Error {
 		}
 	}
 	return &Error{Status: http.StatusUnauthorized, Message: "unauthorized: send Authorization: Bearer TOKEN (or open the page as /?token=TOKEN)"}
+}
+
+// tokenOK reports whether cred is the API's token or the fleet's.
+func (s *Server) tokenOK(cred string) bool {
+	return equal(cred, s.token) || s.fleetToken != "" && equal(cred, s.fleetToken)
 }
 
 // errHandled tells ServeHTTP that authorize has answered the request.

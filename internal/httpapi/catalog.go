@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"github.com/sluicelab/sluice/internal/fleet"
 	"net/http"
 	"strconv"
 	"strings"
@@ -282,6 +283,10 @@ func (s *Server) actor(r *http.Request) wlm.Actor {
 	a := wlm.Actor{Surface: wlm.SurfaceHTTP, Addr: r.RemoteAddr}
 	if s.token != "" {
 		a.User = "token"
+	}
+	if inst := r.Header.Get(fleet.InstanceHeader); inst != "" && fleet.CheckName(inst) == nil {
+		// Another instance of the fleet, forwarding a command.
+		a.User = "instance:" + inst
 	}
 	return a
 }

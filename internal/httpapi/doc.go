@@ -22,6 +22,13 @@
 //	GET    /api/statements[/{id}]         running, then recently ended statements
 //	                                      (?state=running|ended|all &route= &user= &pool= &limit=)
 //	POST   /api/statements/{id}/cancel    cancel through the protocol (202)
+//	POST   /api/sessions/{id}/cancel      CANCEL STATEMENT id, audited; ?instance= forwards it
+//	POST   /api/sessions/{id}/terminate   TERMINATE SESSION id, audited; ?instance= forwards it
+//	GET    /api/instances                 the fleet's live instances (package fleet)
+//	GET    /api/views?name=v[&name=w]     this instance's views, as the other instances gather them
+//	GET    /api/cluster/views?name=v      the views of every live instance, merged
+//	                                      (column instance first), and notices naming
+//	                                      the instances that did not answer
 //	GET    /api/config                    the configuration in force, secrets omitted (config.View)
 //	POST   /api/reload                    re-read and apply it: 200 with the changes, 400 code F0000 when refused
 //	/proxies, /populate, /reset, /version the Toxiproxy API (package toxics)
@@ -85,6 +92,12 @@
 //     the token, not the token) before redirecting to /. The page's own
 //     requests then carry it. The cookie never authorises a change, so a
 //     browser session cannot be used to change anything.
+//
+// The fleet's token (fleet_token, Options.FleetToken), which the
+// instances send each other, is accepted as well as the API's, in the
+// same ways; without an API token it is the API's token. A request
+// carrying the X-Sluice-Instance header (fleet.InstanceHeader) is
+// recorded in the audit trail with user instance:<name>.
 //
 // A missing or wrong token is 401 with WWW-Authenticate: Bearer.
 // Without a token, sluice serve refuses to listen on an address that is

@@ -36,9 +36,12 @@ func notFound(format string, args ...any) *Error {
 
 // statusOf maps a SQLSTATE to an HTTP status: syntax and bad values are
 // 400, an unknown object 404, a duplicate or an object others depend on
-// 409, a catalog that cannot be saved 500, anything else 400.
+// 409, as is a change another instance's committed change refused
+// (40001), a catalog that cannot be saved 500, anything else 400.
 func statusOf(code string) int {
 	switch code {
+	case "40001":
+		return http.StatusConflict
 	case ddl.CodeSyntax, ddl.CodeInvalidParameter, ddl.CodeNotSupported, ddl.CodeUndefinedColumn:
 		return http.StatusBadRequest
 	case ddl.CodeUndefinedObject, ddl.CodeUndefinedTable:

@@ -38,6 +38,14 @@ type Options struct {
 	// Token, if not empty, is required on every request (see the package
 	// documentation). Compare CheckExposure.
 	Token string
+	// FleetToken, if not empty, is accepted as well as Token: the bearer
+	// token the fleet's instances send each other (fleet_token). Without
+	// Token it is the API's token. A secret: never logged.
+	FleetToken string
+	// Fleet answers GET /api/instances and the cluster-wide views and
+	// forwards session commands to other instances; nil answers for this
+	// instance alone (no /api/instances, no forwarding).
+	Fleet Fleet
 	// Version is the sluice version shown by the page and /version; ""
 	// means "dev".
 	Version string
@@ -50,14 +58,16 @@ type Options struct {
 // Toxiproxy-compatible API and the dashboard. It is an http.Handler and
 // safe for concurrent use.
 type Server struct {
-	mgr     *wlm.Manager
-	clk     clock.Clock
-	log     *slog.Logger
-	token   string
-	mux     *http.ServeMux
-	metrics *metrics.Metrics
-	dash    *dashboard.Dashboard
-	toxics  *toxics.Service // nil without Options.Proxy
+	mgr        *wlm.Manager
+	clk        clock.Clock
+	log        *slog.Logger
+	token      string // the API's token; "" without one (loopback only)
+	fleetToken string // also accepted; "" for none
+	fleet      Fleet  // nil without a fleet
+	mux        *http.ServeMux
+	metrics    *metrics.Metrics
+	dash       *dashboard.Dashboard
+	toxics     *toxics.Service // nil without Options.Proxy
 	// reloader is nil without Options.Reloader.
 	reloader Reloader
 }
@@ -77,7 +87,10 @@ func New(o Options) (*Server, error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	s := &Server{mgr: o.Manager, clk: o.Clock, log: o.Logger, token: o.Token, mux: http.NewServeMux(), reloader: o.Reloader}
+	s := &Server{mgr: o.Manager, clk: o.Clock, log: o.Logger, token: o.Token, fleetToken: o.FleetToken, fleet: o.Fleet, mux: http.NewServeMux(), reloader: o.Reloader}
+	if s.token == "" {
+		s.token = o.FleetToken
+	}
 	mo := metrics.Options{Manager: o.Manager, NoProcess: o.NoProcessMetrics}
 	if o.Proxy != nil {
 		mo.Unsent, mo.Lateness, mo.Panics = o.Proxy, o.Proxy, o.Proxy
@@ -107,6 +120,7 @@ func New(o Options) (*Server, error) {
 	s.registerCatalog(s.mux)
 	s.registerLive(s.mux)
 	s.registerConfig(s.mux)
+	s.registerFleet(s.mux)
 	page := s.dash.Page()
 	s.mux.Handle("GET /{$}", page)
 	s.mux.Handle("GET /static/", page)

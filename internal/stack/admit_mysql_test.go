@@ -390,3 +390,78 @@ func TestAdmitMySQLPreparedHeld(t *testing.T) {
 		h.Close()
 	}
 }
+
+// TestAdmitMySQLChurn: sessions of a pool with active_statements=2 run
+// queries, transactions and prepared executes, KILL QUERY each other's
+// waits and drop their connections under statements, for a few seconds;
+// then every slot is back, nothing waits, and a new session runs at once.
+func TestAdmitMySQLChurn(t *testing.T) {
+	const workers = 12
+	run := 5 * time.Second
+	if testing.Short() {
+		run = 2 * time.Second
+	}
+	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 2, "")
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	killer := mysqlConn(t, mysqlVia(t, lim, 1))
+	var wg sync.WaitGroup
+	var ops [5]atomic.Int64
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			db := mysqlVia(t, lim, 1)
+			for i := 0; ctx.Err() == nil; i++ {
+				bg := context.Background()
+				c, err := db.Conn(bg)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				op := (w + i) % len(ops)
+				ops[op].Add(1)
+				switch op {
+				case 0:
+					_, err = c.ExecContext(bg, "SELECT SLEEP(0.01)")
+				case 1:
+					var tx *sql.Tx
+					if tx, err = c.BeginTx(bg, nil); err == nil {
+						if _, err = tx.ExecContext(bg, "SELECT SLEEP(0.01)"); err == nil {
+							err = tx.Commit()
+						}
+					}
+				case 2:
+					var n int
+					err = c.QueryRowContext(bg, "SELECT ? + 1", 1).Scan(&n)
+				case 3: // KILL QUERY while it waits or runs
+					var id int64
+					if err = c.QueryRowContext(bg, "SELECT CONNECTION_ID()").Scan(&id); err == nil {
+						go func() { time.Sleep(3 * time.Millisecond); killer.ExecContext(bg, fmt.Sprintf("KILL QUERY %d", id)) }()
+						c.ExecContext(bg, "SELECT SLEEP(0.05)")
+					}
+				case 4: // the driver drops the connection when ctx ends mid-query
+					qctx, qcancel := context.WithTimeout(bg, 5*time.Millisecond)
+					c.ExecContext(qctx, "SELECT SLEEP(0.05)")
+					qcancel()
+				}
+				if err != nil {
+					t.Errorf("op %d: %v", op, err)
+				}
+				c.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("ops (query, transaction, prepared, kill, drop): %d %d %d %d %d", ops[0].Load(), ops[1].Load(), ops[2].Load(), ops[3].Load(), ops[4].Load())
+	testenv.Eventually(t, 30*time.Second, "every slot back", func() bool {
+		s := st.Manager().AdmissionStats()["admw_lim"]
+		return s.Running == 0 && s.Waiting == 0 && heldCount(st) == 0
+	})
+	c := mysqlConn(t, mysqlVia(t, lim, 1))
+	for range 3 {
+		if _, err := c.ExecContext(context.Background(), "SELECT 1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -588,13 +588,11 @@ func TestAdmitPGChurn(t *testing.T) {
 					err = c.SendBatch(bg, b).Close()
 				case 3: // cancelled, waiting or running
 					qctx, qcancel := context.WithTimeout(bg, 5*time.Millisecond)
-					_, err = c.Exec(qctx, "SELECT pg_sleep(0.05)")
+					c.Exec(qctx, "SELECT pg_sleep(0.05)") // either outcome will do
 					qcancel()
-					err = nil
 				case 4: // the connection dropped under a statement
 					go func() { time.Sleep(3 * time.Millisecond); c.PgConn().Conn().Close() }()
-					_, err = c.Exec(bg, "SELECT pg_sleep(0.05)")
-					err = nil
+					c.Exec(bg, "SELECT pg_sleep(0.05)") // fails: the socket closed
 				}
 				if err != nil {
 					t.Errorf("op %d: %v", op, err)

@@ -4,9 +4,20 @@
 // console and the HTTP API. `sluice serve`, the lab and the integration
 // tests all build their sluice here, so there is one wiring to test.
 //
+// The postgres and mysql front ends get the workload manager as their
+// wire.Admitter (Options.Admit): their sessions' statements wait on the
+// wire for their pool's active_statements slot. Raw tcp routes have no
+// statements and no admission.
+//
 // # What New does, in order
 //
-//  1. Makes the workload manager (loading the catalog file, if any).
+//  1. Makes the workload manager: loading the catalog file, if any; or,
+//     with an etcd:// catalog (config.Config.Etcd), dialing the one etcd
+//     client the stack keeps (a cluster that does not answer within the
+//     dial timeout fails New), loading the catalog key (creating it with
+//     the default catalog when absent) and starting to follow it
+//     (store.Etcd.Follow, a background loop: the other instances'
+//     changes, the stale-since time).
 //  2. Validates everything without binding a socket: the config file's
 //     links and settings (applied to the catalog as the console's
 //     statements would be), each route's front end (TLS files) and
@@ -19,6 +30,15 @@
 //  4. Starts the workload manager's evaluator, then binds and serves the
 //     admin console, then binds and serves the HTTP API (and starts its
 //     dashboard sampler).
+//  5. Names the instance (instance_name, else the host name and the
+//     console's port) and, with a catalog in etcd, joins the fleet
+//     (package fleet, fleet.go): it registers under a lease with the
+//     stack's one etcd client, refusing a name a live instance holds,
+//     and keeps the registration as a background loop; Close revokes
+//     the lease as that loop ends, before the client closes. Lease
+//     returns the lease for other loops' keys. The console and the HTTP
+//     API answer SHOW INSTANCES and the cluster-wide views from the
+//     stack's fleet.Cluster, which is this instance alone without etcd.
 //
 // An error after step 2 (an address already in use) is a plain error;
 // it too tears down whatever was started. AddRoute adds a route later
@@ -35,7 +55,9 @@
 //  1. Validate next whole, changing nothing that runs: what only a
 //     restart can change is refused (admin.listen, admin.password,
 //     admin.users, admin.forward_users, http.listen, http.token,
-//     catalog: "admin.listen cannot change on reload; restart"); a new
+//     catalog, the etcd_* keys, instance_name, instance_ttl,
+//     fleet_token and fleet_timeout: "admin.listen cannot change on
+//     reload; restart"); a new
 //     route may not take the name of a route added at run time (the lab,
 //     a Toxiproxy proxy); the links and settings and every route's
 //     binding (link, pool, emulation) are applied to a scratch workload
@@ -81,8 +103,9 @@
 // cancelled; the admin console closes; the HTTP API stops serving (up to
 // 2 s for requests in flight) and closes; the proxy server closes its
 // listeners and remaining sessions; Close waits for every goroutine the
-// stack started; the workload manager closes last (it saves nothing on
-// close, but the others read it until they stop). Close is safe to call
+// stack started (the catalog's follower among them); the workload
+// manager closes (it saves nothing on close, but the others read it
+// until they stop); the etcd client, if any, closes last. Close is safe to call
 // twice and from several goroutines; the first error of the first call
 // is returned every time.
 //
@@ -100,6 +123,7 @@
 // sync.Once.
 //
 // The stack reads no environment variables and no global state: secrets
-// from the environment (SLUICE_ADMIN_PASSWORD, SLUICE_HTTP_TOKEN) are
+// from the environment (SLUICE_ADMIN_PASSWORD, SLUICE_HTTP_TOKEN,
+// SLUICE_ETCD_PASSWORD) are
 // put into the Config by the command that reads them.
 package stack

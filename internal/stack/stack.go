@@ -13,14 +13,19 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/sluicelab/sluice/internal/admin"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/etcd"
+	"github.com/sluicelab/sluice/internal/fleet"
 	"github.com/sluicelab/sluice/internal/httpapi"
 	"github.com/sluicelab/sluice/internal/proxy"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/wlm/store"
 )
 
 // httpGrace is how long Close lets the HTTP API's requests in flight
@@ -74,6 +79,9 @@ type Stack struct {
 	hs        *http.Server // nil without an HTTP API
 	httpAddr  net.Addr     // nil until the HTTP API is bound
 
+	etcd     *clientv3.Client // nil without an etcd catalog; closed by Close after the loops
+	catStore *store.Etcd      // the catalog in etcd; nil without one
+
 	cancel context.CancelFunc // ends the background loops
 	lctx   context.Context    // the background loops' context; drains end with it
 	loops  sync.WaitGroup     // the goroutines the stack started
@@ -85,6 +93,13 @@ type Stack struct {
 	cfg      *config.Config // guarded by cfgMu; the configuration in force, never modified
 	loadedAt time.Time      // guarded by cfgMu; when cfg took effect
 	revision int            // guarded by cfgMu; reloads applied since New
+
+	// The fleet (fleet.go): set by New before it returns.
+	cluster *fleet.Cluster    // always set
+	members *fleet.Membership // nil without etcd
+	id      identity
+	version string
+	started time.Time
 
 	closeOnce sync.Once
 	closeErr  error // set once by the first Close
@@ -110,16 +125,32 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		o.Registry = session.NewRegistry(session.Options{})
 	}
 	log := o.Logger
-	mgr, err := wlm.NewManager(wlm.ManagerOptions{Clock: o.Clock, Logger: log, Registry: o.Registry, CatalogPath: cfg.Catalog})
+	cli, catStore, err := dialCatalog(ctx, cfg, log)
 	if err != nil {
+		return nil, err
+	}
+	mopts := wlm.ManagerOptions{Clock: o.Clock, Logger: log, Registry: o.Registry, CatalogPath: cfg.Catalog}
+	if catStore != nil {
+		mopts.Store = catStore
+	}
+	mgr, err := wlm.NewManager(mopts)
+	if err != nil {
+		if cli != nil {
+			cli.Close()
+		}
 		return nil, err
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	s := &Stack{cfg: cfg, clk: o.Clock, log: log, reg: o.Registry, mgr: mgr, cancel: cancel, lctx: lctx,
-		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now()}
+		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now(), started: o.Clock.Now(),
+		etcd: cli, catStore: catStore}
 	fail := func(err error) (*Stack, error) {
 		s.Close()
 		return nil, err
+	}
+	s.startCatalogFollow()
+	if err := s.newCluster(o); err != nil {
+		return fail(err)
 	}
 	if err := applyCatalogConfig(ctx, mgr, cfg, wlm.SurfaceConfig); err != nil {
 		return fail(configErr(err))
@@ -135,12 +166,12 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	}
 	var adminAuth, httpAuth string
 	if cfg.Admin.Listen != "" {
-		if s.console, adminAuth, err = newAdmin(cfg, mgr, s, o.Clock, log); err != nil {
+		if s.console, adminAuth, err = newAdmin(cfg, mgr, s, s.cluster, o.Clock, log); err != nil {
 			return fail(err)
 		}
 	}
 	if cfg.HTTP.Listen != "" {
-		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, s.srv, s, o.Clock, log, o.Version); err != nil {
+		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, s.srv, s, s.cluster, o.Clock, log, o.Version); err != nil {
 			return fail(err)
 		}
 	}
@@ -165,7 +196,40 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 			return fail(err)
 		}
 	}
+	s.setIdentity()
+	if err := s.startMembership(ctx); err != nil {
+		return fail(err)
+	}
 	return s, nil
+}
+
+// dialCatalog dials etcd when cfg keeps the catalog there (cfg.Etcd),
+// and returns the one client the stack shares and the catalog's store;
+// nil and nil for a file or in-memory catalog. A cluster that does not
+// answer within the dial timeout is an error naming it.
+func dialCatalog(ctx context.Context, cfg *config.Config, log *slog.Logger) (*clientv3.Client, *store.Etcd, error) {
+	if cfg.Etcd == nil {
+		return nil, nil, nil
+	}
+	cli, err := etcd.Dial(ctx, *cfg.Etcd)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := store.NewEtcd(cli, cfg.Etcd.Key("catalog"))
+	log.Info("catalog kept in etcd", "catalog", cfg.Etcd.String(), "key", st.Key(), "tls", cfg.Etcd.CAFile != "" || cfg.Etcd.CertFile != "", "user", cfg.Etcd.Username)
+	return cli, st, nil
+}
+
+// startCatalogFollow follows the catalog in etcd, when there is one,
+// until Close: every instance's changes are applied here, and the
+// manager learns when etcd cannot be reached.
+func (s *Stack) startCatalogFollow() {
+	if s.catStore == nil {
+		return
+	}
+	s.goLoop(func() {
+		s.catStore.Follow(s.lctx, s.mgr, s.clk, s.log.With("component", "catalog"))
+	})
 }
 
 // goLoop runs fn in a goroutine that Close waits for.
@@ -225,6 +289,9 @@ func (s *Stack) Close() error {
 		}
 		s.loops.Wait()
 		errs = append(errs, s.mgr.Close())
+		if s.etcd != nil {
+			s.etcd.Close()
+		}
 		for _, err := range errs {
 			if err != nil {
 				s.closeErr = err
@@ -294,7 +361,7 @@ func catalogMessage(err error) string {
 // newAdmin makes the admin console of cfg, refusing a console without a
 // password on a non-loopback address, and names its authentication for
 // the log. It binds nothing.
-func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, clk clock.Clock, log *slog.Logger) (*admin.Server, string, error) {
+func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, fl admin.Fleet, clk clock.Clock, log *slog.Logger) (*admin.Server, string, error) {
 	users := maps.Clone(cfg.Admin.Users)
 	if users == nil {
 		users = map[string]string{}
@@ -306,7 +373,7 @@ func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, clk clock
 	if noPassword && !isLoopback(cfg.Admin.Listen) {
 		return nil, "", configErr(fmt.Errorf("admin console on non-loopback address %s needs a password (SLUICE_ADMIN_PASSWORD or admin.password)", cfg.Admin.Listen))
 	}
-	console, err := admin.New(admin.Options{Manager: mgr, Reloader: rl, Logger: log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
+	console, err := admin.New(admin.Options{Manager: mgr, Reloader: rl, Fleet: fl, Logger: log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
 	if err != nil {
 		return nil, "", configErr(fmt.Errorf("admin console: %w", err))
 	}
@@ -334,14 +401,17 @@ func (s *Stack) serveAdmin(ctx context.Context, addr, auth string) error {
 
 // newHTTP makes the HTTP API of cfg; without a token only a loopback
 // address is accepted. It binds nothing.
-func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl httpapi.Reloader, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
+func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl httpapi.Reloader, fl httpapi.Fleet, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
 	token := cfg.HTTP.Token
+	if token == "" {
+		token = cfg.Fleet.Token
+	}
 	if err := httpapi.CheckExposure(cfg.HTTP.Listen, token); err != nil {
 		return nil, nil, "", configErr(err)
 	}
 	api, err := httpapi.New(httpapi.Options{
 		Manager: mgr, Proxy: srv, Reloader: rl, Clock: clk, Logger: log.With("component", "http"),
-		Token: token, Version: version,
+		Token: cfg.HTTP.Token, FleetToken: cfg.Fleet.Token, Fleet: fl, Version: version,
 	})
 	if err != nil {
 		return nil, nil, "", err

@@ -2,8 +2,11 @@
 // integration tests use, and decides what happens when one is missing.
 //
 // The servers are the ones scripts/testdb starts; their addresses come from
-// SLUICE_TEST_PG and SLUICE_TEST_MYSQL (eval "$(scripts/testdb env)"), with
-// the script's defaults when unset. When a dependency is missing a test
+// SLUICE_TEST_PG, SLUICE_TEST_MYSQL and SLUICE_TEST_ETCD (eval "$(scripts/testdb
+// env)"), with the script's defaults when unset. The etcd cluster (three
+// members) is shared: each test keeps its keys under EtcdPrefix, deleted
+// when it ends. A test that stops and restarts members starts a cluster
+// of its own (StartEtcdCluster). When a dependency is missing a test
 // fails if CI=true and is skipped otherwise, so a developer without the
 // servers can still run the unit tests while CI can never go green by
 // skipping.

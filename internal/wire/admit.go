@@ -3,6 +3,8 @@ package wire
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -124,8 +126,9 @@ func (g *Gate) SetPeer(client net.Conn) {
 }
 
 // ErrClientGone is Wait's error when the client went away while its
-// statement waited.
-var ErrClientGone = errors.New("the client went away while its statement waited for admission")
+// statement waited. It wraps io.EOF: the session ends as when the client
+// ends its stream.
+var ErrClientGone = fmt.Errorf("the client went away while its statement waited for admission: %w", io.EOF)
 
 // PeerGone returns a function that reports, without blocking or
 // consuming a byte, whether c's peer has closed its side with nothing

@@ -33,9 +33,10 @@ const (
 // stored revision is still expected, returning the new one, else fails
 // with store.ErrConflict. The Manager saves every change before it takes
 // effect, conditioned on the revision it last loaded or saved; on a
-// conflict it loads again and retries the change on what it loaded.
-// store.File (a JSON file replaced atomically) and store.Memory
-// implement it.
+// conflict it loads again and retries the change on what it loaded, or,
+// for a store with a Shared() bool method that returns true (store.Etcd),
+// fails it with 40001. store.File (a JSON file replaced atomically),
+// store.Memory and store.Etcd implement it.
 type Store interface {
 	Load(ctx context.Context) (*catalog.Catalog, store.Revision, error)
 	Save(ctx context.Context, c *catalog.Catalog, expected store.Revision) (store.Revision, error)

@@ -29,7 +29,9 @@
 // value (naming the parameter and the value), 0A000 not supported, 2BP01
 // dependent objects (DROP of a rule used by a pool or a pool used by a
 // user, unless CASCADE, which detaches the rule or drops the bindings),
-// 58030 when the catalog file cannot be written.
+// 58030 when the catalog file cannot be written or etcd cannot be
+// reached, 40001 when another instance changed a catalog in etcd since
+// this one read it.
 //
 // ALTER ROUTE name WITH (option = value, ...) changes a route the
 // configuration made (SetRoute): link, pool and the path emulation
@@ -179,7 +181,8 @@
 // abort check) and saved to the Store, conditioned on the revision last
 // loaded or saved, before it replaces the current one with one atomic
 // pointer swap; when the store reports that another writer came first,
-// the Manager loads what it stored and runs the statement again on it: a statement takes effect entirely or
+// the Manager loads what it stored and runs the statement again on it
+// (with a file; a shared store's conflict is 40001, see below): a statement takes effect entirely or
 // not at all, on disk and in memory alike, and readers never see a half
 // change. Statements are serialised by one mutex. The file is JSON,
 // replaced atomically (a temporary file in the same directory, fsync,
@@ -191,6 +194,34 @@
 // nothing is loaded. A missing file
 // is created with the default catalog; no file at all keeps the catalog
 // in memory.
+//
+// # A catalog shared through etcd
+//
+// With store.Etcd the catalog is shared by every instance of a fleet.
+// Every surface that changes it (console, HTTP API, data-port
+// forwarding, the configuration's links and settings at start and on
+// reload) goes through change and so through one conditioned etcd
+// transaction. A statement decided on a revision another instance has
+// replaced fails with 40001 ("could not serialize access: the catalog
+// changed since it was read; retry"), after the Manager loaded the
+// stored catalog, so the client's retry runs on it: two concurrent ALTERs
+// give one success and one 40001, never a lost update. The
+// configuration's DefineLink and Set still rerun after a conflict: they
+// declare what the catalog must hold. (The file and memory stores keep
+// rerunning every statement: their only writer is this process.)
+//
+// Other instances' changes arrive through store.Etcd.Follow, which calls
+// ApplyStored: the same swap as a local change (links reconfigured in
+// place, live sessions re-bind at their next chunk without
+// reconnecting), in revision order, a revision at most once, each logged
+// ("catalog change applied"). AppliedRevision is the etcd revision of the
+// catalog in force (the file store's count of saves otherwise);
+// StaleSince is when etcd stopped answering (zero while it answers and
+// for a file). While it is set, traffic goes on with the catalog in
+// force and every change is refused at once with 58030 ("etcd cannot be
+// reached: the catalog is read-only until it is back"); a save that
+// fails for want of etcd is the same error. A change is never applied
+// here unless etcd committed it.
 //
 // The link "default" always exists (unlimited, no emulation) and cannot
 // be dropped. Settings: low_priority_bandwidth (default 256MB, i.e.
@@ -218,7 +249,9 @@
 // the registry's lock is never taken under evaluator.mu (Registry.Active
 // is read before it). Manager.mu and evaluator.mu are never held
 // together, and no lock is held across a cancel request. Manager.mu,
-// which serialises changes, is held across the store's Save.
+// which serialises changes, is held across the store's Save (for etcd,
+// up to its 5 s timeout) and taken by ApplyStored; AppliedRevision and
+// StaleSince are atomic loads, taken under no lock.
 //
 // The admission controller's lock (admission.Controller.mu) is a leaf:
 // taken under Manager.mu when a change reconfigures it, and alone

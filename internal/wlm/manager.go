@@ -25,8 +25,14 @@ import (
 // errClosed is the error of a change after Close.
 var errClosed = errors.New("workload manager is closed")
 
-// CodeIOError is the SQLSTATE of a failure to save the catalog file.
+// CodeIOError is the SQLSTATE of a failure to save the catalog: the
+// file cannot be written, or etcd cannot be reached.
 const CodeIOError = "58030"
+
+// CodeSerializationFailure is the SQLSTATE of a statement refused
+// because another instance changed a shared catalog since this one read
+// it.
+const CodeSerializationFailure = "40001"
 
 // ManagerOptions configure a Manager.
 type ManagerOptions struct {
@@ -134,9 +140,19 @@ type Manager struct {
 	state   atomic.Pointer[state] // replaced, never modified
 	closed  atomic.Bool
 
+	shared bool // the store is written by other instances too (etcd)
+
 	mu  sync.Mutex     // serialises changes of state; never held with the evaluator's lock
 	rev store.Revision // guarded by mu; the store's revision of state's catalog
+
+	applied atomic.Uint64 // rev, for readers without mu; written under mu
+	stale   atomic.Int64  // unix nanoseconds since the store is unreachable; 0 when it answers
 }
+
+// sharedStore is implemented by a Store that other instances write too
+// (store.Etcd): there a conflict is another instance's committed change,
+// which a statement must not silently run over.
+type sharedStore interface{ Shared() bool }
 
 // state is one immutable generation of the manager's configuration.
 type state struct {
@@ -177,6 +193,9 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 			m.store = store.NewFile(o.CatalogPath)
 		}
 	}
+	if s, ok := m.store.(sharedStore); ok {
+		m.shared = s.Shared()
+	}
 	ctx := context.Background()
 	cat, rev, err := m.store.Load(ctx)
 	if err != nil {
@@ -184,11 +203,19 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	}
 	if cat == nil {
 		cat = catalog.New()
-		if rev, err = m.store.Save(ctx, cat, rev); err != nil {
+		rev, err = m.store.Save(ctx, cat, rev)
+		if errors.Is(err, store.ErrConflict) {
+			// Another instance stored the first catalog meanwhile.
+			cat, rev, err = m.store.Load(ctx)
+			if err == nil && cat == nil {
+				err = errors.New("catalog: deleted while it was created")
+			}
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
-	m.rev = rev
+	m.setRevLocked(rev)
 	st := &state{cat: cat, routes: map[string]route{}, links: map[string]*link.Link{}}
 	for name := range cat.Links {
 		st.links[name] = link.New(name, cat.LinkConfig(name), m.clk)
@@ -362,7 +389,7 @@ func (st *state) sessionPool(route, user string) string { return st.poolOf(st.ro
 // CREATE LINK / ALTER LINK would; a configuration file's links use it.
 // Option names and values are spelled as in the console.
 func (m *Manager) DefineLink(ctx context.Context, name string, opts map[string]string) error {
-	_, err := m.change(ctx, func(c *Catalog) ([]string, error) {
+	_, err := m.changeRetrying(ctx, func(c *Catalog) ([]string, error) {
 		return nil, catalog.DefineLink(c, name, opts)
 	})
 	m.record(ctx, "CREATE OR ALTER LINK "+quoteIdent(name)+optionsText(opts), err)
@@ -372,7 +399,7 @@ func (m *Manager) DefineLink(ctx context.Context, name string, opts map[string]s
 // Set changes a setting as SET name = value would; a configuration
 // file's settings use it.
 func (m *Manager) Set(ctx context.Context, name, value string) error {
-	_, err := m.change(ctx, func(c *Catalog) ([]string, error) {
+	_, err := m.changeRetrying(ctx, func(c *Catalog) ([]string, error) {
 		return nil, catalog.Set(c, strings.ToLower(strings.TrimSpace(name)), 0, ddl.Value{Kind: ddl.String, Text: value})
 	})
 	m.record(ctx, "SET "+strings.ToLower(strings.TrimSpace(name))+" = "+quoteLiteral(value), err)
@@ -387,29 +414,73 @@ const maxConflicts = 5
 // swaps it in; on any error nothing changes. fn returning
 // catalog.ErrUnchanged ends the change without applying it. It
 // reconfigures the runtime links and bumps Version. fn returns notices.
-// When the store reports a conflict, change loads the stored catalog,
-// swaps it in and runs fn again on it.
+//
+// When the store reports a conflict, change loads the stored catalog and
+// swaps it in; then, with a shared store, it fails with 40001 (the
+// statement was decided on a catalog another instance has since
+// changed, so running it again could undo what that instance did
+// without anyone seeing it), and with a file or memory store, whose only
+// writer is this process, it runs fn again on what it loaded.
 func (m *Manager) change(ctx context.Context, fn func(c *Catalog) ([]string, error)) ([]string, error) {
+	return m.changeWith(ctx, fn, !m.shared)
+}
+
+// changeRetrying is change that runs fn again after a conflict whatever
+// the store: for the configuration's links and settings, which declare
+// what the catalog must hold rather than edit what was read.
+func (m *Manager) changeRetrying(ctx context.Context, fn func(c *Catalog) ([]string, error)) ([]string, error) {
+	return m.changeWith(ctx, fn, true)
+}
+
+func (m *Manager) changeWith(ctx context.Context, fn func(c *Catalog) ([]string, error), retry bool) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		if m.closed.Load() {
 			return nil, errClosed
 		}
+		if since := m.StaleSince(); !since.IsZero() {
+			return nil, unavailableError(since, nil)
+		}
 		notices, err := m.changeLocked(ctx, fn)
-		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
+		if !errors.Is(err, store.ErrConflict) || (retry && attempt == maxConflicts) {
 			return notices, err
 		}
+		read := m.rev
 		if err := m.reloadLocked(ctx); err != nil {
 			return nil, saveError(err)
+		}
+		if !retry {
+			e := ddl.Errorf(CodeSerializationFailure, 0, "could not serialize access: the catalog changed since it was read; retry")
+			e.Detail = fmt.Sprintf("The statement was decided on catalog revision %d; another instance committed revision %d first.", read, m.rev)
+			return nil, e
 		}
 	}
 }
 
 // saveError is the 58030 error of a catalog that could not be saved.
 func saveError(err error) *ddl.Error {
+	if errors.Is(err, store.ErrUnavailable) {
+		return unavailableError(time.Time{}, err)
+	}
 	e := ddl.Errorf(CodeIOError, 0, "could not save the catalog; nothing was changed")
 	e.Detail = err.Error()
+	return e
+}
+
+// unavailableError is the 58030 error of a change refused because the
+// shared store cannot be reached: since when the watch lost it (zero
+// when the save itself failed), err the save's error (nil when the
+// change was refused without trying).
+func unavailableError(since time.Time, err error) *ddl.Error {
+	e := ddl.Errorf(CodeIOError, 0, "etcd cannot be reached: the catalog is read-only until it is back; nothing was changed")
+	switch {
+	case err != nil:
+		e.Detail = err.Error()
+	case !since.IsZero():
+		e.Detail = "etcd has not answered since " + since.UTC().Format(time.RFC3339) + "."
+	}
+	e.Hint = "Sessions go on with the catalog in force; retry the change once etcd has a quorum again."
 	return e
 }
 
@@ -438,9 +509,71 @@ func (m *Manager) changeLocked(ctx context.Context, fn func(c *Catalog) ([]strin
 	if err != nil {
 		return nil, saveError(err)
 	}
-	m.rev = rev
+	m.setRevLocked(rev)
 	m.swapLocked(cur, next)
 	return notices, nil
+}
+
+// setRevLocked records the store's revision of the catalog in force.
+func (m *Manager) setRevLocked(rev store.Revision) {
+	m.rev = rev
+	m.applied.Store(uint64(rev))
+}
+
+// AppliedRevision is the store's revision of the catalog in force: the
+// etcd revision that wrote it with an etcd store, the file store's count
+// of saves otherwise. It is one atomic load.
+func (m *Manager) AppliedRevision() uint64 { return m.applied.Load() }
+
+// StaleSince is when the shared store became unreachable, as its
+// follower last reported (SetStale); the zero time when it answers, and
+// always for a file or memory store. While it is set, changes are
+// refused with 58030.
+func (m *Manager) StaleSince() time.Time {
+	n := m.stale.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// SetStale records since when the shared store has been unreachable; the
+// zero time records that it answers again. store.Etcd's Follow calls it.
+func (m *Manager) SetStale(since time.Time) {
+	if since.IsZero() {
+		m.stale.Store(0)
+		return
+	}
+	m.stale.Store(since.UnixNano())
+}
+
+// ApplyStored makes c, which the store holds at rev, the catalog in
+// force, through the same swap as a local change (links reconfigured,
+// live sessions re-bind on their next chunk, no reconnect), if rev is
+// newer than the applied revision; it reports whether it applied it. A
+// revision already applied (this instance's own save, or one a reload
+// got first) is skipped, so each change is applied once, in revision
+// order, and logged at INFO ("catalog change applied", with the
+// revision). c nil means the stored catalog was deleted at rev: the catalog
+// in force stays and the next change writes it again. The stored catalog
+// was validated by the store; routes are not checked against it.
+func (m *Manager) ApplyStored(c *Catalog, rev store.Revision) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed.Load() {
+		return false
+	}
+	if c == nil {
+		m.rev = 0
+		return false
+	}
+	if rev <= m.rev {
+		return false
+	}
+	m.setRevLocked(rev)
+	m.swapLocked(m.state.Load(), c)
+	m.log.Info("catalog change applied", "revision", uint64(rev))
+	return true
 }
 
 // swapLocked makes next the current catalog: it reconfigures the runtime
@@ -485,10 +618,10 @@ func (m *Manager) reloadLocked(ctx context.Context) error {
 		return err
 	}
 	if cat == nil || rev == m.rev {
-		m.rev = rev
+		m.setRevLocked(rev)
 		return nil
 	}
-	m.rev = rev
+	m.setRevLocked(rev)
 	m.swapLocked(m.state.Load(), cat)
 	return nil
 }

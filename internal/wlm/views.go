@@ -124,6 +124,9 @@ func (m *Manager) ViewTables(names []string) map[string]views.Table {
 
 func (m *Manager) show(s *ddl.Show) (Result, error) {
 	st := m.state.Load()
+	if s.Cluster {
+		return Result{}, ddl.Errorf(ddl.CodeNotSupported, s.Position(), "SHOW CLUSTER is answered by the admin console, which gathers the fleet's instances")
+	}
 	name := s.Name
 	if name == "all" {
 		name = "settings"

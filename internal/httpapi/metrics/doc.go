@@ -26,6 +26,8 @@
 //	sluice_route_bytes_total{route,direction}                  counter
 //	sluice_pool_bytes_total{pool,direction}                    counter
 //	sluice_catalog_changes_total{surface,outcome}              counter
+//	sluice_catalog_revision                                    gauge
+//	sluice_catalog_stale_since_seconds                         gauge
 //	sluice_pool_active_statements{pool}                        gauge
 //	sluice_pool_admission_running{pool}                        gauge
 //	sluice_pool_admission_waiting{pool}                        gauge
@@ -70,7 +72,11 @@
 // goes back). sluice_pool_bytes_total is sluice_link_pool_bytes_total
 // summed over links and classes. sluice_catalog_changes_total is the
 // workload manager's audit counters: surface console, http, forward or
-// config, outcome ok or error.
+// config, outcome ok or error. sluice_catalog_revision is the store's
+// revision of the catalog in force (Manager.AppliedRevision: the etcd
+// revision with an etcd catalog); sluice_catalog_stale_since_seconds
+// the unix time etcd stopped answering (Manager.StaleSince), 0 while it
+// answers and always with a file catalog.
 //
 // Five metrics are fed by a watcher of the session registry, since they
 // describe events rather than state:

@@ -186,6 +186,7 @@ type collector struct {
 	firings, checks, cancelFailures, unsentBytes           *prometheus.Desc
 	releaseLateness, sessionPanics                         *prometheus.Desc
 	routeBytes, poolTotalBytes, catalogChanges             *prometheus.Desc
+	catalogRevision, catalogStale                          *prometheus.Desc
 	admRunning, admWaiting, admLimit, blockTime            *prometheus.Desc
 }
 
@@ -253,6 +254,10 @@ func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *c
 		catalogChanges: prometheus.NewDesc("sluice_catalog_changes_total",
 			"Catalog and setting changes, by surface (console, http, forward, config) and outcome (ok, error).",
 			[]string{"surface", "outcome"}, nil),
+		catalogRevision: prometheus.NewDesc("sluice_catalog_revision",
+			"The store's revision of the catalog in force: the etcd revision that wrote it with an etcd catalog, the count of saves since start with a file.", nil, nil),
+		catalogStale: prometheus.NewDesc("sluice_catalog_stale_since_seconds",
+			"Since when (unix seconds) the catalog's etcd cluster has not answered, so the catalog is read-only; 0 while it answers, and always with a file catalog.", nil, nil),
 	}
 }
 
@@ -261,7 +266,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.linkBytes, c.poolBytes, c.queueDelay, c.waiting, c.queued,
 		c.capacity, c.delay, c.jitter, c.rate, c.sessions, c.running, c.pens,
 		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness, c.sessionPanics,
-		c.routeBytes, c.poolTotalBytes, c.catalogChanges,
+		c.routeBytes, c.poolTotalBytes, c.catalogChanges, c.catalogRevision, c.catalogStale,
 		c.admRunning, c.admWaiting, c.admLimit, c.blockTime,
 	} {
 		ch <- d
@@ -284,6 +289,12 @@ func histogram(h link.Histogram) (count uint64, sum float64, buckets map[float64
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	cat := c.mgr.Catalog()
+	ch <- prometheus.MustNewConstMetric(c.catalogRevision, prometheus.GaugeValue, float64(c.mgr.AppliedRevision()))
+	stale := 0.0
+	if t := c.mgr.StaleSince(); !t.IsZero() {
+		stale = float64(t.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(c.catalogStale, prometheus.GaugeValue, stale)
 	names := make([]string, 0, len(cat.Links))
 	for n := range cat.Links {
 		names = append(names, n)

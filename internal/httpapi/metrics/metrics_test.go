@@ -369,3 +369,29 @@ func BenchmarkGather(b *testing.B) {
 		}
 	}
 }
+
+// TestCatalogRevisionAndStale: sluice_catalog_revision follows the
+// manager's applied revision through a change; the stale-since gauge is
+// 0 while the store answers and the unix time it stopped otherwise.
+func TestCatalogRevisionAndStale(t *testing.T) {
+	f := newFixture(t, nil)
+	fams := f.gather(t)
+	rev, ok := value(fams, "sluice_catalog_revision")
+	if !ok || rev != float64(f.Manager.AppliedRevision()) || rev == 0 {
+		t.Fatalf("revision %v (%v), manager %d", rev, ok, f.Manager.AppliedRevision())
+	}
+	if _, err := f.Manager.Exec(context.Background(), "CREATE LINK more"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := value(f.gather(t), "sluice_catalog_revision"); got != rev+1 {
+		t.Errorf("revision after a change %v, want %v", got, rev+1)
+	}
+	if got, ok := value(fams, "sluice_catalog_stale_since_seconds"); !ok || got != 0 {
+		t.Errorf("stale since %v (%v) while fresh", got, ok)
+	}
+	since := time.Date(2026, 3, 4, 5, 6, 7, 500e6, time.UTC)
+	f.Manager.SetStale(since)
+	if got, _ := value(f.gather(t), "sluice_catalog_stale_since_seconds"); got != float64(since.UnixNano())/1e9 {
+		t.Errorf("stale since %v, want %v", got, float64(since.UnixNano())/1e9)
+	}
+}

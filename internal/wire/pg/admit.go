@@ -148,8 +148,10 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 			continue
 		}
 		switch {
-		case a.mode == modeHold && (typ == 'S' || typ == 'F' || typ == 'X'):
-			// The batch ended without a statement: nothing to admit.
+		case a.mode == modeHold && (typ == 'S' || typ == 'H' || typ == 'F' || typ == 'X'):
+			// The batch ended, or the client flushed it and waits for the
+			// answers, without a statement: nothing to admit yet (the
+			// batch's next message, with no slot, is held again).
 			setMode(i, modePass)
 		case a.mode == modeDrop && (typ == 'S' || a.dropSimple && typ == 'Q'):
 			setMode(i, modePass)

@@ -186,6 +186,13 @@ func TestAdmitSteps(t *testing.T) {
 				fwd: enc(&pgproto3.Parse{Name: "s", Query: "p"}, &pgproto3.Describe{ObjectType: 'S', Name: "s"}, &pgproto3.Sync{}),
 				srv: append(enc(&pgproto3.ParseComplete{}, &pgproto3.ParameterDescription{}, &pgproto3.NoData{}), rfq('I')...)},
 		}, nil},
+		{"a flushed describe goes on; the batch's execute waits", nil, []step{
+			{cli: enc(&pgproto3.Parse{Query: "d"}, &pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Flush{}),
+				fwd: enc(&pgproto3.Parse{Query: "d"}, &pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Flush{}),
+				srv: enc(&pgproto3.ParseComplete{}, &pgproto3.ParameterDescription{}, &pgproto3.NoData{})},
+			{cli: enc(&pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{}), fwd: enc(&pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{}), held: 1},
+			{srv: append(enc(&pgproto3.BindComplete{}, complete("SELECT 1")), rfq('I')...), held: 0},
+		}, []string{"d"}},
 		{"a refused query never goes upstream", refuseX, []step{
 			{cli: q("x"), answered: cancelled},
 			{cli: q("y"), fwd: q("y"), srv: answer('I')},

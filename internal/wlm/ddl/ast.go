@@ -141,11 +141,13 @@ type Reset struct {
 	NamePos int
 }
 
-// Show is SHOW name: a setting, ALL, or a list such as SESSIONS.
+// Show is SHOW name: a setting, ALL, or a list such as SESSIONS; SHOW
+// CLUSTER name is a list gathered over the fleet's live instances.
 type Show struct {
 	base
 	Name    string // lower case
 	NamePos int
+	Cluster bool // SHOW CLUSTER name
 }
 
 // Target is one item of a SELECT list.

@@ -14,10 +14,13 @@
 //	ALTER ROUTE name RESET (delay, ...)
 //	SET name = value | SET name TO value | SET name TO DEFAULT
 //	SHOW name | SHOW ALL | RESET name | RESET ALL
+//	SHOW CLUSTER list                       (a list gathered over the fleet)
 //	SELECT targets [FROM [schema.]table] [LIMIT n]
 //	SELECT ... | WITH ... | VALUES ...      any other query (Query), for an SQL engine
 //	CANCEL STATEMENT id                    SELECT pg_cancel_backend(id)
 //	TERMINATE SESSION id                   SELECT pg_terminate_backend(id)
+//	CANCEL STATEMENT id ON INSTANCE 'b'    SELECT pg_cancel_backend(id, 'b')
+//	TERMINATE SESSION id ON INSTANCE 'b'   SELECT pg_terminate_backend(id, 'b')
 //
 // The parser is a hand-written lexer and recursive-descent parser. It
 // checks syntax only: which option names exist and what their values

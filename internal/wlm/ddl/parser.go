@@ -532,11 +532,16 @@ func (p *parser) reset() (node, error) {
 }
 
 func (p *parser) show() (node, error) {
+	// SHOW CLUSTER name; "cluster" alone is a setting's name.
+	cluster := p.isKeyword("cluster") && isName(p.peekAt(1))
+	if cluster {
+		p.next()
+	}
 	name, pos, err := p.settingName()
 	if err != nil {
 		return nil, err
 	}
-	return &Show{Name: name, NamePos: pos}, nil
+	return &Show{Name: name, NamePos: pos, Cluster: cluster}, nil
 }
 
 // unsupported reports the next token as a construct the console's SELECT

@@ -139,6 +139,9 @@ func TestParseStatements(t *testing.T) {
 		{"SHOW low_priority_bandwidth", &Show{Name: "low_priority_bandwidth", NamePos: 6}},
 		{"show SESSIONS", &Show{Name: "sessions", NamePos: 6}},
 		{"SHOW ALL", &Show{Name: "all", NamePos: 6}},
+		{"SHOW CLUSTER SESSIONS", &Show{Name: "sessions", NamePos: 14, Cluster: true}},
+		{"SHOW cluster", &Show{Name: "cluster", NamePos: 6}},
+		{"SHOW INSTANCES", &Show{Name: "instances", NamePos: 6}},
 		{"RESET network_control", &Reset{Name: "network_control", NamePos: 7}},
 		{"RESET ALL", &Reset{Name: "all", NamePos: 7}},
 		{
@@ -371,6 +374,9 @@ func TestParseSessionCommands(t *testing.T) {
 		{"terminate session 12;", SessionCommand{Terminate: true, Session: 12, SessionPos: 19}},
 		{"SELECT pg_cancel_backend(3)", SessionCommand{Session: 3, SessionPos: 26, Column: "pg_cancel_backend"}},
 		{"SELECT pg_terminate_backend(4) AS done", SessionCommand{Terminate: true, Session: 4, SessionPos: 29, Column: "done"}},
+		{"CANCEL STATEMENT 7 ON INSTANCE 'db-2:6433'", SessionCommand{Session: 7, SessionPos: 18, Instance: "db-2:6433", InstancePos: 32}},
+		{"TERMINATE SESSION 8 on instance b", SessionCommand{Terminate: true, Session: 8, SessionPos: 19, Instance: "b", InstancePos: 33}},
+		{"SELECT pg_cancel_backend(3, 'b')", SessionCommand{Session: 3, SessionPos: 26, Column: "pg_cancel_backend", Instance: "b", InstancePos: 29}},
 	}
 	for _, tt := range tests {
 		c, ok := parseOneAs[*SessionCommand](t, tt.sql)
@@ -388,7 +394,8 @@ func TestParseSessionCommands(t *testing.T) {
 			t.Errorf("%s: %T, %v; want *Query", sql, st, err)
 		}
 	}
-	for _, sql := range []string{"CANCEL STATEMENT x", "TERMINATE SESSION -1", "CANCEL 3", "TERMINATE SESSION 10ms"} {
+	for _, sql := range []string{"CANCEL STATEMENT x", "TERMINATE SESSION -1", "CANCEL 3", "TERMINATE SESSION 10ms",
+		"CANCEL STATEMENT 3 ON", "CANCEL STATEMENT 3 ON INSTANCE", "CANCEL STATEMENT 3 ON INSTANCE ''", "TERMINATE SESSION 3 ON NODE 'b'"} {
 		if _, err := ParseOne(sql); err == nil {
 			t.Errorf("%s: no error", sql)
 		}

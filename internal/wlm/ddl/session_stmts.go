@@ -8,12 +8,19 @@ import "strconv"
 // SessionCommand is CANCEL STATEMENT id or TERMINATE SESSION id, or
 // their PostgreSQL spellings SELECT pg_cancel_backend(id) and SELECT
 // pg_terminate_backend(id), which answer one row of one boolean column.
-// id is a sluice session id (SHOW SESSIONS).
+// id is a sluice session id (SHOW SESSIONS). In a fleet, CANCEL
+// STATEMENT id ON INSTANCE 'name', TERMINATE SESSION id ON INSTANCE
+// 'name' and the functions' second argument, pg_cancel_backend(id,
+// 'name'), name the instance that holds the session.
 type SessionCommand struct {
 	base
 	Terminate  bool   // end the session; else cancel its running statement
 	Session    uint64 // the session's id
 	SessionPos int
+	// Instance names the instance that holds the session; "" for this
+	// one.
+	Instance    string
+	InstancePos int
 	// Column is the name of the boolean column the SELECT form answers
 	// (the function's name or the alias), "" for CANCEL and TERMINATE.
 	Column string
@@ -24,7 +31,11 @@ func (p *parser) cancelStmt() (node, error) {
 	if err := p.expectKeyword("statement"); err != nil {
 		return nil, err
 	}
-	return p.sessionID(&SessionCommand{})
+	c, err := p.sessionID(&SessionCommand{})
+	if err != nil {
+		return nil, err
+	}
+	return c, p.onInstance(c)
 }
 
 // terminateStmt parses TERMINATE SESSION id.
@@ -32,7 +43,33 @@ func (p *parser) terminateStmt() (node, error) {
 	if err := p.expectKeyword("session"); err != nil {
 		return nil, err
 	}
-	return p.sessionID(&SessionCommand{Terminate: true})
+	c, err := p.sessionID(&SessionCommand{Terminate: true})
+	if err != nil {
+		return nil, err
+	}
+	return c, p.onInstance(c)
+}
+
+// onInstance reads an optional ON INSTANCE name: a 'string' or a name.
+func (p *parser) onInstance(c *SessionCommand) error {
+	if !p.accept("on") {
+		return nil
+	}
+	if err := p.expectKeyword("instance"); err != nil {
+		return err
+	}
+	return p.instanceName(c)
+}
+
+// instanceName reads the instance of c: a 'string' or a name.
+func (p *parser) instanceName(c *SessionCommand) error {
+	t := p.peek()
+	if t.kind != tString && !isName(t) || t.val == "" {
+		return Errorf(CodeSyntax, t.pos, "instance name must be a string or a name, not %s", t.describe(p.src))
+	}
+	p.next()
+	c.Instance, c.InstancePos = t.val, t.pos
+	return nil
 }
 
 // sessionID reads the session id of c.
@@ -62,6 +99,11 @@ func (p *parser) sessionFunc() (node, bool) {
 	}
 	if _, err := p.sessionID(c); err != nil {
 		return nil, false
+	}
+	if p.acceptOp(",") {
+		if p.peek().kind != tString || p.instanceName(c) != nil {
+			return nil, false
+		}
 	}
 	if !p.acceptOp(")") {
 		return nil, false

@@ -1,0 +1,189 @@
+package wlm
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/etcd"
+	"github.com/sluicelab/sluice/internal/testenv"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/wlm/store"
+)
+
+// etcdManagers returns n managers sharing one catalog key on the shared
+// cluster, each with a client and store of its own, and their stores.
+func etcdManagers(t *testing.T, n int) ([]*Manager, []*store.Etcd) {
+	t.Helper()
+	eps := testenv.EtcdEndpoints(t)
+	cfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
+	var (
+		ms []*Manager
+		ss []*store.Etcd
+	)
+	for range n {
+		cli, err := etcd.Dial(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.Close() })
+		s := store.NewEtcd(cli, cfg.Key("catalog"))
+		ms = append(ms, newTestManager(t, ManagerOptions{Store: s, Clock: clock.Real{}}))
+		ss = append(ss, s)
+	}
+	return ms, ss
+}
+
+// follow runs s.Follow for m until the test ends.
+func follow(t *testing.T, m *Manager, s *store.Etcd) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Follow(ctx, m, clock.Real{}, testenv.Logger(0))
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// waitRevision waits until m applies rev.
+func waitRevision(t *testing.T, m *Manager, rev uint64) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, "revision "+strconv.FormatUint(rev, 10)+" applied", func() bool { return m.AppliedRevision() >= rev })
+}
+
+// TestEtcdConflictIs40001: B changes the catalog on a revision A has
+// since replaced: B's statement fails with 40001 and changes nothing, B
+// then holds A's catalog, and B's retry succeeds on top of A's change.
+// The file store's behaviour (the statement is rerun) is
+// TestStoreConflict's.
+func TestEtcdConflictIs40001(t *testing.T) {
+	ms, _ := etcdManagers(t, 2)
+	a, b := ms[0], ms[1]
+	if a.AppliedRevision() == 0 || a.AppliedRevision() != b.AppliedRevision() {
+		t.Fatalf("revisions at start: %d, %d", a.AppliedRevision(), b.AppliedRevision())
+	}
+	mustExec(t, a, "CREATE RESOURCE POOL rp WITH (weight = 2)")
+	e := execErr(t, b, "CREATE LINK mine")
+	if e.Code != CodeSerializationFailure || !strings.Contains(e.Message, "could not serialize access") {
+		t.Fatalf("B's change on a stale catalog: %v", e)
+	}
+	if b.Catalog().Links["mine"] != nil || b.Catalog().Pools["rp"] == nil || b.AppliedRevision() != a.AppliedRevision() {
+		t.Fatalf("after 40001 B holds revision %d (A %d), pools %v, links %v", b.AppliedRevision(), a.AppliedRevision(), b.Catalog().Pools, b.Catalog().Links)
+	}
+	mustExec(t, b, "ALTER RESOURCE POOL rp WITH (weight = 7)")
+	if got := b.Catalog().Pools["rp"].Weight; got != 7 {
+		t.Errorf("weight after B's retry: %d", got)
+	}
+}
+
+// TestEtcdConcurrentAlter: A and B, each following the key, run ALTER
+// RESOURCE POOL at the same moment. Each round, either one succeeds and
+// the other fails with 40001 and the catalog holds the successful one,
+// or (B already saw A's change) both succeed one after the other; no
+// update is ever lost, both end on the same revision and catalog, and
+// the conflict shows up at least once in the rounds.
+func TestEtcdConcurrentAlter(t *testing.T) {
+	ms, ss := etcdManagers(t, 2)
+	for i, m := range ms {
+		follow(t, m, ss[i])
+	}
+	a, b := ms[0], ms[1]
+	mustExec(t, a, "CREATE RESOURCE POOL rp")
+	waitRevision(t, b, a.AppliedRevision())
+	conflicts := 0
+	for round := 0; round < 20 && conflicts < 3; round++ {
+		wa, wb := 2*round+2, 2*round+3
+		var (
+			start  = make(chan struct{})
+			wg     sync.WaitGroup
+			errA   error
+			errB   error
+			before = a.AppliedRevision()
+		)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errA = a.Exec(context.Background(), "ALTER RESOURCE POOL rp WITH (weight = "+strconv.Itoa(wa)+")")
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errB = b.Exec(context.Background(), "ALTER RESOURCE POOL rp WITH (weight = "+strconv.Itoa(wb)+")")
+		}()
+		close(start)
+		wg.Wait()
+		want := -1
+		switch {
+		case errA == nil && is40001(errB):
+			want = wa
+			conflicts++
+		case errB == nil && is40001(errA):
+			want = wb
+			conflicts++
+		case errA == nil && errB == nil:
+		default:
+			t.Fatalf("round %d: A %v, B %v", round, errA, errB)
+		}
+		testenv.Eventually(t, 30*time.Second, "A and B on one revision", func() bool {
+			return a.AppliedRevision() == b.AppliedRevision() && a.AppliedRevision() > before
+		})
+		ca, cb := a.Catalog(), b.Catalog()
+		if !reflect.DeepEqual(ca, cb) {
+			t.Fatalf("round %d: catalogs differ at revision %d:\nA %+v\nB %+v", round, a.AppliedRevision(), ca.Pools["rp"], cb.Pools["rp"])
+		}
+		got := ca.Pools["rp"].Weight
+		if want >= 0 && got != want {
+			t.Fatalf("round %d: the catalog holds weight %d, want the successful %d", round, got, want)
+		}
+		if want < 0 && got != wa && got != wb {
+			t.Fatalf("round %d: weight %d is neither %d nor %d", round, got, wa, wb)
+		}
+	}
+	if conflicts == 0 {
+		t.Error("no round produced a conflict")
+	}
+	t.Logf("%d conflicts", conflicts)
+}
+
+func is40001(err error) bool {
+	var e *ddl.Error
+	return errors.As(err, &e) && e.Code == CodeSerializationFailure
+}
+
+// TestStaleRefusesChanges: while the store is reported unreachable,
+// every change is refused with 58030 naming etcd and nothing changes;
+// once it is reported back, changes go through again.
+func TestStaleRefusesChanges(t *testing.T) {
+	ms, _ := etcdManagers(t, 1)
+	m := ms[0]
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	m.SetStale(since)
+	if !m.StaleSince().Equal(since) {
+		t.Fatalf("StaleSince %v", m.StaleSince())
+	}
+	rev, v := m.AppliedRevision(), m.Version()
+	for _, sql := range []string{"CREATE LINK l", "SET low_priority_bandwidth = '1MB'"} {
+		e := execErr(t, m, sql)
+		if e.Code != CodeIOError || !strings.Contains(e.Message, "etcd") || !strings.Contains(e.Message, "read-only") {
+			t.Errorf("%s while stale: %v", sql, e)
+		}
+	}
+	if err := m.Set(context.Background(), "low_priority_bandwidth", "1MB"); err == nil {
+		t.Error("the configuration's SET went through while stale")
+	}
+	if m.AppliedRevision() != rev || m.Version() != v || m.Catalog().Links["l"] != nil {
+		t.Fatalf("a refused change changed the catalog")
+	}
+	m.SetStale(time.Time{})
+	mustExec(t, m, "CREATE LINK l")
+	if m.AppliedRevision() <= rev {
+		t.Errorf("revision %d after the change, was %d", m.AppliedRevision(), rev)
+	}
+}
