@@ -12,11 +12,11 @@ import (
 
 func newLab() *cobra.Command {
 	var quick bool
-	var dsn, out, backend, pgBin, logLevel string
+	var dsn, out, backend, pgBin, logLevel, experiment string
 	cmd := &cobra.Command{
-		Use:   "lab [--quick] [--dsn URL | --backend embedded|postgres] [--out DIR]",
-		Short: "Run the reference experiments (latency; flow control) and write a report",
-		Long: `Run both reference experiments through sluice, in this process, and report.
+		Use:   "lab [--quick] [--experiment NAME] [--dsn URL | --backend embedded|postgres] [--out DIR]",
+		Short: "Run the reference experiments (latency; flow control; concurrency) and write a report",
+		Long: `Run the reference experiments through sluice, in this process, and report.
 
 1. Latency: sysbench's oltp_read_write (sluice bench) through a sluice route
    at several added round-trip times (path emulation on the link:
@@ -27,6 +27,13 @@ func newLab() *cobra.Command {
    under N concurrent bulk sessions that an exception rule penalises, on a
    link whose capacity the bulk sessions fill, with network_control off and
    on.
+3. Concurrency: 32 ordinary sessions pulling 512 kB results in a loop, whose
+   64 KiB windows together fill the link's device queue, and a small query of
+   a high-priority pool measured repeatedly, with the ordinary pool's
+   active_statements unlimited and limited: the small query's p50 and p99,
+   the ordinary sessions' MB/s and statements/s.
+
+--experiment latency, flow or concurrency runs that one alone.
 
 The database is, by default, an embedded one started in process (SQLite
 served over the PostgreSQL protocol): nothing to install. --backend postgres
@@ -50,17 +57,25 @@ Scale:                        --quick                  full (default)
   flow: link capacity         calibrated (both): the largest of 100, 50,
                               20, 10, 5, 2 or 1 MB/s that one bulk session
                               streams ten times over (20 MB/s on 2 cores)
+  concurrency: sessions       32                       32
+  concurrency: limits         unlimited, 4             unlimited, 2, 4, 8
+  concurrency: small query    20 runs per point        50 runs per point
+  concurrency: link           calibrated as flow's (both)
   duration                    under 2 minutes          under 15 minutes
 
 Targets: slowdown at N=10 >= 6x with network_control off and <= 1.2x with
-it on; TPS at 10 ms RTT within 15% of the model's prediction.
+it on; TPS at 10 ms RTT within 15% of the model's prediction; with
+active_statements=4 the small query's p50 <= 0.5x and the ordinary
+throughput >= 0.85x their unlimited figures.
 
 Progress and tables go to standard output. --out DIR writes report.md,
-report.json, tps_vs_rtt.svg and slowdown_vs_n.svg.`,
+report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg
+and throughput_vs_active.svg.`,
 		Example: `  sluice lab --quick --out out/lab
   sluice lab --backend postgres --out out/lab
   sluice lab --dsn postgres://bench:secret@db1:5432/bench --out out/lab
-  sluice lab --dsn mysql://bench:secret@db2:3306/bench --quick`,
+  sluice lab --dsn mysql://bench:secret@db2:3306/bench --quick
+  sluice lab --experiment concurrency --out out/conc`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dsn != "" && cmd.Flags().Changed("backend") {
@@ -73,6 +88,9 @@ report.json, tps_vs_rtt.svg and slowdown_vs_n.svg.`,
 			plan := lab.FullPlan()
 			if quick {
 				plan = lab.QuickPlan()
+			}
+			if plan, err = plan.Only(experiment); err != nil {
+				return usageErr(err)
 			}
 			o := lab.Options{DSN: dsn, Backend: backend, PostgresBin: pgBin, Plan: plan, Out: out,
 				Progress: cmd.OutOrStdout(), Clock: clock.Real{}, Logger: log}
@@ -91,6 +109,7 @@ report.json, tps_vs_rtt.svg and slowdown_vs_n.svg.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&quick, "quick", false, "small scale, under 2 minutes (see the table above)")
+	fl.StringVar(&experiment, "experiment", "", "run one experiment only: latency, flow or concurrency")
 	fl.StringVar(&dsn, "dsn", "", "run against this PostgreSQL or MySQL/MariaDB URL instead of a started backend")
 	fl.StringVar(&backend, "backend", lab.BackendEmbedded, "database to start when no --dsn: embedded or postgres")
 	fl.StringVar(&pgBin, "postgres-bin", "", "directory of initdb and postgres for --backend postgres (default: PATH, then /usr/lib/postgresql/*/bin)")

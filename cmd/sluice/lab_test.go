@@ -17,6 +17,8 @@ func TestLabHelpDocumentsScale(t *testing.T) {
 		"0, 1, 4, 10", "0, 1, 2, 4, 8, 10", // bulk sessions, quick and full
 		"under 2 minutes", "under 15 minutes",
 		"report.md", "report.json", "tps_vs_rtt.svg", "slowdown_vs_n.svg",
+		"--experiment", "active_statements", "unlimited, 2, 4, 8", // concurrency limits, full
+		"high_latency_vs_active.svg", "throughput_vs_active.svg",
 		"postgres://", "mysql://", "initdb",
 	} {
 		if !strings.Contains(out.String(), want) {
@@ -35,6 +37,7 @@ func TestLabUsageErrors(t *testing.T) {
 		{[]string{"lab", "--dsn", "mysql://u:p@h:3306/"}, "name a database"},
 		{[]string{"lab", "--dsn", "postgres://u@h/db", "--backend", "postgres"}, "not both"},
 		{[]string{"lab", "--log-level", "loud"}, "--log-level"},
+		{[]string{"lab", "--experiment", "bogus"}, "unknown experiment"},
 		{[]string{"lab", "--bogus"}, "--bogus"},
 		{[]string{"lab", "extra"}, "extra"},
 	}

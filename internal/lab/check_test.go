@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,10 +160,10 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 		t.Fatal(err)
 	}
 	md := string(mdBytes)
-	if (js.Latency == nil) != (rep.Latency == nil) || (js.Flow == nil) != (rep.Flow == nil) {
+	if (js.Latency == nil) != (rep.Latency == nil) || (js.Flow == nil) != (rep.Flow == nil) || (js.Concurrency == nil) != (rep.Concurrency == nil) {
 		t.Fatal("report.json lacks an experiment the run made")
 	}
-	if !strings.Contains(md, "## Targets") || len(js.Targets) != 3 {
+	if !strings.Contains(md, "## Targets") || len(js.Targets) != 5 {
 		t.Errorf("targets missing: %d in JSON", len(js.Targets))
 	}
 
@@ -274,5 +275,89 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 			t.Error("report.md does not show the slowdown chart")
 		}
 	}
+	if c := js.Concurrency; c != nil && c.Unsupported == "" {
+		checkConcurrencyFiles(t, dir, md, c)
+	}
 	return &js
+}
+
+// checkConcurrencyFiles checks the concurrency experiment's table against
+// report.json, and its charts.
+func checkConcurrencyFiles(t *testing.T, dir, md string, c *ConcurrencyReport) {
+	t.Helper()
+	rows := mdTable(t, md, "| active_statements")
+	if len(rows)-1 != len(c.Rows) {
+		t.Fatalf("concurrency table has %d rows, JSON %d", len(rows)-1, len(c.Rows))
+	}
+	base := c.row(0)
+	if base == nil {
+		t.Fatal("no unlimited point in JSON")
+	}
+	for i, r := range c.Rows {
+		cells := rows[i+1]
+		if cells[0] != limitName(r.ActiveStatements) {
+			t.Errorf("concurrency row %d is %s, want %s", i, cells[0], limitName(r.ActiveStatements))
+		}
+		for _, ch := range []struct {
+			name    string
+			cell    string
+			v, prec float64
+		}{
+			{"p50", cells[1], r.P50Ms, 0.1}, {"p99", cells[2], r.P99Ms, 0.1}, {"bound", cells[3], r.BoundMs, 0.1},
+			{"p50 ratio", cells[4], r.P50Ratio, 0.01}, {"p99 ratio", cells[5], r.LatencyRatio, 0.01},
+			{"MB/s", cells[6], r.MBps, 0.1}, {"stmts/s", cells[7], r.StatementsPerSec, 0.1},
+			{"throughput ratio", cells[8], r.ThroughputRatio, 0.01}, {"ordinary ms", cells[9], r.OrdinaryMs, 0.1},
+			{"queue mean", cells[12], r.QueueMeanBytes / 1e3, 0.1}, {"queue max", cells[13], float64(r.QueueMaxBytes) / 1e3, 0.1},
+		} {
+			if got := cellNum(t, ch.cell); !near(got, ch.v, ch.prec) {
+				t.Errorf("concurrency row %d %s: table %s, JSON %v", i, ch.name, ch.cell, ch.v)
+			}
+		}
+		if r.ActiveStatements == 0 {
+			if cells[10] != "-" || cells[11] != "-" {
+				t.Errorf("unlimited row shows admission counts %s, %s", cells[10], cells[11])
+			}
+		} else if cellNum(t, cells[10]) != float64(r.RunningMax) || !near(cellNum(t, cells[11]), r.WaitingMean, 0.1) {
+			t.Errorf("concurrency row %d running/waiting: table %s %s, JSON %v %v", i, cells[10], cells[11], r.RunningMax, r.WaitingMean)
+		}
+		if !near(r.P50Ratio, r.P50Ms/base.P50Ms, 1e-9) || !near(r.LatencyRatio, r.P99Ms/base.P99Ms, 1e-9) || !near(r.ThroughputRatio, r.MBps/base.MBps, 1e-9) {
+			t.Errorf("concurrency row %d: ratios %v %v %v are not to the unlimited point", i, r.P50Ratio, r.LatencyRatio, r.ThroughputRatio)
+		}
+		if len(r.SamplesMs) != c.Reps {
+			t.Errorf("concurrency row %d: %d samples, want %d", i, len(r.SamplesMs), c.Reps)
+		}
+		if p50, _, lo, hi := summarize(r.SamplesMs); p50 != r.P50Ms || r.P99Ms < p50 || r.P99Ms > hi || lo > p50 || r.MaxMs != hi {
+			t.Errorf("concurrency row %d: p50 %v, p99 %v, max %v do not describe samples %v", i, r.P50Ms, r.P99Ms, r.MaxMs, r.SamplesMs)
+		}
+	}
+	lat := readChart(t, filepath.Join(dir, FileConcLatency))
+	if len(lat.series["p50"]) != len(c.Rows) || len(lat.series["p99"]) != len(c.Rows) {
+		t.Fatalf("latency chart series %v", lat.legend)
+	}
+	if !strings.Contains(lat.xLabel, "active_statements") || !strings.Contains(lat.yLabel, "(ms)") {
+		t.Errorf("latency chart axis labels %q, %q", lat.xLabel, lat.yLabel)
+	}
+	tp := readChart(t, filepath.Join(dir, FileConcThroughput))
+	if len(tp.series["ordinary MB/s"]) != len(c.Rows) || !strings.Contains(tp.yLabel, "MB/s") {
+		t.Fatalf("throughput chart series %v, y %q", tp.legend, tp.yLabel)
+	}
+	// The chart must draw the data: points left to right by limit, the
+	// unlimited one rightmost, and a larger p99 higher up (a smaller y).
+	sorted := slices.Clone(c.Rows)
+	slices.SortStableFunc(sorted, func(a, b ConcurrencyRow) int { return int(c.x(a) - c.x(b)) })
+	p99 := lat.series["p99"]
+	for i := 1; i < len(sorted); i++ {
+		a, b := sorted[i-1], sorted[i]
+		if a.P99Ms != b.P99Ms && (a.P99Ms < b.P99Ms) != (p99[i-1][1] > p99[i][1]) {
+			t.Errorf("latency chart: points %d and %d at y=%v, %v contradict p99 %v, %v", i-1, i, p99[i-1][1], p99[i][1], a.P99Ms, b.P99Ms)
+		}
+	}
+	if sorted[len(sorted)-1].ActiveStatements != 0 && sorted[len(sorted)-1].ActiveStatements < c.Sessions {
+		t.Errorf("latency chart: the rightmost point is active_statements %d, not unlimited", sorted[len(sorted)-1].ActiveStatements)
+	}
+	for _, f := range []string{FileConcLatency, FileConcThroughput} {
+		if !strings.Contains(md, "("+f+")") {
+			t.Errorf("report.md does not show %s", f)
+		}
+	}
 }

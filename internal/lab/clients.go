@@ -17,6 +17,9 @@ type conn interface {
 	bulk(ctx context.Context, n *atomic.Int64) error
 	// normal runs the normal query and returns its payload bytes.
 	normal(ctx context.Context) (int64, error)
+	// run runs q and returns the payload bytes of its result, adding
+	// them to n (if not nil) as they come.
+	run(ctx context.Context, q string, n *atomic.Int64) (int64, error)
 	// ping makes one minimal round trip.
 	ping(ctx context.Context) error
 	close()
@@ -56,14 +59,21 @@ func (c pgFlowConn) bulk(ctx context.Context, n *atomic.Int64) error {
 	return err
 }
 
-func (c pgFlowConn) normal(ctx context.Context) (int64, error) {
-	mrr := c.c.Exec(ctx, pgNormalSQL)
+func (c pgFlowConn) normal(ctx context.Context) (int64, error) { return c.run(ctx, pgNormalSQL, nil) }
+
+func (c pgFlowConn) run(ctx context.Context, q string, n *atomic.Int64) (int64, error) {
+	mrr := c.c.Exec(ctx, q)
 	var total int64
 	for mrr.NextResult() {
 		rr := mrr.ResultReader()
 		for rr.NextRow() {
+			var row int64
 			for _, v := range rr.Values() {
-				total += int64(len(v))
+				row += int64(len(v))
+			}
+			total += row
+			if n != nil {
+				n.Add(row)
 			}
 		}
 		if _, err := rr.Close(); err != nil {
@@ -113,6 +123,13 @@ func (c *mysqlFlowConn) bulk(ctx context.Context, n *atomic.Int64) error {
 
 func (c *mysqlFlowConn) normal(ctx context.Context) (int64, error) {
 	return c.query(ctx, mysqlNormalSQL, nil)
+}
+
+func (c *mysqlFlowConn) run(ctx context.Context, q string, n *atomic.Int64) (int64, error) {
+	if n == nil {
+		return c.query(ctx, q, nil)
+	}
+	return c.query(ctx, q, func(k int) { n.Add(int64(k)) })
 }
 
 func (c *mysqlFlowConn) ping(ctx context.Context) error { return c.c.PingContext(ctx) }

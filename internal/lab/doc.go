@@ -1,5 +1,5 @@
-// Package lab is `sluice lab`: it reproduces the two reference
-// experiments end to end, on one machine, through sluice, and reports
+// Package lab is `sluice lab`: it reproduces the reference experiments
+// end to end, on one machine, through sluice, and reports
 // them as tables, Markdown, JSON and SVG charts.
 //
 // It owns the experiment procedures, the database the experiments run
@@ -46,6 +46,23 @@
 // STATEMENTS does) before it measures. The link capacity is calibrated
 // from what one bulk session can stream, with a wide margin, so that on a
 // small machine the link rather than the processor is the bottleneck.
+//
+// # Experiment 3: concurrency
+//
+// Many ordinary sessions (32) run a statement returning about 512 kB in a
+// loop through a route whose sessions default to the ordinary pool, and a
+// small query is measured repeatedly through a second route whose
+// sessions default to a pool with network_priority high
+// (network_control on), with the ordinary pool's active_statements
+// unlimited and at each limit of the plan. The link has a calibrated
+// capacity (as in experiment 2), a 1 ms round trip and a 64 KiB window per
+// flow, so that each streaming flow keeps about a window and a chunk in
+// the device queue and the sessions together fill it. Each point reports
+// the small query's p50 and p99, the ordinary sessions' throughput (MB/s,
+// statements/s) and the device queue's occupancy, sampled every 10 ms.
+// A build of sluice that refuses active_statements (SQLSTATE 0A000)
+// leaves the experiment unmeasured, saying so, rather than failing the
+// run.
 //
 // # Time and output
 //

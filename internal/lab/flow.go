@@ -344,14 +344,22 @@ func (r *flowRun) createLogin(ctx context.Context) (password string, drop func(c
 }
 
 // calibrate streams the bulk statement on one session through the
-// unlimited link and returns the best rate it reached over three 0.5 s
-// windows after 0.5 s of warm-up, in bytes/s.
+// unlimited link and returns the best rate it reached, in bytes/s (see
+// streamRate).
 func (r *flowRun) calibrate(ctx context.Context) (float64, error) {
-	r.p.step("calibration: streaming the bulk statement on one session through an unlimited link")
-	if err := r.s.setCapacity(ctx, 0); err != nil {
+	return streamRate(ctx, r.s, r.db, r.route, r.clk, r.p)
+}
+
+// streamRate streams the bulk statement on one session to route with the
+// default link's capacity removed and returns the best rate it reached
+// over three 0.5 s windows after 0.5 s of warm-up, in bytes/s. It leaves
+// the capacity removed.
+func streamRate(ctx context.Context, s *sluice, db *database, route string, clk clock.Clock, p *printer) (float64, error) {
+	p.step("calibration: streaming the bulk statement on one session through an unlimited link")
+	if err := s.setCapacity(ctx, 0); err != nil {
 		return 0, err
 	}
-	c, err := r.db.connect(ctx, r.route, "", "")
+	c, err := db.connect(ctx, route, "", "")
 	if err != nil {
 		return 0, err
 	}
@@ -371,11 +379,11 @@ func (r *flowRun) calibrate(ctx context.Context) (float64, error) {
 	// can stream, not what a neighbour's burst of work left of it.
 	const warm, window, windows = 500 * time.Millisecond, 500 * time.Millisecond, 3
 	var rate float64
-	err = clock.Sleep(ctx, r.clk, warm)
+	err = clock.Sleep(ctx, clk, warm)
 	for i := 0; i < windows && err == nil; i++ {
-		n0, t0 := n.Load(), r.clk.Now()
-		err = clock.Sleep(ctx, r.clk, window)
-		if secs := r.clk.Now().Sub(t0).Seconds(); secs > 0 {
+		n0, t0 := n.Load(), clk.Now()
+		err = clock.Sleep(ctx, clk, window)
+		if secs := clk.Now().Sub(t0).Seconds(); secs > 0 {
 			rate = max(rate, float64(n.Load()-n0)/secs)
 		}
 	}

@@ -45,9 +45,36 @@ type Options struct {
 // Plan is the scale of a run. An experiment with no points is skipped.
 type Plan struct {
 	// Name labels the plan in the report ("quick", "full").
-	Name    string
-	Latency LatencyPlan
-	Flow    FlowPlan
+	Name        string
+	Latency     LatencyPlan
+	Flow        FlowPlan
+	Concurrency ConcurrencyPlan
+}
+
+// Experiment names, as --experiment takes them.
+const (
+	ExperimentLatency     = "latency"
+	ExperimentFlow        = "flow"
+	ExperimentConcurrency = "concurrency"
+)
+
+// Only returns p with every experiment but the named one emptied
+// (skipped). "" returns p unchanged; an unknown name is a UsageError.
+func (p Plan) Only(experiment string) (Plan, error) {
+	out := Plan{Name: p.Name}
+	switch experiment {
+	case "":
+		return p, nil
+	case ExperimentLatency:
+		out.Latency = p.Latency
+	case ExperimentFlow:
+		out.Flow = p.Flow
+	case ExperimentConcurrency:
+		out.Concurrency = p.Concurrency
+	default:
+		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency)}
+	}
+	return out, nil
 }
 
 // LatencyPlan is the scale of the latency experiment.
@@ -99,8 +126,45 @@ type FlowPlan struct {
 	PenaltyTimeout time.Duration
 }
 
+// ConcurrencyPlan is the scale of the concurrency experiment.
+type ConcurrencyPlan struct {
+	// Limits are the ordinary pool's active_statements at each point; 0
+	// is unlimited, always measured (the base of the ratios) and added
+	// when missing. Empty skips the experiment.
+	Limits []int
+	// Sessions is the number of ordinary sessions, each running the
+	// ordinary statement in a loop; 0 means 32.
+	Sessions int
+	// Reps is how many times the high-priority query is measured per
+	// point; 0 means 50.
+	Reps int
+	// Capacity is the link capacity in bytes/s; 0 calibrates it as
+	// FlowPlan.Capacity says, capped by MaxCapacity (0: 100 MB/s).
+	Capacity, MaxCapacity int64
+	// Window is each flow's window on the link in bytes (the socket
+	// buffer a connection may fill); 0 means 64 KiB, with which 32
+	// sessions together fill the 2 MiB device queue. It should stay well
+	// below the ordinary result (512 kB): a statement then keeps at most
+	// a window in the queue.
+	Window int64
+	// RTT is the link's round-trip time (a one-way delay of RTT/2 in
+	// each direction); 0 means 1 ms. Each flow's window is in flight for
+	// a round trip, so what the sessions' windows hold beyond capacity x
+	// RTT waits in the device queue.
+	RTT time.Duration
+	// Settle is how long the ordinary sessions run before a point is
+	// measured; 0 means 1 s.
+	Settle time.Duration
+	// Measure is the least time a point's throughput is measured over:
+	// the ordinary sessions go on after the last high-priority query
+	// until it has passed, and at least until each could complete two
+	// statements at the link's capacity; 0 means 2 s.
+	Measure time.Duration
+}
+
 // QuickPlan is `sluice lab --quick`: a small table, short runs, fewer
-// points; it keeps RTT 10 ms and N = 10, which the targets are about.
+// points; it keeps RTT 10 ms, N = 10 and active_statements 4, which the
+// targets are about.
 func QuickPlan() Plan {
 	return Plan{
 		Name: "quick",
@@ -115,6 +179,7 @@ func QuickPlan() Plan {
 			RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
 			PenaltyTimeout: 15 * time.Second,
 		},
+		Concurrency: ConcurrencyPlan{Limits: []int{0, 4}, Sessions: 32, Reps: 20},
 	}
 }
 
@@ -133,6 +198,7 @@ func FullPlan() Plan {
 			RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
 			PenaltyTimeout: 20 * time.Second,
 		},
+		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
 	}
 }
 
@@ -190,7 +256,24 @@ func (o *Options) validate() error {
 		f.CheckPeriod = max(f.CheckPeriod, 100*time.Millisecond)
 		orDefault(&f.PenaltyTimeout, 20*time.Second)
 	}
-	if len(l.RTTs) == 0 && len(f.Ns) == 0 {
+	c := &o.Plan.Concurrency
+	if len(c.Limits) > 0 {
+		if err := inRange(c.Limits, 1000, "active_statements", "0 (unlimited) to 1000"); err != nil {
+			return err
+		}
+		c.Limits = withZero(c.Limits)
+		orDefault(&c.Sessions, 32)
+		if c.Sessions > 200 {
+			return &UsageError{Msg: fmt.Sprintf("%d ordinary sessions out of range (1 to 200)", c.Sessions)}
+		}
+		orDefault(&c.Reps, 50)
+		orDefault(&c.MaxCapacity, 100_000_000)
+		orDefault(&c.Settle, time.Second)
+		orDefault(&c.Measure, 2*time.Second)
+		orDefault(&c.Window, 64<<10)
+		orDefault(&c.RTT, time.Millisecond)
+	}
+	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
 	}
 	return nil
@@ -270,6 +353,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		rep.Flow = fr
 		p.table(fr.table())
+	}
+	if len(o.Plan.Concurrency.Limits) > 0 {
+		cr, err := runConcurrency(ctx, &concRun{plan: o.Plan.Concurrency, db: db, s: s, clk: clk, p: p})
+		if err != nil {
+			return nil, fmt.Errorf("concurrency experiment: %w", err)
+		}
+		rep.Concurrency = cr
+		if cr.Unsupported == "" {
+			p.table(cr.table())
+		}
 	}
 	rep.Seconds = clk.Now().Sub(start).Seconds()
 	rep.Targets = rep.evaluate()

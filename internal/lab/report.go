@@ -21,6 +21,10 @@ const (
 	FileJSON     = "report.json"
 	FileTPSChart = "tps_vs_rtt.svg"
 	FileSlowdown = "slowdown_vs_n.svg"
+	// FileConcLatency and FileConcThroughput are the concurrency
+	// experiment's charts.
+	FileConcLatency    = "high_latency_vs_active.svg"
+	FileConcThroughput = "throughput_vs_active.svg"
 )
 
 // Report is everything a run measured. Its JSON form is report.json.
@@ -32,9 +36,10 @@ type Report struct {
 	Started  time.Time `json:"started"`
 	Seconds  float64   `json:"seconds"`
 
-	Latency *LatencyReport `json:"latency,omitempty"`
-	Flow    *FlowReport    `json:"flow_control,omitempty"`
-	Targets []Target       `json:"targets"`
+	Latency     *LatencyReport     `json:"latency,omitempty"`
+	Flow        *FlowReport        `json:"flow_control,omitempty"`
+	Concurrency *ConcurrencyReport `json:"concurrency,omitempty"`
+	Targets     []Target           `json:"targets"`
 }
 
 // Target is one acceptance figure of the reference experiments.
@@ -85,7 +90,13 @@ const (
 	TargetModel       = "tps_at_10ms_vs_model"
 	TargetSlowdownOff = "slowdown_n10_control_off"
 	TargetSlowdownOn  = "slowdown_n10_control_on"
+	TargetConcLatency = "high_p50_active4_vs_unlimited"
+	TargetConcTput    = "throughput_active4_vs_unlimited"
 )
+
+// concTargetLimit is the active_statements the concurrency targets are
+// about.
+const concTargetLimit = 4
 
 // evaluate checks the targets against what was measured.
 func (r *Report) evaluate() []Target {
@@ -113,7 +124,15 @@ func (r *Report) evaluate() []Target {
 			}
 		}
 	}
-	return []Target{model, off, on}
+	cl := Target{Name: TargetConcLatency, Description: "high-priority p50 with active_statements=4 vs unlimited", Want: "<= 0.5x"}
+	ct := Target{Name: TargetConcTput, Description: "ordinary throughput with active_statements=4 vs unlimited", Want: ">= 0.85x"}
+	if c := r.Concurrency; c != nil && c.row(0) != nil {
+		if row := c.row(concTargetLimit); row != nil {
+			cl.Measured, cl.Value, cl.Met = true, row.P50Ratio, row.P50Ratio <= 0.5
+			ct.Measured, ct.Value, ct.Met = true, row.ThroughputRatio, row.ThroughputRatio >= 0.85
+		}
+	}
+	return []Target{model, off, on, cl, ct}
 }
 
 // table is a table of formatted cells, printed as aligned text or as
@@ -335,8 +354,12 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 	if r.Flow != nil {
 		files[FileSlowdown] = []byte(r.Flow.SlowdownChart().String())
 	}
+	if c := r.Concurrency; c != nil && len(c.Rows) > 0 {
+		files[FileConcLatency] = []byte(c.LatencyChart().String())
+		files[FileConcThroughput] = []byte(c.ThroughputChart().String())
+	}
 	var written []string
-	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown} {
+	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown, FileConcLatency, FileConcThroughput} {
 		data, ok := files[name]
 		if !ok {
 			continue
@@ -371,6 +394,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	if f := r.Flow; f != nil {
 		f.writeMarkdown(w)
+	}
+	if c := r.Concurrency; c != nil {
+		c.writeMarkdown(w)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,8 +42,32 @@ func sampleReport() *Report {
 				Slowdown: e / 52, SamplesMs: []float64{e, e, e}})
 		}
 	}
+	r.Concurrency = sampleConcurrency()
 	r.Targets = r.evaluate()
 	return r
+}
+
+// sampleConcurrency is a concurrency report with plausible figures.
+func sampleConcurrency() *ConcurrencyReport {
+	c := &ConcurrencyReport{CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 400,
+		QueueBytes: 2 << 20, WindowBytes: 64 << 10, Sessions: 32, OrdinarySQL: pgOrdinarySQL, HighSQL: pgHighSQL,
+		OrdinaryBytes: 512000, Reps: 3, MeasureSeconds: 2, Setup: []string{"CREATE RESOURCE POOL conc_pool"}}
+	for _, limit := range []int{0, 2, 4, 8} {
+		n := 32
+		if limit > 0 {
+			n = limit
+		}
+		q := float64(n) * 70e3
+		p50 := 2 + q/20e3
+		c.Rows = append(c.Rows, ConcurrencyRow{ActiveStatements: limit, P50Ms: p50, P99Ms: 1.2 * p50, MeanMs: 3.2 * p50 / 3, MaxMs: 1.2 * p50,
+			MBps: 19.5 - 4/float64(n), StatementsPerSec: 38, OrdinaryMs: 800, QueueMeanBytes: q, QueueMaxBytes: int64(1.1 * q),
+			BoundMs: c.boundMs(limit), SamplesMs: []float64{p50, p50, 1.2 * p50}})
+		if limit > 0 {
+			c.Rows[len(c.Rows)-1].RunningMax, c.Rows[len(c.Rows)-1].WaitingMean = limit, float64(32-limit)-0.5
+		}
+	}
+	c.ratios()
+	return c
 }
 
 func TestWriteFilesConsistent(t *testing.T) {
@@ -51,8 +77,8 @@ func TestWriteFilesConsistent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 4 {
-		t.Fatalf("wrote %v, want report.md, report.json and two charts", files)
+	if len(files) != 6 {
+		t.Fatalf("wrote %v, want report.md, report.json and four charts", files)
 	}
 	js := checkReportFiles(t, dir, rep)
 	if js.Latency.Rows[3].TPS != rep.Latency.Rows[3].TPS || js.Flow.Rows[7].Slowdown != rep.Flow.Rows[7].Slowdown {
@@ -81,6 +107,35 @@ func TestWriteFilesOneExperiment(t *testing.T) {
 	checkReportFiles(t, dir, rep)
 }
 
+func TestWriteFilesConcurrencyUnsupported(t *testing.T) {
+	rep := sampleReport()
+	rep.Concurrency = &ConcurrencyReport{Unsupported: "resource pool parameter active_statements is not supported"}
+	rep.Targets = rep.evaluate()
+	dir := t.TempDir()
+	files, err := rep.WriteFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, FileConcLatency) || strings.HasSuffix(f, FileConcThroughput) {
+			t.Errorf("%s written without measurements", f)
+		}
+	}
+	checkReportFiles(t, dir, rep)
+	md, err := os.ReadFile(dir + "/" + FileMarkdown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Experiment 3: concurrency\n\nNot measured: this build of sluice refuses `active_statements` (resource pool parameter") {
+		t.Errorf("report.md does not say why the concurrency experiment was not measured:\n%s", md)
+	}
+	for _, tg := range rep.Targets {
+		if (tg.Name == TargetConcLatency || tg.Name == TargetConcTput) && tg.Measured {
+			t.Errorf("target %s measured without measurements", tg.Name)
+		}
+	}
+}
+
 func TestEvaluate(t *testing.T) {
 	rep := sampleReport()
 	got := map[string]Target{}
@@ -107,6 +162,141 @@ func TestEvaluate(t *testing.T) {
 		case TargetSlowdownOn:
 			if tg.Met || tg.verdict() != "MISSED" || tg.measured() != "1.50x" {
 				t.Errorf("on target met at 1.5x: %+v", tg)
+			}
+		}
+	}
+}
+
+func TestEvaluateConcurrency(t *testing.T) {
+	tests := []struct {
+		name                 string
+		edit                 func(c *ConcurrencyReport)
+		measured, latMet, tp bool
+	}{
+		{"sample", func(*ConcurrencyReport) {}, true, true, true},
+		{"queue not shortened", func(c *ConcurrencyReport) { c.row(4).P50Ms = 0.9 * c.row(0).P50Ms }, true, false, true},
+		{"p99 alone stalled", func(c *ConcurrencyReport) { c.row(4).P99Ms = c.row(0).P99Ms }, true, true, true},
+		{"throughput lost", func(c *ConcurrencyReport) { c.row(4).MBps = 0.8 * c.row(0).MBps }, true, true, false},
+		{"no limit 4", func(c *ConcurrencyReport) {
+			c.Rows = slices.DeleteFunc(c.Rows, func(r ConcurrencyRow) bool { return r.ActiveStatements == 4 })
+		}, false, false, false},
+		{"no baseline", func(c *ConcurrencyReport) { c.Rows = c.Rows[1:] }, false, false, false},
+		{"unsupported", func(c *ConcurrencyReport) { *c = ConcurrencyReport{Unsupported: "no"} }, false, false, false},
+	}
+	for _, tt := range tests {
+		rep := sampleReport()
+		tt.edit(rep.Concurrency)
+		rep.Concurrency.ratios()
+		got := map[string]Target{}
+		for _, tg := range rep.evaluate() {
+			got[tg.Name] = tg
+		}
+		lat, tp := got[TargetConcLatency], got[TargetConcTput]
+		if lat.Measured != tt.measured || tp.Measured != tt.measured {
+			t.Errorf("%s: measured %v %v, want %v", tt.name, lat.Measured, tp.Measured, tt.measured)
+			continue
+		}
+		if tt.measured && (lat.Met != tt.latMet || tp.Met != tt.tp) {
+			t.Errorf("%s: latency met %v (%.2fx), throughput met %v (%.2fx); want %v, %v", tt.name, lat.Met, lat.Value, tp.Met, tp.Value, tt.latMet, tt.tp)
+		}
+	}
+}
+
+func TestConcurrencyBound(t *testing.T) {
+	c := &ConcurrencyReport{CapacityBytes: 20e6, QueueBytes: 2 << 20, WindowBytes: 64 << 10, Sessions: 32}
+	for _, tt := range []struct {
+		limit int
+		want  float64 // ms
+	}{
+		{0, float64(2<<20) / 20e3},      // 32 windows and chunks: more than the queue
+		{4, float64(4*(96<<10)) / 20e3}, // 4 windows and chunks
+		{64, float64(2<<20) / 20e3},     // above the sessions: as unlimited
+	} {
+		if got := c.boundMs(tt.limit); !near(got, tt.want, 1e-9) {
+			t.Errorf("boundMs(%d) = %v, want %v", tt.limit, got, tt.want)
+		}
+	}
+	c.QueueBytes = 1 << 20 // a smaller queue caps the bound
+	if got := c.boundMs(0); !near(got, float64(1<<20)/20e3, 1e-9) {
+		t.Errorf("boundMs(0) with a 1 MiB queue = %v", got)
+	}
+	if (&ConcurrencyReport{}).boundMs(4) != 0 {
+		t.Error("bound without a capacity")
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	hundred := make([]float64, 100)
+	for i := range hundred {
+		hundred[i] = float64(100 - i)
+	}
+	for _, tt := range []struct {
+		v    []float64
+		q    float64
+		want float64
+	}{
+		{nil, 0.99, 0},
+		{[]float64{7}, 0.99, 7},
+		{[]float64{3, 1, 2}, 0.5, 2},
+		{[]float64{4, 1, 3, 2}, 0.5, 2},
+		{[]float64{5, 1, 4, 2, 3}, 0.99, 5},
+		{hundred, 0.99, 99},
+		{hundred, 1, 100},
+	} {
+		if got := percentile(tt.v, tt.q); got != tt.want {
+			t.Errorf("percentile(%v, %v) = %v, want %v", tt.v, tt.q, got, tt.want)
+		}
+	}
+}
+
+func TestPlanOnly(t *testing.T) {
+	full := FullPlan()
+	for _, tt := range []struct {
+		name                  string
+		latency, flow, concur bool
+	}{
+		{"", true, true, true},
+		{ExperimentLatency, true, false, false},
+		{ExperimentFlow, false, true, false},
+		{ExperimentConcurrency, false, false, true},
+	} {
+		p, err := full.Only(tt.name)
+		if err != nil {
+			t.Fatalf("Only(%q): %v", tt.name, err)
+		}
+		if got := [3]bool{len(p.Latency.RTTs) > 0, len(p.Flow.Ns) > 0, len(p.Concurrency.Limits) > 0}; got != [3]bool{tt.latency, tt.flow, tt.concur} {
+			t.Errorf("Only(%q) keeps latency, flow, concurrency = %v", tt.name, got)
+		}
+		if p.Name != "full" {
+			t.Errorf("Only(%q) renamed the plan %q", tt.name, p.Name)
+		}
+	}
+	var ue *UsageError
+	if _, err := full.Only("flow-control"); !errors.As(err, &ue) {
+		t.Errorf("Only(unknown) = %v, want a UsageError", err)
+	}
+}
+
+func TestConcurrencyChartsOrder(t *testing.T) {
+	c := sampleConcurrency()
+	slices.Reverse(c.Rows) // drawn by x whatever the order of the points
+	for _, ch := range []struct {
+		name   string
+		series string
+		chart  string
+	}{{"latency", "p99", c.LatencyChart().String()}, {"throughput", "ordinary MB/s", c.ThroughputChart().String()}} {
+		dir := t.TempDir()
+		path := dir + "/c.svg"
+		if err := os.WriteFile(path, []byte(ch.chart), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pts := readChart(t, path).series[ch.series]
+		if len(pts) != len(c.Rows) {
+			t.Fatalf("%s chart: %d points, want %d", ch.name, len(pts), len(c.Rows))
+		}
+		for i := 1; i < len(pts); i++ {
+			if pts[i][0] <= pts[i-1][0] {
+				t.Errorf("%s chart: x not increasing at point %d: %v", ch.name, i, pts)
 			}
 		}
 	}
@@ -276,6 +466,8 @@ func TestValidate(t *testing.T) {
 		{"empty plan", Options{}, "no experiment"},
 		{"negative RTT", Options{Plan: Plan{Latency: LatencyPlan{RTTs: []time.Duration{-1}}}}, "out of range"},
 		{"too many sessions", Options{Plan: Plan{Flow: FlowPlan{Ns: []int{1000}}}}, "out of range"},
+		{"negative limit", Options{Plan: Plan{Concurrency: ConcurrencyPlan{Limits: []int{-1}}}}, "out of range"},
+		{"too many ordinary sessions", Options{Plan: Plan{Concurrency: ConcurrencyPlan{Limits: []int{4}, Sessions: 500}}}, "out of range"},
 	}
 	for _, tt := range tests {
 		err := tt.o.validate()
@@ -302,6 +494,13 @@ func TestValidate(t *testing.T) {
 	}
 	if o.Plan.Flow.Reps != 20 || o.Plan.Flow.MaxCapacity != 100e6 || o.Plan.Flow.CheckPeriod != 100*time.Millisecond {
 		t.Errorf("flow defaults not applied: %+v", o.Plan.Flow)
+	}
+	o = Options{Plan: Plan{Concurrency: ConcurrencyPlan{Limits: []int{8, 2, 8}}}}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c := o.Plan.Concurrency; !slices.Equal(c.Limits, []int{0, 2, 8}) || c.Sessions != 32 || c.Reps != 50 || c.Window != 64<<10 || c.Settle != time.Second || c.MaxCapacity != 100e6 {
+		t.Errorf("concurrency defaults not applied: %+v", c)
 	}
 }
 

@@ -100,4 +100,12 @@ func (s *sluice) linkStats() link.Stats {
 	return link.Stats{}
 }
 
+// admission returns the statements of pool holding an admission slot
+// and those waiting for one (SHOW POOLS' running and waiting); 0, 0 for a
+// pool admission does not count.
+func (s *sluice) admission(pool string) (running, waiting int) {
+	st := s.mgr.AdmissionStats()[pool]
+	return st.Running, st.Waiting
+}
+
 func (s *sluice) close() { s.st.Close() }

@@ -1,0 +1,466 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/units"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
+)
+
+// The statements of the concurrency experiment: an ordinary statement
+// returning about 512 kB, several windows of the link, and a small
+// high-priority query.
+const (
+	pgOrdinarySQL    = `SELECT repeat('o', 1000) FROM generate_series(1, 512)`
+	pgHighSQL        = `SELECT repeat('h', 100)`
+	mysqlOrdinarySQL = `SELECT REPEAT('o', 1000) FROM seq_1_to_512`
+	mysqlHighSQL     = `SELECT REPEAT('h', 100)`
+)
+
+// ordinaryPayload is the payload of one ordinary result, in bytes.
+const ordinaryPayload = 512 * 1000
+
+// Catalog names the concurrency experiment creates in sluice, and its
+// routes.
+const (
+	concPool      = "conc_pool"
+	concHighPool  = "conc_high_pool"
+	concRoute     = "conc"
+	concHighRoute = "conc_high"
+)
+
+// chunkBytes is the largest chunk a pump reads (package proxy's read
+// buffer): a flow whose window is full may have one more chunk admitted
+// to the device queue, waiting for the window.
+const chunkBytes = 32 << 10
+
+// queueSample is how often a point samples the link's device queue.
+const queueSample = 10 * time.Millisecond
+
+// ConcurrencyReport is the concurrency experiment's outcome.
+type ConcurrencyReport struct {
+	// Unsupported, when set, says why nothing was measured: this build
+	// of sluice refuses active_statements. The other fields are then
+	// mostly empty.
+	Unsupported string `json:"unsupported,omitempty"`
+	// CapacityBytes is the link capacity in bytes/s; Capacity spells it.
+	CapacityBytes int64  `json:"capacity_bytes_per_second"`
+	Capacity      string `json:"capacity"`
+	// Calibrated is set when the capacity came from StreamMBps, what one
+	// bulk session streamed through an unlimited link.
+	Calibrated bool    `json:"calibrated"`
+	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
+	// QueueBytes is the link's device FIFO; WindowBytes each flow's
+	// window on the link.
+	QueueBytes  int64 `json:"device_queue_bytes"`
+	WindowBytes int64 `json:"window_bytes"`
+	// RTTMs is the link's round-trip time.
+	RTTMs       float64 `json:"rtt_ms"`
+	Sessions    int     `json:"ordinary_sessions"`
+	OrdinarySQL string  `json:"ordinary_sql"`
+	HighSQL     string  `json:"high_priority_sql"`
+	// OrdinaryBytes is the payload of one ordinary result.
+	OrdinaryBytes int64 `json:"ordinary_result_bytes"`
+	Reps          int   `json:"reps_per_point"`
+	// MeasureSeconds is the least time throughput is measured over.
+	MeasureSeconds float64 `json:"measure_seconds"`
+	// Setup are the console statements that made the pools; each point
+	// then sets the ordinary pool's active_statements.
+	Setup []string         `json:"setup"`
+	Rows  []ConcurrencyRow `json:"points"`
+}
+
+// ConcurrencyRow is one point: the ordinary pool at one
+// active_statements.
+type ConcurrencyRow struct {
+	// ActiveStatements is the ordinary pool's limit; 0 is unlimited.
+	ActiveStatements int `json:"active_statements"`
+	// P50Ms, P99Ms, MeanMs and MaxMs describe the high-priority query's
+	// elapsed times (P99 by nearest rank: with fewer than 100
+	// measurements it is the largest but one or the largest).
+	P50Ms  float64 `json:"high_p50_ms"`
+	P99Ms  float64 `json:"high_p99_ms"`
+	MeanMs float64 `json:"high_mean_ms"`
+	MaxMs  float64 `json:"high_max_ms"`
+	// MBps and StatementsPerSec are what the ordinary sessions received
+	// and completed together from the first high-priority query on, over
+	// at least the plan's Measure (see concRun.measure).
+	MBps             float64 `json:"ordinary_mb_per_s"`
+	StatementsPerSec float64 `json:"ordinary_statements_per_s"`
+	// OrdinaryMs is the mean elapsed time of an ordinary statement as
+	// its client saw it: time held by admission included.
+	OrdinaryMs float64 `json:"ordinary_mean_ms"`
+	// QueueMeanBytes and QueueMaxBytes are the device FIFO occupancy
+	// (server to client), sampled every 10 ms during the measurement.
+	QueueMeanBytes float64 `json:"device_queue_mean_bytes"`
+	QueueMaxBytes  int64   `json:"device_queue_max_bytes"`
+	// RunningMax and WaitingMean are the ordinary pool's statements
+	// holding a slot (at most) and waiting for one (on average), sampled
+	// with the device queue; both 0 unlimited, where admission does not
+	// count.
+	RunningMax  int     `json:"running_max"`
+	WaitingMean float64 `json:"waiting_mean"`
+	// BoundMs is the model's wait behind the device queue: what
+	// min(active statements, sessions) flows hold in it at most (a window
+	// and a chunk each), capped by the FIFO, drained at the capacity.
+	BoundMs float64 `json:"queue_bound_ms"`
+	// P50Ratio and LatencyRatio are P50Ms and P99Ms over their values
+	// unlimited; ThroughputRatio MBps over MBps unlimited.
+	P50Ratio        float64   `json:"high_p50_vs_unlimited"`
+	LatencyRatio    float64   `json:"high_p99_vs_unlimited"`
+	ThroughputRatio float64   `json:"throughput_vs_unlimited"`
+	SamplesMs       []float64 `json:"samples_ms"`
+}
+
+// concRun is the state of one concurrency experiment.
+type concRun struct {
+	plan ConcurrencyPlan
+	db   *database
+	s    *sluice
+	clk  clock.Clock
+	p    *printer
+	// ordinary and high are the routes whose sessions default to the
+	// ordinary and the high-priority pool.
+	ordinary, high string
+	capacity       int64
+}
+
+func (r *concRun) sql() (ordinary, high string) {
+	if r.db.protocol == protoMySQL {
+		return mysqlOrdinarySQL, mysqlHighSQL
+	}
+	return pgOrdinarySQL, pgHighSQL
+}
+
+// activeStatements is the console statement that sets the ordinary
+// pool's limit n (0 unlimited).
+func activeStatements(n int) string {
+	v := "-1"
+	if n > 0 {
+		v = fmt.Sprint(n)
+	}
+	return fmt.Sprintf("ALTER RESOURCE POOL %s WITH (active_statements=%s)", concPool, v)
+}
+
+func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, err error) {
+	p := r.p
+	ordinarySQL, highSQL := r.sql()
+	rep = &ConcurrencyReport{
+		OrdinarySQL: ordinarySQL, HighSQL: highSQL, Reps: r.plan.Reps, Sessions: r.plan.Sessions,
+		QueueBytes: link.DefaultQueueSize, WindowBytes: r.plan.Window, RTTMs: durMs(r.plan.RTT),
+	}
+	p.printf("\n== Experiment 3: concurrency ==\n")
+	p.printf("high-priority query %q measured %d times per point while %d ordinary sessions run %q in a loop\n",
+		highSQL, r.plan.Reps, r.plan.Sessions, ordinarySQL)
+	rep.Setup = []string{
+		fmt.Sprintf("CREATE RESOURCE POOL %s", concPool),
+		fmt.Sprintf("CREATE RESOURCE POOL %s WITH (network_priority='high')", concHighPool),
+		"SET network_control = on",
+	}
+	if err := r.s.exec(ctx, rep.Setup...); err != nil {
+		return nil, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		r.s.exec(cctx, "ALTER LINK default WITH (capacity=DEFAULT, window=DEFAULT, delay=DEFAULT)", "RESET network_control")
+	}()
+	if err := r.s.exec(ctx, activeStatements(0)); err != nil {
+		var de *ddl.Error
+		if errors.As(err, &de) && de.Code == ddl.CodeNotSupported {
+			rep.Unsupported = de.Message
+			p.step("skipped: this build of sluice refuses active_statements (%s)", de.Message)
+			return rep, nil
+		}
+		return nil, err
+	}
+	if r.ordinary, err = r.s.addRoute(concRoute, concPool); err != nil {
+		return nil, err
+	}
+	if r.high, err = r.s.addRoute(concHighRoute, concHighPool); err != nil {
+		return nil, err
+	}
+	p.step("ordinary sessions through %s (pool %s), the high-priority query through %s (pool %s, network_priority high)",
+		r.ordinary, concPool, r.high, concHighPool)
+
+	capacity := r.plan.Capacity
+	if capacity <= 0 {
+		rate, err := streamRate(ctx, r.s, r.db, r.ordinary, r.clk, p)
+		if err != nil {
+			return nil, err
+		}
+		rep.Calibrated, rep.StreamMBps = true, rate/1e6
+		capacity = pickCapacity(rate, r.plan.MaxCapacity)
+		p.step("calibration: one bulk session streams %.0f MB/s through an unlimited link; link capacity %s", rate/1e6, units.FormatRate(capacity))
+	}
+	rep.CapacityBytes, rep.Capacity = capacity, units.FormatRate(capacity)
+	r.capacity = capacity
+	rep.MeasureSeconds = r.measure().Seconds()
+	if err := r.s.exec(ctx, fmt.Sprintf("ALTER LINK default WITH (capacity='%s', window='%s', delay='%dus')",
+		units.FormatRate(capacity), units.FormatBytes(r.plan.Window), (r.plan.RTT/2).Microseconds())); err != nil {
+		return nil, err
+	}
+	p.step("link: capacity %s, device queue %s, RTT %s, window %s per flow (%d sessions x %s = %s)",
+		rep.Capacity, units.FormatBytes(rep.QueueBytes), fmtRTT(r.plan.RTT), units.FormatBytes(rep.WindowBytes),
+		rep.Sessions, units.FormatBytes(rep.WindowBytes), units.FormatBytes(int64(rep.Sessions)*rep.WindowBytes))
+
+	for _, limit := range r.plan.Limits {
+		if err := r.s.exec(ctx, activeStatements(limit)); err != nil {
+			return nil, err
+		}
+		row, ob, err := r.point(ctx, limit)
+		if err != nil {
+			return nil, fmt.Errorf("active_statements %s: %w", limitName(limit), err)
+		}
+		rep.OrdinaryBytes = max(rep.OrdinaryBytes, ob)
+		row.BoundMs = rep.boundMs(limit)
+		rep.Rows = append(rep.Rows, row)
+		p.step("active_statements %s: high-priority query p50 %.1f ms, p99 %.1f ms (bound %.1f ms); ordinary %.1f MB/s, %.1f statements/s, %.0f ms each, %d running at most, %.1f waiting on average; device queue mean %s, max %s",
+			limitName(limit), row.P50Ms, row.P99Ms, row.BoundMs, row.MBps, row.StatementsPerSec, row.OrdinaryMs, row.RunningMax, row.WaitingMean,
+			units.FormatBytes(int64(row.QueueMeanBytes)), units.FormatBytes(row.QueueMaxBytes))
+	}
+	rep.ratios()
+	return rep, nil
+}
+
+// boundMs is the model's wait behind the device queue at limit (0
+// unlimited): min(limit or sessions, sessions) windows and chunks, at
+// most the FIFO, over the capacity, in ms.
+func (c *ConcurrencyReport) boundMs(limit int) float64 {
+	if c.CapacityBytes <= 0 {
+		return 0
+	}
+	n := c.Sessions
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	q := min(c.QueueBytes, int64(n)*(c.WindowBytes+chunkBytes))
+	return float64(q) / float64(c.CapacityBytes) * 1000
+}
+
+// ratios fills each row's ratios to the unlimited point.
+func (c *ConcurrencyReport) ratios() {
+	base := c.row(0)
+	if base == nil {
+		return
+	}
+	for i := range c.Rows {
+		r := &c.Rows[i]
+		if base.P50Ms > 0 {
+			r.P50Ratio = r.P50Ms / base.P50Ms
+		}
+		if base.P99Ms > 0 {
+			r.LatencyRatio = r.P99Ms / base.P99Ms
+		}
+		if base.MBps > 0 {
+			r.ThroughputRatio = r.MBps / base.MBps
+		}
+	}
+}
+
+// row returns the point at limit, or nil.
+func (c *ConcurrencyReport) row(limit int) *ConcurrencyRow {
+	for i := range c.Rows {
+		if c.Rows[i].ActiveStatements == limit {
+			return &c.Rows[i]
+		}
+	}
+	return nil
+}
+
+// limitName spells an active_statements limit, 0 as "unlimited".
+func limitName(n int) string {
+	if n <= 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(n)
+}
+
+// point measures the high-priority query while the ordinary sessions
+// run, and returns the row and the ordinary result's payload bytes.
+func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, error) {
+	row := ConcurrencyRow{ActiveStatements: limit}
+	ordinarySQL, highSQL := r.sql()
+	high, err := r.db.connect(ctx, r.high, "", "")
+	if err != nil {
+		return row, 0, err
+	}
+	defer high.close()
+	if _, err := high.run(ctx, highSQL, nil); err != nil { // warm the session up
+		return row, 0, err
+	}
+
+	octx, stop := context.WithCancel(ctx)
+	var bytes, stmts, stmtNanos, resultBytes atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, r.plan.Sessions)
+	for i := 0; i < r.plan.Sessions; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := r.db.connect(octx, r.ordinary, "", "")
+			if err != nil {
+				if octx.Err() == nil {
+					errs <- fmt.Errorf("ordinary session: %w", err)
+				}
+				return
+			}
+			defer c.close()
+			for octx.Err() == nil {
+				t0 := r.clk.Now()
+				n, err := c.run(octx, ordinarySQL, &bytes)
+				if err != nil {
+					if octx.Err() == nil {
+						errs <- fmt.Errorf("ordinary session: %w", err)
+					}
+					return
+				}
+				stmts.Add(1)
+				stmtNanos.Add(int64(r.clk.Now().Sub(t0)))
+				resultBytes.Store(n)
+			}
+		}()
+	}
+	stopped := false
+	stopOrdinary := func() {
+		if !stopped {
+			stopped = true
+			stop()
+			wg.Wait()
+			r.drain(ctx)
+		}
+	}
+	defer stopOrdinary()
+
+	r.p.step("active_statements %s: started %s; measuring after %s", limitName(limit), plural(r.plan.Sessions, "ordinary session"), r.plan.Settle)
+	if err := clock.Sleep(ctx, r.clk, r.plan.Settle); err != nil {
+		return row, 0, err
+	}
+	select {
+	case err := <-errs:
+		return row, 0, err
+	default:
+	}
+
+	// The device queue, sampled until the measurements end.
+	var qsum, qn, qmax, rmax, wsum atomic.Int64
+	sctx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for clock.Sleep(sctx, r.clk, queueSample) == nil {
+			q := r.s.linkStats().Directions[link.Down].QueueBytes()
+			qsum.Add(q)
+			qn.Add(1)
+			if q > qmax.Load() {
+				qmax.Store(q)
+			}
+			running, waiting := r.s.admission(concPool)
+			if int64(running) > rmax.Load() {
+				rmax.Store(int64(running))
+			}
+			wsum.Add(int64(waiting))
+		}
+	}()
+	var done atomic.Int64
+	prog := r.p.every(ctx, 2*time.Second, func() string {
+		return fmt.Sprintf("active_statements %s: measured %d/%d", limitName(limit), done.Load(), r.plan.Reps)
+	})
+	finish := func() { prog(); stopSampling(); <-sampled }
+	b0, s0, n0, m0 := bytes.Load(), stmts.Load(), stmtNanos.Load(), r.clk.Now()
+	times := make([]float64, 0, r.plan.Reps)
+	for i := 0; i < r.plan.Reps; i++ {
+		select {
+		case err := <-errs:
+			finish()
+			return row, 0, err
+		default:
+		}
+		t0 := r.clk.Now()
+		_, err := high.run(ctx, highSQL, nil)
+		d := r.clk.Now().Sub(t0)
+		if err != nil {
+			finish()
+			return row, 0, fmt.Errorf("high-priority query: %w", err)
+		}
+		times = append(times, durMs(d))
+		done.Add(1)
+	}
+	if rest := m0.Add(r.measure()).Sub(r.clk.Now()); rest > 0 {
+		if err := clock.Sleep(ctx, r.clk, rest); err != nil {
+			finish()
+			return row, 0, err
+		}
+	}
+	secs := r.clk.Now().Sub(m0).Seconds()
+	b1, s1, n1 := bytes.Load(), stmts.Load(), stmtNanos.Load()
+	finish()
+	if secs > 0 {
+		row.MBps = float64(b1-b0) / 1e6 / secs
+		row.StatementsPerSec = float64(s1-s0) / secs
+	}
+	if s1 > s0 {
+		row.OrdinaryMs = float64(n1-n0) / float64(s1-s0) / float64(time.Millisecond)
+	}
+	if n := qn.Load(); n > 0 {
+		row.QueueMeanBytes = float64(qsum.Load()) / float64(n)
+		row.WaitingMean = float64(wsum.Load()) / float64(n)
+	}
+	row.RunningMax = int(rmax.Load())
+	row.QueueMaxBytes = qmax.Load()
+	stopOrdinary()
+	row.P50Ms, row.MeanMs, _, row.MaxMs = summarize(times)
+	row.P99Ms = percentile(times, 0.99)
+	row.SamplesMs = times
+	return row, resultBytes.Load(), nil
+}
+
+// measure is the least time a point's throughput is measured over: the
+// plan's Measure, or long enough for every session to complete about two
+// statements at the link's capacity (2 x sessions x 512 kB / capacity)
+// if that is longer, so that statements/s counts whole statements even
+// on a slow link.
+func (r *concRun) measure() time.Duration {
+	d := r.plan.Measure
+	if r.capacity > 0 {
+		d = max(d, time.Duration(2*float64(r.plan.Sessions)*ordinaryPayload/float64(r.capacity)*float64(time.Second)))
+	}
+	return d
+}
+
+// drain waits, for up to 10 s, until the link's queues are empty, so the
+// next point starts on an idle link.
+func (r *concRun) drain(ctx context.Context) {
+	deadline := r.clk.Now().Add(10 * time.Second)
+	for r.clk.Now().Before(deadline) {
+		st := r.s.linkStats()
+		if st.Directions[link.Down].QueueBytes()+st.Directions[link.Up].QueueBytes() == 0 {
+			return
+		}
+		if clock.Sleep(ctx, r.clk, 20*time.Millisecond) != nil {
+			return
+		}
+	}
+}
+
+// percentile returns the q-th quantile of v (0 < q <= 1) by nearest rank:
+// the smallest value with at least q of the values at or below it; 0 for
+// no values.
+func percentile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	k := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[min(max(k, 0), len(s)-1)]
+}
