@@ -21,6 +21,7 @@ type Session struct {
 	bytesUp   atomic.Int64 // client to server
 	bytesDown atomic.Int64 // server to client
 	penalized atomic.Int32 // running statements that are penalised
+	kind      atomic.Uint32 // a Kind; SetKind
 
 	mu         sync.Mutex
 	user       string       // guarded by mu

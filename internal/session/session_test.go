@@ -187,3 +187,20 @@ func TestBeginHidesPasswords(t *testing.T) {
 		}
 	}
 }
+
+func TestKind(t *testing.T) {
+	r := NewRegistry(Options{})
+	s := r.Open(Info{Route: "r"}, time.Unix(0, 0))
+	if s.Kind() != KindClient || s.Kind().String() != "client" {
+		t.Fatalf("new session kind = %v", s.Kind())
+	}
+	for _, k := range []Kind{KindReplication, KindBaseBackup, KindLogical} {
+		s.SetKind(k)
+		if s.Kind() != k {
+			t.Errorf("SetKind(%v) then Kind() = %v", k, s.Kind())
+		}
+	}
+	if Kind(200).String() != "unknown" {
+		t.Errorf("Kind(200) = %q", Kind(200).String())
+	}
+}
