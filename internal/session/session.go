@@ -18,9 +18,9 @@ type Session struct {
 	Opened time.Time
 
 	reg       *Registry
-	bytesUp   atomic.Int64 // client to server
-	bytesDown atomic.Int64 // server to client
-	penalized atomic.Int32 // running statements that are penalised
+	bytesUp   atomic.Int64  // client to server
+	bytesDown atomic.Int64  // server to client
+	penalized atomic.Int32  // running statements that are penalised
 	kind      atomic.Uint32 // a Kind; SetKind
 
 	mu         sync.Mutex
