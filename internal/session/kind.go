@@ -1,5 +1,7 @@
 package session
 
+import "github.com/sluicelab/sluice/internal/enum"
+
 // Kind is what a session is for: an ordinary client, or traffic between
 // database nodes that a front end recognised at its opening exchange (a
 // PostgreSQL startup with replication=..., a MySQL replica's binlog
@@ -21,15 +23,10 @@ const (
 	KindLogical
 )
 
-var kindNames = [...]string{KindClient: "client", KindReplication: "replication", KindBaseBackup: "basebackup", KindLogical: "logical"}
+var kindNames = []string{KindClient: "client", KindReplication: "replication", KindBaseBackup: "basebackup", KindLogical: "logical"}
 
 // String is the kind's name as SHOW SESSIONS and the metrics show it.
-func (k Kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return "unknown"
-}
+func (k Kind) String() string { return enum.Name(kindNames, int(k), "kind") }
 
 // SetKind records what the session is for; a front end may refine it
 // as the session goes (a replication connection that runs BASE_BACKUP).

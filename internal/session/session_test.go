@@ -200,7 +200,7 @@ func TestKind(t *testing.T) {
 			t.Errorf("SetKind(%v) then Kind() = %v", k, s.Kind())
 		}
 	}
-	if Kind(200).String() != "unknown" {
+	if Kind(200).String() != "kind(200)" {
 		t.Errorf("Kind(200) = %q", Kind(200).String())
 	}
 }
