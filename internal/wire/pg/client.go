@@ -2,6 +2,7 @@ package pg
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
@@ -41,7 +42,8 @@ type clientObserver struct {
 	maxSQL int
 	err    error // sticky: once malformed, always malformed
 
-	adm *admitUp // the session's admission, told of each statement begun; nil without
+	adm      *admitUp // the session's admission, told of each statement begun; nil without
+	physical bool     // a physical replication connection: BASE_BACKUP makes it KindBaseBackup
 
 	tgt      target
 	st       *session.Statement // owner of the current message when tgt == toStatement
@@ -178,6 +180,9 @@ func (c *clientObserver) message() {
 // and this message so far) and the server bytes waiting for it.
 func (c *clientObserver) begin(sql string, kind entryKind) {
 	st := c.sess.Begin(sql, c.clk.Now())
+	if c.physical && isBaseBackup(sql) {
+		c.sess.SetKind(session.KindBaseBackup)
+	}
 	down := c.t.push(entry{kind: kind, st: st})
 	st.AddUp(c.pendingUp + c.msgBytes)
 	if down > 0 {
@@ -192,6 +197,21 @@ func (c *clientObserver) begin(sql string, kind entryKind) {
 	if c.adm != nil {
 		c.adm.begun, c.adm.begunKind = st, kind
 	}
+}
+
+// isBaseBackup reports whether a replication command is BASE_BACKUP: its
+// first word, after blanks and in any case.
+func isBaseBackup(sql string) bool {
+	const word = "BASE_BACKUP"
+	sql = strings.TrimLeft(sql, " \t\n\r\f\v")
+	if len(sql) < len(word) || !strings.EqualFold(sql[:len(word)], word) {
+		return false
+	}
+	if len(sql) == len(word) {
+		return true
+	}
+	c := sql[len(word)]
+	return !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
 }
 
 // fatal builds the error that ends the session for a client protocol

@@ -170,6 +170,8 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 		return wire.Conn{}, errors.New("pg: register returned no session")
 	}
 	sess.SetIdentity(pkt.user(), pkt.database(), pkt.param("application_name"))
+	kind := pkt.sessionKind()
+	sess.SetKind(kind)
 
 	up, err := f.connect(ctx, dial, pkt.raw)
 	if err != nil {
@@ -187,10 +189,14 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 
 	forwards := f.forward != nil && f.forward.Forwards(sess.User())
 	var gate *wire.Gate
-	if !forwards {
+	if !forwards && kind == session.KindClient {
+		// A replication connection is never held: its START_REPLICATION
+		// or BASE_BACKUP is one statement as long as the stream, and
+		// holding it would stall a standby and keep a slot for good.
 		gate = wire.NewGate(f.admit)
 	}
 	upObs, downObs := f.observers(sess, func(k []byte) { f.installKey(sess, k, dial, gate) })
+	upObs.physical = kind == session.KindReplication
 	wc := wire.Conn{Session: sess, Client: conn, Upstream: up, Up: upObs, Down: downObs, InternalError: f.OpenFailure, Terminated: terminated}
 	if forwards {
 		wc.Up, wc.Down = forwarding(f.forward, f.log, sess, upObs, downObs)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/sluicelab/sluice/internal/session"
 )
 
 func startupBytes(params map[string]string) []byte {
@@ -20,6 +22,7 @@ func startupBytes(params map[string]string) []byte {
 func FuzzParseStartup(f *testing.F) {
 	f.Add(startupBytes(map[string]string{"user": "sluice", "database": "sluice", "application_name": "psql"}))
 	f.Add(startupBytes(map[string]string{"user": "u", "replication": "database"}))
+	f.Add(startupBytes(map[string]string{"user": "rep", "replication": "true", "application_name": "walreceiver"}))
 	f.Add(startupBytes(nil))
 	f.Add(sslRequestPacket)
 	f.Add([]byte{0, 0, 0, 8, 4, 210, 22, 48})                                // GSSENCRequest
@@ -43,6 +46,9 @@ func FuzzParseStartup(f *testing.F) {
 					t.Fatalf("accepted version %x", p.version)
 				}
 				_, _ = p.user(), p.database()
+				if k := p.sessionKind(); k == session.KindReplication && p.database() != "" && p.param("database") == "" {
+					t.Fatalf("physical replication startup with database %q", p.database())
+				}
 			case packetCancel:
 				if len(p.key) < 8 || len(p.key) > 4+maxSecret {
 					t.Fatalf("key of %d bytes", len(p.key))

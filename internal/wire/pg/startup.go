@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/sluicelab/sluice/internal/session"
 )
 
 // The opening packets carry no type byte: a length word (counting itself)
@@ -80,11 +83,44 @@ func (p *startupPacket) database() string {
 	if db := p.param("database"); db != "" {
 		return db
 	}
-	switch p.param("replication") {
-	case "true", "on", "yes", "1":
+	if p.sessionKind() == session.KindReplication {
 		return ""
 	}
 	return p.user()
+}
+
+// sessionKind returns what the connection is for, from its replication
+// parameter as the server reads it: exactly "database" is KindLogical; a
+// true boolean (parseBool) is KindReplication; anything else (absent,
+// false, a value the server refuses) is KindClient.
+func (p *startupPacket) sessionKind() session.Kind {
+	v := p.param("replication")
+	if v == "database" {
+		return session.KindLogical
+	}
+	if b, ok := parseBool(v); ok && b {
+		return session.KindReplication
+	}
+	return session.KindClient
+}
+
+// parseBool reads a boolean as PostgreSQL's parse_bool does: in any case,
+// no spaces, a prefix of "true", "false" or "yes", "no",
+// "on", "off" (at least "of" for it), "1" or "0". ok is false for
+// anything else.
+func parseBool(v string) (b, ok bool) {
+	v = strings.ToLower(v)
+	if v == "" {
+		return false, false
+	}
+	prefix := func(word string) bool { return strings.HasPrefix(word, v) }
+	switch {
+	case v == "1" || v == "on" || prefix("true") || prefix("yes"):
+		return true, true
+	case v == "0" || len(v) >= 2 && prefix("off") || prefix("false") || prefix("no"):
+		return false, true
+	}
+	return false, false
 }
 
 // startupError is a malformed opening packet. Its message is sent to the
