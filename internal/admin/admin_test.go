@@ -277,7 +277,7 @@ func TestShowSessionsAndStatements(t *testing.T) {
 			}
 		}
 	}
-	check("SHOW SESSIONS", map[string]string{"route": "pg", "user": "user1", "database": "shop", "pool": "rp1", "client": "10.0.0.1:5000", "bytes_up": "3145728", "statements": "2", "penalised": "yes"})
+	check("SHOW SESSIONS", map[string]string{"route": "pg", "user": "user1", "database": "shop", "pool": "rp1", "client": "10.0.0.1:5000", "bytes_up": "3145728", "statements": "2", "penalised": "yes", "kind": "client"})
 	check("SHOW STATEMENTS", map[string]string{"user": "user1", "pool": "rp1", "state": "running", "penalised": "yes", "class": "low", "bytes_up": "3145728", "sql": "COPY big FROM STDIN", "except_info": "except rule bandwidth_rule1 (penalty): test"})
 	check("SELECT sessionid, usename AS who, status, resource_pool, priority, query FROM pg_session_wlmstat", map[string]string{"who": "user1", "status": "active", "resource_pool": "rp1", "priority": "low", "query": "COPY big FROM STDIN"})
 	check("SELECT * FROM gs_wlm_session_statistics LIMIT 1", map[string]string{"usename": "user1", "status": "running", "penalized": "yes", "send_bytes": "3145728", "query": "COPY big FROM STDIN"})

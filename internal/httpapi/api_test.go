@@ -406,6 +406,7 @@ func TestSessionsAndStatements(t *testing.T) {
 	a.SetCanceler(fc)
 	b := s.reg.Open(session.Info{Route: "t", Protocol: "tcp", Link: "default", Client: "127.0.0.1:2"}, now)
 	b.SetIdentity("bob", "", "")
+	b.SetKind(session.KindReplication)
 	run := a.Begin("SELECT pg_sleep(10)", now)
 	run.AddDown(1000)
 	run.Penalize("except rule r (penalty): elapsed 1s >= 1s")
@@ -415,11 +416,11 @@ func TestSessionsAndStatements(t *testing.T) {
 
 	var sessions []httpapi.Session
 	json.Unmarshal(s.must(t, 200, "GET", "/api/sessions", nil), &sessions)
-	if len(sessions) != 2 || sessions[0].User != "alice" || !sessions[0].Penalized || len(sessions[0].Active) != 1 {
+	if len(sessions) != 2 || sessions[0].User != "alice" || !sessions[0].Penalized || len(sessions[0].Active) != 1 || sessions[0].Kind != "client" {
 		t.Fatalf("sessions = %+v", sessions)
 	}
 	json.Unmarshal(s.must(t, 200, "GET", "/api/sessions?user=bob", nil), &sessions)
-	if len(sessions) != 1 || sessions[0].Route != "t" {
+	if len(sessions) != 1 || sessions[0].Route != "t" || sessions[0].Kind != "replication" {
 		t.Fatalf("sessions of bob = %+v", sessions)
 	}
 	s.must(t, 404, "GET", "/api/sessions/999", nil)

@@ -33,6 +33,7 @@ type Session struct {
 	Statements  int64     `json:"statements"`
 	Penalized   bool      `json:"penalized"`
 	Active      []uint64  `json:"active_statements"`
+	Kind        string    `json:"kind"` // client, replication, basebackup or logical
 }
 
 // Statement is a running or recently ended statement. Ended and Rows are
@@ -65,7 +66,7 @@ func sessionJSON(s *session.Session) Session {
 		ID: s.ID, Route: s.Info.Route, Protocol: s.Info.Protocol, Link: s.Info.Link, Client: s.Info.Client,
 		Upstream: s.Info.Upstream, User: s.User(), Database: s.Database(), Application: s.Application(),
 		Pool: s.Pool(), Opened: s.Opened, BytesUp: s.BytesUp(), BytesDown: s.BytesDown(),
-		Statements: s.Statements(), Penalized: s.Penalized(), Active: []uint64{},
+		Statements: s.Statements(), Penalized: s.Penalized(), Active: []uint64{}, Kind: s.Kind().String(),
 	}
 	for _, st := range s.Active() {
 		out.Active = append(out.Active, st.ID)

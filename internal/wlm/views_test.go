@@ -78,6 +78,14 @@ func TestStatementViews(t *testing.T) {
 	if got := column(t, res, "statements"); got != "1" {
 		t.Errorf("statements = %q", got)
 	}
+	if got := column(t, res, "kind"); got != "client" {
+		t.Errorf("kind = %q, want client", got)
+	}
+	s.SetKind(session.KindBaseBackup)
+	res = mustExec(t, m, "SELECT kind FROM sessions")
+	if got := column(t, res, "kind"); got != "basebackup" {
+		t.Errorf("kind after SetKind = %q, want basebackup", got)
+	}
 }
 
 // TestConcurrentUse runs statements, bindings, evaluation and views at

@@ -15,6 +15,7 @@
 //	sluice_link_jitter_seconds{link}                           gauge
 //	sluice_link_rate_bytes_per_second{link}                    gauge
 //	sluice_sessions{route,user,pool}                           gauge
+//	sluice_sessions_by_kind{kind}                              gauge (every kind, 0 included)
 //	sluice_statements_running{route,user,pool}                 gauge (admitted, not ended)
 //	sluice_statements_penalized{route,user,pool}               gauge
 //	sluice_rule_firings_total{rule,action}                     counter

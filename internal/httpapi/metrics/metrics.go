@@ -183,6 +183,7 @@ type collector struct {
 
 	linkBytes, poolBytes, queueDelay, waiting, queued      *prometheus.Desc
 	capacity, delay, jitter, rate, sessions, running, pens *prometheus.Desc
+	sessionsByKind                                         *prometheus.Desc
 	firings, checks, cancelFailures, unsentBytes           *prometheus.Desc
 	releaseLateness, sessionPanics                         *prometheus.Desc
 	routeBytes, poolTotalBytes, catalogChanges             *prometheus.Desc
@@ -217,6 +218,9 @@ func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *c
 			"A link's emulated per-flow rate; 0 is unlimited.", []string{"link"}, nil),
 		sessions: prometheus.NewDesc("sluice_sessions",
 			"Open sessions, by route, user and pool.", srp, nil),
+		sessionsByKind: prometheus.NewDesc("sluice_sessions_by_kind",
+			"Open sessions by kind: client, or traffic between database nodes (replication, basebackup, logical).",
+			[]string{"kind"}, nil),
 		running: prometheus.NewDesc("sluice_statements_running",
 			"Running statements, by route, user and pool.", srp, nil),
 		pens: prometheus.NewDesc("sluice_statements_penalized",
@@ -274,7 +278,7 @@ func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *c
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.linkBytes, c.poolBytes, c.queueDelay, c.waiting, c.queued,
-		c.capacity, c.delay, c.jitter, c.rate, c.sessions, c.running, c.pens,
+		c.capacity, c.delay, c.jitter, c.rate, c.sessions, c.sessionsByKind, c.running, c.pens,
 		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness, c.sessionPanics,
 		c.routeBytes, c.poolTotalBytes, c.catalogChanges, c.catalogRevision, c.catalogStale,
 		c.admRunning, c.admWaiting, c.admLimit, c.blockTime,
@@ -398,11 +402,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ route, user, pool string }
 	sessions := map[key]int{}
 	reg := c.mgr.Registry()
+	var kinds [session.KindLogical + 1]int
 	for _, s := range reg.Sessions() {
 		sessions[key{s.Info.Route, user(s.User()), s.Pool()}]++
+		if k := s.Kind(); int(k) < len(kinds) {
+			kinds[k]++
+		}
 	}
 	for k, n := range sessions {
 		ch <- prometheus.MustNewConstMetric(c.sessions, prometheus.GaugeValue, float64(n), k.route, k.user, k.pool)
+	}
+	for k, n := range kinds {
+		ch <- prometheus.MustNewConstMetric(c.sessionsByKind, prometheus.GaugeValue, float64(n), session.Kind(k).String())
 	}
 	running, pens := map[key]int{}, map[key]int{}
 	for _, st := range reg.Active() {

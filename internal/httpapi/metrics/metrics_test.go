@@ -125,6 +125,9 @@ func TestMetrics(t *testing.T) {
 	s := f.Registry.Open(session.Info{Route: "rt", Protocol: "postgres", Link: "default"}, t0)
 	s.SetIdentity("u", "db", "")
 	s.SetPool("p")
+	rs := f.Registry.Open(session.Info{Route: "repl", Protocol: "postgres", Link: "default"}, t0)
+	rs.SetIdentity("rep", "", "walreceiver")
+	rs.SetKind(session.KindReplication)
 	st := s.Begin("SELECT 1", t0)
 	f.Clock.Advance(time.Second)
 	f.Manager.Evaluate(ctx, f.Clock.Now())
@@ -153,6 +156,11 @@ func TestMetrics(t *testing.T) {
 		{"sluice_link_jitter_seconds", []string{"link", "lab"}, 0.001},
 		{"sluice_link_rate_bytes_per_second", []string{"link", "lab"}, 2e6},
 		{"sluice_sessions", []string{"route", "rt", "user", "u", "pool", "p"}, 1},
+		{"sluice_sessions", []string{"route", "repl", "user", "rep", "pool", ""}, 1},
+		{"sluice_sessions_by_kind", []string{"kind", "client"}, 1},
+		{"sluice_sessions_by_kind", []string{"kind", "replication"}, 1},
+		{"sluice_sessions_by_kind", []string{"kind", "basebackup"}, 0},
+		{"sluice_sessions_by_kind", []string{"kind", "logical"}, 0},
 		{"sluice_statements_running", []string{"route", "rt", "user", "u", "pool", "p"}, 1},
 		{"sluice_statements_penalized", []string{"route", "rt", "user", "u", "pool", "p"}, 1},
 		{"sluice_statements_penalized_total", []string{"route", "rt", "user", "u", "pool", "p"}, 1},

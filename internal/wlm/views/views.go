@@ -198,12 +198,15 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // Sessions is SHOW SESSIONS: one row per open session. unsent_bytes is
 // what the kernel holds of the session's client socket, written by sluice
 // and not yet sent (TCP_INFO notsent; 0 where the proxy cannot tell).
+// kind is what the session is for (session.Kind: client, replication,
+// basebackup, logical).
 func Sessions(sessions []*session.Session) Table {
-	t := newTable("id int, route, user, database, pool, client, bytes_up int, bytes_down int, unsent_bytes int, statements int, started, penalised")
+	t := newTable("id int, route, user, database, pool, client, bytes_up int, bytes_down int, unsent_bytes int, statements int, started, penalised, kind")
 	for _, s := range sessions {
 		t.Rows = append(t.Rows, []string{
 			itoa(int64(s.ID)), s.Info.Route, s.User(), s.Database(), s.Pool(), s.Info.Client,
 			itoa(s.BytesUp()), itoa(s.BytesDown()), itoa(s.UnsentBytes()), itoa(s.Statements()), fmtTime(s.Opened), yesNo(s.Penalized()),
+			s.Kind().String(),
 		})
 	}
 	return t

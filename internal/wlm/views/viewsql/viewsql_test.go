@@ -161,12 +161,12 @@ func TestQueryLimits(t *testing.T) {
 // sessions: creating the database, loading the table, running the query.
 func BenchmarkQuery1000Sessions(b *testing.B) {
 	t := views.Table{
-		Columns: []string{"id", "route", "user", "database", "pool", "client", "bytes_up", "bytes_down", "unsent_bytes", "statements", "started", "penalised"},
-		Types:   []views.Type{views.Integer, views.Text, views.Text, views.Text, views.Text, views.Text, views.Integer, views.Integer, views.Integer, views.Integer, views.Text, views.Text},
+		Columns: []string{"id", "route", "user", "database", "pool", "client", "bytes_up", "bytes_down", "unsent_bytes", "statements", "started", "penalised", "kind"},
+		Types:   []views.Type{views.Integer, views.Text, views.Text, views.Text, views.Text, views.Text, views.Integer, views.Integer, views.Integer, views.Integer, views.Text, views.Text, views.Text},
 	}
 	for i := range 1000 {
 		n := strconv.Itoa(i)
-		t.Rows = append(t.Rows, []string{n, "pg", "user" + strconv.Itoa(i%10), "db", "rp1", "127.0.0.1:" + n, n + "000", n + "0000", "0", "7", "2026-01-01 00:00:00.000Z", "no"})
+		t.Rows = append(t.Rows, []string{n, "pg", "user" + strconv.Itoa(i%10), "db", "rp1", "127.0.0.1:" + n, n + "000", n + "0000", "0", "7", "2026-01-01 00:00:00.000Z", "no", "client"})
 	}
 	for _, bb := range []struct {
 		name string
