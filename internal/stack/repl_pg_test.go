@@ -87,6 +87,23 @@ func startReplPrimary(t *testing.T) *replPrimary {
 	return &replPrimary{srv: srv, bin: bin, st: st, route: route, super: super}
 }
 
+// client connects to the route as the replication role, to database
+// postgres, as an ordinary client.
+func (p *replPrimary) client(t *testing.T) *pgx.Conn {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(p.route)
+	return connectCfg(t, mustConfig(t, fmt.Sprintf("postgres://%s:%s@%s:%s/postgres?sslmode=disable", replUser, replPassword, host, port)))
+}
+
+func mustConfig(t *testing.T, url string) *pgx.ConnConfig {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // run runs one of the server's programs to completion, with the
 // replication role's password, and returns its combined output.
 func (p *replPrimary) run(t *testing.T, timeout time.Duration, name string, args ...string) string {
@@ -152,9 +169,11 @@ func watchKinds(reg *session.Registry, stop <-chan struct{}) (wait func() (kinds
 // TestReplPGBaseBackup: pg_basebackup -X stream through a delayed,
 // capacity-limited route makes a backup pg_verifybackup accepts; sluice
 // saw a basebackup session (and the WAL stream's replication session).
-// Then, with a penalty rule on the replication user's pool, a slower
-// backup's BASE_BACKUP is penalised while it runs, shows as class low in
-// SHOW STATEMENTS, and the backup still verifies.
+// Then the replication user's pool gets a penalty rule and
+// active_statements=1, and a client session of that user holds the one
+// slot (a transaction left open): a slower backup is never held for
+// admission, its BASE_BACKUP is penalised while it runs and shows as
+// class low in SHOW STATEMENTS, and the backup still verifies.
 func TestReplPGBaseBackup(t *testing.T) {
 	p := startReplPrimary(t)
 
@@ -172,11 +191,25 @@ func TestReplPGBaseBackup(t *testing.T) {
 	ctx := context.Background()
 	for _, q := range []string{
 		"CREATE EXCEPT RULE replpg_slow WITH (elapsedtime=1, action='penalty')",
-		"CREATE RESOURCE POOL replpg_pool WITH (except_rule='replpg_slow')",
+		"CREATE RESOURCE POOL replpg_pool WITH (except_rule='replpg_slow', active_statements=1)",
 		"CREATE USER " + replUser + " RESOURCE POOL 'replpg_pool'",
 	} {
 		if _, err := p.st.Manager().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	holder := p.client(t)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range showRows(t, p.st, "SHOW POOLS") {
+		if r["name"] == "replpg_pool" && r["running"] != "1" {
+			t.Fatalf("replpg_pool running %q, want 1 (the open transaction's slot)", r["running"])
 		}
 	}
 	dir = filepath.Join(t.TempDir(), "penalised")
