@@ -397,6 +397,20 @@ func TestReplPGStandby(t *testing.T) {
 	if len(repl) != 1 || repl[0]["user"] != replUser {
 		t.Errorf("replication sessions %v, want the walreceiver's, of %s", repl, replUser)
 	}
+	// The stream is one statement: START_REPLICATION, begun at its
+	// Query and running while the CopyBoth stream lasts.
+	var streaming []string
+	for _, s := range p.st.Registry().Sessions() {
+		if s.Kind() != session.KindReplication {
+			continue
+		}
+		for _, st := range s.Active() {
+			streaming = append(streaming, st.Snapshot().SQL)
+		}
+	}
+	if len(streaming) != 1 || !strings.HasPrefix(streaming[0], "START_REPLICATION") {
+		t.Errorf("running statements of the replication session %q, want its START_REPLICATION", streaming)
+	}
 	var sender string
 	if err := p.super.QueryRow(ctx, "SELECT state FROM pg_stat_replication").Scan(&sender); err != nil || sender != "streaming" {
 		t.Errorf("pg_stat_replication state %q, %v; want streaming", sender, err)

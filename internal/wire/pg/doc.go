@@ -142,8 +142,37 @@
 // goes on. A CancelRequest for a session whose statement is held goes no
 // further: the session's Canceler ends the wait first (wire.Gate).
 //
+// Replication sessions (Session.Kind other than KindClient) never get
+// a gate: see below.
+//
 // Lock order: the gate's mutex is a leaf; the tracker's is never held
 // while it is taken, nor while a wait blocks.
+//
+// # Traffic between database nodes
+//
+// The StartupMessage's replication parameter, read as the server reads
+// it, sets the session's kind (Session.SetKind) before anything is
+// relayed: exactly "database" is session.KindLogical (a logical
+// walsender: pg_recvlogical, a subscription); a true boolean (true, on,
+// yes, 1, a prefix of true or yes, any case) is session.KindReplication
+// (a physical walsender, connected to no database); anything else is a
+// client. A physical connection whose command begins with the word
+// BASE_BACKUP becomes session.KindBaseBackup (pg_basebackup; its WAL
+// stream, -X stream, is a second connection and stays
+// KindReplication). The kind never goes back.
+//
+// Replication commands are simple Queries, so they are statements like
+// any other: START_REPLICATION and BASE_BACKUP each begin at their Query
+// and run until the ReadyForQuery after their copy (CopyBoth or
+// CopyOut), so the whole stream is one long statement that exception
+// rules see (elapsed time, bandwidth) and that a penalty demotes to the
+// low class. A replication session is never held for admission: it gets
+// no gate, its statements never ask for a slot and do not count in their
+// pool's active_statements (holding START_REPLICATION would stall the
+// standby and keep the slot for as long as it streams). A cancel of a
+// running START_REPLICATION (an abort rule, the console) ends the stream
+// with 57014; the standby's walreceiver exits and the standby connects
+// again after wal_retrieve_retry_interval (5 s by default).
 //
 // # Concurrency
 //
