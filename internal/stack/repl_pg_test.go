@@ -400,10 +400,12 @@ func TestReplPGStandby(t *testing.T) {
 	// The stream is one statement: START_REPLICATION, begun at its
 	// Query and running while the CopyBoth stream lasts.
 	var streaming []string
+	var first uint64
 	for _, s := range p.st.Registry().Sessions() {
 		if s.Kind() != session.KindReplication {
 			continue
 		}
+		first = s.ID
 		for _, st := range s.Active() {
 			streaming = append(streaming, st.Snapshot().SQL)
 		}
@@ -415,4 +417,45 @@ func TestReplPGStandby(t *testing.T) {
 	if err := p.super.QueryRow(ctx, "SELECT state FROM pg_stat_replication").Scan(&sender); err != nil || sender != "streaming" {
 		t.Errorf("pg_stat_replication state %q, %v; want streaming", sender, err)
 	}
+
+	// An abort rule on the replication role's pool cancels the stream;
+	// the standby connects again and catches up.
+	for _, q := range []string{
+		"CREATE EXCEPT RULE replpg_cut WITH (elapsedtime=1, action='abort')",
+		"CREATE RESOURCE POOL replpg_repl WITH (except_rule='replpg_cut')",
+		"CREATE USER " + replUser + " RESOURCE POOL 'replpg_repl'",
+	} {
+		if _, err := p.st.Manager().Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	testenv.Eventually(t, time.Minute, "the abort rule cancels START_REPLICATION", func() bool {
+		for _, st := range p.st.Registry().Recent() {
+			if snap := st.Snapshot(); strings.HasPrefix(snap.SQL, "START_REPLICATION") && snap.Outcome == session.Cancelled {
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := p.super.Exec(ctx, "DELETE FROM replpg_rows WHERE id % 3 = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.super.QueryRow(ctx, digest).Scan(&wantN, &want); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the standby catches up after the cancelled stream", func() bool {
+		if err := standby.QueryRow(ctx, digest).Scan(&gotN, &got); err != nil {
+			t.Logf("standby: %v", err)
+			return false
+		}
+		return gotN == wantN && got == want
+	})
+	testenv.Eventually(t, time.Minute, "a new replication session", func() bool {
+		for _, s := range p.st.Registry().Sessions() {
+			if s.Kind() == session.KindReplication && s.ID != first {
+				return true
+			}
+		}
+		return false
+	})
 }
