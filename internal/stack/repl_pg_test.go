@@ -45,14 +45,14 @@ type replPrimary struct {
 	super *pgx.Conn
 }
 
-func startReplPrimary(t *testing.T) *replPrimary {
+func startReplPrimary(t *testing.T, settings ...string) *replPrimary {
 	t.Helper()
 	bin, err := pgtemp.FindBinaries("")
 	if err != nil {
 		testenv.Missing(t, "%v", err)
 		return nil
 	}
-	for _, p := range []string{"pg_basebackup", "pg_verifybackup"} {
+	for _, p := range []string{"pg_basebackup", "pg_verifybackup", "pg_recvlogical"} {
 		if _, err := os.Stat(filepath.Join(bin, p)); err != nil {
 			testenv.Missing(t, "%s not in %s", p, bin)
 			return nil
@@ -60,7 +60,7 @@ func startReplPrimary(t *testing.T) *replPrimary {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := pgtemp.Start(ctx, pgtemp.Options{})
+	srv, err := pgtemp.Start(ctx, pgtemp.Options{Settings: settings})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,4 +458,89 @@ func TestReplPGStandby(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestReplPGLogical: pg_recvlogical with test_decoding, connected through
+// the route with replication=database, creates its slot and receives the
+// changes made on the primary; sluice sees a logical session whose
+// START_REPLICATION runs as one statement.
+func TestReplPGLogical(t *testing.T) {
+	p := startReplPrimary(t, "wal_level=logical")
+	host, port, _ := net.SplitHostPort(p.route)
+	common := []string{"-h", host, "-p", port, "-U", replUser, "-d", "postgres", "-S", "replpg_slot"}
+	p.run(t, time.Minute, "pg_recvlogical", append(common, "--create-slot", "-P", "test_decoding")...)
+	out := filepath.Join(t.TempDir(), "changes.txt")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var log testenv.Buffer
+	cmd := exec.CommandContext(ctx, filepath.Join(p.bin, "pg_recvlogical"), append(common, "--start", "-f", out, "-F", "1", "--no-loop")...)
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+replPassword, "PGSSLMODE=disable")
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cancel()
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Errorf("pg_recvlogical did not stop:\n%s", log.String())
+		}
+	}()
+	testenv.Eventually(t, time.Minute, "a running logical START_REPLICATION", func() bool {
+		select {
+		case err := <-exited:
+			t.Fatalf("pg_recvlogical exited: %v\n%s", err, log.String())
+		default:
+		}
+		for _, s := range p.st.Registry().Sessions() {
+			if s.Kind() != session.KindLogical {
+				continue
+			}
+			for _, st := range s.Active() {
+				if strings.HasPrefix(st.Snapshot().SQL, "START_REPLICATION SLOT") {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	bctx := context.Background()
+	if _, err := p.super.Exec(bctx, "INSERT INTO replpg_rows VALUES (90001, 'logical-one'), (90002, 'logical-two')"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.super.Exec(bctx, "UPDATE replpg_rows SET v = 'logical-three' WHERE id = 90001"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"table public.replpg_rows: INSERT: id[integer]:90001 v[text]:'logical-one'",
+		"table public.replpg_rows: INSERT: id[integer]:90002 v[text]:'logical-two'",
+		"table public.replpg_rows: UPDATE: id[integer]:90001 v[text]:'logical-three'",
+	}
+	var got []byte
+	testenv.Eventually(t, time.Minute, "the changes reach pg_recvlogical", func() bool {
+		got, _ = os.ReadFile(out)
+		for _, w := range want {
+			if !bytes.Contains(got, []byte(w)) {
+				return false
+			}
+		}
+		return true
+	})
+	if i, j := bytes.Index(got, []byte(want[0])), bytes.Index(got, []byte(want[2])); i > j {
+		t.Errorf("changes out of order:\n%s", got)
+	}
+	rows := showRows(t, p.st, "SHOW SESSIONS")
+	logical := 0
+	for _, r := range rows {
+		if r["kind"] == "logical" && r["user"] == replUser && r["database"] == "postgres" {
+			logical++
+		}
+	}
+	if logical != 1 {
+		t.Errorf("SHOW SESSIONS %v: want one logical session of %s on postgres", rows, replUser)
+	}
 }

@@ -51,6 +51,9 @@ type Options struct {
 	// may then negotiate TLS; plain connections are still accepted. nil:
 	// the server refuses TLS.
 	CertPEM, KeyPEM []byte
+	// Settings are more server settings, "name=value" each, passed as -c
+	// after pgtemp's own (so they override them): "wal_level=logical".
+	Settings []string
 }
 
 // Server is a running throwaway PostgreSQL. Close it.
@@ -204,7 +207,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		}
 		args = append(args, tlsArgs...)
 	}
-	s.cmd = command(context.Background(), cred, dir, filepath.Join(bin, "postgres"), append(args,
+	args = append(args,
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories="+dir,
 		"-c", "max_connections=200",
@@ -212,7 +215,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
 		"-c", "shared_buffers=128MB",
-		"-c", "logging_collector=off")...)
+		"-c", "logging_collector=off")
+	for _, kv := range o.Settings {
+		args = append(args, "-c", kv)
+	}
+	s.cmd = command(context.Background(), cred, dir, filepath.Join(bin, "postgres"), args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("pgtemp: start postgres: %w", err)
