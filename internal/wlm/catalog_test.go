@@ -639,7 +639,7 @@ func TestShowLists(t *testing.T) {
 		{"SHOW USERS", "user,resource_pool,sessions", 1, "user1,rp1,0"},
 		{"SHOW ROUTES", "name,protocol,link,pool,can_cancel,emulation", 1, "pg,postgres,default,,yes,"},
 		{"SHOW LINKS", "name,capacity,queue_size,emulation,routes,bytes_high,bytes_normal,bytes_low,waiting,queued,max_active_statements", 1, "default,unlimited,default,,pg,0,0,0,0,0,-1"},
-		{"SHOW SESSIONS", "id,route,user,database,pool,client,bytes_up,bytes_down,unsent_bytes,statements,started,penalised", 0, ""},
+		{"SHOW SESSIONS", "id,route,user,database,pool,client,bytes_up,bytes_down,unsent_bytes,statements,started,penalised,kind", 0, ""},
 		{"SHOW STATEMENTS", "id,session,route,user,database,pool,state,penalised,class,elapsed,bytes_up,bytes_down,bandwidth_mbps,rows,sql,except_info,block_time", 0, ""},
 		{"SELECT version()", "version", 1, "sluice dev admin console (PostgreSQL protocol 3.0)"},
 		{"SELECT 1 AS one, 'x'", "one,?column?", 1, "1,x"},
