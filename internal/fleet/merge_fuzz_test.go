@@ -49,7 +49,7 @@ func FuzzMerge(f *testing.F) {
 
 // BenchmarkMerge merges three instances' sessions of 1,000 rows each.
 func BenchmarkMerge(b *testing.B) {
-	cols := strings.Split("id,route,user,database,pool,client,bytes_up,bytes_down,unsent_bytes,statements,started,penalised", ",")
+	cols := strings.Split("id,route,user,database,pool,client,bytes_up,bytes_down,unsent_bytes,statements,started,penalised,kind", ",")
 	row := make([]string, len(cols))
 	for i := range row {
 		row[i] = "x"
