@@ -172,7 +172,8 @@
 // standby and keep the slot for as long as it streams). A cancel of a
 // running START_REPLICATION (an abort rule, the console) ends the stream
 // with 57014; the standby's walreceiver exits and the standby connects
-// again after wal_retrieve_retry_interval (5 s by default).
+// again, at once or up to wal_retrieve_retry_interval (5 s by default)
+// later, and streams on from where it was.
 //
 // # Concurrency
 //
