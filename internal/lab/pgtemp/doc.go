@@ -7,7 +7,10 @@
 // The superuser is "postgres" with a random password given to initdb
 // through a file; TCP connections authenticate with scram-sha-256. The
 // server runs without fsync and with synchronous_commit off: its data is
-// disposable. With Options.CertPEM and KeyPEM it also accepts TLS. Close
+// disposable. With Options.CertPEM and KeyPEM it also accepts TLS;
+// Options.Settings adds server settings (wal_level=logical). initdb's
+// defaults make it a replication primary as it is (wal_level=replica,
+// max_wal_senders=10, pg_hba replication lines for loopback). Close
 // stops it (fast shutdown, then SIGQUIT and SIGKILL if it lingers) and
 // removes the directory; nothing outlives Close.
 //
