@@ -423,6 +423,10 @@ func TestSessionsAndStatements(t *testing.T) {
 	if len(sessions) != 1 || sessions[0].Route != "t" || sessions[0].Kind != "replication" {
 		t.Fatalf("sessions of bob = %+v", sessions)
 	}
+	json.Unmarshal(s.must(t, 200, "GET", "/api/sessions?kind=replication", nil), &sessions)
+	if len(sessions) != 1 || sessions[0].User != "bob" {
+		t.Fatalf("replication sessions = %+v", sessions)
+	}
 	s.must(t, 404, "GET", "/api/sessions/999", nil)
 	if e := decodeError(t, s.must(t, 400, "GET", "/api/sessions/x", nil)); e.Field != "id" {
 		t.Fatalf("bad id names field %q", e.Field)

@@ -18,7 +18,7 @@
 //	GET    /api/users[/{name}]            user bindings (same verbs)
 //	GET    /api/settings[/{name}]         settings     PATCH /{name} {"value": v}, DELETE /{name} (reset),
 //	                                      PATCH /api/settings {"name": v, ...}
-//	GET    /api/sessions[/{id}]           open sessions (?route= &user= &pool=)
+//	GET    /api/sessions[/{id}]           open sessions (?route= &user= &pool= &kind=)
 //	GET    /api/statements[/{id}]         running, then recently ended statements
 //	                                      (?state=running|ended|all &route= &user= &pool= &limit=)
 //	POST   /api/statements/{id}/cancel    cancel through the protocol (202)

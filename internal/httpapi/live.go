@@ -124,7 +124,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	out := []Session{}
 	for _, ss := range s.mgr.Registry().Sessions() {
 		j := sessionJSON(ss)
-		if !match(q, "route", j.Route) || !match(q, "user", j.User) || !match(q, "pool", j.Pool) {
+		if !match(q, "route", j.Route) || !match(q, "user", j.User) || !match(q, "pool", j.Pool) || !match(q, "kind", j.Kind) {
 			continue
 		}
 		out = append(out, j)
