@@ -26,7 +26,8 @@
 // follow demand (the busy instances within 10% of an equal share, the
 // idle ones under 1%); after the kill, when another instance is the
 // allocator within the lease TTL (plus the election's own round trip,
-// 1 s) and the survivors share the budget again.
+// 1 s), the killed instance's lease outlived the kill and then expired
+// (it was not revoked), and the survivors share the budget again.
 //
 // Before the fleet, two controls run the same shapes without one: one
 // busy instance whose low_priority_bandwidth is the budget (phase a's
@@ -194,6 +195,7 @@ func main() {
 	}
 	pass := true
 	var killInfo string
+	var leaseExpired bool // the killed instance's lease outlived the kill, then expired
 	for _, ph := range phases {
 		begin := rec.len()
 		var killed = -1
@@ -208,8 +210,20 @@ func main() {
 				pass = false
 				break
 			}
+			lease := insts[killed].st.Lease()
 			t0 := time.Now()
 			insts[killed].kill()
+			// The killed instance's lease is not revoked: etcd drops it
+			// when its TTL runs out.
+			type end struct {
+				text    string
+				expired bool
+			}
+			gone := make(chan end, 1)
+			go func() {
+				text, expired := leaseEnd(ctx, admin, lease, t0, *phase)
+				gone <- end{text, expired}
+			}()
 			for time.Since(t0) < *phase {
 				if j := allocatorOf(insts); j >= 0 && j != killed {
 					failover = time.Since(t0)
@@ -224,6 +238,9 @@ func main() {
 			} else {
 				killInfo += "no other instance elected"
 			}
+			e := <-gone
+			killInfo += "; " + e.text
+			leaseExpired = e.expired
 			time.Sleep(time.Until(t0.Add(*phase)))
 		} else {
 			time.Sleep(*phase)
@@ -247,7 +264,7 @@ func main() {
 			} else {
 				r.note += "; sum not back within 5% of the budget"
 			}
-			r.ok = r.allMax <= 1.05*float64(budget) && failover >= 0 && failover <= (leaseTTL+1)*time.Second && rec >= 0 && r.sharesOK
+			r.ok = r.allMax <= 1.05*float64(budget) && leaseExpired && failover >= 0 && failover <= (leaseTTL+1)*time.Second && rec >= 0 && r.sharesOK
 		}
 		results = append(results, r)
 		pass = pass && r.ok
@@ -284,6 +301,34 @@ func main() {
 	}
 	fmt.Println("FAIL")
 	defer os.Exit(1)
+}
+
+// leaseEnd watches the lease id from the kill at t0 for at most d and
+// says what etcd had left of it after the kill and when it was gone;
+// expired reports that the lease was still there after the kill (it was
+// not revoked) and gone within d.
+func leaseEnd(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, t0 time.Time, d time.Duration) (text string, expired bool) {
+	if id == 0 {
+		return "the killed instance had no lease", false
+	}
+	left := int64(-2)
+	for time.Since(t0) < d {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		r, err := cli.TimeToLive(qctx, id)
+		cancel()
+		switch {
+		case err != nil:
+		case r.TTL < 0:
+			if left == -2 {
+				return fmt.Sprintf("its lease %x was already gone %v after the kill", int64(id), time.Since(t0).Round(10*time.Millisecond)), false
+			}
+			return fmt.Sprintf("its lease %x (%d s left just after the kill) expired %v after the kill", int64(id), left, time.Since(t0).Round(10*time.Millisecond)), true
+		case left == -2:
+			left = r.TTL
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Sprintf("its lease %x still there %v after the kill", int64(id), d), false
 }
 
 func envOr(k, def string) string {
