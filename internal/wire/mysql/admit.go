@@ -155,7 +155,7 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 					a.g.Start(false, false)
 					setMode(i, modePass)
 				}
-			case a.mode == modePass:
+			case a.mode == modePass && !u.c.replica():
 				// open until decided: the slot cannot go back under a
 				// command being read.
 				if a.g.Start(false, true) {
@@ -201,7 +201,7 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 	if a.mode == modePass && !f.inside && f.nhdr > 0 {
 		// A header begun at the end of the chunk: hold it until the packet
 		// says what it is.
-		if u.c.commandPhase() && a.g.Start(false, true) {
+		if u.c.commandPhase() && !u.c.replica() && a.g.Start(false, true) {
 			setMode(len(p)-f.nhdr, modeHold)
 		}
 	}
@@ -351,6 +351,10 @@ func eqFold(a, b string) bool {
 func okPacket(status uint16) []byte {
 	return []byte{7, 0, 0, 0, 0x00, 0, 0, byte(status), byte(status >> 8), 0, 0}
 }
+
+// replica reports whether the session is a replica's: it has sent
+// COM_REGISTER_SLAVE or a binlog dump. Its commands are never held.
+func (c *conn) replica() bool { return c.sess.Kind() == session.KindReplication }
 
 // commandPhase reports whether the client's next packet is a command.
 func (c *conn) commandPhase() bool {

@@ -186,7 +186,14 @@ func (u *upObserver) decodeCommand() {
 		u.p.kind = respAuth
 		u.p.user, u.p.db = changeUserIdentity(b[1:], c.caps)
 		u.open(commandName(cmd) + " " + u.p.user)
-	case comBinlogDump, comBinlogDumpGTID, comTableDump:
+	case comRegisterSlave:
+		c.sess.SetKind(session.KindReplication)
+		u.open(commandName(cmd))
+	case comBinlogDump, comBinlogDumpGTID:
+		c.sess.SetKind(session.KindReplication)
+		u.p.kind = respStream
+		u.open(commandName(cmd))
+	case comTableDump:
 		u.p.kind = respStream
 		u.open(commandName(cmd))
 	default:
