@@ -21,7 +21,8 @@ import (
 // running with GTID and no error; the registry shows a session of kind
 // replication whose binlog dump statement counts the bytes of the
 // stream as it grows; and the dump never holds the pool's one slot: a
-// client of the same pool runs statements meanwhile.
+// client of the same pool runs statements meanwhile. A penalty rule on
+// the pool then demotes the dump, and rows still replicate.
 func TestReplicationMySQL(t *testing.T) {
 	primary := testenv.StartMariaDB(t, "--log-bin=mysql-bin", "--server-id=1", "--binlog-format=ROW")
 	replica := testenv.StartMariaDB(t, "--server-id=2")
@@ -115,6 +116,26 @@ func TestReplicationMySQL(t *testing.T) {
 			}
 		})
 	}
+
+	// A penalty rule of the pool demotes the dump, one long statement,
+	// and the stream goes on.
+	for _, q := range []string{
+		"CREATE EXCEPT RULE repl_long WITH (elapsedtime=1, action='penalty')",
+		"ALTER RESOURCE POOL repl_one WITH (except_rule='repl_long')",
+	} {
+		if _, err := st.Manager().Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	dump := replicationStatement(t, st, "penalty")
+	testenv.Eventually(t, 30*time.Second, "the dump penalised", dump.Penalized)
+	before := dump.BytesDown()
+	write(20)
+	replicated("penalty: rows on the replica")
+	if dump.BytesDown() <= before || !dump.Penalized() || dump.Outcome() != session.Running {
+		t.Fatalf("after the penalty: %d bytes down (%d before), penalised %v, outcome %v",
+			dump.BytesDown(), before, dump.Penalized(), dump.Outcome())
+	}
 	execAll(t, rdb, "STOP SLAVE")
 }
 
@@ -139,6 +160,13 @@ func replicationStatement(t *testing.T, st *stack.Stack, what string) *session.S
 		}
 		return n == 1 && dump != nil
 	})
+	var sqls []string
+	for _, r := range st.Registry().Recent() {
+		if s := r.Snapshot(); s.SessionID == dump.Snapshot().SessionID {
+			sqls = append(sqls, s.SQL)
+		}
+	}
+	t.Logf("%s: the replica's statements before its dump: %q", what, sqls)
 	return dump
 }
 
