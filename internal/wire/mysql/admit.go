@@ -24,7 +24,10 @@ import (
 // until the statement is admitted; the client pump blocks meanwhile (it
 // stops reading the client) while the server pump goes on. The slot goes
 // back at the final OK, EOF or ERR of the last command answered, once no
-// transaction is open (an ERR keeps the last status seen).
+// transaction is open (an ERR keeps the last status seen). A replica's
+// session is never held once it has sent COM_REGISTER_SLAVE or a binlog
+// dump (its kind is then session.KindReplication): the dump is one
+// endless command and must not wait behind clients.
 //
 // A refused command never reaches the server: its packet is discarded
 // and sluice answers ERR 1317 (ER_QUERY_INTERRUPTED, SQLSTATE 70100),
