@@ -17,7 +17,8 @@ import (
 // TestReplicationMySQL: a MariaDB replica replicates from a private
 // primary through a sluice mysql route whose pool allows one active
 // statement, then through a route with a 2 ms delay. Rows written on the
-// primary appear on the replica; SHOW SLAVE STATUS shows both threads
+// primary appear on the replica, each commit acknowledged by the
+// semi-synchronous replica through the route; SHOW SLAVE STATUS shows both threads
 // running with GTID and no error; the registry shows a session of kind
 // replication whose binlog dump statement counts the bytes of the
 // stream as it grows; and the dump never holds the pool's one slot: a
@@ -50,6 +51,10 @@ func TestReplicationMySQL(t *testing.T) {
 		}
 	}
 	execAll(t, pdb, "CREATE TABLE sluice.repl_t (id INT PRIMARY KEY, v VARCHAR(200))")
+	// Semi-synchronous: the replica acknowledges events on the dump's
+	// connection while the stream flows.
+	execAll(t, pdb, "SET GLOBAL rpl_semi_sync_master_enabled=1", "SET GLOBAL rpl_semi_sync_master_timeout=20000")
+	execAll(t, rdb, "SET GLOBAL rpl_semi_sync_slave_enabled=1")
 
 	next := 0
 	write := func(n int) {
@@ -91,12 +96,25 @@ func TestReplicationMySQL(t *testing.T) {
 			}
 
 			dump := replicationStatement(t, st, tc.name)
-			before := dump.BytesDown()
+			before, acked, ackBytes := dump.BytesDown(), semiSyncAcked(t, pdb), dump.BytesUp()
 			write(50)
 			replicated(tc.name + ": more rows on the replica")
 			testenv.Eventually(t, 30*time.Second, "the dump's bytes grow", func() bool {
 				return dump.BytesDown() > before+50*150
 			})
+			// Each commit waited for the replica's acknowledgement, which
+			// passed as part of the dump: no statement of its own.
+			if n := semiSyncAcked(t, pdb) - acked; n < 50 {
+				t.Errorf("%d of 50 commits acknowledged by the replica", n)
+			}
+			if dump.BytesUp() <= ackBytes {
+				t.Errorf("the dump has %d bytes up after the acknowledgements, %d before", dump.BytesUp(), ackBytes)
+			}
+			for _, s := range st.Registry().Sessions() {
+				if s.Kind() == session.KindReplication && len(s.Active()) != 1 {
+					t.Errorf("the replication session runs %d statements", len(s.Active()))
+				}
+			}
 			t.Logf("%s: %s has %d bytes down, %d up", tc.name, dump.SQL, dump.BytesDown(), dump.BytesUp())
 
 			// The pool's one slot is free: a client of the route runs.
@@ -168,6 +186,17 @@ func replicationStatement(t *testing.T, st *stack.Stack, what string) *session.S
 	}
 	t.Logf("%s: the replica's statements before its dump: %q", what, sqls)
 	return dump
+}
+
+// semiSyncAcked is the primary's count of commits a replica acknowledged.
+func semiSyncAcked(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var name string
+	var n int
+	if err := db.QueryRow("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_yes_tx'").Scan(&name, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // slaveStatus returns the columns of SHOW SLAVE STATUS by name.

@@ -159,7 +159,10 @@
 // 0xffffff bytes is one logical packet, its continuations never looked
 // at. The dump is one statement ("COM_BINLOG_DUMP"), running while the
 // stream flows, its down bytes counted as they pass: the rule evaluator
-// sees it as one long statement (a penalty rule demotes it).
+// sees it as one long statement (a penalty rule demotes it). While it
+// runs, what the client sends is a semi-synchronous replica's
+// acknowledgements (0xef, a binlog position and file name), which get no
+// answer: their bytes are the dump's, and they open no statement.
 //
 // # Cancel
 //

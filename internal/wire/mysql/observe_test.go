@@ -321,6 +321,7 @@ func scenarios() []scenario {
 	dumpEOF := pk(evSeq, eofPayload(2))
 	purged := pk(1, errPayload(1236, "HY000", "Could not find first log file name in binary log index file"))
 	gtidDump := binlogDumpGTID(40)
+	ack := pk(0, []byte{0xef}, le64(1234), []byte("mysql-bin.000001"))
 	return []scenario{
 		{name: "ok", caps: testCaps, steps: []step{up(query("INSERT INTO t VALUES (1),(2),(3)")), down(pk(1, okPayload(3, 2)))},
 			want: []record{{"INSERT INTO t VALUES (1),(2),(3)", session.OK, 3, "", 37, 11}}},
@@ -453,6 +454,13 @@ func scenarios() []scenario {
 			up(gtidDump), down(events),
 		}, want: []record{
 			{"COM_BINLOG_DUMP_GTID", session.Running, 0, "", int64(len(gtidDump)), int64(len(events))},
+		}},
+		{name: "semi-sync acknowledgements", caps: testCaps, kind: session.KindReplication, steps: []step{
+			up(binlogDump()), down(events[:120]), up(ack), down(events[120:]), up(ack, ack), down(dumpEOF),
+			up(set), down(pk(1, okPayload(0, 2))),
+		}, want: []record{
+			{"COM_BINLOG_DUMP", session.OK, -1, "", int64(len(binlogDump()) + 3*len(ack)), int64(len(events) + len(dumpEOF))},
+			{"SET @master_heartbeat_period=30000000000", session.OK, 0, "", int64(len(set)), 11},
 		}},
 		{name: "binlog purged", caps: classic, kind: session.KindReplication, steps: []step{
 			up(binlogDump()), down(purged),
