@@ -25,9 +25,12 @@ import (
 // stops reading the client) while the server pump goes on. The slot goes
 // back at the final OK, EOF or ERR of the last command answered, once no
 // transaction is open (an ERR keeps the last status seen). A replica's
-// session is never held once it has sent COM_REGISTER_SLAVE or a binlog
-// dump (its kind is then session.KindReplication): the dump is one
-// endless command and must not wait behind clients.
+// session is never held once the server has accepted its
+// COM_REGISTER_SLAVE (an OK) or started streaming it the binlog (its
+// kind is then session.KindReplication): the dump is one endless
+// command and must not wait behind clients. A refused registration
+// (ERR: no REPLICATION SLAVE privilege) changes nothing, so it is no way
+// around admission.
 //
 // A refused command never reaches the server: its packet is discarded
 // and sluice answers ERR 1317 (ER_QUERY_INTERRUPTED, SQLSTATE 70100),
@@ -355,8 +358,9 @@ func okPacket(status uint16) []byte {
 	return []byte{7, 0, 0, 0, 0x00, 0, 0, byte(status), byte(status >> 8), 0, 0}
 }
 
-// replica reports whether the session is a replica's: it has sent
-// COM_REGISTER_SLAVE or a binlog dump. Its commands are never held.
+// replica reports whether the session is a replica's: the server
+// accepted its COM_REGISTER_SLAVE or streams it the binlog. Its commands
+// are never held.
 func (c *conn) replica() bool { return c.sess.Kind() == session.KindReplication }
 
 // commandPhase reports whether the client's next packet is a command.

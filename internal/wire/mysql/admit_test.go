@@ -175,6 +175,11 @@ func TestAdmitSteps(t *testing.T) {
 			{cli: binlogDump(), fwd: binlogDump(), srv: replStream},
 			{cli: query("SELECT 1"), fwd: query("SELECT 1")},
 		}, []string{"SET @a=1"}},
+		{"a refused registration keeps a client", nil, []admitStep{
+			{cli: registerSlave(), fwd: registerSlave(), srv: pk(1, errPayload(1227, "42000", "Access denied"))},
+			{cli: query("SELECT 1"), fwd: query("SELECT 1"), held: 1},
+			{srv: ok(autocommit), held: 0},
+		}, []string{"SELECT 1"}},
 		{"a refused execute, then a pipelined query waits again", []string{"COM_STMT_EXECUTE 9"}, []admitStep{
 			{cli: append(execute(9), query("y")...), fwd: query("y"), answered: interrupted(1), held: 1},
 			{srv: ok(autocommit), held: 0},
@@ -278,8 +283,8 @@ func TestKillQuery(t *testing.T) {
 // each admitted or refused, cut into chunks it picks; the bytes forwarded
 // are exactly the admitted commands', sluice answers each refused one
 // with ERR 1317, and the session holds at most one slot and none once
-// idle. A COM_REGISTER_SLAVE (a ping op with bit 0x20) makes every
-// later command pass without waiting.
+// idle. A COM_REGISTER_SLAVE (a ping op with bit 0x20), once the server
+// has accepted it, makes every later command pass without waiting.
 func FuzzAdmitLifecycle(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3}, []byte{0})
 	f.Add([]byte{0x80, 0x11, 0x41, 0x82}, []byte{2, 5})
@@ -292,7 +297,9 @@ func FuzzAdmitLifecycle(f *testing.F) {
 		r := newAdmitRig(t, nil, 1)
 		var cli, wantFwd, wantAns []byte
 		var answers [][]byte
-		inTx, replica := false, false
+		// replica: the server has answered a COM_REGISTER_SLAVE (with OK);
+		// registered: one was sent.
+		inTx, replica, registered := false, false, false
 		for i, op := range ops {
 			sql := fmt.Sprintf("s%d", i)
 			var cmd []byte
@@ -306,7 +313,7 @@ func FuzzAdmitLifecycle(f *testing.F) {
 			case 2:
 				cmd, held = pk(0, []byte{comPing}), false
 				if op&0x20 != 0 {
-					cmd, replica = registerSlave(), true
+					cmd, registered = registerSlave(), true
 				}
 			}
 			if replica {
@@ -339,6 +346,7 @@ func FuzzAdmitLifecycle(f *testing.F) {
 					r.server(a)
 				}
 				answers = nil
+				replica = registered
 			}
 			if r.adm.maxHeld > 1 {
 				t.Fatalf("the session held %d slots", r.adm.maxHeld)

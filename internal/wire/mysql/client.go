@@ -198,11 +198,7 @@ func (u *upObserver) decodeCommand() {
 		u.p.kind = respAuth
 		u.p.user, u.p.db = changeUserIdentity(b[1:], c.caps)
 		u.open(commandName(cmd) + " " + u.p.user)
-	case comRegisterSlave:
-		c.sess.SetKind(session.KindReplication)
-		u.open(commandName(cmd))
 	case comBinlogDump, comBinlogDumpGTID:
-		c.sess.SetKind(session.KindReplication)
 		u.p.kind = respStream
 		u.open(commandName(cmd))
 		u.dump = u.p.st

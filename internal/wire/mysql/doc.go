@@ -146,9 +146,11 @@
 // UNIX_TIMESTAMP(), SET @master_heartbeat_period, SET
 // @slave_connect_state, ...), sends COM_REGISTER_SLAVE, then
 // COM_BINLOG_DUMP (MariaDB, with the GTID position in
-// @slave_connect_state) or COM_BINLOG_DUMP_GTID (MySQL). Any of the
-// three sets the session's kind to session.KindReplication when the
-// command is decoded. The dump's answer is the
+// @slave_connect_state) or COM_BINLOG_DUMP_GTID (MySQL). The session's
+// kind becomes session.KindReplication when the server accepts the
+// registration (OK) or sends the first event of a dump; a refused one
+// (ERR, without the REPLICATION SLAVE privilege) leaves a client. The
+// dump's answer is the
 // binlog stream: one packet per event, each beginning with the 0x00 OK
 // marker, for as long as the connection lasts, or until an EOF (a
 // non-blocking dump that reached the end) or an ERR (1236: the binlog
@@ -206,8 +208,9 @@
 // SERVER_STATUS_IN_TRANS; their packet is held from its first byte.
 // Other commands (COM_PING, COM_STMT_PREPARE, COM_STMT_FETCH,
 // COM_STMT_SEND_LONG_DATA, COM_INIT_DB, ...) never wait, and nor does
-// any command of a replication session from its COM_REGISTER_SLAVE or
-// binlog dump on: the dump never ends, and takes no slot. The queries a
+// any command of a replication session once the server has accepted
+// its COM_REGISTER_SLAVE or streams it the binlog: the dump never ends,
+// and takes no slot. The queries a
 // replica sends before COM_REGISTER_SLAVE are held like any others. The slot goes
 // back at the final OK, EOF or ERR of the last command in flight without
 // IN_TRANS (an ERR keeps the last status seen).

@@ -321,6 +321,7 @@ func scenarios() []scenario {
 	dumpEOF := pk(evSeq, eofPayload(2))
 	purged := pk(1, errPayload(1236, "HY000", "Could not find first log file name in binary log index file"))
 	gtidDump := binlogDumpGTID(40)
+	denied := pk(1, errPayload(1227, "42000", "Access denied; you need the REPLICATION SLAVE privilege"))
 	ack := pk(0, []byte{0xef}, le64(1234), []byte("mysql-bin.000001"))
 	return []scenario{
 		{name: "ok", caps: testCaps, steps: []step{up(query("INSERT INTO t VALUES (1),(2),(3)")), down(pk(1, okPayload(3, 2)))},
@@ -462,10 +463,16 @@ func scenarios() []scenario {
 			{"COM_BINLOG_DUMP", session.OK, -1, "", int64(len(binlogDump()) + 3*len(ack)), int64(len(events) + len(dumpEOF))},
 			{"SET @master_heartbeat_period=30000000000", session.OK, 0, "", int64(len(set)), 11},
 		}},
-		{name: "binlog purged", caps: classic, kind: session.KindReplication, steps: []step{
+		// A dump or registration the server refuses leaves a client.
+		{name: "binlog purged", caps: classic, steps: []step{
 			up(binlogDump()), down(purged),
 		}, want: []record{
 			{"COM_BINLOG_DUMP", session.Failed, -1, "1236", int64(len(binlogDump())), int64(len(purged))},
+		}},
+		{name: "registration refused", caps: testCaps, steps: []step{
+			up(registerSlave()), down(denied),
+		}, want: []record{
+			{"COM_REGISTER_SLAVE", session.Failed, -1, "1227", int64(len(registerSlave())), int64(len(denied))},
 		}},
 	}
 }
