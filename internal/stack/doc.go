@@ -98,14 +98,17 @@
 //
 // # The fleet's shared budget
 //
-// StartBudget runs the instance's part of the shared low-priority
-// budget (internal/fleet/budget) as a background loop, on the etcd
-// client, prefix, instance name and lease the fleet gives it; it makes
-// SHOW BUDGET and the budget metrics show the budget's state
-// (wlm.Manager.SetBudgetView). The budget reads
-// cluster_low_priority_bandwidth from the catalog on every round and
-// caps the links through wlm.Manager.SetLowPriorityCaps. Without etcd it
-// is never called and nothing changes.
+// An instance whose catalog is in etcd runs its part of the shared
+// low-priority budget (internal/fleet/budget): New starts it
+// (startFleetBudget) once the membership started, as a background loop
+// on the stack's one etcd client, under the catalog's prefix, with the
+// instance's name and its membership lease (so its demand key and its
+// candidacy vanish with the instance); it makes SHOW BUDGET and the
+// budget metrics show the budget's state (wlm.Manager.SetBudgetView).
+// The budget reads cluster_low_priority_bandwidth from the catalog on
+// every round (0, the default, keeps it idle) and caps the links
+// through wlm.Manager.SetLowPriorityCaps. With a file or in-memory
+// catalog it is never started and nothing changes.
 //
 // # Shutdown
 //

@@ -16,6 +16,13 @@
 // port, a fresh self-signed certificate), for tests that need what the
 // shared server does not offer; it is stopped when the test ends.
 //
+// StartMariaDB starts a private MariaDB server in the same way
+// (mariadb-install-db into a temporary directory, mariadbd on a free
+// loopback port, as the system user mysql when root, an account with a
+// random password), with extra server options such as --log-bin and
+// --server-id, for tests that stop, restart or replicate servers; the
+// shared MariaDB is never touched. It is shut down when the test ends.
+//
 // ConnectPG opens a pgx connection that closes when the test ends;
 // PostgresConfig and MySQLConfig parse the servers' addresses;
 // PostgresSocket finds a server's Unix socket; ServerSSL reads

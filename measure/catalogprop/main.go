@@ -103,7 +103,7 @@ func run(endpoints string, n int, gap, bound time.Duration, svgPath string) erro
 	stacks := map[string]*stack.Stack{}
 	for _, name := range names {
 		recs[name] = &recorder{applied: map[uint64][]time.Time{}}
-		cfg := &config.Config{Catalog: url, Etcd: &ec, Grace: time.Second}
+		cfg := &config.Config{Catalog: url, Etcd: &ec, Grace: time.Second, Fleet: config.Fleet{Name: name}}
 		st, err := stack.New(ctx, stack.Options{Config: cfg, Logger: slog.New(recs[name])})
 		if err != nil {
 			return fmt.Errorf("instance %s: %w", name, err)

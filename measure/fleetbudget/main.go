@@ -1,13 +1,19 @@
 // Command fleetbudget is the acceptance bench of the fleet's shared
 // low-priority budget (cluster_low_priority_bandwidth). It runs three
-// sluice instances in this process (stack.New, as sluice serve builds
-// them) on one etcd prefix, each with a tcp route whose default pool is
-// a low-priority pool, in front of a bulk source served by this program
-// (the link is measured, not a database). With the budget set to
-// -budget on every instance, bulk sessions run on A only, then on A and
-// B, then on all three, and finally the allocator's instance is killed
-// (its sessions and its etcd client cut at once, its lease left to
-// expire, as a crash does).
+// sluice instances, a, b and c, in this process, each built as sluice
+// serve builds it from a configuration file: the catalog in etcd (an
+// etcd:// URL of a fresh prefix), instance_name, and an instance_ttl of
+// 3 s; each joins the fleet and runs its part of the budget under its
+// membership lease with no further call. The pool and the budget are
+// set once, on a (CREATE RESOURCE POOL bulk_low ... low, SET
+// cluster_low_priority_bandwidth = -budget), and b and c apply them
+// from the catalog; then each gets a tcp route whose default pool is
+// bulk_low, in front of a bulk source served by this program (the link
+// is measured, not a database). Bulk sessions run on a only, then on a
+// and b, then on all three, and finally the allocator's instance is
+// killed: its sessions end and its connections to etcd (each instance
+// reaches etcd through forwarders of this program) are cut at once, so
+// that its lease is not revoked but expires, as after a crash.
 //
 // Every 100 ms it reads each instance's Low-class bytes (the link's
 // counter, down); per phase it reports, over every 1 s window, the sum
@@ -20,12 +26,13 @@
 // follow demand (the busy instances within 10% of an equal share, the
 // idle ones under 1%); after the kill, when another instance is the
 // allocator within the lease TTL (plus the election's own round trip,
-// 1 s) and the survivors share the budget again.
+// 1 s), the killed instance's lease outlived the kill and then expired
+// (it was not revoked), and the survivors share the budget again.
 //
 // Before the fleet, two controls run the same shapes without one: one
-// busy instance whose low_priority_bandwidth is the budget (phase A's
+// busy instance whose low_priority_bandwidth is the budget (phase a's
 // shape) and three whose low_priority_bandwidth is a third of it each
-// (phase A+B+C's, the static split a shared budget replaces). They say
+// (phase a+b+c's, the static split a shared budget replaces). They say
 // what the host carries when only the leaky buckets limit the links: a
 // bucket loses what a late pump does not take within its 1 ms tick, so
 // on a loaded host the controls fall short too (-control=false skips
@@ -126,13 +133,32 @@ func main() {
 
 	insts := make([]*instance, 3)
 	for i := range insts {
-		if insts[i], err = startInstance(ctx, ecfg, string(rune('A'+i)), src.Addr().String(), *budgetFlag, logger); err != nil {
+		if insts[i], err = startInstance(ctx, endpoints, ecfg.Prefix, string(rune('a'+i)), logger); err != nil {
 			log.Fatal(err)
 		}
 		defer insts[i].close()
 	}
-	fmt.Printf("fleetbudget: 3 instances on etcd %s%s, cluster_low_priority_bandwidth = %s, %d bulk sessions per busy instance\n",
-		strings.Join(endpoints, ","), ecfg.Prefix, units.FormatRate(budget), *sessions)
+	// The workload is set once, on a; b and c apply it from the catalog.
+	for _, q := range []string{
+		"CREATE RESOURCE POOL bulk_low WITH (network_priority=low)",
+		"SET cluster_low_priority_bandwidth = '" + *budgetFlag + "'",
+	} {
+		if _, err := insts[0].st.Manager().Exec(ctx, q); err != nil {
+			log.Fatalf("a: %s: %v", q, err)
+		}
+	}
+	rev := insts[0].st.Manager().AppliedRevision()
+	t0 := time.Now()
+	if err := waitApplied(insts, rev, 10*time.Second); err != nil {
+		log.Fatal(err)
+	}
+	for _, in := range insts {
+		if err := in.addRoute(src.Addr().String()); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Printf("fleetbudget: 3 instances (a, b, c) on the etcd catalog %s%s, instance_ttl %ds; on a: cluster_low_priority_bandwidth = %s, applied by b and c (catalog revision %d) after %v; %d bulk sessions per busy instance\n",
+		strings.Join(endpoints, ","), ecfg.Prefix, leaseTTL, units.FormatRate(budget), rev, time.Since(t0).Round(time.Millisecond), *sessions)
 
 	if *verbose {
 		go func() {
@@ -162,13 +188,14 @@ func main() {
 		kill  bool
 	}
 	phases := []phaseDef{
-		{name: "A", start: []int{0}},
-		{name: "A+B", start: []int{1}},
-		{name: "A+B+C", start: []int{2}},
+		{name: "a", start: []int{0}},
+		{name: "a+b", start: []int{1}},
+		{name: "a+b+c", start: []int{2}},
 		{name: "kill allocator", kill: true},
 	}
 	pass := true
 	var killInfo string
+	var leaseExpired bool // the killed instance's lease outlived the kill, then expired
 	for _, ph := range phases {
 		begin := rec.len()
 		var killed = -1
@@ -183,8 +210,20 @@ func main() {
 				pass = false
 				break
 			}
+			lease := insts[killed].st.Lease()
 			t0 := time.Now()
 			insts[killed].kill()
+			// The killed instance's lease is not revoked: etcd drops it
+			// when its TTL runs out.
+			type end struct {
+				text    string
+				expired bool
+			}
+			gone := make(chan end, 1)
+			go func() {
+				text, expired := leaseEnd(ctx, admin, lease, t0, *phase)
+				gone <- end{text, expired}
+			}()
 			for time.Since(t0) < *phase {
 				if j := allocatorOf(insts); j >= 0 && j != killed {
 					failover = time.Since(t0)
@@ -199,6 +238,9 @@ func main() {
 			} else {
 				killInfo += "no other instance elected"
 			}
+			e := <-gone
+			killInfo += "; " + e.text
+			leaseExpired = e.expired
 			time.Sleep(time.Until(t0.Add(*phase)))
 		} else {
 			time.Sleep(*phase)
@@ -222,7 +264,7 @@ func main() {
 			} else {
 				r.note += "; sum not back within 5% of the budget"
 			}
-			r.ok = r.allMax <= 1.05*float64(budget) && failover >= 0 && failover <= (leaseTTL+1)*time.Second && rec >= 0 && r.sharesOK
+			r.ok = r.allMax <= 1.05*float64(budget) && leaseExpired && failover >= 0 && failover <= (leaseTTL+1)*time.Second && rec >= 0 && r.sharesOK
 		}
 		results = append(results, r)
 		pass = pass && r.ok
@@ -235,7 +277,7 @@ func main() {
 	stopSampling()
 	swg.Wait()
 
-	fmt.Printf("\n%-15s %9s %9s %9s %10s %7s %7s %7s %-13s %s\n", "phase", "mean MB/s", "min MB/s", "max MB/s", "all max", "A", "B", "C", "rates set", "result")
+	fmt.Printf("\n%-15s %9s %9s %9s %10s %7s %7s %7s %-13s %s\n", "phase", "mean MB/s", "min MB/s", "max MB/s", "all max", "a", "b", "c", "rates set", "result")
 	for _, r := range results {
 		if r.control {
 			fmt.Printf("%-15s %9.2f %9.2f %9.2f %10.2f %7s %7s %7s %-13s %s\n", r.name, r.mean/1e6, r.min/1e6, r.max/1e6, r.allMax/1e6, "", "", "", "", "control")
@@ -259,6 +301,34 @@ func main() {
 	}
 	fmt.Println("FAIL")
 	defer os.Exit(1)
+}
+
+// leaseEnd watches the lease id from the kill at t0 for at most d and
+// says what etcd had left of it after the kill and when it was gone;
+// expired reports that the lease was still there after the kill (it was
+// not revoked) and gone within d.
+func leaseEnd(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, t0 time.Time, d time.Duration) (text string, expired bool) {
+	if id == 0 {
+		return "the killed instance had no lease", false
+	}
+	left := int64(-2)
+	for time.Since(t0) < d {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		r, err := cli.TimeToLive(qctx, id)
+		cancel()
+		switch {
+		case err != nil:
+		case r.TTL < 0:
+			if left == -2 {
+				return fmt.Sprintf("its lease %x was already gone %v after the kill", int64(id), time.Since(t0).Round(10*time.Millisecond)), false
+			}
+			return fmt.Sprintf("its lease %x (%d s left just after the kill) expired %v after the kill", int64(id), left, time.Since(t0).Round(10*time.Millisecond)), true
+		case left == -2:
+			left = r.TTL
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Sprintf("its lease %x still there %v after the kill", int64(id), d), false
 }
 
 func envOr(k, def string) string {
@@ -306,59 +376,62 @@ func bulkSource() (net.Listener, error) {
 type instance struct {
 	name  string
 	st    *stack.Stack
-	cli   *clientv3.Client
-	route string // the route's listen address
+	cut   *etcdLink // its connections to etcd; nil for the controls
+	route string    // the route's listen address
 
-	mu    sync.Mutex
-	conns []net.Conn // guarded by mu; the bulk sessions' client ends
-	dead  bool       // guarded by mu
+	mu     sync.Mutex
+	conns  []net.Conn    // guarded by mu; the bulk sessions' client ends
+	dead   bool          // guarded by mu
+	closed chan struct{} // closed once a killed instance's Close returned
 }
 
-func startInstance(ctx context.Context, ecfg etcd.Config, name, upstream, budget string, log *slog.Logger) (*instance, error) {
-	st, err := stack.New(ctx, stack.Options{Config: &config.Config{}, Logger: log.With("instance", name)})
+// startInstance starts the instance name as sluice serve would from a
+// configuration file naming the etcd catalog (its endpoints are the
+// instance's own links to etcd, so that kill can cut them), the name
+// and a membership lease of leaseTTL seconds.
+func startInstance(ctx context.Context, endpoints []string, prefix, name string, log *slog.Logger) (*instance, error) {
+	cut, err := newEtcdLink(endpoints)
 	if err != nil {
 		return nil, err
 	}
-	in := &instance{name: name, st: st}
-	for _, q := range []string{
-		"CREATE RESOURCE POOL bulk_low WITH (network_priority=low)",
-		"SET cluster_low_priority_bandwidth = '" + budget + "'",
-	} {
-		if _, err := st.Manager().Exec(ctx, q); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("%s: %s: %w", name, q, err)
-		}
-	}
-	addr, err := st.AddRoute(stack.Route{Route: config.Route{Name: "bulk", Listen: "127.0.0.1:0", Upstream: upstream, Protocol: "tcp"}, Pool: "bulk_low"})
+	yaml := fmt.Sprintf("catalog: etcd://%s%s\ninstance_name: %s\ninstance_ttl: %ds\n", strings.Join(cut.Addrs(), ","), prefix, name, leaseTTL)
+	cfg, err := config.Parse(name+".yaml", []byte(yaml))
 	if err != nil {
-		st.Close()
+		cut.Cut()
 		return nil, err
+	}
+	st, err := stack.New(ctx, stack.Options{Config: cfg, Logger: log.With("instance", name)})
+	if err != nil {
+		cut.Cut()
+		return nil, err
+	}
+	return &instance{name: name, st: st, cut: cut}, nil
+}
+
+// addRoute gives the instance its tcp route to upstream, whose sessions
+// run in the pool bulk_low.
+func (in *instance) addRoute(upstream string) error {
+	addr, err := in.st.AddRoute(stack.Route{Route: config.Route{Name: "bulk", Listen: "127.0.0.1:0", Upstream: upstream, Protocol: "tcp"}, Pool: "bulk_low"})
+	if err != nil {
+		return fmt.Errorf("%s: %w", in.name, err)
 	}
 	in.route = addr.String()
-	if in.cli, err = etcd.Dial(ctx, ecfg); err != nil {
-		st.Close()
-		return nil, err
-	}
-	// The instance's lease, as membership would hold it.
-	lease, err := in.cli.Grant(ctx, leaseTTL)
-	if err != nil {
-		in.close()
-		return nil, err
-	}
-	ka, err := in.cli.KeepAlive(context.Background(), lease.ID)
-	if err != nil {
-		in.close()
-		return nil, err
-	}
-	go func() {
-		for range ka {
+	return nil
+}
+
+// waitApplied waits until every instance applies the catalog revision
+// rev or a later one, for at most d.
+func waitApplied(insts []*instance, rev uint64, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for _, in := range insts {
+		for in.st.Manager().AppliedRevision() < rev {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s applies catalog revision %d after %v, want %d", in.name, in.st.Manager().AppliedRevision(), d, rev)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-	}()
-	if err := st.StartBudget(stack.BudgetOptions{Client: in.cli, Key: ecfg.Key, Name: name, Lease: lease.ID}); err != nil {
-		in.close()
-		return nil, err
 	}
-	return in, nil
+	return nil
 }
 
 // startBulk opens n bulk sessions that read and discard.
@@ -381,8 +454,10 @@ func (in *instance) busy() bool {
 	return len(in.conns) > 0 && !in.dead
 }
 
-// kill cuts the instance as a crash would: its sessions end, its etcd
-// client goes (the lease is not revoked: it expires), then the rest.
+// kill cuts the instance as a crash would: its sessions end and its
+// connections to etcd are cut, so that its lease is not revoked but
+// expires; then it is closed in the background (its leave fails, as a
+// dead process's would not even try).
 func (in *instance) kill() {
 	in.mu.Lock()
 	in.dead = true
@@ -391,9 +466,13 @@ func (in *instance) kill() {
 	}
 	in.conns = nil
 	in.mu.Unlock()
+	in.cut.Cut()
 	in.st.Proxy().Close()
-	in.cli.Close()
-	in.st.Close()
+	in.closed = make(chan struct{})
+	go func() {
+		defer close(in.closed)
+		in.st.Close()
+	}()
 }
 
 func (in *instance) close() {
@@ -403,10 +482,97 @@ func (in *instance) close() {
 	}
 	in.conns = nil
 	in.mu.Unlock()
-	in.st.Close()
-	if in.cli != nil {
-		in.cli.Close()
+	if in.closed != nil {
+		<-in.closed
+		return
 	}
+	in.st.Close()
+	if in.cut != nil {
+		in.cut.Cut()
+	}
+}
+
+// etcdLink is an instance's network path to etcd: one loopback
+// forwarder per etcd endpoint. Cut ends every connection through it
+// and refuses new ones, as a dead host's would be.
+type etcdLink struct {
+	lns []net.Listener
+
+	mu    sync.Mutex
+	conns map[net.Conn]bool // guarded by mu; both ends of every forwarded connection
+	cut   bool              // guarded by mu
+}
+
+func newEtcdLink(endpoints []string) (*etcdLink, error) {
+	l := &etcdLink{conns: map[net.Conn]bool{}}
+	for _, ep := range endpoints {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			l.Cut()
+			return nil, err
+		}
+		l.lns = append(l.lns, ln)
+		go l.serve(ln, ep)
+	}
+	return l, nil
+}
+
+// Addrs are the forwarders' addresses, one per endpoint.
+func (l *etcdLink) Addrs() []string {
+	var out []string
+	for _, ln := range l.lns {
+		out = append(out, ln.Addr().String())
+	}
+	return out
+}
+
+func (l *etcdLink) serve(ln net.Listener, target string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				return
+			}
+			if !l.track(c, u) {
+				return
+			}
+			go func() { io.Copy(u, c); u.Close() }()
+			io.Copy(c, u)
+			c.Close()
+		}()
+	}
+}
+
+// track records c and u, or closes them when the link is cut.
+func (l *etcdLink) track(c, u net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cut {
+		c.Close()
+		u.Close()
+		return false
+	}
+	l.conns[c], l.conns[u] = true, true
+	return true
+}
+
+// Cut closes the forwarders and every connection through them.
+func (l *etcdLink) Cut() {
+	for _, ln := range l.lns {
+		ln.Close()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cut = true
+	for c := range l.conns {
+		c.Close()
+	}
+	l.conns = nil
 }
 
 // lowBytes is the Low-class bytes the instance's default link admitted
@@ -650,8 +816,8 @@ func recovery(samples []sample, budget int64) time.Duration {
 // controlRun measures k instances without a fleet, all busy, each Low
 // class held to budget/k by low_priority_bandwidth: the static split a
 // fleet's budget replaces, and what the host gives the links when
-// nothing but their leaky buckets limits them (k = 1 is phase A's
-// shape, k = 3 phase A+B+C's).
+// nothing but their leaky buckets limits them (k = 1 is phase a's
+// shape, k = 3 phase a+b+c's).
 func controlRun(ctx context.Context, upstream string, budget int64, k int, phase, settle time.Duration, sessions int, log *slog.Logger) (phaseResult, error) {
 	var insts []*instance
 	defer func() {

@@ -24,7 +24,13 @@ import (
 // until the statement is admitted; the client pump blocks meanwhile (it
 // stops reading the client) while the server pump goes on. The slot goes
 // back at the final OK, EOF or ERR of the last command answered, once no
-// transaction is open (an ERR keeps the last status seen).
+// transaction is open (an ERR keeps the last status seen). A replica's
+// session is never held once the server has accepted its
+// COM_REGISTER_SLAVE (an OK) or started streaming it the binlog (its
+// kind is then session.KindReplication): the dump is one endless
+// command and must not wait behind clients. A refused registration
+// (ERR: no REPLICATION SLAVE privilege) changes nothing, so it is no way
+// around admission.
 //
 // A refused command never reaches the server: its packet is discarded
 // and sluice answers ERR 1317 (ER_QUERY_INTERRUPTED, SQLSTATE 70100),
@@ -155,7 +161,7 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 					a.g.Start(false, false)
 					setMode(i, modePass)
 				}
-			case a.mode == modePass:
+			case a.mode == modePass && !u.c.replica():
 				// open until decided: the slot cannot go back under a
 				// command being read.
 				if a.g.Start(false, true) {
@@ -201,7 +207,7 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 	if a.mode == modePass && !f.inside && f.nhdr > 0 {
 		// A header begun at the end of the chunk: hold it until the packet
 		// says what it is.
-		if u.c.commandPhase() && a.g.Start(false, true) {
+		if u.c.commandPhase() && !u.c.replica() && a.g.Start(false, true) {
 			setMode(len(p)-f.nhdr, modeHold)
 		}
 	}
@@ -351,6 +357,11 @@ func eqFold(a, b string) bool {
 func okPacket(status uint16) []byte {
 	return []byte{7, 0, 0, 0, 0x00, 0, 0, byte(status), byte(status >> 8), 0, 0}
 }
+
+// replica reports whether the session is a replica's: the server
+// accepted its COM_REGISTER_SLAVE or streams it the binlog. Its commands
+// are never held.
+func (c *conn) replica() bool { return c.sess.Kind() == session.KindReplication }
 
 // commandPhase reports whether the client's next packet is a command.
 func (c *conn) commandPhase() bool {

@@ -135,6 +135,7 @@ func TestAdmitSteps(t *testing.T) {
 	prepare := pk(0, []byte{comStmtPrepare}, []byte("SELECT ?"))
 	prepareOK := bytes.Join([][]byte{pk(1, []byte{0x00}, le32(7), le16(0), le16(1), []byte{0}, le16(0)),
 		pk(2, colDef("?")), pk(3, eofPayload(autocommit))}, nil)
+	replStream, _ := binlogStream(1, 7)
 	tests := []struct {
 		name   string
 		refuse []string
@@ -166,6 +167,19 @@ func TestAdmitSteps(t *testing.T) {
 			{cli: query("x"), answered: interrupted(1)},
 			{cli: query("y"), fwd: query("y"), srv: ok(autocommit)},
 		}, []string{"x", "y"}},
+		{"a replica is never held once it registers", nil, []admitStep{
+			{cli: query("SET @a=1"), fwd: query("SET @a=1"), held: 1},
+			{srv: ok(autocommit), held: 0},
+			{cli: registerSlave(), fwd: registerSlave(), srv: ok(autocommit)},
+			{cli: query("SET @b=1"), fwd: query("SET @b=1"), srv: ok(autocommit)},
+			{cli: binlogDump(), fwd: binlogDump(), srv: replStream},
+			{cli: query("SELECT 1"), fwd: query("SELECT 1")},
+		}, []string{"SET @a=1"}},
+		{"a refused registration keeps a client", nil, []admitStep{
+			{cli: registerSlave(), fwd: registerSlave(), srv: pk(1, errPayload(1227, "42000", "Access denied"))},
+			{cli: query("SELECT 1"), fwd: query("SELECT 1"), held: 1},
+			{srv: ok(autocommit), held: 0},
+		}, []string{"SELECT 1"}},
 		{"a refused execute, then a pipelined query waits again", []string{"COM_STMT_EXECUTE 9"}, []admitStep{
 			{cli: append(execute(9), query("y")...), fwd: query("y"), answered: interrupted(1), held: 1},
 			{srv: ok(autocommit), held: 0},
@@ -269,11 +283,13 @@ func TestKillQuery(t *testing.T) {
 // each admitted or refused, cut into chunks it picks; the bytes forwarded
 // are exactly the admitted commands', sluice answers each refused one
 // with ERR 1317, and the session holds at most one slot and none once
-// idle.
+// idle. A COM_REGISTER_SLAVE (a ping op with bit 0x20), once the server
+// has accepted it, makes every later command pass without waiting.
 func FuzzAdmitLifecycle(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3}, []byte{0})
 	f.Add([]byte{0x80, 0x11, 0x41, 0x82}, []byte{2, 5})
 	f.Add([]byte{0x10, 0x50, 0x00, 0xc1}, []byte{1, 1, 1, 1})
+	f.Add([]byte{0x00, 0x62, 0x80, 0x11, 0x41}, []byte{3})
 	f.Fuzz(func(t *testing.T, ops, chunks []byte) {
 		if len(ops) > 64 {
 			ops = ops[:64]
@@ -281,7 +297,9 @@ func FuzzAdmitLifecycle(f *testing.F) {
 		r := newAdmitRig(t, nil, 1)
 		var cli, wantFwd, wantAns []byte
 		var answers [][]byte
-		inTx := false
+		// replica: the server has answered a COM_REGISTER_SLAVE (with OK);
+		// registered: one was sent.
+		inTx, replica, registered := false, false, false
 		for i, op := range ops {
 			sql := fmt.Sprintf("s%d", i)
 			var cmd []byte
@@ -294,6 +312,12 @@ func FuzzAdmitLifecycle(f *testing.F) {
 				sql = fmt.Sprintf("COM_STMT_EXECUTE %d", 1000+i)
 			case 2:
 				cmd, held = pk(0, []byte{comPing}), false
+				if op&0x20 != 0 {
+					cmd, registered = registerSlave(), true
+				}
+			}
+			if replica {
+				held = false
 			}
 			status := uint16(autocommit)
 			if op&0x10 != 0 {
@@ -322,6 +346,7 @@ func FuzzAdmitLifecycle(f *testing.F) {
 					r.server(a)
 				}
 				answers = nil
+				replica = registered
 			}
 			if r.adm.maxHeld > 1 {
 				t.Fatalf("the session held %d slots", r.adm.maxHeld)

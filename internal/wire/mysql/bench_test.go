@@ -22,6 +22,10 @@ import (
 // large-result: one op is one 32 KiB chunk of a large text result set
 // (rows of ~100 bytes, cut anywhere) in the middle of a statement:
 // nothing is allocated.
+//
+// binlog-stream: one op is one 32 KiB chunk of a replica's binlog
+// stream (row events of 200 bytes, cut anywhere) in the middle of its
+// dump: nothing is allocated.
 func BenchmarkObserve(b *testing.B) {
 	b.Run("point-select", func(b *testing.B) {
 		reg := session.NewRegistry(session.Options{KeepStatements: 16})
@@ -76,6 +80,27 @@ func BenchmarkObserve(b *testing.B) {
 		wiretest.BenchStream(b, d, rows, 32<<10)
 		if len(sess.Active()) != 1 || sess.Active()[0].BytesDown() == 0 {
 			b.Fatal("statement not followed")
+		}
+	})
+	b.Run("binlog-stream", func(b *testing.B) {
+		reg := session.NewRegistry(session.Options{})
+		sess := reg.Open(session.Info{}, t0)
+		u, d := newObservers(connConfig{
+			sess: sess, clock: clock.NewFake(t0), log: slog.New(slog.DiscardHandler),
+			maxSQL: defaultMaxSQL, maxPacket: defaultMaxPacket, caps: testCaps,
+		})
+		if err := run([]step{up(binlogDump())}, u, d, 0); err != nil {
+			b.Fatal(err)
+		}
+		// Row events of ~200 bytes, cut into 32 KiB chunks at arbitrary
+		// offsets.
+		var events []byte
+		for i := 0; len(events) < 1<<20; i++ {
+			events = append(events, binlogEvent(uint8(1+i), 0x1e, bytes.Repeat([]byte{byte(i)}, 180))...)
+		}
+		wiretest.BenchStream(b, d, events, 32<<10)
+		if len(sess.Active()) != 1 || sess.Active()[0].BytesDown() == 0 {
+			b.Fatal("dump not followed")
 		}
 	})
 }

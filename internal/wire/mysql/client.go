@@ -34,6 +34,8 @@ type upObserver struct {
 	lastPrepared string // SQL of the latest COM_STMT_PREPARE (statement id -1)
 
 	adm *admitUp // the session's admission, told of each command decoded; nil without
+
+	dump *session.Statement // the binlog dump last sent; nil before one
 }
 
 var _ wire.Observer = (*upObserver)(nil)
@@ -145,6 +147,16 @@ func (u *upObserver) decodeCommand() {
 		return
 	}
 	cmd := b[0]
+	if u.dump != nil {
+		if u.dump.Outcome() == session.Running {
+			// A semi-synchronous replica's acknowledgement (0xef, binlog
+			// position and file): no answer; its bytes are the dump's.
+			u.p = pending{kind: respNone, cmd: cmd}
+			u.target(u.dump)
+			return
+		}
+		u.dump = nil
+	}
 	u.p = pending{kind: respSimple, cmd: cmd}
 	switch cmd {
 	case comQuit:
@@ -186,7 +198,11 @@ func (u *upObserver) decodeCommand() {
 		u.p.kind = respAuth
 		u.p.user, u.p.db = changeUserIdentity(b[1:], c.caps)
 		u.open(commandName(cmd) + " " + u.p.user)
-	case comBinlogDump, comBinlogDumpGTID, comTableDump:
+	case comBinlogDump, comBinlogDumpGTID:
+		u.p.kind = respStream
+		u.open(commandName(cmd))
+		u.dump = u.p.st
+	case comTableDump:
 		u.p.kind = respStream
 		u.open(commandName(cmd))
 	default:

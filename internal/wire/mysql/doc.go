@@ -103,8 +103,9 @@
 //     packets, with client answers, until OK (the new identity is
 //     recorded; prepared statements are forgotten) or ERR.
 //   - COM_FIELD_LIST: definitions until EOF. COM_BINLOG_DUMP(_GTID):
-//     events until EOF or ERR. COM_QUIT, COM_STMT_CLOSE and
-//     COM_STMT_SEND_LONG_DATA: no answer. Anything else: one packet.
+//     the binlog stream (below). COM_QUIT, COM_STMT_CLOSE and
+//     COM_STMT_SEND_LONG_DATA: no answer. Anything else (COM_REGISTER_SLAVE
+//     included): one packet.
 //
 // MariaDB progress reports (ERR 65535) are skipped wherever they come.
 // Sequence ids from the server are checked loosely: a mismatch is logged
@@ -138,6 +139,32 @@
 // packet longer than Options.MaxPacket ends it with a *wire.Fatal whose
 // reply is ERR 1153 (ER_NET_PACKET_TOO_LARGE, SQLSTATE 08S01) numbered
 // as the client expects; the packet is not forwarded.
+//
+// # Replication
+//
+// A replica connects as a client, runs a few queries (SELECT
+// UNIX_TIMESTAMP(), SET @master_heartbeat_period, SET
+// @slave_connect_state, ...), sends COM_REGISTER_SLAVE, then
+// COM_BINLOG_DUMP (MariaDB, with the GTID position in
+// @slave_connect_state) or COM_BINLOG_DUMP_GTID (MySQL). The session's
+// kind becomes session.KindReplication when the server accepts the
+// registration (OK) or sends the first event of a dump; a refused one
+// (ERR, without the REPLICATION SLAVE privilege) leaves a client. The
+// dump's answer is the
+// binlog stream: one packet per event, each beginning with the 0x00 OK
+// marker, for as long as the connection lasts, or until an EOF (a
+// non-blocking dump that reached the end) or an ERR (1236: the binlog
+// asked for is gone). The server-side observer follows it as one answer
+// that only an EOF or ERR ends, told apart by the first byte as rows
+// are (0xfe, 0xff), so an event's bytes are never read as an answer of
+// their own; an event longer than
+// 0xffffff bytes is one logical packet, its continuations never looked
+// at. The dump is one statement ("COM_BINLOG_DUMP"), running while the
+// stream flows, its down bytes counted as they pass: the rule evaluator
+// sees it as one long statement (a penalty rule demotes it). While it
+// runs, what the client sends is a semi-synchronous replica's
+// acknowledgements (0xef, a binlog position and file name), which get no
+// answer: their bytes are the dump's, and they open no statement.
 //
 // # Cancel
 //
@@ -180,7 +207,11 @@
 // holds none and the server's last OK or EOF did not say
 // SERVER_STATUS_IN_TRANS; their packet is held from its first byte.
 // Other commands (COM_PING, COM_STMT_PREPARE, COM_STMT_FETCH,
-// COM_STMT_SEND_LONG_DATA, COM_INIT_DB, ...) never wait. The slot goes
+// COM_STMT_SEND_LONG_DATA, COM_INIT_DB, ...) never wait, and nor does
+// any command of a replication session once the server has accepted
+// its COM_REGISTER_SLAVE or streams it the binlog: the dump never ends,
+// and takes no slot. The queries a
+// replica sends before COM_REGISTER_SLAVE are held like any others. The slot goes
 // back at the final OK, EOF or ERR of the last command in flight without
 // IN_TRANS (an ERR keeps the last status seen).
 //

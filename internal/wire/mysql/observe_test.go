@@ -217,6 +217,61 @@ type scenario struct {
 	want  []record
 	// identity after the steps, if checked
 	user, db string
+	// kind of the session after the steps
+	kind session.Kind
+}
+
+// Replication traffic: a replica's registration, binlog dumps and the
+// events that answer them.
+
+// registerSlave is a COM_REGISTER_SLAVE of server 2, port 3306.
+func registerSlave() []byte {
+	return pk(0, []byte{comRegisterSlave}, le32(2), []byte{0, 0, 0}, le16(3306), le32(0), le32(0))
+}
+
+// binlogDump is MariaDB's COM_BINLOG_DUMP from the start of no file (the
+// GTID position is in @slave_connect_state).
+func binlogDump() []byte {
+	return pk(0, []byte{comBinlogDump}, le32(4), le16(0), le32(2))
+}
+
+// binlogDumpGTID is MySQL's COM_BINLOG_DUMP_GTID with a GTID set of n
+// bytes.
+func binlogDumpGTID(n int) []byte {
+	return pk(0, []byte{comBinlogDumpGTID}, le16(0), le32(2), le32(0), le64(4), le32(uint32(n)), bytes.Repeat([]byte{0xfe}, n))
+}
+
+func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+
+// binlogEvent is one event of a binlog stream at sequence id seq: the OK
+// marker, the 19-byte event header, then body.
+func binlogEvent(seq uint8, typ byte, body []byte) []byte {
+	h := append(le32(1767225600), typ)
+	h = append(h, le32(1)...)
+	h = append(h, le32(uint32(19+len(body)))...)
+	h = append(h, le32(0)...)
+	h = append(h, le16(0)...)
+	return pk(seq, []byte{0x00}, h, body)
+}
+
+// binlogStream is n events from sequence id seq on, whose bodies hold
+// bytes that begin ERR, EOF and OK packets elsewhere; it returns the
+// bytes and the next sequence id.
+func binlogStream(seq uint8, n int) ([]byte, uint8) {
+	bodies := [][]byte{
+		append([]byte{0x04}, "mysql-bin.000001"...),               // ROTATE
+		{0xff, 0x28, 0x04, '#', 'H', 'Y'},                         // looks like ERR
+		{0xfe, 0, 0, 2, 0},                                        // looks like EOF
+		append(okPayload(1, statusMoreResults), 0xfe, 0xff, 0x00), // looks like OK
+		{},
+	}
+	types := []byte{0x04, 0xa2, 0x1e, 0x10, 0x1b}
+	var out []byte
+	for i := range n {
+		out = append(out, binlogEvent(seq, types[i%len(types)], bodies[i%len(bodies)])...)
+		seq++
+	}
+	return out, seq
 }
 
 func scenarios() []scenario {
@@ -261,6 +316,13 @@ func scenarios() []scenario {
 	progress := pk(1, append(append([]byte{0xff}, le16(0xffff)...), 1, 1, 2, 0x10, 0x27, 0, 0))
 	longSQL := strings.Repeat("é", 40) // 80 bytes, cut at 64
 	withAttrs := pk(0, []byte{comQuery}, []byte{1, 1, 0, 1}, le16(0xfe), lstr("trace"), lstr("abc"), []byte("SELECT 'attr'"))
+	set := query("SET @master_heartbeat_period=30000000000")
+	events, evSeq := binlogStream(1, 12)
+	dumpEOF := pk(evSeq, eofPayload(2))
+	purged := pk(1, errPayload(1236, "HY000", "Could not find first log file name in binary log index file"))
+	gtidDump := binlogDumpGTID(40)
+	denied := pk(1, errPayload(1227, "42000", "Access denied; you need the REPLICATION SLAVE privilege"))
+	ack := pk(0, []byte{0xef}, le64(1234), []byte("mysql-bin.000001"))
 	return []scenario{
 		{name: "ok", caps: testCaps, steps: []step{up(query("INSERT INTO t VALUES (1),(2),(3)")), down(pk(1, okPayload(3, 2)))},
 			want: []record{{"INSERT INTO t VALUES (1),(2),(3)", session.OK, 3, "", 37, 11}}},
@@ -378,6 +440,40 @@ func scenarios() []scenario {
 			{"SELECT c FROM t WHERE a=? AND b=?", session.OK, 2, "", int64(4 + 11 + len(execute)), int64(len(binRows))},
 		}},
 		{name: "quit", caps: testCaps, steps: []step{up(pk(0, []byte{comQuit}))}},
+		// Replication: appended, so that the committed seeds of
+		// FuzzObserveSplit keep naming the same scenarios.
+		{name: "replica", caps: testCaps, kind: session.KindReplication, steps: []step{
+			up(set), down(pk(1, okPayload(0, 2))),
+			up(registerSlave()), down(pk(1, okPayload(0, 2))),
+			up(binlogDump()), down(events[:100]), down(events[100:], dumpEOF),
+		}, want: []record{
+			{"SET @master_heartbeat_period=30000000000", session.OK, 0, "", int64(len(set)), 11},
+			{"COM_REGISTER_SLAVE", session.OK, 0, "", int64(len(registerSlave())), 11},
+			{"COM_BINLOG_DUMP", session.OK, -1, "", int64(len(binlogDump())), int64(len(events) + len(dumpEOF))},
+		}},
+		{name: "binlog stream open", caps: testCaps, kind: session.KindReplication, steps: []step{
+			up(gtidDump), down(events),
+		}, want: []record{
+			{"COM_BINLOG_DUMP_GTID", session.Running, 0, "", int64(len(gtidDump)), int64(len(events))},
+		}},
+		{name: "semi-sync acknowledgements", caps: testCaps, kind: session.KindReplication, steps: []step{
+			up(binlogDump()), down(events[:120]), up(ack), down(events[120:]), up(ack, ack), down(dumpEOF),
+			up(set), down(pk(1, okPayload(0, 2))),
+		}, want: []record{
+			{"COM_BINLOG_DUMP", session.OK, -1, "", int64(len(binlogDump()) + 3*len(ack)), int64(len(events) + len(dumpEOF))},
+			{"SET @master_heartbeat_period=30000000000", session.OK, 0, "", int64(len(set)), 11},
+		}},
+		// A dump or registration the server refuses leaves a client.
+		{name: "binlog purged", caps: classic, steps: []step{
+			up(binlogDump()), down(purged),
+		}, want: []record{
+			{"COM_BINLOG_DUMP", session.Failed, -1, "1236", int64(len(binlogDump())), int64(len(purged))},
+		}},
+		{name: "registration refused", caps: testCaps, steps: []step{
+			up(registerSlave()), down(denied),
+		}, want: []record{
+			{"COM_REGISTER_SLAVE", session.Failed, -1, "1227", int64(len(registerSlave())), int64(len(denied))},
+		}},
 	}
 }
 
@@ -399,6 +495,9 @@ func TestObserveScenarios(t *testing.T) {
 				}
 				if sc.db != "" && sess.Database() != sc.db {
 					t.Errorf("database = %q, want %q", sess.Database(), sc.db)
+				}
+				if sess.Kind() != sc.kind {
+					t.Errorf("kind = %v, want %v", sess.Kind(), sc.kind)
 				}
 			}
 		})
@@ -589,6 +688,39 @@ func TestSQLTextCut(t *testing.T) {
 	for _, tt := range tests {
 		if got := string(c.sqlText([]byte(tt.in))); got != tt.want {
 			t.Errorf("sqlText(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestBinlogEventContinued: a binlog event longer than 0xffffff bytes
+// spans physical packets, and the ones after the first may begin with
+// 0xfe or 0xff; the stream goes on past them and ends at the EOF.
+func TestBinlogEventContinued(t *testing.T) {
+	for _, lead := range []byte{0xfe, 0xff} {
+		for _, n := range []int{maxPayload - 20, maxPayload + 5} {
+			body := bytes.Repeat([]byte{lead}, n)
+			big := binlogEvent(1, 0x1e, body)
+			next := uint8(1 + (len(big)-4)/maxPayload + 1)
+			if 20+n > maxPayload && big[4+maxPayload+4] != lead {
+				t.Fatalf("the continuation does not begin with 0x%02x", lead)
+			}
+			small := binlogEvent(next, 0x10, []byte{lead, 0, 0, 2, 0})
+			eof := pk(next+1, eofPayload(2))
+			reg, sess, u, d := harnessObservers(testCaps, 0, false)
+			if err := run([]step{up(binlogDump()), down(big, small)}, u, d, 1<<16); err != nil {
+				t.Fatal(err)
+			}
+			if got := records(reg); len(got) != 1 || got[0].Outcome != session.Running || got[0].BytesDown != int64(len(big)+len(small)) {
+				t.Fatalf("lead 0x%02x, n=%d, before the EOF: %v", lead, n, got)
+			}
+			if err := run([]step{down(eof)}, u, d, 0); err != nil {
+				t.Fatal(err)
+			}
+			got := records(reg)
+			if len(got) != 1 || got[0].Outcome != session.OK || got[0].BytesDown != int64(len(big)+len(small)+len(eof)) ||
+				sess.Kind() != session.KindReplication {
+				t.Fatalf("lead 0x%02x, n=%d, after the EOF: %v, kind %v", lead, n, got, sess.Kind())
+			}
 		}
 	}
 }

@@ -231,9 +231,17 @@ func (d *downObserver) dispatch(b []byte, size int64) {
 		}
 		c.mu.Unlock()
 		d.expectDefs(params, params > 0 && c.caps&capDeprecateEOF == 0, rsPrepareCols)
-	case rsFieldList, rsStream:
+	case rsFieldList:
 		if d.isTerminator(b, size) {
 			d.finish(session.OK)
+		}
+	case rsStream:
+		if d.isTerminator(b, size) {
+			d.finish(session.OK)
+			return
+		}
+		if d.cur.cmd != comTableDump && d.c.sess.Kind() != session.KindReplication {
+			d.c.sess.SetKind(session.KindReplication) // the server streams its binlog
 		}
 	case rsAuth:
 		if len(b) > 0 && b[0] == 0x00 {
@@ -252,6 +260,8 @@ func (d *downObserver) dispatch(b []byte, size int64) {
 				s.SetIdentity(s.User(), d.cur.db, s.Application())
 			case comResetConnection:
 				d.forgetPrepared()
+			case comRegisterSlave:
+				d.c.sess.SetKind(session.KindReplication) // the server took the replica
 			}
 		}
 		d.finish(session.OK)
