@@ -91,6 +91,12 @@ func FuzzObserve(f *testing.F) {
 	f.Add([]byte{'Q', 0, 0, 0, 3}, []byte{'Z', 0, 0, 0, 4}, []byte{1})
 	f.Add(enc(&pgproto3.Parse{Name: "a", Query: "x"}, &pgproto3.Bind{PreparedStatement: "a"}, &pgproto3.Execute{}, &pgproto3.Sync{}),
 		enc(ready, pgErr("42P01"), &pgproto3.ErrorResponse{Severity: "FATAL", Code: "57P01"}), []byte{9, 1})
+	// A physical replication session: IDENTIFY_SYSTEM, then
+	// START_REPLICATION's CopyBoth stream both ways, ended by CopyDone.
+	f.Add(enc(&pgproto3.Query{String: "IDENTIFY_SYSTEM"}, &pgproto3.Query{String: "START_REPLICATION SLOT s PHYSICAL 0/3000000 TIMELINE 1"},
+		&pgproto3.CopyData{Data: []byte("r status")}, &pgproto3.CopyDone{}),
+		enc(ready, complete("IDENTIFY_SYSTEM"), ready, &pgproto3.CopyBothResponse{}, &pgproto3.CopyData{Data: []byte("w wal")},
+			&pgproto3.CopyData{Data: []byte("k keepalive")}, &pgproto3.CopyDone{}, complete("START_STREAMING"), ready), []byte{7, 3, 11})
 	f.Fuzz(func(t *testing.T, cli, srv, chunks []byte) {
 		sizes := make([]int, len(chunks))
 		for i, c := range chunks {
