@@ -180,9 +180,24 @@ func TestReplPGBaseBackup(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "plain")
 	stop := make(chan struct{})
 	wait := watchKinds(p.st.Registry(), stop)
+	began := time.Now()
 	p.run(t, 2*time.Minute, "pg_basebackup", p.baseBackupArgs(dir)...)
+	took := time.Since(began)
 	close(stop)
 	kinds, _ := wait()
+	var through int64
+	for _, r := range showRows(t, p.st, "SHOW LINKS") {
+		if r["name"] == "replpg_wan" {
+			for _, c := range []string{"bytes_high", "bytes_normal", "bytes_low"} {
+				n, _ := strconv.ParseInt(r[c], 10, 64)
+				through += n
+			}
+		}
+	}
+	if through == 0 {
+		t.Error("no bytes through the route's link")
+	}
+	t.Logf("backup through a 2 ms, 50 MB/s link: %d bytes in %v (%.1f MB/s)", through, took.Round(time.Millisecond), float64(through)/took.Seconds()/1e6)
 	if !kinds[session.KindBaseBackup] || !kinds[session.KindReplication] {
 		t.Errorf("kinds seen %v, want basebackup and replication (the WAL stream)", kinds)
 	}
