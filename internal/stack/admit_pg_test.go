@@ -56,18 +56,6 @@ func pgVia(t *testing.T, addr, app string) *pgx.ConnConfig {
 	return cfg
 }
 
-func connectCfg(t *testing.T, cfg *pgx.ConnConfig) *pgx.Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	return c
-}
-
 // TestAdmitPGBound: 40 sessions of a pool with active_statements=4 run
 // SELECT pg_sleep(0.5) in a loop; pg_stat_activity, sampled every 50 ms,
 // never shows more than 4 of them active, and about 8 statements end per
@@ -86,7 +74,7 @@ func TestAdmitPGBound(t *testing.T) {
 	app := fmt.Sprintf("admw_bound_%d", time.Now().UnixNano())
 	conns := make([]*pgx.Conn, sessions)
 	for i := range conns {
-		conns[i] = connectCfg(t, pgVia(t, lim, app))
+		conns[i] = testenv.ConnectPGConfig(t, pgVia(t, lim, app))
 	}
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
 
@@ -111,7 +99,7 @@ func TestAdmitPGBound(t *testing.T) {
 		}()
 	}
 	// The other pool's session: its statements never wait for a slot.
-	other := connectCfg(t, pgVia(t, free, app+"_free"))
+	other := testenv.ConnectPGConfig(t, pgVia(t, free, app+"_free"))
 	var otherMax, otherSum time.Duration
 	var otherN int
 	wg.Add(1)
@@ -190,8 +178,8 @@ func TestAdmitPGNoDeadlock(t *testing.T) {
 	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
 
 	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
-	a := connectCfg(t, pgVia(t, lim, "admw_dl_a"))
-	b := connectCfg(t, pgVia(t, lim, "admw_dl_b"))
+	a := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_dl_a"))
+	b := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_dl_b"))
 	tx, err := a.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -259,8 +247,8 @@ func TestAdmitPGCancelHeld(t *testing.T) {
 func testAdmitPGCancelHeld(t *testing.T, extra string) {
 	pc := testenv.PostgresConfig(t)
 	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, extra)
-	holder := connectCfg(t, pgVia(t, lim, "admw_cancel_holder"))
-	held := connectCfg(t, pgVia(t, lim, "admw_cancel_held"))
+	holder := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_cancel_holder"))
+	held := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_cancel_held"))
 	bg := context.Background()
 	// Prepare both statements first, so the held one is an Execute batch.
 	if _, err := held.Exec(bg, "SELECT 1"); err != nil {
@@ -342,7 +330,7 @@ func testAdmitPGCancelHeld(t *testing.T, extra string) {
 // the pool's only slot until the test ends (or commit is called).
 func holdSlot(t *testing.T, addr string) (commit func()) {
 	t.Helper()
-	c := connectCfg(t, pgVia(t, addr, "admw_holder"))
+	c := testenv.ConnectPGConfig(t, pgVia(t, addr, "admw_holder"))
 	tx, err := c.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -371,7 +359,7 @@ func TestAdmitPGExtendedHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
-	c := connectCfg(t, pgVia(t, lim, "admw_ext"))
+	c := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_ext"))
 
 	cases := []struct {
 		name string
@@ -467,7 +455,7 @@ func TestAdmitPGWaitLimits(t *testing.T) {
 				}
 			}
 			commit := holdSlot(t, lim)
-			c := connectCfg(t, pgVia(t, lim, "admw_limits"))
+			c := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_limits"))
 			t0 := time.Now()
 			_, err := c.Exec(context.Background(), "SELECT 1")
 			var pe *pgconn.PgError
@@ -508,7 +496,7 @@ func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	}
-	gone := connectCfg(t, goneCfg)
+	gone := testenv.ConnectPGConfig(t, goneCfg)
 	done := make(chan error, 1)
 	go func() { _, err := gone.Exec(context.Background(), "INSERT INTO "+table+" VALUES (1)"); done <- err }()
 	testenv.Eventually(t, 10*time.Second, "a held statement", func() bool { return heldCount(st) == 1 })
@@ -519,7 +507,7 @@ func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 		s := st.Manager().AdmissionStats()["admw_lim"]
 		return s.Running, s.Waiting
 	}
-	other := connectCfg(t, pgVia(t, lim, "admw_other"))
+	other := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_other"))
 	oDone := make(chan error, 1)
 	go func() { _, err := other.Exec(context.Background(), "SELECT 2"); oDone <- err }()
 	testenv.Eventually(t, 10*time.Second, "another statement held", func() bool { _, w := stats(); return w == 2 })
@@ -607,7 +595,7 @@ func TestAdmitPGChurn(t *testing.T) {
 		s := st.Manager().AdmissionStats()["admw_lim"]
 		return s.Running == 0 && s.Waiting == 0 && len(st.Registry().Sessions()) == 0
 	})
-	c := connectCfg(t, pgVia(t, lim, "admw_churn_after"))
+	c := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_churn_after"))
 	for range 3 {
 		if _, err := c.Exec(context.Background(), "SELECT 1"); err != nil {
 			t.Fatal(err)

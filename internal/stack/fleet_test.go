@@ -98,14 +98,7 @@ func fleetConsole(t testing.TB, in *fleetInstance) (*pgx.Conn, *notices) {
 		n.msgs = append(n.msgs, m.Message)
 		n.mu.Unlock()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	return c, n
+	return testenv.ConnectPGConfig(t, cc), n
 }
 
 // rows runs q on c and returns its rows as maps of column to text.
@@ -179,13 +172,7 @@ func instancesOf(t *testing.T, c *pgx.Conn) []string {
 func TestFleetThreeInstances(t *testing.T) {
 	eps := testenv.EtcdEndpoints(t)
 	ecfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	tc, err := etcd.Dial(ctx, ecfg)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tc.Close() })
+	tc := testenv.DialEtcd(t, ecfg)
 	var fl []*fleetInstance
 	for _, n := range []string{"a", "b", "c"} {
 		in, err := startInstance(t, ecfg, n, 0)

@@ -54,9 +54,16 @@ func PostgresURL(t testing.TB) string {
 // the test ends.
 func ConnectPG(t testing.TB, url string) *pgx.Conn {
 	t.Helper()
+	return ConnectPGConfig(t, mustParse(t, url, pgx.ParseConfig))
+}
+
+// ConnectPGConfig opens a pgx connection with cfg, within 30 s; it
+// closes when the test ends. A failure to connect fails t.
+func ConnectPGConfig(t testing.TB, cfg *pgx.ConnConfig) *pgx.Conn {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, url)
+	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
