@@ -330,15 +330,7 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 			}
 		}()
 	}
-	stopped := false
-	stopOrdinary := func() {
-		if !stopped {
-			stopped = true
-			stop()
-			wg.Wait()
-			r.drain(ctx)
-		}
-	}
+	stopOrdinary := stopOnce(stop, &wg, func() { r.drain(ctx) })
 	defer stopOrdinary()
 
 	r.p.step("active_statements %s: started %s; measuring after %s", limitName(limit), plural(r.plan.Sessions, "ordinary session"), r.plan.Settle)
@@ -440,16 +432,7 @@ func (r *concRun) measure() time.Duration {
 // drain waits, for up to 10 s, until the link's queues are empty, so the
 // next point starts on an idle link.
 func (r *concRun) drain(ctx context.Context) {
-	deadline := r.clk.Now().Add(10 * time.Second)
-	for r.clk.Now().Before(deadline) {
-		st := r.s.linkStats()
-		if st.Directions[link.Down].QueueBytes()+st.Directions[link.Up].QueueBytes() == 0 {
-			return
-		}
-		if clock.Sleep(ctx, r.clk, 20*time.Millisecond) != nil {
-			return
-		}
-	}
+	waitIdle(ctx, r.clk, func() bool { return r.s.queuedBytes() == 0 })
 }
 
 // percentile returns the q-th quantile of v (0 < q <= 1) by nearest rank:

@@ -435,15 +435,7 @@ func (r *flowRun) point(ctx context.Context, control string, n int) (FlowRow, in
 			}
 		}()
 	}
-	stopped := false
-	stopBulk := func() {
-		if !stopped {
-			stopped = true
-			stop()
-			wg.Wait()
-			r.drain(ctx)
-		}
-	}
+	stopBulk := stopOnce(stop, &wg, func() { r.drain(ctx) })
 	defer stopBulk()
 
 	if n > 0 {
@@ -545,18 +537,10 @@ func (r *flowRun) bulkStatements() (running, penalised int) {
 // drain waits, for up to 10 s, until no bulk statement runs and the
 // link's queues are empty, so the next point starts on an idle link.
 func (r *flowRun) drain(ctx context.Context) {
-	deadline := r.clk.Now().Add(10 * time.Second)
-	for r.clk.Now().Before(deadline) {
+	waitIdle(ctx, r.clk, func() bool {
 		running, _ := r.bulkStatements()
-		st := r.s.linkStats()
-		queued := st.Directions[link.Down].QueueBytes() + st.Directions[link.Up].QueueBytes()
-		if running == 0 && queued == 0 {
-			return
-		}
-		if clock.Sleep(ctx, r.clk, 20*time.Millisecond) != nil {
-			return
-		}
-	}
+		return running == 0 && r.s.queuedBytes() == 0
+	})
 }
 
 // summarize returns the median, mean, minimum and maximum of v.
