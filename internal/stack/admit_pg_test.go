@@ -77,89 +77,21 @@ func TestAdmitPGBound(t *testing.T) {
 		conns[i] = testenv.ConnectPGConfig(t, pgVia(t, lim, app))
 	}
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
-
-	ctx, cancel := context.WithTimeout(context.Background(), run)
-	defer cancel()
-	var done atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, sessions+1)
+	check := boundCheck{limit: limit, sleep: sleep, run: run}
 	for _, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if _, err := c.Exec(context.Background(), "SELECT pg_sleep(0.5)"); err != nil {
-					errs <- err
-					return
-				}
-				if ctx.Err() == nil {
-					done.Add(1)
-				}
-			}
-		}()
+		check.limited = append(check.limited, func(ctx context.Context) error {
+			_, err := c.Exec(ctx, "SELECT pg_sleep(0.5)")
+			return err
+		})
 	}
-	// The other pool's session: its statements never wait for a slot.
 	other := testenv.ConnectPGConfig(t, pgVia(t, free, app+"_free"))
-	var otherMax, otherSum time.Duration
-	var otherN int
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			t0 := time.Now()
-			if _, err := other.Exec(context.Background(), "SELECT 1"); err != nil {
-				errs <- err
-				return
-			}
-			d := time.Since(t0)
-			otherSum += d
-			otherN++
-			otherMax = max(otherMax, d)
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-
-	maxActive, samples := 0, 0
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	start := time.Now()
-	for ctx.Err() == nil {
-		<-tick.C
-		var n int
-		err := direct.QueryRow(context.Background(),
+	check.other = func(ctx context.Context) error { _, err := other.Exec(ctx, "SELECT 1"); return err }
+	check.active = func() (n int, err error) {
+		err = direct.QueryRow(context.Background(),
 			"SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'", app).Scan(&n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		samples++
-		maxActive = max(maxActive, n)
-		if n > limit {
-			t.Errorf("sample %d: %d statements active, limit %d", samples, n, limit)
-		}
+		return n, err
 	}
-	elapsed := time.Since(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	rate := float64(done.Load()) / elapsed.Seconds()
-	want := float64(limit) / sleep.Seconds()
-	t.Logf("%d sessions, active_statements=%d: %d statements in %v = %.2f/s (ideal %.1f/s, %+.1f%%); max active %d over %d samples",
-		sessions, limit, done.Load(), elapsed.Round(time.Millisecond), rate, want, 100*(rate-want)/want, maxActive, samples)
-	if otherN > 0 {
-		t.Logf("other pool: %d statements, mean %v, max %v", otherN, (otherSum / time.Duration(otherN)).Round(time.Microsecond), otherMax.Round(time.Microsecond))
-	}
-	if maxActive == 0 {
-		t.Fatal("no sample saw a statement running")
-	}
-	// Sanity, not timing: the slots were used, and never more than the limit.
-	if rate < want/2 || rate > want*1.5 {
-		t.Errorf("throughput %.2f/s, far from %.1f/s", rate, want)
-	}
-	if otherMax > 2*sleep {
-		t.Errorf("the other pool's statement waited %v, as long as a slot", otherMax)
-	}
+	checkAdmitBound(t, check)
 }
 
 // TestAdmitPGNoDeadlock: with active_statements=1, a session that holds
@@ -168,14 +100,13 @@ func TestAdmitPGBound(t *testing.T) {
 // held (not at the server), and both finish.
 func TestAdmitPGNoDeadlock(t *testing.T) {
 	pc := testenv.PostgresConfig(t)
-	table := fmt.Sprintf("admw_dl_%d", time.Now().UnixNano())
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
+	table := pgTable(t, direct, "admw_dl", "id int PRIMARY KEY, v int")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := direct.Exec(ctx, "CREATE TABLE "+table+" (id int PRIMARY KEY, v int); INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
+	if _, err := direct.Exec(ctx, "INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
 
 	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
 	a := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_dl_a"))
@@ -215,6 +146,18 @@ func TestAdmitPGNoDeadlock(t *testing.T) {
 	if err := direct.QueryRow(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil || v != 31 {
 		t.Fatalf("v = %d, %v; want 31", v, err)
 	}
+}
+
+// pgTable creates the table prefix_<ns> with columns through direct and
+// drops it when the test ends; it returns the table's name.
+func pgTable(t *testing.T, direct *pgx.Conn, prefix, columns string) string {
+	t.Helper()
+	table := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+	if _, err := direct.Exec(context.Background(), "CREATE TABLE "+table+" ("+columns+")"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	return table
 }
 
 // heldCount is the number of statements waiting for admission.
@@ -263,51 +206,17 @@ func testAdmitPGCancelHeld(t *testing.T, extra string) {
 		t.Fatal(err)
 	}
 
-	waitHeld := func() {
-		t.Helper()
-		testenv.Eventually(t, 10*time.Second, "a held statement", func() bool {
-			for _, s := range st.Registry().Active() {
-				if s.Waiting() {
-					return true
-				}
-			}
-			return false
-		})
-	}
 	for _, how := range []string{"CancelRequest", "console"} {
 		ctx, cancel := context.WithCancel(bg)
-		res := make(chan error, 1)
-		var t0 time.Time
-		var mu sync.Mutex
-		go func() {
-			_, err := held.Exec(ctx, "SELECT 1")
-			mu.Lock()
-			d := time.Since(t0)
-			mu.Unlock()
-			t.Logf("%s: answered %v after the cancel", how, d.Round(time.Microsecond))
-			if d > time.Second {
-				t.Errorf("%s: answered %v after the cancel", how, d)
-			}
-			res <- err
-		}()
-		waitHeld()
-		mu.Lock()
-		t0 = time.Now()
-		mu.Unlock()
-		if how == "CancelRequest" {
-			if err := held.PgConn().CancelRequest(bg); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			for _, s := range st.Registry().Active() {
-				if s.Waiting() {
-					if err := st.Registry().Cancel(bg, s); err != nil {
-						t.Fatal(err)
-					}
+		err := cancelHeld(t, st, how, func() error { _, err := held.Exec(ctx, "SELECT 1"); return err }, func() {
+			if how == "CancelRequest" {
+				if err := held.PgConn().CancelRequest(bg); err != nil {
+					t.Fatal(err)
 				}
+			} else {
+				cancelWaiting(t, st)
 			}
-		}
-		err := <-res
+		})
 		cancel()
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) || pe.Code != "57014" {
@@ -352,13 +261,8 @@ func holdSlot(t *testing.T, addr string) (commit func()) {
 func TestAdmitPGExtendedHeld(t *testing.T) {
 	pc := testenv.PostgresConfig(t)
 	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
-	table := fmt.Sprintf("admw_ext_%d", time.Now().UnixNano())
-	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
 	bg := context.Background()
-	if _, err := direct.Exec(bg, "CREATE TABLE "+table+" (id int, s text)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	table := pgTable(t, testenv.ConnectPG(t, testenv.PostgresURL(t)), "admw_ext", "id int, s text")
 	c := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_ext"))
 
 	cases := []struct {
@@ -478,12 +382,8 @@ func TestAdmitPGWaitLimits(t *testing.T) {
 func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 	pc := testenv.PostgresConfig(t)
 	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
-	table := fmt.Sprintf("admw_gone_%d", time.Now().UnixNano())
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
-	if _, err := direct.Exec(context.Background(), "CREATE TABLE "+table+" (id int)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	table := pgTable(t, direct, "admw_gone", "id int")
 	commit := holdSlot(t, lim)
 	// The gone client sends no CancelRequest (pgx would, from a new
 	// connection, when its query fails): it only disappears.
