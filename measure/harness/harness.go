@@ -1,6 +1,8 @@
 // Package harness starts a real sluice process for the benchmark programs
 // under measure/ and talks to its admin console, so every figure they print
-// comes from the binary users run, over real sockets.
+// comes from the binary users run, over real sockets. It also holds what
+// the programs share: the -etcd flag (EtcdFlag), a loop serving each
+// accepted connection (ServeEach) and one forwarding pairs (ServePairs).
 package harness
 
 import (
