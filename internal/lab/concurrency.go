@@ -192,16 +192,13 @@ func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, er
 	p.step("ordinary sessions through %s (pool %s), the high-priority query through %s (pool %s, network_priority high)",
 		r.ordinary, concPool, r.high, concHighPool)
 
-	capacity := r.plan.Capacity
-	if capacity <= 0 {
-		rate, err := streamRate(ctx, r.s, r.db, r.ordinary, r.clk, p)
-		if err != nil {
-			return nil, err
-		}
-		rep.Calibrated, rep.StreamMBps = true, rate/1e6
-		capacity = pickCapacity(rate, r.plan.MaxCapacity)
-		p.step("calibration: one bulk session streams %.0f MB/s through an unlimited link; link capacity %s", rate/1e6, units.FormatRate(capacity))
+	capacity, mbps, err := linkCapacity(r.plan.Capacity, r.plan.MaxCapacity, func() (float64, error) {
+		return streamRate(ctx, r.s, r.db, r.ordinary, r.clk, p)
+	}, p)
+	if err != nil {
+		return nil, err
 	}
+	rep.Calibrated, rep.StreamMBps = r.plan.Capacity <= 0, mbps
 	rep.CapacityBytes, rep.Capacity = capacity, units.FormatRate(capacity)
 	r.capacity = capacity
 	rep.MeasureSeconds = r.measure().Seconds()
