@@ -116,35 +116,16 @@ func TestAdmitMySQLNoDeadlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v int
-	if err := tx.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	bDone := make(chan error, 1)
-	go func() {
-		_, err := b.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
-		bDone <- err
-	}()
-	testenv.Eventually(t, 10*time.Second, "b held", func() bool { return heldCount(st) == 1 })
-	for i := range 3 {
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET v = v + 10 WHERE id = 1 /* %d */", table, i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case err := <-bDone:
-		t.Fatalf("b finished before a committed: %v", err)
-	default:
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-bDone; err != nil {
-		t.Fatal(err)
-	}
-	if err := direct.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil || v != 31 {
-		t.Fatalf("v = %d, %v; want 31", v, err)
-	}
+	checkNoDeadlock(t, st, deadlockCheck{
+		table:  table,
+		txExec: func(q string) error { _, err := tx.ExecContext(ctx, q); return err },
+		commit: tx.Commit,
+		bExec:  func(q string) error { _, err := b.ExecContext(ctx, q); return err },
+		value: func() (v int, err error) {
+			err = direct.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v)
+			return v, err
+		},
+	})
 }
 
 // TestAdmitMySQLCancelHeld: a command held for admission is cancelled by

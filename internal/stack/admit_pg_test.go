@@ -115,37 +115,16 @@ func TestAdmitPGNoDeadlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, "SELECT * FROM "+table+" WHERE id = 1 FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
-	bDone := make(chan error, 1)
-	go func() {
-		_, err := b.Exec(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
-		bDone <- err
-	}()
-	// b is held by sluice, not blocked at the server; a, inside its
-	// transaction, goes on.
-	testenv.Eventually(t, 10*time.Second, "b held", func() bool { return heldCount(st) == 1 })
-	for i := range 3 {
-		if _, err := tx.Exec(ctx, fmt.Sprintf("UPDATE %s SET v = v + 10 WHERE id = 1 -- %d", table, i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case err := <-bDone:
-		t.Fatalf("b finished before a committed: %v", err)
-	default:
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-bDone; err != nil {
-		t.Fatal(err)
-	}
-	var v int
-	if err := direct.QueryRow(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil || v != 31 {
-		t.Fatalf("v = %d, %v; want 31", v, err)
-	}
+	checkNoDeadlock(t, st, deadlockCheck{
+		table:  table,
+		txExec: func(q string) error { _, err := tx.Exec(ctx, q); return err },
+		commit: func() error { return tx.Commit(ctx) },
+		bExec:  func(q string) error { _, err := b.Exec(ctx, q); return err },
+		value: func() (v int, err error) {
+			err = direct.QueryRow(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v)
+			return v, err
+		},
+	})
 }
 
 // pgTable creates the table prefix_<ns> with columns through direct and

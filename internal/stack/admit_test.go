@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -150,5 +151,53 @@ func cancelWaiting(t *testing.T, st *stack.Stack) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// deadlockCheck is what checkNoDeadlock needs of one protocol: two
+// sessions a and b of a pool with one slot, and a table whose row 1 has
+// v = 0.
+type deadlockCheck struct {
+	table string
+	// txExec runs a statement in a's transaction, begun before the
+	// check; commit commits it.
+	txExec func(sql string) error
+	commit func() error
+	// bExec runs a statement of b, outside a transaction.
+	bExec func(sql string) error
+	// value reads v of row 1, directly at the server.
+	value func() (int, error)
+}
+
+// checkNoDeadlock: a's transaction locks row 1, b's update of the row
+// is held by sluice (not blocked at the server) while a's transaction
+// goes on with three updates; b finishes only after a commits, and v is
+// then 31.
+func checkNoDeadlock(t *testing.T, st *stack.Stack, c deadlockCheck) {
+	t.Helper()
+	if err := c.txExec("SELECT v FROM " + c.table + " WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	bDone := make(chan error, 1)
+	go func() { bDone <- c.bExec("UPDATE " + c.table + " SET v = v + 1 WHERE id = 1") }()
+	testenv.Eventually(t, 10*time.Second, "b held", func() bool { return heldCount(st) == 1 })
+	for i := range 3 {
+		if err := c.txExec(fmt.Sprintf("UPDATE %s SET v = v + 10 WHERE id = 1 /* %d */", c.table, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-bDone:
+		t.Fatalf("b finished before a committed: %v", err)
+	default:
+	}
+	if err := c.commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.value(); err != nil || v != 31 {
+		t.Fatalf("v = %d, %v; want 31", v, err)
 	}
 }
