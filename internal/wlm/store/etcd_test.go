@@ -290,16 +290,8 @@ func TestEtcdAuth(t *testing.T) {
 
 	good := cfg
 	good.Username, good.Password = "root", "rootpw"
-	cli, err := etcd.Dial(ctx, good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	s := store.NewEtcd(cli, good.Key("catalog"))
-	rev, err := s.Save(ctx, withLink("authed"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := store.NewEtcd(testenv.DialEtcd(t, good), good.Key("catalog"))
+	rev := save(ctx, t, s, withLink("authed"), 0)
 	if c, got, err := s.Load(ctx); err != nil || got != rev || c.Links["authed"] == nil {
 		t.Fatalf("load with credentials: %d, %v", got, err)
 	}
@@ -315,12 +307,7 @@ func TestEtcdAuth(t *testing.T) {
 
 	none := cfg
 	none.Username, none.Password = "nobody", "nobodypw"
-	nc, err := etcd.Dial(ctx, none)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ns := store.NewEtcd(nc, none.Key("catalog"))
+	ns := store.NewEtcd(testenv.DialEtcd(t, none), none.Key("catalog"))
 	_, err = ns.Save(ctx, withLink("x"), rev)
 	if err == nil || errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "permission denied") {
 		t.Fatalf("save without permission: %v", err)
