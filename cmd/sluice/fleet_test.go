@@ -131,13 +131,7 @@ func execConsole(c *pgconn.PgConn, sql string) error {
 }
 
 // detail is the detail of a PostgreSQL error, for failure messages.
-func detail(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Detail
-	}
-	return ""
-}
+func detail(err error) string { return testenv.PGError(err).Detail }
 
 // waitSameRevision waits until every app applies the revision of the
 // first.

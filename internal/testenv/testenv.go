@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"os"
 	"os/exec"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql" // also the database/sql driver "mysql"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Default addresses, as scripts/testdb sets them up.
@@ -69,6 +71,16 @@ func ConnectPGConfig(t testing.TB, cfg *pgx.ConnConfig) *pgx.Conn {
 	}
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return c
+}
+
+// PGError is the *pgconn.PgError in err's chain, or an empty one (Code
+// "") when there is none.
+func PGError(err error) *pgconn.PgError {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &pgconn.PgError{}
 }
 
 // MySQLDSN returns the go-sql-driver DSN of the test MariaDB after checking
