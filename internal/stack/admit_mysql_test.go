@@ -50,35 +50,23 @@ func mysqlConn(t *testing.T, db *sql.DB) *sql.Conn {
 // every 50 ms, never shows more than 4 of them running, and about 8 end
 // per second. A session of a pool without a limit sees no wait.
 func TestAdmitMySQLBound(t *testing.T) {
-	const (
-		sessions = 40
-		limit    = 4
-		sleep    = 500 * time.Millisecond
-	)
-	run := 10 * time.Second
-	if testing.Short() {
-		run = 3 * time.Second
-	}
-	_, lim, free := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, limit, "")
+	_, lim, free := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, boundLimit, "")
 	tag := fmt.Sprintf("admw_bound_%d", time.Now().UnixNano())
 	query := "SELECT SLEEP(0.5) /* " + tag + " */"
-	db := mysqlVia(t, lim, sessions)
-	conns := make([]*sql.Conn, sessions)
-	for i := range conns {
-		conns[i] = mysqlConn(t, db)
+	db := mysqlVia(t, lim, boundSessions)
+	var check boundCheck
+	for range boundSessions {
+		c := mysqlConn(t, db)
+		check.limited = append(check.limited, func(ctx context.Context) error {
+			_, err := c.ExecContext(ctx, query)
+			return err
+		})
 	}
 	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer direct.Close()
-	check := boundCheck{limit: limit, sleep: sleep, run: run}
-	for _, c := range conns {
-		check.limited = append(check.limited, func(ctx context.Context) error {
-			_, err := c.ExecContext(ctx, query)
-			return err
-		})
-	}
 	other := mysqlConn(t, mysqlVia(t, free, 1))
 	check.other = func(ctx context.Context) error { _, err := other.ExecContext(ctx, "SELECT 1"); return err }
 	check.active = func() (n int, err error) {

@@ -61,29 +61,17 @@ func pgVia(t *testing.T, addr, app string) *pgx.ConnConfig {
 // never shows more than 4 of them active, and about 8 statements end per
 // second. A session of a pool without a limit meanwhile sees no wait.
 func TestAdmitPGBound(t *testing.T) {
-	const (
-		sessions = 40
-		limit    = 4
-		sleep    = 500 * time.Millisecond
-	)
-	run := 10 * time.Second
-	if testing.Short() {
-		run = 3 * time.Second
-	}
-	_, lim, free := admitStack(t, "postgres", testenv.PostgresConfig(t).Host+":"+fmt.Sprint(testenv.PostgresConfig(t).Port), limit, "")
+	_, lim, free := admitStack(t, "postgres", testenv.PostgresConfig(t).Host+":"+fmt.Sprint(testenv.PostgresConfig(t).Port), boundLimit, "")
 	app := fmt.Sprintf("admw_bound_%d", time.Now().UnixNano())
-	conns := make([]*pgx.Conn, sessions)
-	for i := range conns {
-		conns[i] = testenv.ConnectPGConfig(t, pgVia(t, lim, app))
-	}
-	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
-	check := boundCheck{limit: limit, sleep: sleep, run: run}
-	for _, c := range conns {
+	var check boundCheck
+	for range boundSessions {
+		c := testenv.ConnectPGConfig(t, pgVia(t, lim, app))
 		check.limited = append(check.limited, func(ctx context.Context) error {
 			_, err := c.Exec(ctx, "SELECT pg_sleep(0.5)")
 			return err
 		})
 	}
+	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
 	other := testenv.ConnectPGConfig(t, pgVia(t, free, app+"_free"))
 	check.other = func(ctx context.Context) error { _, err := other.Exec(ctx, "SELECT 1"); return err }
 	check.active = func() (n int, err error) {

@@ -12,27 +12,39 @@ import (
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
+// The bounded-concurrency check's shape: boundSessions sessions of a
+// pool with active_statements=boundLimit each run a statement of
+// boundSleep in a loop.
+const (
+	boundSessions = 40
+	boundLimit    = 4
+	boundSleep    = 500 * time.Millisecond
+)
+
 // boundCheck is what checkAdmitBound needs of one protocol: the
-// sessions of the limited pool, each running one statement of length
-// sleep per call; one session of the unlimited pool, running SELECT 1;
-// and the count of the limited statements the server shows running.
+// boundSessions sessions of the limited pool, each running one
+// statement of boundSleep per call; one session of the unlimited pool,
+// running SELECT 1; and the count of the limited statements the server
+// shows running.
 type boundCheck struct {
-	limit   int
-	sleep   time.Duration
-	run     time.Duration
 	limited []func(ctx context.Context) error
 	other   func(ctx context.Context) error
 	active  func() (int, error)
 }
 
-// checkAdmitBound runs the limited sessions in a loop for c.run, and
-// the other one every 20 ms, sampling c.active every 50 ms: no sample
-// may exceed the limit, at least one must see a statement, throughput
-// must be within half to one and a half of limit/sleep, and the other
-// pool's statements must never wait as long as two slots.
+// checkAdmitBound runs the limited sessions in a loop for 10 s (3 s
+// with -short), and the other one every 20 ms, sampling c.active every
+// 50 ms: no sample may exceed the limit, at least one must see a
+// statement, throughput must be within half to one and a half of
+// boundLimit/boundSleep, and the other pool's statements must never
+// wait as long as two slots.
 func checkAdmitBound(t *testing.T, c boundCheck) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), c.run)
+	run := 10 * time.Second
+	if testing.Short() {
+		run = 3 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), run)
 	defer cancel()
 	var done atomic.Int64
 	var wg sync.WaitGroup
@@ -84,8 +96,8 @@ func checkAdmitBound(t *testing.T, c boundCheck) {
 		}
 		samples++
 		maxActive = max(maxActive, n)
-		if n > c.limit {
-			t.Errorf("sample %d: %d statements running, limit %d", samples, n, c.limit)
+		if n > boundLimit {
+			t.Errorf("sample %d: %d statements running, limit %d", samples, n, boundLimit)
 		}
 	}
 	elapsed := time.Since(start)
@@ -95,9 +107,9 @@ func checkAdmitBound(t *testing.T, c boundCheck) {
 		t.Fatal(err)
 	}
 	rate := float64(done.Load()) / elapsed.Seconds()
-	want := float64(c.limit) / c.sleep.Seconds()
+	want := float64(boundLimit) / boundSleep.Seconds()
 	t.Logf("%d sessions, active_statements=%d: %d statements in %v = %.2f/s (ideal %.1f/s, %+.1f%%); max running %d over %d samples",
-		len(c.limited), c.limit, done.Load(), elapsed.Round(time.Millisecond), rate, want, 100*(rate-want)/want, maxActive, samples)
+		len(c.limited), boundLimit, done.Load(), elapsed.Round(time.Millisecond), rate, want, 100*(rate-want)/want, maxActive, samples)
 	if otherN > 0 {
 		t.Logf("other pool: %d statements, mean %v, max %v", otherN, (otherSum / time.Duration(otherN)).Round(time.Microsecond), otherMax.Round(time.Microsecond))
 	}
@@ -108,7 +120,7 @@ func checkAdmitBound(t *testing.T, c boundCheck) {
 	if rate < want/2 || rate > want*1.5 {
 		t.Errorf("throughput %.2f/s, far from %.1f/s", rate, want)
 	}
-	if otherMax > 2*c.sleep {
+	if otherMax > 2*boundSleep {
 		t.Errorf("the other pool's statement waited %v, as long as a slot", otherMax)
 	}
 }
