@@ -75,12 +75,20 @@ func runAppLogging(t *testing.T, c *config.Config, log *slog.Logger) *stack.Stac
 // psqlAdmin runs SQL through the real psql against the admin console.
 func (ta *testApp) psqlAdmin(t *testing.T, sql string) string {
 	t.Helper()
-	host, port, _ := net.SplitHostPort(ta.admin)
+	return psqlConsole(t, ta.admin, "", sql)
+}
+
+// psqlConsole runs sql through the real psql against the admin console
+// at addr (user admin, password adminpw) and returns its output; a
+// failure fails t, with where (such as "on a") in the message.
+func psqlConsole(t *testing.T, addr, where, sql string) string {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(testenv.Program(t, "psql"), "-h", host, "-p", port, "-U", "admin", "-d", "sluice", "-v", "ON_ERROR_STOP=1", "-X", "-c", sql)
 	cmd.Env = append(os.Environ(), "PGPASSWORD=adminpw")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("psql %q: %v\n%s", sql, err, out)
+		t.Fatalf("psql %s %q: %v\n%s", where, sql, err, out)
 	}
 	return string(out)
 }

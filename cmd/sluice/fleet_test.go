@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"os/exec"
 	"reflect"
 	"strconv"
 	"strings"
@@ -112,14 +110,7 @@ func startFleetApp(t *testing.T, name, catalog, pgURL string) *fleetApp {
 // psql runs sql through the real psql against the admin console.
 func (fa *fleetApp) psql(t *testing.T, sql string) string {
 	t.Helper()
-	host, port, _ := net.SplitHostPort(fa.admin)
-	cmd := exec.Command(testenv.Program(t, "psql"), "-h", host, "-p", port, "-U", "admin", "-d", "sluice", "-v", "ON_ERROR_STOP=1", "-X", "-c", sql)
-	cmd.Env = append(os.Environ(), "PGPASSWORD=adminpw")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("psql on %s %q: %v\n%s", fa.name, sql, err, out)
-	}
-	return string(out)
+	return psqlConsole(t, fa.admin, "on "+fa.name, sql)
 }
 
 // console opens a pgx connection to the admin console.
@@ -140,21 +131,7 @@ func execConsole(c *pgconn.PgConn, sql string) error {
 }
 
 // detail is the detail of a PostgreSQL error, for failure messages.
-func detail(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Detail
-	}
-	return ""
-}
-
-func sqlstate(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
-}
+func detail(err error) string { return testenv.PGError(err).Detail }
 
 // waitSameRevision waits until every app applies the revision of the
 // first.
@@ -291,9 +268,9 @@ CREATE USER user1 RESOURCE POOL 'rp1' PASSWORD 'xxxxxxxx';`)
 		wg.Wait()
 		want := 0
 		switch {
-		case errA == nil && sqlstate(errB) == wlm.CodeSerializationFailure:
+		case errA == nil && pgCode(errB) == wlm.CodeSerializationFailure:
 			want = wa
-		case errB == nil && sqlstate(errA) == wlm.CodeSerializationFailure:
+		case errB == nil && pgCode(errA) == wlm.CodeSerializationFailure:
 			want = wb
 		case errA == nil && errB == nil:
 			// One saw the other's change before deciding: both apply in turn.
@@ -390,7 +367,7 @@ func TestFleetCatalogFaults(t *testing.T) {
 	query("without quorum")
 	rev := a.Manager().AppliedRevision()
 	err = execConsole(ca, "ALTER RESOURCE POOL rp1 WITH (weight = 4)")
-	if sqlstate(err) != wlm.CodeIOError || !strings.Contains(err.Error(), "etcd") || !strings.Contains(err.Error(), "read-only") {
+	if pgCode(err) != wlm.CodeIOError || !strings.Contains(err.Error(), "etcd") || !strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("DDL without quorum: %v", err)
 	}
 	if got := a.Manager().Catalog().Pools["rp1"].Weight; got != 3 || a.Manager().AppliedRevision() != rev {

@@ -88,13 +88,8 @@ func simple(ctx context.Context, c *pgx.Conn, sql string) error {
 	return err
 }
 
-func pgCode(err error) string {
-	var e *pgconn.PgError
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
-}
+// pgCode is err's SQLSTATE, "" for none.
+func pgCode(err error) string { return testenv.PGError(err).Code }
 
 // dropMySQLUsers drops MySQL users user@'%' now and when the test ends,
 // connected as cfg directly; it returns that connection, closed after the

@@ -15,20 +15,6 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
-// Fleet is the membership and the cluster-wide views (fleet.Cluster).
-type Fleet interface {
-	// Name is this instance's name.
-	Name() string
-	// Instances returns the live instances.
-	Instances(ctx context.Context) []fleet.Instance
-	// Tables returns the views of names of every live instance, merged
-	// (first column instance), and a notice for each instance that did
-	// not answer.
-	Tables(ctx context.Context, names []string) (map[string]views.Table, []string)
-	// Forward runs a session command on another instance.
-	Forward(ctx context.Context, instance string, id uint64, terminate bool) (fleet.SessionAnswer, error)
-}
-
 // CodeSystemError's sibling for a fleet member that does not answer:
 // PostgreSQL's connection_failure.
 const codeConnectionFailure = "08006"

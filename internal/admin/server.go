@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/fleet"
 	"github.com/sluicelab/sluice/internal/pgserver"
 	"github.com/sluicelab/sluice/internal/wlm"
 )
@@ -41,7 +42,7 @@ type Options struct {
 	// Fleet answers SHOW INSTANCES, SHOW CLUSTER, the cluster-wide
 	// views of SQL and the session commands naming another instance;
 	// nil refuses them (0A000).
-	Fleet Fleet
+	Fleet fleet.View
 	// Logger receives connection and authentication events; nil discards
 	// them.
 	Logger *slog.Logger
@@ -70,8 +71,8 @@ type Options struct {
 // Server is the admin console. It is safe for concurrent use.
 type Server struct {
 	mgr          *wlm.Manager
-	reloader     Reloader // nil: no RELOAD, no SHOW CONFIG
-	fleet        Fleet    // nil: no fleet statements
+	reloader     Reloader   // nil: no RELOAD, no SHOW CONFIG
+	fleet        fleet.View // nil: no fleet statements
 	log          *slog.Logger
 	clk          clock.Clock
 	version      string

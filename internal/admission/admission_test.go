@@ -466,31 +466,20 @@ func BenchmarkUncontended(b *testing.B) {
 
 // BenchmarkUncontendedParallel takes and frees slots of one pool from
 // every P.
-func BenchmarkUncontendedParallel(b *testing.B) {
-	c := New(Options{})
-	c.Configure(Limits{Pools: map[string]int{"p": 1 << 20}})
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			s, err := c.Acquire(ctx, pool("p"))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			s.Release()
-		}
-	})
-}
+func BenchmarkUncontendedParallel(b *testing.B) { benchParallel(b, 1<<20, 1) }
 
 // BenchmarkContended passes one slot among 8 goroutines: every Acquire
 // but the first of a burst waits.
-func BenchmarkContended(b *testing.B) {
+func BenchmarkContended(b *testing.B) { benchParallel(b, 1, 8) }
+
+// benchParallel takes and frees slots of one pool of slots slots from
+// parallelism goroutines per P.
+func benchParallel(b *testing.B, slots, parallelism int) {
 	c := New(Options{})
-	c.Configure(Limits{Pools: map[string]int{"p": 1}})
+	c.Configure(Limits{Pools: map[string]int{"p": slots}})
 	ctx := context.Background()
 	b.ReportAllocs()
-	b.SetParallelism(8)
+	b.SetParallelism(parallelism)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			s, err := c.Acquire(ctx, pool("p"))

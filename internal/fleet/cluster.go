@@ -100,6 +100,24 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 	return c, nil
 }
 
+// View is what the admin console and the HTTP API ask of the fleet:
+// the membership and the cluster-wide views. *Cluster implements it;
+// implementations are safe for concurrent use.
+type View interface {
+	// Name is this instance's name.
+	Name() string
+	// Instances returns the live instances.
+	Instances(ctx context.Context) []Instance
+	// Tables returns the views of names of every live instance, merged
+	// (first column instance), and a notice for each instance that did
+	// not answer.
+	Tables(ctx context.Context, names []string) (map[string]views.Table, []string)
+	// Forward runs a session command on another instance.
+	Forward(ctx context.Context, instance string, id uint64, terminate bool) (SessionAnswer, error)
+}
+
+var _ View = (*Cluster)(nil)
+
 // SetMembers gives the Cluster its membership once the instance has
 // joined; before, it is this instance alone.
 func (c *Cluster) SetMembers(m *Membership) { c.members.Store(m) }

@@ -13,19 +13,6 @@ import (
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
-// dial connects to eps; the test's end closes the client.
-func dial(t *testing.T, c etcd.Config) *clientv3.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cli, err := etcd.Dial(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
-
 // running joins as name with record rec and runs the membership until
 // the returned stop is called (or the test ends).
 func running(t *testing.T, cli *clientv3.Client, c etcd.Config, rec func() Member, ttl time.Duration) (*Membership, func()) {
@@ -68,7 +55,7 @@ func has(in []Instance, name string) (Instance, bool) {
 func TestMembershipJoinWatchLeave(t *testing.T) {
 	eps := testenv.EtcdEndpoints(t)
 	c := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
-	cli := dial(t, c)
+	cli := testenv.DialEtcd(t, c)
 	var rev atomic.Uint64
 	_, stopA := running(t, cli, c, func() Member { return Member{Name: "a", HTTPAddr: "127.0.0.1:1", Revision: rev.Load()} }, 0)
 	b, _ := running(t, cli, c, func() Member { return Member{Name: "b"} }, 0)
@@ -105,7 +92,7 @@ func TestMembershipJoinWatchLeave(t *testing.T) {
 func TestMembershipRegistersAgain(t *testing.T) {
 	ec := testenv.StartEtcdCluster(t, 1)
 	c := etcd.Config{Endpoints: ec.Endpoints(), Prefix: "/sluice"}
-	cli := dial(t, c)
+	cli := testenv.DialEtcd(t, c)
 	m, _ := running(t, cli, c, func() Member { return Member{Name: "a"} }, 2*time.Second)
 	first := m.Lease()
 	if first == 0 {
@@ -116,7 +103,7 @@ func TestMembershipRegistersAgain(t *testing.T) {
 	ec.Start(0)
 	ec.WaitHealthy(30 * time.Second)
 	testenv.Eventually(t, 20*time.Second, "registered again", func() bool { l := m.Lease(); return l != 0 && l != first })
-	other := dial(t, c)
+	other := testenv.DialEtcd(t, c)
 	resp, err := other.Get(context.Background(), c.Key("instances", "a"))
 	if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != m.Lease() {
 		t.Fatalf("record after registering again: %v %v, want it under lease %x", resp, err, m.Lease())

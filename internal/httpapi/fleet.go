@@ -17,14 +17,6 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
-// Fleet is the membership and the cluster-wide views (fleet.Cluster).
-type Fleet interface {
-	Name() string
-	Instances(ctx context.Context) []fleet.Instance
-	Tables(ctx context.Context, names []string) (map[string]views.Table, []string)
-	Forward(ctx context.Context, instance string, id uint64, terminate bool) (fleet.SessionAnswer, error)
-}
-
 // ClusterAnswer is the body of GET /api/cluster/views: the views asked
 // for, merged over the live instances (first column instance), and a
 // notice for each instance that did not answer.

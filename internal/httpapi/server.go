@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/fleet"
 	"github.com/sluicelab/sluice/internal/httpapi/dashboard"
 	"github.com/sluicelab/sluice/internal/httpapi/metrics"
 	"github.com/sluicelab/sluice/internal/httpapi/toxics"
@@ -45,7 +46,7 @@ type Options struct {
 	// Fleet answers GET /api/instances and the cluster-wide views and
 	// forwards session commands to other instances; nil answers for this
 	// instance alone (no /api/instances, no forwarding).
-	Fleet Fleet
+	Fleet fleet.View
 	// Version is the sluice version shown by the page and /version; ""
 	// means "dev".
 	Version string
@@ -61,9 +62,9 @@ type Server struct {
 	mgr        *wlm.Manager
 	clk        clock.Clock
 	log        *slog.Logger
-	token      string // the API's token; "" without one (loopback only)
-	fleetToken string // also accepted; "" for none
-	fleet      Fleet  // nil without a fleet
+	token      string     // the API's token; "" without one (loopback only)
+	fleetToken string     // also accepted; "" for none
+	fleet      fleet.View // nil without a fleet
 	mux        *http.ServeMux
 	metrics    *metrics.Metrics
 	dash       *dashboard.Dashboard

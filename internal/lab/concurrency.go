@@ -192,16 +192,13 @@ func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, er
 	p.step("ordinary sessions through %s (pool %s), the high-priority query through %s (pool %s, network_priority high)",
 		r.ordinary, concPool, r.high, concHighPool)
 
-	capacity := r.plan.Capacity
-	if capacity <= 0 {
-		rate, err := streamRate(ctx, r.s, r.db, r.ordinary, r.clk, p)
-		if err != nil {
-			return nil, err
-		}
-		rep.Calibrated, rep.StreamMBps = true, rate/1e6
-		capacity = pickCapacity(rate, r.plan.MaxCapacity)
-		p.step("calibration: one bulk session streams %.0f MB/s through an unlimited link; link capacity %s", rate/1e6, units.FormatRate(capacity))
+	capacity, mbps, err := linkCapacity(r.plan.Capacity, r.plan.MaxCapacity, func() (float64, error) {
+		return streamRate(ctx, r.s, r.db, r.ordinary, r.clk, p)
+	}, p)
+	if err != nil {
+		return nil, err
 	}
+	rep.Calibrated, rep.StreamMBps = r.plan.Capacity <= 0, mbps
 	rep.CapacityBytes, rep.Capacity = capacity, units.FormatRate(capacity)
 	r.capacity = capacity
 	rep.MeasureSeconds = r.measure().Seconds()
@@ -330,15 +327,7 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 			}
 		}()
 	}
-	stopped := false
-	stopOrdinary := func() {
-		if !stopped {
-			stopped = true
-			stop()
-			wg.Wait()
-			r.drain(ctx)
-		}
-	}
+	stopOrdinary := stopOnce(stop, &wg, func() { r.drain(ctx) })
 	defer stopOrdinary()
 
 	r.p.step("active_statements %s: started %s; measuring after %s", limitName(limit), plural(r.plan.Sessions, "ordinary session"), r.plan.Settle)
@@ -440,16 +429,7 @@ func (r *concRun) measure() time.Duration {
 // drain waits, for up to 10 s, until the link's queues are empty, so the
 // next point starts on an idle link.
 func (r *concRun) drain(ctx context.Context) {
-	deadline := r.clk.Now().Add(10 * time.Second)
-	for r.clk.Now().Before(deadline) {
-		st := r.s.linkStats()
-		if st.Directions[link.Down].QueueBytes()+st.Directions[link.Up].QueueBytes() == 0 {
-			return
-		}
-		if clock.Sleep(ctx, r.clk, 20*time.Millisecond) != nil {
-			return
-		}
-	}
+	waitIdle(ctx, r.clk, func() bool { return r.s.queuedBytes() == 0 })
 }
 
 // percentile returns the q-th quantile of v (0 < q <= 1) by nearest rank:

@@ -171,16 +171,11 @@ func runFlow(ctx context.Context, r *flowRun) (rep *FlowReport, err error) {
 		}
 	}()
 
-	capacity := r.plan.Capacity
-	if capacity <= 0 {
-		rate, err := r.calibrate(ctx)
-		if err != nil {
-			return nil, err
-		}
-		rep.Calibrated, rep.StreamMBps = true, rate/1e6
-		capacity = pickCapacity(rate, r.plan.MaxCapacity)
-		p.step("calibration: one bulk session streams %.0f MB/s through an unlimited link; link capacity %s", rate/1e6, units.FormatRate(capacity))
+	capacity, mbps, err := linkCapacity(r.plan.Capacity, r.plan.MaxCapacity, func() (float64, error) { return r.calibrate(ctx) }, p)
+	if err != nil {
+		return nil, err
 	}
+	rep.Calibrated, rep.StreamMBps = r.plan.Capacity <= 0, mbps
 	rep.CapacityBytes, rep.Capacity = capacity, units.FormatRate(capacity)
 	r.capacity = capacity
 	if err := r.s.setCapacity(ctx, capacity); err != nil {
@@ -221,6 +216,24 @@ func runFlow(ctx context.Context, r *flowRun) (rep *FlowReport, err error) {
 // pickCapacity returns the largest of 100, 50, 20, 10, 5, 2 and 1 MB/s
 // that is at most max and at most rate/headroom (rate in bytes/s), or
 // 1 MB/s.
+// linkCapacity returns planned when it is positive; otherwise it runs
+// calibrate (one bulk session's stream rate, bytes/s through an
+// unlimited link), says what it measured on p, and returns the capacity
+// pickCapacity chooses from it, at most max, with the rate in MB/s
+// (mbps is 0 when planned was used).
+func linkCapacity(planned, max int64, calibrate func() (float64, error), p *printer) (capacity int64, mbps float64, err error) {
+	if planned > 0 {
+		return planned, 0, nil
+	}
+	rate, err := calibrate()
+	if err != nil {
+		return 0, 0, err
+	}
+	capacity = pickCapacity(rate, max)
+	p.step("calibration: one bulk session streams %.0f MB/s through an unlimited link; link capacity %s", rate/1e6, units.FormatRate(capacity))
+	return capacity, rate / 1e6, nil
+}
+
 func pickCapacity(rate float64, max int64) int64 {
 	for _, c := range []int64{100e6, 50e6, 20e6, 10e6, 5e6, 2e6, 1e6} {
 		if c <= max && float64(c) <= rate/headroom {
@@ -435,15 +448,7 @@ func (r *flowRun) point(ctx context.Context, control string, n int) (FlowRow, in
 			}
 		}()
 	}
-	stopped := false
-	stopBulk := func() {
-		if !stopped {
-			stopped = true
-			stop()
-			wg.Wait()
-			r.drain(ctx)
-		}
-	}
+	stopBulk := stopOnce(stop, &wg, func() { r.drain(ctx) })
 	defer stopBulk()
 
 	if n > 0 {
@@ -545,18 +550,10 @@ func (r *flowRun) bulkStatements() (running, penalised int) {
 // drain waits, for up to 10 s, until no bulk statement runs and the
 // link's queues are empty, so the next point starts on an idle link.
 func (r *flowRun) drain(ctx context.Context) {
-	deadline := r.clk.Now().Add(10 * time.Second)
-	for r.clk.Now().Before(deadline) {
+	waitIdle(ctx, r.clk, func() bool {
 		running, _ := r.bulkStatements()
-		st := r.s.linkStats()
-		queued := st.Directions[link.Down].QueueBytes() + st.Directions[link.Up].QueueBytes()
-		if running == 0 && queued == 0 {
-			return
-		}
-		if clock.Sleep(ctx, r.clk, 20*time.Millisecond) != nil {
-			return
-		}
-	}
+		return running == 0 && r.s.queuedBytes() == 0
+	})
 }
 
 // summarize returns the median, mean, minimum and maximum of v.

@@ -70,13 +70,21 @@ func sampleConcurrency() *ConcurrencyReport {
 	return c
 }
 
-func TestWriteFilesConsistent(t *testing.T) {
-	rep := sampleReport()
-	dir := t.TempDir()
+// writeFiles writes rep into a new temporary directory and returns it
+// and the files written.
+func writeFiles(t *testing.T, rep *Report) (dir string, files []string) {
+	t.Helper()
+	dir = t.TempDir()
 	files, err := rep.WriteFiles(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, files
+}
+
+func TestWriteFilesConsistent(t *testing.T) {
+	rep := sampleReport()
+	dir, files := writeFiles(t, rep)
 	if len(files) != 6 {
 		t.Fatalf("wrote %v, want report.md, report.json and four charts", files)
 	}
@@ -94,11 +102,7 @@ func TestWriteFilesOneExperiment(t *testing.T) {
 	rep := sampleReport()
 	rep.Flow = nil
 	rep.Targets = rep.evaluate()
-	dir := t.TempDir()
-	files, err := rep.WriteFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, files := writeFiles(t, rep)
 	for _, f := range files {
 		if strings.HasSuffix(f, FileSlowdown) {
 			t.Error("slowdown chart written without the flow-control experiment")
@@ -111,11 +115,7 @@ func TestWriteFilesConcurrencyUnsupported(t *testing.T) {
 	rep := sampleReport()
 	rep.Concurrency = &ConcurrencyReport{Unsupported: "resource pool parameter active_statements is not supported"}
 	rep.Targets = rep.evaluate()
-	dir := t.TempDir()
-	files, err := rep.WriteFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, files := writeFiles(t, rep)
 	for _, f := range files {
 		if strings.HasSuffix(f, FileConcLatency) || strings.HasSuffix(f, FileConcThroughput) {
 			t.Errorf("%s written without measurements", f)

@@ -106,12 +106,18 @@ func TestHoldAdmit(t *testing.T) {
 	}
 }
 
-func TestEndCancelsWait(t *testing.T) {
-	r := NewRegistry(Options{})
-	s := r.Open(Info{Route: "pg"}, time.Unix(1, 0))
+// heldStatement opens a session of a new registry at 1 s and begins
+// "select 1" in it, held from 2 s on the returned wait.
+func heldStatement() (*Session, *Statement, *fakeWait) {
+	s := NewRegistry(Options{}).Open(Info{Route: "pg"}, time.Unix(1, 0))
 	st := s.Begin("select 1", time.Unix(1, 0))
 	w := &fakeWait{}
 	st.Hold(time.Unix(2, 0), w)
+	return s, st, w
+}
+
+func TestEndCancelsWait(t *testing.T) {
+	s, st, w := heldStatement()
 	s.Close(time.Unix(3, 0))
 	if !w.ended || !errors.Is(w.err, ErrEndedWhileWaiting) {
 		t.Fatalf("wait after Close: ended %v err %v", w.ended, w.err)
@@ -167,11 +173,7 @@ func TestCancelWait(t *testing.T) {
 }
 
 func TestPenalizeDemotesWait(t *testing.T) {
-	r := NewRegistry(Options{})
-	s := r.Open(Info{Route: "pg"}, time.Unix(1, 0))
-	st := s.Begin("select 1", time.Unix(1, 0))
-	w := &fakeWait{}
-	st.Hold(time.Unix(2, 0), w)
+	s, st, w := heldStatement()
 	if !st.Penalize("rule") || w.demoted != 1 || !st.Penalized() {
 		t.Fatalf("Penalize of a held statement: demoted %d, penalized %v", w.demoted, st.Penalized())
 	}

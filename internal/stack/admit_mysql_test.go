@@ -50,110 +50,32 @@ func mysqlConn(t *testing.T, db *sql.DB) *sql.Conn {
 // every 50 ms, never shows more than 4 of them running, and about 8 end
 // per second. A session of a pool without a limit sees no wait.
 func TestAdmitMySQLBound(t *testing.T) {
-	const (
-		sessions = 40
-		limit    = 4
-		sleep    = 500 * time.Millisecond
-	)
-	run := 10 * time.Second
-	if testing.Short() {
-		run = 3 * time.Second
-	}
-	_, lim, free := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, limit, "")
+	_, lim, free := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, boundLimit, "")
 	tag := fmt.Sprintf("admw_bound_%d", time.Now().UnixNano())
 	query := "SELECT SLEEP(0.5) /* " + tag + " */"
-	db := mysqlVia(t, lim, sessions)
-	conns := make([]*sql.Conn, sessions)
-	for i := range conns {
-		conns[i] = mysqlConn(t, db)
+	db := mysqlVia(t, lim, boundSessions)
+	var check boundCheck
+	for range boundSessions {
+		c := mysqlConn(t, db)
+		check.limited = append(check.limited, func(ctx context.Context) error {
+			_, err := c.ExecContext(ctx, query)
+			return err
+		})
 	}
 	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer direct.Close()
-
-	ctx, cancel := context.WithTimeout(context.Background(), run)
-	defer cancel()
-	var done atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, sessions+1)
-	for _, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if _, err := c.ExecContext(context.Background(), query); err != nil {
-					errs <- err
-					return
-				}
-				if ctx.Err() == nil {
-					done.Add(1)
-				}
-			}
-		}()
-	}
 	other := mysqlConn(t, mysqlVia(t, free, 1))
-	var otherMax, otherSum time.Duration
-	var otherN int
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			t0 := time.Now()
-			if _, err := other.ExecContext(context.Background(), "SELECT 1"); err != nil {
-				errs <- err
-				return
-			}
-			d := time.Since(t0)
-			otherSum += d
-			otherN++
-			otherMax = max(otherMax, d)
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-
-	maxActive, samples := 0, 0
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	start := time.Now()
-	for ctx.Err() == nil {
-		<-tick.C
-		var n int
+	check.other = func(ctx context.Context) error { _, err := other.ExecContext(ctx, "SELECT 1"); return err }
+	check.active = func() (n int, err error) {
 		// The pattern is built by the server, so this query's own text
 		// does not match it.
-		err := direct.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND INFO LIKE CONCAT('%', ?, '%')", tag).Scan(&n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		samples++
-		maxActive = max(maxActive, n)
-		if n > limit {
-			t.Errorf("sample %d: %d statements running, limit %d", samples, n, limit)
-		}
+		err = direct.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND INFO LIKE CONCAT('%', ?, '%')", tag).Scan(&n)
+		return n, err
 	}
-	elapsed := time.Since(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	rate := float64(done.Load()) / elapsed.Seconds()
-	want := float64(limit) / sleep.Seconds()
-	t.Logf("%d sessions, active_statements=%d: %d statements in %v = %.2f/s (ideal %.1f/s, %+.1f%%); max running %d over %d samples",
-		sessions, limit, done.Load(), elapsed.Round(time.Millisecond), rate, want, 100*(rate-want)/want, maxActive, samples)
-	if otherN > 0 {
-		t.Logf("other pool: %d statements, mean %v, max %v", otherN, (otherSum / time.Duration(otherN)).Round(time.Microsecond), otherMax.Round(time.Microsecond))
-	}
-	if maxActive == 0 {
-		t.Fatal("no sample saw a statement running")
-	}
-	if rate < want/2 || rate > want*1.5 {
-		t.Errorf("throughput %.2f/s, far from %.1f/s", rate, want)
-	}
-	if otherMax > 2*sleep {
-		t.Errorf("the other pool's statement waited %v, as long as a slot", otherMax)
-	}
+	checkAdmitBound(t, check)
 }
 
 // TestAdmitMySQLNoDeadlock: with active_statements=1, a transaction that
@@ -182,35 +104,16 @@ func TestAdmitMySQLNoDeadlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v int
-	if err := tx.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	bDone := make(chan error, 1)
-	go func() {
-		_, err := b.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
-		bDone <- err
-	}()
-	testenv.Eventually(t, 10*time.Second, "b held", func() bool { return heldCount(st) == 1 })
-	for i := range 3 {
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET v = v + 10 WHERE id = 1 /* %d */", table, i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case err := <-bDone:
-		t.Fatalf("b finished before a committed: %v", err)
-	default:
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-bDone; err != nil {
-		t.Fatal(err)
-	}
-	if err := direct.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil || v != 31 {
-		t.Fatalf("v = %d, %v; want 31", v, err)
-	}
+	checkNoDeadlock(t, st, deadlockCheck{
+		table:  table,
+		txExec: func(q string) error { _, err := tx.ExecContext(ctx, q); return err },
+		commit: tx.Commit,
+		bExec:  func(q string) error { _, err := b.ExecContext(ctx, q); return err },
+		value: func() (v int, err error) {
+			err = direct.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v)
+			return v, err
+		},
+	})
 }
 
 // TestAdmitMySQLCancelHeld: a command held for admission is cancelled by
@@ -243,44 +146,23 @@ func TestAdmitMySQLCancelHeld(t *testing.T) {
 	for _, c := range []struct{ how, cmd string }{
 		{"KILL QUERY", "query"}, {"console", "query"}, {"KILL QUERY", "execute"}, {"console", "execute"},
 	} {
-		res := make(chan error, 1)
-		var mu sync.Mutex
-		var t0 time.Time
-		go func() {
-			var err error
+		exec := func() error {
 			if c.cmd == "query" {
-				_, err = held.ExecContext(bg, "SELECT 1")
-			} else {
-				var n int
-				err = stmt.QueryRowContext(bg, 1).Scan(&n)
+				_, err := held.ExecContext(bg, "SELECT 1")
+				return err
 			}
-			mu.Lock()
-			d := time.Since(t0)
-			mu.Unlock()
-			t.Logf("%s of a held %s: answered %v after the cancel", c.how, c.cmd, d.Round(time.Microsecond))
-			if d > time.Second {
-				t.Errorf("%s of a held %s: answered %v after the cancel", c.how, c.cmd, d)
-			}
-			res <- err
-		}()
-		testenv.Eventually(t, 10*time.Second, "a held statement", func() bool { return heldCount(st) == 1 })
-		mu.Lock()
-		t0 = time.Now()
-		mu.Unlock()
-		if c.how == "KILL QUERY" {
-			if _, err := killer.ExecContext(bg, fmt.Sprintf("KILL QUERY %d", id)); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			for _, s := range st.Registry().Active() {
-				if s.Waiting() {
-					if err := st.Registry().Cancel(bg, s); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			var n int
+			return stmt.QueryRowContext(bg, 1).Scan(&n)
 		}
-		err := <-res
+		err := cancelHeld(t, st, c.how+" of a held "+c.cmd, exec, func() {
+			if c.how == "KILL QUERY" {
+				if _, err := killer.ExecContext(bg, fmt.Sprintf("KILL QUERY %d", id)); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				cancelWaiting(t, st)
+			}
+		})
 		var me *mysql.MySQLError
 		if !errors.As(err, &me) || me.Number != 1317 || string(me.SQLState[:]) != "70100" {
 			t.Fatalf("%s of a held %s = %v, want error 1317 (70100)", c.how, c.cmd, err)

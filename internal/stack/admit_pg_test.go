@@ -56,122 +56,30 @@ func pgVia(t *testing.T, addr, app string) *pgx.ConnConfig {
 	return cfg
 }
 
-func connectCfg(t *testing.T, cfg *pgx.ConnConfig) *pgx.Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	return c
-}
-
 // TestAdmitPGBound: 40 sessions of a pool with active_statements=4 run
 // SELECT pg_sleep(0.5) in a loop; pg_stat_activity, sampled every 50 ms,
 // never shows more than 4 of them active, and about 8 statements end per
 // second. A session of a pool without a limit meanwhile sees no wait.
 func TestAdmitPGBound(t *testing.T) {
-	const (
-		sessions = 40
-		limit    = 4
-		sleep    = 500 * time.Millisecond
-	)
-	run := 10 * time.Second
-	if testing.Short() {
-		run = 3 * time.Second
-	}
-	_, lim, free := admitStack(t, "postgres", testenv.PostgresConfig(t).Host+":"+fmt.Sprint(testenv.PostgresConfig(t).Port), limit, "")
+	_, lim, free := admitStack(t, "postgres", testenv.PostgresConfig(t).Host+":"+fmt.Sprint(testenv.PostgresConfig(t).Port), boundLimit, "")
 	app := fmt.Sprintf("admw_bound_%d", time.Now().UnixNano())
-	conns := make([]*pgx.Conn, sessions)
-	for i := range conns {
-		conns[i] = connectCfg(t, pgVia(t, lim, app))
+	var check boundCheck
+	for range boundSessions {
+		c := testenv.ConnectPGConfig(t, pgVia(t, lim, app))
+		check.limited = append(check.limited, func(ctx context.Context) error {
+			_, err := c.Exec(ctx, "SELECT pg_sleep(0.5)")
+			return err
+		})
 	}
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
-
-	ctx, cancel := context.WithTimeout(context.Background(), run)
-	defer cancel()
-	var done atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, sessions+1)
-	for _, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if _, err := c.Exec(context.Background(), "SELECT pg_sleep(0.5)"); err != nil {
-					errs <- err
-					return
-				}
-				if ctx.Err() == nil {
-					done.Add(1)
-				}
-			}
-		}()
-	}
-	// The other pool's session: its statements never wait for a slot.
-	other := connectCfg(t, pgVia(t, free, app+"_free"))
-	var otherMax, otherSum time.Duration
-	var otherN int
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			t0 := time.Now()
-			if _, err := other.Exec(context.Background(), "SELECT 1"); err != nil {
-				errs <- err
-				return
-			}
-			d := time.Since(t0)
-			otherSum += d
-			otherN++
-			otherMax = max(otherMax, d)
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-
-	maxActive, samples := 0, 0
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	start := time.Now()
-	for ctx.Err() == nil {
-		<-tick.C
-		var n int
-		err := direct.QueryRow(context.Background(),
+	other := testenv.ConnectPGConfig(t, pgVia(t, free, app+"_free"))
+	check.other = func(ctx context.Context) error { _, err := other.Exec(ctx, "SELECT 1"); return err }
+	check.active = func() (n int, err error) {
+		err = direct.QueryRow(context.Background(),
 			"SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'", app).Scan(&n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		samples++
-		maxActive = max(maxActive, n)
-		if n > limit {
-			t.Errorf("sample %d: %d statements active, limit %d", samples, n, limit)
-		}
+		return n, err
 	}
-	elapsed := time.Since(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	rate := float64(done.Load()) / elapsed.Seconds()
-	want := float64(limit) / sleep.Seconds()
-	t.Logf("%d sessions, active_statements=%d: %d statements in %v = %.2f/s (ideal %.1f/s, %+.1f%%); max active %d over %d samples",
-		sessions, limit, done.Load(), elapsed.Round(time.Millisecond), rate, want, 100*(rate-want)/want, maxActive, samples)
-	if otherN > 0 {
-		t.Logf("other pool: %d statements, mean %v, max %v", otherN, (otherSum / time.Duration(otherN)).Round(time.Microsecond), otherMax.Round(time.Microsecond))
-	}
-	if maxActive == 0 {
-		t.Fatal("no sample saw a statement running")
-	}
-	// Sanity, not timing: the slots were used, and never more than the limit.
-	if rate < want/2 || rate > want*1.5 {
-		t.Errorf("throughput %.2f/s, far from %.1f/s", rate, want)
-	}
-	if otherMax > 2*sleep {
-		t.Errorf("the other pool's statement waited %v, as long as a slot", otherMax)
-	}
+	checkAdmitBound(t, check)
 }
 
 // TestAdmitPGNoDeadlock: with active_statements=1, a session that holds
@@ -180,53 +88,43 @@ func TestAdmitPGBound(t *testing.T) {
 // held (not at the server), and both finish.
 func TestAdmitPGNoDeadlock(t *testing.T) {
 	pc := testenv.PostgresConfig(t)
-	table := fmt.Sprintf("admw_dl_%d", time.Now().UnixNano())
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
+	table := pgTable(t, direct, "admw_dl", "id int PRIMARY KEY, v int")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := direct.Exec(ctx, "CREATE TABLE "+table+" (id int PRIMARY KEY, v int); INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
+	if _, err := direct.Exec(ctx, "INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
 
 	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
-	a := connectCfg(t, pgVia(t, lim, "admw_dl_a"))
-	b := connectCfg(t, pgVia(t, lim, "admw_dl_b"))
+	a := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_dl_a"))
+	b := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_dl_b"))
 	tx, err := a.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, "SELECT * FROM "+table+" WHERE id = 1 FOR UPDATE"); err != nil {
+	checkNoDeadlock(t, st, deadlockCheck{
+		table:  table,
+		txExec: func(q string) error { _, err := tx.Exec(ctx, q); return err },
+		commit: func() error { return tx.Commit(ctx) },
+		bExec:  func(q string) error { _, err := b.Exec(ctx, q); return err },
+		value: func() (v int, err error) {
+			err = direct.QueryRow(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v)
+			return v, err
+		},
+	})
+}
+
+// pgTable creates the table prefix_<ns> with columns through direct and
+// drops it when the test ends; it returns the table's name.
+func pgTable(t *testing.T, direct *pgx.Conn, prefix, columns string) string {
+	t.Helper()
+	table := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+	if _, err := direct.Exec(context.Background(), "CREATE TABLE "+table+" ("+columns+")"); err != nil {
 		t.Fatal(err)
 	}
-	bDone := make(chan error, 1)
-	go func() {
-		_, err := b.Exec(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
-		bDone <- err
-	}()
-	// b is held by sluice, not blocked at the server; a, inside its
-	// transaction, goes on.
-	testenv.Eventually(t, 10*time.Second, "b held", func() bool { return heldCount(st) == 1 })
-	for i := range 3 {
-		if _, err := tx.Exec(ctx, fmt.Sprintf("UPDATE %s SET v = v + 10 WHERE id = 1 -- %d", table, i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case err := <-bDone:
-		t.Fatalf("b finished before a committed: %v", err)
-	default:
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-bDone; err != nil {
-		t.Fatal(err)
-	}
-	var v int
-	if err := direct.QueryRow(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil || v != 31 {
-		t.Fatalf("v = %d, %v; want 31", v, err)
-	}
+	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	return table
 }
 
 // heldCount is the number of statements waiting for admission.
@@ -259,8 +157,8 @@ func TestAdmitPGCancelHeld(t *testing.T) {
 func testAdmitPGCancelHeld(t *testing.T, extra string) {
 	pc := testenv.PostgresConfig(t)
 	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, extra)
-	holder := connectCfg(t, pgVia(t, lim, "admw_cancel_holder"))
-	held := connectCfg(t, pgVia(t, lim, "admw_cancel_held"))
+	holder := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_cancel_holder"))
+	held := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_cancel_held"))
 	bg := context.Background()
 	// Prepare both statements first, so the held one is an Execute batch.
 	if _, err := held.Exec(bg, "SELECT 1"); err != nil {
@@ -275,51 +173,17 @@ func testAdmitPGCancelHeld(t *testing.T, extra string) {
 		t.Fatal(err)
 	}
 
-	waitHeld := func() {
-		t.Helper()
-		testenv.Eventually(t, 10*time.Second, "a held statement", func() bool {
-			for _, s := range st.Registry().Active() {
-				if s.Waiting() {
-					return true
-				}
-			}
-			return false
-		})
-	}
 	for _, how := range []string{"CancelRequest", "console"} {
 		ctx, cancel := context.WithCancel(bg)
-		res := make(chan error, 1)
-		var t0 time.Time
-		var mu sync.Mutex
-		go func() {
-			_, err := held.Exec(ctx, "SELECT 1")
-			mu.Lock()
-			d := time.Since(t0)
-			mu.Unlock()
-			t.Logf("%s: answered %v after the cancel", how, d.Round(time.Microsecond))
-			if d > time.Second {
-				t.Errorf("%s: answered %v after the cancel", how, d)
-			}
-			res <- err
-		}()
-		waitHeld()
-		mu.Lock()
-		t0 = time.Now()
-		mu.Unlock()
-		if how == "CancelRequest" {
-			if err := held.PgConn().CancelRequest(bg); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			for _, s := range st.Registry().Active() {
-				if s.Waiting() {
-					if err := st.Registry().Cancel(bg, s); err != nil {
-						t.Fatal(err)
-					}
+		err := cancelHeld(t, st, how, func() error { _, err := held.Exec(ctx, "SELECT 1"); return err }, func() {
+			if how == "CancelRequest" {
+				if err := held.PgConn().CancelRequest(bg); err != nil {
+					t.Fatal(err)
 				}
+			} else {
+				cancelWaiting(t, st)
 			}
-		}
-		err := <-res
+		})
 		cancel()
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) || pe.Code != "57014" {
@@ -342,7 +206,7 @@ func testAdmitPGCancelHeld(t *testing.T, extra string) {
 // the pool's only slot until the test ends (or commit is called).
 func holdSlot(t *testing.T, addr string) (commit func()) {
 	t.Helper()
-	c := connectCfg(t, pgVia(t, addr, "admw_holder"))
+	c := testenv.ConnectPGConfig(t, pgVia(t, addr, "admw_holder"))
 	tx, err := c.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -364,14 +228,9 @@ func holdSlot(t *testing.T, addr string) (commit func()) {
 func TestAdmitPGExtendedHeld(t *testing.T) {
 	pc := testenv.PostgresConfig(t)
 	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
-	table := fmt.Sprintf("admw_ext_%d", time.Now().UnixNano())
-	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
 	bg := context.Background()
-	if _, err := direct.Exec(bg, "CREATE TABLE "+table+" (id int, s text)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
-	c := connectCfg(t, pgVia(t, lim, "admw_ext"))
+	table := pgTable(t, testenv.ConnectPG(t, testenv.PostgresURL(t)), "admw_ext", "id int, s text")
+	c := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_ext"))
 
 	cases := []struct {
 		name string
@@ -467,7 +326,7 @@ func TestAdmitPGWaitLimits(t *testing.T) {
 				}
 			}
 			commit := holdSlot(t, lim)
-			c := connectCfg(t, pgVia(t, lim, "admw_limits"))
+			c := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_limits"))
 			t0 := time.Now()
 			_, err := c.Exec(context.Background(), "SELECT 1")
 			var pe *pgconn.PgError
@@ -490,12 +349,8 @@ func TestAdmitPGWaitLimits(t *testing.T) {
 func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 	pc := testenv.PostgresConfig(t)
 	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
-	table := fmt.Sprintf("admw_gone_%d", time.Now().UnixNano())
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
-	if _, err := direct.Exec(context.Background(), "CREATE TABLE "+table+" (id int)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	table := pgTable(t, direct, "admw_gone", "id int")
 	commit := holdSlot(t, lim)
 	// The gone client sends no CancelRequest (pgx would, from a new
 	// connection, when its query fails): it only disappears.
@@ -508,7 +363,7 @@ func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	}
-	gone := connectCfg(t, goneCfg)
+	gone := testenv.ConnectPGConfig(t, goneCfg)
 	done := make(chan error, 1)
 	go func() { _, err := gone.Exec(context.Background(), "INSERT INTO "+table+" VALUES (1)"); done <- err }()
 	testenv.Eventually(t, 10*time.Second, "a held statement", func() bool { return heldCount(st) == 1 })
@@ -519,7 +374,7 @@ func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 		s := st.Manager().AdmissionStats()["admw_lim"]
 		return s.Running, s.Waiting
 	}
-	other := connectCfg(t, pgVia(t, lim, "admw_other"))
+	other := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_other"))
 	oDone := make(chan error, 1)
 	go func() { _, err := other.Exec(context.Background(), "SELECT 2"); oDone <- err }()
 	testenv.Eventually(t, 10*time.Second, "another statement held", func() bool { _, w := stats(); return w == 2 })
@@ -607,7 +462,7 @@ func TestAdmitPGChurn(t *testing.T) {
 		s := st.Manager().AdmissionStats()["admw_lim"]
 		return s.Running == 0 && s.Waiting == 0 && len(st.Registry().Sessions()) == 0
 	})
-	c := connectCfg(t, pgVia(t, lim, "admw_churn_after"))
+	c := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_churn_after"))
 	for range 3 {
 		if _, err := c.Exec(context.Background(), "SELECT 1"); err != nil {
 			t.Fatal(err)

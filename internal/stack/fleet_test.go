@@ -98,14 +98,7 @@ func fleetConsole(t testing.TB, in *fleetInstance) (*pgx.Conn, *notices) {
 		n.msgs = append(n.msgs, m.Message)
 		n.mu.Unlock()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	return c, n
+	return testenv.ConnectPGConfig(t, cc), n
 }
 
 // rows runs q on c and returns its rows as maps of column to text.
@@ -179,13 +172,7 @@ func instancesOf(t *testing.T, c *pgx.Conn) []string {
 func TestFleetThreeInstances(t *testing.T) {
 	eps := testenv.EtcdEndpoints(t)
 	ecfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	tc, err := etcd.Dial(ctx, ecfg)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tc.Close() })
+	tc := testenv.DialEtcd(t, ecfg)
 	var fl []*fleetInstance
 	for _, n := range []string{"a", "b", "c"} {
 		in, err := startInstance(t, ecfg, n, 0)
@@ -259,11 +246,7 @@ func TestFleetThreeInstances(t *testing.T) {
 		}
 		return id != ""
 	})
-	sess := rows(t, ca, "SHOW CLUSTER SESSIONS")
-	per := map[string]int{}
-	for _, r := range sess {
-		per[r["instance"]]++
-	}
+	per := sessionsByInstance(t, ca)
 	if per["a"] != 1 || per["b"] != 2 || per["c"] != 1 {
 		t.Fatalf("SHOW CLUSTER SESSIONS on a: sessions by instance %v, want a 1, b 2, c 1", per)
 	}
@@ -317,10 +300,7 @@ func TestFleetThreeInstances(t *testing.T) {
 	registerRaw(t, tc, ecfg, fleet.Member{Name: "d", Version: "test", HTTPAddr: silent, StartedAt: time.Now()}, 30)
 	testenv.Eventually(t, 10*time.Second, "a lists d", func() bool { return slices.Contains(instancesOf(t, ca), "d") })
 	na.take()
-	per = map[string]int{}
-	for _, r := range rows(t, ca, "SHOW CLUSTER SESSIONS") {
-		per[r["instance"]]++
-	}
+	per = sessionsByInstance(t, ca)
 	if n := na.take(); len(n) != 1 || !strings.Contains(n[0], "instance d did not answer") {
 		t.Fatalf("notices with d silent: %q, want one naming d", n)
 	}
@@ -337,10 +317,7 @@ func TestFleetThreeInstances(t *testing.T) {
 	registerRaw(t, tc, ecfg, fleet.Member{Name: "c", Version: "test", HTTPAddr: cHTTP, StartedAt: time.Now()}, 3)
 	testenv.Eventually(t, 5*time.Second, "a lists the dead c", func() bool { return slices.Contains(instancesOf(t, ca), "c") })
 	na.take()
-	per = map[string]int{}
-	for _, r := range rows(t, ca, "SHOW CLUSTER SESSIONS") {
-		per[r["instance"]]++
-	}
+	per = sessionsByInstance(t, ca)
 	n := na.take()
 	if !slices.ContainsFunc(n, func(s string) bool { return strings.Contains(s, "instance c did not answer") }) || per["c"] != 0 || per["a"] != 1 || per["b"] != 1 {
 		t.Fatalf("with c dead: notices %q, sessions %v; want c named and a's and b's sessions", n, per)
@@ -364,14 +341,19 @@ func registerRaw(t *testing.T, cli *clientv3.Client, ecfg etcd.Config, m fleet.M
 	t.Cleanup(func() { cli.Revoke(context.Background(), g.ID) })
 }
 
-// pgCode is err's SQLSTATE, "" for none.
-func pgCode(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
+// sessionsByInstance counts the rows of SHOW CLUSTER SESSIONS on c by
+// instance.
+func sessionsByInstance(t *testing.T, c *pgx.Conn) map[string]int {
+	t.Helper()
+	per := map[string]int{}
+	for _, r := range rows(t, c, "SHOW CLUSTER SESSIONS") {
+		per[r["instance"]]++
 	}
-	return ""
+	return per
 }
+
+// pgCode is err's SQLSTATE, "" for none.
+func pgCode(err error) string { return testenv.PGError(err).Code }
 
 // TestFleetAlone: without etcd, SHOW INSTANCES is this instance alone,
 // named after the host and the console's port; the cluster forms answer

@@ -364,7 +364,7 @@ func catalogMessage(err error) string {
 // newAdmin makes the admin console of cfg, refusing a console without a
 // password on a non-loopback address, and names its authentication for
 // the log. It binds nothing.
-func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, fl admin.Fleet, clk clock.Clock, log *slog.Logger) (*admin.Server, string, error) {
+func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, fl fleet.View, clk clock.Clock, log *slog.Logger) (*admin.Server, string, error) {
 	users := maps.Clone(cfg.Admin.Users)
 	if users == nil {
 		users = map[string]string{}
@@ -404,7 +404,7 @@ func (s *Stack) serveAdmin(ctx context.Context, addr, auth string) error {
 
 // newHTTP makes the HTTP API of cfg; without a token only a loopback
 // address is accepted. It binds nothing.
-func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl httpapi.Reloader, fl httpapi.Fleet, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
+func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl httpapi.Reloader, fl fleet.View, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
 	token := cfg.HTTP.Token
 	if token == "" {
 		token = cfg.Fleet.Token

@@ -23,7 +23,9 @@
 // --server-id, for tests that stop, restart or replicate servers; the
 // shared MariaDB is never touched. It is shut down when the test ends.
 //
-// ConnectPG opens a pgx connection that closes when the test ends;
+// ConnectPG (from a URL) and ConnectPGConfig (from a parsed
+// configuration) open a pgx connection that closes when the test ends;
+// DialEtcd an etcd client (package etcd) that does likewise;
 // PostgresConfig and MySQLConfig parse the servers' addresses;
 // PostgresSocket finds a server's Unix socket; ServerSSL reads
 // pg_stat_ssl to tell whether a connection reached the server over TLS.

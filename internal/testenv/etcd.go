@@ -15,6 +15,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/sluicelab/sluice/internal/etcd"
 )
 
 // DefaultEtcd is the shared cluster's client addresses, as scripts/testdb
@@ -61,6 +63,20 @@ func EtcdPrefix(t testing.TB, endpoints []string) string {
 		cli.Delete(ctx, p+"/", clientv3.WithPrefix())
 	})
 	return p
+}
+
+// DialEtcd connects a client with cfg (etcd.Dial), within 10 s; it
+// closes when the test ends. A failure to connect fails t.
+func DialEtcd(t testing.TB, cfg etcd.Config) *clientv3.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli, err := etcd.Dial(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
 }
 
 func etcdClient(eps []string) (*clientv3.Client, error) {

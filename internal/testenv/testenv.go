@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"os"
 	"os/exec"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql" // also the database/sql driver "mysql"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Default addresses, as scripts/testdb sets them up.
@@ -54,14 +56,31 @@ func PostgresURL(t testing.TB) string {
 // the test ends.
 func ConnectPG(t testing.TB, url string) *pgx.Conn {
 	t.Helper()
+	return ConnectPGConfig(t, mustParse(t, url, pgx.ParseConfig))
+}
+
+// ConnectPGConfig opens a pgx connection with cfg, within 30 s; it
+// closes when the test ends. A failure to connect fails t.
+func ConnectPGConfig(t testing.TB, cfg *pgx.ConnConfig) *pgx.Conn {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, url)
+	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return c
+}
+
+// PGError is the *pgconn.PgError in err's chain, or an empty one (Code
+// "") when there is none.
+func PGError(err error) *pgconn.PgError {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &pgconn.PgError{}
 }
 
 // MySQLDSN returns the go-sql-driver DSN of the test MariaDB after checking

@@ -65,6 +65,26 @@ func (e *admitEnv) done(ch <-chan admitted) admitted {
 	return admitted{}
 }
 
+// onePool is the DDL of pool p with one slot, the pool of user u.
+const onePool = "CREATE RESOURCE POOL p WITH (active_statements=1); CREATE USER u RESOURCE POOL 'p'"
+
+// take begins a statement of user and returns its admission, failing
+// unless Admit returns at once.
+func (e *admitEnv) take(ctx context.Context, user string) admitted {
+	e.t.Helper()
+	return e.done(e.admit(ctx, e.begin(user)))
+}
+
+// hold begins a statement of user and runs Admit, failing unless the
+// statement is held; its outcome comes on the returned channel.
+func (e *admitEnv) hold(ctx context.Context, user string) (*session.Statement, <-chan admitted) {
+	e.t.Helper()
+	st := e.begin(user)
+	ch := e.admit(ctx, st)
+	e.waits(ch, st)
+	return st, ch
+}
+
 // waits fails unless Admit on ch still waits.
 func (e *admitEnv) waits(ch <-chan admitted, st *session.Statement) {
 	e.t.Helper()
@@ -118,7 +138,7 @@ func TestAdmitNoLimit(t *testing.T) {
 
 func TestAdmitHoldRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newAdmitEnv(t, "CREATE RESOURCE POOL p WITH (active_statements=1); CREATE USER u RESOURCE POOL 'p'")
+		e := newAdmitEnv(t, onePool)
 		ctx := context.Background()
 		st1 := e.begin("u")
 		a1 := e.done(e.admit(ctx, st1))
@@ -128,9 +148,7 @@ func TestAdmitHoldRelease(t *testing.T) {
 		if held, _ := st1.HeldAt(); !held.IsZero() {
 			t.Error("a statement admitted at once was held")
 		}
-		st2 := e.begin("u")
-		ch2 := e.admit(ctx, st2)
-		e.waits(ch2, st2)
+		st2, ch2 := e.hold(ctx, "u")
 		e.stats("p", 1, 1)
 		e.clk.Advance(2 * time.Second)
 		if got := st2.BlockTime(e.clk.Now()); got != 2*time.Second {
@@ -161,9 +179,9 @@ func TestAdmitHoldRelease(t *testing.T) {
 
 func TestAdmitFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newAdmitEnv(t, "CREATE RESOURCE POOL p WITH (active_statements=1); CREATE USER u RESOURCE POOL 'p'")
+		e := newAdmitEnv(t, onePool)
 		ctx := context.Background()
-		a1 := e.done(e.admit(ctx, e.begin("u")))
+		a1 := e.take(ctx, "u")
 
 		// A cancel request for a held statement ends its wait; the
 		// server is not asked.
@@ -197,16 +215,12 @@ func TestAdmitFailures(t *testing.T) {
 
 		// The caller's context.
 		cctx, cancel := context.WithCancel(ctx)
-		st = e.begin("u")
-		ch = e.admit(cctx, st)
-		e.waits(ch, st)
+		_, ch = e.hold(cctx, "u")
 		cancel()
 		admitErr(t, e.done(ch), MsgSessionEnded, context.Canceled)
 
 		// The session closing.
-		st = e.begin("u")
-		ch = e.admit(ctx, st)
-		e.waits(ch, st)
+		st, ch = e.hold(ctx, "u")
 		st.Session.Close(e.clk.Now())
 		admitErr(t, e.done(ch), MsgSessionEnded, session.ErrEndedWhileWaiting)
 
@@ -219,9 +233,9 @@ func TestAdmitFailures(t *testing.T) {
 
 func TestAdmitReconfigure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newAdmitEnv(t, "CREATE RESOURCE POOL p WITH (active_statements=1); CREATE USER u RESOURCE POOL 'p'")
+		e := newAdmitEnv(t, onePool)
 		ctx := context.Background()
-		first := e.done(e.admit(ctx, e.begin("u")))
+		first := e.take(ctx, "u")
 		var sts []*session.Statement
 		var chs []<-chan admitted
 		for range 4 {

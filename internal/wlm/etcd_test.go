@@ -28,12 +28,7 @@ func etcdManagers(t *testing.T, n int) ([]*Manager, []*store.Etcd) {
 		ss []*store.Etcd
 	)
 	for range n {
-		cli, err := etcd.Dial(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		s := store.NewEtcd(cli, cfg.Key("catalog"))
+		s := store.NewEtcd(testenv.DialEtcd(t, cfg), cfg.Key("catalog"))
 		ms = append(ms, newTestManager(t, ManagerOptions{Store: s, Clock: clock.Real{}}))
 		ss = append(ss, s)
 	}

@@ -15,9 +15,8 @@ func TestAdmissionViews(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newAdmitEnv(t, "CREATE RESOURCE POOL p WITH (active_statements=1, queue_timeout=60); CREATE USER u RESOURCE POOL 'p'; ALTER LINK default WITH (max_active_statements=8)")
 		ctx := context.Background()
-		first := e.done(e.admit(ctx, e.begin("u")))
-		held := e.begin("u")
-		ch := e.admit(ctx, held)
+		first := e.take(ctx, "u")
+		held, ch := e.hold(ctx, "u")
 		e.clk.Advance(1500 * time.Millisecond)
 
 		res := mustExec(t, e.m, "SHOW POOLS")

@@ -37,20 +37,17 @@ import (
 	"github.com/sluicelab/sluice/internal/etcd"
 	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/stack"
+	"github.com/sluicelab/sluice/measure/harness"
 )
 
 func main() {
-	def := os.Getenv("SLUICE_TEST_ETCD")
-	if def == "" {
-		def = "127.0.0.1:12379,127.0.0.1:12389,127.0.0.1:12399"
-	}
-	eps := flag.String("etcd", def, "etcd client addresses, comma-separated")
+	eps := harness.EtcdFlag()
 	n := flag.Int("n", 100, "changes made on A")
 	gap := flag.Duration("gap", 0, "pause between two changes")
 	bound := flag.Duration("bound", 100*time.Millisecond, "the p99 the verdict checks against")
 	svgPath := flag.String("svg", "", "write a chart of each change's latency on B and C here; empty: none")
 	flag.Parse()
-	if err := run(strings.ReplaceAll(*eps, "http://", ""), *n, *gap, *bound, *svgPath); err != nil {
+	if err := run(strings.Join(eps(), ","), *n, *gap, *bound, *svgPath); err != nil {
 		log.Fatal(err)
 	}
 }

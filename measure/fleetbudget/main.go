@@ -68,6 +68,7 @@ import (
 	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/units"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/measure/harness"
 )
 
 const (
@@ -77,7 +78,7 @@ const (
 )
 
 func main() {
-	eps := flag.String("etcd", envOr("SLUICE_TEST_ETCD", "127.0.0.1:12379,127.0.0.1:12389,127.0.0.1:12399"), "etcd client endpoints, comma-separated")
+	eps := harness.EtcdFlag()
 	budgetFlag := flag.String("budget", "30MB", "cluster_low_priority_bandwidth (bytes/s with a unit)")
 	phase := flag.Duration("phase", 12*time.Second, "length of each phase")
 	settle := flag.Duration("settle", 4*time.Second, "start of each phase left out of the mean and the shares")
@@ -95,12 +96,7 @@ func main() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	ctx := context.Background()
-	var endpoints []string
-	for _, e := range strings.Split(*eps, ",") {
-		if e = strings.TrimPrefix(strings.TrimSpace(e), "http://"); e != "" {
-			endpoints = append(endpoints, e)
-		}
-	}
+	endpoints := eps()
 	ecfg := etcd.Config{Endpoints: endpoints, Prefix: fmt.Sprintf("/bench/fleetbudget-%d", time.Now().UnixNano())}
 	admin, err := etcd.Dial(ctx, ecfg)
 	if err != nil {
@@ -331,13 +327,6 @@ func leaseEnd(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, t0
 	return fmt.Sprintf("its lease %x still there %v after the kill", int64(id), d), false
 }
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
 func okText(ok bool) string {
 	if ok {
 		return "PASS"
@@ -351,24 +340,16 @@ func bulkSource() (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	go func() {
-		buf := make([]byte, 64<<10)
+	buf := make([]byte, 64<<10) // only read
+	go harness.ServeEach(ln, func(c net.Conn) {
+		defer c.Close()
+		go io.Copy(io.Discard, c)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := c.Write(buf); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				go io.Copy(io.Discard, c)
-				for {
-					if _, err := c.Write(buf); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
+	})
 	return ln, nil
 }
 
@@ -527,25 +508,19 @@ func (l *etcdLink) Addrs() []string {
 }
 
 func (l *etcdLink) serve(ln net.Listener, target string) {
-	for {
-		c, err := ln.Accept()
+	harness.ServeEach(ln, func(c net.Conn) {
+		u, err := net.Dial("tcp", target)
 		if err != nil {
+			c.Close()
 			return
 		}
-		go func() {
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				return
-			}
-			if !l.track(c, u) {
-				return
-			}
-			go func() { io.Copy(u, c); u.Close() }()
-			io.Copy(c, u)
-			c.Close()
-		}()
-	}
+		if !l.track(c, u) {
+			return
+		}
+		go func() { io.Copy(u, c); u.Close() }()
+		io.Copy(c, u)
+		c.Close()
+	})
 }
 
 // track records c and u, or closes them when the link is cut.

@@ -1,10 +1,13 @@
 // Package harness starts a real sluice process for the benchmark programs
 // under measure/ and talks to its admin console, so every figure they print
-// comes from the binary users run, over real sockets.
+// comes from the binary users run, over real sockets. It also holds what
+// the programs share: the -etcd flag (EtcdFlag), a loop serving each
+// accepted connection (ServeEach) and one forwarding pairs (ServePairs).
 package harness
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -182,4 +185,25 @@ func Env(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// DefaultEtcd is the shared test cluster's client addresses, as
+// scripts/testdb sets it up.
+const DefaultEtcd = "127.0.0.1:12379,127.0.0.1:12389,127.0.0.1:12399"
+
+// EtcdFlag defines the flag -etcd: etcd client addresses, comma-separated,
+// by default SLUICE_TEST_ETCD or DefaultEtcd. The returned function,
+// called after flag.Parse, gives the addresses as host:port, without
+// any http:// and without empty ones.
+func EtcdFlag() func() []string {
+	s := flag.String("etcd", Env("SLUICE_TEST_ETCD", DefaultEtcd), "etcd client addresses, comma-separated")
+	return func() []string {
+		var eps []string
+		for e := range strings.SplitSeq(*s, ",") {
+			if e = strings.TrimPrefix(strings.TrimSpace(e), "http://"); e != "" {
+				eps = append(eps, e)
+			}
+		}
+		return eps
+	}
 }

@@ -41,3 +41,16 @@ func ServePairs(ctx context.Context, log *slog.Logger, ln net.Listener, upstream
 		pair(c, u)
 	}
 }
+
+// ServeEach accepts connections on ln until it is closed and runs serve
+// on a goroutine of its own for each; serve owns the connection. It
+// returns once Accept fails.
+func ServeEach(ln net.Listener, serve func(c net.Conn)) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go serve(c)
+	}
+}

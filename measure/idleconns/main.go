@@ -166,28 +166,22 @@ func waitListening(addr string) {
 // serveStub answers every startup with AuthenticationOk and ReadyForQuery
 // and then holds the session until the client leaves.
 func serveStub(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
+	harness.ServeEach(ln, func(c net.Conn) {
+		defer c.Close()
+		be := pgproto3.NewBackend(c, c)
+		if _, err := be.ReceiveStartupMessage(); err != nil {
 			return
 		}
-		go func() {
-			defer c.Close()
-			be := pgproto3.NewBackend(c, c)
-			if _, err := be.ReceiveStartupMessage(); err != nil {
+		be.Send(&pgproto3.AuthenticationOk{})
+		be.Send(&pgproto3.BackendKeyData{ProcessID: 1, SecretKey: []byte{0, 0, 0, 1}})
+		be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+		if err := be.Flush(); err != nil {
+			return
+		}
+		for {
+			if _, err := be.Receive(); err != nil {
 				return
 			}
-			be.Send(&pgproto3.AuthenticationOk{})
-			be.Send(&pgproto3.BackendKeyData{ProcessID: 1, SecretKey: []byte{0, 0, 0, 1}})
-			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-			if err := be.Flush(); err != nil {
-				return
-			}
-			for {
-				if _, err := be.Receive(); err != nil {
-					return
-				}
-			}
-		}()
-	}
+		}
+	})
 }

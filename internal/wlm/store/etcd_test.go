@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -25,11 +26,7 @@ func etcdStore(t *testing.T) (*store.Etcd, *clientv3.Client) {
 	t.Helper()
 	eps := testenv.EtcdEndpoints(t)
 	cfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
-	cli, err := etcd.Dial(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	cli := testenv.DialEtcd(t, cfg)
 	return store.NewEtcd(cli, cfg.Key("catalog")), cli
 }
 
@@ -43,11 +40,7 @@ func privateStore(t *testing.T) (*store.Etcd, *clientv3.Client) {
 		t.FailNow()
 	}
 	cfg := etcd.Config{Endpoints: cl.Endpoints(), Prefix: "/compact"}
-	cli, err := etcd.Dial(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	cli := testenv.DialEtcd(t, cfg)
 	return store.NewEtcd(cli, cfg.Key("catalog")), cli
 }
 
@@ -171,6 +164,31 @@ func (f *follower) ApplyStored(c *catalog.Catalog, rev store.Revision) bool {
 	return true
 }
 
+// expect waits up to 30 s for the next applied revision and fails t
+// unless it is want; what names the step in the failure.
+func (f *follower) expect(t *testing.T, want store.Revision, what string) {
+	t.Helper()
+	select {
+	case got := <-f.ch:
+		if got != want {
+			t.Fatalf("%s: applied %d, want %d", what, got, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: nothing applied, want %d", what, want)
+	}
+}
+
+// save stores c over rev and returns the new revision, failing t on an
+// error.
+func save(ctx context.Context, t *testing.T, s *store.Etcd, c *catalog.Catalog, rev store.Revision) store.Revision {
+	t.Helper()
+	r, err := s.Save(ctx, c, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func (f *follower) SetStale(since time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -186,20 +204,14 @@ func TestEtcdFollow(t *testing.T) {
 	var revs []store.Revision
 	rev := store.Revision(0)
 	for i := range 6 {
-		var err error
-		if rev, err = s.Save(ctx, withLink(string(rune('a'+i))), rev); err != nil {
-			t.Fatal(err)
-		}
+		rev = save(ctx, t, s, withLink(string(rune('a'+i))), rev)
 		revs = append(revs, rev)
 	}
 	f := newFollower(revs[1]) // has the first two
 	done := make(chan error, 1)
 	go func() { done <- s.Follow(ctx, f, clock.Real{}, testenv.Logger(0)) }()
 	for i := range 4 {
-		var err error
-		if rev, err = s.Save(ctx, withLink(string(rune('p'+i))), rev); err != nil {
-			t.Fatal(err)
-		}
+		rev = save(ctx, t, s, withLink(string(rune('p'+i))), rev)
 		revs = append(revs, rev)
 	}
 	want := revs[2:]
@@ -236,43 +248,17 @@ func TestEtcdFollowCompacted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s, cli := privateStore(t)
-	r1, err := s.Save(ctx, withLink("a"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, err := s.Save(ctx, withLink("b"), r1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r3, err := s.Save(ctx, withLink("c"), r2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r1 := save(ctx, t, s, withLink("a"), 0)
+	r2 := save(ctx, t, s, withLink("b"), r1)
+	r3 := save(ctx, t, s, withLink("c"), r2)
 	if _, err := cli.Compact(ctx, int64(r3)); err != nil {
 		t.Fatal(err)
 	}
 	f := newFollower(r1)
 	go s.Follow(ctx, f, clock.Real{}, testenv.Logger(0))
-	select {
-	case got := <-f.ch:
-		if got != r3 {
-			t.Fatalf("applied %d after compaction, want the stored %d", got, r3)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("nothing applied after compaction")
-	}
-	r4, err := s.Save(ctx, withLink("d"), r3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case got := <-f.ch:
-		if got != r4 {
-			t.Fatalf("applied %d, want %d", got, r4)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the save after the reload was not applied")
-	}
+	f.expect(t, r3, "after compaction, the stored revision")
+	r4 := save(ctx, t, s, withLink("d"), r3)
+	f.expect(t, r4, "the save after the reload")
 }
 
 // TestEtcdAuth runs a private one-member cluster with authentication
@@ -304,16 +290,8 @@ func TestEtcdAuth(t *testing.T) {
 
 	good := cfg
 	good.Username, good.Password = "root", "rootpw"
-	cli, err := etcd.Dial(ctx, good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	s := store.NewEtcd(cli, good.Key("catalog"))
-	rev, err := s.Save(ctx, withLink("authed"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := store.NewEtcd(testenv.DialEtcd(t, good), good.Key("catalog"))
+	rev := save(ctx, t, s, withLink("authed"), 0)
 	if c, got, err := s.Load(ctx); err != nil || got != rev || c.Links["authed"] == nil {
 		t.Fatalf("load with credentials: %d, %v", got, err)
 	}
@@ -329,12 +307,7 @@ func TestEtcdAuth(t *testing.T) {
 
 	none := cfg
 	none.Username, none.Password = "nobody", "nobodypw"
-	nc, err := etcd.Dial(ctx, none)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ns := store.NewEtcd(nc, none.Key("catalog"))
+	ns := store.NewEtcd(testenv.DialEtcd(t, none), none.Key("catalog"))
 	_, err = ns.Save(ctx, withLink("x"), rev)
 	if err == nil || errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "permission denied") {
 		t.Fatalf("save without permission: %v", err)
@@ -375,10 +348,7 @@ func TestEtcdFollowCompactedUpToDate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s, cli := privateStore(t)
-	r1, err := s.Save(ctx, withLink("a"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r1 := save(ctx, t, s, withLink("a"), 0)
 	var last int64
 	for i := range 5 {
 		resp, err := cli.Put(ctx, s.Key()+"-other", strconv.Itoa(i))
@@ -396,17 +366,8 @@ func TestEtcdFollowCompactedUpToDate(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the compaction seen", func() bool { return loads.count() >= 1 })
 	rev := r1
 	for i := range 3 {
-		if rev, err = s.Save(ctx, withLink(string(rune('b'+i))), rev); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case got := <-f.ch:
-			if got != rev {
-				t.Fatalf("applied %d, want %d", got, rev)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("save %d not applied", rev)
-		}
+		rev = save(ctx, t, s, withLink(string(rune('b'+i))), rev)
+		f.expect(t, rev, fmt.Sprintf("save %d", i))
 	}
 	if n := loads.count(); n != 1 {
 		t.Errorf("the whole key was loaded %d times, want once", n)
