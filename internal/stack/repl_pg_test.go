@@ -92,7 +92,7 @@ func startReplPrimary(t *testing.T, settings ...string) *replPrimary {
 func (p *replPrimary) client(t *testing.T) *pgx.Conn {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(p.route)
-	return connectCfg(t, mustConfig(t, fmt.Sprintf("postgres://%s:%s@%s:%s/postgres?sslmode=disable", replUser, replPassword, host, port)))
+	return testenv.ConnectPGConfig(t, mustConfig(t, fmt.Sprintf("postgres://%s:%s@%s:%s/postgres?sslmode=disable", replUser, replPassword, host, port)))
 }
 
 func mustConfig(t *testing.T, url string) *pgx.ConnConfig {
