@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -234,10 +235,19 @@ func TestFleetThreeInstances(t *testing.T) {
 	}
 	sleeper := testenv.ConnectPG(t, b.routeURL(t))
 	slept := make(chan error, 1)
+	sleep := fmt.Sprintf("SELECT pg_sleep(60), 'fleet-%d'", time.Now().UnixNano())
 	go func() {
-		_, err := sleeper.Exec(context.Background(), "SELECT pg_sleep(60)")
+		_, err := sleeper.Exec(context.Background(), sleep)
 		slept <- err
 	}()
+	// A CancelRequest that reaches PostgreSQL before the backend began
+	// the query cancels nothing: wait until the server runs it.
+	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
+	testenv.Eventually(t, 10*time.Second, "PostgreSQL runs b's pg_sleep", func() bool {
+		var n int
+		err := direct.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query = $1", sleep).Scan(&n)
+		return err == nil && n == 1
+	})
 	var id string
 	testenv.Eventually(t, 10*time.Second, "a sees b's pg_sleep", func() bool {
 		rs := rows(t, ca, "SELECT session FROM cluster_statements WHERE instance = 'b' AND state = 'running' AND sql LIKE '%pg_sleep%'")
