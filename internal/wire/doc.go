@@ -53,7 +53,9 @@
 // the proxy's server pump, which observes and writes it as if the server
 // had sent it, between two server messages, once the server has answered
 // every earlier request. The proxy wakes that pump for it (a read
-// deadline in the past, or a resume when it is parked).
+// deadline in the past, or a resume when it is parked). Answers is the
+// queue both front ends keep for their Injector; each passes it the
+// protocol's test of "between messages, earlier requests answered".
 //
 // Observers are called from one goroutine per direction, with every byte
 // of that direction exactly once and in order, in chunks of any size and

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -386,65 +385,26 @@ func (c *conn) headSt() (*session.Statement, bool) {
 // before the one answered. It implements wire.Injector. add is called by
 // the client pump; Pending and check by the server pump.
 type injector struct {
-	d    *downObserver
-	wake func() // set once by SetWake before the pumps start
-
-	has   atomic.Bool
-	mu    sync.Mutex
-	items []injection // guarded by mu
-	out   []byte      // the server pump's
+	wire.Answers
+	d *downObserver
 }
 
-type injection struct {
-	b     []byte
-	after *session.Statement // goes once this command is the oldest awaiting an answer
-}
+func (j *injector) add(b []byte, after *session.Statement) { j.Add(b, after) }
 
-// SetWake implements wire.Injector.
-func (j *injector) SetWake(wake func()) { j.wake = wake }
-
-func (j *injector) add(b []byte, after *session.Statement) {
-	j.mu.Lock()
-	j.items = append(j.items, injection{b: b, after: after})
-	j.has.Store(true)
-	j.mu.Unlock()
-	if j.wake != nil {
-		j.wake()
-	}
-}
-
-func (j *injector) readyLocked() bool {
+// ready reports whether an answer queued after st may go now: the
+// server stream is between packets and st is the oldest command
+// awaiting an answer.
+func (j *injector) ready(st *session.Statement) bool {
 	f := &j.d.f
-	if len(j.items) == 0 || f.inside || f.payload || f.nhdr != 0 || j.d.active {
+	if f.inside || f.payload || f.nhdr != 0 || j.d.active {
 		return false
 	}
-	st, ok := j.d.c.headSt()
-	return ok && st == j.items[0].after
+	head, ok := j.d.c.headSt()
+	return ok && head == st
 }
 
-func (j *injector) check() {
-	j.mu.Lock()
-	ready := j.readyLocked()
-	j.mu.Unlock()
-	if ready && j.wake != nil {
-		j.wake()
-	}
-}
+func (j *injector) check() { j.Check(j.ready) }
 
 // Pending implements wire.Injector. It returns one answer at a time: the
 // next one waits for the server observer to have seen this one.
-func (j *injector) Pending() []byte {
-	if !j.has.Load() {
-		return nil
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if !j.readyLocked() {
-		return nil
-	}
-	j.out = append(j.out[:0], j.items[0].b...)
-	j.items[0] = injection{}
-	j.items = j.items[1:]
-	j.has.Store(len(j.items) > 0)
-	return j.out
-}
+func (j *injector) Pending() []byte { return j.Next(j.ready, false) }

@@ -68,7 +68,7 @@ var _ wire.Observer = (*downObserver)(nil)
 // Observe implements wire.Observer.
 func (d *downObserver) Observe(p []byte) error {
 	err := d.observe(&d.f, p, d)
-	if d.inj != nil && d.inj.has.Load() {
+	if d.inj != nil && d.inj.Queued() {
 		d.inj.check()
 	}
 	return err

@@ -2,8 +2,6 @@ package pg
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -211,78 +209,33 @@ var readyIdle = []byte{'Z', 0, 0, 0, 5, 'I'}
 // before the refused one. It implements wire.Injector. add is called by
 // the client pump; Pending and check by the server pump.
 type injector struct {
-	s    *serverObserver
-	wake func() // set once by SetWake before the pumps start
-
-	has   atomic.Bool // items is not empty
-	mu    sync.Mutex
-	items []injection // guarded by mu; in order
-	out   []byte      // the server pump's: what Pending returned last
+	wire.Answers
+	s *serverObserver
 }
-
-// injection is one answer: b goes once after is the oldest request in
-// flight (nil: at once, after the items before it).
-type injection struct {
-	b     []byte
-	after *session.Statement
-}
-
-// SetWake implements wire.Injector.
-func (j *injector) SetWake(wake func()) { j.wake = wake }
 
 // add queues b and wakes the server pump.
-func (j *injector) add(b []byte, after *session.Statement) {
-	j.mu.Lock()
-	j.items = append(j.items, injection{b: b, after: after})
-	j.has.Store(true)
-	j.mu.Unlock()
-	if j.wake != nil {
-		j.wake()
-	}
-}
+func (j *injector) add(b []byte, after *session.Statement) { j.Add(b, after) }
 
-// readyLocked reports whether the first item may go now.
-func (j *injector) readyLocked() bool {
-	if len(j.items) == 0 || j.s.fr.hn != 0 {
+// ready reports whether an answer queued after st may go now: the
+// server stream is between messages and st (when not nil) is the
+// oldest request in flight.
+func (j *injector) ready(st *session.Statement) bool {
+	if j.s.fr.hn != 0 {
 		return false
 	}
-	if st := j.items[0].after; st != nil {
+	if st != nil {
 		e, ok := j.s.t.front()
 		return ok && e.st == st
 	}
 	return true
 }
 
-// check wakes the server pump when an item has become ready; called by
-// the server observer after each chunk.
-func (j *injector) check() {
-	j.mu.Lock()
-	ready := j.readyLocked()
-	j.mu.Unlock()
-	if ready && j.wake != nil {
-		j.wake()
-	}
-}
+// check wakes the server pump when an answer has become ready; called
+// by the server observer after each chunk.
+func (j *injector) check() { j.Check(j.ready) }
 
-// Pending implements wire.Injector.
-func (j *injector) Pending() []byte {
-	if !j.has.Load() {
-		return nil
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.out = j.out[:0]
-	for j.readyLocked() {
-		j.out = append(j.out, j.items[0].b...)
-		j.items[0] = injection{}
-		j.items = j.items[1:]
-		// The next item's check sees the tracker before the server
-		// observer has seen what was just taken: an answer waiting for a
-		// later request stops here and goes on the next wake-up.
-	}
-	j.has.Store(len(j.items) > 0)
-	if len(j.out) == 0 {
-		return nil
-	}
-	return j.out
-}
+// Pending implements wire.Injector. It returns every answer whose turn
+// has come: the next one's check sees the tracker before the server
+// observer has seen what was just taken, so an answer waiting for a
+// later request stops there and goes on the next wake-up.
+func (j *injector) Pending() []byte { return j.Next(j.ready, true) }

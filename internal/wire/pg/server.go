@@ -41,7 +41,7 @@ func (s *serverObserver) Observe(p []byte) error {
 	if s.err == nil {
 		s.err = s.fr.walk(p, s)
 	}
-	if s.inj != nil && s.inj.has.Load() {
+	if s.inj != nil && s.inj.Queued() {
 		s.inj.check()
 	}
 	return s.err
