@@ -18,7 +18,7 @@ func FuzzAllocator(f *testing.F) {
 	f.Add(int64(7), []byte{0x21, 0x43, 0x65, 0x87})
 	f.Fuzz(func(t *testing.T, budget int64, ops []byte) {
 		if budget <= 0 || budget > 1<<40 || len(ops) > 200 {
-			t.Skip()
+			return // outside the allocator's domain: nothing to check
 		}
 		names := []string{"a", "b", "c", "d"}
 		t0 := time.Unix(1000, 0)

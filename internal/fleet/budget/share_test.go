@@ -71,7 +71,7 @@ func FuzzMaxMin(f *testing.F) {
 	f.Add(int64(7), int64(3), int64(3), int64(3))
 	f.Fuzz(func(t *testing.T, budget, a, b, c int64) {
 		if budget > 1<<50 || a > 1<<50 || b > 1<<50 || c > 1<<50 {
-			t.Skip()
+			return // beyond any rate: nothing to check
 		}
 		wants := []int64{a, b, c}
 		checkShare(t, "fuzz", budget, wants, MaxMin(budget, wants))

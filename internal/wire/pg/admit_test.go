@@ -67,15 +67,22 @@ func newAdmitRig(t testing.TB, decide func(st *session.Statement) bool) *admitRi
 	clk := clock.NewFake(time.Unix(1000, 0))
 	r := &admitRig{t: t, adm: &fakeAdmitter{decide: decide}, reg: session.NewRegistry(session.Options{KeepStatements: 1 << 16})}
 	sess := r.reg.Open(session.Info{Route: "test", Protocol: "postgres"}, clk.Now())
-	upObs, downObs := New(Options{Clock: clk}).observers(sess, func([]byte) {})
-	r.gate = wire.NewGate(r.adm)
-	r.inj = &injector{s: downObs}
-	r.up = &admitUp{obs: upObs, g: r.gate, inj: r.inj}
-	upObs.adm = r.up
-	downObs.gate, downObs.inj = r.gate, r.inj
-	r.down = downObs
+	r.up, r.down = gated(sess, clk, r.adm)
+	r.gate, r.inj = r.up.g, r.up.inj
 	r.server(startupDown)
 	return r
+}
+
+// gated builds a session's observers with an admission gate over adm,
+// wired as the front end wires them.
+func gated(sess *session.Session, clk clock.Clock, adm wire.Admitter) (*admitUp, *serverObserver) {
+	upObs, downObs := New(Options{Clock: clk}).observers(sess, func([]byte) {})
+	g := wire.NewGate(adm)
+	inj := &injector{s: downObs}
+	up := &admitUp{obs: upObs, g: g, inj: inj}
+	upObs.adm = up
+	downObs.gate, downObs.inj = g, inj
+	return up, downObs
 }
 
 // client sends b in chunks of the given sizes (0 or past the end: the rest).
@@ -292,12 +299,7 @@ func TestAdmitWaitEndsWithSession(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1000, 0))
 	reg := session.NewRegistry(session.Options{})
 	sess := reg.Open(session.Info{Protocol: "postgres"}, clk.Now())
-	upObs, downObs := New(Options{Clock: clk}).observers(sess, func([]byte) {})
-	g := wire.NewGate(blockingAdmitter{})
-	inj := &injector{s: downObs}
-	up := &admitUp{obs: upObs, g: g, inj: inj}
-	upObs.adm = up
-	downObs.gate, downObs.inj = g, inj
+	up, downObs := gated(sess, clk, blockingAdmitter{})
 	if err := downObs.Observe(startupDown); err != nil {
 		t.Fatal(err)
 	}
@@ -330,12 +332,7 @@ func TestAdmitGateCancel(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1000, 0))
 	reg := session.NewRegistry(session.Options{})
 	sess := reg.Open(session.Info{Protocol: "postgres"}, clk.Now())
-	upObs, downObs := New(Options{Clock: clk}).observers(sess, func([]byte) {})
-	g := wire.NewGate(blockingAdmitter{})
-	inj := &injector{s: downObs}
-	up := &admitUp{obs: upObs, g: g, inj: inj}
-	upObs.adm = up
-	downObs.gate, downObs.inj = g, inj
+	up, downObs := gated(sess, clk, blockingAdmitter{})
 	if err := downObs.Observe(startupDown); err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +344,7 @@ func TestAdmitGateCancel(t *testing.T) {
 		}
 		done <- out
 	}()
-	c := g.Canceler(nil)
+	c := up.g.Canceler(nil)
 	for c.Cancel(context.Background()) != nil {
 		time.Sleep(time.Millisecond) // until the wait has begun
 	}
@@ -355,7 +352,7 @@ func TestAdmitGateCancel(t *testing.T) {
 		t.Fatalf("forwarded %q", out)
 	}
 	want := append(errorResponse(severityError, "57014", "canceling statement due to user request"), readyIdle...)
-	if got := inj.Pending(); !bytes.Equal(got, want) {
+	if got := up.inj.Pending(); !bytes.Equal(got, want) {
 		t.Fatalf("answered %q, want %q", got, want)
 	}
 }
