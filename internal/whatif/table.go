@@ -163,10 +163,15 @@ func (t *Table) pruneLocked(now time.Time) {
 	}
 }
 
-// record adds a completed transaction at now.
-func (t *Table) record(a *app, now time.Time, x txn) {
+// record adds a completed transaction at now, and when gapped the
+// client time between it and the session's previous one.
+func (t *Table) record(a *app, now time.Time, x txn, gap time.Duration, gapped bool) {
 	t.mu.Lock()
 	b := a.at(now.Unix(), t.window)
+	if gapped {
+		b.gaps++
+		b.gapSum += int64(gap)
+	}
 	b.txns++
 	b.roundTrips += x.roundTrips
 	b.latency += int64(x.latency)
@@ -174,15 +179,6 @@ func (t *Table) record(a *app, now time.Time, x txn) {
 	b.client += int64(x.client)
 	b.network += int64(x.network)
 	b.hist[histBin(x.roundTrips)]++
-	t.mu.Unlock()
-}
-
-// recordGap adds the client time between two transactions of a session.
-func (t *Table) recordGap(a *app, now time.Time, gap time.Duration) {
-	t.mu.Lock()
-	b := a.at(now.Unix(), t.window)
-	b.gaps++
-	b.gapSum += int64(gap)
 	t.mu.Unlock()
 }
 
