@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -94,6 +95,10 @@ func newRig(t testing.TB, o Options) *rig {
 	r := &rig{t: t, reg: session.NewRegistry(session.Options{KeepStatements: 1 << 16})}
 	r.sess = r.reg.Open(session.Info{Route: "test", Protocol: "postgres"}, o.Clock.Now())
 	r.up, r.down = New(o).observers(r.sess, func(k []byte) { r.keys = append(r.keys, bytes.Clone(k)) })
+	if o.WhatIf != nil {
+		wi := o.WhatIf.Open(whatif.Key{Protocol: "postgres", User: "u"}, o.Clock.Now(), nil)
+		r.up.wi, r.down.wi = wi, wi
+	}
 	return r
 }
 
