@@ -168,9 +168,16 @@ func TestWhatIfPgbenchSysbench(t *testing.T) {
 			t.Errorf("/api/whatif lacks the %s application: %s", proto, body)
 			continue
 		}
+		t.Logf("/api/whatif %s: %+v", proto, a)
 		if a.User != want.user || a.Application != want.application || math.Abs(a.RoundTrips-want.roundTrips) > 0.5 ||
 			len(a.Predictions) != 2 || a.Predictions[1].TPS >= a.TPS {
 			t.Errorf("/api/whatif %s: %+v; console had %+v", proto, a, *want)
+		}
+		// Both sockets are TCP over loopback: the kernel has an RTT for
+		// each, and the network takes a small share of the latency.
+		if a.ClientRTTMs <= 0 || a.UpstreamRTTMs <= 0 || a.NetworkShare <= 0 || a.NetworkShare >= 0.5 {
+			t.Errorf("/api/whatif %s: client RTT %v ms, upstream %v ms, network share %v; want both > 0, share in (0, 0.5)",
+				proto, a.ClientRTTMs, a.UpstreamRTTMs, a.NetworkShare)
 		}
 	}
 }

@@ -10,7 +10,8 @@ import (
 // sockets' RTT.
 const SampleEvery = time.Second
 
-// Sampler returns the current tcpi_rtt of a session's client and
+// Sampler returns the current kernel RTT (rawconn.RTT: tcpi_min_rtt) of a
+// session's client and
 // upstream sockets (0 for a socket that has none, a Unix socket). It is
 // called from the server pump's goroutine, at most once per SampleEvery.
 type Sampler func() (client, upstream time.Duration)

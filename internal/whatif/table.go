@@ -182,7 +182,7 @@ func (t *Table) record(a *app, now time.Time, x txn, gap time.Duration, gapped b
 	t.mu.Unlock()
 }
 
-// recordRTT adds one sample of a session's sockets' tcpi_rtt.
+// recordRTT adds one sample of a session's sockets' kernel RTT.
 func (t *Table) recordRTT(a *app, now time.Time, client, upstream time.Duration) {
 	t.mu.Lock()
 	b := a.at(now.Unix(), t.window)

@@ -274,7 +274,7 @@ func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *c
 			"Mean round trips per transaction of an application over the what-if window (SHOW WHATIF).",
 			whatIfLabels, nil),
 		whatIfNetworkShare: prometheus.NewDesc("sluice_whatif_network_share",
-			"Share (0..1) of an application's transaction latency spent on the network's round trips as measured (tcpi_rtt), over the what-if window.",
+			"Share (0..1) of an application's transaction latency spent on the network's round trips as measured (the sockets' tcpi_min_rtt), over the what-if window.",
 			whatIfLabels, nil),
 		budgetMode: prometheus.NewDesc("sluice_budget_mode",
 			"1 for the mode this instance's share is in (off, waiting, grant, fallback); fallback means the grant expired, etcd_unreachable that etcd does not answer.",
