@@ -352,3 +352,27 @@ func BenchmarkConnRoundTrip(b *testing.B) {
 		c.Done(now, true, false)
 	}
 }
+
+// TestClosedSessions: sessions that closed count while their last
+// transaction is in the window, whatever order they closed in.
+func TestClosedSessions(t *testing.T) {
+	tb := New(Options{Window: 10 * time.Second})
+	late, early := tb.Open(pgApp, t0, nil), tb.Open(pgApp, t0, nil)
+	txn := func(c *Conn, at time.Duration) {
+		c.Send(t0.Add(at), true)
+		c.Done(t0.Add(at+time.Millisecond), true, false)
+	}
+	txn(late, 8*time.Second)
+	txn(early, 1*time.Second)
+	late.Close(t0.Add(9 * time.Second)) // closes first, last transaction at 8 s
+	early.Close(t0.Add(9 * time.Second))
+	for _, tc := range []struct {
+		at   time.Duration
+		want int
+	}{{9 * time.Second, 2}, {11 * time.Second, 1}, {17 * time.Second, 1}} {
+		apps := tb.Snapshot(t0.Add(tc.at))
+		if len(apps) != 1 || apps[0].Sessions != tc.want {
+			t.Errorf("at %v: %+v, want %d sessions", tc.at, apps, tc.want)
+		}
+	}
+}
