@@ -115,6 +115,13 @@ func TestWhatIfPgbenchSysbench(t *testing.T) {
 	rows = readWhatIf(ctx, t, console, "SHOW WHATIF rtt '10ms'")
 	pgRow, myRow = findApp(rows, "postgres", name), findApp(rows, "mysql", name)
 
+	// The whatif view, in SQL: the default RTTs, 10 ms among them.
+	var viewApp string
+	var viewRT float64
+	if err := console.QueryRow(ctx, "SELECT application, round_trips FROM whatif WHERE protocol = 'postgres' AND database = '"+name+"' AND rtt_ms = 10").
+		Scan(&viewApp, &viewRT); err != nil {
+		t.Errorf("SELECT FROM whatif: %v", err)
+	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+st.HTTPAddr().String()+"/api/whatif?rtt=1ms,10ms", nil)
 	code, body := testenv.Fetch(t, req)
 	wg.Wait()
@@ -146,6 +153,9 @@ func TestWhatIfPgbenchSysbench(t *testing.T) {
 		}
 	}
 
+	if viewApp != "pgbench" || math.Abs(viewRT-7) > 0.5 {
+		t.Errorf("SELECT FROM whatif WHERE ...: %q with %v round trips, want pgbench with 7", viewApp, viewRT)
+	}
 	if code != http.StatusOK {
 		t.Fatalf("GET /api/whatif: %d %s", code, body)
 	}
