@@ -18,8 +18,10 @@ func TestWhatIfAPI(t *testing.T) {
 	tb := s.WhatIf()
 	// One session: transactions of 2 round trips, 4 ms each with 1 ms
 	// client time after, back to back.
-	c := tb.Open(whatif.Key{Protocol: "mysql", User: "app", Database: "shop", Application: "api"}, time.Now(), nil)
-	now := time.Now()
+	// The transactions end in the past of the stack's clock: a second
+	// ago and on.
+	now := time.Now().Add(-time.Second)
+	c := tb.Open(whatif.Key{Protocol: "mysql", User: "app", Database: "shop", Application: "api"}, now, nil)
 	for range 50 {
 		c.Send(now, true)
 		c.Done(now.Add(2*time.Millisecond), true, true)
