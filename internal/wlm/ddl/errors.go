@@ -19,6 +19,7 @@ const (
 	CodeInternal          = "XX000" // internal_error
 	CodeInvalidPassword   = "28P01" // invalid_password
 	CodeProtocolViolation = "08P01" // protocol_violation
+	CodeUndefinedParam    = "42P02" // undefined_parameter
 )
 
 // Error is a statement error with a SQLSTATE. Position is the 1-based

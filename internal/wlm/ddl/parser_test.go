@@ -359,6 +359,35 @@ func TestParseQueryErrors(t *testing.T) {
 	}
 }
 
+func TestQueryParameters(t *testing.T) {
+	tests := []struct {
+		sql   string
+		param string // "" when the query has none
+	}{
+		{"SELECT a FROM whatif WHERE database = $1", "$1"},
+		{"SELECT a FROM t WHERE b = ? ORDER BY 1", "?"},
+		{"SELECT a FROM t WHERE b = ?2 ORDER BY 1", "?2"},
+		{"SELECT a FROM t WHERE b = :name ORDER BY 1", ":name"},
+		{"SELECT a FROM t WHERE b = @x ORDER BY 1", "@x"},
+		{"SELECT a FROM t WHERE b = $x ORDER BY 1", "$x"},
+		{"SELECT a FROM t WHERE b = '$1 ? :x' ORDER BY 1", ""},
+		{"SELECT \"$1\" FROM t WHERE 1", ""},
+		{"SELECT a::int FROM t WHERE 1", ""},
+		{"SELECT a FROM t WHERE b = $ 1", ""},
+	}
+	for _, tt := range tests {
+		_, err := Parse(tt.sql)
+		var e *Error
+		switch {
+		case tt.param == "" && err != nil:
+			t.Errorf("Parse(%q): %v", tt.sql, err)
+		case tt.param == "":
+		case !errors.As(err, &e) || e.Code != CodeUndefinedParam || !strings.Contains(e.Message, "parameter "+tt.param+":"):
+			t.Errorf("Parse(%q) = %v, want %s naming %s", tt.sql, err, CodeUndefinedParam, tt.param)
+		}
+	}
+}
+
 func TestParseSimpleSelectStays(t *testing.T) {
 	for _, sql := range []string{"SELECT 1", "SELECT version()", "SELECT current_setting('low_priority_bandwidth')", "SELECT a, b FROM v LIMIT 2"} {
 		parseOneAs[*Select](t, sql)

@@ -99,6 +99,9 @@ func (p *parser) query() (node, error) {
 			if t.raw {
 				return nil, Errorf(CodeNotSupported, t.pos, "escape and Unicode string syntax is not supported in console queries; write a plain 'string'")
 			}
+			if name, ok := p.parameterAt(t); ok {
+				return nil, Errorf(CodeUndefinedParam, t.pos, "there is no parameter %s: console queries take no parameters; write the value in the query", name)
+			}
 			if prevEnd >= 0 && t.start > prevEnd {
 				b.WriteByte(' ')
 			}
@@ -204,4 +207,28 @@ func qualifiedName(t token) string {
 func (p *parser) withQuery() (node, error) {
 	p.i--
 	return p.query()
+}
+
+// parameterAt reports whether a statement parameter starts at t, the
+// current token, and returns it as written: $1 (PostgreSQL), or one of
+// the forms the engine would otherwise bind silently to NULL (?, ?1,
+// :name, @name, $name). A colon that follows a colon (a :: cast) is
+// not one.
+func (p *parser) parameterAt(t token) (string, bool) {
+	if t.kind != tOp {
+		return "", false
+	}
+	next := p.peekAt(1)
+	adjacent := next.start == t.end && (next.kind == tNumber || next.kind == tIdent)
+	switch {
+	case t.val == "?" && adjacent && next.kind == tNumber:
+		return p.src[t.start:next.end], true
+	case t.val == "?":
+		return "?", true
+	case t.val == "$" || t.val == "@", t.val == ":" && (t.start == 0 || p.src[t.start-1] != ':'):
+		if adjacent {
+			return p.src[t.start:next.end], true
+		}
+	}
+	return "", false
 }
