@@ -140,6 +140,7 @@ type Manager struct {
 	version    atomic.Uint64
 	state      atomic.Pointer[state]                    // replaced, never modified
 	budgetView atomic.Pointer[func() views.BudgetState] // SetBudgetView's; nil without a fleet
+	dist       atomic.Pointer[distPattern]              // Coordinator's parsed pattern; nil until first use
 	closed     atomic.Bool
 
 	shared bool // the store is written by other instances too (etcd)
