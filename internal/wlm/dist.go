@@ -17,7 +17,7 @@ type distPattern struct {
 // distributed_application_name, and the process id it carries is the
 // backend pid of exactly one open session's cancel key
 // (session.Registry.ByBackendPID), on any route of this instance. nil
-// when the setting is ” (off), app does not match, or no single session
+// when the setting is empty (off), app does not match, or no single session
 // has that pid. It parses the setting once per value and allocates only
 // while matching; it is safe for concurrent use.
 func (m *Manager) Coordinator(app string) *session.Session {
