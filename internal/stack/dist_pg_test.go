@@ -479,7 +479,7 @@ func TestDistributedStatementAbort(t *testing.T) {
 
 // TestDistributedLinking: a session whose application_name fits the
 // pattern but names no session's backend is not linked and works as any
-// other; with distributed_application_name '' the shard connections are
+// other; with distributed_application_name empty the shard connections are
 // not linked, and the query is no distributed statement.
 func TestDistributedLinking(t *testing.T) {
 	d := startDist(t, 100)
