@@ -204,10 +204,20 @@ func parseNodes(t *testing.T, s string) (order []string, bytes map[string][2]int
 // shard's bytes are the sum of that route's shard statements (which
 // name it as parent), and its totals are its own bytes plus every
 // node's. The shard sessions name the coordinator's session in SHOW
-// SESSIONS, and hold at least the bytes their statements counted.
+// SESSIONS, and hold at least the bytes their statements counted. The
+// coordinator's pool is high priority and the shards' normal: the
+// shard connections' bytes go in the high class of their link, as their
+// coordinator's.
 func TestDistributedStatementBytes(t *testing.T) {
 	const rowsPerShard = 2000
 	d := startDist(t, rowsPerShard)
+	d.exec(t,
+		"ALTER RESOURCE POOL dist_coord WITH (network_priority='high')",
+		"CREATE LINK dist_shards",
+	)
+	for i := 1; i <= distShards; i++ {
+		d.exec(t, fmt.Sprintf("ALTER ROUTE shard%d WITH (link='dist_shards')", i))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := testenv.ConnectPGConfig(t, d.client)
@@ -273,6 +283,15 @@ func TestDistributedStatementBytes(t *testing.T) {
 	t.Logf("statement %s: nodes %s, total %s/%s, %d shard statements", top["id"], top["nodes"], top["total_bytes_up"], top["total_bytes_down"], children)
 	if int64Of(t, top, "total_bytes_up") != totalUp || int64Of(t, top, "total_bytes_down") != totalDown {
 		t.Errorf("totals %s/%s, want own + nodes = %d/%d", top["total_bytes_up"], top["total_bytes_down"], totalUp, totalDown)
+	}
+	shardBytes := totalUp + totalDown - int64Of(t, top, "bytes_up") - int64Of(t, top, "bytes_down")
+	for _, r := range rows(t, d.console, "SHOW LINKS") {
+		if r["name"] != "dist_shards" {
+			continue
+		}
+		if high, normal := int64Of(t, r, "bytes_high"), int64Of(t, r, "bytes_normal"); high < shardBytes || normal != 0 {
+			t.Errorf("shard link: %d bytes high, %d normal; want the shards' %d (at least) high, none normal", high, normal, shardBytes)
+		}
 	}
 
 	// The shard sessions, linked to the client's session, each hold at
