@@ -33,8 +33,7 @@ type distCluster struct {
 
 // startDist builds a distCluster whose shards hold rows rows each, of
 // about 200 bytes, with databases and catalog objects named dist_<ns>_...,
-// all dropped when the test ends. extra is added to every route's
-// configuration.
+// all dropped when the test ends.
 func startDist(t *testing.T, rows int) *distCluster {
 	t.Helper()
 	pc := testenv.PostgresConfig(t)
@@ -72,9 +71,8 @@ func startDist(t *testing.T, rows int) *distCluster {
 		dbs = append(dbs, fmt.Sprintf("%s_s%d", ns, i))
 	}
 	t.Cleanup(func() {
-		// After the stack's cleanup (registered earlier, so run later)?
-		// No: cleanups run last-registered first, so close the stack
-		// first here, then drop what its sessions used.
+		// Cleanups run last-registered first: close the stack here, so
+		// its sessions end before the databases they use are dropped.
 		st.Close()
 		for _, db := range dbs {
 			if _, err := direct.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
@@ -498,8 +496,11 @@ func TestDistributedStatementAbort(t *testing.T) {
 
 // TestDistributedLinking: a session whose application_name fits the
 // pattern but names no session's backend is not linked and works as any
-// other; with distributed_application_name empty the shard connections are
-// not linked, and the query is no distributed statement.
+// other; linked shard connections never wait for admission, so a shard
+// pool with active_statements=1 does not deadlock the query (its three
+// remote transactions run at once, each keeping its session's slot); with
+// distributed_application_name empty the shard connections are not
+// linked, and the query is no distributed statement.
 func TestDistributedLinking(t *testing.T) {
 	d := startDist(t, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -520,9 +521,33 @@ func TestDistributedLinking(t *testing.T) {
 	}
 	sc.Close(ctx)
 
+	d.exec(t, "ALTER RESOURCE POOL dist_shard WITH (active_statements=1)")
+	lc := testenv.ConnectPGConfig(t, d.client)
+	var n, chars int64
+	qctx, qcancel := context.WithTimeout(ctx, 20*time.Second)
+	err := lc.QueryRow(qctx, distQuery).Scan(&n, &chars)
+	qcancel()
+	if err != nil {
+		t.Fatalf("the distributed query with a shard pool of one slot: %v", err)
+	}
+	lc.Close(ctx)
+	d.exec(t, "ALTER RESOURCE POOL dist_shard WITH (active_statements=-1)")
+	// The coordinator backend's end closes its shard connections.
+	testenv.Eventually(t, 20*time.Second, "the linked shard sessions to close", func() bool {
+		for _, s := range d.st.Registry().Sessions() {
+			if s.Coordinator() != nil {
+				return false
+			}
+		}
+		return true
+	})
+	var last int64
+	for _, r := range d.statementRows(t) {
+		last = max(last, int64Of(t, r, "id"))
+	}
+
 	d.exec(t, "SET distributed_application_name = ''")
 	c := testenv.ConnectPGConfig(t, d.client)
-	var n, chars int64
 	if err := c.QueryRow(ctx, distQuery).Scan(&n, &chars); err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +564,7 @@ func TestDistributedLinking(t *testing.T) {
 		t.Errorf("%d shard sessions, want %d", shards, distShards)
 	}
 	for _, r := range d.statementRows(t) {
-		if r["parent"] != "" || r["nodes"] != "" {
+		if int64Of(t, r, "id") > last && (r["parent"] != "" || r["nodes"] != "") {
 			t.Errorf("linking off: statement %s has parent %q nodes %q", r["id"], r["parent"], r["nodes"])
 		}
 	}
