@@ -2,6 +2,8 @@ package stack_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicelab/sluice/internal/httpapi"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/testenv"
@@ -54,7 +57,7 @@ func startDist(t *testing.T, rows int) *distCluster {
 
 	upstream := fmt.Sprintf("%s:%d", pc.Host, pc.Port)
 	addrs := map[string]string{"coord": testenv.DeadAddr(t)}
-	body := "catalog: \"\"\nadmin:\n  listen: 127.0.0.1:0\nroutes:\n"
+	body := "catalog: \"\"\nadmin:\n  listen: 127.0.0.1:0\nhttp:\n  listen: 127.0.0.1:0\nroutes:\n"
 	for i := 0; i <= distShards; i++ {
 		name := "coord"
 		if i > 0 {
@@ -282,6 +285,22 @@ func TestDistributedStatementBytes(t *testing.T) {
 	if int64Of(t, top, "total_bytes_up") != totalUp || int64Of(t, top, "total_bytes_down") != totalDown {
 		t.Errorf("totals %s/%s, want own + nodes = %d/%d", top["total_bytes_up"], top["total_bytes_down"], totalUp, totalDown)
 	}
+	// The HTTP API shows the same statement alike.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+d.st.HTTPAddr().String()+"/api/statements/"+top["id"], nil)
+	code, body := testenv.Fetch(t, req)
+	var js httpapi.Statement
+	if err := json.Unmarshal(body, &js); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/statements/%s: %d %s (%v)", top["id"], code, body, err)
+	}
+	if js.Parent != nil || js.TotalBytesUp != totalUp || js.TotalBytesDown != totalDown || len(js.Nodes) != distShards {
+		t.Errorf("/api/statements: parent %v totals %d/%d nodes %+v; want none, %d/%d and %d nodes", js.Parent, js.TotalBytesUp, js.TotalBytesDown, js.Nodes, totalUp, totalDown, distShards)
+	}
+	for _, n := range js.Nodes {
+		if b := nodes[n.Route]; b != [2]int64{n.BytesUp, n.BytesDown} || n.Statements == 0 {
+			t.Errorf("/api/statements node %+v, SHOW STATEMENTS says %v", n, b)
+		}
+	}
+
 	shardBytes := totalUp + totalDown - int64Of(t, top, "bytes_up") - int64Of(t, top, "bytes_down")
 	for _, r := range rows(t, d.console, "SHOW LINKS") {
 		if r["name"] != "dist_shards" {
