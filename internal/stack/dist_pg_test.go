@@ -3,8 +3,8 @@ package stack_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
