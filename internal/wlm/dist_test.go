@@ -62,11 +62,13 @@ func TestCoordinator(t *testing.T) {
 // coordinator's pool is evaluated on its statement's total (own bytes
 // far below the threshold, shard bytes far above), fires once, and
 // demotes every linked session while the statement runs; a coordinator
-// statement alike but without shards does not fire.
+// statement alike but without shards does not fire. The shard pool's
+// own rule applies to the shard statements on their own bytes.
 func TestEvaluatorDistributedTotal(t *testing.T) {
 	_, reg, m := newEvalManager(t, `CREATE EXCEPT RULE fat WITH (bandwidth=1, action=penalty);
 CREATE RESOURCE POOL coord WITH (except_rule='fat'); CREATE USER cu RESOURCE POOL coord;
-CREATE RESOURCE POOL shards; CREATE USER su RESOURCE POOL shards`)
+CREATE EXCEPT RULE thin WITH (bandwidth=3, elapsedtime=1, action=penalty);
+CREATE RESOURCE POOL shards WITH (except_rule='thin'); CREATE USER su RESOURCE POOL shards`)
 	ctx := context.Background()
 	coord := openAs(reg, "coord", "cu", t0)
 	lone := openAs(reg, "coord", "cu", t0)
@@ -82,9 +84,11 @@ CREATE RESOURCE POOL shards; CREATE USER su RESOURCE POOL shards`)
 	top.AddUp(100)
 	alone := lone.Begin("SELECT count(*) FROM local", t0)
 	alone.AddUp(100)
+	var fetches []*session.Statement
 	for i, s := range shards {
 		st := s.Begin("FETCH 100 FROM c1", t0)
-		st.AddDown((i + 1) * 2_000_000) // 12 MB in all
+		st.AddDown((i + 1) * 2_000_000) // 2, 4 and 6 MB in the first second: 12 MB in all
+		fetches = append(fetches, st)
 	}
 	for sec := 1; sec <= 12; sec++ {
 		m.Evaluate(ctx, t0.Add(time.Duration(sec)*time.Second))
@@ -102,6 +106,11 @@ CREATE RESOURCE POOL shards; CREATE USER su RESOURCE POOL shards`)
 	}
 	if lone.Penalized() {
 		t.Fatal("an unrelated session of the pool was demoted")
+	}
+	// thin: 4 and 6 MB/s over the first second are above 3 MB/s, 2 MB/s
+	// is not.
+	if n := m.Stats().Firings[FiringKey{"thin", Penalty}]; n != 2 || fetches[0].Penalized() || !fetches[1].Penalized() || !fetches[2].Penalized() {
+		t.Fatalf("thin fired %d times (penalised %v %v %v), want twice, for shard2 and shard3", n, fetches[0].Penalized(), fetches[1].Penalized(), fetches[2].Penalized())
 	}
 
 	res := mustExec(t, m, "SHOW STATEMENTS")
@@ -136,6 +145,12 @@ CREATE RESOURCE POOL shards; CREATE USER su RESOURCE POOL shards`)
 	}
 	if sum != 12_000_000 {
 		t.Errorf("shard statements' bytes_down sum to %d, want the distributed total 12000000", sum)
+	}
+	for _, st := range fetches {
+		st.End(t0.Add(13*time.Second), session.OK, 100, "")
+	}
+	if !shards[0].Penalized() {
+		t.Fatal("shard1's session is not demoted while its coordinator's statement runs")
 	}
 	top.End(t0.Add(13*time.Second), session.OK, 1, "")
 	for _, s := range shards {
