@@ -35,6 +35,14 @@
 //	POST   /api/reload                    re-read and apply it: 200 with the changes, 400 code F0000 when refused
 //	/proxies, /populate, /reset, /version the Toxiproxy API (package toxics)
 //
+// A shard connection of a distributed query has its coordinator's
+// session id in a session's "coordinator" (null otherwise); a statement
+// has "parent" (its coordinator statement, null otherwise),
+// "total_bytes_up" and "total_bytes_down" (its own plus its shard
+// statements' bytes) and "nodes" (per shard route: statements,
+// bytes_up, bytes_down), as SHOW SESSIONS and SHOW STATEMENTS show
+// them.
+//
 // Statement text is shown as the session registry keeps it: with every
 // password literal replaced by '***' (package redact), here, in the
 // snapshot and on the page.

@@ -34,11 +34,20 @@ type Session struct {
 	Penalized   bool      `json:"penalized"`
 	Active      []uint64  `json:"active_statements"`
 	Kind        string    `json:"kind"` // client, replication, basebackup or logical
+	// Coordinator is, for a shard connection of a distributed query, the
+	// id of its coordinator's session; null otherwise.
+	Coordinator *uint64 `json:"coordinator"`
 }
 
 // Statement is a running or recently ended statement. Ended and Rows are
 // null while it runs (Rows also when the server reported no count);
-// Bandwidth is its bytes both ways over its age, in bytes per second.
+// Bandwidth is its total bytes both ways over its age, in bytes per
+// second. A distributed statement (a coordinator's, with shard
+// statements) has its own plus its shard statements' bytes in
+// TotalBytesUp and TotalBytesDown and theirs per route in Nodes (its own
+// route not included); a shard statement names its coordinator
+// statement in Parent (null otherwise). For any other statement the
+// totals are its own bytes and Nodes is empty.
 type Statement struct {
 	ID              uint64     `json:"id"`
 	Session         uint64     `json:"session"`
@@ -59,6 +68,19 @@ type Statement struct {
 	Rows            *int64     `json:"rows"`
 	Code            string     `json:"code,omitempty"`
 	ExceptInfo      []string   `json:"except_info"`
+	Parent          *uint64    `json:"parent"`
+	TotalBytesUp    int64      `json:"total_bytes_up"`
+	TotalBytesDown  int64      `json:"total_bytes_down"`
+	Nodes           []Node     `json:"nodes"`
+}
+
+// Node is what a distributed statement's shard statements moved on one
+// route.
+type Node struct {
+	Route      string `json:"route"`
+	Statements int64  `json:"statements"`
+	BytesUp    int64  `json:"bytes_up"`
+	BytesDown  int64  `json:"bytes_down"`
 }
 
 func sessionJSON(s *session.Session) Session {
@@ -71,6 +93,10 @@ func sessionJSON(s *session.Session) Session {
 	for _, st := range s.Active() {
 		out.Active = append(out.Active, st.ID)
 	}
+	if c := s.Coordinator(); c != nil {
+		id := c.ID
+		out.Coordinator = &id
+	}
 	return out
 }
 
@@ -81,10 +107,17 @@ func (s *Server) statementJSON(st *session.Statement, now time.Time) Statement {
 		ID: snap.ID, Session: snap.SessionID, Route: snap.Route, User: snap.User, Pool: snap.Pool, SQL: snap.SQL,
 		State: snap.Outcome.String(), Class: cls.String(), Penalized: snap.Penalized, CancelRequested: st.CancelRequested(),
 		Started: snap.Started, BytesUp: snap.BytesUp, BytesDown: snap.BytesDown, Code: snap.Code,
-		ExceptInfo: snap.Except,
+		ExceptInfo: snap.Except, TotalBytesUp: snap.TotalUp, TotalBytesDown: snap.TotalDown, Nodes: []Node{},
 	}
 	if out.ExceptInfo == nil {
 		out.ExceptInfo = []string{}
+	}
+	if snap.ParentID != 0 {
+		p := snap.ParentID
+		out.Parent = &p
+	}
+	for _, n := range snap.Nodes {
+		out.Nodes = append(out.Nodes, Node{Route: n.Route, Statements: n.Statements, BytesUp: n.BytesUp, BytesDown: n.BytesDown})
 	}
 	end := now
 	if !snap.Ended.IsZero() {
@@ -97,7 +130,7 @@ func (s *Server) statementJSON(st *session.Statement, now time.Time) Statement {
 	}
 	if age := end.Sub(snap.Started); age > 0 {
 		out.Elapsed = age.Seconds()
-		out.Bandwidth = float64(snap.BytesUp+snap.BytesDown) / age.Seconds()
+		out.Bandwidth = float64(snap.TotalUp+snap.TotalDown) / age.Seconds()
 	}
 	return out
 }

@@ -50,6 +50,15 @@
 // pump woke up to read it: that wake-up, after an idle wait, would add
 // its own latency to every delayed request and response.
 //
+// A chunk goes at its binding's class (the pool's network_priority),
+// or Low while Session.Penalized. A shard connection of a distributed
+// query (session.Session.Coordinator set) goes at the class of its
+// coordinator session's pool instead, so a query's remote scans run at
+// the priority of the query, and Low while the coordinator's statement
+// is penalised (Session.Penalized follows the link); its flow keeps its
+// own pool, weight and emulation. Both are re-read when the Policy's
+// Version moves.
+//
 // Admission holds a request in the client pump, before its bytes go
 // upstream: a front end's Rewriter (wire/pg, wire/mysql admit.go) blocks
 // in Rewrite while the request waits for its pool's slot. The pump then

@@ -352,6 +352,12 @@ func (p *pump) bind(v uint64) {
 	b := p.srv.policy.Bind(p.route.Name, p.sess.User())
 	p.version, p.bound = v, true
 	p.class = b.Class
+	if c := p.sess.Coordinator(); c != nil {
+		// A shard connection works for its coordinator session: its
+		// bytes go at the class of the coordinator's pool (its pool,
+		// weight and emulation stay its own).
+		p.class = p.srv.policy.Bind(c.Info.Route, c.User()).Class
+	}
 	params, ack := b.Down, b.Up
 	if p.dir == dirUp {
 		params, ack = b.Up, b.Down

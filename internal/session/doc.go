@@ -15,8 +15,10 @@
 //   - A Statement ends once. Ending it again is a no-op, so a cancel
 //     racing with normal completion records one outcome: the first.
 //   - Session.Penalized is true while at least one of the session's
-//     running statements is penalised; the proxy reads it per chunk to
-//     choose the link class, so it is a single atomic load.
+//     running statements is penalised, or, for a shard session, one of
+//     its coordinator's; the proxy reads it per chunk to choose the link
+//     class, so it is a single atomic load (one more per coordinator up
+//     the chain for a linked session).
 //   - Watchers are called synchronously, outside the registry lock, in
 //     the goroutine that caused the event; they must not block.
 //   - The registry keeps every open session and a bounded ring of
@@ -33,9 +35,46 @@
 //     (no cancel request reaches the server, which never saw the
 //     statement), Penalize demotes it, End leaves the queue.
 //
+// # Distributed statements
+//
+// A coordinator PostgreSQL that reaches its shards through sluice
+// (postgres_fdw, Citus) opens one connection per shard, whose
+// application_name names the coordinator backend's process id. The
+// front end finds that backend's session with Registry.ByBackendPID (the
+// pid of the cancel key SetCancelKey registered; a pid that several open
+// sessions share, on different servers, finds none) and links the shard
+// session to it once, before it relays anything (Session.Link; never a
+// cycle). The link is session to session: postgres_fdw keeps a shard
+// connection open across the coordinator's statements.
+//
+// A shard session's statement belongs to the statement its coordinator
+// is executing when it begins (Session.Executing: the oldest running
+// statement not held for admission), which is its Parent; one begun
+// while the coordinator executes nothing (a remote COMMIT after an
+// extended-protocol Execute has ended) has none. The choice is made
+// once, at Begin, so every byte of a shard statement (a remote FETCH)
+// counts for one coordinator statement, whatever comes later. The bytes
+// of a shard statement count in its own counters and in a per-route
+// counter (a node) of the top of its Parent chain, the distributed
+// statement: TotalBytes, Snapshot.Nodes, TotalUp and TotalDown are its
+// own plus every level's below it. A penalty of the distributed
+// statement (Penalize) demotes its session and, through
+// Session.Penalized, every session linked to it, while it runs; the
+// shard statements keep their own penalised flag.
+//
+// Session.coord and Statement.Parent are set once, before the value is
+// shared (Link's compare-and-swap, Begin), and read without a lock. A
+// root statement's node list is guarded by its mu; the node counters
+// are atomics.
+//
 // # Lock order
 //
-// Lock order: Registry.mu before Session.mu (SetCancelKey holds both).
+// Lock order: Registry.mu before Session.mu (SetCancelKey holds both;
+// Registry.byPID is guarded by Registry.mu). No method holds two
+// Sessions' locks at once: a shard statement's Begin reads its
+// coordinator's statements (the coordinator's mu, then each statement's
+// mu, one at a time) and then takes the root statement's mu to find its
+// node, before it takes its own session's mu.
 // Statement.mu is a leaf: it is never held while another lock is taken,
 // nor while a Wait's methods run (they take the admission controller's
 // lock).

@@ -65,12 +65,13 @@ type Registry struct {
 	keep        int
 
 	mu       sync.Mutex
-	sessions map[uint64]*Session // guarded by mu
-	byKey    map[string]*Session // guarded by mu; cancel keys
-	recent   []*Statement        // guarded by mu; ring of ended statements
-	next     int                 // guarded by mu; ring write position
-	watchers []watcher           // guarded by mu
-	watchID  uint64              // guarded by mu; last watcher id
+	sessions map[uint64]*Session   // guarded by mu
+	byKey    map[string]*Session   // guarded by mu; cancel keys
+	byPID    map[uint32][]*Session // guarded by mu; backend pids of cancel keys, usually one session each
+	recent   []*Statement          // guarded by mu; ring of ended statements
+	next     int                   // guarded by mu; ring write position
+	watchers []watcher             // guarded by mu
+	watchID  uint64                // guarded by mu; last watcher id
 }
 
 // NewRegistry returns an empty registry.
@@ -83,6 +84,7 @@ func NewRegistry(opts Options) *Registry {
 		keep:     keep,
 		sessions: make(map[uint64]*Session),
 		byKey:    make(map[string]*Session),
+		byPID:    make(map[uint32][]*Session),
 	}
 }
 
@@ -162,6 +164,40 @@ func (r *Registry) ByCancelKey(key string) *Session {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.byKey[key]
+}
+
+// ByBackendPID returns the open session whose cancel key carries backend
+// process id pid, or nil when none does or when several do (sessions to
+// different servers whose pids collide: which one is meant cannot be
+// told).
+func (r *Registry) ByBackendPID(pid uint32) *Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.byPID[pid]; len(l) == 1 {
+		return l[0]
+	}
+	return nil
+}
+
+// unindexPIDLocked removes s from byPID under the pid of key, its old
+// cancel key. The caller holds r.mu.
+func (r *Registry) unindexPIDLocked(s *Session, key string) {
+	pid, ok := keyPID(key)
+	if !ok {
+		return
+	}
+	l := r.byPID[pid]
+	for i, x := range l {
+		if x == s {
+			l = append(l[:i:i], l[i+1:]...)
+			break
+		}
+	}
+	if len(l) == 0 {
+		delete(r.byPID, pid)
+	} else {
+		r.byPID[pid] = l
+	}
 }
 
 // Active returns the running statements of all sessions, oldest first.

@@ -4,6 +4,7 @@ package session
 // it has sent and received, and the statements it runs.
 
 import (
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,10 +19,11 @@ type Session struct {
 	Opened time.Time
 
 	reg       *Registry
-	bytesUp   atomic.Int64  // client to server
-	bytesDown atomic.Int64  // server to client
-	penalized atomic.Int32  // running statements that are penalised
-	kind      atomic.Uint32 // a Kind; SetKind
+	bytesUp   atomic.Int64            // client to server
+	bytesDown atomic.Int64            // server to client
+	penalized atomic.Int32            // running statements that are penalised
+	kind      atomic.Uint32           // a Kind; SetKind
+	coord     atomic.Pointer[Session] // the coordinator of a shard session; set once by Link
 
 	mu         sync.Mutex
 	user       string       // guarded by mu
@@ -124,18 +126,57 @@ func (s *Session) Canceler() Canceler {
 }
 
 // SetCancelKey registers key so Registry.ByCancelKey finds this session
-// (PostgreSQL: the upstream's BackendKeyData).
+// (PostgreSQL: the upstream's BackendKeyData), and, when key is at least
+// 4 bytes long, so Registry.ByBackendPID finds it by the process id its
+// first 4 bytes hold (big-endian, as PostgreSQL writes it).
 func (s *Session) SetCancelKey(key string) {
 	s.reg.mu.Lock()
 	s.mu.Lock()
 	if s.cancelKey != "" && s.reg.byKey[s.cancelKey] == s {
 		delete(s.reg.byKey, s.cancelKey)
 	}
+	s.reg.unindexPIDLocked(s, s.cancelKey)
 	s.cancelKey = key
 	s.mu.Unlock()
 	s.reg.byKey[key] = s
+	if pid, ok := keyPID(key); ok {
+		s.reg.byPID[pid] = append(s.reg.byPID[pid], s)
+	}
 	s.reg.mu.Unlock()
 }
+
+// keyPID returns the process id a cancel key begins with.
+func keyPID(key string) (uint32, bool) {
+	if len(key) < 4 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32([]byte(key[:4])), true
+}
+
+// Link records coord as the coordinator of s: s is a shard connection
+// of a distributed query that coord's backend runs (PostgreSQL:
+// postgres_fdw's connection, named by its application_name). From then
+// on each statement s begins is a child of the statement coord executes
+// at that moment (see Begin), and s reads Penalized true while coord
+// does. Link is called once, before the session relays a statement; it
+// reports false, changing nothing, when coord is nil or s, when s is
+// linked already, or when s is coord's coordinator (directly or
+// further up), which would make a cycle.
+func (s *Session) Link(coord *Session) bool {
+	if coord == nil || coord == s {
+		return false
+	}
+	for c := coord.coord.Load(); c != nil; c = c.coord.Load() {
+		if c == s {
+			return false
+		}
+	}
+	return s.coord.CompareAndSwap(nil, coord)
+}
+
+// Coordinator returns the session s is a shard connection of, or nil.
+// It is one atomic load.
+func (s *Session) Coordinator() *Session { return s.coord.Load() }
 
 // AddUp counts n bytes sent by the client.
 func (s *Session) AddUp(n int) { s.bytesUp.Add(int64(n)) }
@@ -150,17 +191,42 @@ func (s *Session) BytesUp() int64 { return s.bytesUp.Load() }
 func (s *Session) BytesDown() int64 { return s.bytesDown.Load() }
 
 // Penalized reports whether a running statement of the session is
-// penalised. It is one atomic load.
-func (s *Session) Penalized() bool { return s.penalized.Load() > 0 }
+// penalised, or, for a shard session (Link), one of its coordinator's
+// (or of the coordinator's own coordinator, up the chain): a penalty of
+// a distributed statement demotes every flow that works for it. It is
+// one atomic load for a session that is not linked, one more per
+// coordinator otherwise.
+func (s *Session) Penalized() bool {
+	if s.penalized.Load() > 0 {
+		return true
+	}
+	for c := s.coord.Load(); c != nil; c = c.coord.Load() {
+		if c.penalized.Load() > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // Begin opens a statement with its SQL text (already truncated by the
 // caller if it wants) at now. The statement keeps the text with its
 // password literals hidden (redact.SQL, in the dialect of the session's
 // protocol; a literal cut short by the truncation is hidden through the
 // end), so no view or log of it shows a password.
+//
+// A shard session's statement (Link) is a child of the statement its
+// coordinator executes when it begins (Session.Executing; none, and it
+// has no Parent): its bytes count in the distributed totals of the top
+// of its Parent chain as well as in its own.
 func (s *Session) Begin(sql string, now time.Time) *Statement {
 	sql = redact.SQL(sql, dialect(s.Info.Protocol))
 	st := &Statement{ID: s.reg.nextStmt.Add(1), Session: s, SQL: sql, Started: now}
+	if c := s.coord.Load(); c != nil {
+		if p := c.Executing(); p != nil {
+			st.Parent = p
+			st.node = p.root().nodeOf(s.Info.Route)
+		}
+	}
 	s.mu.Lock()
 	s.statements++
 	closed := s.isClosed
@@ -184,6 +250,18 @@ func dialect(protocol string) redact.Dialect {
 		return redact.MySQL
 	}
 	return redact.PostgreSQL
+}
+
+// Executing returns the statement the session's server is executing:
+// the oldest running statement that is not held for admission (the
+// server answers in order), or nil.
+func (s *Session) Executing() *Statement {
+	for _, st := range s.Active() {
+		if !st.Waiting() && st.Outcome() == Running {
+			return st
+		}
+	}
+	return nil
 }
 
 // Active returns the session's running statements, oldest first.
@@ -231,6 +309,7 @@ func (s *Session) Close(now time.Time) {
 	if s.reg.byKey[s.cancelKey] == s {
 		delete(s.reg.byKey, s.cancelKey)
 	}
+	s.reg.unindexPIDLocked(s, s.cancelKey)
 	s.reg.mu.Unlock()
 	s.reg.emit(Event{Kind: SessionClosed, Session: s})
 }

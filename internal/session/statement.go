@@ -36,10 +36,14 @@ type Statement struct {
 	Session *Session
 	SQL     string // as Begin got it, with its password literals hidden
 	Started time.Time
+	// Parent is the coordinator statement a shard statement works for
+	// (Session.Link), nil for any other. Set by Begin; immutable.
+	Parent *Statement
 
 	bytesUp         atomic.Int64
 	bytesDown       atomic.Int64
 	cancelRequested atomic.Bool
+	node            *node // nil, or the root's counter of its route; immutable
 
 	mu        sync.Mutex
 	ended     time.Time // guarded by mu
@@ -52,6 +56,51 @@ type Statement struct {
 	admitted  time.Time // guarded by mu; when Admit ran after Hold
 	left      time.Time // guarded by mu; when LeaveWait ran after Hold
 	wait      Wait      // guarded by mu; non-nil while waiting
+	nodes     []*node   // guarded by mu; a root's shard routes, in order of their first statement
+}
+
+// node counts the bytes a distributed statement's shard statements of
+// one route moved; the counters are atomics, route is immutable.
+type node struct {
+	route      string
+	statements atomic.Int64
+	up, down   atomic.Int64
+}
+
+// NodeBytes is what a distributed statement's shard statements moved
+// on one route (a node of the distributed query).
+type NodeBytes struct {
+	Route      string
+	Statements int64 // shard statements begun on the route
+	BytesUp    int64 // to the shard
+	BytesDown  int64 // from the shard
+}
+
+// root returns the top of st's Parent chain (st itself for a statement
+// without a parent): the distributed statement whose totals its bytes
+// count in.
+func (st *Statement) root() *Statement {
+	for st.Parent != nil {
+		st = st.Parent
+	}
+	return st
+}
+
+// nodeOf returns the root statement st's counter of route, made on first
+// use, and counts one more shard statement in it.
+func (st *Statement) nodeOf(route string) *node {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, n := range st.nodes {
+		if n.route == route {
+			n.statements.Add(1)
+			return n
+		}
+	}
+	n := &node{route: route}
+	n.statements.Add(1)
+	st.nodes = append(st.nodes, n)
+	return n
 }
 
 // Wait is how a held statement's wait for admission is ended or changed
@@ -200,11 +249,23 @@ func (st *Statement) CancelWait(err error) bool {
 	return true
 }
 
-// AddUp counts n client bytes for the statement.
-func (st *Statement) AddUp(n int) { st.bytesUp.Add(int64(n)) }
+// AddUp counts n client bytes for the statement (and, for a shard
+// statement, for its root's node).
+func (st *Statement) AddUp(n int) {
+	st.bytesUp.Add(int64(n))
+	if st.node != nil {
+		st.node.up.Add(int64(n))
+	}
+}
 
-// AddDown counts n server bytes for the statement.
-func (st *Statement) AddDown(n int) { st.bytesDown.Add(int64(n)) }
+// AddDown counts n server bytes for the statement (and, for a shard
+// statement, for its root's node).
+func (st *Statement) AddDown(n int) {
+	st.bytesDown.Add(int64(n))
+	if st.node != nil {
+		st.node.down.Add(int64(n))
+	}
+}
 
 // BytesUp returns the client bytes counted so far.
 func (st *Statement) BytesUp() int64 { return st.bytesUp.Load() }
@@ -214,6 +275,40 @@ func (st *Statement) BytesDown() int64 { return st.bytesDown.Load() }
 
 // Bytes returns the bytes counted both ways.
 func (st *Statement) Bytes() int64 { return st.bytesUp.Load() + st.bytesDown.Load() }
+
+// Nodes returns what the statement's shard statements moved, per route,
+// in order of each route's first shard statement; none for a statement
+// that is not the root of a distributed statement.
+func (st *Statement) Nodes() []NodeBytes {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return nodeBytes(st.nodes)
+}
+
+func nodeBytes(nodes []*node) []NodeBytes {
+	if len(nodes) == 0 {
+		return nil
+	}
+	out := make([]NodeBytes, len(nodes))
+	for i, n := range nodes {
+		out[i] = NodeBytes{Route: n.route, Statements: n.statements.Load(), BytesUp: n.up.Load(), BytesDown: n.down.Load()}
+	}
+	return out
+}
+
+// TotalBytes returns the statement's distributed bytes, both ways: its
+// own and every shard statement's under it (every level of its Parent
+// chain below it). For a statement that is not a distributed root it is
+// Bytes.
+func (st *Statement) TotalBytes() int64 {
+	total := st.Bytes()
+	st.mu.Lock()
+	for _, n := range st.nodes {
+		total += n.up.Load() + n.down.Load()
+	}
+	st.mu.Unlock()
+	return total
+}
 
 // CancelRequested reports whether Registry.Cancel was called for st.
 func (st *Statement) CancelRequested() bool { return st.cancelRequested.Load() }
@@ -323,6 +418,11 @@ type Snapshot struct {
 	Held      time.Time // when it was held; zero if never
 	Admitted  time.Time // when it was admitted after being held; zero otherwise
 	Left      time.Time // when its wait failed (LeaveWait); zero otherwise
+	ParentID  uint64    // the Parent's ID; 0 for none
+	// Nodes are the shard statements' bytes per route (Statement.Nodes);
+	// TotalUp and TotalDown are BytesUp and BytesDown plus theirs.
+	Nodes              []NodeBytes
+	TotalUp, TotalDown int64
 }
 
 // BlockTime is Statement.BlockTime as of the snapshot, at now.
@@ -345,8 +445,17 @@ func (st *Statement) Snapshot() Snapshot {
 		Penalized: st.penalized, Except: append([]string(nil), st.except...),
 		BytesUp: st.bytesUp.Load(), BytesDown: st.bytesDown.Load(),
 		Waiting: st.wait != nil, Held: st.held, Admitted: st.admitted, Left: st.left,
+		Nodes: nodeBytes(st.nodes),
 	}
 	st.mu.Unlock()
+	if st.Parent != nil {
+		snap.ParentID = st.Parent.ID
+	}
+	snap.TotalUp, snap.TotalDown = snap.BytesUp, snap.BytesDown
+	for _, n := range snap.Nodes {
+		snap.TotalUp += n.BytesUp
+		snap.TotalDown += n.BytesDown
+	}
 	snap.User, snap.Pool, snap.Route = s.User(), s.Pool(), s.Info.Route
 	return snap
 }

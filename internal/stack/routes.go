@@ -129,7 +129,7 @@ func (s *Stack) frontend(cfg *config.Config, r config.Route) (proxy.Frontend, er
 	rlog := s.log.With("route", r.Name)
 	switch r.Protocol {
 	case "postgres":
-		return pg.New(pg.Options{Clock: s.clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Keys: s.reg, Forward: s.fwd.forwarder(ddl.PostgreSQL), Admit: s.mgr,
+		return pg.New(pg.Options{Clock: s.clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Keys: s.reg, Forward: s.fwd.forwarder(ddl.PostgreSQL), Admit: s.mgr, Coordinators: s.mgr,
 			StartupTimeout: r.StartupTimeout, WhatIf: s.wi}), nil
 	case "mysql":
 		return mysql.New(mysql.Options{Clock: s.clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, KillUser: r.KillUser, KillPassword: r.KillPassword, Forward: s.fwd.forwarder(ddl.MySQL), Admit: s.mgr,

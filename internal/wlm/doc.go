@@ -125,6 +125,18 @@
 // if it comes before its next sample. Each rule fires at most once per
 // statement.
 //
+// A distributed statement (a coordinator's statement whose shard
+// connections pass through this instance, linked by
+// distributed_application_name; see package session) is measured on
+// its total: its own bytes plus every shard statement's under it
+// (session.Statement.TotalBytes), so its bandwidth is the whole
+// query's. Its rules are its own pool's; a penalty of it fires once,
+// like any rule, and demotes every flow that works for it (the shard
+// sessions read Session.Penalized through their link); an abort cancels
+// it at the coordinator, and PostgreSQL then cancels the remote queries
+// itself. The shard statements are statements of their own sessions
+// too: their own pool's rules apply to them, on their own bytes.
+//
 // Actions: penalty moves the statement to the Low class until it ends
 // (session.Statement.Penalize; the proxy reads Session.Penalized per
 // chunk), so its bytes go only when no normal or high bytes wait, within
@@ -234,7 +246,20 @@
 // 256·10^6 bytes/s; 0 unlimited), cluster_low_priority_bandwidth (0 off;
 // a fleet's budget for every instance's Low class together, see
 // internal/fleet/budget), low_priority_queue_bytes (64KiB; -1 off),
-// network_control (on), except_check_period (5s).
+// network_control (on), except_check_period (5s),
+// distributed_application_name ('fdw %p'; see below).
+//
+// distributed_application_name is the application_name pattern by which
+// a shard connection names its coordinator backend (package distname:
+// %p the pid, %c postgres_fdw's session id, %g a Citus global pid; the
+// empty pattern turns linking off). It is a catalog setting like the
+// others rather than a route's configuration key, because it describes
+// the database cluster, not one route: one SET reaches every route
+// (a coordinator's session may be on any of them) and, with etcd, every
+// instance of a fleet; the configuration file sets it under settings:,
+// the catalog file keeps it. Manager.Coordinator is the protocol front
+// end's lookup: the pattern, parsed once per value, then the registry's
+// backend pid index.
 //
 // # Evaluator
 //

@@ -250,7 +250,9 @@ func (e *evaluator) evaluate(ctx context.Context, now time.Time) (nextDue time.T
 			e.tracked[s] = t
 		}
 		t.seen = true
-		bytes := s.Bytes()
+		// A distributed statement is measured on its total: its own
+		// bytes and every shard statement's under it.
+		bytes := s.TotalBytes()
 		t.add(now, bytes)
 
 		sess := s.Session
@@ -456,9 +458,10 @@ func (f firing) attrs() []any {
 
 // statementBandwidth returns a statement's bandwidth in bytes/s for
 // display: over the window for a running statement the evaluator tracks,
-// else the average since it started.
+// else the average since it started. A distributed statement's is of its
+// total bytes, as its rules measure it.
 func (e *evaluator) statementBandwidth(s *session.Statement, snap *session.Snapshot, now time.Time) float64 {
-	bytes := snap.BytesUp + snap.BytesDown
+	bytes := snap.TotalUp + snap.TotalDown
 	started := snap.ExecStarted()
 	if started.IsZero() {
 		return 0 // held: not running

@@ -141,6 +141,7 @@ type Manager struct {
 	state      atomic.Pointer[state]                    // replaced, never modified
 	budgetView atomic.Pointer[func() views.BudgetState] // SetBudgetView's; nil without a fleet
 	whatIf     atomic.Pointer[whatIfHolder]             // SetWhatIf's; nil without
+	dist       atomic.Pointer[distPattern]              // Coordinator's parsed pattern; nil until first use
 	closed     atomic.Bool
 
 	shared bool // the store is written by other instances too (etcd)

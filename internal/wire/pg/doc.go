@@ -177,7 +177,8 @@
 //
 // # Round trips
 //
-// With Options.WhatIf set, every client session (not a replication one)
+// With Options.WhatIf set, every client session (not a replication one,
+// nor a shard connection linked to its coordinator)
 // feeds a whatif.Conn (whatif.go): the client observer reports each
 // complete request message (Query, Parse, Bind, Describe, Execute,
 // Close, Flush, Sync, FunctionCall; Query, Execute and FunctionCall run
@@ -188,6 +189,29 @@
 // sampled at most once a second. A request held for admission is seen
 // when it arrives, so its wait counts as server time. The key is
 // user, database and application_name as the StartupMessage gave them.
+//
+// # Shard connections of a distributed query
+//
+// A coordinator PostgreSQL whose tables are foreign tables on other
+// servers (postgres_fdw) opens a connection per shard, and with
+// postgres_fdw's application_name 'fdw %p' (the server option, or the
+// setting postgres_fdw.application_name; PostgreSQL 15 expands %p to
+// the coordinator backend's pid) the startup of each names the
+// coordinator backend. With Options.Coordinators set (the stack sets the
+// workload manager, which matches the application_name against the
+// catalog setting distributed_application_name and looks the pid up in
+// the cancel keys of every route's sessions), Open links the new
+// session to that coordinator session (session.Session.Link) right
+// after recording its identity, before anything is relayed: from then
+// on each of its statements is a child of the coordinator's statement
+// running when it begins. An application_name that does not match, a
+// pid no session has (a coordinator that does not pass through this
+// sluice) or that several have leaves the session unlinked, without an
+// error. Only client-kind sessions are linked. A linked session is
+// never held for admission (it gets no gate): its statements run inside
+// the coordinator's statement, which was admitted already, and holding
+// them for a slot of their own could deadlock the distributed statement
+// against itself.
 //
 // # Concurrency
 //

@@ -34,6 +34,15 @@ type KeyLookup interface {
 	ByCancelKey(key string) *session.Session
 }
 
+// Coordinators finds the coordinator session a shard connection of a
+// distributed query works for, from the application_name of its
+// startup (see the package documentation); nil when it names none.
+// *wlm.Manager implements it. It must be safe for concurrent use and
+// must not block.
+type Coordinators interface {
+	Coordinator(app string) *session.Session
+}
+
 // Options configure a Frontend. The zero value of each field is a usable
 // default.
 type Options struct {
@@ -79,6 +88,10 @@ type Options struct {
 	// WhatIf, when set, counts every client session's round trips and
 	// transactions (see whatif.go); nil counts nothing.
 	WhatIf *whatif.Table
+	// Coordinators, when set, links each client session whose
+	// application_name names a coordinator session to it
+	// (session.Session.Link); nil links none.
+	Coordinators Coordinators
 }
 
 // Frontend is the PostgreSQL front end of a route. It is safe for
@@ -98,6 +111,7 @@ type Frontend struct {
 	forward        wire.Forwarder
 	admit          wire.Admitter
 	whatIf         *whatif.Table // nil counts nothing
+	coords         Coordinators
 }
 
 // New returns a front end configured by o.
@@ -116,6 +130,7 @@ func New(o Options) *Frontend {
 		forward:        o.Forward,
 		admit:          o.Admit,
 		whatIf:         o.WhatIf,
+		coords:         o.Coordinators,
 	}
 	if f.tls != nil {
 		f.directTLS = f.tls
@@ -175,9 +190,17 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 	if sess == nil {
 		return wire.Conn{}, errors.New("pg: register returned no session")
 	}
-	sess.SetIdentity(pkt.user(), pkt.database(), pkt.param("application_name"))
+	app := pkt.param("application_name")
+	sess.SetIdentity(pkt.user(), pkt.database(), app)
 	kind := pkt.sessionKind()
 	sess.SetKind(kind)
+	linked := false
+	if f.coords != nil && kind == session.KindClient && app != "" {
+		if c := f.coords.Coordinator(app); c != nil && sess.Link(c) {
+			linked = true
+			f.log.Debug("pg: shard connection linked to its coordinator", "session", sess.ID, "coordinator", c.ID, "coordinator_route", c.Info.Route)
+		}
+	}
 
 	up, err := f.connect(ctx, dial, pkt.raw)
 	if err != nil {
@@ -195,10 +218,13 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 
 	forwards := f.forward != nil && f.forward.Forwards(sess.User())
 	var gate *wire.Gate
-	if !forwards && kind == session.KindClient {
+	if !forwards && kind == session.KindClient && !linked {
 		// A replication connection is never held: its START_REPLICATION
 		// or BASE_BACKUP is one statement as long as the stream, and
 		// holding it would stall a standby and keep a slot for good.
+		// Nor is a shard connection: its statements run inside the
+		// coordinator's, which holds a slot already; waiting for a
+		// second one could deadlock the distributed statement.
 		gate = wire.NewGate(f.admit)
 	}
 	upObs, downObs := f.observers(sess, func(k []byte) { f.installKey(sess, k, dial, gate) })

@@ -21,7 +21,10 @@ import (
 // watch makes a client session's round trips count in the front end's
 // what-if table, closing its whatif.Conn when the session ends.
 func (f *Frontend) watch(wc *wire.Conn, kind session.Kind, up *clientObserver, down *serverObserver) {
-	if f.whatIf == nil || kind != session.KindClient {
+	if f.whatIf == nil || kind != session.KindClient || wc.Session.Coordinator() != nil {
+		// A shard connection's round trips are the coordinator's, inside
+		// its statement; counted on their own they would make an
+		// application per coordinator backend.
 		return
 	}
 	sess, client, upstream := wc.Session, wc.Client, wc.Upstream

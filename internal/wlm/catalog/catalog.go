@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/distname"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/units"
@@ -141,6 +142,11 @@ type Settings struct {
 	// [0, MaxMetricsUserLabels]; the others are user "other". 0 (the
 	// default) labels none.
 	MetricsUserLabels int
+	// DistributedApplicationName is the application_name pattern by
+	// which a shard connection names its coordinator backend (package
+	// distname: "fdw %p" by default; "" turns linking off). It is valid
+	// for distname.Parse.
+	DistributedApplicationName string
 }
 
 // DefaultSettings returns the settings of a new catalog.
@@ -150,6 +156,8 @@ func DefaultSettings() Settings {
 		LowPriorityQueueBytes: link.DefaultLowPriorityQueueBytes,
 		NetworkControl:        true,
 		ExceptCheckPeriod:     5 * time.Second,
+
+		DistributedApplicationName: distname.Default,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/sluicelab/sluice/internal/distname"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/units"
@@ -462,6 +463,18 @@ type setting struct {
 
 var settings = []setting{
 	{
+		name: "distributed_application_name",
+		desc: "application_name pattern of a distributed query's shard connections naming the coordinator backend: %p its pid, %c postgres_fdw's session id, %g a Citus global pid, %a %u %d %C any text, %% a % ('' turns linking off).",
+		def:  func(s Settings) string { return s.DistributedApplicationName },
+		set: func(s *Settings, v ddl.Value) error {
+			if _, err := distname.Parse(v.Text); err != nil {
+				return err
+			}
+			s.DistributedApplicationName = v.Text
+			return nil
+		},
+	},
+	{
 		name: "cluster_low_priority_bandwidth",
 		desc: "Rate limit of the low-priority class over every instance of a fleet sharing an etcd catalog, split by demand (bytes/s with a unit, e.g. '30MB'; 0 is off).",
 		def:  func(s Settings) string { return units.FormatRate(s.ClusterLowPriorityBandwidth) },
@@ -618,7 +631,7 @@ func (s Settings) Text(name string) string {
 		return strconv.FormatInt(s.ClusterLowPriorityBandwidth, 10)
 	case "low_priority_queue_bytes":
 		return strconv.FormatInt(s.LowPriorityQueueBytes, 10)
-	case "network_control", "metrics_user_labels":
+	case "network_control", "metrics_user_labels", "distributed_application_name":
 		return findSetting(name).def(s)
 	}
 	return ""

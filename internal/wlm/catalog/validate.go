@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/sluicelab/sluice/internal/distname"
 	"github.com/sluicelab/sluice/internal/link"
 )
 
@@ -59,6 +60,9 @@ func (c *Catalog) Validate() error {
 	s := c.Settings
 	if s.ExceptCheckPeriod <= 0 || s.LowPriorityBandwidth < 0 || s.ClusterLowPriorityBandwidth < 0 || s.LowPriorityQueueBytes == 0 || s.LowPriorityQueueBytes < -1 {
 		return errors.New("settings out of range")
+	}
+	if _, err := distname.Parse(s.DistributedApplicationName); err != nil {
+		return fmt.Errorf("setting distributed_application_name: %w", err)
 	}
 	return nil
 }

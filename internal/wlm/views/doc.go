@@ -31,6 +31,14 @@
 // waits. Slot limits are written -1 when unlimited, as GaussDB writes
 // active_statements.
 //
+// A distributed statement (a coordinator's, with shard statements of
+// linked sessions on other routes; see package session) shows its own
+// bytes where any statement does and, appended at the end of SHOW
+// STATEMENTS' and the gs_wlm views' columns, its parent (a shard
+// statement's coordinator statement), its totals (own plus shards') and
+// its bytes per node (Nodes); SHOW SESSIONS ends with the coordinator
+// of a shard session.
+//
 // The package holds no state and takes no locks of its own; reading a
 // session or a statement takes that object's lock (session.Session.mu,
 // session.Statement.mu), one at a time.

@@ -199,17 +199,71 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // what the kernel holds of the session's client socket, written by sluice
 // and not yet sent (TCP_INFO notsent; 0 where the proxy cannot tell).
 // kind is what the session is for (session.Kind: client, replication,
-// basebackup, logical).
+// basebackup, logical). coordinator is, for a shard connection of a
+// distributed query (session.Session.Link), the id of the coordinator's
+// session; empty (NULL) otherwise.
 func Sessions(sessions []*session.Session) Table {
-	t := newTable("id int, route, user, database, pool, client, bytes_up int, bytes_down int, unsent_bytes int, statements int, started, penalised, kind")
+	t := newTable("id int, route, user, database, pool, client, bytes_up int, bytes_down int, unsent_bytes int, statements int, started, penalised, kind, coordinator int")
 	for _, s := range sessions {
+		coord := ""
+		if c := s.Coordinator(); c != nil {
+			coord = itoa(int64(c.ID))
+		}
 		t.Rows = append(t.Rows, []string{
 			itoa(int64(s.ID)), s.Info.Route, s.User(), s.Database(), s.Pool(), s.Info.Client,
 			itoa(s.BytesUp()), itoa(s.BytesDown()), itoa(s.UnsentBytes()), itoa(s.Statements()), fmtTime(s.Opened), yesNo(s.Penalized()),
-			s.Kind().String(),
+			s.Kind().String(), coord,
 		})
 	}
 	return t
+}
+
+// parentText writes a shard statement's parent id, empty (NULL) for a
+// statement without one.
+func parentText(s *session.Snapshot) string {
+	if s.ParentID == 0 {
+		return ""
+	}
+	return itoa(int64(s.ParentID))
+}
+
+// Nodes writes a distributed statement's bytes per node, "route:up/down"
+// joined by commas: its own route first (its own bytes), then each route
+// of its shard statements in order of their first statement, a route
+// that appears twice merged. Empty for a statement without shard
+// statements.
+func Nodes(route string, s *session.Snapshot) string {
+	if len(s.Nodes) == 0 {
+		return ""
+	}
+	type nb struct {
+		route    string
+		up, down int64
+	}
+	list := []nb{{route, s.BytesUp, s.BytesDown}}
+next:
+	for _, n := range s.Nodes {
+		for i := range list {
+			if list[i].route == n.Route {
+				list[i].up += n.BytesUp
+				list[i].down += n.BytesDown
+				continue next
+			}
+		}
+		list = append(list, nb{n.Route, n.BytesUp, n.BytesDown})
+	}
+	var b strings.Builder
+	for i, n := range list {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(n.route)
+		b.WriteByte(':')
+		b.WriteString(itoa(n.up))
+		b.WriteByte('/')
+		b.WriteString(itoa(n.down))
+	}
+	return b.String()
 }
 
 // rowsText writes a statement's row count: empty while it runs or when
@@ -226,14 +280,23 @@ func rowsText(s *session.Snapshot) string {
 // ones oldest first, then the recently ended ones newest first). state is
 // "waiting" while a statement is held for admission; elapsed (execution)
 // and block_time (held) are in seconds.
+//
+// A distributed statement (a coordinator's, with shard statements on
+// other routes) shows its own bytes in bytes_up and bytes_down, its
+// own plus its shard statements' in total_bytes_up and
+// total_bytes_down, and every node's in nodes (see Nodes); its
+// bandwidth_mbps is of the total. A shard statement names its
+// coordinator statement in parent. For any other statement parent is
+// empty (NULL), the totals equal its own bytes and nodes is empty.
 func Statements(cat *catalog.Catalog, stmts []Statement, now time.Time) Table {
-	t := newTable("id int, session int, route, user, database, pool, state, penalised, class, elapsed real, bytes_up int, bytes_down int, bandwidth_mbps real, rows int, sql, except_info, block_time real")
+	t := newTable("id int, session int, route, user, database, pool, state, penalised, class, elapsed real, bytes_up int, bytes_down int, bandwidth_mbps real, rows int, sql, except_info, block_time real, parent int, total_bytes_up int, total_bytes_down int, nodes")
 	for _, r := range stmts {
 		s := &r.Snapshot
 		t.Rows = append(t.Rows, []string{
 			itoa(int64(s.ID)), itoa(int64(s.SessionID)), r.Session.Info.Route, s.User, r.Session.Database(), s.Pool, State(s), yesNo(s.Penalized),
 			Class(cat, s.Pool, s.Penalized).String(), fmtSeconds(Elapsed(s, now)), itoa(s.BytesUp), itoa(s.BytesDown), fmtMBps(r.Bandwidth),
 			rowsText(s), s.SQL, strings.Join(s.Except, "; "), fmtSeconds(s.BlockTime(now)),
+			parentText(s), itoa(s.TotalUp), itoa(s.TotalDown), Nodes(r.Session.Info.Route, s),
 		})
 	}
 	return t
@@ -379,9 +442,11 @@ func SessionWlmstat(cat *catalog.Catalog, sessions []*session.Session, now time.
 // statements given. duration is in milliseconds as in GaussDB;
 // bandwidth_mbps in MB/s. duration is the execution time (from
 // admission) and block_time the time held for admission, both in
-// milliseconds as GaussDB's; status is "waiting" while held.
+// milliseconds as GaussDB's; status is "waiting" while held. parent,
+// total_send_bytes, total_recv_bytes and nodes are SHOW STATEMENTS'
+// parent, total_bytes_up, total_bytes_down and nodes.
 func SessionStatistics(cat *catalog.Catalog, stmts []Statement, now time.Time) Table {
-	t := newTable("datname, sessionid int, queryid int, usename, application_name, client_addr, resource_pool, priority, start_time, finish_time, duration int, status, penalized, send_bytes int, recv_bytes int, bandwidth_mbps real, rows int, except_info, query, block_time int")
+	t := newTable("datname, sessionid int, queryid int, usename, application_name, client_addr, resource_pool, priority, start_time, finish_time, duration int, status, penalized, send_bytes int, recv_bytes int, bandwidth_mbps real, rows int, except_info, query, block_time int, parent int, total_send_bytes int, total_recv_bytes int, nodes")
 	for _, r := range stmts {
 		s := &r.Snapshot
 		sess := r.Session
@@ -390,6 +455,7 @@ func SessionStatistics(cat *catalog.Catalog, stmts []Statement, now time.Time) T
 			s.Pool, Class(cat, s.Pool, s.Penalized).String(), fmtTime(s.Started), fmtTime(s.Ended), itoa(Elapsed(s, now).Milliseconds()), State(s),
 			yesNo(s.Penalized), itoa(s.BytesUp), itoa(s.BytesDown), fmtMBps(r.Bandwidth), rowsText(s),
 			strings.Join(s.Except, "; "), s.SQL, itoa(s.BlockTime(now).Milliseconds()),
+			parentText(s), itoa(s.TotalUp), itoa(s.TotalDown), Nodes(sess.Info.Route, s),
 		})
 	}
 	return t
