@@ -1,0 +1,185 @@
+package lab
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/lab/pgtemp"
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+// tinyClusterPlan is the cluster experiment at the smallest scale that
+// still goes through every step: two points, small tables. The
+// low-priority join's partitions (2000 wide rows, 16 MB) still take
+// seconds each at the link's share, longer than the rule needs.
+func tinyClusterPlan() Plan {
+	return Plan{Name: "tiny", Cluster: ClusterPlan{
+		Ns: []int{0, 2}, Reps: 3, LowRows: 6000, HighRows: 150,
+		RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second,
+	}}
+}
+
+// TestRunCluster is `sluice lab --backend postgres --experiment cluster`
+// at a small scale: four throwaway servers, postgres_fdw through sluice
+// routes, and the report.
+func TestRunCluster(t *testing.T) {
+	if _, err := pgtemp.FindBinaries(""); err != nil {
+		testenv.Missing(t, "%v", err)
+		return
+	}
+	if _, err := os.Stat("/usr/share/postgresql"); err != nil {
+		testenv.Missing(t, "postgres_fdw: %v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var progress testenv.Buffer
+	out := t.TempDir()
+	before := pgDirs(t)
+	rep, err := Run(ctx, Options{Backend: BackendPostgres, Plan: tinyClusterPlan(), Out: out, Progress: &progress, Logger: testLogger()})
+	if testing.Verbose() {
+		t.Logf("progress:\n%s", progress.String())
+	}
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
+	}
+	if rep.Latency != nil || rep.Flow != nil || rep.Concurrency != nil || rep.Cluster == nil {
+		t.Fatalf("experiments run: latency %v, flow %v, concurrency %v, cluster %v", rep.Latency != nil, rep.Flow != nil, rep.Concurrency != nil, rep.Cluster != nil)
+	}
+	checkReportFiles(t, out, rep)
+	c := checkClusterFiles(t, out, rep.Cluster)
+	for _, want := range []string{
+		"== Experiment 4: cluster ==", "starting 4 throwaway PostgreSQL servers", "low-priority join fetches:",
+		"calibration: one low-priority join", "waiting until their shard statements are penalised",
+		"low-priority joins N  off: elapsed (ms)", "wrote " + out,
+	} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress lacks %q", want)
+		}
+	}
+
+	// The shapes, loosely: the wide columns are what loads the link,
+	// sharing it slows the high-priority join, and control keeps it
+	// faster than no control does.
+	if c.ReferenceBytes <= 0 || c.LowBytes < int64(c.LowRows)*8000 || c.LowBytes < 100*c.ReferenceBytes {
+		t.Errorf("one run moves %d bytes as the reference writes it, %d as it runs (%d rows)", c.ReferenceBytes, c.LowBytes, c.LowRows)
+	}
+	if c.HighBytes < int64(c.HighRows)*8000 {
+		t.Errorf("the high-priority join moved %d bytes for %d rows", c.HighBytes, c.HighRows)
+	}
+	for _, f := range c.ReferenceFetch {
+		if strings.Contains(f, "b1") || strings.Contains(f, "b2") {
+			t.Errorf("the reference query fetches a wide column: %s", f)
+		}
+	}
+	wide := false
+	for _, f := range c.LowFetch {
+		wide = wide || strings.Contains(f, "b2")
+	}
+	if !wide || len(c.LowFetch) < 2 {
+		t.Errorf("low-priority join fetches %q, want wt1's wide columns and wt2", c.LowFetch)
+	}
+	off, on := c.row("off", 2), c.row("on", 2)
+	if off == nil || on == nil {
+		t.Fatalf("points %+v", c.Rows)
+	}
+	if off.Slowdown <= 1 || off.Slowdown <= on.Slowdown {
+		t.Errorf("slowdown at N=2: off %.2fx, on %.2fx; want off > 1 and off > on", off.Slowdown, on.Slowdown)
+	}
+	if off.LowMBps <= 0 || on.LowMBps <= 0 || off.LowMBps > 1.1*float64(c.CapacityBytes)/1e6 {
+		t.Errorf("low-priority joins moved %.1f / %.1f MB/s on a %s link", off.LowMBps, on.LowMBps, c.Capacity)
+	}
+	if on.PenaltySeconds < 0.5 {
+		t.Errorf("penalised after %.2f s, before the rule's elapsedtime", on.PenaltySeconds)
+	}
+	if !strings.Contains(strings.Join(c.ClusterSetup, "\n"), "PASSWORD '***'") || strings.Contains(strings.Join(c.ClusterSetup, "\n"), "password '0") {
+		t.Errorf("cluster setup shows a password or no mask:\n%s", strings.Join(c.ClusterSetup, "\n"))
+	}
+	// Every server stopped and its directory removed.
+	if after := pgDirs(t); len(after) > len(before) {
+		t.Errorf("server directories left behind: %v (before: %v)", after, before)
+	}
+}
+
+// pgDirs lists pgtemp's directories in the temporary directory.
+func pgDirs(t *testing.T) []string {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), "sluice-pg-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dirs
+}
+
+// checkClusterFiles checks the cluster section of report.md and its
+// chart against report.json, and returns what report.json holds.
+func checkClusterFiles(t *testing.T, dir string, rep *ClusterReport) *ClusterReport {
+	t.Helper()
+	js := checkReportFiles(t, dir, &Report{}).Cluster
+	if js == nil {
+		t.Fatal("report.json has no cluster experiment")
+	}
+	md, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Experiment 4: cluster") {
+		t.Fatal("report.md has no cluster section")
+	}
+	if len(js.Rows) != len(rep.Rows) {
+		t.Fatalf("report.json has %d cluster points, the run %d", len(js.Rows), len(rep.Rows))
+	}
+	rows := mdTable(t, string(md), "| low-priority joins N")
+	ns := js.ns()
+	if len(rows)-1 != len(ns) {
+		t.Fatalf("cluster table has %d rows, want one per N (%v)", len(rows)-1, ns)
+	}
+	for i, n := range ns {
+		cells := rows[i+1]
+		if cellNum(t, cells[0]) != float64(n) {
+			t.Errorf("cluster row %d is N=%s, want %d", i, cells[0], n)
+		}
+		for _, k := range []struct {
+			control         string
+			elapsed, slowdn int
+		}{{"off", 1, 3}, {"on", 4, 5}} {
+			r, base := js.row(k.control, n), js.row(k.control, 0)
+			if r == nil || base == nil {
+				t.Fatalf("no %s point for N=%d or 0", k.control, n)
+			}
+			if !near(cellNum(t, cells[k.elapsed]), r.ElapsedMs, 0.1) || !near(cellNum(t, cells[k.slowdn]), r.Slowdown, 0.01) {
+				t.Errorf("N=%d %s: table %s %s, JSON %v %v", n, k.control, cells[k.elapsed], cells[k.slowdn], r.ElapsedMs, r.Slowdown)
+			}
+			if !near(r.Slowdown, r.ElapsedMs/base.ElapsedMs, 1e-9) {
+				t.Errorf("N=%d %s: slowdown %v is not elapsed / elapsed at N=0", n, k.control, r.Slowdown)
+			}
+			med, _, lo, hi := summarize(r.SamplesMs)
+			if len(r.SamplesMs) != js.Reps || med != r.ElapsedMs || lo != r.MinMs || hi != r.MaxMs {
+				t.Errorf("N=%d %s: samples %v do not give median %v, min %v, max %v (%d reps)", n, k.control, r.SamplesMs, r.ElapsedMs, r.MinMs, r.MaxMs, js.Reps)
+			}
+			if r.Unpenalised < 0 || r.Unpenalised > 1 || (n == 0 && (r.LowMBps != 0 || r.Unpenalised != 0)) {
+				t.Errorf("N=%d %s: low %.1f MB/s, unpenalised share %v", n, k.control, r.LowMBps, r.Unpenalised)
+			}
+		}
+	}
+	c := readChart(t, filepath.Join(dir, FileClusterSlowdown))
+	off, on := c.series["network_control off"], c.series["network_control on"]
+	if len(off) != len(ns) || len(on) != len(ns) {
+		t.Fatalf("cluster chart series %v", c.legend)
+	}
+	last := len(ns) - 1
+	if (js.row("off", ns[last]).Slowdown > js.row("on", ns[last]).Slowdown) != (off[last][1] < on[last][1]) {
+		t.Errorf("cluster chart: last points at y=%v (off) and y=%v (on) contradict the data", off[last][1], on[last][1])
+	}
+	if !strings.Contains(string(md), "("+FileClusterSlowdown+")") {
+		t.Error("report.md does not show the cluster chart")
+	}
+	if js.Scale <= 1 || js.CapacityBytes <= 0 || !near(js.Scale, tenGE/float64(js.CapacityBytes), 1e-9) {
+		t.Errorf("scale %v for capacity %d", js.Scale, js.CapacityBytes)
+	}
+	return js
+}
