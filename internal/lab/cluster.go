@@ -175,6 +175,10 @@ type ClusterReport struct {
 	// counts them by their first word ("3 START, 6 DECLARE, ...").
 	HighStatements     int    `json:"high_shard_statements,omitempty"`
 	HighStatementKinds string `json:"high_shard_statement_kinds,omitempty"`
+	// ShardApplication is the application_name of a shard session as
+	// sluice saw it: postgres_fdw.application_name with the coordinator
+	// backend's process id ("fdw 4711").
+	ShardApplication string `json:"shard_application_name,omitempty"`
 	// FetchSize is postgres_fdw's fetch_size on every foreign server.
 	FetchSize int `json:"fetch_size,omitempty"`
 	Reps      int `json:"reps_per_point,omitempty"`
@@ -317,6 +321,7 @@ func runCluster(ctx context.Context, r *clusterRun) (rep *ClusterReport, err err
 	if rep.LowBytes, _, err = r.measureOnce(ctx, clusterLowUser, clusterLowSQL); err != nil {
 		return nil, err
 	}
+	rep.ShardApplication = r.shardApplication()
 	if refRows != int64(r.plan.LowRows) {
 		return nil, fmt.Errorf("the reference join counted %d rows, want %d", refRows, r.plan.LowRows)
 	}
@@ -729,6 +734,17 @@ func (r *clusterRun) measureOnce(ctx context.Context, user, q string) (bytes, n 
 	return r.shardBytes("") - b0, n, nil
 }
 
+// shardApplication returns the application_name of an open shard
+// session, "" if there is none.
+func (r *clusterRun) shardApplication() string {
+	for _, s := range r.s.reg.Sessions() {
+		if r.shards[s.Info.Route] {
+			return s.Application()
+		}
+	}
+	return ""
+}
+
 // calibrate runs the low-priority join in a loop on one session through
 // the unlimited shard link and returns the best rate the data nodes sent
 // at over three 0.5 s windows after 0.5 s of warm-up, in bytes/s.
@@ -748,7 +764,7 @@ func (r *clusterRun) calibrate(ctx context.Context) (float64, error) {
 			rate = max(rate, float64(r.shardBytes("")-n0)/secs)
 		}
 	}
-	jerr := j.stop(ctx, r.clk)
+	jerr := r.stopLow(ctx, []*lowJob{j})
 	r.drain(ctx)
 	if err != nil {
 		return 0, err
@@ -765,7 +781,7 @@ func (r *clusterRun) calibrate(ctx context.Context) (float64, error) {
 // lowJob is one client session running the low-priority join in a loop.
 type lowJob struct {
 	c *pgconn.PgConn
-	// cancel ends the loop's context: the last resort of stop.
+	// cancel ends the loop's context: stopLow's last resort.
 	cancel  context.CancelFunc
 	stopped atomic.Bool
 	done    chan struct{}
@@ -811,33 +827,62 @@ func (j *lowJob) failed() error {
 	}
 }
 
-// stop ends the job: it cancels the running join (the coordinator then
-// cancels its shard statements), again every 250 ms until the loop has
-// ended, for up to 30 s, and closes the session. It returns the job's
-// error, if it failed before it was stopped.
-func (j *lowJob) stop(ctx context.Context, clk clock.Clock) error {
-	j.stopped.Store(true)
-	deadline := clk.Now().Add(30 * time.Second)
+// stopLow ends the jobs. A data node's backend that is sending a
+// partition into the congested link acts on a cancel only once its
+// answer is sent, which can take a minute, so stopLow terminates the
+// low-priority user's backends on the data nodes (the coordinator's
+// statements then fail at once) and cancels the coordinator's
+// statements, again every 250 ms until every loop has ended, for up to
+// 30 s, then ends the loops' contexts. It closes the sessions and
+// returns the first error a job met before it was stopped.
+func (r *clusterRun) stopLow(ctx context.Context, jobs []*lowJob) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	for _, j := range jobs {
+		j.stopped.Store(true)
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	kill := fmt.Sprintf("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '%s'", clusterLowUser)
 	for {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		j.c.CancelRequest(cctx)
-		cancel()
-		t := clk.NewTimer(250 * time.Millisecond)
-		select {
-		case <-j.done:
-			t.Stop()
-			j.cancel()
-			j.c.Close(context.WithoutCancel(ctx))
-			return j.err
-		case <-t.C():
+		pending := 0
+		for _, j := range jobs {
+			select {
+			case <-j.done:
+			default:
+				pending++
+			}
 		}
-		if clk.Now().After(deadline) {
-			j.cancel()
-			<-j.done
-			j.c.Close(context.WithoutCancel(ctx))
-			return j.err
+		if pending == 0 || cctx.Err() != nil {
+			break
+		}
+		for _, n := range r.nodes[1:] {
+			if err := adminExec(cctx, n, kill); err != nil {
+				r.log.Warn("terminate low-priority shard backends", "err", err)
+			}
+		}
+		for _, j := range jobs {
+			select {
+			case <-j.done:
+			default:
+				j.c.CancelRequest(cctx)
+			}
+		}
+		if clock.Sleep(cctx, r.clk, 250*time.Millisecond) != nil {
+			break
 		}
 	}
+	var first error
+	for _, j := range jobs {
+		j.cancel()
+		<-j.done
+		j.c.Close(context.WithoutCancel(ctx))
+		if j.err != nil && first == nil {
+			first = j.err
+		}
+	}
+	return first
 }
 
 // lowShard counts the low-priority joins' running shard statements and
@@ -928,10 +973,8 @@ func (r *clusterRun) point(ctx context.Context, control string, n int) (row Clus
 
 	var jobs []*lowJob
 	defer func() {
-		for _, j := range jobs {
-			if serr := j.stop(ctx, r.clk); serr != nil && err == nil {
-				err = serr
-			}
+		if serr := r.stopLow(ctx, jobs); serr != nil && err == nil {
+			err = serr
 		}
 		r.drain(ctx)
 	}()

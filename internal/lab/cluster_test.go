@@ -2,8 +2,11 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +86,12 @@ func TestRunCluster(t *testing.T) {
 	if !wide || len(c.LowFetch) < 2 {
 		t.Errorf("low-priority join fetches %q, want wt1's wide columns and wt2", c.LowFetch)
 	}
+	if !strings.HasPrefix(c.ShardApplication, "fdw ") {
+		t.Errorf("shard sessions named %q, want postgres_fdw.application_name's \"fdw PID\"", c.ShardApplication)
+	}
+	if c.HighStatements < 3*clusterDataNodes || !strings.Contains(c.HighStatementKinds, "FETCH") {
+		t.Errorf("the high-priority join ran %d shard statements (%s)", c.HighStatements, c.HighStatementKinds)
+	}
 	off, on := c.row("off", 2), c.row("on", 2)
 	if off == nil || on == nil {
 		t.Fatalf("points %+v", c.Rows)
@@ -119,7 +128,15 @@ func pgDirs(t *testing.T) []string {
 // chart against report.json, and returns what report.json holds.
 func checkClusterFiles(t *testing.T, dir string, rep *ClusterReport) *ClusterReport {
 	t.Helper()
-	js := checkReportFiles(t, dir, &Report{}).Cluster
+	data, err := os.ReadFile(filepath.Join(dir, FileJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all Report
+	if err := json.Unmarshal(data, &all); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	js := all.Cluster
 	if js == nil {
 		t.Fatal("report.json has no cluster experiment")
 	}
@@ -182,4 +199,157 @@ func checkClusterFiles(t *testing.T, dir string, rep *ClusterReport) *ClusterRep
 		t.Errorf("scale %v for capacity %d", js.Scale, js.CapacityBytes)
 	}
 	return js
+}
+
+// sampleCluster is a cluster report with plausible figures, no database
+// needed.
+func sampleCluster() *ClusterReport {
+	c := &ClusterReport{
+		Nodes:   []string{"coordinator: PostgreSQL 15", "data node 1: PostgreSQL 15", "data node 2: PostgreSQL 15", "data node 3: PostgreSQL 15"},
+		LowRows: 24000, HighRows: 300, CapacityBytes: 10e6, Capacity: "10MB/s", Scale: tenGE / 10e6, Calibrated: true, StreamMBps: 129,
+		QueueBytes: 2 << 20, LowQueueBytes: 64 << 10, ReferenceSQL: clusterRefSQL, LowSQL: clusterLowSQL, HighSQL: clusterHighSQL,
+		ReferenceFetch: []string{"SELECT c2 FROM public.wt1", "SELECT c2 FROM public.wt2"},
+		LowFetch:       []string{"SELECT c2, b1, b2 FROM public.wt1", "SELECT c2 FROM public.wt2"},
+		HighFetch:      []string{"SELECT c2, b1, b2 FROM public.wt3", "SELECT c2 FROM public.wt4"},
+		LowPlan:        "Aggregate\n  ->  Hash Join",
+		ReferenceBytes: 748_000, LowBytes: 192_900_000, HighBytes: 2_410_000, HighStatements: 24, HighStatementKinds: "3 START, 6 DECLARE, 6 FETCH, 6 CLOSE, 3 COMMIT",
+		FetchSize: clusterFetchSize, Reps: 3, ShardApplication: "fdw 4711",
+		Setup:        []string{"CREATE LINK cluster_net"},
+		ClusterSetup: []string{"CREATE ROLE cluster_low LOGIN PASSWORD '***'"},
+	}
+	for _, control := range []string{"off", "on"} {
+		for _, n := range []int{0, 1, 4, 10} {
+			e := 300.0
+			if control == "off" {
+				e += 450 * float64(n)
+			} else {
+				e += 15 * float64(n)
+			}
+			row := ClusterRow{Control: control, N: n, ElapsedMs: e, MeanMs: e, MinMs: e - 1, MaxMs: e + 1, Slowdown: e / 300,
+				SamplesMs: []float64{e - 1, e, e + 1}}
+			if n > 0 {
+				row.LowMBps, row.PenaltySeconds, row.Unpenalised = 9.5, 1.2, 0.1
+			}
+			if control == "off" {
+				row.BoundMs = 300 + float64(int64(n)*c.HighBytes+int64(c.HighStatements)*c.QueueBytes)/float64(c.CapacityBytes)*1000*float64(min(n, 1))
+			}
+			c.Rows = append(c.Rows, row)
+		}
+	}
+	return c
+}
+
+func TestClusterReportFiles(t *testing.T) {
+	rep := &Report{Plan: "full", Backend: BackendPostgres, Database: "throwaway PostgreSQL", Protocol: protoPostgres,
+		Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Seconds: 200, Cluster: sampleCluster()}
+	rep.Targets = rep.evaluate()
+	dir, files := writeFiles(t, rep)
+	if len(files) != 3 || !strings.HasSuffix(files[2], FileClusterSlowdown) {
+		t.Fatalf("wrote %v, want report.md, report.json and the cluster chart", files)
+	}
+	checkReportFiles(t, dir, rep)
+	js := checkClusterFiles(t, dir, rep.Cluster)
+	if js.Rows[7].Slowdown != rep.Cluster.Rows[7].Slowdown || js.HighStatements != 24 {
+		t.Error("report.json does not round-trip the figures")
+	}
+	md, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testing.Verbose() {
+		t.Logf("report.md:\n%s", md)
+	}
+	for _, want := range []string{
+		clusterRefSQL, clusterLowSQL, clusterHighSQL, "SELECT c2, b1, b2 FROM public.wt1", "Hash Join",
+		"10GE scaled down 125x", "fetch_size is 10000000", "The reference measured 55x at N = 10",
+		"at N = 10 the high-priority join took 4800.0 ms against 300.0 ms on an idle link, 16.00x", "3 START, 6 DECLARE", "sessions named `fdw 4711`",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+}
+
+func TestClusterReportSkipped(t *testing.T) {
+	rep := &Report{Plan: "full", Cluster: &ClusterReport{Skipped: clusterSkip(&database{kind: BackendEmbedded})}}
+	rep.Targets = rep.evaluate()
+	dir, files := writeFiles(t, rep)
+	if len(files) != 2 {
+		t.Errorf("wrote %v, want no chart", files)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Experiment 4: cluster\n\nNot measured: the embedded backend cannot host postgres_fdw") {
+		t.Errorf("report.md does not say why the cluster experiment was not measured:\n%s", md)
+	}
+}
+
+// TestRunClusterSkipped: on the embedded backend and on a DSN the
+// experiment is skipped with one line, and the run goes on.
+func TestRunClusterSkipped(t *testing.T) {
+	plan, err := FullPlan().Only(ExperimentCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress testenv.Buffer
+	rep, err := Run(context.Background(), Options{Plan: plan, Progress: &progress, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	if rep.Cluster == nil || !strings.Contains(rep.Cluster.Skipped, "embedded backend") || len(rep.Cluster.Rows) != 0 {
+		t.Fatalf("cluster report %+v", rep.Cluster)
+	}
+	if !strings.Contains(progress.String(), "skipped: the embedded backend cannot host postgres_fdw") {
+		t.Errorf("progress:\n%s", progress.String())
+	}
+	if why := clusterSkip(&database{kind: "dsn"}); !strings.Contains(why, "--dsn") {
+		t.Errorf("skip reason on a DSN: %q", why)
+	}
+	if why := clusterSkip(&database{kind: BackendPostgres}); why != "" {
+		t.Errorf("skipped on the throwaway PostgreSQL: %q", why)
+	}
+}
+
+func TestClusterPlan(t *testing.T) {
+	p, err := FullPlan().Only(ExperimentCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Cluster.Ns) == 0 || len(p.Latency.RTTs)+len(p.Flow.Ns)+len(p.Concurrency.Limits) != 0 {
+		t.Errorf("Only(cluster) = %+v", p)
+	}
+	if q, _ := QuickPlan().Only(ExperimentCluster); len(q.Cluster.Ns) != 0 {
+		t.Errorf("the quick plan has cluster points %v", q.Cluster.Ns)
+	}
+	o := Options{Plan: Plan{Cluster: ClusterPlan{Ns: []int{4, 1, 4}}}}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c := o.Plan.Cluster; !slices.Equal(c.Ns, []int{0, 1, 4}) || c.Reps != 10 || c.LowRows != 24000 || c.HighRows != 300 ||
+		c.MaxCapacity != 100e6 || c.CheckPeriod != 100*time.Millisecond || c.PenaltyTimeout != 30*time.Second {
+		t.Errorf("cluster defaults not applied: %+v", c)
+	}
+	for _, c := range []ClusterPlan{{Ns: []int{-1}}, {Ns: []int{31}}, {Ns: []int{1}, LowRows: 2_000_000}} {
+		o := Options{Plan: Plan{Cluster: c}}
+		var ue *UsageError
+		if err := o.validate(); !errors.As(err, &ue) {
+			t.Errorf("validate(%+v) = %v, want a UsageError", c, err)
+		}
+	}
+}
+
+func TestMaskPasswords(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"CREATE ROLE a LOGIN PASSWORD 'secret'", "CREATE ROLE a LOGIN PASSWORD '***'"},
+		{"CREATE USER MAPPING FOR a SERVER s OPTIONS (user 'a', password 'x1')", "CREATE USER MAPPING FOR a SERVER s OPTIONS (user 'a', password '***')"},
+		{"password 'a' and PASSWORD 'b'", "password '***' and PASSWORD '***'"},
+		{"PASSWORD 'unterminated", "PASSWORD '***"},
+		{"no secret here", "no secret here"},
+	} {
+		if got := maskPasswords(tt.in); got != tt.want {
+			t.Errorf("maskPasswords(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
 }

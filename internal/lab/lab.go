@@ -203,7 +203,7 @@ func FullPlan() Plan {
 			PenaltyTimeout: 20 * time.Second,
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
-		Cluster:     ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 8},
+		Cluster:     ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6},
 	}
 }
 
