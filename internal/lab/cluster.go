@@ -204,12 +204,12 @@ type ClusterRow struct {
 	// Slowdown is ElapsedMs over ElapsedMs at N = 0 with the same
 	// network_control.
 	Slowdown float64 `json:"slowdown"`
-	// BoundMs, with network_control off, is what a shared FIFO that the
-	// low-priority joins keep full costs at most: elapsed at N = 0 plus
+	// ModelMs, with network_control off, is what a shared FIFO that the
+	// low-priority joins keep full predicts: elapsed at N = 0 plus
 	// (N x the join's shard bytes + its shard statements x FIFO size) /
 	// capacity, the extra transfer of sharing the link with N flows and
 	// one wait behind the full FIFO per round trip. 0 when not computed.
-	BoundMs float64 `json:"fifo_bound_ms,omitempty"`
+	ModelMs float64 `json:"fifo_model_ms,omitempty"`
 	// LowMBps is what the low-priority joins' shard sessions received
 	// together while the high-priority join was measured.
 	LowMBps float64 `json:"low_mb_per_s"`
@@ -366,9 +366,9 @@ func runCluster(ctx context.Context, r *clusterRun) (rep *ClusterReport, err err
 				row.Slowdown = row.ElapsedMs / base
 			}
 			if control == "off" {
-				row.BoundMs = base
+				row.ModelMs = base
 				if n > 0 {
-					row.BoundMs += float64(int64(n)*rep.HighBytes+int64(rep.HighStatements)*rep.QueueBytes) / float64(capacity) * 1000
+					row.ModelMs += float64(int64(n)*rep.HighBytes+int64(rep.HighStatements)*rep.QueueBytes) / float64(capacity) * 1000
 				}
 			}
 			rep.Rows = append(rep.Rows, row)

@@ -16,13 +16,13 @@ const referenceSlowdown = 55
 // table returns the cluster points, one row per N with both settings
 // side by side.
 func (c *ClusterReport) table() table {
-	t := table{head: []string{"low-priority joins N", "off: elapsed (ms)", "off: FIFO bound (ms)", "off: slowdown", "on: elapsed (ms)", "on: slowdown",
+	t := table{head: []string{"low-priority joins N", "off: elapsed (ms)", "off: FIFO model (ms)", "off: slowdown", "on: elapsed (ms)", "on: slowdown",
 		"off: low MB/s", "on: low MB/s", "on: unpenalised"}}
 	for _, n := range c.ns() {
 		off, on := c.row("off", n), c.row("on", n)
 		cells := []string{fmt.Sprint(n), "-", "-", "-", "-", "-", "-", "-", "-"}
 		if off != nil {
-			cells[1], cells[2], cells[3], cells[6] = f1(off.ElapsedMs), f1(off.BoundMs), x2(off.Slowdown), f1(off.LowMBps)
+			cells[1], cells[2], cells[3], cells[6] = f1(off.ElapsedMs), f1(off.ModelMs), x2(off.Slowdown), f1(off.LowMBps)
 		}
 		if on != nil {
 			cells[4], cells[5], cells[7], cells[8] = f1(on.ElapsedMs), x2(on.Slowdown), f1(on.LowMBps), fmt.Sprintf("%.0f%%", 100*on.Unpenalised)
@@ -165,17 +165,22 @@ func (c *ClusterReport) writeDiscussion(w io.Writer) {
 	fmt.Fprintf(w, "- **network_control = off**: the high-priority join is a chain of round trips on the shard connections: one run made %d statements there (%s), "+
 		"postgres_fdw's transaction, cursor, FETCH and CLOSE for each partition, one partition after another. "+
 		"One streaming low-priority join is enough to keep the shared FIFO full, and every answer then waits behind it, %s at %s = %.0f ms, "+
-		"on top of sharing the capacity with N flows. The FIFO bound column is that arithmetic, elapsed at N = 0 plus (N x %s + %d x %s) / capacity; "+
-		"the joins measured below it where the FIFO was not full at every round trip (a low-priority join leaves it short between its FETCHes).%s\n",
+		"on top of sharing the capacity with N flows. The FIFO model column is that arithmetic, elapsed at N = 0 plus (N x %s + %d x %s) / capacity; "+
+		"at N = %d the join took %.0f%% of it (below it where the FIFO was not full at every round trip, above it by the processor time the bytes cost).%s\n",
 		c.HighStatements, c.HighStatementKinds, units.FormatBytes(c.QueueBytes), c.Capacity, fifo,
-		units.FormatBytes(c.HighBytes), c.HighStatements, units.FormatBytes(c.QueueBytes), c.flatText(n))
+		units.FormatBytes(c.HighBytes), c.HighStatements, units.FormatBytes(c.QueueBytes), n, 100*off.ElapsedMs/max(off.ModelMs, 1e-9), c.flatText(n))
+	lowWait := float64(c.HighStatements) * ms(c.LowQueueBytes)
+	lost := on.ElapsedMs - onBase.ElapsedMs
+	rest := "which can account for all of it"
+	if lost > lowWait {
+		rest = "and the rest is FETCHes that began during the measured join and ran unpenalised until the rule fired, and processor time, which the low-priority joins take from the same 2 cores"
+	}
 	fmt.Fprintf(w, "- **network_control = on**: the penalised shard statements are low class, and at most low_priority_queue_bytes (%s, %.1f ms at %s) of their bytes sit in the FIFO, "+
-		"so each round trip of the high-priority join waits behind that much at most: %d x %.1f ms = %.0f ms against the %.0f ms it lost at N = %d. "+
-		"The rest is FETCHes that began during the measured join and ran unpenalised until the rule fired (seen in %.0f%% of the samples at N = %d): "+
-		"a rule here applies to one shard statement, not to the distributed statement it serves, so each new FETCH has its first second at normal priority; "+
-		"and processor time, which the low-priority joins take from the same 2 cores.\n\n",
-		units.FormatBytes(c.LowQueueBytes), ms(c.LowQueueBytes), c.Capacity, c.HighStatements, ms(c.LowQueueBytes), float64(c.HighStatements)*ms(c.LowQueueBytes),
-		on.ElapsedMs-onBase.ElapsedMs, n, 100*on.Unpenalised, n)
+		"so each round trip of the high-priority join waits behind that much at most: %d x %.1f ms = %.0f ms against the %.0f ms it lost at N = %d, %s. "+
+		"A rule here applies to one shard statement, not to the distributed statement it serves, so each new FETCH of a low-priority join has its first second at normal priority: "+
+		"the samples taken during the measured joins at N = %d saw one in %.0f%% of them.\n\n",
+		units.FormatBytes(c.LowQueueBytes), ms(c.LowQueueBytes), c.Capacity, c.HighStatements, ms(c.LowQueueBytes), lowWait,
+		lost, n, rest, n, 100*on.Unpenalised)
 	fmt.Fprintf(w, "Why not 55x: with the FIFO full, the slowdown is about 1 + N + R x FIFO / B, R the join's round trips and B its bytes (here 1 + %d + %d x %s / %s = %.0f at N = %d), "+
 		"a ratio of the workload's shape, not of the link's speed: the link here is 10GE scaled down %.0fx, the tables are scaled to fit a machine of 2 cores that runs four servers, sluice and every client, "+
 		"and the FIFO is the experiments' %s, %.0f ms here where a 10GE link drains it in %.1f ms. "+

@@ -231,7 +231,7 @@ func sampleCluster() *ClusterReport {
 				row.LowMBps, row.PenaltySeconds, row.Unpenalised = 9.5, 1.2, 0.1
 			}
 			if control == "off" {
-				row.BoundMs = 300 + float64(int64(n)*c.HighBytes+int64(c.HighStatements)*c.QueueBytes)/float64(c.CapacityBytes)*1000*float64(min(n, 1))
+				row.ModelMs = 300 + float64(int64(n)*c.HighBytes+int64(c.HighStatements)*c.QueueBytes)/float64(c.CapacityBytes)*1000*float64(min(n, 1))
 			}
 			c.Rows = append(c.Rows, row)
 		}
