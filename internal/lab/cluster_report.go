@@ -69,19 +69,29 @@ func (c *ClusterReport) maxN() int {
 // and on.
 func (c *ClusterReport) SlowdownChart() *svg.Chart {
 	ch := &svg.Chart{
-		Title:  fmt.Sprintf("Cluster: slowdown of the high-priority join under N low-priority joins (shard link %s)", c.Capacity),
+		Title:  fmt.Sprintf("Cluster: high-priority join under N low-priority joins (link %s)", c.Capacity),
 		XLabel: "concurrent low-priority joins N",
 		YLabel: "slowdown (elapsed / elapsed at N = 0)",
 		ZeroX:  true, ZeroY: true,
+		Guides: []svg.Guide{{Y: referenceSlowdown, Label: fmt.Sprintf("reference, control off, N = 10: %dx", referenceSlowdown)}},
 	}
+	model := svg.Series{Name: "off: FIFO model", Dashed: true}
+	base := c.row("off", 0)
 	for _, control := range []string{"off", "on"} {
 		s := svg.Series{Name: "network_control " + control}
 		for _, r := range c.Rows {
-			if r.Control == control {
-				s.Points = append(s.Points, svg.Point{X: float64(r.N), Y: r.Slowdown})
+			if r.Control != control {
+				continue
+			}
+			s.Points = append(s.Points, svg.Point{X: float64(r.N), Y: r.Slowdown})
+			if control == "off" && base != nil && base.ElapsedMs > 0 && r.ModelMs > 0 {
+				model.Points = append(model.Points, svg.Point{X: float64(r.N), Y: r.ModelMs / base.ElapsedMs})
 			}
 		}
 		ch.Series = append(ch.Series, s)
+	}
+	if len(model.Points) > 0 {
+		ch.Series = append(ch.Series, model)
 	}
 	return ch
 }
