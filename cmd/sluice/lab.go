@@ -70,7 +70,10 @@ Scale:                        --quick                  full (default)
   cluster: tables             -                        wt1, wt2 24000 rows;
                                                        wt3, wt4 300 rows
   cluster: high-priority join -                        6 runs per point
-  duration                    under 2 minutes          under 15 minutes
+  duration                    under 2 minutes          under 15 minutes, and
+                                                       about 6 more for the
+                                                       cluster (--backend
+                                                       postgres)
 
 Targets: slowdown at N=10 >= 6x with network_control off and <= 1.2x with
 it on; TPS at 10 ms RTT within 15% of the model's prediction; with
