@@ -42,7 +42,18 @@ func TestRunCluster(t *testing.T) {
 	defer cancel()
 	var progress testenv.Buffer
 	out := t.TempDir()
-	before := pgDirs(t)
+	// The servers' directories go into a directory of this test's own
+	// (other tests may run servers at the same time), readable by the
+	// server's system user when the test runs as root.
+	tmp, err := os.MkdirTemp("", "lab-cluster-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
 	rep, err := Run(ctx, Options{Backend: BackendPostgres, Plan: tinyClusterPlan(), Out: out, Progress: &progress, Logger: testLogger()})
 	if testing.Verbose() {
 		t.Logf("progress:\n%s", progress.String())
@@ -109,15 +120,15 @@ func TestRunCluster(t *testing.T) {
 		t.Errorf("cluster setup shows a password or no mask:\n%s", strings.Join(c.ClusterSetup, "\n"))
 	}
 	// Every server stopped and its directory removed.
-	if after := pgDirs(t); len(after) > len(before) {
-		t.Errorf("server directories left behind: %v (before: %v)", after, before)
+	if left := pgDirs(t, tmp); len(left) > 0 {
+		t.Errorf("server directories left behind: %v", left)
 	}
 }
 
-// pgDirs lists pgtemp's directories in the temporary directory.
-func pgDirs(t *testing.T) []string {
+// pgDirs lists pgtemp's directories in dir.
+func pgDirs(t *testing.T, dir string) []string {
 	t.Helper()
-	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), "sluice-pg-*"))
+	dirs, err := filepath.Glob(filepath.Join(dir, "sluice-pg-*"))
 	if err != nil {
 		t.Fatal(err)
 	}
