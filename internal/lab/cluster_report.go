@@ -159,6 +159,15 @@ func (c *ClusterReport) flatText(n int) string {
 		one.Slowdown, last.Slowdown, n)
 }
 
+// unpenalisedText says how often the samples during the measured joins
+// of r saw an unpenalised low-priority shard statement.
+func unpenalisedText(r *ClusterRow) string {
+	if r.Unpenalised == 0 {
+		return fmt.Sprintf("at N = %d no sample taken during the measured joins saw one", r.N)
+	}
+	return fmt.Sprintf("at N = %d the samples taken during the measured joins saw one in %.0f%% of them", r.N, 100*r.Unpenalised)
+}
+
 // writeDiscussion says where the figures differ from the reference's and
 // why.
 func (c *ClusterReport) writeDiscussion(w io.Writer) {
@@ -187,10 +196,9 @@ func (c *ClusterReport) writeDiscussion(w io.Writer) {
 	}
 	fmt.Fprintf(w, "- **network_control = on**: the penalised shard statements are low class, and at most low_priority_queue_bytes (%s, %.1f ms at %s) of their bytes sit in the FIFO, "+
 		"so each round trip of the high-priority join waits behind that much at most: %d x %.1f ms = %.0f ms against the %.0f ms it lost at N = %d, %s. "+
-		"A rule here applies to one shard statement, not to the distributed statement it serves, so each new FETCH of a low-priority join has its first second at normal priority: "+
-		"the samples taken during the measured joins at N = %d saw one in %.0f%% of them.\n\n",
+		"A rule here applies to one shard statement, not to the distributed statement it serves, so each new FETCH of a low-priority join has its first second at normal priority: %s.\n\n",
 		units.FormatBytes(c.LowQueueBytes), ms(c.LowQueueBytes), c.Capacity, c.HighStatements, ms(c.LowQueueBytes), lowWait,
-		lost, n, rest, n, 100*on.Unpenalised)
+		lost, n, rest, unpenalisedText(on))
 	fmt.Fprintf(w, "Why not 55x: with the FIFO full, the slowdown is about 1 + N + R x FIFO / B, R the join's round trips and B its bytes (here 1 + %d + %d x %s / %s = %.0f at N = %d), "+
 		"a ratio of the workload's shape, not of the link's speed: the link here is 10GE scaled down %.0fx, the tables are scaled to fit a machine of 2 cores that runs four servers, sluice and every client, "+
 		"and the FIFO is the experiments' %s, %.0f ms here where a 10GE link drains it in %.1f ms. "+

@@ -42,18 +42,7 @@ func TestRunCluster(t *testing.T) {
 	defer cancel()
 	var progress testenv.Buffer
 	out := t.TempDir()
-	// The servers' directories go into a directory of this test's own
-	// (other tests may run servers at the same time), readable by the
-	// server's system user when the test runs as root.
-	tmp, err := os.MkdirTemp("", "lab-cluster-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(tmp) })
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("TMPDIR", tmp)
+	tmp := privateTmp(t)
 	rep, err := Run(ctx, Options{Backend: BackendPostgres, Plan: tinyClusterPlan(), Out: out, Progress: &progress, Logger: testLogger()})
 	if testing.Verbose() {
 		t.Logf("progress:\n%s", progress.String())
@@ -120,6 +109,68 @@ func TestRunCluster(t *testing.T) {
 		t.Errorf("cluster setup shows a password or no mask:\n%s", strings.Join(c.ClusterSetup, "\n"))
 	}
 	// Every server stopped and its directory removed.
+	if left := pgDirs(t, tmp); len(left) > 0 {
+		t.Errorf("server directories left behind: %v", left)
+	}
+}
+
+// privateTmp points TMPDIR at a directory of the test's own, so that the
+// servers' directories go there (other tests may run servers at the same
+// time), readable by the server's system user when the test runs as
+// root, and returns it.
+func privateTmp(t *testing.T) string {
+	t.Helper()
+	tmp, err := os.MkdirTemp("", "lab-cluster-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+	return tmp
+}
+
+// TestRunClusterCancelled: a run cancelled while the low-priority joins
+// load the link stops every server and removes its directory.
+func TestRunClusterCancelled(t *testing.T) {
+	if _, err := pgtemp.FindBinaries(""); err != nil {
+		testenv.Missing(t, "%v", err)
+		return
+	}
+	tmp := privateTmp(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var progress testenv.Buffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, Options{Backend: BackendPostgres, Plan: tinyClusterPlan(), Progress: &progress, Logger: testLogger()})
+		done <- err
+	}()
+	deadline := time.Now().Add(3 * time.Minute)
+	for !strings.Contains(progress.String(), "N=2: started 2 low-priority joins") {
+		select {
+		case err := <-done:
+			t.Fatalf("Run ended early: %v\n%s", err, progress.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the low-priority joins never started:\n%s", progress.String())
+		}
+	}
+	if len(pgDirs(t, tmp)) != clusterDataNodes+2 {
+		t.Errorf("server directories while running: %v, want the lab's server and the cluster's %d", pgDirs(t, tmp), clusterDataNodes+1)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("cancelled Run returned no error")
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Run did not stop after cancel")
+	}
 	if left := pgDirs(t, tmp); len(left) > 0 {
 		t.Errorf("server directories left behind: %v", left)
 	}
