@@ -579,7 +579,7 @@ func (r *clusterRun) build(ctx context.Context) ([]string, error) {
 	if err := errors.Join(errs...); err != nil {
 		return shown, err
 	}
-	r.p.step("loaded wt1, wt2 (%d rows each) and wt3, wt4 (%d rows each) on the data nodes; ANALYZE on the coordinator", r.plan.LowRows, r.plan.HighRows)
+	r.p.step("loaded wt1, wt2 (%d rows each) and wt3, wt4 (%d rows each) on the data nodes; analyzing the foreign tables on the coordinator (every row crosses the unlimited link once)", r.plan.LowRows, r.plan.HighRows)
 	// ANALYZE fetches every row of the foreign partitions (through the
 	// routes, on the still unlimited link), for the planner's row counts.
 	do("ANALYZE "+strings.Join(tables, ", "), false)
