@@ -15,7 +15,7 @@ func newLab() *cobra.Command {
 	var dsn, out, backend, pgBin, logLevel, experiment string
 	cmd := &cobra.Command{
 		Use:   "lab [--quick] [--experiment NAME] [--dsn URL | --backend embedded|postgres] [--out DIR]",
-		Short: "Run the reference experiments (latency; flow control; concurrency) and write a report",
+		Short: "Run the reference experiments (latency; flow control; concurrency; cluster) and write a report",
 		Long: `Run the reference experiments through sluice, in this process, and report.
 
 1. Latency: sysbench's oltp_read_write (sluice bench) through a sluice route
@@ -32,8 +32,13 @@ func newLab() *cobra.Command {
    a high-priority pool measured repeatedly, with the ordinary pool's
    active_statements unlimited and limited: the small query's p50 and p99,
    the ordinary sessions' MB/s and statements/s.
+4. Cluster (--backend postgres only, not in --quick): a coordinator and
+   three data nodes (postgres_fdw, four throwaway servers), every shard
+   connection through a sluice route on one shared link; a high-priority
+   join measured under N low-priority joins that an exception rule
+   penalises, with network_control off and on.
 
---experiment latency, flow or concurrency runs that one alone.
+--experiment latency, flow, concurrency or cluster runs that one alone.
 
 The database is, by default, an embedded one started in process (SQLite
 served over the PostgreSQL protocol): nothing to install. --backend postgres
@@ -61,7 +66,14 @@ Scale:                        --quick                  full (default)
   concurrency: limits         unlimited, 4             unlimited, 2, 4, 8
   concurrency: small query    20 runs per point        50 runs per point
   concurrency: link           calibrated as flow's (both)
-  duration                    under 2 minutes          under 15 minutes
+  cluster: low-priority joins -                        0, 1, 2, 4, 8, 10
+  cluster: tables             -                        wt1, wt2 24000 rows;
+                                                       wt3, wt4 300 rows
+  cluster: high-priority join -                        6 runs per point
+  duration                    under 2 minutes          under 15 minutes, and
+                                                       about 6 more for the
+                                                       cluster (--backend
+                                                       postgres)
 
 Targets: slowdown at N=10 >= 6x with network_control off and <= 1.2x with
 it on; TPS at 10 ms RTT within 15% of the model's prediction; with
@@ -69,8 +81,8 @@ active_statements=4 the small query's p50 <= 0.5x and the ordinary
 throughput >= 0.85x their unlimited figures.
 
 Progress and tables go to standard output. --out DIR writes report.md,
-report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg
-and throughput_vs_active.svg.`,
+report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg,
+throughput_vs_active.svg and cluster_slowdown_vs_n.svg.`,
 		Example: `  sluice lab --quick --out out/lab
   sluice lab --backend postgres --out out/lab
   sluice lab --dsn postgres://bench:secret@db1:5432/bench --out out/lab
@@ -109,7 +121,7 @@ and throughput_vs_active.svg.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&quick, "quick", false, "small scale, under 2 minutes (see the table above)")
-	fl.StringVar(&experiment, "experiment", "", "run one experiment only: latency, flow or concurrency")
+	fl.StringVar(&experiment, "experiment", "", "run one experiment only: latency, flow, concurrency or cluster")
 	fl.StringVar(&dsn, "dsn", "", "run against this PostgreSQL or MySQL/MariaDB URL instead of a started backend")
 	fl.StringVar(&backend, "backend", lab.BackendEmbedded, "database to start when no --dsn: embedded or postgres")
 	fl.StringVar(&pgBin, "postgres-bin", "", "directory of initdb and postgres for --backend postgres (default: PATH, then /usr/lib/postgresql/*/bin)")

@@ -64,6 +64,36 @@
 // leaves the experiment unmeasured, saying so, rather than failing the
 // run.
 //
+// # Experiment 4: cluster
+//
+// The flow-control experiment on PostgreSQL's own sharding, only with
+// BackendPostgres (skipped, saying why, on the embedded backend and on a
+// DSN). It starts four servers of its own (package pgtemp, small
+// settings): a coordinator and three data nodes. The reference's tables
+// wt1..wt4 are hash-partitioned by c1 on the coordinator, each partition
+// a postgres_fdw foreign table on one data node, which holds the rows
+// (generated there, each node those of its partition by the
+// coordinator's own hash). Every shard connection passes through a
+// sluice route per data node, the routes sharing one link whose capacity
+// is calibrated as experiment 2's, from what one low-priority join moves;
+// the clients reach the coordinator through a route on the default link.
+// N low-priority joins of wt1 and wt2 by one user run in a loop while the
+// same join of wt3 and wt4 by another is measured repeatedly, with
+// network_control off and on. Each coordinator user maps to a shard role
+// of the same name, so the shard routes bind the shard sessions by user:
+// the low-priority user to a pool with a penalty exception rule, the
+// high-priority user to a pool with network_priority high. The queries
+// count the first table's wide columns, because postgres_fdw fetches only
+// the columns a query needs and the reference's query as written would
+// move only c2; fetch_size is larger than a partition, so one FETCH (one
+// shard statement) streams a whole partition for long enough for the
+// rule. Each measurement waits until every running low-priority shard
+// statement is penalised, and samples how often one ran unpenalised while
+// it measured. The report shows what each query fetches (EXPLAIN
+// VERBOSE) and moves, the elapsed time and slowdown against N, and where
+// the figures differ from the reference's 55x. The servers are stopped
+// and their directories removed at the end, on error too.
+//
 // # Time and output
 //
 // All waiting and timing uses the Options' clock.Clock. Progress lines

@@ -49,6 +49,7 @@ type Plan struct {
 	Latency     LatencyPlan
 	Flow        FlowPlan
 	Concurrency ConcurrencyPlan
+	Cluster     ClusterPlan
 }
 
 // Experiment names, as --experiment takes them.
@@ -56,6 +57,7 @@ const (
 	ExperimentLatency     = "latency"
 	ExperimentFlow        = "flow"
 	ExperimentConcurrency = "concurrency"
+	ExperimentCluster     = "cluster"
 )
 
 // Only returns p with every experiment but the named one emptied
@@ -71,8 +73,10 @@ func (p Plan) Only(experiment string) (Plan, error) {
 		out.Flow = p.Flow
 	case ExperimentConcurrency:
 		out.Concurrency = p.Concurrency
+	case ExperimentCluster:
+		out.Cluster = p.Cluster
 	default:
-		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency)}
+		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency, ExperimentCluster)}
 	}
 	return out, nil
 }
@@ -199,6 +203,7 @@ func FullPlan() Plan {
 			PenaltyTimeout: 20 * time.Second,
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
+		Cluster:     ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6},
 	}
 }
 
@@ -273,7 +278,10 @@ func (o *Options) validate() error {
 		orDefault(&c.Window, 64<<10)
 		orDefault(&c.RTT, time.Millisecond)
 	}
-	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 {
+	if err := o.Plan.Cluster.validate(); err != nil {
+		return err
+	}
+	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 && len(o.Plan.Cluster.Ns) == 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
 	}
 	return nil
@@ -361,6 +369,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		rep.Concurrency = cr
 		if cr.Unsupported == "" {
+			p.table(cr.table())
+		}
+	}
+	if len(o.Plan.Cluster.Ns) > 0 {
+		cr, err := runCluster(ctx, &clusterRun{plan: o.Plan.Cluster, db: db, bin: o.PostgresBin, s: s, clk: clk, log: log, p: p})
+		if err != nil {
+			return nil, fmt.Errorf("cluster experiment: %w", err)
+		}
+		rep.Cluster = cr
+		if cr.Skipped == "" {
 			p.table(cr.table())
 		}
 	}

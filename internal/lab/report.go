@@ -25,6 +25,8 @@ const (
 	// experiment's charts.
 	FileConcLatency    = "high_latency_vs_active.svg"
 	FileConcThroughput = "throughput_vs_active.svg"
+	// FileClusterSlowdown is the cluster experiment's chart.
+	FileClusterSlowdown = "cluster_slowdown_vs_n.svg"
 )
 
 // Report is everything a run measured. Its JSON form is report.json.
@@ -39,6 +41,7 @@ type Report struct {
 	Latency     *LatencyReport     `json:"latency,omitempty"`
 	Flow        *FlowReport        `json:"flow_control,omitempty"`
 	Concurrency *ConcurrencyReport `json:"concurrency,omitempty"`
+	Cluster     *ClusterReport     `json:"cluster,omitempty"`
 	Targets     []Target           `json:"targets"`
 }
 
@@ -358,8 +361,11 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 		files[FileConcLatency] = []byte(c.LatencyChart().String())
 		files[FileConcThroughput] = []byte(c.ThroughputChart().String())
 	}
+	if c := r.Cluster; c != nil && len(c.Rows) > 0 {
+		files[FileClusterSlowdown] = []byte(c.SlowdownChart().String())
+	}
 	var written []string
-	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown, FileConcLatency, FileConcThroughput} {
+	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown, FileConcLatency, FileConcThroughput, FileClusterSlowdown} {
 		data, ok := files[name]
 		if !ok {
 			continue
@@ -396,6 +402,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		f.writeMarkdown(w)
 	}
 	if c := r.Concurrency; c != nil {
+		c.writeMarkdown(w)
+	}
+	if c := r.Cluster; c != nil {
 		c.writeMarkdown(w)
 	}
 }

@@ -1,0 +1,417 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/lab/pgtemp"
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+// tinyClusterPlan is the cluster experiment at the smallest scale that
+// still goes through every step: two points, small tables. The
+// low-priority join's partitions (2000 wide rows, 16 MB) still take
+// seconds each at the link's share, longer than the rule needs.
+func tinyClusterPlan() Plan {
+	return Plan{Name: "tiny", Cluster: ClusterPlan{
+		Ns: []int{0, 2}, Reps: 3, LowRows: 6000, HighRows: 150,
+		RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second,
+	}}
+}
+
+// TestRunCluster is `sluice lab --backend postgres --experiment cluster`
+// at a small scale: four throwaway servers, postgres_fdw through sluice
+// routes, and the report.
+func TestRunCluster(t *testing.T) {
+	if _, err := pgtemp.FindBinaries(""); err != nil {
+		testenv.Missing(t, "%v", err)
+		return
+	}
+	if _, err := os.Stat("/usr/share/postgresql"); err != nil {
+		testenv.Missing(t, "postgres_fdw: %v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var progress testenv.Buffer
+	out := t.TempDir()
+	tmp := privateTmp(t)
+	rep, err := Run(ctx, Options{Backend: BackendPostgres, Plan: tinyClusterPlan(), Out: out, Progress: &progress, Logger: testLogger()})
+	if testing.Verbose() {
+		t.Logf("progress:\n%s", progress.String())
+	}
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
+	}
+	if rep.Latency != nil || rep.Flow != nil || rep.Concurrency != nil || rep.Cluster == nil {
+		t.Fatalf("experiments run: latency %v, flow %v, concurrency %v, cluster %v", rep.Latency != nil, rep.Flow != nil, rep.Concurrency != nil, rep.Cluster != nil)
+	}
+	checkReportFiles(t, out, rep)
+	c := checkClusterFiles(t, out, rep.Cluster)
+	for _, want := range []string{
+		"== Experiment 4: cluster ==", "starting 4 throwaway PostgreSQL servers", "low-priority join fetches:",
+		"calibration: one low-priority join", "waiting until their shard statements are penalised",
+		"low-priority joins N  off: elapsed (ms)", "wrote " + out,
+	} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress lacks %q", want)
+		}
+	}
+
+	// The shapes, loosely: the wide columns are what loads the link,
+	// sharing it slows the high-priority join, and control keeps it
+	// faster than no control does.
+	if c.ReferenceBytes <= 0 || c.LowBytes < int64(c.LowRows)*8000 || c.LowBytes < 100*c.ReferenceBytes {
+		t.Errorf("one run moves %d bytes as the reference writes it, %d as it runs (%d rows)", c.ReferenceBytes, c.LowBytes, c.LowRows)
+	}
+	if c.HighBytes < int64(c.HighRows)*8000 {
+		t.Errorf("the high-priority join moved %d bytes for %d rows", c.HighBytes, c.HighRows)
+	}
+	for _, f := range c.ReferenceFetch {
+		if strings.Contains(f, "b1") || strings.Contains(f, "b2") {
+			t.Errorf("the reference query fetches a wide column: %s", f)
+		}
+	}
+	wide := false
+	for _, f := range c.LowFetch {
+		wide = wide || strings.Contains(f, "b2")
+	}
+	if !wide || len(c.LowFetch) < 2 {
+		t.Errorf("low-priority join fetches %q, want wt1's wide columns and wt2", c.LowFetch)
+	}
+	if !strings.HasPrefix(c.ShardApplication, "fdw ") {
+		t.Errorf("shard sessions named %q, want postgres_fdw.application_name's \"fdw PID\"", c.ShardApplication)
+	}
+	if c.HighStatements < 3*clusterDataNodes || !strings.Contains(c.HighStatementKinds, "FETCH") {
+		t.Errorf("the high-priority join ran %d shard statements (%s)", c.HighStatements, c.HighStatementKinds)
+	}
+	off, on := c.row("off", 2), c.row("on", 2)
+	if off == nil || on == nil {
+		t.Fatalf("points %+v", c.Rows)
+	}
+	if off.Slowdown <= 1 || off.Slowdown <= on.Slowdown {
+		t.Errorf("slowdown at N=2: off %.2fx, on %.2fx; want off > 1 and off > on", off.Slowdown, on.Slowdown)
+	}
+	if off.LowMBps <= 0 || on.LowMBps <= 0 || off.LowMBps > 1.1*float64(c.CapacityBytes)/1e6 {
+		t.Errorf("low-priority joins moved %.1f / %.1f MB/s on a %s link", off.LowMBps, on.LowMBps, c.Capacity)
+	}
+	if on.PenaltySeconds < 0.5 {
+		t.Errorf("penalised after %.2f s, before the rule's elapsedtime", on.PenaltySeconds)
+	}
+	if !strings.Contains(strings.Join(c.ClusterSetup, "\n"), "PASSWORD '***'") || strings.Contains(strings.Join(c.ClusterSetup, "\n"), "password '0") {
+		t.Errorf("cluster setup shows a password or no mask:\n%s", strings.Join(c.ClusterSetup, "\n"))
+	}
+	// Every server stopped and its directory removed.
+	if left := pgDirs(t, tmp); len(left) > 0 {
+		t.Errorf("server directories left behind: %v", left)
+	}
+}
+
+// privateTmp points TMPDIR at a directory of the test's own, so that the
+// servers' directories go there (other tests may run servers at the same
+// time), readable by the server's system user when the test runs as
+// root, and returns it.
+func privateTmp(t *testing.T) string {
+	t.Helper()
+	tmp, err := os.MkdirTemp("", "lab-cluster-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+	return tmp
+}
+
+// TestRunClusterCancelled: a run cancelled while the low-priority joins
+// load the link stops every server and removes its directory.
+func TestRunClusterCancelled(t *testing.T) {
+	if _, err := pgtemp.FindBinaries(""); err != nil {
+		testenv.Missing(t, "%v", err)
+		return
+	}
+	tmp := privateTmp(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var progress testenv.Buffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, Options{Backend: BackendPostgres, Plan: tinyClusterPlan(), Progress: &progress, Logger: testLogger()})
+		done <- err
+	}()
+	deadline := time.Now().Add(3 * time.Minute)
+	for !strings.Contains(progress.String(), "N=2: started 2 low-priority joins") {
+		select {
+		case err := <-done:
+			t.Fatalf("Run ended early: %v\n%s", err, progress.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the low-priority joins never started:\n%s", progress.String())
+		}
+	}
+	if len(pgDirs(t, tmp)) != clusterDataNodes+2 {
+		t.Errorf("server directories while running: %v, want the lab's server and the cluster's %d", pgDirs(t, tmp), clusterDataNodes+1)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("cancelled Run returned no error")
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Run did not stop after cancel")
+	}
+	if left := pgDirs(t, tmp); len(left) > 0 {
+		t.Errorf("server directories left behind: %v", left)
+	}
+}
+
+// pgDirs lists pgtemp's directories in dir.
+func pgDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(dir, "sluice-pg-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dirs
+}
+
+// checkClusterFiles checks the cluster section of report.md and its
+// chart against report.json, and returns what report.json holds.
+func checkClusterFiles(t *testing.T, dir string, rep *ClusterReport) *ClusterReport {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, FileJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all Report
+	if err := json.Unmarshal(data, &all); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	js := all.Cluster
+	if js == nil {
+		t.Fatal("report.json has no cluster experiment")
+	}
+	md, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Experiment 4: cluster") {
+		t.Fatal("report.md has no cluster section")
+	}
+	if len(js.Rows) != len(rep.Rows) {
+		t.Fatalf("report.json has %d cluster points, the run %d", len(js.Rows), len(rep.Rows))
+	}
+	rows := mdTable(t, string(md), "| low-priority joins N")
+	ns := js.ns()
+	if len(rows)-1 != len(ns) {
+		t.Fatalf("cluster table has %d rows, want one per N (%v)", len(rows)-1, ns)
+	}
+	for i, n := range ns {
+		cells := rows[i+1]
+		if cellNum(t, cells[0]) != float64(n) {
+			t.Errorf("cluster row %d is N=%s, want %d", i, cells[0], n)
+		}
+		for _, k := range []struct {
+			control         string
+			elapsed, slowdn int
+		}{{"off", 1, 3}, {"on", 4, 5}} {
+			r, base := js.row(k.control, n), js.row(k.control, 0)
+			if r == nil || base == nil {
+				t.Fatalf("no %s point for N=%d or 0", k.control, n)
+			}
+			if !near(cellNum(t, cells[k.elapsed]), r.ElapsedMs, 0.1) || !near(cellNum(t, cells[k.slowdn]), r.Slowdown, 0.01) {
+				t.Errorf("N=%d %s: table %s %s, JSON %v %v", n, k.control, cells[k.elapsed], cells[k.slowdn], r.ElapsedMs, r.Slowdown)
+			}
+			if !near(r.Slowdown, r.ElapsedMs/base.ElapsedMs, 1e-9) {
+				t.Errorf("N=%d %s: slowdown %v is not elapsed / elapsed at N=0", n, k.control, r.Slowdown)
+			}
+			med, _, lo, hi := summarize(r.SamplesMs)
+			if len(r.SamplesMs) != js.Reps || med != r.ElapsedMs || lo != r.MinMs || hi != r.MaxMs {
+				t.Errorf("N=%d %s: samples %v do not give median %v, min %v, max %v (%d reps)", n, k.control, r.SamplesMs, r.ElapsedMs, r.MinMs, r.MaxMs, js.Reps)
+			}
+			if r.Unpenalised < 0 || r.Unpenalised > 1 || (n == 0 && (r.LowMBps != 0 || r.Unpenalised != 0)) {
+				t.Errorf("N=%d %s: low %.1f MB/s, unpenalised share %v", n, k.control, r.LowMBps, r.Unpenalised)
+			}
+		}
+	}
+	c := readChart(t, filepath.Join(dir, FileClusterSlowdown))
+	off, on := c.series["network_control off"], c.series["network_control on"]
+	if len(off) != len(ns) || len(on) != len(ns) {
+		t.Fatalf("cluster chart series %v", c.legend)
+	}
+	last := len(ns) - 1
+	if (js.row("off", ns[last]).Slowdown > js.row("on", ns[last]).Slowdown) != (off[last][1] < on[last][1]) {
+		t.Errorf("cluster chart: last points at y=%v (off) and y=%v (on) contradict the data", off[last][1], on[last][1])
+	}
+	if !strings.Contains(string(md), "("+FileClusterSlowdown+")") {
+		t.Error("report.md does not show the cluster chart")
+	}
+	if js.Scale <= 1 || js.CapacityBytes <= 0 || !near(js.Scale, tenGE/float64(js.CapacityBytes), 1e-9) {
+		t.Errorf("scale %v for capacity %d", js.Scale, js.CapacityBytes)
+	}
+	return js
+}
+
+// sampleCluster is a cluster report with plausible figures, no database
+// needed.
+func sampleCluster() *ClusterReport {
+	c := &ClusterReport{
+		Nodes:   []string{"coordinator: PostgreSQL 15", "data node 1: PostgreSQL 15", "data node 2: PostgreSQL 15", "data node 3: PostgreSQL 15"},
+		LowRows: 24000, HighRows: 300, CapacityBytes: 10e6, Capacity: "10MB/s", Scale: tenGE / 10e6, Calibrated: true, StreamMBps: 129,
+		QueueBytes: 2 << 20, LowQueueBytes: 64 << 10, ReferenceSQL: clusterRefSQL, LowSQL: clusterLowSQL, HighSQL: clusterHighSQL,
+		ReferenceFetch: []string{"SELECT c2 FROM public.wt1", "SELECT c2 FROM public.wt2"},
+		LowFetch:       []string{"SELECT c2, b1, b2 FROM public.wt1", "SELECT c2 FROM public.wt2"},
+		HighFetch:      []string{"SELECT c2, b1, b2 FROM public.wt3", "SELECT c2 FROM public.wt4"},
+		LowPlan:        "Aggregate\n  ->  Hash Join",
+		ReferenceBytes: 748_000, LowBytes: 192_900_000, HighBytes: 2_410_000, HighStatements: 24, HighStatementKinds: "3 START, 6 DECLARE, 6 FETCH, 6 CLOSE, 3 COMMIT",
+		FetchSize: clusterFetchSize, Reps: 3, ShardApplication: "fdw 4711",
+		Setup:        []string{"CREATE LINK cluster_net"},
+		ClusterSetup: []string{"CREATE ROLE cluster_low LOGIN PASSWORD '***'"},
+	}
+	for _, control := range []string{"off", "on"} {
+		for _, n := range []int{0, 1, 4, 10} {
+			e := 300.0
+			if control == "off" {
+				e += 450 * float64(n)
+			} else {
+				e += 15 * float64(n)
+			}
+			row := ClusterRow{Control: control, N: n, ElapsedMs: e, MeanMs: e, MinMs: e - 1, MaxMs: e + 1, Slowdown: e / 300,
+				SamplesMs: []float64{e - 1, e, e + 1}}
+			if n > 0 {
+				row.LowMBps, row.PenaltySeconds, row.Unpenalised = 9.5, 1.2, 0.1
+			}
+			if control == "off" {
+				row.ModelMs = 300 + float64(int64(n)*c.HighBytes+int64(c.HighStatements)*c.QueueBytes)/float64(c.CapacityBytes)*1000*float64(min(n, 1))
+			}
+			c.Rows = append(c.Rows, row)
+		}
+	}
+	return c
+}
+
+func TestClusterReportFiles(t *testing.T) {
+	rep := &Report{Plan: "full", Backend: BackendPostgres, Database: "throwaway PostgreSQL", Protocol: protoPostgres,
+		Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Seconds: 200, Cluster: sampleCluster()}
+	rep.Targets = rep.evaluate()
+	dir, files := writeFiles(t, rep)
+	if len(files) != 3 || !strings.HasSuffix(files[2], FileClusterSlowdown) {
+		t.Fatalf("wrote %v, want report.md, report.json and the cluster chart", files)
+	}
+	checkReportFiles(t, dir, rep)
+	js := checkClusterFiles(t, dir, rep.Cluster)
+	if js.Rows[7].Slowdown != rep.Cluster.Rows[7].Slowdown || js.HighStatements != 24 {
+		t.Error("report.json does not round-trip the figures")
+	}
+	md, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testing.Verbose() {
+		t.Logf("report.md:\n%s", md)
+	}
+	for _, want := range []string{
+		clusterRefSQL, clusterLowSQL, clusterHighSQL, "SELECT c2, b1, b2 FROM public.wt1", "Hash Join",
+		"10GE scaled down 125x", "fetch_size is 10000000", "The reference measured 55x at N = 10",
+		"at N = 10 the high-priority join took 4800.0 ms against 300.0 ms on an idle link, 16.00x", "3 START, 6 DECLARE", "sessions named `fdw 4711`",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+}
+
+func TestClusterReportSkipped(t *testing.T) {
+	rep := &Report{Plan: "full", Cluster: &ClusterReport{Skipped: clusterSkip(&database{kind: BackendEmbedded})}}
+	rep.Targets = rep.evaluate()
+	dir, files := writeFiles(t, rep)
+	if len(files) != 2 {
+		t.Errorf("wrote %v, want no chart", files)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Experiment 4: cluster\n\nNot measured: the embedded backend cannot host postgres_fdw") {
+		t.Errorf("report.md does not say why the cluster experiment was not measured:\n%s", md)
+	}
+}
+
+// TestRunClusterSkipped: on the embedded backend and on a DSN the
+// experiment is skipped with one line, and the run goes on.
+func TestRunClusterSkipped(t *testing.T) {
+	plan, err := FullPlan().Only(ExperimentCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress testenv.Buffer
+	rep, err := Run(context.Background(), Options{Plan: plan, Progress: &progress, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	if rep.Cluster == nil || !strings.Contains(rep.Cluster.Skipped, "embedded backend") || len(rep.Cluster.Rows) != 0 {
+		t.Fatalf("cluster report %+v", rep.Cluster)
+	}
+	if !strings.Contains(progress.String(), "skipped: the embedded backend cannot host postgres_fdw") {
+		t.Errorf("progress:\n%s", progress.String())
+	}
+	if why := clusterSkip(&database{kind: "dsn"}); !strings.Contains(why, "--dsn") {
+		t.Errorf("skip reason on a DSN: %q", why)
+	}
+	if why := clusterSkip(&database{kind: BackendPostgres}); why != "" {
+		t.Errorf("skipped on the throwaway PostgreSQL: %q", why)
+	}
+}
+
+func TestClusterPlan(t *testing.T) {
+	p, err := FullPlan().Only(ExperimentCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Cluster.Ns) == 0 || len(p.Latency.RTTs)+len(p.Flow.Ns)+len(p.Concurrency.Limits) != 0 {
+		t.Errorf("Only(cluster) = %+v", p)
+	}
+	if q, _ := QuickPlan().Only(ExperimentCluster); len(q.Cluster.Ns) != 0 {
+		t.Errorf("the quick plan has cluster points %v", q.Cluster.Ns)
+	}
+	o := Options{Plan: Plan{Cluster: ClusterPlan{Ns: []int{4, 1, 4}}}}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c := o.Plan.Cluster; !slices.Equal(c.Ns, []int{0, 1, 4}) || c.Reps != 10 || c.LowRows != 24000 || c.HighRows != 300 ||
+		c.MaxCapacity != 100e6 || c.CheckPeriod != 100*time.Millisecond || c.PenaltyTimeout != 30*time.Second {
+		t.Errorf("cluster defaults not applied: %+v", c)
+	}
+	for _, c := range []ClusterPlan{{Ns: []int{-1}}, {Ns: []int{31}}, {Ns: []int{1}, LowRows: 2_000_000}} {
+		o := Options{Plan: Plan{Cluster: c}}
+		var ue *UsageError
+		if err := o.validate(); !errors.As(err, &ue) {
+			t.Errorf("validate(%+v) = %v, want a UsageError", c, err)
+		}
+	}
+}
+
+func TestMaskPasswords(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"CREATE ROLE a LOGIN PASSWORD 'secret'", "CREATE ROLE a LOGIN PASSWORD '***'"},
+		{"CREATE USER MAPPING FOR a SERVER s OPTIONS (user 'a', password 'x1')", "CREATE USER MAPPING FOR a SERVER s OPTIONS (user 'a', password '***')"},
+		{"password 'a' and PASSWORD 'b'", "password '***' and PASSWORD '***'"},
+		{"PASSWORD 'unterminated", "PASSWORD '***"},
+		{"no secret here", "no secret here"},
+	} {
+		if got := maskPasswords(tt.in); got != tt.want {
+			t.Errorf("maskPasswords(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
