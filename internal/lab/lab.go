@@ -49,6 +49,9 @@ type Plan struct {
 	Latency     LatencyPlan
 	Flow        FlowPlan
 	Concurrency ConcurrencyPlan
+	// BaseBackup runs only with BackendPostgres; it is skipped, saying
+	// why, otherwise.
+	BaseBackup BaseBackupPlan
 }
 
 // Experiment names, as --experiment takes them.
@@ -56,6 +59,7 @@ const (
 	ExperimentLatency     = "latency"
 	ExperimentFlow        = "flow"
 	ExperimentConcurrency = "concurrency"
+	ExperimentBaseBackup  = "basebackup"
 )
 
 // Only returns p with every experiment but the named one emptied
@@ -71,8 +75,13 @@ func (p Plan) Only(experiment string) (Plan, error) {
 		out.Flow = p.Flow
 	case ExperimentConcurrency:
 		out.Concurrency = p.Concurrency
+	case ExperimentBaseBackup:
+		out.BaseBackup = p.BaseBackup
+		if out.BaseBackup.DatabaseBytes <= 0 {
+			return p, &UsageError{Msg: fmt.Sprintf("the %s plan has no %s experiment (the full plan has)", planName(p), ExperimentBaseBackup)}
+		}
 	default:
-		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency)}
+		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency, ExperimentBaseBackup)}
 	}
 	return out, nil
 }
@@ -199,6 +208,7 @@ func FullPlan() Plan {
 			PenaltyTimeout: 20 * time.Second,
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
+		BaseBackup:  fullBaseBackupPlan(),
 	}
 }
 
@@ -273,7 +283,12 @@ func (o *Options) validate() error {
 		orDefault(&c.Window, 64<<10)
 		orDefault(&c.RTT, time.Millisecond)
 	}
-	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 {
+	if b := &o.Plan.BaseBackup; b.DatabaseBytes > 0 {
+		if err := b.validate(); err != nil {
+			return err
+		}
+	}
+	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 && o.Plan.BaseBackup.DatabaseBytes <= 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
 	}
 	return nil
@@ -363,6 +378,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if cr.Unsupported == "" {
 			p.table(cr.table())
 		}
+	}
+	if o.Plan.BaseBackup.DatabaseBytes > 0 {
+		br, err := baseBackup(ctx, &o, db, s, clk, p)
+		if err != nil {
+			return nil, fmt.Errorf("base-backup experiment: %w", err)
+		}
+		rep.BaseBackup = br
 	}
 	rep.Seconds = clk.Now().Sub(start).Seconds()
 	rep.Targets = rep.evaluate()

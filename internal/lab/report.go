@@ -39,6 +39,7 @@ type Report struct {
 	Latency     *LatencyReport     `json:"latency,omitempty"`
 	Flow        *FlowReport        `json:"flow_control,omitempty"`
 	Concurrency *ConcurrencyReport `json:"concurrency,omitempty"`
+	BaseBackup  *BaseBackupReport  `json:"basebackup,omitempty"`
 	Targets     []Target           `json:"targets"`
 }
 
@@ -358,8 +359,12 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 		files[FileConcLatency] = []byte(c.LatencyChart().String())
 		files[FileConcThroughput] = []byte(c.ThroughputChart().String())
 	}
+	if b := r.BaseBackup; b != nil && len(b.Conditions) > 0 {
+		files[FileBBLatency] = []byte(b.LatencyChart().String())
+		files[FileBBDuration] = []byte(b.DurationChart().String())
+	}
 	var written []string
-	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown, FileConcLatency, FileConcThroughput} {
+	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown, FileConcLatency, FileConcThroughput, FileBBLatency, FileBBDuration} {
 		data, ok := files[name]
 		if !ok {
 			continue
@@ -397,6 +402,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	if c := r.Concurrency; c != nil {
 		c.writeMarkdown(w)
+	}
+	if b := r.BaseBackup; b != nil {
+		b.writeMarkdown(w)
 	}
 }
 
