@@ -15,7 +15,7 @@ func newLab() *cobra.Command {
 	var dsn, out, backend, pgBin, logLevel, experiment string
 	cmd := &cobra.Command{
 		Use:   "lab [--quick] [--experiment NAME] [--dsn URL | --backend embedded|postgres] [--out DIR]",
-		Short: "Run the reference experiments (latency; flow control; concurrency) and write a report",
+		Short: "Run the reference experiments (latency; flow control; concurrency; base backup) and write a report",
 		Long: `Run the reference experiments through sluice, in this process, and report.
 
 1. Latency: sysbench's oltp_read_write (sluice bench) through a sluice route
@@ -33,7 +33,16 @@ func newLab() *cobra.Command {
    active_statements unlimited and limited: the small query's p50 and p99,
    the ordinary sessions' MB/s and statements/s.
 
---experiment latency, flow or concurrency runs that one alone.
+4. Base backup (--backend postgres only; not in --quick): the throwaway
+   server filled to 1.2 GB; pgbench (select-only, then tpcb-like, -c 4 -j 2,
+   15 s each) through one route and pg_basebackup -X stream through another,
+   as a replication role, on one link the backup alone saturates: pgbench
+   alone, beside the backup unmanaged, with the backup's role in a
+   network_priority='low' pool, and with pg_basebackup --max-rate set to the
+   rate the low-priority backup averaged. pgbench's TPS, average and p99
+   latency, the backup's duration and rate, and the link's idle capacity.
+
+--experiment latency, flow, concurrency or basebackup runs that one alone.
 
 The database is, by default, an embedded one started in process (SQLite
 served over the PostgreSQL protocol): nothing to install. --backend postgres
@@ -61,7 +70,9 @@ Scale:                        --quick                  full (default)
   concurrency: limits         unlimited, 4             unlimited, 2, 4, 8
   concurrency: small query    20 runs per point        50 runs per point
   concurrency: link           calibrated as flow's (both)
-  duration                    under 2 minutes          under 15 minutes
+  base backup                 -                        --backend postgres
+  duration                    under 2 minutes          under 15 minutes,
+                                                       20 with base backup
 
 Targets: slowdown at N=10 >= 6x with network_control off and <= 1.2x with
 it on; TPS at 10 ms RTT within 15% of the model's prediction; with
@@ -69,13 +80,14 @@ active_statements=4 the small query's p50 <= 0.5x and the ordinary
 throughput >= 0.85x their unlimited figures.
 
 Progress and tables go to standard output. --out DIR writes report.md,
-report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg
-and throughput_vs_active.svg.`,
+report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg,
+throughput_vs_active.svg, basebackup_latency.svg and basebackup_duration.svg.`,
 		Example: `  sluice lab --quick --out out/lab
   sluice lab --backend postgres --out out/lab
   sluice lab --dsn postgres://bench:secret@db1:5432/bench --out out/lab
   sluice lab --dsn mysql://bench:secret@db2:3306/bench --quick
-  sluice lab --experiment concurrency --out out/conc`,
+  sluice lab --experiment concurrency --out out/conc
+  sluice lab --backend postgres --experiment basebackup --out out/bb`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dsn != "" && cmd.Flags().Changed("backend") {
@@ -109,7 +121,7 @@ and throughput_vs_active.svg.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&quick, "quick", false, "small scale, under 2 minutes (see the table above)")
-	fl.StringVar(&experiment, "experiment", "", "run one experiment only: latency, flow or concurrency")
+	fl.StringVar(&experiment, "experiment", "", "run one experiment only: latency, flow, concurrency or basebackup")
 	fl.StringVar(&dsn, "dsn", "", "run against this PostgreSQL or MySQL/MariaDB URL instead of a started backend")
 	fl.StringVar(&backend, "backend", lab.BackendEmbedded, "database to start when no --dsn: embedded or postgres")
 	fl.StringVar(&pgBin, "postgres-bin", "", "directory of initdb and postgres for --backend postgres (default: PATH, then /usr/lib/postgresql/*/bin)")

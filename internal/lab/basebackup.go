@@ -40,8 +40,8 @@ type BaseBackupPlan struct {
 	// Time is the length of each pgbench run (-T), select-only then
 	// tpcb-like in each condition; 0 means 15 s.
 	Time time.Duration
-	// Lead is how long a backup runs before the first pgbench run starts;
-	// 0 means 2 s.
+	// Lead is how long a backup streams (from its first MiB written)
+	// before the first pgbench run starts; 0 means 2 s.
 	Lead time.Duration
 	// Capacity is the link capacity in bytes/s; 0 calibrates it: the
 	// largest of 100, 50, 20, 10, 5, 2 or 1 MB/s that is at most
@@ -75,10 +75,10 @@ func (b *BaseBackupPlan) validate() error {
 	return nil
 }
 
-// fullBaseBackupPlan is the full lab's scale: a database of 1.1 GB,
+// fullBaseBackupPlan is the full lab's scale: a database of 1.2 GB,
 // pgbench at scale 10 with 4 clients on 2 threads, 15 s per run.
 func fullBaseBackupPlan() BaseBackupPlan {
-	return BaseBackupPlan{DatabaseBytes: 1100 << 20, Scale: 10, Clients: 4, Threads: 2, Time: 15 * time.Second, Lead: 2 * time.Second}
+	return BaseBackupPlan{DatabaseBytes: 1_200_000_000, Scale: 10, Clients: 4, Threads: 2, Time: 15 * time.Second, Lead: 2 * time.Second}
 }
 
 // Names the base-backup experiment creates: in the database (a table and
@@ -378,6 +378,9 @@ func (r *bbRun) condition(ctx context.Context, cond string, maxRate int64) (Base
 			return fmt.Sprintf("%s: backup at %.0f s: %s written (the cluster holds %s, plus the WAL streamed beside it)", cond,
 				r.clk.Now().Sub(bk.start).Seconds(), units.FormatBytes(dirBytes(bk.dir)), units.FormatBytes(r.dbBytes))
 		})()
+		if err := bk.streaming(ctx); err != nil {
+			return c, err
+		}
 		if err := clock.Sleep(ctx, r.clk, pl.Lead); err != nil {
 			return c, err
 		}
@@ -575,6 +578,25 @@ func (r *bbRun) startBackup(ctx context.Context, cond string, maxRate int64) (*b
 	}()
 	b.stop = func() { cancel(); <-b.done }
 	return b, nil
+}
+
+// streaming waits until the backup has written its first MiB: the
+// checkpoint and the start are over and the data streams. It fails if
+// the backup ends first or has not begun within 2 minutes.
+func (b *backupProc) streaming(ctx context.Context) error {
+	deadline := b.clk.Now().Add(2 * time.Minute)
+	for dirBytes(b.dir) < 1<<20 {
+		if done, _ := b.ended(); done {
+			return fmt.Errorf("pg_basebackup ended before it streamed (%v)\n%s", b.err, b.out.String())
+		}
+		if b.clk.Now().After(deadline) {
+			return fmt.Errorf("pg_basebackup streamed nothing in 2 minutes\n%s", b.out.String())
+		}
+		if err := clock.Sleep(ctx, b.clk, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ended reports whether the backup has exited, and when.

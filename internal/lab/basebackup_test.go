@@ -3,9 +3,12 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,12 +18,12 @@ import (
 )
 
 // tinyBaseBackupPlan is the base-backup experiment at a few seconds a
-// condition: a 256 MiB cluster, 4 s pgbench runs, a link of at most
+// condition: a 270 MB cluster, 4 s pgbench runs, a link of at most
 // 20 MB/s. Beside the unmanaged backup an answer waits behind a full
 // 2 MiB FIFO, 100 ms at 20 MB/s: the runs are long enough for the
 // tpcb-like one (several round trips a transaction) to complete some.
 func tinyBaseBackupPlan() Plan {
-	return Plan{Name: "tiny", BaseBackup: BaseBackupPlan{DatabaseBytes: 256 << 20, Scale: 1, Clients: 4, Threads: 2,
+	return Plan{Name: "tiny", BaseBackup: BaseBackupPlan{DatabaseBytes: 270_000_000, Scale: 1, Clients: 4, Threads: 2,
 		Time: 4 * time.Second, Lead: time.Second, MaxCapacity: 20_000_000}}
 }
 
@@ -91,7 +94,7 @@ func checkBaseBackupShape(t *testing.T, b *BaseBackupReport) {
 	if fmt.Sprint(names) != fmt.Sprint([]string{CondNoBackup, CondUnmanaged, CondLowPool, CondMaxRate}) {
 		t.Fatalf("conditions %q", names)
 	}
-	if b.DatabaseBytes < 256<<20 || !b.Calibrated || b.CapacityBytes < 1e6 {
+	if b.DatabaseBytes < 270_000_000 || !b.Calibrated || b.CapacityBytes < 1e6 {
 		t.Errorf("database %d bytes, capacity %d (calibrated %v)", b.DatabaseBytes, b.CapacityBytes, b.Calibrated)
 	}
 	for _, c := range b.Conditions {
@@ -263,4 +266,251 @@ func TestRunBaseBackupSkipped(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, FileBBLatency)); !os.IsNotExist(err) {
 		t.Errorf("chart written without measurements: %v", err)
 	}
+}
+
+func TestParsePgbenchLog(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		in   string
+		want []pgbenchTxn
+		err  string
+	}{
+		{"pgbench 15", "0 1 1234 0 1700000000 5\n1 1 987 0 1700000000 999999\n",
+			[]pgbenchTxn{{endUs: 1700000000_000005, latencyUs: 1234}, {endUs: 1700000000_999999, latencyUs: 987}}, ""},
+		{"lag and retries, blank lines", "\n3 7 250 0 1 0 12 0\n\n",
+			[]pgbenchTxn{{endUs: 1_000_000, latencyUs: 250}}, ""},
+		{"failed and skipped", "0 2 failed 0 10 20\n0 3 skipped 0 10 30\n",
+			[]pgbenchTxn{{endUs: 10_000_020, failed: true}, {endUs: 10_000_030, failed: true}}, ""},
+		{"empty", "", nil, ""},
+		{"short line", "0 1 1234 0 1700000000\n", nil, "5 fields"},
+		{"bad latency", "0 1 12.5 0 1 2\n", nil, "bad latency"},
+		{"negative latency", "0 1 -3 0 1 2\n", nil, "bad latency"},
+		{"microseconds out of range", "0 1 3 0 1 1000000\n", nil, "bad time"},
+		{"bad epoch", "0 1 3 0 x 1\n", nil, "bad time"},
+	} {
+		got, err := parsePgbenchLog([]byte(tt.in))
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s: error %v, want %q", tt.name, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("%s: %v, %v; want %v", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+func TestParsePgbenchOutput(t *testing.T) {
+	out := `pgbench (15.18 (Debian 15.18-0+deb12u1))
+transaction type: <builtin: select only>
+scaling factor: 1
+number of clients: 4
+number of threads: 2
+duration: 4 s
+number of transactions actually processed: 18983
+latency average = 0.842 ms
+latency stddev = 1.1 ms
+initial connection time = 12.345 ms
+tps = 4745.812345 (without initial connection time)
+`
+	if tps, avg := parsePgbenchOutput(out); tps != 4745.812345 || avg != 0.842 {
+		t.Errorf("tps %v, latency average %v", tps, avg)
+	}
+	if tps, avg := parsePgbenchOutput("tps = x\nlatency average = 3 s\n"); tps != 0 || avg != 0 {
+		t.Errorf("from garbage: tps %v, latency average %v", tps, avg)
+	}
+}
+
+// TestPgbenchWindow: figures over the part of a run before the backup
+// ended, from the first transaction's start.
+func TestPgbenchWindow(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(ms int64) int64 { return t0.UnixMicro() + ms*1000 }
+	var r PgbenchRun
+	// Ten transactions of 10 ms ... 100 ms ending at 100, 200, ... 1000
+	// ms, the first starting at 90 ms; one failed at 550 ms.
+	for i := int64(1); i <= 10; i++ {
+		r.txns = append(r.txns, pgbenchTxn{endUs: at(100 * i), latencyUs: 10_000 * i})
+	}
+	r.txns = append(r.txns, pgbenchTxn{endUs: at(550), failed: true})
+	r.window(t0.Add(time.Hour))
+	if r.Transactions != 10 || r.Failed != 1 || !near(r.WindowSeconds, 0.91, 1e-9) || r.Coverage != 1 || !near(r.AvgMs, 55, 1e-9) || r.MaxMs != 100 || r.P50Ms != 50 || r.P99Ms != 100 {
+		t.Errorf("whole run: %+v", r)
+	}
+	if !near(r.TPS, 10/0.91, 1e-9) {
+		t.Errorf("TPS %v", r.TPS)
+	}
+	r.window(t0.Add(500 * time.Millisecond))
+	if r.Transactions != 5 || r.Failed != 0 || !near(r.WindowSeconds, 0.41, 1e-9) || !near(r.Coverage, 0.41/0.91, 1e-9) || !near(r.AvgMs, 30, 1e-9) || r.MaxMs != 50 {
+		t.Errorf("backup ended at 500 ms: %+v", r)
+	}
+	var empty PgbenchRun
+	empty.window(t0)
+	if empty.Transactions != 0 || empty.TPS != 0 || empty.Coverage != 0 {
+		t.Errorf("no log: %+v", empty)
+	}
+}
+
+// sampleBaseBackup is a base-backup report with plausible figures.
+func sampleBaseBackup() *BaseBackupReport {
+	b := &BaseBackupReport{DatabaseBytes: 1150e6, Scale: 10, Clients: 4, Threads: 2, RunSeconds: 15, LeadSeconds: 2,
+		CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 230, QueueBytes: 2 << 20, LowQueueBytes: 64 << 10,
+		MaxRateKBps: 18500, Setup: []string{"CREATE RESOURCE POOL bb_low WITH (network_priority='low')", "SET network_control = on"}}
+	for i, name := range []string{CondNoBackup, CondUnmanaged, CondLowPool, CondMaxRate} {
+		c := BaseBackupCondition{Name: name}
+		slow := []float64{1, 100, 4, 20}[i]
+		for j, w := range []string{WorkloadSelectOnly, WorkloadTPCB} {
+			avg := slow * []float64{0.8, 9}[j]
+			link := []float64{1.5e6, 19.9e6, 19.9e6, 19e6}[i]
+			c.Runs = append(c.Runs, PgbenchRun{Workload: w, Transactions: 1000, WindowSeconds: 15, Coverage: 1, TPS: 4 / avg * 1000,
+				AvgMs: avg, P50Ms: avg * 0.9, P99Ms: avg * 3, MaxMs: avg * 5, LinkBytesPerSec: link, IdleBytesPerSec: 20e6 - link})
+		}
+		if i > 0 {
+			secs := []float64{0, 58, 63, 64}[i]
+			c.Backup = &BackupResult{Completed: true, Seconds: secs, Bytes: 1200e6, WALBytes: 50e6, DataBytes: 1150e6,
+				BytesPerSec: 1200e6 / secs, DataBytesPerSec: 1150e6 / secs, QuietSeconds: secs - 32,
+				QuietLinkBytesPerSec: []float64{0, 19.9e6, 19.9e6, 18.9e6}[i]}
+			c.Backup.QuietIdleBytesPerSec = 20e6 - c.Backup.QuietLinkBytesPerSec
+		}
+		if name == CondLowPool {
+			c.Backup.Verified, c.Backup.Verify = true, "backup successfully verified"
+		}
+		if name == CondMaxRate {
+			c.MaxRateKBps = b.MaxRateKBps
+		}
+		b.Conditions = append(b.Conditions, c)
+	}
+	return b
+}
+
+// TestBaseBackupReportFiles: report.md's tables, the findings and the
+// charts carry the report's figures.
+func TestBaseBackupReportFiles(t *testing.T) {
+	rep := &Report{Plan: "full", Backend: BackendPostgres, Database: "throwaway", Protocol: protoPostgres, BaseBackup: sampleBaseBackup()}
+	rep.Targets = rep.evaluate()
+	dir, files := writeFiles(t, rep)
+	for _, f := range []string{FileMarkdown, FileJSON, FileBBLatency, FileBBDuration} {
+		if !slices.Contains(files, filepath.Join(dir, f)) {
+			t.Errorf("%s not written: %v", f, files)
+		}
+	}
+	checkBaseBackupFiles(t, dir, rep.BaseBackup)
+	md, _ := os.ReadFile(filepath.Join(dir, FileMarkdown))
+	for _, want := range []string{
+		"## Experiment 4: base backup", "`pg_basebackup --max-rate=18500k`", "CREATE USER bb_backup RESOURCE POOL 'bb_low'",
+		"- select-only: average latency 0.80 ms alone, 80.00 ms (100.0x) beside the unmanaged backup, 3.20 ms (4.0x)",
+		"the `--max-rate` backup moved 18.9 MB/s and left 1.1 MB/s idle", "The backup took 58.0 s unmanaged, 63.0 s in the low class and 64.0 s",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	// Four conditions on the latency chart, left to right.
+	lat := readChart(t, filepath.Join(dir, FileBBLatency))
+	for name, pts := range lat.series {
+		if len(pts) != 4 {
+			t.Errorf("latency chart %s: %d points", name, len(pts))
+		}
+		for i := 1; i < len(pts); i++ {
+			if pts[i][0] <= pts[i-1][0] {
+				t.Errorf("latency chart %s: x not increasing: %v", name, pts)
+			}
+		}
+	}
+	// Higher on the chart (smaller y in pixels) where slower: the
+	// unmanaged condition's average above the low class's.
+	if avg := lat.series["select-only: average"]; len(avg) == 4 && avg[1][1] >= avg[2][1] {
+		t.Errorf("select-only average: unmanaged at y=%v, low class at y=%v", avg[1][1], avg[2][1])
+	}
+}
+
+func TestPlanOnlyBaseBackup(t *testing.T) {
+	p, err := FullPlan().Only(ExperimentBaseBackup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.BaseBackup.DatabaseBytes < 1e9 || len(p.Latency.RTTs)+len(p.Flow.Ns)+len(p.Concurrency.Limits) != 0 {
+		t.Errorf("Only(basebackup) = %+v", p)
+	}
+	if q, _ := FullPlan().Only(ExperimentFlow); q.BaseBackup.DatabaseBytes != 0 {
+		t.Errorf("Only(flow) keeps the base-backup experiment")
+	}
+	if QuickPlan().BaseBackup.DatabaseBytes != 0 {
+		t.Error("the quick plan has the base-backup experiment")
+	}
+	var ue *UsageError
+	if _, err := QuickPlan().Only(ExperimentBaseBackup); !errors.As(err, &ue) {
+		t.Errorf("quick Only(basebackup) = %v, want a UsageError", err)
+	}
+	for _, tt := range []struct {
+		b   BaseBackupPlan
+		err string
+	}{
+		{BaseBackupPlan{DatabaseBytes: 1 << 20}, "out of range"},
+		{BaseBackupPlan{DatabaseBytes: 64 << 20, Time: 500 * time.Millisecond}, "at least 1 s"},
+	} {
+		o := Options{Plan: Plan{BaseBackup: tt.b}}
+		if err := o.validate(); err == nil || !strings.Contains(err.Error(), tt.err) || !errors.As(err, &ue) {
+			t.Errorf("validate(%+v) = %v, want %q", tt.b, err, tt.err)
+		}
+	}
+	o := Options{Plan: Plan{BaseBackup: BaseBackupPlan{DatabaseBytes: 64 << 20, Clients: 1}}}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if b := o.Plan.BaseBackup; b.Scale != 10 || b.Threads != 1 || b.Time != 15*time.Second || b.Lead != 2*time.Second || b.MaxCapacity != 100e6 {
+		t.Errorf("defaults not applied: %+v", b)
+	}
+}
+
+func FuzzParsePgbenchLog(f *testing.F) {
+	for _, s := range []string{
+		"0 1 1234 0 1700000000 5\n1 1 987 0 1700000000 999999\n", "3 7 250 0 1 0 12 0\n", "0 2 failed 0 10 20\n",
+		"0 1 1 0 9223372036854 775807\n", "0 1 1 0 1 2", "\n\n", "a b c d e f",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		txns, err := parsePgbenchLog(data)
+		if err != nil {
+			return
+		}
+		var b strings.Builder
+		for _, x := range txns {
+			if x.endUs < 0 || x.latencyUs < 0 || (x.failed && x.latencyUs != 0) {
+				t.Fatalf("parsed %+v from %q", x, data)
+			}
+			lat := fmt.Sprint(x.latencyUs)
+			if x.failed {
+				lat = "failed"
+			}
+			fmt.Fprintf(&b, "0 0 %s 0 %d %d\n", lat, x.endUs/1e6, x.endUs%1e6)
+		}
+		again, err := parsePgbenchLog([]byte(b.String()))
+		if err != nil || fmt.Sprint(again) != fmt.Sprint(txns) {
+			t.Fatalf("round trip of %q: %v, %v; want %v", data, again, err, txns)
+		}
+		var r PgbenchRun
+		r.txns = txns
+		r.window(time.UnixMicro(math.MaxInt64 / 2))
+		if r.Transactions+r.Failed != len(txns) || r.Coverage < 0 || r.Coverage > 1 || r.TPS < 0 || math.IsNaN(r.AvgMs) {
+			t.Fatalf("window of %q: %+v", data, r)
+		}
+	})
+}
+
+func FuzzParsePgbenchOutput(f *testing.F) {
+	for _, s := range []string{
+		"latency average = 0.842 ms\ntps = 4745.812345 (without initial connection time)\n", "tps = 1e400\n",
+		"latency average = -1 ms\n", "tps = NaN\n", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		tps, avg := parsePgbenchOutput(out)
+		if tps < 0 || avg < 0 || math.IsNaN(tps) || math.IsNaN(avg) || math.IsInf(tps, 0) || math.IsInf(avg, 0) {
+			t.Fatalf("parsePgbenchOutput(%q) = %v, %v", out, tps, avg)
+		}
+	})
 }
