@@ -19,6 +19,7 @@ func TestLabHelpDocumentsScale(t *testing.T) {
 		"report.md", "report.json", "tps_vs_rtt.svg", "slowdown_vs_n.svg",
 		"--experiment", "active_statements", "unlimited, 2, 4, 8", // concurrency limits, full
 		"high_latency_vs_active.svg", "throughput_vs_active.svg",
+		"basebackup", "pg_basebackup --max-rate", "basebackup_latency.svg", "basebackup_duration.svg",
 		"postgres://", "mysql://", "initdb",
 	} {
 		if !strings.Contains(out.String(), want) {
@@ -38,6 +39,7 @@ func TestLabUsageErrors(t *testing.T) {
 		{[]string{"lab", "--dsn", "postgres://u@h/db", "--backend", "postgres"}, "not both"},
 		{[]string{"lab", "--log-level", "loud"}, "--log-level"},
 		{[]string{"lab", "--experiment", "bogus"}, "unknown experiment"},
+		{[]string{"lab", "--quick", "--experiment", "basebackup"}, "no basebackup experiment"},
 		{[]string{"lab", "--bogus"}, "--bogus"},
 		{[]string{"lab", "extra"}, "extra"},
 	}

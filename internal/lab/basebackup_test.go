@@ -239,8 +239,21 @@ func checkBaseBackupFiles(t *testing.T, dir string, b *BaseBackupReport) {
 		t.Fatalf("latency chart series %v", lat.series)
 	}
 	dur := readChart(t, filepath.Join(dir, FileBBDuration))
-	if pts, ok := dur.series["backup duration"]; len(dur.series) != 1 || !ok || len(pts) != 3 {
+	if pts, ok := dur.series["backup duration"]; len(dur.series) != 3 || !ok || len(pts) != 3 {
 		t.Errorf("duration chart %+v, want 3 backups", dur.series)
+	}
+	if pts := dur.series[fmt.Sprintf("pgbench runs (2 x %.0f s)", b.RunSeconds)]; len(pts) != 4 {
+		t.Errorf("duration chart: pgbench runs %v, want one a condition", pts)
+	}
+	// Each backup is longer than its time alone: higher on the chart.
+	if d, a := dur.series["backup duration"], dur.series["backup alone after pgbench"]; len(a) == len(d) {
+		for i := range d {
+			if d[i][1] >= a[i][1] {
+				t.Errorf("duration chart: backup %d at y=%v, alone at y=%v", i, d[i][1], a[i][1])
+			}
+		}
+	} else {
+		t.Errorf("duration chart: %d durations, %d times alone", len(d), len(a))
 	}
 }
 
@@ -513,4 +526,53 @@ func FuzzParsePgbenchOutput(f *testing.F) {
 			t.Fatalf("parsePgbenchOutput(%q) = %v, %v", out, tps, avg)
 		}
 	})
+}
+
+// TestRunBaseBackupCancelled: cancelled while a backup streams, Run
+// returns the cancellation and leaves nothing behind: no backup or log
+// directory, no server directory.
+func TestRunBaseBackupCancelled(t *testing.T) {
+	if _, err := pgtemp.FindBinaries(""); err != nil {
+		testenv.Missing(t, "%v", err)
+		return
+	}
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "sluice-basebackup-*"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var progress testenv.Buffer
+	type result struct {
+		rep *Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := Run(ctx, Options{Backend: BackendPostgres, Plan: tinyBaseBackupPlan(), Progress: &progress, Logger: testLogger()})
+		done <- result{rep, err}
+	}()
+	testenv.Eventually(t, 3*time.Minute, "the unmanaged backup streams", func() bool {
+		return strings.Contains(progress.String(), "unmanaged, select-only:")
+	})
+	cancel()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("Run did not return after the cancel\n%s", progress.String())
+	}
+	if !errors.Is(res.err, context.Canceled) {
+		t.Fatalf("Run: %v, want the cancellation\n%s", res.err, progress.String())
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "sluice-basebackup-*"))
+	if len(after) > len(before) {
+		t.Errorf("temporary directories left: %v (before: %v)", after, before)
+	}
+	out := progress.String()
+	i := strings.Index(out, "initdb in ")
+	if i < 0 {
+		t.Fatalf("progress names no server directory:\n%s", out)
+	}
+	dir, _, _ := strings.Cut(out[i+len("initdb in "):], ",")
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("throwaway server directory %s still there: %v", dir, err)
+	}
 }
