@@ -141,7 +141,8 @@ type pgbenchTxn struct {
 // "client_id transaction_no time script_no time_epoch time_us
 // [schedule_lag] [retries]" a line, time in µs or a word ("failed",
 // "skipped", "serialization", "deadlock") for a transaction that did not
-// complete. Blank lines are skipped; any other line is an error.
+// complete. Blank lines are skipped; any other line is an error, as is a
+// transaction that would have begun before the epoch.
 func parsePgbenchLog(data []byte) ([]pgbenchTxn, error) {
 	var out []pgbenchTxn
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -161,6 +162,9 @@ func parsePgbenchLog(data []byte) ([]pgbenchTxn, error) {
 		}
 		t.endUs = sec*1e6 + us
 		if lat, err := strconv.ParseInt(f[2], 10, 64); err == nil && lat >= 0 {
+			if lat > t.endUs {
+				return nil, fmt.Errorf("pgbench log line %d: latency %d µs began before the epoch", n, lat)
+			}
 			t.latencyUs = lat
 		} else if isWord(f[2]) {
 			t.failed = true
