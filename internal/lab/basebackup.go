@@ -269,7 +269,7 @@ func (r *bbRun) fill(ctx context.Context) error {
 	p.step("pgbench -i -s %d (directly, not through sluice)", pl.Scale)
 	t0 := r.clk.Now()
 	if out, err := r.command(ctx, "pgbench", r.superEnv(), append(r.directArgs(), "-i", "-q", "-s", fmt.Sprint(pl.Scale), r.db.dbname)...).CombinedOutput(); err != nil {
-		return fmt.Errorf("pgbench -i: %w\n%s", err, tailText(out, 2000))
+		return processErr(ctx, "pgbench -i", err, tailText(out, 2000))
 	}
 	if _, err := c.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (id bigint, pad text) WITH (autovacuum_enabled = off)", bbTable)).ReadAll(); err != nil {
 		return fmt.Errorf("create table %s: %w", bbTable, err)
@@ -430,7 +430,7 @@ func (r *bbRun) condition(ctx context.Context, cond string, maxRate int64) (Base
 		p.step("%s: pg_verifybackup", cond)
 		out, err := r.command(ctx, "pg_verifybackup", nil, bk.dir).CombinedOutput()
 		if err != nil {
-			return c, fmt.Errorf("pg_verifybackup: %w\n%s", err, tailText(out, 2000))
+			return c, processErr(ctx, "pg_verifybackup", err, tailText(out, 2000))
 		}
 		c.Backup.Verified = true
 		c.Backup.Verify = strings.TrimSpace(string(out))
@@ -518,7 +518,7 @@ func (r *bbRun) pgbench(ctx context.Context, cond, workload string) (PgbenchRun,
 	cmd.Stderr = io.MultiWriter(&errOut, &lineFilter{out: r.p, prefix: "progress:", indent: "    "})
 	start := r.clk.Now()
 	if err := cmd.Run(); err != nil {
-		return run, fmt.Errorf("pgbench %s: %w\n%s%s", workload, err, out.String(), errOut.String())
+		return run, processErr(ctx, "pgbench "+workload, err, out.String()+errOut.String())
 	}
 	run.start = start
 	run.PgbenchTPS, run.PgbenchAvgMs = parsePgbenchOutput(out.String())
@@ -587,7 +587,7 @@ func (b *backupProc) streaming(ctx context.Context) error {
 	deadline := b.clk.Now().Add(2 * time.Minute)
 	for dirBytes(b.dir) < 1<<20 {
 		if done, _ := b.ended(); done {
-			return fmt.Errorf("pg_basebackup ended before it streamed (%v)\n%s", b.err, b.out.String())
+			return processErr(ctx, "pg_basebackup ended before it streamed", b.err, b.out.String())
 		}
 		if b.clk.Now().After(deadline) {
 			return fmt.Errorf("pg_basebackup streamed nothing in 2 minutes\n%s", b.out.String())
@@ -624,7 +624,7 @@ func (b *backupProc) wait(ctx context.Context) (BackupResult, error) {
 	case <-b.done:
 	}
 	if b.err != nil {
-		return res, fmt.Errorf("pg_basebackup: %w\n%s", b.err, b.out.String())
+		return res, processErr(ctx, "pg_basebackup", b.err, b.out.String())
 	}
 	res.Completed = true
 	res.Seconds = b.end.Sub(b.start).Seconds()
@@ -636,6 +636,20 @@ func (b *backupProc) wait(ctx context.Context) (BackupResult, error) {
 		res.DataBytesPerSec = float64(res.DataBytes) / res.Seconds
 	}
 	return res, nil
+}
+
+// processErr is the error of a program that failed with err, saying
+// what it printed (out); when ctx has ended, which stopped the program,
+// it is ctx's error instead. A nil err (a program that ended too soon)
+// reads as such.
+func processErr(ctx context.Context, what string, err error, out string) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	}
+	if err == nil {
+		return fmt.Errorf("%s\n%s", what, out)
+	}
+	return fmt.Errorf("%s: %w\n%s", what, err, out)
 }
 
 // tailWriter keeps the last 8 kB written to it. It is safe for
