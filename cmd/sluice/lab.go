@@ -15,7 +15,7 @@ func newLab() *cobra.Command {
 	var dsn, out, backend, pgBin, logLevel, experiment string
 	cmd := &cobra.Command{
 		Use:   "lab [--quick] [--experiment NAME] [--dsn URL | --backend embedded|postgres] [--out DIR]",
-		Short: "Run the reference experiments (latency; flow control; concurrency; cluster) and write a report",
+		Short: "Run the reference experiments (latency; flow control; concurrency; cluster; base backup) and write a report",
 		Long: `Run the reference experiments through sluice, in this process, and report.
 
 1. Latency: sysbench's oltp_read_write (sluice bench) through a sluice route
@@ -38,7 +38,17 @@ func newLab() *cobra.Command {
    join measured under N low-priority joins that an exception rule
    penalises, with network_control off and on.
 
---experiment latency, flow, concurrency or cluster runs that one alone.
+5. Base backup (--backend postgres only; not in --quick): the throwaway
+   server filled to 1.2 GB; pgbench (select-only, then tpcb-like, -c 4 -j 2,
+   15 s each) through one route and pg_basebackup -X stream through another,
+   as a replication role, on one link the backup alone saturates: pgbench
+   alone, beside the backup unmanaged, with the backup's role in a
+   network_priority='low' pool, and with pg_basebackup --max-rate set to the
+   rate the low-priority backup averaged. pgbench's TPS, average and p99
+   latency, the backup's duration and rate, and the link's idle capacity.
+
+--experiment latency, flow, concurrency, cluster or basebackup runs that
+one alone.
 
 The database is, by default, an embedded one started in process (SQLite
 served over the PostgreSQL protocol): nothing to install. --backend postgres
@@ -70,9 +80,11 @@ Scale:                        --quick                  full (default)
   cluster: tables             -                        wt1, wt2 24000 rows;
                                                        wt3, wt4 300 rows
   cluster: high-priority join -                        6 runs per point
+  base backup                 -                        --backend postgres
   duration                    under 2 minutes          under 15 minutes, and
                                                        about 6 more for the
-                                                       cluster (--backend
+                                                       cluster and 5 for the
+                                                       base backup (--backend
                                                        postgres)
 
 Targets: slowdown at N=10 >= 6x with network_control off and <= 1.2x with
@@ -82,12 +94,14 @@ throughput >= 0.85x their unlimited figures.
 
 Progress and tables go to standard output. --out DIR writes report.md,
 report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg,
-throughput_vs_active.svg and cluster_slowdown_vs_n.svg.`,
+throughput_vs_active.svg, cluster_slowdown_vs_n.svg, basebackup_latency.svg
+and basebackup_duration.svg.`,
 		Example: `  sluice lab --quick --out out/lab
   sluice lab --backend postgres --out out/lab
   sluice lab --dsn postgres://bench:secret@db1:5432/bench --out out/lab
   sluice lab --dsn mysql://bench:secret@db2:3306/bench --quick
-  sluice lab --experiment concurrency --out out/conc`,
+  sluice lab --experiment concurrency --out out/conc
+  sluice lab --backend postgres --experiment basebackup --out out/bb`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dsn != "" && cmd.Flags().Changed("backend") {
@@ -121,7 +135,7 @@ throughput_vs_active.svg and cluster_slowdown_vs_n.svg.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&quick, "quick", false, "small scale, under 2 minutes (see the table above)")
-	fl.StringVar(&experiment, "experiment", "", "run one experiment only: latency, flow, concurrency or cluster")
+	fl.StringVar(&experiment, "experiment", "", "run one experiment only: latency, flow, concurrency, cluster or basebackup")
 	fl.StringVar(&dsn, "dsn", "", "run against this PostgreSQL or MySQL/MariaDB URL instead of a started backend")
 	fl.StringVar(&backend, "backend", lab.BackendEmbedded, "database to start when no --dsn: embedded or postgres")
 	fl.StringVar(&pgBin, "postgres-bin", "", "directory of initdb and postgres for --backend postgres (default: PATH, then /usr/lib/postgresql/*/bin)")

@@ -20,6 +20,7 @@ func TestLabHelpDocumentsScale(t *testing.T) {
 		"--experiment", "active_statements", "unlimited, 2, 4, 8", // concurrency limits, full
 		"high_latency_vs_active.svg", "throughput_vs_active.svg",
 		"cluster", "cluster_slowdown_vs_n.svg", "24000 rows", // the cluster experiment, full only
+		"basebackup", "pg_basebackup --max-rate", "basebackup_latency.svg", "basebackup_duration.svg",
 		"postgres://", "mysql://", "initdb",
 	} {
 		if !strings.Contains(out.String(), want) {
@@ -39,6 +40,7 @@ func TestLabUsageErrors(t *testing.T) {
 		{[]string{"lab", "--dsn", "postgres://u@h/db", "--backend", "postgres"}, "not both"},
 		{[]string{"lab", "--log-level", "loud"}, "--log-level"},
 		{[]string{"lab", "--experiment", "bogus"}, "unknown experiment"},
+		{[]string{"lab", "--quick", "--experiment", "basebackup"}, "no basebackup experiment"},
 		{[]string{"lab", "--bogus"}, "--bogus"},
 		{[]string{"lab", "extra"}, "extra"},
 	}

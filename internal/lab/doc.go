@@ -94,6 +94,33 @@
 // the figures differ from the reference's 55x. The servers are stopped
 // and their directories removed at the end, on error too.
 //
+// # Experiment 5: base backup
+//
+// Only with BackendPostgres (the throwaway server is the primary), and
+// not in the quick plan; otherwise it is skipped with its reason. The
+// lab fills the server to the plan's size (pgbench -i at a small scale,
+// then a logged table of wide rows without autovacuum: pg_basebackup
+// skips unlogged tables), creates a replication role, and adds two
+// routes on the default link: pgbench (the real binary, select-only then
+// tpcb-like, fixed duration, a per-transaction log) through one, and
+// pg_basebackup (-X stream, as the role) through the other. The link's
+// capacity is calibrated as in experiment 2, and also kept low enough
+// that a backup at full capacity outlasts both pgbench runs. Four
+// conditions, network_control on: pgbench alone; beside the backup with
+// the role unbound (normal class, like pgbench); with the role bound to
+// a pool with network_priority low; and with pg_basebackup --max-rate set
+// to the data rate the low-class backup averaged, unbound. Each backup
+// streams for a lead time before pgbench starts and runs on alone after
+// it. pgbench's figures (TPS, average, p50, p99) come from its
+// transaction log over the part of each run the backup covered; the
+// link's bytes (server to client, departed from the device queue) give
+// what was left idle of the capacity during each run and during the
+// backup's tail alone. pg_verifybackup checks the low-class backup. The
+// backups and logs are removed as each condition ends, and the table,
+// pgbench's tables, the role, the pool and the link settings at the end,
+// on error too. The pgbench and pg_basebackup processes run on the wall
+// clock, so this experiment needs Options.Clock to be clock.Real.
+//
 // # Time and output
 //
 // All waiting and timing uses the Options' clock.Clock. Progress lines

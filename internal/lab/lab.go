@@ -50,6 +50,9 @@ type Plan struct {
 	Flow        FlowPlan
 	Concurrency ConcurrencyPlan
 	Cluster     ClusterPlan
+	// BaseBackup runs only with BackendPostgres; it is skipped, saying
+	// why, otherwise.
+	BaseBackup BaseBackupPlan
 }
 
 // Experiment names, as --experiment takes them.
@@ -58,6 +61,7 @@ const (
 	ExperimentFlow        = "flow"
 	ExperimentConcurrency = "concurrency"
 	ExperimentCluster     = "cluster"
+	ExperimentBaseBackup  = "basebackup"
 )
 
 // Only returns p with every experiment but the named one emptied
@@ -75,8 +79,13 @@ func (p Plan) Only(experiment string) (Plan, error) {
 		out.Concurrency = p.Concurrency
 	case ExperimentCluster:
 		out.Cluster = p.Cluster
+	case ExperimentBaseBackup:
+		out.BaseBackup = p.BaseBackup
+		if out.BaseBackup.DatabaseBytes <= 0 {
+			return p, &UsageError{Msg: fmt.Sprintf("the %s plan has no %s experiment (the full plan has)", planName(p), ExperimentBaseBackup)}
+		}
 	default:
-		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency, ExperimentCluster)}
+		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s, %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency, ExperimentCluster, ExperimentBaseBackup)}
 	}
 	return out, nil
 }
@@ -204,6 +213,7 @@ func FullPlan() Plan {
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
 		Cluster:     ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6},
+		BaseBackup:  fullBaseBackupPlan(),
 	}
 }
 
@@ -281,7 +291,12 @@ func (o *Options) validate() error {
 	if err := o.Plan.Cluster.validate(); err != nil {
 		return err
 	}
-	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 && len(o.Plan.Cluster.Ns) == 0 {
+	if b := &o.Plan.BaseBackup; b.DatabaseBytes > 0 {
+		if err := b.validate(); err != nil {
+			return err
+		}
+	}
+	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 && len(o.Plan.Cluster.Ns) == 0 && o.Plan.BaseBackup.DatabaseBytes <= 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
 	}
 	return nil
@@ -381,6 +396,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if cr.Skipped == "" {
 			p.table(cr.table())
 		}
+	}
+	if o.Plan.BaseBackup.DatabaseBytes > 0 {
+		br, err := baseBackup(ctx, &o, db, s, clk, p)
+		if err != nil {
+			return nil, fmt.Errorf("base-backup experiment: %w", err)
+		}
+		rep.BaseBackup = br
 	}
 	rep.Seconds = clk.Now().Sub(start).Seconds()
 	rep.Targets = rep.evaluate()

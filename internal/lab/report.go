@@ -42,6 +42,7 @@ type Report struct {
 	Flow        *FlowReport        `json:"flow_control,omitempty"`
 	Concurrency *ConcurrencyReport `json:"concurrency,omitempty"`
 	Cluster     *ClusterReport     `json:"cluster,omitempty"`
+	BaseBackup  *BaseBackupReport  `json:"basebackup,omitempty"`
 	Targets     []Target           `json:"targets"`
 }
 
@@ -364,8 +365,12 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 	if c := r.Cluster; c != nil && len(c.Rows) > 0 {
 		files[FileClusterSlowdown] = []byte(c.SlowdownChart().String())
 	}
+	if b := r.BaseBackup; b != nil && len(b.Conditions) > 0 {
+		files[FileBBLatency] = []byte(b.LatencyChart().String())
+		files[FileBBDuration] = []byte(b.DurationChart().String())
+	}
 	var written []string
-	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown, FileConcLatency, FileConcThroughput, FileClusterSlowdown} {
+	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown, FileConcLatency, FileConcThroughput, FileClusterSlowdown, FileBBLatency, FileBBDuration} {
 		data, ok := files[name]
 		if !ok {
 			continue
@@ -406,6 +411,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	if c := r.Cluster; c != nil {
 		c.writeMarkdown(w)
+	}
+	if b := r.BaseBackup; b != nil {
+		b.writeMarkdown(w)
 	}
 }
 
