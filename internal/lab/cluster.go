@@ -111,11 +111,11 @@ const (
 	clusterLowShardUser  = "cluster_low_fdw"
 	clusterHighShardUser = "cluster_high_fdw"
 	clusterSetupUser     = "cluster_setup"
-	clusterLink      = "cluster_net"
-	clusterRule      = "cluster_bulk_rule"
-	clusterBulkPool  = "cluster_bulk_pool"
-	clusterHighPool  = "cluster_high_pool"
-	clusterCoord     = "cluster_coord"
+	clusterLink          = "cluster_net"
+	clusterRule          = "cluster_bulk_rule"
+	clusterBulkPool      = "cluster_bulk_pool"
+	clusterHighPool      = "cluster_high_pool"
+	clusterCoord         = "cluster_coord"
 )
 
 // clusterSettings are the servers' settings: small, for a 2-core
@@ -195,13 +195,15 @@ type ClusterReport struct {
 	Distributed     int `json:"distributed_statements,omitempty"`
 	ShardStatements int `json:"shard_statements,omitempty"`
 	ShardUnlinked   int `json:"shard_statements_unlinked"`
+	// UnlinkedKinds counts the unlinked ones by first word ("5 ABORT").
+	UnlinkedKinds string `json:"shard_statements_unlinked_kinds,omitempty"`
 	// LowStatement is one low-priority join on the unlimited link, the
 	// run that measured LowBytes, as a distributed statement;
 	// PenalisedStatement the last penalised low-priority join of the
 	// largest N with network_control on (stopped at the point's end).
 	LowStatement       *ClusterDistStatement `json:"low_statement,omitempty"`
 	PenalisedStatement *ClusterDistStatement `json:"penalised_statement,omitempty"`
-	Reps      int `json:"reps_per_point,omitempty"`
+	Reps               int                   `json:"reps_per_point,omitempty"`
 	// Setup are the sluice console statements; ClusterSetup the
 	// coordinator's SQL that made the cluster (passwords masked).
 	Setup        []string     `json:"setup,omitempty"`
@@ -243,8 +245,8 @@ type ClusterRow struct {
 	// rule.
 	Unpenalised float64 `json:"unpenalised_share"`
 	// Distributed is how many distributed statements ended during the
-	// point (from its first high-priority join to the end of the last
-	// low-priority join), both users'.
+	// point (from the end of its warm-up high-priority join to the end of
+	// the last low-priority join), both users'.
 	Distributed int `json:"distributed_statements"`
 	// LowJoins is how many of them were low-priority joins, completed or
 	// stopped at the point's end; LowPenalised how many of those were
@@ -443,8 +445,9 @@ func runCluster(ctx context.Context, r *clusterRun) (rep *ClusterReport, err err
 		}
 	}
 	total := r.watch.snapshot()
-	rep.Distributed, rep.ShardStatements, rep.ShardUnlinked = total.Distributed, total.Shard, total.ShardUnlinked
-	p.step("sluice saw %d distributed statements, with %d shard statements; %d of the client users' shard statements linked to no coordinator statement", rep.Distributed, rep.ShardStatements, rep.ShardUnlinked)
+	rep.Distributed, rep.ShardStatements, rep.ShardUnlinked, rep.UnlinkedKinds = total.Distributed, total.Shard, total.ShardUnlinked, total.kinds()
+	p.step("sluice saw %d distributed statements, with %d shard statements; %d of the client users' shard statements linked to no coordinator statement (%s)",
+		rep.Distributed, rep.ShardStatements, rep.ShardUnlinked, rep.UnlinkedKinds)
 	p.table(rep.distTable())
 	return rep, nil
 }

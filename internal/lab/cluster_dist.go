@@ -1,6 +1,9 @@
 package lab
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -78,6 +81,8 @@ type distCounts struct {
 	// never linked); ShardPenalised those penalised in their own right
 	// (by a rule of their own pool).
 	Shard, ShardUnlinked, ShardPenalised int
+	// UnlinkedKinds counts ShardUnlinked by the statements' first word.
+	UnlinkedKinds map[string]int
 }
 
 // minus returns c - o, field by field.
@@ -88,6 +93,20 @@ func (c distCounts) minus(o distCounts) distCounts {
 		LowFirings: c.LowFirings - o.LowFirings, LowAllNodes: c.LowAllNodes - o.LowAllNodes,
 		Shard: c.Shard - o.Shard, ShardUnlinked: c.ShardUnlinked - o.ShardUnlinked, ShardPenalised: c.ShardPenalised - o.ShardPenalised,
 	}
+}
+
+// kinds writes UnlinkedKinds as "2 ABORT, 1 COMMIT", by word.
+func (c distCounts) kinds() string {
+	words := make([]string, 0, len(c.UnlinkedKinds))
+	for w := range c.UnlinkedKinds {
+		words = append(words, w)
+	}
+	slices.Sort(words)
+	parts := make([]string, len(words))
+	for i, w := range words {
+		parts[i] = fmt.Sprintf("%d %s", c.UnlinkedKinds[w], w)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // distWatch counts the statements the cluster's routes see end, from the
@@ -128,6 +147,11 @@ func (w *distWatch) Observe(e session.Event) {
 		w.counts.Shard++
 		if st.Parent == nil && client {
 			w.counts.ShardUnlinked++
+			if w.counts.UnlinkedKinds == nil {
+				w.counts.UnlinkedKinds = map[string]int{}
+			}
+			word, _, _ := strings.Cut(strings.TrimSpace(st.SQL), " ")
+			w.counts.UnlinkedKinds[strings.ToUpper(word)]++
 		}
 		if pen {
 			w.counts.ShardPenalised++
@@ -182,7 +206,9 @@ func (w *distWatch) Observe(e session.Event) {
 func (w *distWatch) snapshot() distCounts {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.counts
+	c := w.counts
+	c.UnlinkedKinds = maps.Clone(c.UnlinkedKinds)
+	return c
 }
 
 // lastOf returns the last distributed statement of user to end, nil if

@@ -205,10 +205,14 @@ func (c *ClusterReport) writeMarkdown(w io.Writer) {
 	c.table().markdown(w)
 	pen, inExcept, firings := c.lowFirings("on")
 	offPen, offExcept, offFirings := c.lowFirings("off")
-	fmt.Fprintf(w, "\nsluice saw %d distributed statements in the run, with %d shard statements; %d of the client users' shard statements were linked to no coordinator statement "+
-		"(ANALYZE's, run on the coordinator directly, never are). Per point "+
-		"(from its first high-priority join to the end of its last low-priority join; low-priority joins still running at the end are stopped, so a join that had just begun ends unpenalised):\n\n",
-		c.Distributed, c.ShardStatements, c.ShardUnlinked)
+	unlinked := ""
+	if c.ShardUnlinked > 0 {
+		unlinked = fmt.Sprintf(" (%s: postgres_fdw ends a stopped join's remote transactions after sluice has seen the coordinator's statement end, so they belong to none)", c.UnlinkedKinds)
+	}
+	fmt.Fprintf(w, "\nsluice saw %d distributed statements in the run, with %d shard statements; %d of the client users' shard statements were linked to no coordinator statement%s "+
+		"(ANALYZE's, run on the coordinator directly, are not counted: they never are). Per point "+
+		"(from the end of its warm-up high-priority join to the end of its last low-priority join; low-priority joins still running at the end are stopped, so a join that had just begun ends unpenalised):\n\n",
+		c.Distributed, c.ShardStatements, c.ShardUnlinked, unlinked)
 	c.distTable().markdown(w)
 	fmt.Fprintf(w, "\nThe rule fired %d times with network_control on for %d penalised low-priority joins, whose except_info holds %d firings; with it off, %d times for %d penalised joins (%d in their except_info). "+
 		"No shard statement is penalised in its own right: a shard session is demoted through its coordinator's statement.",
