@@ -190,8 +190,8 @@ type ClusterReport struct {
 	// Distributed is how many distributed statements (coordinator
 	// statements with shard statements) sluice saw end during the run,
 	// both users', calibration included; ShardStatements how many shard
-	// statements, ShardUnlinked how many of those belonged to no
-	// coordinator statement.
+	// statements, ShardUnlinked how many of the client users' shard
+	// roles' belonged to no coordinator statement.
 	Distributed     int `json:"distributed_statements,omitempty"`
 	ShardStatements int `json:"shard_statements,omitempty"`
 	ShardUnlinked   int `json:"shard_statements_unlinked"`

@@ -207,10 +207,10 @@ func (c *ClusterReport) writeMarkdown(w io.Writer) {
 	offPen, offExcept, offFirings := c.lowFirings("off")
 	unlinked := ""
 	if c.ShardUnlinked > 0 {
-		unlinked = fmt.Sprintf(" (%s: postgres_fdw ends a stopped join's remote transactions after sluice has seen the coordinator's statement end, so they belong to none)", c.UnlinkedKinds)
+		unlinked = fmt.Sprintf(", %s: postgres_fdw ends a stopped join's remote transactions after sluice has seen the coordinator's statement end, so they belong to none", c.UnlinkedKinds)
 	}
 	fmt.Fprintf(w, "\nsluice saw %d distributed statements in the run, with %d shard statements; %d of the client users' shard statements were linked to no coordinator statement%s "+
-		"(ANALYZE's, run on the coordinator directly, are not counted: they never are). Per point "+
+		"(the setup role's, of ANALYZE run on the coordinator directly, never are, and are not counted). Per point "+
 		"(from the end of its warm-up high-priority join to the end of its last low-priority join; low-priority joins still running at the end are stopped, so a join that had just begun ends unpenalised):\n\n",
 		c.Distributed, c.ShardStatements, c.ShardUnlinked, unlinked)
 	c.distTable().markdown(w)
@@ -241,6 +241,31 @@ func (c *ClusterReport) flatText(n int) string {
 		one.Slowdown, last.Slowdown, n)
 }
 
+// oneJoinText says how far one low-priority join fills the FIFO: each of
+// its FETCHes is a round trip of fetch_size rows, and when those are
+// fewer bytes than the FIFO holds one join alone leaves it partly empty
+// between its FETCHes. "" without an N = 1 point or a model.
+func (c *ClusterReport) oneJoinText() string {
+	one := c.row("off", 1)
+	if one == nil || one.ModelMs <= 0 || c.LowRows <= 0 {
+		return ""
+	}
+	fetch := int64(c.FetchSize) * c.LowBytes / int64(c.LowRows)
+	if fetch >= c.QueueBytes {
+		return ""
+	}
+	full := ""
+	for _, n := range c.ns() {
+		if r := c.row("off", n); n > 1 && r != nil && r.ModelMs > 0 && r.ElapsedMs >= 0.8*r.ModelMs {
+			full = fmt.Sprintf("; from N = %d on the joins' FETCHes overlap and keep it about full (%.0f%% of the model)", n, 100*r.ElapsedMs/r.ModelMs)
+			break
+		}
+	}
+	return fmt.Sprintf(" A low-priority join is itself a chain of round trips: each FETCH brings %d rows, %s of wt1, less than the FIFO holds, "+
+		"so one join alone leaves the FIFO partly empty while its next FETCH makes its way, and at N = 1 the high-priority join took %.0f%% of the model (%.2fx)%s.",
+		c.FetchSize, units.FormatBytes(fetch), 100*one.ElapsedMs/one.ModelMs, one.Slowdown, full)
+}
+
 // unpenalisedText says how often the samples during the measured joins
 // of r saw an unpenalised low-priority shard statement.
 func unpenalisedText(r *ClusterRow) string {
@@ -265,11 +290,11 @@ func (c *ClusterReport) writeDiscussion(w io.Writer) {
 		n, off.ElapsedMs, base.ElapsedMs, off.Slowdown, on.ElapsedMs, on.Slowdown, referenceSlowdown)
 	fmt.Fprintf(w, "- **network_control = off**: the high-priority join is a chain of round trips on the shard connections: one run made %d statements there (%s), "+
 		"postgres_fdw's transaction, cursor, FETCH and CLOSE for each partition, one partition after another. "+
-		"One streaming low-priority join is enough to keep the shared FIFO full, and every answer then waits behind it, %s at %s = %.0f ms, "+
+		"While the low-priority joins keep the shared FIFO full, every answer waits behind it, %s at %s = %.0f ms, "+
 		"on top of sharing the capacity with N flows. The FIFO model column is that arithmetic, elapsed at N = 0 plus (N x %s + %d x %s) / capacity; "+
-		"at N = %d the join took %.0f%% of it (below it where the FIFO was not full at every round trip, above it by the processor time the bytes cost).%s\n",
+		"at N = %d the join took %.0f%% of it (below it where the FIFO was not full at every round trip, above it by the processor time the bytes cost).%s%s\n",
 		c.HighStatements, c.HighStatementKinds, units.FormatBytes(c.QueueBytes), c.Capacity, fifo,
-		units.FormatBytes(c.HighBytes), c.HighStatements, units.FormatBytes(c.QueueBytes), n, 100*off.ElapsedMs/max(off.ModelMs, 1e-9), c.flatText(n))
+		units.FormatBytes(c.HighBytes), c.HighStatements, units.FormatBytes(c.QueueBytes), n, 100*off.ElapsedMs/max(off.ModelMs, 1e-9), c.oneJoinText(), c.flatText(n))
 	lowWait := float64(c.HighStatements) * ms(c.LowQueueBytes)
 	lost := on.ElapsedMs - onBase.ElapsedMs
 	rest := "which can account for all of it"
