@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,9 +85,10 @@ const clusterDataNodes = 3
 const tenGE = 1.25e9
 
 // clusterFetchSize is postgres_fdw's fetch_size on every foreign server:
-// more rows than a partition holds, so that one FETCH streams a whole
-// partition (see the report).
-const clusterFetchSize = 10_000_000
+// its default, 100 rows (800 kB of wide rows) per FETCH. The rule judges
+// the coordinator's statement on its total, so how the shards' rows are
+// cut into FETCHes does not matter to it.
+const clusterFetchSize = 100
 
 // The statements of the cluster experiment. The reference's query joins
 // wt1 and wt2 on c2 and counts; postgres_fdw fetches only the columns a
@@ -99,17 +101,21 @@ const (
 	clusterHighSQL = `select count(t.b1 || t.b2) from (select wt3.c1, wt3.c2, wt3.b1, wt3.b2 from wt3, wt4 where wt3.c2 = wt4.c2) t`
 )
 
-// Names the cluster experiment creates: database roles (the same on the
-// coordinator and the data nodes), sluice's catalog objects and routes.
+// Names the cluster experiment creates: database roles (every one on
+// every server), sluice's catalog objects and routes. The client users
+// log in to the coordinator; postgres_fdw logs in to the data nodes as
+// each one's shard role, which no pool binds.
 const (
-	clusterLowUser   = "cluster_low"
-	clusterHighUser  = "cluster_high"
-	clusterSetupUser = "cluster_setup"
-	clusterLink      = "cluster_net"
-	clusterRule      = "cluster_bulk_rule"
-	clusterBulkPool  = "cluster_bulk_pool"
-	clusterHighPool  = "cluster_high_pool"
-	clusterCoord     = "cluster_coord"
+	clusterLowUser       = "cluster_low"
+	clusterHighUser      = "cluster_high"
+	clusterLowShardUser  = "cluster_low_fdw"
+	clusterHighShardUser = "cluster_high_fdw"
+	clusterSetupUser     = "cluster_setup"
+	clusterLink          = "cluster_net"
+	clusterRule          = "cluster_bulk_rule"
+	clusterBulkPool      = "cluster_bulk_pool"
+	clusterHighPool      = "cluster_high_pool"
+	clusterCoord         = "cluster_coord"
 )
 
 // clusterSettings are the servers' settings: small, for a 2-core
@@ -181,7 +187,23 @@ type ClusterReport struct {
 	ShardApplication string `json:"shard_application_name,omitempty"`
 	// FetchSize is postgres_fdw's fetch_size on every foreign server.
 	FetchSize int `json:"fetch_size,omitempty"`
-	Reps      int `json:"reps_per_point,omitempty"`
+	// Distributed is how many distributed statements (coordinator
+	// statements with shard statements) sluice saw end during the run,
+	// both users', calibration included; ShardStatements how many shard
+	// statements, ShardUnlinked how many of the client users' shard
+	// roles' belonged to no coordinator statement.
+	Distributed     int `json:"distributed_statements,omitempty"`
+	ShardStatements int `json:"shard_statements,omitempty"`
+	ShardUnlinked   int `json:"shard_statements_unlinked"`
+	// UnlinkedKinds counts the unlinked ones by first word ("5 ABORT").
+	UnlinkedKinds string `json:"shard_statements_unlinked_kinds,omitempty"`
+	// LowStatement is one low-priority join on the unlimited link, the
+	// run that measured LowBytes, as a distributed statement;
+	// PenalisedStatement the last penalised low-priority join of the
+	// largest N with network_control on (stopped at the point's end).
+	LowStatement       *ClusterDistStatement `json:"low_statement,omitempty"`
+	PenalisedStatement *ClusterDistStatement `json:"penalised_statement,omitempty"`
+	Reps               int                   `json:"reps_per_point,omitempty"`
 	// Setup are the sluice console statements; ClusterSetup the
 	// coordinator's SQL that made the cluster (passwords masked).
 	Setup        []string     `json:"setup,omitempty"`
@@ -214,13 +236,40 @@ type ClusterRow struct {
 	// together while the high-priority join was measured.
 	LowMBps float64 `json:"low_mb_per_s"`
 	// PenaltySeconds is how long after the low-priority joins started
-	// every one of their running shard statements was penalised.
+	// every one of their statements was penalised.
 	PenaltySeconds float64 `json:"penalty_seconds,omitempty"`
 	// Unpenalised is the share of the samples taken while the
-	// high-priority join ran (every 20 ms) that saw a low-priority shard
-	// statement running unpenalised: one that began during the join and
-	// had not yet run long enough for the rule.
+	// high-priority join ran (every 20 ms) that saw a low-priority join
+	// running unpenalised: one that began during the measured join (its
+	// predecessor having ended) and had not yet run long enough for the
+	// rule.
 	Unpenalised float64 `json:"unpenalised_share"`
+	// Distributed is how many distributed statements ended during the
+	// point (from the end of its warm-up high-priority join to the end of
+	// the last low-priority join), both users'.
+	Distributed int `json:"distributed_statements"`
+	// LowJoins is how many of them were low-priority joins, completed or
+	// stopped at the point's end; LowPenalised how many of those were
+	// penalised; LowFirings the rule's firings in their except_info;
+	// LowAllNodes how many had shard statements on every shard route.
+	LowJoins     int `json:"low_joins_ended"`
+	LowPenalised int `json:"low_joins_penalised"`
+	LowFirings   int `json:"low_join_rule_firings"`
+	LowAllNodes  int `json:"low_joins_on_every_shard"`
+	// RuleFirings is the workload manager's count of the rule's
+	// firings during the point (SHOW RULES), on any statement.
+	RuleFirings int `json:"rule_firings"`
+	// ShardStatements is how many shard statements ended during the
+	// point; ShardPenalised how many were penalised in their own right
+	// (their pool has no rule: a shard session is demoted through its
+	// coordinator's statement, its statements keep their own flag).
+	ShardStatements int `json:"shard_statements"`
+	ShardPenalised  int `json:"shard_statements_penalised"`
+	// HighClassShare is the shard link's high-class bytes while the
+	// high-priority join was measured over what its shard sessions
+	// received: 1 when its shard flows take its coordinator pool's high
+	// class (the low-priority joins' are never high).
+	HighClassShare float64 `json:"high_class_share"`
 	// SamplesMs are the measurements, in order.
 	SamplesMs []float64 `json:"samples_ms"`
 }
@@ -247,6 +296,8 @@ type clusterRun struct {
 	capacity  int64
 	// app is the application_name of a shard session, once seen.
 	app string
+	// watch counts the statements that end on the cluster's routes.
+	watch *distWatch
 }
 
 // clusterSkip says why the cluster experiment cannot run on db, or "".
@@ -306,6 +357,9 @@ func runCluster(ctx context.Context, r *clusterRun) (rep *ClusterReport, err err
 	if err := r.addRoutes(); err != nil {
 		return nil, err
 	}
+	r.watch = &distWatch{coord: clusterCoord, shards: r.shards, lowUser: clusterLowUser, rule: clusterRule,
+		shardUsers: map[string]bool{clusterLowShardUser: true, clusterHighShardUser: true}}
+	defer r.s.reg.Watch(r.watch)()
 	setup, err := r.build(ctx)
 	rep.ClusterSetup = setup
 	if err != nil {
@@ -320,9 +374,15 @@ func runCluster(ctx context.Context, r *clusterRun) (rep *ClusterReport, err err
 	if rep.ReferenceBytes, refRows, err = r.measureOnce(ctx, clusterLowUser, clusterRefSQL); err != nil {
 		return nil, err
 	}
+	prev := r.watch.lastOf(clusterLowUser)
 	if rep.LowBytes, _, err = r.measureOnce(ctx, clusterLowUser, clusterLowSQL); err != nil {
 		return nil, err
 	}
+	waitIdle(ctx, r.clk, func() bool { return r.watch.lastOf(clusterLowUser) != prev })
+	if rep.LowStatement = r.watch.lastOf(clusterLowUser); rep.LowStatement == prev {
+		return nil, errors.New("the low-priority join was no distributed statement: sluice linked no shard statement to it")
+	}
+	p.step("the low-priority join is one distributed statement: nodes %s", rep.LowStatement.Nodes)
 	rep.ShardApplication = r.app
 	if refRows != int64(r.plan.LowRows) {
 		return nil, fmt.Errorf("the reference join counted %d rows, want %d", refRows, r.plan.LowRows)
@@ -354,9 +414,13 @@ func runCluster(ctx context.Context, r *clusterRun) (rep *ClusterReport, err err
 		}
 		var base float64
 		for _, n := range r.plan.Ns {
+			pen := r.watch.penalised()
 			row, one, err := r.point(ctx, control, n)
 			if err != nil {
 				return nil, fmt.Errorf("network_control %s, N=%d: %w", control, n, err)
+			}
+			if last := r.watch.penalised(); control == "on" && n == slices.Max(r.plan.Ns) && last != pen {
+				rep.PenalisedStatement = last
 			}
 			if n == 0 {
 				base = row.ElapsedMs
@@ -374,10 +438,17 @@ func runCluster(ctx context.Context, r *clusterRun) (rep *ClusterReport, err err
 				}
 			}
 			rep.Rows = append(rep.Rows, row)
-			p.step("network_control %s, N=%d: high-priority join %.1f ms (median; mean %.1f, min %.1f, max %.1f) = %.2fx; low-priority joins %.1f MB/s; unpenalised low shard statements in %.0f%% of samples",
+			p.step("network_control %s, N=%d: high-priority join %.1f ms (median; mean %.1f, min %.1f, max %.1f) = %.2fx; low-priority joins %.1f MB/s; unpenalised low-priority joins in %.0f%% of samples",
 				control, n, row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs, row.Slowdown, row.LowMBps, 100*row.Unpenalised)
+			p.step("network_control %s, N=%d: %d distributed statements; %d low-priority joins ended, %d penalised, rule fired %d times (%d in their except_info); %d shard statements, %d penalised in their own right",
+				control, n, row.Distributed, row.LowJoins, row.LowPenalised, row.RuleFirings, row.LowFirings, row.ShardStatements, row.ShardPenalised)
 		}
 	}
+	total := r.watch.snapshot()
+	rep.Distributed, rep.ShardStatements, rep.ShardUnlinked, rep.UnlinkedKinds = total.Distributed, total.Shard, total.ShardUnlinked, total.kinds()
+	p.step("sluice saw %d distributed statements, with %d shard statements; %d of the client users' shard statements linked to no coordinator statement (%s)",
+		rep.Distributed, rep.ShardStatements, rep.ShardUnlinked, rep.UnlinkedKinds)
+	p.table(rep.distTable())
 	return rep, nil
 }
 
@@ -489,7 +560,7 @@ func (r *clusterRun) build(ctx context.Context) ([]string, error) {
 	r.p.step("building the cluster: roles, postgres_fdw servers through the sluice routes, wt1..wt4 hash-partitioned by c1 over %d data nodes", clusterDataNodes)
 	r.passwords = map[string]string{}
 	var roles []string
-	for _, u := range []string{clusterLowUser, clusterHighUser, clusterSetupUser} {
+	for _, u := range []string{clusterLowUser, clusterHighUser, clusterLowShardUser, clusterHighShardUser, clusterSetupUser} {
 		b := make([]byte, 12)
 		if _, err := rand.Read(b); err != nil {
 			return nil, fmt.Errorf("random: %w", err)
@@ -515,8 +586,9 @@ func (r *clusterRun) build(ctx context.Context) ([]string, error) {
 		host, port, _ := strings.Cut(addr, ":")
 		do(fmt.Sprintf("CREATE SERVER dn%d FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '%s', port '%s', dbname 'postgres', sslmode 'disable', fetch_size '%d')",
 			i, host, port, clusterFetchSize), false)
-		for _, u := range []string{clusterLowUser, clusterHighUser} {
-			do(fmt.Sprintf("CREATE USER MAPPING FOR %s SERVER dn%d OPTIONS (user '%s', password '%s')", u, i, u, r.passwords[u]), true)
+		// Each client user reaches the data nodes as its shard role.
+		for _, m := range [][2]string{{clusterLowUser, clusterLowShardUser}, {clusterHighUser, clusterHighShardUser}} {
+			do(fmt.Sprintf("CREATE USER MAPPING FOR %s SERVER dn%d OPTIONS (user '%s', password '%s')", m[0], i, m[1], r.passwords[m[1]]), true)
 		}
 		// The superuser's mapping, for ANALYZE: a role bound to no pool.
 		do(fmt.Sprintf("CREATE USER MAPPING FOR postgres SERVER dn%d OPTIONS (user '%s', password '%s')", i, clusterSetupUser, r.passwords[clusterSetupUser]), true)
@@ -565,7 +637,7 @@ func (r *clusterRun) build(ctx context.Context) ([]string, error) {
 				fmt.Sprintf("INSERT INTO %s SELECT i, i, lpad(i::text, 1000, 'b'), lpad(i::text, 7000, 'w') FROM unnest('%s'::int[]) i", t, ids[t][i-1]))
 		}
 		stmts = append(stmts,
-			fmt.Sprintf("GRANT SELECT ON %s TO %s, %s, %s", strings.Join(tables, ", "), clusterLowUser, clusterHighUser, clusterSetupUser),
+			fmt.Sprintf("GRANT SELECT ON %s TO %s, %s, %s", strings.Join(tables, ", "), clusterLowShardUser, clusterHighShardUser, clusterSetupUser),
 			"VACUUM ANALYZE")
 		wg.Add(1)
 		go func() {
@@ -696,25 +768,38 @@ func count(ctx context.Context, c *pgconn.PgConn, q string) (int64, error) {
 }
 
 // shardBytes returns the bytes the data nodes sent through the shard
-// link so far, of pool ("" for all pools).
-func (r *clusterRun) shardBytes(pool string) int64 {
+// link so far.
+func (r *clusterRun) shardBytes() int64 {
 	l := r.s.mgr.Link(clusterLink)
 	if l == nil {
 		return 0
 	}
-	d := l.Stats().Directions[link.Down]
 	var n int64
-	if pool == "" {
-		for _, c := range d.Classes {
-			n += c.Bytes
-		}
-		return n
+	for _, c := range l.Stats().Directions[link.Down].Classes {
+		n += c.Bytes
 	}
-	for _, ps := range d.Pools {
-		if ps.Pool == pool {
-			for _, c := range ps.Classes {
-				n += c.Bytes
-			}
+	return n
+}
+
+// shardClassBytes returns the bytes the data nodes sent through the
+// shard link so far in class c.
+func (r *clusterRun) shardClassBytes(c link.Class) int64 {
+	l := r.s.mgr.Link(clusterLink)
+	if l == nil {
+		return 0
+	}
+	return l.Stats().Directions[link.Down].Classes[c].Bytes
+}
+
+// shardUserBytes returns the bytes the data nodes sent so far to the
+// open shard sessions of the shard role user. A shard session's pool is
+// its own (the same for both roles), its class its coordinator's, so the
+// sessions' counters tell the two jobs apart where the link's cannot.
+func (r *clusterRun) shardUserBytes(user string) int64 {
+	var n int64
+	for _, s := range r.s.reg.Sessions() {
+		if r.shards[s.Info.Route] && s.User() == user {
+			n += s.BytesDown()
 		}
 	}
 	return n
@@ -728,7 +813,7 @@ func (r *clusterRun) measureOnce(ctx context.Context, user, q string) (bytes, n 
 		return 0, 0, err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
-	b0 := r.shardBytes("")
+	b0 := r.shardBytes()
 	n, err = count(ctx, c, q)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", q, err)
@@ -738,7 +823,7 @@ func (r *clusterRun) measureOnce(ctx context.Context, user, q string) (bytes, n 
 		// its client's session lasts.
 		r.app = r.shardApplication()
 	}
-	return r.shardBytes("") - b0, n, nil
+	return r.shardBytes() - b0, n, nil
 }
 
 // shardApplication returns the application_name of an open shard
@@ -765,10 +850,10 @@ func (r *clusterRun) calibrate(ctx context.Context) (float64, error) {
 	var rate float64
 	err = clock.Sleep(ctx, r.clk, warm)
 	for i := 0; i < windows && err == nil; i++ {
-		n0, t0 := r.shardBytes(""), r.clk.Now()
+		n0, t0 := r.shardBytes(), r.clk.Now()
 		err = clock.Sleep(ctx, r.clk, window)
 		if secs := r.clk.Now().Sub(t0).Seconds(); secs > 0 {
-			rate = max(rate, float64(r.shardBytes("")-n0)/secs)
+			rate = max(rate, float64(r.shardBytes()-n0)/secs)
 		}
 	}
 	jerr := r.stopLow(ctx, []*lowJob{j})
@@ -851,7 +936,7 @@ func (r *clusterRun) stopLow(ctx context.Context, jobs []*lowJob) error {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	kill := fmt.Sprintf("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '%s'", clusterLowUser)
+	kill := fmt.Sprintf("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '%s'", clusterLowShardUser)
 	for {
 		pending := 0
 		for _, j := range jobs {
@@ -892,12 +977,13 @@ func (r *clusterRun) stopLow(ctx context.Context, jobs []*lowJob) error {
 	return first
 }
 
-// lowShard counts the low-priority joins' running shard statements and
-// how many of them are penalised.
-func (r *clusterRun) lowShard() (running, penalised int) {
+// lowJoins counts the low-priority joins running on the coordinator
+// (their client statements, each a distributed statement) and how many
+// of them are penalised.
+func (r *clusterRun) lowJoins() (running, penalised int) {
 	for _, st := range r.s.reg.Active() {
 		snap := st.Snapshot()
-		if snap.User == clusterLowUser && r.shards[snap.Route] {
+		if snap.User == clusterLowUser && snap.Route == clusterCoord {
 			running++
 			if snap.Penalized {
 				penalised++
@@ -907,12 +993,22 @@ func (r *clusterRun) lowShard() (running, penalised int) {
 	return running, penalised
 }
 
-// drain waits, for up to 10 s, until no low-priority shard statement
-// runs and the shard link's queues are empty.
+// lowShardRunning reports whether a statement of the low-priority shard
+// role runs on a shard route.
+func (r *clusterRun) lowShardRunning() bool {
+	for _, st := range r.s.reg.Active() {
+		if s := st.Session; r.shards[s.Info.Route] && s.User() == clusterLowShardUser {
+			return true
+		}
+	}
+	return false
+}
+
+// drain waits, for up to 10 s, until no low-priority join and none of
+// its shard statements runs and the shard link's queues are empty.
 func (r *clusterRun) drain(ctx context.Context) {
 	waitIdle(ctx, r.clk, func() bool {
-		running, _ := r.lowShard()
-		if running > 0 {
+		if running, _ := r.lowJoins(); running > 0 || r.lowShardRunning() {
 			return false
 		}
 		l := r.s.mgr.Link(clusterLink)
@@ -924,10 +1020,10 @@ func (r *clusterRun) drain(ctx context.Context) {
 	})
 }
 
-// waitPenalised waits until at least one low-priority shard statement
-// runs and every running one is penalised, printing progress when
-// verbose. After PenaltyTimeout it prints a warning and lets the
-// measurement go on; it fails when a low-priority job fails.
+// waitPenalised waits until every job's low-priority join runs and is
+// penalised (the rule fired on the distributed statement), printing
+// progress when verbose. After PenaltyTimeout it prints a warning and
+// lets the measurement go on; it fails when a low-priority job fails.
 func (r *clusterRun) waitPenalised(ctx context.Context, jobs []*lowJob, verbose bool) error {
 	deadline := r.clk.Now().Add(r.plan.PenaltyTimeout)
 	next := r.clk.Now().Add(2 * time.Second)
@@ -937,17 +1033,17 @@ func (r *clusterRun) waitPenalised(ctx context.Context, jobs []*lowJob, verbose 
 				return err
 			}
 		}
-		running, pen := r.lowShard()
-		if running > 0 && pen == running {
+		running, pen := r.lowJoins()
+		if running == len(jobs) && pen == running {
 			return nil
 		}
 		now := r.clk.Now()
 		if now.After(deadline) {
-			r.p.step("  warning: %d of %d running low-priority shard statements penalised after %s; measuring anyway", pen, running, r.plan.PenaltyTimeout)
+			r.p.step("  warning: %d of %d low-priority joins penalised after %s (%d running); measuring anyway", pen, len(jobs), r.plan.PenaltyTimeout, running)
 			return nil
 		}
 		if verbose && now.After(next) {
-			r.p.step("  %d low-priority shard statements running, %d penalised", running, pen)
+			r.p.step("  %d/%d low-priority joins running, %d penalised", running, len(jobs), pen)
 			next = now.Add(2 * time.Second)
 		}
 		if err := clock.Sleep(ctx, r.clk, 20*time.Millisecond); err != nil {
@@ -979,11 +1075,16 @@ func (r *clusterRun) point(ctx context.Context, control string, n int) (row Clus
 	}
 
 	var jobs []*lowJob
+	c0, f0 := r.watch.snapshot(), r.s.mgr.Stats().RuleFirings(clusterRule)
 	defer func() {
 		if serr := r.stopLow(ctx, jobs); serr != nil && err == nil {
 			err = serr
 		}
 		r.drain(ctx)
+		d := r.watch.snapshot().minus(c0)
+		row.Distributed, row.LowJoins, row.LowPenalised, row.LowFirings, row.LowAllNodes = d.Distributed, d.LowJoins, d.LowPenalised, d.LowFirings, d.LowAllNodes
+		row.ShardStatements, row.ShardPenalised = d.Shard, d.ShardPenalised
+		row.RuleFirings = int(r.s.mgr.Stats().RuleFirings(clusterRule) - f0)
 	}()
 	for i := 0; i < n; i++ {
 		j, err := r.startLow(ctx, i)
@@ -993,7 +1094,7 @@ func (r *clusterRun) point(ctx context.Context, control string, n int) (row Clus
 		jobs = append(jobs, j)
 	}
 	if n > 0 {
-		r.p.step("network_control %s, N=%d: started %s; waiting until their shard statements are penalised", control, n, plural(n, "low-priority join"))
+		r.p.step("network_control %s, N=%d: started %s; waiting until each is penalised", control, n, plural(n, "low-priority join"))
 		t0 := r.clk.Now()
 		if err := r.waitPenalised(ctx, jobs, true); err != nil {
 			return row, one, err
@@ -1014,20 +1115,20 @@ func (r *clusterRun) point(ctx context.Context, control string, n int) (row Clus
 	var times []float64
 	var samples, unpen int
 	var measured time.Duration
-	var lowBytes int64
+	var lowBytes, highBytes, highClass int64
 	for i := 0; i < r.plan.Reps; i++ {
 		if n > 0 {
 			if err := r.waitPenalised(ctx, jobs, false); err != nil {
 				return row, one, err
 			}
 		}
-		// Sample the low-priority shard statements while the join runs.
+		// Sample the low-priority joins while the high-priority one runs.
 		sctx, stopSampling := context.WithCancel(ctx)
 		sampled := make(chan [2]int, 1)
 		go func() {
 			var s, u int
 			for {
-				if running, pen := r.lowShard(); running > pen {
+				if running, pen := r.lowJoins(); running > pen {
 					u++
 				}
 				s++
@@ -1037,7 +1138,7 @@ func (r *clusterRun) point(ctx context.Context, control string, n int) (row Clus
 				}
 			}
 		}()
-		b0, l0, t0 := r.shardBytes(clusterHighPool), r.shardBytes(clusterBulkPool), r.clk.Now()
+		b0, l0, h0, t0 := r.shardUserBytes(clusterHighShardUser), r.shardUserBytes(clusterLowShardUser), r.shardClassBytes(link.High), r.clk.Now()
 		got, err := count(ctx, high, clusterHighSQL)
 		d := r.clk.Now().Sub(t0)
 		stopSampling()
@@ -1048,11 +1149,13 @@ func (r *clusterRun) point(ctx context.Context, control string, n int) (row Clus
 		if got != int64(r.plan.HighRows) {
 			return row, one, fmt.Errorf("high-priority join counted %d rows, want %d", got, r.plan.HighRows)
 		}
-		one.bytes = r.shardBytes(clusterHighPool) - b0
+		one.bytes = r.shardUserBytes(clusterHighShardUser) - b0
+		highBytes += one.bytes
+		highClass += r.shardClassBytes(link.High) - h0
 		if n == 0 {
 			one.statements, one.kinds = r.highStatements(t0)
 		}
-		lowBytes += r.shardBytes(clusterBulkPool) - l0
+		lowBytes += r.shardUserBytes(clusterLowShardUser) - l0
 		measured += d
 		samples += su[0]
 		unpen += su[1]
@@ -1061,6 +1164,9 @@ func (r *clusterRun) point(ctx context.Context, control string, n int) (row Clus
 	}
 	if n > 0 && measured > 0 {
 		row.LowMBps = float64(lowBytes) / 1e6 / measured.Seconds()
+	}
+	if highBytes > 0 {
+		row.HighClassShare = float64(highClass) / float64(highBytes)
 	}
 	if n > 0 && samples > 0 {
 		row.Unpenalised = float64(unpen) / float64(samples)
@@ -1077,7 +1183,7 @@ func (r *clusterRun) highStatements(since time.Time) (n int, kinds string) {
 	var order []string
 	for _, st := range r.s.reg.Recent() {
 		snap := st.Snapshot()
-		if snap.User != clusterHighUser || !r.shards[snap.Route] || snap.Started.Before(since) {
+		if snap.User != clusterHighShardUser || !r.shards[snap.Route] || snap.Started.Before(since) {
 			continue
 		}
 		n++

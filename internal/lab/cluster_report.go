@@ -32,6 +32,58 @@ func (c *ClusterReport) table() table {
 	return t
 }
 
+// distTable returns what sluice saw of the distributed statements at
+// each point: one row per point, off first.
+func (c *ClusterReport) distTable() table {
+	t := table{head: []string{"network_control", "N", "distributed statements", "low joins ended", "low joins penalised", "rule firings",
+		"in their except_info", "low joins on every shard", "shard statements", "shard statements penalised", "high join's shard bytes in high class"}}
+	for _, r := range c.Rows {
+		t.rows = append(t.rows, []string{r.Control, fmt.Sprint(r.N), fmt.Sprint(r.Distributed), fmt.Sprint(r.LowJoins), fmt.Sprint(r.LowPenalised),
+			fmt.Sprint(r.RuleFirings), fmt.Sprint(r.LowFirings), fmt.Sprint(r.LowAllNodes), fmt.Sprint(r.ShardStatements), fmt.Sprint(r.ShardPenalised),
+			fmt.Sprintf("%.0f%%", 100*r.HighClassShare)})
+	}
+	return t
+}
+
+// nodeTable returns a distributed statement's bytes per node, its own
+// route first.
+func (d *ClusterDistStatement) nodeTable() table {
+	t := table{head: []string{"route", "statements", "bytes up", "bytes down"}}
+	t.rows = append(t.rows, []string{clusterCoord + " (its own)", "1", fmt.Sprint(d.BytesUp), fmt.Sprint(d.BytesDown)})
+	stmts := int64(1)
+	for _, n := range d.PerNode {
+		t.rows = append(t.rows, []string{n.Route, fmt.Sprint(n.Statements), fmt.Sprint(n.BytesUp), fmt.Sprint(n.BytesDown)})
+		stmts += n.Statements
+	}
+	t.rows = append(t.rows, []string{"total", fmt.Sprint(stmts), fmt.Sprint(d.TotalUp), fmt.Sprint(d.TotalDown)})
+	return t
+}
+
+// writeMarkdown writes one distributed statement: its nodes column and
+// its bytes per node.
+func (d *ClusterDistStatement) writeMarkdown(w io.Writer) {
+	pen := "not penalised"
+	if d.Penalised {
+		pen = fmt.Sprintf("penalised (except_info `%s`)", strings.Join(d.Except, "; "))
+	}
+	fmt.Fprintf(w, "user %s, pool %s, %s after %.0f ms, %s; SHOW STATEMENTS' nodes column:\n\n```\n%s\n```\n\n", d.User, d.Pool, d.Outcome, d.ElapsedMs, pen, d.Nodes)
+	d.nodeTable().markdown(w)
+	fmt.Fprintln(w)
+}
+
+// lowFirings sums the on points' low-priority joins: penalised, rule
+// firings in their except_info, and the manager's firings.
+func (c *ClusterReport) lowFirings(control string) (penalised, inExcept, firings int) {
+	for _, r := range c.Rows {
+		if r.Control == control {
+			penalised += r.LowPenalised
+			inExcept += r.LowFirings
+			firings += r.RuleFirings
+		}
+	}
+	return penalised, inExcept, firings
+}
+
 // ns returns the Ns measured, in order.
 func (c *ClusterReport) ns() []int {
 	var out []int
@@ -127,22 +179,52 @@ func (c *ClusterReport) writeMarkdown(w io.Writer) {
 		units.FormatBytes(c.ReferenceBytes), float64(c.ReferenceBytes)/float64(max(c.LowRows, 1)), c.LowSQL, strings.Join(c.LowFetch, "\n"))
 	fmt.Fprintf(w, "and one run moves %s (%.0f bytes per row of wt1). The plan:\n\n```\n%s\n```\n\n",
 		units.FormatBytes(c.LowBytes), float64(c.LowBytes)/float64(max(c.LowRows, 1)), c.LowPlan)
+	if d := c.LowStatement; d != nil {
+		fmt.Fprintf(w, "sluice sees that run as one distributed statement: the client's statement on route %s, with postgres_fdw's statements on the shard routes "+
+			"(its cursors' DECLARE, FETCH of %d rows each, CLOSE, and the remote transaction) as its shard statements; ", clusterCoord, c.FetchSize)
+		d.writeMarkdown(w)
+	}
 	fmt.Fprintf(w, "N low-priority joins run in a loop, by user %s, while the high-priority join, the same query on wt3 and wt4 by user %s, is measured %d times per point (elapsed is the median); "+
 		"one run of it moves %s from the data nodes:\n\n```sql\n%s\n```\n\n",
 		clusterLowUser, clusterHighUser, c.Reps, units.FormatBytes(c.HighBytes), c.HighSQL)
-	fmt.Fprintf(w, "Each coordinator user has a user mapping to a shard role of the same name on every data node, so the shard routes bind the shard sessions by user to the same pools as the client's: "+
-		"the low-priority joins' to the pool with the penalty rule, the high-priority join's to a pool with network_priority high. In sluice:\n\n```sql\n%s;\n```\n\n",
-		strings.Join(c.Setup, ";\n"))
-	fmt.Fprintf(w, "On the coordinator (passwords masked; `postgres_fdw.application_name = 'fdw %%p'` is set too, so a sluice that links distributed statements sees the shard sessions' coordinator backend: "+
+	fmt.Fprintf(w, "The pools bind the client users, on the coordinator's route: %s's pool has the penalty exception rule, %s's network_priority high. "+
+		"Each client user reaches the data nodes as a shard role of its own (%s, %s), which no pool binds: the shard sessions are in the default pool, with no rule. "+
+		"sluice links every shard session to the coordinator session whose backend opened it, so a shard session's bytes go at the class of the coordinator's pool "+
+		"(the high-priority join's shard flows are high class), and the rule on %s's pool judges each low-priority join on its total, every shard's bytes included. In sluice:\n\n```sql\n%s;\n```\n\n",
+		clusterLowUser, clusterHighUser, clusterLowShardUser, clusterHighShardUser, clusterLowUser, strings.Join(c.Setup, ";\n"))
+	fmt.Fprintf(w, "On the coordinator (passwords masked; `postgres_fdw.application_name = 'fdw %%p'` is set too, which names the coordinator backend in each shard session, the name sluice's distributed_application_name matches: "+
 		"sluice saw shard sessions named `%s`):\n\n```sql\n%s;\n```\n\n",
 		c.ShardApplication, strings.Join(c.ClusterSetup, ";\n"))
-	fmt.Fprintf(w, "A shard statement is what sluice sees on a shard connection: postgres_fdw declares a cursor and FETCHes from it, each FETCH one statement. "+
-		"An exception rule applies to one statement once it has run elapsedtime and, for bandwidth, at least a second, so short FETCHes would never be penalised: "+
-		"fetch_size is %d on every foreign server, more than a partition holds, so one FETCH streams a whole partition, as one broadcast stream does. "+
-		"Each point waits until every running low-priority shard statement is penalised before each measurement; "+
-		"a FETCH that begins during the measured join runs unpenalised until the rule fires, and the unpenalised column is the share of 20 ms samples during the measured joins that saw one. "+
+	fmt.Fprintf(w, "An exception rule applies to a statement once it has run elapsedtime and, for bandwidth, at least a second. "+
+		"A FETCH of postgres_fdw's default fetch_size (%d rows) lasts far less, but the rule is on the coordinator's pool and judges the distributed statement, "+
+		"which lasts the whole join: it fires once per low-priority join, and its penalty demotes the coordinator session and every shard session linked to it, "+
+		"so each later FETCH of that join starts in the low class. "+
+		"Each point waits until every low-priority join is penalised before each measurement; "+
+		"a low-priority join that begins during the measured join (its predecessor having ended) runs unpenalised until the rule fires, and the unpenalised column is the share of 20 ms samples during the measured joins that saw one. "+
 		"Slowdown is the elapsed time over the elapsed time at N = 0 with the same setting.\n\n", c.FetchSize)
 	c.table().markdown(w)
+	pen, inExcept, firings := c.lowFirings("on")
+	offPen, offExcept, offFirings := c.lowFirings("off")
+	unlinked := ""
+	if c.ShardUnlinked > 0 {
+		unlinked = fmt.Sprintf(", %s: postgres_fdw ends a stopped join's remote transactions after sluice has seen the coordinator's statement end, so they belong to none", c.UnlinkedKinds)
+	}
+	fmt.Fprintf(w, "\nsluice saw %d distributed statements in the run, with %d shard statements; %d of the client users' shard statements were linked to no coordinator statement%s "+
+		"(the setup role's, of ANALYZE run on the coordinator directly, never are, and are not counted). Per point "+
+		"(from the end of its warm-up high-priority join to the end of its last low-priority join; low-priority joins still running at the end are stopped, so a join that had just begun ends unpenalised):\n\n",
+		c.Distributed, c.ShardStatements, c.ShardUnlinked, unlinked)
+	c.distTable().markdown(w)
+	fmt.Fprintf(w, "\nThe rule fired %d times with network_control on for %d penalised low-priority joins, whose except_info holds %d firings; with it off, %d times for %d penalised joins (%d in their except_info). "+
+		"No shard statement is penalised in its own right: a shard session is demoted through its coordinator's statement.",
+		firings, pen, inExcept, offFirings, offPen, offExcept)
+	if r := c.row("on", 0); r != nil {
+		fmt.Fprintf(w, " The high-priority join's shard sessions are in the default pool, and %.0f%% of what they received went in the shard link's high class, its coordinator pool's.", 100*r.HighClassShare)
+	}
+	fmt.Fprintf(w, "\n\n")
+	if d := c.PenalisedStatement; d != nil {
+		fmt.Fprintf(w, "One penalised low-priority join of the last point with network_control on, stopped at the point's end: ")
+		d.writeMarkdown(w)
+	}
 	fmt.Fprintf(w, "\n![cluster slowdown vs N](%s)\n\n", FileClusterSlowdown)
 	c.writeDiscussion(w)
 }
@@ -157,6 +239,31 @@ func (c *ClusterReport) flatText(n int) string {
 	}
 	return fmt.Sprintf(" So one low-priority join makes most of the slowdown (%.2fx at N = 1), and more of them add only their share of the link (%.2fx at N = %d).",
 		one.Slowdown, last.Slowdown, n)
+}
+
+// oneJoinText says how far one low-priority join fills the FIFO: each of
+// its FETCHes is a round trip of fetch_size rows, and when those are
+// fewer bytes than the FIFO holds one join alone leaves it partly empty
+// between its FETCHes. "" without an N = 1 point or a model.
+func (c *ClusterReport) oneJoinText() string {
+	one := c.row("off", 1)
+	if one == nil || one.ModelMs <= 0 || c.LowRows <= 0 {
+		return ""
+	}
+	fetch := int64(c.FetchSize) * c.LowBytes / int64(c.LowRows)
+	if fetch >= c.QueueBytes {
+		return ""
+	}
+	full := ""
+	for _, n := range c.ns() {
+		if r := c.row("off", n); n > 1 && r != nil && r.ModelMs > 0 && r.ElapsedMs >= 0.8*r.ModelMs {
+			full = fmt.Sprintf("; from N = %d on the joins' FETCHes overlap and keep it about full (%.0f%% of the model)", n, 100*r.ElapsedMs/r.ModelMs)
+			break
+		}
+	}
+	return fmt.Sprintf(" A low-priority join is itself a chain of round trips: each FETCH brings %d rows, %s of wt1, less than the FIFO holds, "+
+		"so one join alone leaves the FIFO partly empty while its next FETCH makes its way, and at N = 1 the high-priority join took %.0f%% of the model (%.2fx)%s.",
+		c.FetchSize, units.FormatBytes(fetch), 100*one.ElapsedMs/one.ModelMs, one.Slowdown, full)
 }
 
 // unpenalisedText says how often the samples during the measured joins
@@ -183,20 +290,20 @@ func (c *ClusterReport) writeDiscussion(w io.Writer) {
 		n, off.ElapsedMs, base.ElapsedMs, off.Slowdown, on.ElapsedMs, on.Slowdown, referenceSlowdown)
 	fmt.Fprintf(w, "- **network_control = off**: the high-priority join is a chain of round trips on the shard connections: one run made %d statements there (%s), "+
 		"postgres_fdw's transaction, cursor, FETCH and CLOSE for each partition, one partition after another. "+
-		"One streaming low-priority join is enough to keep the shared FIFO full, and every answer then waits behind it, %s at %s = %.0f ms, "+
+		"While the low-priority joins keep the shared FIFO full, every answer waits behind it, %s at %s = %.0f ms, "+
 		"on top of sharing the capacity with N flows. The FIFO model column is that arithmetic, elapsed at N = 0 plus (N x %s + %d x %s) / capacity; "+
-		"at N = %d the join took %.0f%% of it (below it where the FIFO was not full at every round trip, above it by the processor time the bytes cost).%s\n",
+		"at N = %d the join took %.0f%% of it (below it where the FIFO was not full at every round trip, above it by the processor time the bytes cost).%s%s\n",
 		c.HighStatements, c.HighStatementKinds, units.FormatBytes(c.QueueBytes), c.Capacity, fifo,
-		units.FormatBytes(c.HighBytes), c.HighStatements, units.FormatBytes(c.QueueBytes), n, 100*off.ElapsedMs/max(off.ModelMs, 1e-9), c.flatText(n))
+		units.FormatBytes(c.HighBytes), c.HighStatements, units.FormatBytes(c.QueueBytes), n, 100*off.ElapsedMs/max(off.ModelMs, 1e-9), c.oneJoinText(), c.flatText(n))
 	lowWait := float64(c.HighStatements) * ms(c.LowQueueBytes)
 	lost := on.ElapsedMs - onBase.ElapsedMs
 	rest := "which can account for all of it"
 	if lost > lowWait {
-		rest = "and the rest is FETCHes that began during the measured join and ran unpenalised until the rule fired, and processor time, which the low-priority joins take from the same 2 cores"
+		rest = "and the rest is processor time, which the low-priority joins take from the same 2 cores"
 	}
-	fmt.Fprintf(w, "- **network_control = on**: the penalised shard statements are low class, and at most low_priority_queue_bytes (%s, %.1f ms at %s) of their bytes sit in the FIFO, "+
+	fmt.Fprintf(w, "- **network_control = on**: the penalised joins' shard flows are low class, the high-priority join's high, and at most low_priority_queue_bytes (%s, %.1f ms at %s) of the low bytes sit in the FIFO, "+
 		"so each round trip of the high-priority join waits behind that much at most: %d x %.1f ms = %.0f ms against the %.0f ms it lost at N = %d, %s. "+
-		"A rule here applies to one shard statement, not to the distributed statement it serves, so each new FETCH of a low-priority join has its first second at normal priority: %s.\n\n",
+		"The penalty is the distributed statement's, so a low-priority join runs at normal priority only in its first second: %s.\n\n",
 		units.FormatBytes(c.LowQueueBytes), ms(c.LowQueueBytes), c.Capacity, c.HighStatements, ms(c.LowQueueBytes), lowWait,
 		lost, n, rest, unpenalisedText(on))
 	fmt.Fprintf(w, "Why not 55x: with the FIFO full, the slowdown is about 1 + N + R x FIFO / B, R the join's round trips and B its bytes (here 1 + %d + %d x %s / %s = %.0f at N = %d), "+

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,8 +58,8 @@ func TestRunCluster(t *testing.T) {
 	c := checkClusterFiles(t, out, rep.Cluster)
 	for _, want := range []string{
 		"== Experiment 4: cluster ==", "starting 4 throwaway PostgreSQL servers", "low-priority join fetches:",
-		"calibration: one low-priority join", "waiting until their shard statements are penalised",
-		"low-priority joins N  off: elapsed (ms)", "wrote " + out,
+		"calibration: one low-priority join", "the low-priority join is one distributed statement: nodes cluster_coord:",
+		"waiting until each is penalised", "network_control  N  distributed statements", "low-priority joins N  off: elapsed (ms)", "wrote " + out,
 	} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("progress lacks %q", want)
@@ -105,12 +106,105 @@ func TestRunCluster(t *testing.T) {
 	if on.PenaltySeconds < 0.5 {
 		t.Errorf("penalised after %.2f s, before the rule's elapsedtime", on.PenaltySeconds)
 	}
+	checkClusterDistributed(t, c)
 	if !strings.Contains(strings.Join(c.ClusterSetup, "\n"), "PASSWORD '***'") || strings.Contains(strings.Join(c.ClusterSetup, "\n"), "password '0") {
 		t.Errorf("cluster setup shows a password or no mask:\n%s", strings.Join(c.ClusterSetup, "\n"))
 	}
 	// Every server stopped and its directory removed.
 	if left := pgDirs(t, tmp); len(left) > 0 {
 		t.Errorf("server directories left behind: %v", left)
+	}
+}
+
+// checkClusterDistributed checks what sluice saw of the distributed
+// statements: each low-priority join one distributed statement over the
+// three shard routes, the rule firing once on each penalised one and on
+// nothing else, and the high-priority join's shard flows in the high
+// class with network_control on.
+func checkClusterDistributed(t *testing.T, c *ClusterReport) {
+	t.Helper()
+	shardRoutes := func(name string, d *ClusterDistStatement) {
+		t.Helper()
+		if d == nil {
+			t.Fatalf("%s: no distributed statement recorded", name)
+		}
+		routes := map[string]bool{}
+		var up, down int64
+		for _, n := range d.PerNode {
+			routes[n.Route] = true
+			up, down = up+n.BytesUp, down+n.BytesDown
+			if n.Statements < 3 {
+				t.Errorf("%s: %d shard statements on %s, want at least a DECLARE, a FETCH and a CLOSE", name, n.Statements, n.Route)
+			}
+		}
+		for i := 1; i <= clusterDataNodes; i++ {
+			if r := fmt.Sprintf("cluster_dn%d", i); !routes[r] {
+				t.Errorf("%s: nodes %s lack %s", name, d.Nodes, r)
+			}
+		}
+		if len(routes) != clusterDataNodes || len(d.PerNode) != clusterDataNodes {
+			t.Errorf("%s: nodes %+v, want the %d shard routes once each", name, d.PerNode, clusterDataNodes)
+		}
+		if d.TotalUp != d.BytesUp+up || d.TotalDown != d.BytesDown+down {
+			t.Errorf("%s: totals %d/%d, own %d/%d plus nodes %d/%d", name, d.TotalUp, d.TotalDown, d.BytesUp, d.BytesDown, up, down)
+		}
+		if want := fmt.Sprintf("%s:%d/%d,", clusterCoord, d.BytesUp, d.BytesDown); !strings.HasPrefix(d.Nodes, want) || strings.Count(d.Nodes, ",") != clusterDataNodes {
+			t.Errorf("%s: nodes column %q, want %q first and one entry per shard route", name, d.Nodes, want)
+		}
+		if d.User != clusterLowUser || d.Pool != clusterBulkPool || d.SQL != clusterLowSQL {
+			t.Errorf("%s: %s in pool %s ran %q", name, d.User, d.Pool, d.SQL)
+		}
+	}
+	// The run that measured LowBytes: every byte the shard link carried
+	// for it, but the new shard connections' start-up, is in its nodes.
+	low := c.LowStatement
+	shardRoutes("the low-priority join on the unlimited link", low)
+	if low.TotalDown-low.BytesDown > c.LowBytes || float64(low.TotalDown-low.BytesDown) < 0.99*float64(c.LowBytes) || low.Outcome != "ok" {
+		t.Errorf("the low-priority join's nodes received %d bytes (%s), the shard link carried %d", low.TotalDown-low.BytesDown, low.Outcome, c.LowBytes)
+	}
+	pen := c.PenalisedStatement
+	shardRoutes("a penalised low-priority join", pen)
+	if !pen.Penalised || len(pen.Except) != 1 || !strings.Contains(pen.Except[0], clusterRule) {
+		t.Errorf("penalised statement: penalised %v, except_info %q; want one firing of %s", pen.Penalised, pen.Except, clusterRule)
+	}
+	// The only shard statements of the clients' roles outside every
+	// distributed statement are the remote ABORTs of the joins stopped at
+	// each point's end.
+	if c.Distributed == 0 || c.ShardStatements <= c.Distributed || (c.ShardUnlinked > 0 && c.UnlinkedKinds != fmt.Sprintf("%d ABORT", c.ShardUnlinked)) {
+		t.Errorf("%d distributed statements, %d shard statements, %d of the clients' unlinked (%s)", c.Distributed, c.ShardStatements, c.ShardUnlinked, c.UnlinkedKinds)
+	}
+	for _, r := range c.Rows {
+		name := fmt.Sprintf("network_control %s, N=%d", r.Control, r.N)
+		// Every measured high-priority join and every low-priority join
+		// is a distributed statement.
+		if r.Distributed != c.Reps+r.LowJoins {
+			t.Errorf("%s: %d distributed statements, want %d high-priority and %d low-priority joins", name, r.Distributed, c.Reps, r.LowJoins)
+		}
+		if r.ShardPenalised != 0 || r.ShardStatements < r.Distributed*clusterDataNodes {
+			t.Errorf("%s: %d shard statements, %d penalised in their own right", name, r.ShardStatements, r.ShardPenalised)
+		}
+		// Once per penalised join, on nothing else.
+		if r.LowFirings != r.LowPenalised || r.RuleFirings != r.LowFirings {
+			t.Errorf("%s: rule fired %d times, %d in the low-priority joins' except_info, %d of them penalised", name, r.RuleFirings, r.LowFirings, r.LowPenalised)
+		}
+		if r.LowAllNodes < r.LowPenalised {
+			t.Errorf("%s: %d penalised low-priority joins, %d with shard statements on every shard route", name, r.LowPenalised, r.LowAllNodes)
+		}
+		switch {
+		case r.N == 0 && (r.LowJoins != 0 || r.RuleFirings != 0):
+			t.Errorf("%s: %d low-priority joins, %d firings", name, r.LowJoins, r.RuleFirings)
+		case r.N > 0 && (r.LowJoins < r.N || r.LowPenalised < r.N):
+			// The harness waited until each of the N was penalised.
+			t.Errorf("%s: %d low-priority joins ended, %d penalised; want at least %d of each", name, r.LowJoins, r.LowPenalised, r.N)
+		}
+		// With no low-priority join ended before the point's end, none
+		// began during a measurement: each was penalised throughout.
+		if r.N > 0 && r.LowJoins == r.N && r.Unpenalised != 0 {
+			t.Errorf("%s: unpenalised low-priority joins in %.0f%% of samples, though every one was penalised before the measurements", name, 100*r.Unpenalised)
+		}
+		if r.Control == "on" && r.HighClassShare < 0.99 {
+			t.Errorf("%s: %.0f%% of the high-priority join's shard bytes in the high class, want all", name, 100*r.HighClassShare)
+		}
 	}
 }
 
@@ -245,6 +339,18 @@ func checkClusterFiles(t *testing.T, dir string, rep *ClusterReport) *ClusterRep
 			}
 		}
 	}
+	// The distributed statements' table: one row per point, as the JSON.
+	dist := mdTable(t, string(md), "| network_control | N | distributed statements")
+	if len(dist)-1 != len(js.Rows) {
+		t.Fatalf("distributed statements table has %d rows, want one per point (%d)", len(dist)-1, len(js.Rows))
+	}
+	for i, r := range js.Rows {
+		cells := dist[i+1]
+		if cells[0] != r.Control || cellNum(t, cells[1]) != float64(r.N) || cellNum(t, cells[2]) != float64(r.Distributed) ||
+			cellNum(t, cells[4]) != float64(r.LowPenalised) || cellNum(t, cells[5]) != float64(r.RuleFirings) {
+			t.Errorf("distributed statements row %v, JSON %+v", cells, r)
+		}
+	}
 	c := readChart(t, filepath.Join(dir, FileClusterSlowdown))
 	off, on := c.series["network_control off"], c.series["network_control on"]
 	if len(off) != len(ns) || len(on) != len(ns) {
@@ -276,6 +382,15 @@ func sampleCluster() *ClusterReport {
 		LowPlan:        "Aggregate\n  ->  Hash Join",
 		ReferenceBytes: 748_000, LowBytes: 192_900_000, HighBytes: 2_410_000, HighStatements: 24, HighStatementKinds: "3 START, 6 DECLARE, 6 FETCH, 6 CLOSE, 3 COMMIT",
 		FetchSize: clusterFetchSize, Reps: 3, ShardApplication: "fdw 4711",
+		Distributed: 60, ShardStatements: 9000,
+		LowStatement: &ClusterDistStatement{User: clusterLowUser, Pool: clusterBulkPool, SQL: clusterLowSQL, Outcome: "ok", ElapsedMs: 2100,
+			Nodes:   "cluster_coord:115/66,cluster_dn1:1372/64305060,cluster_dn2:1418/64231196,cluster_dn3:1418/64199014",
+			PerNode: []ClusterNode{{"cluster_dn1", 170, 1372, 64305060}, {"cluster_dn2", 172, 1418, 64231196}, {"cluster_dn3", 172, 1418, 64199014}},
+			BytesUp: 115, BytesDown: 66, TotalUp: 4323, TotalDown: 192735336},
+		PenalisedStatement: &ClusterDistStatement{User: clusterLowUser, Pool: clusterBulkPool, SQL: clusterLowSQL, Outcome: "error", ElapsedMs: 14200,
+			Nodes:   "cluster_coord:115/0,cluster_dn1:1372/34305060,cluster_dn2:418/1231196,cluster_dn3:418/1199014",
+			PerNode: []ClusterNode{{"cluster_dn1", 90, 1372, 34305060}, {"cluster_dn2", 2, 418, 1231196}, {"cluster_dn3", 2, 418, 1199014}},
+			BytesUp: 115, TotalUp: 2323, TotalDown: 36735270, Penalised: true, Except: []string{"cluster_bulk_rule: bandwidth 9.80 MB/s > 0.05 (penalty)"}},
 		Setup:        []string{"CREATE LINK cluster_net"},
 		ClusterSetup: []string{"CREATE ROLE cluster_low LOGIN PASSWORD '***'"},
 	}
@@ -289,8 +404,13 @@ func sampleCluster() *ClusterReport {
 			}
 			row := ClusterRow{Control: control, N: n, ElapsedMs: e, MeanMs: e, MinMs: e - 1, MaxMs: e + 1, Slowdown: e / 300,
 				SamplesMs: []float64{e - 1, e, e + 1}}
+			row.Distributed, row.ShardStatements = 4+n, 100+300*n
+			if control == "on" {
+				row.HighClassShare = 1
+			}
 			if n > 0 {
 				row.LowMBps, row.PenaltySeconds, row.Unpenalised = 9.5, 1.2, 0.1
+				row.LowJoins, row.LowPenalised, row.LowFirings, row.RuleFirings, row.LowAllNodes = n, n, n, n, n
 			}
 			if control == "off" {
 				row.ModelMs = 300 + float64(int64(n)*c.HighBytes+int64(c.HighStatements)*c.QueueBytes)/float64(c.CapacityBytes)*1000*float64(min(n, 1))
@@ -323,7 +443,10 @@ func TestClusterReportFiles(t *testing.T) {
 	}
 	for _, want := range []string{
 		clusterRefSQL, clusterLowSQL, clusterHighSQL, "SELECT c2, b1, b2 FROM public.wt1", "Hash Join",
-		"10GE scaled down 125x", "fetch_size is 10000000", "The reference measured 55x at N = 10",
+		"10GE scaled down 125x", "postgres_fdw's default fetch_size (100 rows)", "The reference measured 55x at N = 10",
+		"cluster_coord:115/66,cluster_dn1:1372/64305060", "| cluster_dn2 | 172 | 1418 | 64231196 |", "| network_control | N | distributed statements |",
+		"sluice saw 60 distributed statements in the run, with 9000 shard statements", "The rule fired 15 times with network_control on for 15 penalised low-priority joins",
+		"except_info `cluster_bulk_rule: bandwidth 9.80 MB/s > 0.05 (penalty)`", "100% of what they received went in the shard link's high class",
 		"at N = 10 the high-priority join took 4800.0 ms against 300.0 ms on an idle link, 16.00x", "3 START, 6 DECLARE", "sessions named `fdw 4711`",
 	} {
 		if !strings.Contains(string(md), want) {

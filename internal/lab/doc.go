@@ -79,20 +79,27 @@
 // the clients reach the coordinator through a route on the default link.
 // N low-priority joins of wt1 and wt2 by one user run in a loop while the
 // same join of wt3 and wt4 by another is measured repeatedly, with
-// network_control off and on. Each coordinator user maps to a shard role
-// of the same name, so the shard routes bind the shard sessions by user:
-// the low-priority user to a pool with a penalty exception rule, the
-// high-priority user to a pool with network_priority high. The queries
-// count the first table's wide columns, because postgres_fdw fetches only
-// the columns a query needs and the reference's query as written would
-// move only c2; fetch_size is larger than a partition, so one FETCH (one
-// shard statement) streams a whole partition for long enough for the
-// rule. Each measurement waits until every running low-priority shard
-// statement is penalised, and samples how often one ran unpenalised while
-// it measured. The report shows what each query fetches (EXPLAIN
-// VERBOSE) and moves, the elapsed time and slowdown against N, and where
-// the figures differ from the reference's 55x. The servers are stopped
-// and their directories removed at the end, on error too.
+// network_control off and on. The pools bind the client users on the
+// coordinator's route: the low-priority user's has a penalty exception
+// rule, the high-priority user's network_priority high. Each client user
+// reaches the data nodes as a shard role of its own that no pool binds;
+// the coordinator names its backend in every shard session
+// (postgres_fdw.application_name 'fdw %p'), so sluice links the shard
+// sessions to the client's session and each join is one distributed
+// statement: the rule judges it on its total, fires once, and its
+// penalty demotes every shard flow of the join, while the high-priority
+// join's shard flows take its pool's high class. The queries count the
+// first table's wide columns, because postgres_fdw fetches only the
+// columns a query needs and the reference's query as written would move
+// only c2; fetch_size is postgres_fdw's default. Each measurement waits
+// until every low-priority join is penalised, and samples how often one
+// ran unpenalised while it measured. A registry watcher counts the
+// distributed statements, the penalised joins and the rule's firings of
+// each point. The report shows what each query fetches (EXPLAIN
+// VERBOSE) and moves, the bytes per node of one distributed statement,
+// the elapsed time and slowdown against N, and where the figures differ
+// from the reference's 55x. The servers are stopped and their
+// directories removed at the end, on error too.
 //
 // # Experiment 5: base backup
 //
