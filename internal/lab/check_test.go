@@ -163,7 +163,7 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 	if (js.Latency == nil) != (rep.Latency == nil) || (js.Flow == nil) != (rep.Flow == nil) || (js.Concurrency == nil) != (rep.Concurrency == nil) {
 		t.Fatal("report.json lacks an experiment the run made")
 	}
-	if !strings.Contains(md, "## Targets") || len(js.Targets) != 5 {
+	if !strings.Contains(md, "## Targets") || len(js.Targets) != 7 {
 		t.Errorf("targets missing: %d in JSON", len(js.Targets))
 	}
 

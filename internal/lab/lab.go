@@ -49,6 +49,7 @@ type Plan struct {
 	Latency     LatencyPlan
 	Flow        FlowPlan
 	Concurrency ConcurrencyPlan
+	WhatIf      WhatIfPlan
 }
 
 // Experiment names, as --experiment takes them.
@@ -56,6 +57,7 @@ const (
 	ExperimentLatency     = "latency"
 	ExperimentFlow        = "flow"
 	ExperimentConcurrency = "concurrency"
+	ExperimentWhatIf      = "whatif"
 )
 
 // Only returns p with every experiment but the named one emptied
@@ -71,8 +73,10 @@ func (p Plan) Only(experiment string) (Plan, error) {
 		out.Flow = p.Flow
 	case ExperimentConcurrency:
 		out.Concurrency = p.Concurrency
+	case ExperimentWhatIf:
+		out.WhatIf = p.WhatIf
 	default:
-		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency)}
+		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency, ExperimentWhatIf)}
 	}
 	return out, nil
 }
@@ -180,6 +184,10 @@ func QuickPlan() Plan {
 			PenaltyTimeout: 15 * time.Second,
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 4}, Sessions: 32, Reps: 20},
+		WhatIf: WhatIfPlan{
+			RTTs: whatIfRTTs, Tables: 1, TableSize: 10000, Time: 3 * time.Second, Warmup: time.Second,
+			Batches: []int{1, 100}, Statements: 200, BatchStatements: 50, CommitEvery: 10,
+		},
 	}
 }
 
@@ -199,6 +207,10 @@ func FullPlan() Plan {
 			PenaltyTimeout: 20 * time.Second,
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
+		WhatIf: WhatIfPlan{
+			RTTs: whatIfRTTs, Tables: 1, TableSize: 100000, Time: 10 * time.Second, Warmup: 2 * time.Second,
+			Batches: []int{1, 100, 1000}, Statements: 500, BatchStatements: 50, CommitEvery: 10,
+		},
 	}
 }
 
@@ -273,7 +285,10 @@ func (o *Options) validate() error {
 		orDefault(&c.Window, 64<<10)
 		orDefault(&c.RTT, time.Millisecond)
 	}
-	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 {
+	if err := o.Plan.WhatIf.validate(); err != nil {
+		return err
+	}
+	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 && len(o.Plan.WhatIf.RTTs) == 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
 	}
 	return nil
@@ -363,6 +378,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if cr.Unsupported == "" {
 			p.table(cr.table())
 		}
+	}
+	if len(o.Plan.WhatIf.RTTs) > 0 {
+		wr, err := runWhatIf(ctx, &whatIfRun{plan: o.Plan.WhatIf, db: db, s: s, route: route, clk: clk, p: p})
+		if err != nil {
+			return nil, fmt.Errorf("what-if experiment: %w", err)
+		}
+		rep.WhatIf = wr
+		p.table(wr.table())
 	}
 	rep.Seconds = clk.Now().Sub(start).Seconds()
 	rep.Targets = rep.evaluate()

@@ -39,6 +39,7 @@ type Report struct {
 	Latency     *LatencyReport     `json:"latency,omitempty"`
 	Flow        *FlowReport        `json:"flow_control,omitempty"`
 	Concurrency *ConcurrencyReport `json:"concurrency,omitempty"`
+	WhatIf      *WhatIfReport      `json:"whatif,omitempty"`
 	Targets     []Target           `json:"targets"`
 }
 
@@ -59,7 +60,7 @@ func (t Target) measured() string {
 	switch {
 	case !t.Measured:
 		return "-"
-	case t.Name == TargetModel:
+	case t.Name == TargetModel, t.Name == TargetWhatIfTPS, t.Name == TargetWhatIfLoad:
 		return fmt.Sprintf("%+.1f%%", 100*t.Value)
 	}
 	return fmt.Sprintf("%.2fx", t.Value)
@@ -132,7 +133,7 @@ func (r *Report) evaluate() []Target {
 			ct.Measured, ct.Value, ct.Met = true, row.ThroughputRatio, row.ThroughputRatio >= 0.85
 		}
 	}
-	return []Target{model, off, on, cl, ct}
+	return append([]Target{model, off, on, cl, ct}, r.WhatIf.targets()...)
 }
 
 // table is a table of formatted cells, printed as aligned text or as
@@ -358,8 +359,11 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 		files[FileConcLatency] = []byte(c.LatencyChart().String())
 		files[FileConcThroughput] = []byte(c.ThroughputChart().String())
 	}
+	if r.WhatIf != nil {
+		files[FileWhatIf] = []byte(r.WhatIf.Chart().String())
+	}
 	var written []string
-	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown, FileConcLatency, FileConcThroughput} {
+	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown, FileConcLatency, FileConcThroughput, FileWhatIf} {
 		data, ok := files[name]
 		if !ok {
 			continue
@@ -397,6 +401,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	if c := r.Concurrency; c != nil {
 		c.writeMarkdown(w)
+	}
+	if wi := r.WhatIf; wi != nil {
+		wi.writeMarkdown(w)
 	}
 }
 
