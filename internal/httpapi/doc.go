@@ -29,6 +29,8 @@
 //	GET    /api/cluster/views?name=v      the views of every live instance, merged
 //	                                      (column instance first), and notices naming
 //	                                      the instances that did not answer
+//	GET    /api/whatif[?rtt=1ms,5ms]      round trips per application and its latency and TPS at
+//	                                      each added RTT (package whatif; default 1,5,10,50ms)
 //	GET    /api/config                    the configuration in force, secrets omitted (config.View)
 //	POST   /api/reload                    re-read and apply it: 200 with the changes, 400 code F0000 when refused
 //	/proxies, /populate, /reset, /version the Toxiproxy API (package toxics)

@@ -122,6 +122,7 @@ func New(o Options) (*Server, error) {
 	s.registerLive(s.mux)
 	s.registerConfig(s.mux)
 	s.registerFleet(s.mux)
+	s.registerWhatIf(s.mux)
 	page := s.dash.Page()
 	s.mux.Handle("GET /{$}", page)
 	s.mux.Handle("GET /static/", page)

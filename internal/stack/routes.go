@@ -130,10 +130,10 @@ func (s *Stack) frontend(cfg *config.Config, r config.Route) (proxy.Frontend, er
 	switch r.Protocol {
 	case "postgres":
 		return pg.New(pg.Options{Clock: s.clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Keys: s.reg, Forward: s.fwd.forwarder(ddl.PostgreSQL), Admit: s.mgr,
-			StartupTimeout: r.StartupTimeout}), nil
+			StartupTimeout: r.StartupTimeout, WhatIf: s.wi}), nil
 	case "mysql":
 		return mysql.New(mysql.Options{Clock: s.clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, KillUser: r.KillUser, KillPassword: r.KillPassword, Forward: s.fwd.forwarder(ddl.MySQL), Admit: s.mgr,
-			StartupTimeout: r.StartupTimeout, ConnectTimeout: r.ConnectTimeout}), nil
+			StartupTimeout: r.StartupTimeout, ConnectTimeout: r.ConnectTimeout, WhatIf: s.wi}), nil
 	}
 	return nil, nil
 }

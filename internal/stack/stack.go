@@ -23,6 +23,7 @@ import (
 	"github.com/sluicelab/sluice/internal/httpapi"
 	"github.com/sluicelab/sluice/internal/proxy"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/store"
@@ -72,6 +73,7 @@ type Stack struct {
 	mgr *wlm.Manager
 	srv *proxy.Server
 	fwd forwarders
+	wi  *whatif.Table // every route's sessions' round trips (SHOW WHATIF, /api/whatif)
 
 	console   *admin.Server // nil without an admin console
 	adminAddr net.Addr      // nil until the console is bound
@@ -143,7 +145,8 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	lctx, cancel := context.WithCancel(context.Background())
 	s := &Stack{cfg: cfg, clk: o.Clock, log: log, reg: o.Registry, mgr: mgr, cancel: cancel, lctx: lctx,
 		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now(), started: o.Clock.Now(),
-		etcd: cli, catStore: catStore}
+		etcd: cli, catStore: catStore, wi: whatif.New(whatif.Options{})}
+	mgr.SetWhatIf(s.wi)
 	fail := func(err error) (*Stack, error) {
 		s.Close()
 		return nil, err
@@ -255,6 +258,9 @@ func (s *Stack) Registry() *session.Registry { return s.reg }
 
 // HTTP is the HTTP API's handler; nil without an HTTP API.
 func (s *Stack) HTTP() *httpapi.Server { return s.api }
+
+// WhatIf returns the what-if table every route's sessions feed.
+func (s *Stack) WhatIf() *whatif.Table { return s.wi }
 
 // AdminAddr is the admin console's bound address; nil without one.
 func (s *Stack) AdminAddr() net.Addr { return s.adminAddr }

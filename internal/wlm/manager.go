@@ -140,6 +140,7 @@ type Manager struct {
 	version    atomic.Uint64
 	state      atomic.Pointer[state]                    // replaced, never modified
 	budgetView atomic.Pointer[func() views.BudgetState] // SetBudgetView's; nil without a fleet
+	whatIf     atomic.Pointer[whatIfHolder]             // SetWhatIf's; nil without
 	closed     atomic.Bool
 
 	shared bool // the store is written by other instances too (etcd)

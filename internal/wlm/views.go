@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/views"
@@ -92,6 +93,9 @@ func (r *reading) table(name string) (views.Table, bool) {
 	case "budget":
 		st, _ := r.m.BudgetView()
 		return views.Budget(st), true
+	case "whatif":
+		apps, _ := r.m.WhatIf()
+		return views.WhatIf(apps, whatif.DefaultRTTs), true
 	case "pg_session_wlmstat":
 		return views.SessionWlmstat(cat, r.sessions, r.now), true
 	case "gs_wlm_session_statistics":
@@ -154,6 +158,14 @@ func (m *Manager) show(s *ddl.Show) (Result, error) {
 	name := s.Name
 	if name == "all" {
 		name = "settings"
+	}
+	if s.Name == "whatif" && s.RTT != "" {
+		rtts, err := whatif.ParseRTTs(s.RTT)
+		if err != nil {
+			return Result{}, ddl.Errorf(ddl.CodeInvalidParameter, s.RTTPos, "SHOW WHATIF: %s", err)
+		}
+		apps, _ := m.WhatIf()
+		return result(views.WhatIf(apps, rtts), "SHOW"), nil
 	}
 	if slices.Contains(views.Lists, s.Name) {
 		t, _ := m.reading().table(name)

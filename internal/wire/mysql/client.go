@@ -289,6 +289,9 @@ func (u *upObserver) end() {
 			c.mu.Unlock()
 		default:
 			c.push(p)
+			if c.wi != nil {
+				c.wi.Send(c.clock.Now())
+			}
 		}
 		u.p = pending{}
 	}

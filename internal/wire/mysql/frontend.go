@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -71,6 +72,9 @@ type Options struct {
 	// the Admitter lets its statement run (see admit.go). nil, and the
 	// sessions of users Forward names, are never held.
 	Admit wire.Admitter
+	// WhatIf, when set, counts every client session's round trips and
+	// transactions (see whatif.go); nil counts nothing.
+	WhatIf *whatif.Table
 }
 
 // Defaults for zero Options fields.
@@ -299,6 +303,16 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 	}
 	if canceler != nil {
 		sess.SetCanceler(canceler)
+	}
+	if wi := openWhatIf(f.o.WhatIf, sess, f.o.Clock.Now(), client, up); wi != nil {
+		upObs.c.wi = wi
+		prev := closeConn
+		closeConn = func() {
+			wi.Close(f.o.Clock.Now())
+			if prev != nil {
+				prev()
+			}
+		}
 	}
 	f.log.Debug("mysql: session opened", "session", sess.ID, "user", r.user,
 		"database", r.database, "upstream_connection", g.connID, "server", g.version)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
 )
 
 // Commands (COM_*).
@@ -125,8 +126,9 @@ type conn struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	maxSQL int
-	caps   uint32 // negotiated capabilities; fixed after the handshake
-	ext    uint32 // negotiated MariaDB extended capabilities
+	caps   uint32       // negotiated capabilities; fixed after the handshake
+	wi     *whatif.Conn // the session's round trips; nil without; set before relaying
+	ext    uint32       // negotiated MariaDB extended capabilities
 
 	mu       sync.Mutex
 	phase    phase              // guarded by mu

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -67,6 +68,9 @@ var _ wire.Observer = (*downObserver)(nil)
 
 // Observe implements wire.Observer.
 func (d *downObserver) Observe(p []byte) error {
+	if d.c.wi.Awaiting() {
+		d.c.wi.Answer(d.c.clock.Now())
+	}
 	err := d.observe(&d.f, p, d)
 	if d.inj != nil && d.inj.Queued() {
 		d.inj.check()
@@ -242,6 +246,7 @@ func (d *downObserver) dispatch(b []byte, size int64) {
 		}
 		if d.cur.cmd != comTableDump && d.c.sess.Kind() != session.KindReplication {
 			d.c.sess.SetKind(session.KindReplication) // the server streams its binlog
+			d.c.wi.Close(d.c.clock.Now())
 		}
 	case rsAuth:
 		if len(b) > 0 && b[0] == 0x00 {
@@ -262,6 +267,7 @@ func (d *downObserver) dispatch(b []byte, size int64) {
 				d.forgetPrepared()
 			case comRegisterSlave:
 				d.c.sess.SetKind(session.KindReplication) // the server took the replica
+				d.c.wi.Close(d.c.clock.Now())
 			}
 		}
 		d.finish(session.OK)
@@ -383,12 +389,20 @@ func (d *downObserver) end0(o session.Outcome, code string) {
 		rows = d.rows
 	}
 	d.flush()
+	var now time.Time
+	if d.st != nil || d.c.wi != nil {
+		now = d.c.clock.Now()
+	}
 	if d.st != nil {
-		d.st.End(d.c.clock.Now(), o, rows, code)
+		d.st.End(now, o, rows, code)
 	}
 	if d.gate != nil && d.cur.st != nil {
 		d.noteStatus()
 		d.gate.Answered(d.status.Load()&statusInTrans != 0)
+	}
+	if d.c.wi != nil && d.cur.st != nil && d.cur.kind != respAuth {
+		d.noteStatus()
+		d.c.wi.Done(now, d.c.idle(), d.status.Load()&statusInTrans != 0)
 	}
 	d.active, d.st, d.cur, d.state = false, nil, pending{}, rsSimple
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -42,8 +43,9 @@ type clientObserver struct {
 	maxSQL int
 	err    error // sticky: once malformed, always malformed
 
-	adm      *admitUp // the session's admission, told of each statement begun; nil without
-	physical bool     // a physical replication connection: BASE_BACKUP makes it KindBaseBackup
+	adm      *admitUp     // the session's admission, told of each statement begun; nil without
+	wi       *whatif.Conn // the session's round trips, told of each request; nil without
+	physical bool         // a physical replication connection: BASE_BACKUP makes it KindBaseBackup
 
 	tgt      target
 	st       *session.Statement // owner of the current message when tgt == toStatement
@@ -155,6 +157,9 @@ func (c *clientObserver) count(n int) {
 
 // message acts on a complete message.
 func (c *clientObserver) message() {
+	if c.wi != nil && isRequest(c.fr.typ) {
+		c.wi.Send(c.clk.Now())
+	}
 	switch c.fr.typ {
 	case 'Q':
 		if c.tgt == toMessage {

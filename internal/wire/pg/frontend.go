@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -75,6 +76,9 @@ type Options struct {
 	// the Admitter lets its statement run (see admit.go). nil, and the
 	// sessions of users Forward names, are never held.
 	Admit wire.Admitter
+	// WhatIf, when set, counts every client session's round trips and
+	// transactions (see whatif.go); nil counts nothing.
+	WhatIf *whatif.Table
 }
 
 // Frontend is the PostgreSQL front end of a route. It is safe for
@@ -93,6 +97,7 @@ type Frontend struct {
 	keys           KeyLookup
 	forward        wire.Forwarder
 	admit          wire.Admitter
+	whatIf         *whatif.Table // nil counts nothing
 }
 
 // New returns a front end configured by o.
@@ -110,6 +115,7 @@ func New(o Options) *Frontend {
 		keys:           o.Keys,
 		forward:        o.Forward,
 		admit:          o.Admit,
+		whatIf:         o.WhatIf,
 	}
 	if f.tls != nil {
 		f.directTLS = f.tls
@@ -216,6 +222,7 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 	if _, clientTLS := conn.(*tls.Conn); f.upTLS != nil && !clientTLS {
 		wc.Down = newSASLFilter(wc.Down)
 	}
+	f.watch(&wc, kind, upObs, downObs)
 	return wc, nil
 }
 

@@ -32,5 +32,9 @@ func (s *serverObserver) onReadyForQuery() {
 	s.curOK, s.prev, s.batchErr = false, nil, ""
 	s.rows, s.code, s.dataRows = -1, "", 0
 	// 'T' (in a transaction) and 'E' (in a failed one) keep the slot.
-	s.gate.Answered(len(s.fr.buf) == 1 && s.fr.buf[0] != 'I')
+	open := len(s.fr.buf) == 1 && s.fr.buf[0] != 'I'
+	s.gate.Answered(open)
+	if s.wi != nil {
+		s.wi.Done(now, s.t.queued() == 0, open)
+	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -19,6 +20,7 @@ type serverObserver struct {
 	onKey func(key []byte) // called with BackendKeyData's payload (pid + secret)
 	gate  *wire.Gate       // the session's admission, told of each ReadyForQuery; nil admits all
 	inj   *injector        // answers sluice gives in the server's place; nil without admission
+	wi    *whatif.Conn     // the session's round trips, told of answers; nil without
 	err   error            // sticky
 
 	ready bool  // the first ReadyForQuery (end of startup) has been seen
@@ -38,6 +40,9 @@ type serverObserver struct {
 // Observe implements wire.Observer. A malformed header or a type byte no
 // server sends is an error; every later call returns it again.
 func (s *serverObserver) Observe(p []byte) error {
+	if s.wi.Awaiting() && s.ready {
+		s.wi.Answer(s.clk.Now())
+	}
 	if s.err == nil {
 		s.err = s.fr.walk(p, s)
 	}

@@ -148,6 +148,10 @@ type Show struct {
 	Name    string // lower case
 	NamePos int
 	Cluster bool // SHOW CLUSTER name
+	// RTT is the string of SHOW WHATIF RTT 'list' (added round-trip
+	// times, "10ms" or "1ms,5ms"); "" without.
+	RTT    string
+	RTTPos int
 }
 
 // Target is one item of a SELECT list.

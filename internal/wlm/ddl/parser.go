@@ -541,7 +541,20 @@ func (p *parser) show() (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Show{Name: name, NamePos: pos, Cluster: cluster}, nil
+	sh := &Show{Name: name, NamePos: pos, Cluster: cluster}
+	if name == "whatif" && !cluster && p.isKeyword("rtt") {
+		// SHOW WHATIF RTT '10ms'
+		p.next()
+		if t := p.peek(); t.kind != tString && t.kind != tNumber {
+			return nil, p.syntaxError()
+		}
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		sh.RTT, sh.RTTPos = v.Text, v.Pos
+	}
+	return sh, nil
 }
 
 // unsupported reports the next token as a construct the console's SELECT

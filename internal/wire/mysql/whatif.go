@@ -1,0 +1,39 @@
+package mysql
+
+import (
+	"net"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/rawconn"
+	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
+)
+
+// Round trips (Options.WhatIf): the client observer reports each
+// command that gets an answer when its last packet is read (not
+// COM_QUIT, COM_STMT_CLOSE or COM_STMT_SEND_LONG_DATA, nor a
+// COM_CHANGE_USER, which is authentication); the server observer the
+// first server bytes after one (only while whatif.Conn.Awaiting) and the
+// end of each command's answer, idle when no command is left waiting,
+// a transaction open while the status flags of the last OK or EOF have
+// SERVER_STATUS_IN_TRANS. Binlog dump sessions (a replica) are not
+// followed: their whatif.Conn closes when the dump begins.
+
+// openWhatIf opens the session's whatif.Conn, sampling the RTT of the
+// client and upstream sockets.
+func openWhatIf(t *whatif.Table, sess *session.Session, now time.Time, client, upstream net.Conn) *whatif.Conn {
+	if t == nil || sess.Kind() != session.KindClient {
+		return nil
+	}
+	key := whatif.Key{Protocol: "mysql", User: sess.User(), Database: sess.Database(), Application: sess.Application()}
+	return t.Open(key, now, func() (time.Duration, time.Duration) {
+		return rawconn.RTT(client), rawconn.RTT(upstream)
+	})
+}
+
+// idle reports whether no command awaits an answer.
+func (c *conn) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.head == len(c.queue)
+}
