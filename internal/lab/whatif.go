@@ -33,6 +33,9 @@ type WhatIfPlan struct {
 	Tables, TableSize int
 	// Time and Warmup are --time and --warmup-time of each benchmark run.
 	Time, Warmup time.Duration
+	// ReportInterval is --report-interval: how often a benchmark run
+	// prints a progress line. 0 prints none.
+	ReportInterval time.Duration
 	// Batches are the loader's rows per INSERT statement: 1 (row at a
 	// time, always run and added when missing) and the batched sizes.
 	Batches []int
@@ -176,7 +179,7 @@ func loaderJob(b int) string {
 // options returns the benchmark's options, its sessions named app.
 func (r *whatIfRun) options(app string) bench.Options {
 	lr := latencyRun{plan: LatencyPlan{Threads: r.plan.Threads, Tables: r.plan.Tables, TableSize: r.plan.TableSize,
-		Time: r.plan.Time, Warmup: r.plan.Warmup}, db: r.db, route: r.route, clk: r.clk}
+		Time: r.plan.Time, Warmup: r.plan.Warmup, ReportInterval: r.plan.ReportInterval}, db: r.db, route: r.route, clk: r.clk}
 	o := lr.options()
 	o.DSN = withApp(o.DSN, r.db.protocol, app)
 	return o
@@ -231,10 +234,17 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 	}
 	defer r.cleanup(ctx, prep, setup, true)
 
-	// The baseline: every job unshaped, then the predictions.
+	// A first load into a new table pays for growing it; the loaders
+	// run once, unmeasured, so that every measured run starts alike.
 	if err := r.s.setRTT(ctx, 0); err != nil {
 		return nil, err
 	}
+	for _, b := range r.plan.Batches {
+		if _, err := r.load(ctx, setup, whatIfSetupApp, b); err != nil {
+			return nil, fmt.Errorf("loader warm-up (%d rows per INSERT): %w", b, err)
+		}
+	}
+	p.step("warmed up the loaders (one unmeasured run each)")
 	measured := map[string]map[float64]WhatIfRow{}
 	record := func(row WhatIfRow) {
 		if measured[row.Job] == nil {
@@ -260,11 +270,8 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 			}
 		}
 		for i, b := range r.plan.Batches {
-			if _, err := setup.run(ctx, "DELETE FROM "+whatIfTable, nil); err != nil {
-				return nil, fmt.Errorf("empty %s: %w", whatIfTable, err)
-			}
 			before := r.s.lateness()
-			lr, err := r.load(ctx, b)
+			lr, err := r.load(ctx, setup, whatIfLoaderApp+strconv.Itoa(b), b)
 			if err != nil {
 				return nil, fmt.Errorf("loader (%d rows per INSERT) at RTT %s: %w", b, fmtRTT(rtt), err)
 			}
@@ -410,9 +417,13 @@ type loadResult struct {
 	seconds                        float64
 }
 
-// load runs the loader with b rows per INSERT in a session of its own.
-func (r *whatIfRun) load(ctx context.Context, b int) (loadResult, error) {
-	c, err := r.connect(ctx, whatIfLoaderApp+strconv.Itoa(b))
+// load empties the loader's table through setup, then runs the loader
+// with b rows per INSERT in a session of its own named app.
+func (r *whatIfRun) load(ctx context.Context, setup conn, app string, b int) (loadResult, error) {
+	if _, err := setup.run(ctx, "DELETE FROM "+whatIfTable, nil); err != nil {
+		return loadResult{}, fmt.Errorf("empty %s: %w", whatIfTable, err)
+	}
+	c, err := r.connect(ctx, app)
 	if err != nil {
 		return loadResult{}, err
 	}

@@ -311,3 +311,66 @@ func TestWithApp(t *testing.T) {
 		t.Errorf("mysql: %s", got)
 	}
 }
+
+// tinyWhatIf is the what-if part of the tiny plan: one added RTT, short
+// runs, a loader of 40 single-row INSERTs and one of 10 INSERTs of 10
+// rows, in transactions of 5 INSERTs.
+func tinyWhatIf() WhatIfPlan {
+	return WhatIfPlan{RTTs: ms(10), Threads: 1, Tables: 1, TableSize: 1000, Time: time.Second,
+		Batches: []int{1, 10}, Statements: 40, BatchStatements: 10, CommitEvery: 5}
+}
+
+// checkWhatIfShape checks a run of tinyWhatIf: sluice saw every job with
+// the round trips the procedure makes (the benchmark's as the benchmark
+// itself counted them, benchRoundTrips), every job has a prediction and a
+// measurement at each RTT, the added RTT slowed every job down, and the
+// predictions are of the measured size.
+func checkWhatIfShape(t *testing.T, w *WhatIfReport, benchRoundTrips float64) {
+	t.Helper()
+	if w == nil {
+		t.Fatal("no what-if report")
+	}
+	plan := tinyWhatIf()
+	if len(w.Baseline) != 1+len(plan.Batches) {
+		t.Fatalf("baseline %+v, want the benchmark and %d loaders", w.Baseline, len(plan.Batches))
+	}
+	for _, a := range w.Baseline {
+		want := float64(plan.CommitEvery + 2) // BEGIN, the INSERTs, COMMIT
+		if a.Job == jobOLTP {
+			want = benchRoundTrips
+		}
+		if math.Abs(a.RoundTrips-want) > 0.05*want || a.Sessions < 1 || a.Transactions < 1 {
+			t.Errorf("sluice saw %s with %.2f round trips per transaction (want %.2f), %d sessions, %d transactions",
+				a.Job, a.RoundTrips, want, a.Sessions, a.Transactions)
+		}
+		if a.Job != jobOLTP && a.RunTransactions != (plan.Statements+plan.CommitEvery-1)/plan.CommitEvery && a.RowsPerStatement == 1 {
+			t.Errorf("%s: %d transactions per run", a.Job, a.RunTransactions)
+		}
+	}
+	for _, job := range w.jobs() {
+		base, at10 := w.row(job, 0), w.row(job, 10)
+		if base == nil || at10 == nil {
+			t.Fatalf("%s: rows %+v", job, w.Rows)
+		}
+		if at10.PredictedTPS <= 0 || at10.TPS <= 0 || base.TPS <= 0 || base.PredictedTPS <= 0 {
+			t.Errorf("%s: predicted or measured TPS missing: %+v, %+v", job, base, at10)
+		}
+		if at10.TPS >= base.TPS || at10.PredictedTPS >= base.PredictedTPS || at10.LatencyMs <= base.LatencyMs {
+			t.Errorf("%s: 10 ms did not slow it down: %+v, %+v", job, base, at10)
+		}
+		if job != jobOLTP && (at10.Seconds <= base.Seconds || at10.PredictedSeconds <= 0) {
+			t.Errorf("%s: durations %+v, %+v", job, base, at10)
+		}
+		// Loose: a prediction off by half is a broken pipeline, not a
+		// model error (the 10% target is the report's to judge).
+		if r := at10.TPS / at10.PredictedTPS; r < 0.5 || r > 2 {
+			t.Errorf("%s at 10 ms: measured %.1f TPS against a prediction of %.1f", job, at10.TPS, at10.PredictedTPS)
+		}
+		if at10.Releases == 0 || base.Releases != 0 {
+			t.Errorf("%s: %d delayed chunks at 0, %d at 10 ms", job, base.Releases, at10.Releases)
+		}
+	}
+	if len(w.Loads) != len(plan.Batches) || w.Loads[0].Hours[len(w.Loads[0].Hours)-1] <= w.Loads[1].Hours[len(w.Loads[1].Hours)-1] {
+		t.Errorf("loads %+v: batching did not shorten the 4 GB load", w.Loads)
+	}
+}
