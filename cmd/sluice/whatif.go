@@ -32,7 +32,7 @@ func newWhatIf() *cobra.Command {
 		Short: "Show per application what added round-trip time would do to its transactions",
 		Long: `Ask a running sluice what its applications would become at a larger round-trip
 time, from the traffic it sees (no delay is added): it runs SHOW WHATIF rtt '...'
-on the admin console for each --rtt and prints, per application (protocol,
+on the admin console with the --rtt list and prints, per application (protocol,
 user, database and application name), today's sessions, TPS, transaction
 latency, round trips per transaction and the share of the latency spent on the
 network, then the predicted transaction latency and TPS at each added RTT.
@@ -88,9 +88,9 @@ type whatIfPrediction struct {
 var whatIfColumns = []string{"protocol", "user", "database", "application", "sessions", "tps", "concurrency",
 	"round_trips", "round_trips_p95", "latency_ms", "network_share", "rtt_ms", "predicted_latency_ms", "predicted_tps"}
 
-// whatIfAdmin runs SHOW WHATIF rtt '...' for each of rtts on the admin
-// console at addr and returns the applications in the order the first
-// answer lists them.
+// whatIfAdmin runs SHOW WHATIF rtt '...' with rtts on the admin console
+// at addr and returns the applications in the order it lists them, each
+// with its predictions in the order of rtts.
 func whatIfAdmin(ctx context.Context, addr, user, password string, rtts []time.Duration) ([]*whatIfApp, error) {
 	u := url.URL{Scheme: "postgres", User: url.UserPassword(user, password), Host: addr, Path: "/sluice", RawQuery: "sslmode=disable"}
 	conn, err := pgconn.Connect(ctx, u.String())
@@ -100,15 +100,28 @@ func whatIfAdmin(ctx context.Context, addr, user, password string, rtts []time.D
 	defer conn.Close(context.Background())
 	var apps []*whatIfApp
 	byKey := map[string]*whatIfApp{}
-	for _, rtt := range rtts {
-		q := fmt.Sprintf("SHOW WHATIF rtt '%sms'", strconv.FormatFloat(whatif.Millis(rtt), 'f', -1, 64))
-		res := conn.ExecParams(ctx, q, nil, nil, nil, nil).Read()
-		if res.Err != nil {
+	// One statement for every RTT: the predictions come from one
+	// snapshot of the window.
+	list := make([]string, len(rtts))
+	for i, rtt := range rtts {
+		list[i] = strconv.FormatFloat(whatif.Millis(rtt), 'f', -1, 64) + "ms"
+	}
+	{
+		q := fmt.Sprintf("SHOW WHATIF rtt '%s'", strings.Join(list, ","))
+		results, err := conn.Exec(ctx, q).ReadAll()
+		if err == nil && len(results) != 1 {
+			err = fmt.Errorf("%d results to one statement", len(results))
+		}
+		if err != nil {
 			var pe *pgconn.PgError
-			if errors.As(res.Err, &pe) {
+			if errors.As(err, &pe) {
 				return nil, fmt.Errorf("%s: %s", q, pe.Message)
 			}
-			return nil, fmt.Errorf("whatif through %s: %w", addr, res.Err)
+			return nil, fmt.Errorf("whatif through %s: %w", addr, err)
+		}
+		res := results[0]
+		if len(res.Rows) == 0 {
+			return nil, nil
 		}
 		idx := map[string]int{}
 		for i, fd := range res.FieldDescriptions {
@@ -158,8 +171,13 @@ func writeWhatIf(w io.Writer, apps []*whatIfApp) {
 		if f, err := strconv.ParseFloat(share, 64); err == nil {
 			share = fmt.Sprintf("%.1f%%", 100*f)
 		}
-		fmt.Fprintf(w, "  today: %s sessions, %s TPS, concurrency %s, latency %s ms, %s round trips/txn (p95 %s), network share %s\n",
-			t["sessions"], t["tps"], t["concurrency"], t["latency_ms"], t["round_trips"], t["round_trips_p95"], share)
+		sessions := t["sessions"] + " sessions"
+		if t["sessions"] == "1" {
+			sessions = "1 session"
+		}
+		fmt.Fprintf(w, "  today: %s, %s TPS, concurrency %s, latency %s ms, %s round trips/txn (p95 %s), network share %s\n",
+			sessions, fmtTPS(t["tps"]), trimNum(t["concurrency"]), fmtLatency(t["latency_ms"]),
+			trimNum(t["round_trips"]), trimNum(t["round_trips_p95"]), share)
 		rows := [][]string{{"added RTT (ms)", "latency (ms)", "TPS", "TPS change"}}
 		today, _ := strconv.ParseFloat(t["tps"], 64)
 		for _, p := range a.predictions {
@@ -167,10 +185,40 @@ func writeWhatIf(w io.Writer, apps []*whatIfApp) {
 			if f, err := strconv.ParseFloat(p.tps, 64); err == nil && today > 0 {
 				change = fmt.Sprintf("%+.1f%%", 100*(f/today-1))
 			}
-			rows = append(rows, []string{"+" + p.rttMs, p.latencyMs, p.tps, change})
+			rows = append(rows, []string{"+" + trimNum(p.rttMs), fmtLatency(p.latencyMs), fmtTPS(p.tps), change})
 		}
 		writeAligned(w, "  ", rows)
 	}
+}
+
+// fmtLatency writes a console figure in ms with two decimals.
+func fmtLatency(s string) string {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return s
+	}
+	return strconv.FormatFloat(f, 'f', 2, 64)
+}
+
+// fmtTPS writes a console TPS with one decimal, three below 10.
+func fmtTPS(s string) string {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return s
+	}
+	if f < 10 {
+		return strconv.FormatFloat(f, 'f', 3, 64)
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64)
+}
+
+// trimNum drops the trailing zeros of a decimal: "10.000" is "10",
+// "0.500" is "0.5".
+func trimNum(s string) string {
+	if !strings.Contains(s, ".") {
+		return s
+	}
+	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
 }
 
 // writeAligned writes rows with each column right-aligned to its widest
