@@ -188,7 +188,7 @@ func TestWhatIfPanelInBrowser(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	axis, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#chart-whatif-tps`)))
+	axis, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(`#chart-whatif-tps`)))
 	if err != nil {
 		t.Fatal(err)
 	}
