@@ -15,7 +15,7 @@ func newLab() *cobra.Command {
 	var dsn, out, backend, pgBin, logLevel, experiment string
 	cmd := &cobra.Command{
 		Use:   "lab [--quick] [--experiment NAME] [--dsn URL | --backend embedded|postgres] [--out DIR]",
-		Short: "Run the reference experiments (latency; flow control; concurrency) and write a report",
+		Short: "Run the reference experiments (latency; flow control; concurrency; what-if) and write a report",
 		Long: `Run the reference experiments through sluice, in this process, and report.
 
 1. Latency: sysbench's oltp_read_write (sluice bench) through a sluice route
@@ -32,8 +32,13 @@ func newLab() *cobra.Command {
    a high-priority pool measured repeatedly, with the ordinary pool's
    active_statements unlimited and limited: the small query's p50 and p99,
    the ordinary sessions' MB/s and statements/s.
+4. What-if: oltp_read_write and a single-session loader (BEGIN, 10 INSERTs,
+   COMMIT; 1 row per INSERT and batched) run unshaped; sluice's what-if table
+   (SHOW WHATIF) predicts them at +1, +5 and +10 ms RTT; then each RTT is
+   applied on the link and they run again: predicted against measured TPS and
+   load duration, and the loaders scaled to a 4 GB table.
 
---experiment latency, flow or concurrency runs that one alone.
+--experiment latency, flow, concurrency or whatif runs that one alone.
 
 The database is, by default, an embedded one started in process (SQLite
 served over the PostgreSQL protocol): nothing to install. --backend postgres
@@ -61,21 +66,28 @@ Scale:                        --quick                  full (default)
   concurrency: limits         unlimited, 4             unlimited, 2, 4, 8
   concurrency: small query    20 runs per point        50 runs per point
   concurrency: link           calibrated as flow's (both)
+  what-if: added RTT (ms)     0, 1, 5, 10              0, 1, 5, 10
+  what-if: benchmark run      3 s after 1 s warm-up    10 s after 2 s warm-up
+  what-if: table              1 x 10000 rows           1 x 100000 rows
+  what-if: rows per INSERT    1 (200 INSERTs), 100     1 (500 INSERTs), 100,
+                              (50 INSERTs)             1000 (50 INSERTs each)
   duration                    under 2 minutes          under 15 minutes
 
 Targets: slowdown at N=10 >= 6x with network_control off and <= 1.2x with
 it on; TPS at 10 ms RTT within 15% of the model's prediction; with
 active_statements=4 the small query's p50 <= 0.5x and the ordinary
-throughput >= 0.85x their unlimited figures.
+throughput >= 0.85x their unlimited figures; what-if TPS and row-at-a-time
+load duration at +10 ms within 10% of sluice's prediction.
 
 Progress and tables go to standard output. --out DIR writes report.md,
-report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg
-and throughput_vs_active.svg.`,
+report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg,
+throughput_vs_active.svg and whatif_predicted_vs_measured.svg.`,
 		Example: `  sluice lab --quick --out out/lab
   sluice lab --backend postgres --out out/lab
   sluice lab --dsn postgres://bench:secret@db1:5432/bench --out out/lab
   sluice lab --dsn mysql://bench:secret@db2:3306/bench --quick
-  sluice lab --experiment concurrency --out out/conc`,
+  sluice lab --experiment concurrency --out out/conc
+  sluice lab --experiment whatif --backend postgres --out out/whatif`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dsn != "" && cmd.Flags().Changed("backend") {
@@ -109,7 +121,7 @@ and throughput_vs_active.svg.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&quick, "quick", false, "small scale, under 2 minutes (see the table above)")
-	fl.StringVar(&experiment, "experiment", "", "run one experiment only: latency, flow or concurrency")
+	fl.StringVar(&experiment, "experiment", "", "run one experiment only: latency, flow, concurrency or whatif")
 	fl.StringVar(&dsn, "dsn", "", "run against this PostgreSQL or MySQL/MariaDB URL instead of a started backend")
 	fl.StringVar(&backend, "backend", lab.BackendEmbedded, "database to start when no --dsn: embedded or postgres")
 	fl.StringVar(&pgBin, "postgres-bin", "", "directory of initdb and postgres for --backend postgres (default: PATH, then /usr/lib/postgresql/*/bin)")

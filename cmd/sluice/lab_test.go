@@ -19,6 +19,7 @@ func TestLabHelpDocumentsScale(t *testing.T) {
 		"report.md", "report.json", "tps_vs_rtt.svg", "slowdown_vs_n.svg",
 		"--experiment", "active_statements", "unlimited, 2, 4, 8", // concurrency limits, full
 		"high_latency_vs_active.svg", "throughput_vs_active.svg",
+		"--experiment latency, flow, concurrency or whatif", "whatif_predicted_vs_measured.svg", "1 (500 INSERTs), 100,",
 		"postgres://", "mysql://", "initdb",
 	} {
 		if !strings.Contains(out.String(), want) {

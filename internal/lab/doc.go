@@ -64,6 +64,25 @@
 // leaves the experiment unmeasured, saying so, rather than failing the
 // run.
 //
+// # Experiment 4: what-if
+//
+// Checks sluice's what-if predictions (package whatif: what SHOW WHATIF,
+// the whatif view and GET /api/whatif show) against delays really
+// applied. oltp_read_write and a single-session loader (BEGIN,
+// CommitEvery INSERTs, COMMIT; one row per INSERT, the shape of a
+// row-at-a-time sync job, and the batched sizes of the plan) run
+// unshaped through the route, each under an application name of its own
+// (application_name, MySQL's program_name), after one unmeasured run of
+// each loader. Right after each job's unshaped run the lab reads its row
+// of the stack's what-if table and predicts it at each added RTT
+// (whatif.Predict; a loader's duration with whatif.JobDuration); then it
+// applies each RTT on the link, as experiment 1 does, and measures the
+// benchmark's TPS and each loader's duration. The report gives predicted
+// and measured side by side with the error, the delay lines' lateness
+// during each run, and each loader's time per INSERT scaled to a 4 GB
+// table with the bytes per row it sent. The benchmark's tables and the
+// loader's table (sluice_lab_whatif_load) are dropped at the end.
+//
 // # Time and output
 //
 // All waiting and timing uses the Options' clock.Clock. Progress lines
