@@ -79,6 +79,9 @@ type WhatIfReport struct {
 	RunSeconds    float64 `json:"run_seconds"`
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	CommitEvery   int     `json:"commit_every_statements"`
+	// BenchRoundTrips is the round trips per transaction the benchmark
+	// itself counted in its unshaped run.
+	BenchRoundTrips float64 `json:"bench_round_trips_per_transaction"`
 	// Baseline is what sluice measured of each job, unshaped.
 	Baseline []WhatIfApp `json:"baseline"`
 	// Rows are the predictions beside the measurements, by job and RTT.
@@ -134,6 +137,12 @@ type WhatIfRow struct {
 	Seconds          float64 `json:"seconds,omitempty"`
 	// Error is the headline figure's measured / predicted - 1.
 	Error float64 `json:"error"`
+	// AppliedRTTMs is the RTT the delay line really added: RTTMs plus
+	// twice the chunks' mean release lateness (a round trip crosses it
+	// each way); AppliedError is Error against the prediction at that
+	// RTT, which leaves out the emulation's own error. 0 at RTT 0.
+	AppliedRTTMs float64 `json:"applied_rtt_ms,omitempty"`
+	AppliedError float64 `json:"applied_error,omitempty"`
 	// Releases and LateUs are the delay lines' chunks and their mean
 	// release lateness in µs during the run, as in the latency
 	// experiment.
@@ -164,6 +173,14 @@ type whatIfRun struct {
 	route string
 	clk   clock.Clock
 	p     *printer
+	basis map[string]predictBasis // by job, from its unshaped run
+}
+
+// predictBasis is what a job's predictions come from: its row of the
+// what-if table and, for a loader, the transactions of a run.
+type predictBasis struct {
+	app  whatif.App
+	txns int
 }
 
 // job names.
@@ -204,6 +221,7 @@ func withApp(u, protocol, app string) string {
 
 func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 	p := r.p
+	r.basis = map[string]predictBasis{}
 	o := r.options(whatIfOLTPApp)
 	rep := &WhatIfReport{
 		Workload: o.Workload, Driver: o.Driver, Threads: o.Threads, Tables: o.Tables, TableSize: o.TableSize,
@@ -256,9 +274,12 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 		if err := r.s.setRTT(ctx, rtt); err != nil {
 			return nil, err
 		}
-		row, err := r.runOLTP(ctx, o, rtt)
+		row, rts, err := r.runOLTP(ctx, o, rtt)
 		if err != nil {
 			return nil, err
+		}
+		if rtt == 0 {
+			rep.BenchRoundTrips = rts
 		}
 		record(row)
 		jobs := r.jobs()
@@ -302,15 +323,33 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 		row := &rep.Rows[i]
 		m := measured[row.Job][row.RTTMs]
 		row.TPS, row.LatencyMs, row.Seconds, row.Releases, row.LateUs = m.TPS, m.LatencyMs, m.Seconds, m.Releases, m.LateUs
-		switch {
-		case row.Job != jobOLTP && row.PredictedSeconds > 0:
-			row.Error = row.Seconds/row.PredictedSeconds - 1
-		case row.Job == jobOLTP && row.PredictedTPS > 0:
-			row.Error = row.TPS/row.PredictedTPS - 1
+		row.Error = headlineError(*row, row.PredictedTPS, row.PredictedSeconds)
+		if b, ok := r.basis[row.Job]; ok && row.RTTMs > 0 {
+			// Each round trip crosses the delay line once each way.
+			applied := time.Duration(float64(time.Millisecond)*row.RTTMs + 2*row.LateUs*float64(time.Microsecond))
+			row.AppliedRTTMs = durMs(applied)
+			tps, secs := whatif.Predict(b.app, applied).TPS, 0.0
+			if b.txns > 0 {
+				secs = whatif.JobDuration(b.app, int64(b.txns), applied).Seconds()
+				tps = float64(b.txns) / secs
+			}
+			row.AppliedError = headlineError(*row, tps, secs)
 		}
 	}
 	rep.Loads = extrapolate(rep, r.plan.Batches)
 	return rep, nil
+}
+
+// headlineError is the row's measured headline figure over the
+// predicted one, less 1: duration for a loader, TPS for the benchmark.
+func headlineError(row WhatIfRow, predictedTPS, predictedSeconds float64) float64 {
+	switch {
+	case row.Job != jobOLTP && predictedSeconds > 0:
+		return row.Seconds/predictedSeconds - 1
+	case row.Job == jobOLTP && predictedTPS > 0:
+		return row.TPS/predictedTPS - 1
+	}
+	return 0
 }
 
 // jobRank orders the benchmark first, then the loaders by batch size.
@@ -323,24 +362,25 @@ func jobRank(job string) int {
 	return 1 + b
 }
 
-// runOLTP runs the benchmark at rtt and returns what it measured.
-func (r *whatIfRun) runOLTP(ctx context.Context, o bench.Options, rtt time.Duration) (WhatIfRow, error) {
+// runOLTP runs the benchmark at rtt and returns what it measured and the
+// round trips per transaction it counted.
+func (r *whatIfRun) runOLTP(ctx context.Context, o bench.Options, rtt time.Duration) (WhatIfRow, float64, error) {
 	r.p.step("RTT %s: running %s for %s (+%s warm-up)", fmtRTT(rtt), o.Workload, o.Time, o.WarmupTime)
 	before := r.s.lateness()
 	res, err := bench.Run(ctx, o, &lineFilter{out: r.p, prefix: "[ ", indent: "           "})
 	if err != nil {
-		return WhatIfRow{}, fmt.Errorf("%s at RTT %s: %w", o.Workload, fmtRTT(rtt), err)
+		return WhatIfRow{}, 0, fmt.Errorf("%s at RTT %s: %w", o.Workload, fmtRTT(rtt), err)
 	}
 	late := r.s.lateness()
 	if res.Transactions == 0 {
-		return WhatIfRow{}, fmt.Errorf("%s at RTT %s: no transaction completed", o.Workload, fmtRTT(rtt))
+		return WhatIfRow{}, 0, fmt.Errorf("%s at RTT %s: no transaction completed", o.Workload, fmtRTT(rtt))
 	}
 	row := WhatIfRow{Job: jobOLTP, RTTMs: rttMs(rtt), TPS: res.TPS(), LatencyMs: durMs(res.Latency.Avg), Releases: late.Count - before.Count}
 	if row.Releases > 0 {
 		row.LateUs = float64(late.Sum-before.Sum) / float64(row.Releases) / float64(time.Microsecond)
 	}
 	r.p.step("RTT %s: %s: %.1f TPS, latency avg %.2f ms, %.1f round trips/txn", fmtRTT(rtt), o.Workload, row.TPS, row.LatencyMs, res.RoundTripsPerTransaction())
-	return row, nil
+	return row, res.RoundTripsPerTransaction(), nil
 }
 
 // whatIfJob is one job of the experiment and its application name.
@@ -377,6 +417,11 @@ func (r *whatIfRun) predict(rep *WhatIfReport, j whatIfJob, lr *loadResult) erro
 		app.BytesPerRow = float64(lr.bytes) / float64(lr.rows)
 	}
 	rep.Baseline = append(rep.Baseline, app)
+	b := predictBasis{app: a}
+	if lr != nil {
+		b.txns = lr.transactions
+	}
+	r.basis[j.job] = b
 	for _, rtt := range r.plan.RTTs {
 		pr := whatif.Predict(a, rtt)
 		row := WhatIfRow{Job: j.job, RTTMs: rttMs(rtt), PredictedTPS: pr.TPS, PredictedLatencyMs: durMs(pr.Latency)}

@@ -51,6 +51,16 @@ func (p *WhatIfPlan) validate() error {
 	return nil
 }
 
+// app returns the baseline of job, or nil.
+func (w *WhatIfReport) app(job string) *WhatIfApp {
+	for i := range w.Baseline {
+		if w.Baseline[i].Job == job {
+			return &w.Baseline[i]
+		}
+	}
+	return nil
+}
+
 // row returns the row of job at rtt ms, or nil.
 func (w *WhatIfReport) row(job string, rtt float64) *WhatIfRow {
 	for i := range w.Rows {
@@ -106,18 +116,21 @@ func pct(v float64) string { return fmt.Sprintf("%+.1f%%", 100*v) }
 // table returns the predictions beside the measurements.
 func (w *WhatIfReport) table() table {
 	t := table{head: []string{"job", "added RTT (ms)", "predicted TPS", "measured TPS", "predicted latency (ms)", "measured latency (ms)",
-		"predicted duration (s)", "measured duration (s)", "error", "release late (µs)"}}
+		"predicted duration (s)", "measured duration (s)", "error", "release late (µs)", "RTT as applied (ms)", "error at applied RTT"}}
 	for _, r := range w.Rows {
 		e := "-"
 		if r.PredictedTPS > 0 {
 			e = pct(r.Error)
 		}
-		late := "-"
+		late, applied, ae := "-", "-", "-"
 		if r.Releases > 0 {
 			late = fmt.Sprintf("%+.1f", r.LateUs)
 		}
+		if r.AppliedRTTMs > 0 {
+			applied, ae = f3(r.AppliedRTTMs), pct(r.AppliedError)
+		}
 		t.rows = append(t.rows, []string{r.Job, fmtNum(r.RTTMs), dash(r.PredictedTPS, f1), dash(r.TPS, f1),
-			dash(r.PredictedLatencyMs, f2), dash(r.LatencyMs, f2), dash(r.PredictedSeconds, f3), dash(r.Seconds, f3), e, late})
+			dash(r.PredictedLatencyMs, f2), dash(r.LatencyMs, f2), dash(r.PredictedSeconds, f3), dash(r.Seconds, f3), e, late, applied, ae})
 	}
 	return t
 }
@@ -255,7 +268,7 @@ func (w *WhatIfReport) explain(out io.Writer) {
 	var worst *WhatIfRow
 	for i := range w.Rows {
 		r := &w.Rows[i]
-		if r.RTTMs > 0 && (r.PredictedTPS > 0) && (worst == nil || math.Abs(r.Error) > math.Abs(worst.Error)) {
+		if r.RTTMs > 0 && r.PredictedTPS > 0 && (worst == nil || math.Abs(r.Error) > math.Abs(worst.Error)) {
 			worst = r
 		}
 	}
@@ -264,10 +277,30 @@ func (w *WhatIfReport) explain(out io.Writer) {
 		if math.Abs(worst.Error) <= whatIfTarget {
 			fmt.Fprintf(out, "Every prediction is within %.0f%% of what the delay really did.\n", 100*whatIfTarget)
 		} else {
-			fmt.Fprintf(out, "The model counts only the round trips the client waited for; what it misses is time per round trip it cannot see "+
-				"from unshaped traffic: the delay line's own lateness (the release late column, mean µs per delayed chunk), "+
-				"waking the client, sluice and the server after every delayed message on a shared machine, and server time that grows when "+
-				"transactions hold their locks longer.\n")
+			fmt.Fprintf(out, "The model counts the round trips the client waited for and adds the RTT to each; what it cannot see from unshaped traffic is "+
+				"time per round trip that only the delay brings: ")
+			if worst.AppliedRTTMs > 0 {
+				fmt.Fprintf(out, "the delay line's own lateness (%+.0f µs per chunk on average in that run, so each round trip cost %.3f ms instead of %s; "+
+					"predicted at that RTT the error is %s), ", worst.LateUs, worst.AppliedRTTMs, fmtNum(worst.RTTMs), pct(worst.AppliedError))
+			}
+			if a := w.app(worst.Job); a != nil && a.RoundTrips > 0 && worst.LatencyMs > 0 {
+				rtt := worst.AppliedRTTMs
+				if rtt == 0 {
+					rtt = worst.RTTMs
+				}
+				rest := worst.LatencyMs - a.RoundTrips*rtt
+				fmt.Fprintf(out, "and the time each transaction spends outside the round trips' added delay, %.2f ms unshaped and %.2f ms in that run "+
+					"(measured latency less %.1f round trips x the applied RTT): waking the client, sluice and the server after every delayed message on a busy machine, "+
+					"and locks held for the longer transactions", a.LatencyMs, rest, a.RoundTrips)
+			}
+			fmt.Fprintf(out, ".\n")
+		}
+	}
+	if w.BenchRoundTrips > 0 {
+		if a := w.app(jobOLTP); a != nil && math.Abs(a.RoundTrips/w.BenchRoundTrips-1) > 0.02 {
+			fmt.Fprintf(out, "- sluice counted %.1f round trips per %s transaction, the benchmark %.1f: in sluice's table every statement outside a transaction "+
+				"(the sessions' setup, a transaction cut short by a deadlock and retried) is a transaction of its own, which lowers the mean.\n",
+				a.RoundTrips, jobOLTP, w.BenchRoundTrips)
 		}
 	}
 	if len(w.Loads) == 0 {

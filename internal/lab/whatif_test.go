@@ -30,6 +30,7 @@ func sampleWhatIf() *WhatIfReport {
 		}
 		if rtt > 0 {
 			r.Releases, r.LateUs = 1000, 35.5
+			r.AppliedRTTMs, r.AppliedError = rtt+2*0.0355, r.Error*0.8
 		}
 		w.Rows = append(w.Rows, r)
 	}
@@ -81,6 +82,12 @@ func checkWhatIfFiles(t *testing.T, dir, md string, w *WhatIfReport) {
 			if got := cellNum(t, c.cell); !near(got, c.v, c.prec) {
 				t.Errorf("what-if row %d %s: table %s, JSON %v", i, c.name, c.cell, c.v)
 			}
+		}
+		if r.AppliedRTTMs > 0 && (!near(cellNum(t, cells[10]), r.AppliedRTTMs, 0.001) || !near(cellNum(t, cells[11]), 100*r.AppliedError, 0.1)) {
+			t.Errorf("what-if row %d applied RTT: table %s %s, JSON %v %v", i, cells[10], cells[11], r.AppliedRTTMs, r.AppliedError)
+		}
+		if r.RTTMs > 0 && r.Releases > 0 && !near(r.AppliedRTTMs, r.RTTMs+2*r.LateUs/1000, 1e-6) {
+			t.Errorf("what-if row %d: applied RTT %v is not %v ms + 2 x %v µs", i, r.AppliedRTTMs, r.RTTMs, r.LateUs)
 		}
 		// The error is of the headline figure: duration for a loader,
 		// TPS for the benchmark.
