@@ -298,8 +298,9 @@ func (w *WhatIfReport) explain(out io.Writer) {
 	}
 	if w.BenchRoundTrips > 0 {
 		if a := w.app(jobOLTP); a != nil && math.Abs(a.RoundTrips/w.BenchRoundTrips-1) > 0.02 {
-			fmt.Fprintf(out, "- sluice counted %.1f round trips per %s transaction, the benchmark %.1f: in sluice's table every statement outside a transaction "+
-				"(the sessions' setup, a transaction cut short by a deadlock and retried) is a transaction of its own, which lowers the mean.\n",
+			fmt.Fprintf(out, "- sluice counted %.1f round trips per %s transaction, the benchmark %.1f: in sluice's table every request outside a transaction "+
+				"(each session preparing its statements when it connects, a transaction cut short by a deadlock and retried) is a transaction of its own, "+
+				"which lowers the mean of a short run and the latency it predicts.\n",
 				a.RoundTrips, jobOLTP, w.BenchRoundTrips)
 		}
 	}

@@ -86,7 +86,7 @@ func checkWhatIfFiles(t *testing.T, dir, md string, w *WhatIfReport) {
 		if r.AppliedRTTMs > 0 && (!near(cellNum(t, cells[10]), r.AppliedRTTMs, 0.001) || !near(cellNum(t, cells[11]), 100*r.AppliedError, 0.1)) {
 			t.Errorf("what-if row %d applied RTT: table %s %s, JSON %v %v", i, cells[10], cells[11], r.AppliedRTTMs, r.AppliedError)
 		}
-		if r.RTTMs > 0 && r.Releases > 0 && !near(r.AppliedRTTMs, r.RTTMs+2*r.LateUs/1000, 1e-6) {
+		if r.RTTMs > 0 && r.Releases > 0 && !near(r.AppliedRTTMs, r.RTTMs+2*r.LateUs/1000, 1e-4) {
 			t.Errorf("what-if row %d: applied RTT %v is not %v ms + 2 x %v µs", i, r.AppliedRTTMs, r.RTTMs, r.LateUs)
 		}
 		// The error is of the headline figure: duration for a loader,
@@ -343,12 +343,17 @@ func checkWhatIfShape(t *testing.T, w *WhatIfReport, benchRoundTrips float64) {
 	}
 	for _, a := range w.Baseline {
 		want := float64(plan.CommitEvery + 2) // BEGIN, the INSERTs, COMMIT
+		lo := want
 		if a.Job == jobOLTP {
-			want = benchRoundTrips
+			// The benchmark's sessions prepare their statements outside
+			// a transaction first: in sluice's table each is a
+			// transaction of one round trip, which lowers the mean of a
+			// short run, never raises it.
+			want, lo = benchRoundTrips, 0.8*benchRoundTrips
 		}
-		if math.Abs(a.RoundTrips-want) > 0.05*want || a.Sessions < 1 || a.Transactions < 1 {
-			t.Errorf("sluice saw %s with %.2f round trips per transaction (want %.2f), %d sessions, %d transactions",
-				a.Job, a.RoundTrips, want, a.Sessions, a.Transactions)
+		if a.RoundTrips > want+0.01 || a.RoundTrips < lo-0.01 || a.Sessions < 1 || a.Transactions < 1 {
+			t.Errorf("sluice saw %s with %.2f round trips per transaction (want %.2f to %.2f), %d sessions, %d transactions",
+				a.Job, a.RoundTrips, lo, want, a.Sessions, a.Transactions)
 		}
 		if a.Job != jobOLTP && a.RunTransactions != (plan.Statements+plan.CommitEvery-1)/plan.CommitEvery && a.RowsPerStatement == 1 {
 			t.Errorf("%s: %d transactions per run", a.Job, a.RunTransactions)
@@ -368,10 +373,13 @@ func checkWhatIfShape(t *testing.T, w *WhatIfReport, benchRoundTrips float64) {
 		if job != jobOLTP && (at10.Seconds <= base.Seconds || at10.PredictedSeconds <= 0) {
 			t.Errorf("%s: durations %+v, %+v", job, base, at10)
 		}
-		// Loose: a prediction off by half is a broken pipeline, not a
-		// model error (the 10% target is the report's to judge).
-		if r := at10.TPS / at10.PredictedTPS; r < 0.5 || r > 2 {
-			t.Errorf("%s at 10 ms: measured %.1f TPS against a prediction of %.1f", job, at10.TPS, at10.PredictedTPS)
+		// Loose, and at the RTT the delay line really applied (a loaded
+		// machine releases late): a prediction off by half is a broken
+		// pipeline, not a model error (the 10% target is the report's to
+		// judge).
+		if e := at10.AppliedError; e < -0.5 || e > 1 {
+			t.Errorf("%s at 10 ms: measured %.1f TPS against a prediction of %.1f; %+.0f%% at the applied RTT %.3f ms",
+				job, at10.TPS, at10.PredictedTPS, 100*e, at10.AppliedRTTMs)
 		}
 		if at10.Releases == 0 || base.Releases != 0 {
 			t.Errorf("%s: %d delayed chunks at 0, %d at 10 ms", job, base.Releases, at10.Releases)
