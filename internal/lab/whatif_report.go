@@ -222,7 +222,7 @@ func (w *WhatIfReport) Chart() *svg.Chart {
 			continue
 		}
 		m := svg.Series{Name: job + ": measured", Points: []svg.Point{{X: 0, Y: 1}}}
-		p := svg.Series{Name: job + ": predicted", Dashed: true, Points: []svg.Point{{X: 0, Y: 1}}}
+		p := svg.Series{Name: job + ": predicted", Dashed: true, Like: len(c.Series) + 1, Points: []svg.Point{{X: 0, Y: 1}}}
 		for _, r := range w.Rows {
 			if r.Job != job || r.RTTMs == 0 {
 				continue
