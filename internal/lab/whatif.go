@@ -157,9 +157,11 @@ type WhatIfLoad struct {
 	LoadBytes        float64 `json:"load_bytes"`
 	Rows             float64 `json:"rows"`
 	// Hours are the measured per-statement time at each RTT scaled to
-	// Rows, in the order of RTTMs.
-	RTTMs []float64 `json:"rtt_ms"`
-	Hours []float64 `json:"hours"`
+	// Rows, in the order of RTTMs; PredictedHours the same of sluice's
+	// prediction.
+	RTTMs          []float64 `json:"rtt_ms"`
+	Hours          []float64 `json:"hours"`
+	PredictedHours []float64 `json:"predicted_hours"`
 }
 
 // whatIfLoadBytes is the table size the report extrapolates to.
@@ -604,9 +606,10 @@ func extrapolate(rep *WhatIfReport, batches []int) []WhatIfLoad {
 			if row.Job != loaderJob(b) || row.Seconds <= 0 {
 				continue
 			}
-			perStatement := row.Seconds / float64(app.Statements)
+			scale := l.Rows / float64(b) / float64(app.Statements) / 3600 // statements in the load, per statement of a run, in hours
 			l.RTTMs = append(l.RTTMs, row.RTTMs)
-			l.Hours = append(l.Hours, perStatement*l.Rows/float64(b)/3600)
+			l.Hours = append(l.Hours, row.Seconds*scale)
+			l.PredictedHours = append(l.PredictedHours, row.PredictedSeconds*scale)
 		}
 		out = append(out, l)
 	}

@@ -161,16 +161,25 @@ func (w *WhatIfReport) loadTable() table {
 	slices.Sort(rtts)
 	for _, r := range rtts {
 		head = append(head, fmt.Sprintf("hours at +%s ms", fmtNum(r)))
+		if r > 0 {
+			head = append(head, fmt.Sprintf("predicted at +%s ms", fmtNum(r)))
+		}
 	}
 	t := table{head: head}
 	for _, l := range w.Loads {
 		cells := []string{fmt.Sprint(l.RowsPerStatement), f1(l.BytesPerRow), fmt.Sprintf("%.3g", l.Rows)}
 		for _, r := range rtts {
-			c := "-"
+			c, pc := "-", "-"
 			if i := slices.Index(l.RTTMs, r); i >= 0 {
 				c = hours(l.Hours[i])
+				if i < len(l.PredictedHours) && l.PredictedHours[i] > 0 {
+					pc = hours(l.PredictedHours[i])
+				}
 			}
 			cells = append(cells, c)
+			if r > 0 {
+				cells = append(cells, pc)
+			}
 		}
 		t.rows = append(t.rows, cells)
 	}
@@ -309,17 +318,32 @@ func (w *WhatIfReport) explain(out io.Writer) {
 		return
 	}
 	one := w.Loads[0]
-	var at10 float64
-	if i := slices.Index(one.RTTMs, 10); i >= 0 {
-		at10 = one.Hours[i]
+	at := func(l WhatIfLoad, rtt float64) (measured, predicted float64) {
+		if i := slices.Index(l.RTTMs, rtt); i >= 0 {
+			measured = l.Hours[i]
+			if i < len(l.PredictedHours) {
+				predicted = l.PredictedHours[i]
+			}
+		}
+		return measured, predicted
 	}
-	fmt.Fprintf(out, "- A row-at-a-time sync pays one round trip per row. At %.0f bytes per row a 4 GB table is %.3g rows, ", one.BytesPerRow, one.Rows)
-	if at10 > 0 {
-		fmt.Fprintf(out, "so at +10 ms it takes %s hours, as measured here per statement and scaled up: on a LAN the same job is CPU-bound and takes minutes, "+
-			"at 10 ms it waits on the network almost all the time. ", hours(at10))
+	m0, _ := at(one, 0)
+	m10, p10 := at(one, 10)
+	fmt.Fprintf(out, "- A row-at-a-time sync pays one round trip per row. At %.0f bytes per row (the SQL the loader sent) a 4 GB table is %.3g rows", one.BytesPerRow, one.Rows)
+	if p10 > 0 {
+		fmt.Fprintf(out, ": %.3g rows x 10 ms is %.0f hours of waiting alone, before the server does anything. "+
+			"Scaled up from these runs, the load takes %s hours unshaped and %s hours at +10 ms as measured (%s as sluice predicted from the unshaped run)",
+			one.Rows, one.Rows*0.010/3600, hours(m0), hours(m10), hours(p10))
 	}
-	fmt.Fprintf(out, "Batching buys the round trips back: with more rows per INSERT the rows share a round trip, "+
-		"and the time goes to the server and to moving the bytes.\n\n")
+	fmt.Fprintf(out, ". Batching buys the round trips back: with k rows per INSERT, k rows share a round trip, and the time goes to the server and to moving the bytes")
+	if len(w.Loads) > 1 {
+		last := w.Loads[len(w.Loads)-1]
+		lm10, lp10 := at(last, 10)
+		if lp10 > 0 {
+			fmt.Fprintf(out, "; at %d rows per INSERT the same table takes %s hours at +10 ms (%s predicted)", last.RowsPerStatement, hours(lm10), hours(lp10))
+		}
+	}
+	fmt.Fprintf(out, ".\n\n")
 	w.loadTable().markdown(out)
 	fmt.Fprintf(out, "\nThe hours are each loader's measured time per INSERT at that RTT x the INSERTs a 4 GB table needs "+
 		"(4 GB / bytes per row / rows per INSERT), with the same transaction size; bytes per row is the SQL the loader sent.\n\n")

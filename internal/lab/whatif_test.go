@@ -239,7 +239,7 @@ func TestWhatIfExtrapolate(t *testing.T) {
 				app = a
 			}
 		}
-		if !near(l.Rows, 4e9/app.BytesPerRow, 1e-6) || len(l.Hours) != 3 {
+		if !near(l.Rows, 4e9/app.BytesPerRow, 1e-6) || len(l.Hours) != 3 || len(l.PredictedHours) != 3 {
 			t.Fatalf("load %+v from %+v", l, app)
 		}
 		for i, rtt := range l.RTTMs {
@@ -248,6 +248,9 @@ func TestWhatIfExtrapolate(t *testing.T) {
 			want := (4e9 / app.BytesPerRow / float64(l.RowsPerStatement)) * (row.Seconds / float64(app.Statements)) / 3600
 			if !near(l.Hours[i], want, 1e-9*want) {
 				t.Errorf("%d rows per INSERT at %v ms: %v h, want %v", l.RowsPerStatement, rtt, l.Hours[i], want)
+			}
+			if p := l.PredictedHours[i]; !near(p/l.Hours[i], row.PredictedSeconds/row.Seconds, 1e-9) {
+				t.Errorf("%d rows per INSERT at %v ms: predicted %v h against %v measured, want the runs' ratio", l.RowsPerStatement, rtt, p, l.Hours[i])
 			}
 		}
 	}
