@@ -70,7 +70,7 @@ Scale:                        --quick                  full (default)
   what-if: benchmark run      3 s after 1 s warm-up    10 s after 2 s warm-up
   what-if: table              1 x 10000 rows           1 x 100000 rows
   what-if: rows per INSERT    1 (200 INSERTs), 100     1 (500 INSERTs), 100,
-                              (50 INSERTs)             1000 (50 INSERTs each)
+                              (50 INSERTs)             1000 (100 INSERTs each)
   duration                    under 2 minutes          under 15 minutes
 
 Targets: slowdown at N=10 >= 6x with network_control off and <= 1.2x with

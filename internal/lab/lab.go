@@ -209,7 +209,7 @@ func FullPlan() Plan {
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
 		WhatIf: WhatIfPlan{
 			RTTs: whatIfRTTs, Tables: 1, TableSize: 100000, Time: 10 * time.Second, Warmup: 2 * time.Second, ReportInterval: 5 * time.Second,
-			Batches: []int{1, 100, 1000}, Statements: 500, BatchStatements: 50, CommitEvery: 10,
+			Batches: []int{1, 100, 1000}, Statements: 500, BatchStatements: 100, CommitEvery: 10,
 		},
 	}
 }

@@ -137,12 +137,19 @@ type WhatIfRow struct {
 	Seconds          float64 `json:"seconds,omitempty"`
 	// Error is the headline figure's measured / predicted - 1.
 	Error float64 `json:"error"`
-	// AppliedRTTMs is the RTT the delay line really added: RTTMs plus
-	// twice the chunks' mean release lateness (a round trip crosses it
-	// each way); AppliedError is Error against the prediction at that
-	// RTT, which leaves out the emulation's own error. 0 at RTT 0.
+	// PingMs is the mean time of a minimal round trip (SELECT 1, a MySQL
+	// ping) through the route at this setting, before the runs.
+	PingMs float64 `json:"ping_ms"`
+	// AppliedRTTMs is the RTT the route really added: PingMs less the
+	// unshaped PingMs, which counts the delay line's lateness and the
+	// time client and server take to wake after each delayed message;
+	// AppliedError is Error against the prediction at that RTT, which
+	// leaves out what the emulation adds beyond RTTMs. 0 at RTT 0.
 	AppliedRTTMs float64 `json:"applied_rtt_ms,omitempty"`
 	AppliedError float64 `json:"applied_error,omitempty"`
+	// IgnoredErrors are the benchmark's ignored errors (deadlocks, lock
+	// timeouts) during the run; 0 for a loader.
+	IgnoredErrors uint64 `json:"ignored_errors"`
 	// Releases and LateUs are the delay lines' chunks and their mean
 	// release lateness in µs during the run, as in the latency
 	// experiment.
@@ -272,10 +279,17 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 		}
 		measured[row.Job][row.RTTMs] = row
 	}
+	pingMs := map[float64]float64{} // by RTT in ms
 	for _, rtt := range r.plan.RTTs {
 		if err := r.s.setRTT(ctx, rtt); err != nil {
 			return nil, err
 		}
+		ping, err := meanPing(ctx, r.clk, setup)
+		if err != nil {
+			return nil, fmt.Errorf("ping at RTT %s: %w", fmtRTT(rtt), err)
+		}
+		pingMs[rttMs(rtt)] = ping
+		p.step("RTT %s: a minimal round trip takes %.3f ms (mean of %d)", fmtRTT(rtt), ping, pings)
 		row, rts, err := r.runOLTP(ctx, o, rtt)
 		if err != nil {
 			return nil, err
@@ -326,9 +340,9 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 		m := measured[row.Job][row.RTTMs]
 		row.TPS, row.LatencyMs, row.Seconds, row.Releases, row.LateUs = m.TPS, m.LatencyMs, m.Seconds, m.Releases, m.LateUs
 		row.Error = headlineError(*row, row.PredictedTPS, row.PredictedSeconds)
+		row.PingMs, row.IgnoredErrors = pingMs[row.RTTMs], m.IgnoredErrors
 		if b, ok := r.basis[row.Job]; ok && row.RTTMs > 0 {
-			// Each round trip crosses the delay line once each way.
-			applied := time.Duration(float64(time.Millisecond)*row.RTTMs + 2*row.LateUs*float64(time.Microsecond))
+			applied := time.Duration(float64(time.Millisecond) * max(pingMs[row.RTTMs]-pingMs[0], 0))
 			row.AppliedRTTMs = durMs(applied)
 			tps, secs := whatif.Predict(b.app, applied).TPS, 0.0
 			if b.txns > 0 {
@@ -340,6 +354,21 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 	}
 	rep.Loads = extrapolate(rep, r.plan.Batches)
 	return rep, nil
+}
+
+// meanPing returns the mean time in ms of a minimal round trip on c
+// (pings of them, after one untimed).
+func meanPing(ctx context.Context, clk clock.Clock, c conn) (float64, error) {
+	if err := c.ping(ctx); err != nil {
+		return 0, err
+	}
+	t0 := clk.Now()
+	for range pings {
+		if err := c.ping(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return durMs(clk.Now().Sub(t0)) / pings, nil
 }
 
 // headlineError is the row's measured headline figure over the
@@ -377,7 +406,8 @@ func (r *whatIfRun) runOLTP(ctx context.Context, o bench.Options, rtt time.Durat
 	if res.Transactions == 0 {
 		return WhatIfRow{}, 0, fmt.Errorf("%s at RTT %s: no transaction completed", o.Workload, fmtRTT(rtt))
 	}
-	row := WhatIfRow{Job: jobOLTP, RTTMs: rttMs(rtt), TPS: res.TPS(), LatencyMs: durMs(res.Latency.Avg), Releases: late.Count - before.Count}
+	row := WhatIfRow{Job: jobOLTP, RTTMs: rttMs(rtt), TPS: res.TPS(), LatencyMs: durMs(res.Latency.Avg), Releases: late.Count - before.Count,
+		IgnoredErrors: res.IgnoredErrors}
 	if row.Releases > 0 {
 		row.LateUs = float64(late.Sum-before.Sum) / float64(row.Releases) / float64(time.Microsecond)
 	}

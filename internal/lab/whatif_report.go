@@ -260,12 +260,16 @@ func (w *WhatIfReport) writeMarkdown(out io.Writer) {
 		w.Workload, plural(w.Threads, "thread"), plural(w.Tables, "table"), w.TableSize, w.RunSeconds, w.WarmupSeconds, w.CommitEvery)
 	fmt.Fprintf(out, "What sluice measured of each job, unshaped:\n\n")
 	w.baselineTable().markdown(out)
+	fmt.Fprintf(out, "\nsluice's TPS is over its window, or the time since it first saw the application, and never over less than a second: "+
+		"a loader's run is shorter, so its TPS here is not the run's; its predictions use the cycle and round trips, not this figure.\n")
 	fmt.Fprintf(out, "\nThen each delay is applied on the link (half the RTT each way, as in experiment 1) and every job runs again. "+
 		"sluice predicts, per application, latency' = L + r x RTT and throughput' = TPS x cycle / (cycle + r x RTT) "+
 		"(L the mean transaction latency, r the round trips per transaction, cycle L plus the client's time until its next transaction), "+
 		"and a single-stream job of n transactions takes n x (cycle + r x RTT). "+
 		"For the benchmark the figure compared is TPS; for a loader, the run's duration. "+
-		"The RTT 0 rows compare sluice's own figures with the run's. Error is measured / predicted - 1.\n\n")
+		"The RTT 0 rows compare sluice's own figures with the run's. Error is measured / predicted - 1. "+
+		"RTT as applied is what a minimal round trip through the route (SELECT 1 or a MySQL ping, the mean of %d before the runs) took more than unshaped: "+
+		"the delay line's lateness and the wake-ups after each delayed message included; the last column is the error against the prediction at that RTT.\n\n", pings)
 	w.table().markdown(out)
 	fmt.Fprintf(out, "\n![predicted vs measured](%s)\n\n", FileWhatIf)
 	w.explain(out)
@@ -289,8 +293,9 @@ func (w *WhatIfReport) explain(out io.Writer) {
 			fmt.Fprintf(out, "The model counts the round trips the client waited for and adds the RTT to each; what it cannot see from unshaped traffic is "+
 				"time per round trip that only the delay brings: ")
 			if worst.AppliedRTTMs > 0 {
-				fmt.Fprintf(out, "the delay line's own lateness (%+.0f µs per chunk on average in that run, so each round trip cost %.3f ms instead of %s; "+
-					"predicted at that RTT the error is %s), ", worst.LateUs, worst.AppliedRTTMs, fmtNum(worst.RTTMs), pct(worst.AppliedError))
+				fmt.Fprintf(out, "a minimal round trip through the route took %.3f ms more than unshaped, not %s "+
+					"(the delay line released its chunks %+.0f µs late on average in that run, and client and server must wake after each delayed message); "+
+					"predicted at that RTT the error is %s; ", worst.AppliedRTTMs, fmtNum(worst.RTTMs), worst.LateUs, pct(worst.AppliedError))
 			}
 			if a := w.app(worst.Job); a != nil && a.RoundTrips > 0 && worst.LatencyMs > 0 {
 				rtt := worst.AppliedRTTMs
@@ -301,6 +306,10 @@ func (w *WhatIfReport) explain(out io.Writer) {
 				fmt.Fprintf(out, "and the time each transaction spends outside the round trips' added delay, %.2f ms unshaped and %.2f ms in that run "+
 					"(measured latency less %.1f round trips x the applied RTT): waking the client, sluice and the server after every delayed message on a busy machine, "+
 					"and locks held for the longer transactions", a.LatencyMs, rest, a.RoundTrips)
+				if base := w.row(worst.Job, 0); worst.Job == jobOLTP && base != nil && worst.IgnoredErrors > base.IgnoredErrors {
+					fmt.Fprintf(out, " (the benchmark met %d ignored errors, deadlocks and lock timeouts, at +%s ms against %d unshaped)",
+						worst.IgnoredErrors, fmtNum(worst.RTTMs), base.IgnoredErrors)
+				}
 			}
 			fmt.Fprintf(out, ".\n")
 		}

@@ -28,9 +28,10 @@ func sampleWhatIf() *WhatIfReport {
 		case predTPS > 0:
 			r.Error = tps/predTPS - 1
 		}
+		r.PingMs = 0.12 + 1.02*rtt
 		if rtt > 0 {
 			r.Releases, r.LateUs = 1000, 35.5
-			r.AppliedRTTMs, r.AppliedError = rtt+2*0.0355, r.Error*0.8
+			r.AppliedRTTMs, r.AppliedError = r.PingMs-0.12, r.Error*0.8
 		}
 		w.Rows = append(w.Rows, r)
 	}
@@ -86,8 +87,8 @@ func checkWhatIfFiles(t *testing.T, dir, md string, w *WhatIfReport) {
 		if r.AppliedRTTMs > 0 && (!near(cellNum(t, cells[10]), r.AppliedRTTMs, 0.001) || !near(cellNum(t, cells[11]), 100*r.AppliedError, 0.1)) {
 			t.Errorf("what-if row %d applied RTT: table %s %s, JSON %v %v", i, cells[10], cells[11], r.AppliedRTTMs, r.AppliedError)
 		}
-		if r.RTTMs > 0 && r.Releases > 0 && !near(r.AppliedRTTMs, r.RTTMs+2*r.LateUs/1000, 1e-4) {
-			t.Errorf("what-if row %d: applied RTT %v is not %v ms + 2 x %v µs", i, r.AppliedRTTMs, r.RTTMs, r.LateUs)
+		if base := w.row(r.Job, 0); r.RTTMs > 0 && base != nil && !near(r.AppliedRTTMs, max(r.PingMs-base.PingMs, 0), 1e-4) {
+			t.Errorf("what-if row %d: applied RTT %v is not the ping %v less the unshaped %v", i, r.AppliedRTTMs, r.PingMs, base.PingMs)
 		}
 		// The error is of the headline figure: duration for a loader,
 		// TPS for the benchmark.
