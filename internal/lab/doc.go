@@ -79,8 +79,11 @@
 // applies each RTT on the link, as experiment 1 does, and measures the
 // benchmark's TPS and each loader's duration. The report gives predicted
 // and measured side by side with the error, the delay lines' lateness
-// during each run, and each loader's time per INSERT scaled to a 4 GB
-// table with the bytes per row it sent. The benchmark's tables and the
+// during each run, the RTT the route really added (a minimal round
+// trip's mean time at that setting less its unshaped mean) with the
+// error against the prediction at that RTT, and each loader's time per
+// INSERT, measured and predicted, scaled to a 4 GB table with the bytes
+// per row it sent. The benchmark's tables and the
 // loader's table (sluice_lab_whatif_load) are dropped at the end.
 //
 // # Time and output
