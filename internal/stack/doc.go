@@ -110,6 +110,14 @@
 // through wlm.Manager.SetLowPriorityCaps. With a file or in-memory
 // catalog it is never started and nothing changes.
 //
+// # What-if
+//
+// The stack owns one whatif.Table (Stack.WhatIf). Every postgres and
+// mysql route's front end gets it (Options.WhatIf), so all client
+// sessions count their round trips in it, and the workload manager
+// serves it (wlm.Manager.SetWhatIf) to SHOW WHATIF, the whatif view,
+// GET /api/whatif and the sluice_whatif_ metrics.
+//
 // # Shutdown
 //
 // Shutdown drains the proxy's sessions until its context ends; Close

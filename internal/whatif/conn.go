@@ -10,7 +10,8 @@ import (
 // sockets' RTT.
 const SampleEvery = time.Second
 
-// Sampler returns the current tcpi_rtt of a session's client and
+// Sampler returns the current kernel RTT (rawconn.RTT: tcpi_min_rtt) of a
+// session's client and
 // upstream sockets (0 for a socket that has none, a Unix socket). It is
 // called from the server pump's goroutine, at most once per SampleEvery.
 type Sampler func() (client, upstream time.Duration)
@@ -36,7 +37,9 @@ type Conn struct {
 	client     time.Duration // guarded by mu; its client time so far
 	lastSend   time.Time     // guarded by mu; latest request seen
 	lastEnd    time.Time     // guarded by mu; end of the latest final answer
-	gapOpen    bool          // guarded by mu; a transaction ended, the next has not begun
+	stmt       bool          // guarded by mu; the transaction ran a statement
+	gapOpen    bool          // guarded by mu; a transaction was recorded, the next has not been
+	gapFrom    time.Time     // guarded by mu; when it ended
 	lastSample time.Time     // guarded by mu; zero before the first sample
 	clientRTT  time.Duration // guarded by mu; latest sample
 	upRTT      time.Duration // guarded by mu; latest sample
@@ -58,39 +61,34 @@ func (t *Table) Open(k Key, now time.Time, sample Sampler) *Conn {
 // awaited: only then does Answer need the time. It is one atomic load.
 func (c *Conn) Awaiting() bool { return c != nil && c.awaiting.Load() }
 
-// Send records a client request seen at now: the first while the server
-// owes nothing is a round trip (and, outside a transaction, the start of
-// one); later ones only move the round trip's last request time.
-func (c *Conn) Send(now time.Time) {
+// Send records a client request seen at now; stmt says it runs a
+// statement (a PostgreSQL Query, Execute or FunctionCall, a MySQL
+// COM_QUERY or COM_STMT_EXECUTE) rather than preparing one or asking
+// for something else. The first request while the server owes nothing
+// is a round trip (and, outside a transaction, the start of one); later
+// ones only move the round trip's last request time.
+func (c *Conn) Send(now time.Time, stmt bool) {
 	if c == nil {
 		return
 	}
-	var gap time.Duration
-	gapped := false
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
 		return
 	}
 	if !c.busy {
 		c.busy = true
 		c.awaiting.Store(true)
 		if !c.inTxn {
-			c.inTxn, c.txnStart = true, now
+			c.inTxn, c.txnStart, c.stmt = true, now, false
 			c.roundTrips, c.server, c.client = 0, 0, 0
-			if c.gapOpen {
-				gap, gapped, c.gapOpen = max(now.Sub(c.lastEnd), 0), true, false
-			}
 		} else {
 			c.client += max(now.Sub(c.lastEnd), 0)
 		}
 		c.roundTrips++
 	}
+	c.stmt = c.stmt || stmt
 	c.lastSend = now
-	c.mu.Unlock()
-	if gapped {
-		c.t.recordGap(c.app, now, gap)
-	}
 }
 
 // Answer records server bytes seen at now; the first after a round trip
@@ -110,13 +108,16 @@ func (c *Conn) Answer(now time.Time) {
 // Done records the end of a final answer at now. idle says the server
 // owes nothing more (no pipelined request is outstanding); open that a
 // transaction is still open after it. A Done with no request seen (an
-// answer sluice did not see asked) is ignored.
+// answer sluice did not see asked) is ignored. A transaction that ran
+// no statement (a prepare round trip, a ping outside a transaction) is
+// not one: its time stays in the client time around it.
 func (c *Conn) Done(now time.Time, idle, open bool) {
 	if c == nil {
 		return
 	}
 	var x txn
-	ended, sample := false, false
+	var gap time.Duration
+	ended, gapped, sample := false, false, false
 	c.mu.Lock()
 	if c.closed || !c.busy {
 		c.mu.Unlock()
@@ -132,21 +133,25 @@ func (c *Conn) Done(now time.Time, idle, open bool) {
 		c.lastEnd = now
 	}
 	if !open && c.inTxn {
-		ended = true
-		x = txn{
-			latency:    max(now.Sub(c.txnStart), 0),
-			server:     c.server,
-			client:     c.client,
-			network:    time.Duration(c.roundTrips) * (c.clientRTT + c.upRTT),
-			roundTrips: c.roundTrips,
+		if c.stmt {
+			ended = true
+			x = txn{
+				latency:    max(now.Sub(c.txnStart), 0),
+				server:     c.server,
+				client:     c.client,
+				network:    time.Duration(c.roundTrips) * (c.clientRTT + c.upRTT),
+				roundTrips: c.roundTrips,
+			}
+			if c.gapOpen {
+				gap, gapped = max(c.txnStart.Sub(c.gapFrom), 0), true
+			}
+			c.gapOpen, c.gapFrom = true, now
 		}
 		c.inTxn = false
-		if idle {
-			c.gapOpen = true
-		} else {
+		if !idle {
 			// Requests of the next transaction are already sent: it
 			// begins now.
-			c.inTxn, c.txnStart = true, now
+			c.inTxn, c.txnStart, c.stmt = true, now, false
 			c.roundTrips, c.server, c.client = 0, 0, 0
 		}
 	}
@@ -156,7 +161,7 @@ func (c *Conn) Done(now time.Time, idle, open bool) {
 	c.mu.Unlock()
 	if ended {
 		c.lastTxn.Store(now.Unix())
-		c.t.record(c.app, now, x)
+		c.t.record(c.app, now, x, gap, gapped)
 	}
 	if sample {
 		cr, ur := c.sample()

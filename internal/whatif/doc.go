@@ -33,7 +33,9 @@
 // byte to the answer's first byte), client time (each answer's end to the
 // next request inside it, plus the gap after it until the session's next
 // transaction) and its cycle (L plus that gap). Network wait is r times
-// the sum of the client and upstream sockets' tcpi_rtt (sampled at most
+// the sum of the client and upstream sockets' kernel RTT (TCP_INFO
+// tcpi_min_rtt, the path's least RTT: the smoothed tcpi_rtt also holds
+// the peer's delayed ACK, so the server's time to answer; sampled at most
 // once a second per session; 0 for a Unix socket, about 0 on loopback),
 // the share of L spent on the wire as it is today.
 //

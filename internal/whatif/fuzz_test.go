@@ -6,7 +6,7 @@ import (
 )
 
 // FuzzEvents drives up to four sessions of two applications with any
-// sequence of events (each byte: session, event, time step) and checks
+// sequence of events (each byte: session, statement or not, time step, event) and checks
 // that nothing panics and no figure is negative or out of range.
 func FuzzEvents(f *testing.F) {
 	f.Add([]byte{0x00, 0x11, 0x22, 0x02, 0x13})
@@ -22,10 +22,10 @@ func FuzzEvents(f *testing.F) {
 		}
 		for _, b := range ev {
 			c := conns[b>>6]
-			now = now.Add(time.Duration(b>>3&7) * 300 * time.Millisecond)
+			now = now.Add(time.Duration(b>>3&3) * 300 * time.Millisecond)
 			switch b & 7 {
 			case 0:
-				c.Send(now)
+				c.Send(now, b&0x20 == 0)
 			case 1:
 				c.Answer(now)
 			case 2:

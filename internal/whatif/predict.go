@@ -22,8 +22,8 @@ type App struct {
 	ServerTime                            time.Duration // mean per transaction
 	ClientTime                            time.Duration // mean per transaction, inside it and after it
 	NetworkWait                           time.Duration // mean per transaction: round trips x (ClientRTT + UpstreamRTT)
-	ClientRTT                             time.Duration // mean tcpi_rtt of the client sockets
-	UpstreamRTT                           time.Duration // mean tcpi_rtt of the upstream sockets
+	ClientRTT                             time.Duration // mean kernel RTT of the client sockets (tcpi_min_rtt)
+	UpstreamRTT                           time.Duration // mean kernel RTT of the upstream sockets (tcpi_min_rtt)
 	NetworkShare                          float64       // NetworkWait / Latency, 0..1
 }
 

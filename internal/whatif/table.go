@@ -61,7 +61,7 @@ type app struct {
 	key     Key
 	first   time.Time          // when it was first seen
 	conns   map[*Conn]struct{} // open sessions
-	closed  []int64            // unix second of the last transaction of each closed session, oldest first
+	closed  []int64            // unix second of the last transaction of each closed session, in closing order
 	buckets []bucket           // ring indexed by unix second mod window
 }
 
@@ -95,7 +95,7 @@ type txn struct {
 
 // at returns the bucket of unix second sec, emptied if it held another.
 func (a *app) at(sec, window int64) *bucket {
-	b := &a.buckets[sec%window]
+	b := &a.buckets[((sec%window)+window)%window]
 	if b.sec != sec {
 		*b = bucket{sec: sec}
 	}
@@ -163,10 +163,15 @@ func (t *Table) pruneLocked(now time.Time) {
 	}
 }
 
-// record adds a completed transaction at now.
-func (t *Table) record(a *app, now time.Time, x txn) {
+// record adds a completed transaction at now, and when gapped the
+// client time between it and the session's previous one.
+func (t *Table) record(a *app, now time.Time, x txn, gap time.Duration, gapped bool) {
 	t.mu.Lock()
 	b := a.at(now.Unix(), t.window)
+	if gapped {
+		b.gaps++
+		b.gapSum += int64(gap)
+	}
 	b.txns++
 	b.roundTrips += x.roundTrips
 	b.latency += int64(x.latency)
@@ -177,16 +182,7 @@ func (t *Table) record(a *app, now time.Time, x txn) {
 	t.mu.Unlock()
 }
 
-// recordGap adds the client time between two transactions of a session.
-func (t *Table) recordGap(a *app, now time.Time, gap time.Duration) {
-	t.mu.Lock()
-	b := a.at(now.Unix(), t.window)
-	b.gaps++
-	b.gapSum += int64(gap)
-	t.mu.Unlock()
-}
-
-// recordRTT adds one sample of a session's sockets' tcpi_rtt.
+// recordRTT adds one sample of a session's sockets' kernel RTT.
 func (t *Table) recordRTT(a *app, now time.Time, client, upstream time.Duration) {
 	t.mu.Lock()
 	b := a.at(now.Unix(), t.window)
@@ -212,7 +208,7 @@ func (t *Table) closeConn(c *Conn, now time.Time) {
 }
 
 // maxClosed bounds the closed sessions remembered per application (for
-// App.Sessions); beyond it the oldest are forgotten.
+// App.Sessions); beyond it the first closed are forgotten.
 const maxClosed = 1 << 16
 
 // Snapshot returns every application with a transaction in the window
@@ -257,8 +253,7 @@ func (t *Table) Snapshot(now time.Time) []App {
 				sessions++
 			}
 		}
-		i, _ := slices.BinarySearch(a.closed, lo+1)
-		a.closed = a.closed[i:]
+		a.closed = slices.DeleteFunc(a.closed, func(sec int64) bool { return sec <= lo })
 		sessions += len(a.closed)
 		out = append(out, summarize(a.key, &sum, sessions, span(now, a.first, lo+1)))
 	}

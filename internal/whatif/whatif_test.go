@@ -14,7 +14,7 @@ func ms(n float64) time.Duration { return time.Duration(n * float64(time.Millise
 type op struct {
 	at   float64 // ms after t0
 	conn int     // which session
-	ev   byte    // 's' send, 'a' answer, 'd' done idle, 'p' done pipelined (not idle), 'c' close
+	ev   byte    // 's' send, 'n' send of no statement, 'a' answer, 'd' done idle, 'p' done pipelined (not idle), 'c' close
 	open bool    // for 'd'/'p': a transaction stays open
 }
 
@@ -28,7 +28,9 @@ func run(tb *Table, keys []Key, ops []op) {
 		c := conns[o.conn]
 		switch o.ev {
 		case 's':
-			c.Send(now)
+			c.Send(now, true)
+		case 'n':
+			c.Send(now, false)
 		case 'a':
 			c.Answer(now)
 		case 'd':
@@ -88,9 +90,9 @@ func TestSteps(t *testing.T) {
 				{at: 4, ev: 'c'},
 				{at: 5, ev: 's'}, {at: 6, ev: 'd'}, // after close: ignored
 			},
-			at:   2 * time.Second,
-			// The gap to the unfinished transaction counts: 1 ms.
-			want: App{Sessions: 1, Transactions: 1, RoundTrips: 1, Latency: ms(1), ServerTime: ms(1), ClientTime: ms(1), Cycle: ms(2)},
+			at: 2 * time.Second,
+			// The gap before the unfinished transaction is not counted.
+			want: App{Sessions: 1, Transactions: 1, RoundTrips: 1, Latency: ms(1), ServerTime: ms(1), Cycle: ms(1)},
 		},
 		{
 			name: "answer without a request is ignored",
@@ -100,6 +102,26 @@ func TestSteps(t *testing.T) {
 			},
 			at:   2 * time.Second,
 			want: App{Sessions: 1, Transactions: 1, RoundTrips: 1, Latency: ms(2), ServerTime: ms(2), Cycle: ms(2)},
+		},
+		{
+			name: "a prepare round trip outside a transaction is client time",
+			ops: []op{
+				{at: 0, ev: 's'}, {at: 1, ev: 'a'}, {at: 1, ev: 'd'},
+				{at: 3, ev: 'n'}, {at: 4, ev: 'a'}, {at: 4, ev: 'd'}, // Parse/Sync
+				{at: 6, ev: 's'}, {at: 7, ev: 'a'}, {at: 8, ev: 'd'},
+			},
+			at: 2 * time.Second,
+			// Gap 1 -> 6 is 5 ms; one gap over two transactions.
+			want: App{Sessions: 1, Transactions: 2, RoundTrips: 1, Latency: ms(1.5), ServerTime: ms(1), ClientTime: ms(5), Cycle: ms(6.5)},
+		},
+		{
+			name: "a prepare inside a transaction is a round trip",
+			ops: []op{
+				{at: 0, ev: 'n'}, {at: 1, ev: 'd', open: true}, // BEGIN as COM_QUERY is a statement; here a ping in the transaction
+				{at: 2, ev: 's'}, {at: 3, ev: 'd'},
+			},
+			at:   2 * time.Second,
+			want: App{Sessions: 1, Transactions: 1, RoundTrips: 2, Latency: ms(3), ServerTime: ms(2), ClientTime: ms(1), Cycle: ms(3)},
 		},
 		{
 			name: "out of the window",
@@ -147,7 +169,7 @@ func TestConcurrencyAndSessions(t *testing.T) {
 	for i := range 50 {
 		for j, c := range []*Conn{c1, c2} {
 			s := t0.Add(time.Duration(i)*200*time.Millisecond + time.Duration(j)*time.Millisecond)
-			c.Send(s)
+			c.Send(s, true)
 			c.Answer(s.Add(50 * time.Millisecond))
 			c.Done(s.Add(100*time.Millisecond), true, false)
 		}
@@ -181,7 +203,7 @@ func TestMaxApps(t *testing.T) {
 	for i, name := range []string{"a", "b", "c", "d"} {
 		c := tb.Open(Key{Protocol: "mysql", User: name}, t0, nil)
 		now := t0.Add(time.Duration(i) * time.Millisecond)
-		c.Send(now)
+		c.Send(now, true)
 		c.Done(now.Add(time.Millisecond), true, false)
 	}
 	apps := tb.Snapshot(t0.Add(time.Second))
@@ -206,7 +228,7 @@ func TestRoundTripsP95(t *testing.T) {
 		}
 		for j := range n {
 			now = now.Add(time.Millisecond)
-			c.Send(now)
+			c.Send(now, true)
 			c.Done(now.Add(time.Microsecond), true, j < n-1)
 		}
 	}
@@ -229,9 +251,9 @@ func TestSampler(t *testing.T) {
 	// 100 transactions of 2 round trips within 0.5 s: one sample.
 	for i := range 100 {
 		s := t0.Add(time.Duration(i) * 5 * time.Millisecond)
-		c.Send(s)
+		c.Send(s, true)
 		c.Done(s.Add(ms(1)), true, true)
-		c.Send(s.Add(ms(2)))
+		c.Send(s.Add(ms(2)), true)
 		c.Done(s.Add(ms(4)), true, false)
 	}
 	if calls != 1 {
@@ -323,10 +345,34 @@ func BenchmarkConnRoundTrip(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		now = now.Add(time.Microsecond)
-		c.Send(now)
+		c.Send(now, true)
 		if c.Awaiting() {
 			c.Answer(now)
 		}
 		c.Done(now, true, false)
+	}
+}
+
+// TestClosedSessions: sessions that closed count while their last
+// transaction is in the window, whatever order they closed in.
+func TestClosedSessions(t *testing.T) {
+	tb := New(Options{Window: 10 * time.Second})
+	late, early := tb.Open(pgApp, t0, nil), tb.Open(pgApp, t0, nil)
+	txn := func(c *Conn, at time.Duration) {
+		c.Send(t0.Add(at), true)
+		c.Done(t0.Add(at+time.Millisecond), true, false)
+	}
+	txn(late, 8*time.Second)
+	txn(early, 1*time.Second)
+	late.Close(t0.Add(9 * time.Second)) // closes first, last transaction at 8 s
+	early.Close(t0.Add(9 * time.Second))
+	for _, tc := range []struct {
+		at   time.Duration
+		want int
+	}{{9 * time.Second, 2}, {11 * time.Second, 1}, {17 * time.Second, 1}} {
+		apps := tb.Snapshot(t0.Add(tc.at))
+		if len(apps) != 1 || apps[0].Sessions != tc.want {
+			t.Errorf("at %v: %+v, want %d sessions", tc.at, apps, tc.want)
+		}
 	}
 }

@@ -163,7 +163,10 @@
 // every link. SetLowPriorityCaps (the fleet's shared budget) caps each
 // link's Low class in memory: it runs at min(low_priority_bandwidth,
 // cap), and the caps outlast catalog changes. SHOW BUDGET shows what
-// SetBudgetView's source says, no rows without a fleet.
+// SetBudgetView's source says, no rows without a fleet. SHOW WHATIF
+// [RTT 'list'] and the whatif view show SetWhatIf's source (the stack's
+// whatif.Table) with predictions at those RTTs (1, 5, 10 and 50 ms
+// without RTT); no rows without one. A bad RTT list is 22023.
 //
 // # Data-port forwarding
 //

@@ -37,6 +37,8 @@
 //	sluice_budget_demand_bytes_per_second                      gauge
 //	sluice_budget_allocator                                    gauge
 //	sluice_budget_mode{mode}                                   gauge
+//	sluice_whatif_round_trips_per_transaction{protocol,user,database,application} gauge
+//	sluice_whatif_network_share{protocol,user,database,application}               gauge
 //
 // The sluice_budget_ gauges appear only on an instance of a fleet (with
 // etcd): the rate its Low class runs at under the shared low-priority
@@ -52,6 +54,13 @@
 // most 32 KiB). Pool byte counters appear once a pool has sent bytes in
 // a class. The emulation gauges are the link's own options (0 when
 // unset), not those a route or pool may override.
+//
+// The sluice_whatif_ gauges are SHOW WHATIF's (package whatif, through
+// wlm.Manager.WhatIf): per application with a transaction in the
+// what-if window, its mean round trips per transaction and the share of
+// its latency the network's measured round trips take. The table keeps
+// at most a bounded number of applications (the rest count as one
+// (other) per protocol), so the label set is bounded.
 //
 // Admission (package admission, a pool's active_statements): the limit
 // (0 unlimited), the statements holding a slot and those held waiting

@@ -190,6 +190,7 @@ type collector struct {
 	catalogRevision, catalogStale                          *prometheus.Desc
 	admRunning, admWaiting, admLimit, blockTime            *prometheus.Desc
 	budgetGrant, budgetDemand, budgetAllocator, budgetMode *prometheus.Desc
+	whatIfRoundTrips, whatIfNetworkShare                   *prometheus.Desc
 }
 
 func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *collector {
@@ -269,6 +270,12 @@ func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *c
 			"This instance's Low-class demand as reported to the fleet's allocator.", nil, nil),
 		budgetAllocator: prometheus.NewDesc("sluice_budget_allocator",
 			"1 while this instance is the fleet's elected budget allocator.", nil, nil),
+		whatIfRoundTrips: prometheus.NewDesc("sluice_whatif_round_trips_per_transaction",
+			"Mean round trips per transaction of an application over the what-if window (SHOW WHATIF).",
+			whatIfLabels, nil),
+		whatIfNetworkShare: prometheus.NewDesc("sluice_whatif_network_share",
+			"Share (0..1) of an application's transaction latency spent on the network's round trips as measured (the sockets' tcpi_min_rtt), over the what-if window.",
+			whatIfLabels, nil),
 		budgetMode: prometheus.NewDesc("sluice_budget_mode",
 			"1 for the mode this instance's share is in (off, waiting, grant, fallback); fallback means the grant expired, etcd_unreachable that etcd does not answer.",
 			[]string{"mode"}, nil),
@@ -283,6 +290,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.routeBytes, c.poolTotalBytes, c.catalogChanges, c.catalogRevision, c.catalogStale,
 		c.admRunning, c.admWaiting, c.admLimit, c.blockTime,
 		c.budgetGrant, c.budgetDemand, c.budgetAllocator, c.budgetMode,
+		c.whatIfRoundTrips, c.whatIfNetworkShare,
 	} {
 		ch <- d
 	}
@@ -333,8 +341,23 @@ func b2f(b bool) float64 {
 	return 0
 }
 
+// whatIfLabels label the what-if gauges: one series per application of
+// the what-if table, whose size is bounded (whatif.Options.MaxApps).
+var whatIfLabels = []string{"protocol", "user", "database", "application"}
+
+// collectWhatIf adds the what-if gauges of every application with a
+// transaction in the window.
+func (c *collector) collectWhatIf(ch chan<- prometheus.Metric) {
+	apps, _ := c.mgr.WhatIf()
+	for _, a := range apps {
+		ch <- prometheus.MustNewConstMetric(c.whatIfRoundTrips, prometheus.GaugeValue, a.RoundTrips, a.Protocol, a.User, a.Database, a.Application)
+		ch <- prometheus.MustNewConstMetric(c.whatIfNetworkShare, prometheus.GaugeValue, a.NetworkShare, a.Protocol, a.User, a.Database, a.Application)
+	}
+}
+
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectBudget(ch)
+	c.collectWhatIf(ch)
 	cat := c.mgr.Catalog()
 	ch <- prometheus.MustNewConstMetric(c.catalogRevision, prometheus.GaugeValue, float64(c.mgr.AppliedRevision()))
 	stale := 0.0

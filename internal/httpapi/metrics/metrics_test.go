@@ -14,6 +14,7 @@ import (
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/wlmtest"
 )
@@ -401,5 +402,43 @@ func TestCatalogRevisionAndStale(t *testing.T) {
 	f.Manager.SetStale(since)
 	if got, _ := value(f.gather(t), "sluice_catalog_stale_since_seconds"); got != float64(since.UnixNano())/1e9 {
 		t.Errorf("stale since %v, want %v", got, float64(since.UnixNano())/1e9)
+	}
+}
+
+// TestWhatIf: an application's round trips per transaction and network
+// share, from the manager's what-if table, appear as gauges with its
+// four labels; an application with nothing in the window does not.
+func TestWhatIf(t *testing.T) {
+	f := newFixture(t, nil)
+	if fams := f.gather(t); fams["sluice_whatif_round_trips_per_transaction"] != nil {
+		t.Fatal("what-if gauges without a table")
+	}
+	tb := whatif.New(whatif.Options{})
+	f.Manager.SetWhatIf(tb)
+	key := whatif.Key{Protocol: "postgres", User: "u", Database: "d", Application: "pgbench"}
+	// 3 round trips of 10 ms each, with 1 ms client and 1 ms upstream RTT:
+	// network share 3 x 2 / 30.
+	c := tb.Open(key, f.Clock.Now(), func() (time.Duration, time.Duration) { return time.Millisecond, time.Millisecond })
+	now := f.Clock.Now()
+	c.Send(now, true)
+	c.Done(now.Add(time.Millisecond), true, true) // sampled here
+	for i := range 2 {
+		now = now.Add(10 * time.Millisecond)
+		c.Send(now, true)
+		c.Done(now.Add(10*time.Millisecond), true, i == 0)
+	}
+	f.Clock.Advance(time.Second)
+	labels := []string{"protocol", "postgres", "user", "u", "database", "d", "application", "pgbench"}
+	fams := f.gather(t)
+	if v, ok := value(fams, "sluice_whatif_round_trips_per_transaction", labels...); !ok || v != 3 {
+		t.Errorf("round trips %v (%v), want 3", v, ok)
+	}
+	// Latency: 0 to 30 ms.
+	if v, ok := value(fams, "sluice_whatif_network_share", labels...); !ok || math.Abs(v-6.0/30) > 1e-9 {
+		t.Errorf("network share %v (%v), want 0.2", v, ok)
+	}
+	f.Clock.Advance(2 * time.Minute)
+	if fams := f.gather(t); fams["sluice_whatif_round_trips_per_transaction"] != nil {
+		t.Error("what-if gauges for an application out of the window")
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
@@ -17,7 +18,8 @@ import (
 // COM_STMT_EXECUTE and its one-row binary result, observed as it comes
 // off the wire (one chunk per direction). Its allocations are those of
 // session.Session.Begin (the Statement and the session's active list);
-// the observers allocate nothing.
+// the observers allocate nothing. point-select/whatif counts the
+// session's round trips in a what-if table too.
 //
 // large-result: one op is one 32 KiB chunk of a large text result set
 // (rows of ~100 bytes, cut anywhere) in the middle of a statement:
@@ -27,38 +29,8 @@ import (
 // stream (row events of 200 bytes, cut anywhere) in the middle of its
 // dump: nothing is allocated.
 func BenchmarkObserve(b *testing.B) {
-	b.Run("point-select", func(b *testing.B) {
-		reg := session.NewRegistry(session.Options{KeepStatements: 16})
-		sess := reg.Open(session.Info{}, t0)
-		u, d := newObservers(connConfig{
-			sess: sess, clock: clock.NewFake(t0), log: slog.New(slog.DiscardHandler),
-			maxSQL: defaultMaxSQL, maxPacket: defaultMaxPacket, caps: testCaps, ext: extCacheMetadata,
-		})
-		prepareOK := append(append(append([]byte{0x00}, le32(1)...), le16(1)...), le16(1)...)
-		prepareOK = append(prepareOK, 0, 0, 0)
-		if err := run([]step{
-			up(pk(0, []byte{comStmtPrepare}, []byte("SELECT c FROM sbtest1 WHERE id=?"))),
-			down(pk(1, prepareOK), pk(2, colDef("?")), pk(3, colDef("c"))),
-		}, u, d, 0); err != nil {
-			b.Fatal(err)
-		}
-		exec := pk(0, []byte{comStmtExecute}, le32(1), []byte{0}, le32(1), []byte{0, 1, 0x03, 0}, le32(4242))
-		row := append([]byte{0x00, 0x00}, lstr("83868641912-28773972837-60736120486-75162659906-27563526494-20381887404")...)
-		answer := bytes.Join([][]byte{pk(1, []byte{1, 0}), pk(2, row), pk(3, okEOFPayload(2))}, nil)
-		b.SetBytes(int64(len(exec) + len(answer)))
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := u.Observe(exec); err != nil {
-				b.Fatal(err)
-			}
-			if err := d.Observe(answer); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if n := len(reg.Recent()); n == 0 {
-			b.Fatal("no statements recorded")
-		}
-	})
+	b.Run("point-select", func(b *testing.B) { benchPointSelect(b, nil) })
+	b.Run("point-select/whatif", func(b *testing.B) { benchPointSelect(b, whatif.New(whatif.Options{})) })
 	b.Run("large-result", func(b *testing.B) {
 		reg := session.NewRegistry(session.Options{})
 		sess := reg.Open(session.Info{}, t0)
@@ -103,4 +75,42 @@ func BenchmarkObserve(b *testing.B) {
 			b.Fatal("dump not followed")
 		}
 	})
+}
+
+// benchPointSelect is the point-select benchmark, counting round trips
+// in tb when it is not nil.
+func benchPointSelect(b *testing.B, tb *whatif.Table) {
+	reg := session.NewRegistry(session.Options{KeepStatements: 16})
+	sess := reg.Open(session.Info{}, t0)
+	u, d := newObservers(connConfig{
+		sess: sess, clock: clock.NewFake(t0), log: slog.New(slog.DiscardHandler),
+		maxSQL: defaultMaxSQL, maxPacket: defaultMaxPacket, caps: testCaps, ext: extCacheMetadata,
+	})
+	prepareOK := append(append(append([]byte{0x00}, le32(1)...), le16(1)...), le16(1)...)
+	prepareOK = append(prepareOK, 0, 0, 0)
+	if tb != nil {
+		u.c.wi = tb.Open(whatif.Key{Protocol: "mysql"}, t0, nil)
+	}
+	if err := run([]step{
+		up(pk(0, []byte{comStmtPrepare}, []byte("SELECT c FROM sbtest1 WHERE id=?"))),
+		down(pk(1, prepareOK), pk(2, colDef("?")), pk(3, colDef("c"))),
+	}, u, d, 0); err != nil {
+		b.Fatal(err)
+	}
+	exec := pk(0, []byte{comStmtExecute}, le32(1), []byte{0}, le32(1), []byte{0, 1, 0x03, 0}, le32(4242))
+	row := append([]byte{0x00, 0x00}, lstr("83868641912-28773972837-60736120486-75162659906-27563526494-20381887404")...)
+	answer := bytes.Join([][]byte{pk(1, []byte{1, 0}), pk(2, row), pk(3, okEOFPayload(2))}, nil)
+	b.SetBytes(int64(len(exec) + len(answer)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := u.Observe(exec); err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Observe(answer); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if n := len(reg.Recent()); n == 0 {
+		b.Fatal("no statements recorded")
+	}
 }

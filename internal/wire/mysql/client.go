@@ -290,7 +290,7 @@ func (u *upObserver) end() {
 		default:
 			c.push(p)
 			if c.wi != nil {
-				c.wi.Send(c.clock.Now())
+				c.wi.Send(c.clock.Now(), runsStatement(p.cmd))
 			}
 		}
 		u.p = pending{}

@@ -227,6 +227,20 @@
 // The console's cancel of a held command (Registry.Cancel) needs no kill
 // connection.
 //
+// # Round trips
+//
+// With Options.WhatIf set, every client session feeds a whatif.Conn
+// (whatif.go): the client observer reports each command that gets an
+// answer when its last packet is read (COM_QUERY, COM_STMT_EXECUTE,
+// COM_STMT_FETCH and COM_STMT_BULK_EXECUTE run a statement; a
+// COM_STMT_PREPARE or COM_PING does not), the server observer the first
+// server chunk after one and the end of each command's answer, idle when
+// no command awaits an answer, a transaction open while the status flags
+// of the last OK or EOF have SERVER_STATUS_IN_TRANS. A session that
+// starts a binlog dump (a replica) stops being followed. The key is the
+// handshake's user, database and program_name attribute; COM_CHANGE_USER
+// does not change it.
+//
 // # Concurrency
 //
 // A Frontend is safe for concurrent use. Each session's two observers run

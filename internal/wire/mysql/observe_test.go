@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -164,6 +165,9 @@ func harnessObservers(caps, ext uint32, auth bool) (*session.Registry, *session.
 		sess: sess, clock: clock.NewFake(t0), log: slog.New(slog.DiscardHandler),
 		maxSQL: 64, maxPacket: 32 << 20, caps: caps, ext: ext, auth: auth, authSeq: 1,
 	})
+	// Round trips are counted too, so the fuzz targets hold that path to
+	// never panicking either.
+	u.c.wi = whatif.New(whatif.Options{}).Open(whatif.Key{Protocol: "mysql"}, t0, nil)
 	return reg, sess, u, d
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
@@ -14,7 +15,8 @@ import (
 // statement mixes one op is one statement (a client chunk and a server
 // chunk); every allocation left is the registry's own (see the
 // registry sub-benchmark). For the streams one op is one 64 KiB chunk of
-// a long COPY, cut at arbitrary offsets.
+// a long COPY, cut at arbitrary offsets. The whatif variant counts the
+// session's round trips in a what-if table too.
 func BenchmarkObserve(b *testing.B) {
 	const sel = "SELECT abalance FROM pgbench_accounts WHERE aid = $1;"
 	b.Run("registry", func(b *testing.B) {
@@ -42,6 +44,12 @@ func BenchmarkObserve(b *testing.B) {
 	})
 	b.Run("pgbench-S/simple", func(b *testing.B) {
 		r := newRig(b, Options{}).started()
+		cli := enc(&pgproto3.Query{String: "SELECT abalance FROM pgbench_accounts WHERE aid = 48213;"})
+		srv := enc(rowDesc, dataRow("-2913"), complete("SELECT 1"), ready)
+		benchStatements(b, r, cli, srv)
+	})
+	b.Run("pgbench-S/simple/whatif", func(b *testing.B) {
+		r := newRig(b, Options{WhatIf: whatif.New(whatif.Options{})}).started()
 		cli := enc(&pgproto3.Query{String: "SELECT abalance FROM pgbench_accounts WHERE aid = 48213;"})
 		srv := enc(rowDesc, dataRow("-2913"), complete("SELECT 1"), ready)
 		benchStatements(b, r, cli, srv)

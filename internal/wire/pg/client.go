@@ -158,7 +158,7 @@ func (c *clientObserver) count(n int) {
 // message acts on a complete message.
 func (c *clientObserver) message() {
 	if c.wi != nil && isRequest(c.fr.typ) {
-		c.wi.Send(c.clk.Now())
+		c.wi.Send(c.clk.Now(), c.fr.typ == 'Q' || c.fr.typ == 'E' || c.fr.typ == 'F')
 	}
 	switch c.fr.typ {
 	case 'Q':

@@ -175,6 +175,20 @@
 // again, at once or up to wal_retrieve_retry_interval (5 s by default)
 // later, and streams on from where it was.
 //
+// # Round trips
+//
+// With Options.WhatIf set, every client session (not a replication one)
+// feeds a whatif.Conn (whatif.go): the client observer reports each
+// complete request message (Query, Parse, Bind, Describe, Execute,
+// Close, Flush, Sync, FunctionCall; Query, Execute and FunctionCall run
+// a statement), the server observer the first server chunk after a
+// round trip began (the clock is read only then) and each ReadyForQuery
+// after startup, idle when no request is left in flight, a transaction
+// open on 'T' or 'E'. The client and upstream sockets' kernel RTT (rawconn.RTT) is
+// sampled at most once a second. A request held for admission is seen
+// when it arrives, so its wait counts as server time. The key is
+// user, database and application_name as the StartupMessage gave them.
+//
 // # Concurrency
 //
 // A Frontend is safe for concurrent use. Each observer runs in its pump's

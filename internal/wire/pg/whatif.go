@@ -11,7 +11,8 @@ import (
 
 // Round trips (Options.WhatIf): the client observer reports each request
 // message (Query, Parse, Bind, Describe, Execute, Close, Flush, Sync,
-// FunctionCall) when it is complete; the server observer the first
+// FunctionCall) when it is complete, Query, Execute and FunctionCall as
+// running a statement; the server observer the first
 // server bytes after one (only while whatif.Conn.Awaiting, so the clock
 // is read once per round trip) and each ReadyForQuery after startup,
 // idle when no request is left in flight, a transaction open on status

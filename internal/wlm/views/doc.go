@@ -1,7 +1,9 @@
 // Package views computes what sluice shows of its workload: the admin
 // console's SHOW SESSIONS, STATEMENTS, POOLS, RULES, LINKS, USERS,
 // ROUTES, AUDIT, BUDGET (a fleet's shared low-priority budget, from a
-// BudgetState the caller gathers) and ALL, the GaussDB-named views its SELECT reads
+// BudgetState the caller gathers), WHATIF (round trips per application
+// and predictions at added RTTs, from the whatif.Apps the caller
+// gathers) and ALL, the GaussDB-named views its SELECT reads
 // (pg_session_wlmstat, gs_wlm_session_statistics,
 // gs_wlm_session_history, pg_resource_pool, gs_respool_exception_info,
 // pg_total_user_resource_info; Names lists every view SQL can read) and
