@@ -208,6 +208,9 @@ func (w *WhatIfReport) Chart() *svg.Chart {
 		ZeroX:  true,
 		LogY:   true,
 	}
+	// The measurements first, each in a colour of its own; each
+	// prediction in its measurement's.
+	var meas, pred []svg.Series
 	for _, job := range w.jobs() {
 		base := w.row(job, 0)
 		if base == nil {
@@ -231,7 +234,7 @@ func (w *WhatIfReport) Chart() *svg.Chart {
 			continue
 		}
 		m := svg.Series{Name: job + ": measured", Points: []svg.Point{{X: 0, Y: 1}}}
-		p := svg.Series{Name: job + ": predicted", Dashed: true, Like: len(c.Series) + 1, Points: []svg.Point{{X: 0, Y: 1}}}
+		p := svg.Series{Name: job + ": predicted", Dashed: true, Points: []svg.Point{{X: 0, Y: 1}}}
 		for _, r := range w.Rows {
 			if r.Job != job || r.RTTMs == 0 {
 				continue
@@ -243,8 +246,12 @@ func (w *WhatIfReport) Chart() *svg.Chart {
 				p.Points = append(p.Points, svg.Point{X: r.RTTMs, Y: v / b})
 			}
 		}
-		c.Series = append(c.Series, m, p)
+		meas, pred = append(meas, m), append(pred, p)
 	}
+	for i := range pred {
+		pred[i].Like = i + 1
+	}
+	c.Series = append(meas, pred...)
 	return c
 }
 
