@@ -15,7 +15,7 @@ func newLab() *cobra.Command {
 	var dsn, out, backend, pgBin, logLevel, experiment string
 	cmd := &cobra.Command{
 		Use:   "lab [--quick] [--experiment NAME] [--dsn URL | --backend embedded|postgres] [--out DIR]",
-		Short: "Run the reference experiments (latency; flow control; concurrency; cluster; base backup) and write a report",
+		Short: "Run the reference experiments (latency; flow control; concurrency; what-if; cluster; base backup) and write a report",
 		Long: `Run the reference experiments through sluice, in this process, and report.
 
 1. Latency: sysbench's oltp_read_write (sluice bench) through a sluice route
@@ -32,13 +32,19 @@ func newLab() *cobra.Command {
    a high-priority pool measured repeatedly, with the ordinary pool's
    active_statements unlimited and limited: the small query's p50 and p99,
    the ordinary sessions' MB/s and statements/s.
-4. Cluster (--backend postgres only, not in --quick): a coordinator and
+4. What-if: oltp_read_write and a single-session loader (BEGIN, 10 INSERTs,
+   COMMIT; 1 row per INSERT and batched) run unshaped; sluice's what-if table
+   (SHOW WHATIF) predicts them at +1, +5 and +10 ms RTT; then each RTT is
+   applied on the link and they run again: predicted against measured TPS and
+   load duration, and the loaders scaled to a 4 GB table.
+
+5. Cluster (--backend postgres only, not in --quick): a coordinator and
    three data nodes (postgres_fdw, four throwaway servers), every shard
    connection through a sluice route on one shared link; a high-priority
    join measured under N low-priority joins that an exception rule
    penalises, with network_control off and on.
 
-5. Base backup (--backend postgres only; not in --quick): the throwaway
+6. Base backup (--backend postgres only; not in --quick): the throwaway
    server filled to 1.2 GB; pgbench (select-only, then tpcb-like, -c 4 -j 2,
    15 s each) through one route and pg_basebackup -X stream through another,
    as a replication role, on one link the backup alone saturates: pgbench
@@ -47,8 +53,8 @@ func newLab() *cobra.Command {
    rate the low-priority backup averaged. pgbench's TPS, average and p99
    latency, the backup's duration and rate, and the link's idle capacity.
 
---experiment latency, flow, concurrency, cluster or basebackup runs that
-one alone.
+--experiment latency, flow, concurrency, whatif, cluster or basebackup runs
+that one alone.
 
 The database is, by default, an embedded one started in process (SQLite
 served over the PostgreSQL protocol): nothing to install. --backend postgres
@@ -76,6 +82,11 @@ Scale:                        --quick                  full (default)
   concurrency: limits         unlimited, 4             unlimited, 2, 4, 8
   concurrency: small query    20 runs per point        50 runs per point
   concurrency: link           calibrated as flow's (both)
+  what-if: added RTT (ms)     0, 1, 5, 10              0, 1, 5, 10
+  what-if: benchmark run      3 s after 1 s warm-up    10 s after 2 s warm-up
+  what-if: table              1 x 10000 rows           1 x 100000 rows
+  what-if: rows per INSERT    1 (200 INSERTs), 100     1 (500 INSERTs), 100,
+                              (50 INSERTs)             1000 (100 INSERTs each)
   cluster: low-priority joins -                        0, 1, 2, 4, 8, 10
   cluster: tables             -                        wt1, wt2 24000 rows;
                                                        wt3, wt4 300 rows
@@ -90,17 +101,19 @@ Scale:                        --quick                  full (default)
 Targets: slowdown at N=10 >= 6x with network_control off and <= 1.2x with
 it on; TPS at 10 ms RTT within 15% of the model's prediction; with
 active_statements=4 the small query's p50 <= 0.5x and the ordinary
-throughput >= 0.85x their unlimited figures.
+throughput >= 0.85x their unlimited figures; what-if TPS and row-at-a-time
+load duration at +10 ms within 10% of sluice's prediction.
 
 Progress and tables go to standard output. --out DIR writes report.md,
 report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg,
-throughput_vs_active.svg, cluster_slowdown_vs_n.svg, basebackup_latency.svg
-and basebackup_duration.svg.`,
+throughput_vs_active.svg, whatif_predicted_vs_measured.svg,
+cluster_slowdown_vs_n.svg, basebackup_latency.svg and basebackup_duration.svg.`,
 		Example: `  sluice lab --quick --out out/lab
   sluice lab --backend postgres --out out/lab
   sluice lab --dsn postgres://bench:secret@db1:5432/bench --out out/lab
   sluice lab --dsn mysql://bench:secret@db2:3306/bench --quick
   sluice lab --experiment concurrency --out out/conc
+  sluice lab --experiment whatif --backend postgres --out out/whatif
   sluice lab --backend postgres --experiment basebackup --out out/bb`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -135,7 +148,7 @@ and basebackup_duration.svg.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&quick, "quick", false, "small scale, under 2 minutes (see the table above)")
-	fl.StringVar(&experiment, "experiment", "", "run one experiment only: latency, flow, concurrency, cluster or basebackup")
+	fl.StringVar(&experiment, "experiment", "", "run one experiment only: latency, flow, concurrency, whatif, cluster or basebackup")
 	fl.StringVar(&dsn, "dsn", "", "run against this PostgreSQL or MySQL/MariaDB URL instead of a started backend")
 	fl.StringVar(&backend, "backend", lab.BackendEmbedded, "database to start when no --dsn: embedded or postgres")
 	fl.StringVar(&pgBin, "postgres-bin", "", "directory of initdb and postgres for --backend postgres (default: PATH, then /usr/lib/postgresql/*/bin)")

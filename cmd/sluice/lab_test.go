@@ -21,6 +21,7 @@ func TestLabHelpDocumentsScale(t *testing.T) {
 		"high_latency_vs_active.svg", "throughput_vs_active.svg",
 		"cluster", "cluster_slowdown_vs_n.svg", "24000 rows", // the cluster experiment, full only
 		"basebackup", "pg_basebackup --max-rate", "basebackup_latency.svg", "basebackup_duration.svg",
+		"whatif_predicted_vs_measured.svg", "1 (500 INSERTs), 100,",
 		"postgres://", "mysql://", "initdb",
 	} {
 		if !strings.Contains(out.String(), want) {

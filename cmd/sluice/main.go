@@ -77,6 +77,6 @@ reference experiments.`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
 	root.AddCommand(newServe(), newBench(), newLab(), newVersion())
-	root.AddCommand(newReload())
+	root.AddCommand(newReload(), newWhatIf())
 	return root
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,53 +84,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	var mu sync.Mutex
-	var problems []string
-	note := func(format string, args ...any) {
-		mu.Lock()
-		problems = append(problems, fmt.Sprintf(format, args...))
-		mu.Unlock()
-	}
-	actx, acancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(bin),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1700),
-	)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
-		switch ev := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeAssert || ev.Type == runtime.ConsoleAPICalledTypeWarning {
-				var args []string
-				for _, a := range ev.Args {
-					args = append(args, string(a.Value)+a.Description)
-				}
-				note("console.%s: %s", ev.Type, strings.Join(args, " "))
-			}
-		case *runtime.EventExceptionThrown:
-			d := ev.ExceptionDetails
-			msg := d.Text
-			if d.Exception != nil {
-				msg += " " + d.Exception.Description
-			}
-			note("exception: %s (%s:%d)", msg, d.URL, d.LineNumber)
-		case *cdplog.EventEntryAdded:
-			if ev.Entry.Level == cdplog.EntryLevelError || ev.Entry.Level == cdplog.EntryLevelWarning {
-				note("log %s/%s: %s %s", ev.Entry.Source, ev.Entry.Level, ev.Entry.Text, ev.Entry.URL)
-			}
-		}
-	}))
-	defer bcancel()
-	bctx, tcancel := context.WithTimeout(bctx, 90*time.Second)
-	defer tcancel()
+	bctx, problems := openBrowser(t, bin)
 
 	rowSel := chromedp.CSS(fmt.Sprintf(`#statements tbody tr[data-id="%d"]`, penalized.ID))
 	if err := chromedp.Do(bctx,
@@ -190,9 +145,67 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	t.Logf("screenshot: %s (%d bytes)", path, len(shot))
 
-	mu.Lock()
-	defer mu.Unlock()
-	if len(problems) > 0 {
-		t.Errorf("the page reported %d problems:\n%s", len(problems), strings.Join(problems, "\n"))
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page reported %d problems:\n%s", len(p), strings.Join(p, "\n"))
+	}
+}
+
+// openBrowser starts headless Chromium for the test (closed when it
+// ends) and returns its context, bounded to 90 s, and a function that
+// returns the console errors, warnings and exceptions the pages reported
+// so far.
+func openBrowser(t *testing.T, bin string) (context.Context, func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var problems []string
+	note := func(format string, args ...any) {
+		mu.Lock()
+		problems = append(problems, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	actx, acancel := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(bin),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1700),
+	)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeAssert || ev.Type == runtime.ConsoleAPICalledTypeWarning {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				note("console.%s: %s", ev.Type, strings.Join(args, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			note("exception: %s (%s:%d)", msg, d.URL, d.LineNumber)
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.EntryLevelError || ev.Entry.Level == cdplog.EntryLevelWarning {
+				note("log %s/%s: %s %s", ev.Entry.Source, ev.Entry.Level, ev.Entry.Text, ev.Entry.URL)
+			}
+		}
+	}))
+	t.Cleanup(bcancel)
+	bctx, tcancel := context.WithTimeout(bctx, 90*time.Second)
+	t.Cleanup(tcancel)
+	return bctx, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(problems)
 	}
 }

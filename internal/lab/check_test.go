@@ -160,10 +160,10 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 		t.Fatal(err)
 	}
 	md := string(mdBytes)
-	if (js.Latency == nil) != (rep.Latency == nil) || (js.Flow == nil) != (rep.Flow == nil) || (js.Concurrency == nil) != (rep.Concurrency == nil) {
+	if (js.Latency == nil) != (rep.Latency == nil) || (js.Flow == nil) != (rep.Flow == nil) || (js.Concurrency == nil) != (rep.Concurrency == nil) || (js.WhatIf == nil) != (rep.WhatIf == nil) {
 		t.Fatal("report.json lacks an experiment the run made")
 	}
-	if !strings.Contains(md, "## Targets") || len(js.Targets) != 5 {
+	if !strings.Contains(md, "## Targets") || len(js.Targets) != 7 {
 		t.Errorf("targets missing: %d in JSON", len(js.Targets))
 	}
 
@@ -277,6 +277,9 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 	}
 	if c := js.Concurrency; c != nil && c.Unsupported == "" {
 		checkConcurrencyFiles(t, dir, md, c)
+	}
+	if w := js.WhatIf; w != nil {
+		checkWhatIfFiles(t, dir, md, w)
 	}
 	return &js
 }

@@ -64,7 +64,29 @@
 // leaves the experiment unmeasured, saying so, rather than failing the
 // run.
 //
-// # Experiment 4: cluster
+// # Experiment 4: what-if
+//
+// Checks sluice's what-if predictions (package whatif: what SHOW WHATIF,
+// the whatif view and GET /api/whatif show) against delays really
+// applied. oltp_read_write and a single-session loader (BEGIN,
+// CommitEvery INSERTs, COMMIT; one row per INSERT, the shape of a
+// row-at-a-time sync job, and the batched sizes of the plan) run
+// unshaped through the route, each under an application name of its own
+// (application_name, MySQL's program_name), after one unmeasured run of
+// each loader. Right after each job's unshaped run the lab reads its row
+// of the stack's what-if table and predicts it at each added RTT
+// (whatif.Predict; a loader's duration with whatif.JobDuration); then it
+// applies each RTT on the link, as experiment 1 does, and measures the
+// benchmark's TPS and each loader's duration. The report gives predicted
+// and measured side by side with the error, the delay lines' lateness
+// during each run, the RTT the route really added (a minimal round
+// trip's mean time at that setting less its unshaped mean) with the
+// error against the prediction at that RTT, and each loader's time per
+// INSERT, measured and predicted, scaled to a 4 GB table with the bytes
+// per row it sent. The benchmark's tables and the
+// loader's table (sluice_lab_whatif_load) are dropped at the end.
+//
+// # Experiment 5: cluster
 //
 // The flow-control experiment on PostgreSQL's own sharding, only with
 // BackendPostgres (skipped, saying why, on the embedded backend and on a
@@ -101,7 +123,7 @@
 // from the reference's 55x. The servers are stopped and their
 // directories removed at the end, on error too.
 //
-// # Experiment 5: base backup
+// # Experiment 6: base backup
 //
 // Only with BackendPostgres (the throwaway server is the primary), and
 // not in the quick plan; otherwise it is skipped with its reason. The

@@ -49,6 +49,7 @@ type Plan struct {
 	Latency     LatencyPlan
 	Flow        FlowPlan
 	Concurrency ConcurrencyPlan
+	WhatIf      WhatIfPlan
 	Cluster     ClusterPlan
 	// BaseBackup runs only with BackendPostgres; it is skipped, saying
 	// why, otherwise.
@@ -60,6 +61,7 @@ const (
 	ExperimentLatency     = "latency"
 	ExperimentFlow        = "flow"
 	ExperimentConcurrency = "concurrency"
+	ExperimentWhatIf      = "whatif"
 	ExperimentCluster     = "cluster"
 	ExperimentBaseBackup  = "basebackup"
 )
@@ -77,6 +79,8 @@ func (p Plan) Only(experiment string) (Plan, error) {
 		out.Flow = p.Flow
 	case ExperimentConcurrency:
 		out.Concurrency = p.Concurrency
+	case ExperimentWhatIf:
+		out.WhatIf = p.WhatIf
 	case ExperimentCluster:
 		out.Cluster = p.Cluster
 	case ExperimentBaseBackup:
@@ -85,7 +89,7 @@ func (p Plan) Only(experiment string) (Plan, error) {
 			return p, &UsageError{Msg: fmt.Sprintf("the %s plan has no %s experiment (the full plan has)", planName(p), ExperimentBaseBackup)}
 		}
 	default:
-		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s, %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency, ExperimentCluster, ExperimentBaseBackup)}
+		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s, %s, %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency, ExperimentWhatIf, ExperimentCluster, ExperimentBaseBackup)}
 	}
 	return out, nil
 }
@@ -193,6 +197,10 @@ func QuickPlan() Plan {
 			PenaltyTimeout: 15 * time.Second,
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 4}, Sessions: 32, Reps: 20},
+		WhatIf: WhatIfPlan{
+			RTTs: whatIfRTTs, Tables: 1, TableSize: 10000, Time: 3 * time.Second, Warmup: time.Second, ReportInterval: time.Second,
+			Batches: []int{1, 100}, Statements: 200, BatchStatements: 50, CommitEvery: 10,
+		},
 	}
 }
 
@@ -212,8 +220,12 @@ func FullPlan() Plan {
 			PenaltyTimeout: 20 * time.Second,
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
-		Cluster:     ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6},
-		BaseBackup:  fullBaseBackupPlan(),
+		WhatIf: WhatIfPlan{
+			RTTs: whatIfRTTs, Tables: 1, TableSize: 100000, Time: 10 * time.Second, Warmup: 2 * time.Second, ReportInterval: 5 * time.Second,
+			Batches: []int{1, 100, 1000}, Statements: 500, BatchStatements: 100, CommitEvery: 10,
+		},
+		Cluster:    ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6},
+		BaseBackup: fullBaseBackupPlan(),
 	}
 }
 
@@ -288,6 +300,9 @@ func (o *Options) validate() error {
 		orDefault(&c.Window, 64<<10)
 		orDefault(&c.RTT, time.Millisecond)
 	}
+	if err := o.Plan.WhatIf.validate(); err != nil {
+		return err
+	}
 	if err := o.Plan.Cluster.validate(); err != nil {
 		return err
 	}
@@ -296,7 +311,7 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
-	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 && len(o.Plan.Cluster.Ns) == 0 && o.Plan.BaseBackup.DatabaseBytes <= 0 {
+	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 && len(o.Plan.WhatIf.RTTs) == 0 && len(o.Plan.Cluster.Ns) == 0 && o.Plan.BaseBackup.DatabaseBytes <= 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
 	}
 	return nil
@@ -386,6 +401,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if cr.Unsupported == "" {
 			p.table(cr.table())
 		}
+	}
+	if len(o.Plan.WhatIf.RTTs) > 0 {
+		wr, err := runWhatIf(ctx, &whatIfRun{plan: o.Plan.WhatIf, db: db, s: s, route: route, clk: clk, p: p})
+		if err != nil {
+			return nil, fmt.Errorf("what-if experiment: %w", err)
+		}
+		rep.WhatIf = wr
+		p.table(wr.table())
 	}
 	if len(o.Plan.Cluster.Ns) > 0 {
 		cr, err := runCluster(ctx, &clusterRun{plan: o.Plan.Cluster, db: db, bin: o.PostgresBin, s: s, clk: clk, log: log, p: p})

@@ -42,6 +42,7 @@ func tinyPlan() Plan {
 			PenaltyTimeout: 20 * time.Second,
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2}, Sessions: 16, Reps: 5, Settle: 500 * time.Millisecond, Measure: time.Second},
+		WhatIf:      tinyWhatIf(),
 	}
 }
 
@@ -71,7 +72,9 @@ func runTiny(t *testing.T, o Options) *Report {
 		"== Experiment 2: flow control ==", "calibration: one bulk session streams", "waiting until their statements are penalised",
 		"bulk sessions N  off: elapsed (ms)", "slowdown at N=10 with network_control off",
 		"== Experiment 3: concurrency ==", "active_statements unlimited: started 16 ordinary sessions", "active_statements  high p50 (ms)",
-		"high-priority p50 with active_statements=4 vs unlimited", "wrote " + o.Out,
+		"high-priority p50 with active_statements=4 vs unlimited",
+		"== Experiment 4: what-if ==", "sluice predicts oltp_read_write at added RTT 10 ms", "RTT 10 ms: loader, 10 rows per INSERT",
+		"added RTT (ms)  predicted TPS  measured TPS", "oltp_read_write TPS at +10 ms vs sluice's prediction", "wrote " + o.Out,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("progress lacks %q", want)
@@ -110,6 +113,7 @@ func runTiny(t *testing.T, o Options) *Report {
 		t.Error("no penalty wait recorded")
 	}
 	checkConcurrencyShape(t, rep.Concurrency)
+	checkWhatIfShape(t, rep.WhatIf, l.RoundTrips)
 	return rep
 }
 

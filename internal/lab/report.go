@@ -41,6 +41,7 @@ type Report struct {
 	Latency     *LatencyReport     `json:"latency,omitempty"`
 	Flow        *FlowReport        `json:"flow_control,omitempty"`
 	Concurrency *ConcurrencyReport `json:"concurrency,omitempty"`
+	WhatIf      *WhatIfReport      `json:"whatif,omitempty"`
 	Cluster     *ClusterReport     `json:"cluster,omitempty"`
 	BaseBackup  *BaseBackupReport  `json:"basebackup,omitempty"`
 	Targets     []Target           `json:"targets"`
@@ -63,7 +64,7 @@ func (t Target) measured() string {
 	switch {
 	case !t.Measured:
 		return "-"
-	case t.Name == TargetModel:
+	case t.Name == TargetModel, t.Name == TargetWhatIfTPS, t.Name == TargetWhatIfLoad:
 		return fmt.Sprintf("%+.1f%%", 100*t.Value)
 	}
 	return fmt.Sprintf("%.2fx", t.Value)
@@ -136,7 +137,7 @@ func (r *Report) evaluate() []Target {
 			ct.Measured, ct.Value, ct.Met = true, row.ThroughputRatio, row.ThroughputRatio >= 0.85
 		}
 	}
-	return []Target{model, off, on, cl, ct}
+	return append([]Target{model, off, on, cl, ct}, r.WhatIf.targets()...)
 }
 
 // table is a table of formatted cells, printed as aligned text or as
@@ -362,6 +363,9 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 		files[FileConcLatency] = []byte(c.LatencyChart().String())
 		files[FileConcThroughput] = []byte(c.ThroughputChart().String())
 	}
+	if r.WhatIf != nil {
+		files[FileWhatIf] = []byte(r.WhatIf.Chart().String())
+	}
 	if c := r.Cluster; c != nil && len(c.Rows) > 0 {
 		files[FileClusterSlowdown] = []byte(c.SlowdownChart().String())
 	}
@@ -370,7 +374,7 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 		files[FileBBDuration] = []byte(b.DurationChart().String())
 	}
 	var written []string
-	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown, FileConcLatency, FileConcThroughput, FileClusterSlowdown, FileBBLatency, FileBBDuration} {
+	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown, FileConcLatency, FileConcThroughput, FileWhatIf, FileClusterSlowdown, FileBBLatency, FileBBDuration} {
 		data, ok := files[name]
 		if !ok {
 			continue
@@ -408,6 +412,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	if c := r.Concurrency; c != nil {
 		c.writeMarkdown(w)
+	}
+	if wi := r.WhatIf; wi != nil {
+		wi.writeMarkdown(w)
 	}
 	if c := r.Cluster; c != nil {
 		c.writeMarkdown(w)

@@ -21,6 +21,13 @@
 // interpreted as markup. It is served with a Content-Security-Policy
 // that allows only its own files.
 //
+// The page's what-if panel polls GET /api/whatif (package httpapi
+// serves it) every two seconds with the RTT list of its input, and plots
+// per application the predicted transaction latency and throughput
+// against added RTT, today's figures at 0: one <path data-app="KEY"> per
+// application in each chart, KEY being protocol/user/database/application.
+// A refused list is shown beside the input and the last plot stays.
+//
 // The Dashboard does not authenticate; package httpapi does.
 //
 // A Dashboard is safe for concurrent use; Run samples until its context

@@ -29,6 +29,10 @@ type Series struct {
 	Points []Point
 	// Dashed draws the line dashed (a model beside a measurement, say).
 	Dashed bool
+	// Like, if above 0, draws the series in the colour and markers of
+	// series number Like (from 1) of the chart, so that a model and its
+	// measurement pair up; 0 (or out of range) gives it its own.
+	Like int
 }
 
 // Guide is a horizontal reference line across the plot, such as a
@@ -173,6 +177,7 @@ func (c *Chart) render(w writer) {
 	fmt.Fprintf(w, `<clipPath id="plot"><rect x="%s" y="%s" width="%s" height="%s"/></clipPath>`+"\n",
 		num(plot.x0-markerSize-1), num(plot.y0-markerSize-1), num(plot.x1-plot.x0+2*markerSize+2), num(plot.y1-plot.y0+2*markerSize+2))
 	for i, s := range c.Series {
+		i := c.style(i)
 		color := palette[i%len(palette)]
 		fmt.Fprintf(w, `<g class="series" data-name="%s" clip-path="url(#plot)">`+"\n", esc(s.Name))
 		var pts []string
@@ -199,14 +204,15 @@ func (c *Chart) render(w writer) {
 		w.WriteString(`<g class="legend">` + "\n")
 		for _, e := range slices.Concat(legend...) {
 			s := c.Series[e.series]
-			color := palette[e.series%len(palette)]
+			style := c.style(e.series)
+			color := palette[style%len(palette)]
 			dash := ""
 			if s.Dashed {
 				dash = ` stroke-dasharray="7,4"`
 			}
 			fmt.Fprintf(w, `<g class="entry"><line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2"%s/>`,
 				num(e.x), num(e.y), num(e.x+28), num(e.y), color, dash)
-			marker(w, e.series, e.x+14, e.y, color)
+			marker(w, style, e.x+14, e.y, color)
 			fmt.Fprintf(w, `<text x="%s" y="%s">%s</text></g>`+"\n", num(e.x+34), num(e.y+4), esc(s.Name))
 		}
 		w.WriteString("</g>\n")
@@ -222,6 +228,15 @@ type legendEntry struct {
 
 // legendLayout places the legend entries in centred rows under the
 // title; it returns one slice per row.
+// style returns the index of the series whose colour and marker series
+// i is drawn with: its Like's, or its own.
+func (c *Chart) style(i int) int {
+	if l := c.Series[i].Like; l > 0 && l <= len(c.Series) && l-1 != i {
+		return l - 1
+	}
+	return i
+}
+
 func (c *Chart) legendLayout(width int) [][]legendEntry {
 	var rows [][]legendEntry
 	var row []legendEntry

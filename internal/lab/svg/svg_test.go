@@ -284,3 +284,36 @@ func BenchmarkRender(b *testing.B) {
 		c.Render(io.Discard)
 	}
 }
+
+// TestLike checks that a series drawn like another takes its colour and
+// markers, in the plot and in the legend, and that a Like out of range
+// is ignored.
+func TestLike(t *testing.T) {
+	c := &Chart{Title: "t", XLabel: "x", YLabel: "y", Series: []Series{
+		{Name: "a", Points: []Point{{0, 1}, {1, 2}}},
+		{Name: "b", Points: []Point{{0, 2}, {1, 3}}},
+		{Name: "a model", Like: 1, Dashed: true, Points: []Point{{0, 1.5}, {1, 2.5}}},
+		{Name: "odd", Like: 9, Points: []Point{{0, 3}, {1, 1}}},
+	}}
+	root := parse(t, c.String())
+	stroke := map[string]string{}
+	markers := map[string]string{}
+	for _, g := range root.Find("series") {
+		m := g.Find("marker")[0]
+		stroke[g.Attr("data-name")] = g.Find("line")[0].Attr("stroke")
+		markers[g.Attr("data-name")] = m.XMLName.Local + " " + m.Attr("fill")
+	}
+	if stroke["a model"] != stroke["a"] || markers["a model"] != markers["a"] {
+		t.Errorf("a model drawn %s/%s, a %s/%s", stroke["a model"], markers["a model"], stroke["a"], markers["a"])
+	}
+	if stroke["b"] == stroke["a"] || stroke["odd"] == stroke["a"] || stroke["odd"] == stroke["b"] {
+		t.Errorf("strokes %v: b and odd should have their own", stroke)
+	}
+	legend := map[string]string{}
+	for _, e := range root.Find("entry") {
+		legend[e.Texts()[0]] = e.Find("marker")[0].XMLName.Local + " " + e.Find("marker")[0].Attr("fill")
+	}
+	if legend["a model"] != markers["a"] || legend["b"] != markers["b"] {
+		t.Errorf("legend markers %v, series %v", legend, markers)
+	}
+}

@@ -220,4 +220,128 @@ async function tick() {
   setTimeout(tick, 1000);
 }
 
+// What-if panel: polls /api/whatif with the RTTs of its input and plots,
+// per application, predicted latency and throughput against added RTT
+// (today's figures at 0).
+
+function fmtTPS(v) {
+  if (v == null) return '–';
+  if (v >= 100) return v.toFixed(0);
+  return v.toPrecision(3);
+}
+function appKey(a) { return [a.protocol, a.user, a.database, a.application].join('/'); }
+function appName(a) { return (a.application || '(no name)') + ' · ' + a.user + '@' + a.database; }
+
+// xyChart draws series [{name, points: [[x, y]...], color}] into svg
+// with linear axes from 0, x formatted by fmtX, y by fmtY; each series is
+// a <path data-app="NAME"> with a dot per point.
+function xyChart(svg, series, fmtX, fmtY, empty) {
+  svg.replaceChildren();
+  const W = Math.max(280, Math.round(svg.getBoundingClientRect().width) || 400);
+  svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+  let xmax = 0, ymax = 0;
+  for (const s of series) for (const [px, py] of s.points) { xmax = Math.max(xmax, px); ymax = Math.max(ymax, py); }
+  xmax = niceMax(xmax);
+  ymax = niceMax(ymax * 1.05);
+  const x = v => L + (W - L - R) * v / xmax;
+  const y = v => T + (H - T - B) * (1 - v / ymax);
+  for (const f of [0, 0.5, 1]) {
+    svg.append(el('svg:line', { class: 'grid', x1: L, x2: W - R, y1: y(ymax * f), y2: y(ymax * f) }));
+    svg.append(el('svg:text', { class: 'axis', x: L - 6, y: y(ymax * f) + 4, 'text-anchor': 'end' }, fmtY(ymax * f)));
+  }
+  for (const f of [0, 0.25, 0.5, 0.75, 1]) {
+    const anchor = f === 0 ? 'start' : (f === 1 ? 'end' : 'middle');
+    svg.append(el('svg:text', { class: 'axis', x: x(xmax * f), y: H - 6, 'text-anchor': anchor }, '+' + fmtX(xmax * f)));
+  }
+  if (!series.length) {
+    svg.append(el('svg:text', { class: 'empty', x: (W + L) / 2, y: H / 2, 'text-anchor': 'middle' }, empty));
+  }
+  for (const s of series) {
+    const d = s.points.map((p, i) => (i ? 'L' : 'M') + x(p[0]).toFixed(1) + ' ' + y(p[1]).toFixed(1)).join(' ');
+    const g = el('svg:g', { 'data-app': s.name });
+    g.append(el('svg:path', { class: 'series', d: d || 'M0 0', stroke: s.color, 'data-app': s.name }));
+    for (const p of s.points) {
+      const c = el('svg:circle', { class: 'dot', cx: x(p[0]).toFixed(1), cy: y(p[1]).toFixed(1), r: 2.5, fill: s.color });
+      c.append(el('svg:title', null, s.name + ': +' + fmtX(p[0]) + ' → ' + fmtY(p[1])));
+      g.append(c);
+    }
+    svg.append(g);
+  }
+}
+
+function renderWhatIf(w) {
+  const apps = w.applications || [];
+  const colors = {};
+  apps.forEach((a, i) => { colors[appKey(a)] = PALETTE[i % PALETTE.length]; });
+  const lat = apps.map(a => ({ name: appKey(a), color: colors[appKey(a)],
+    points: [[0, a.latency_ms]].concat((a.predictions || []).map(p => [p.rtt_ms, p.latency_ms])) }));
+  const tps = apps.map(a => ({ name: appKey(a), color: colors[appKey(a)],
+    points: [[0, a.tps]].concat((a.predictions || []).map(p => [p.rtt_ms, p.tps])) }));
+  const empty = 'no application completed a transaction in the last ' + w.window_seconds + ' s';
+  xyChart(document.getElementById('chart-whatif-latency'), lat, fmtMs, fmtMs, empty);
+  xyChart(document.getElementById('chart-whatif-tps'), tps, fmtMs, v => fmtTPS(v) + ' TPS', empty);
+
+  const lg = document.getElementById('legend-whatif');
+  lg.replaceChildren();
+  for (const a of apps) {
+    const item = el('span', { 'data-app': appKey(a) });
+    const sw = el('span', { class: 'sw' });
+    sw.style.background = colors[appKey(a)];
+    item.append(sw, document.createTextNode(appName(a)));
+    lg.append(item);
+  }
+
+  const last = a => (a.predictions || [])[(a.predictions || []).length - 1];
+  const table = document.getElementById('whatif');
+  rows(table, apps.map(a => Object.assign({ key: appKey(a) }, a)), [
+    { get: x => x.application || '(no name)' },
+    { get: x => x.protocol },
+    { get: x => x.user },
+    { get: x => x.database },
+    { cls: 'num', get: x => x.sessions },
+    { cls: 'num', get: x => fmtTPS(x.tps) },
+    { cls: 'num', get: x => fmtMs(x.latency_ms) },
+    { cls: 'num', get: x => x.round_trips.toFixed(1) },
+    { cls: 'num', get: x => (100 * x.network_share).toFixed(1) + '%' },
+    { cls: 'num', get: x => { const p = last(x); return p ? '+' + fmtMs(p.rtt_ms) + ': ' + fmtMs(p.latency_ms) + ', ' + fmtTPS(p.tps) + ' TPS' : '–'; } },
+  ], empty);
+  for (const tr of table.tBodies[0].rows) {
+    const i = tr.sectionRowIndex;
+    if (apps[i]) tr.dataset.app = appKey(apps[i]);
+  }
+}
+
+async function whatIfTick() {
+  const note = document.getElementById('whatif-status');
+  const rtt = document.getElementById('whatif-rtt').value.trim();
+  try {
+    const r = await fetch('/api/whatif' + (rtt ? '?rtt=' + encodeURIComponent(rtt) : ''), { cache: 'no-store', credentials: 'same-origin' });
+    if (r.ok) {
+      renderWhatIf(await r.json());
+      note.textContent = '';
+      note.className = 'note';
+    } else {
+      let msg = 'error ' + r.status;
+      try { const e = await r.json(); if (e.error) msg = e.error; } catch (e) { /* not JSON */ }
+      note.textContent = msg;
+      note.className = 'note bad';
+    }
+  } catch (e) {
+    note.textContent = 'disconnected';
+    note.className = 'note bad';
+  }
+}
+
+let whatIfTimer = null;
+function whatIfLoop() {
+  clearTimeout(whatIfTimer);
+  whatIfTick().finally(() => { whatIfTimer = setTimeout(whatIfLoop, 2000); });
+}
+
+document.getElementById('whatif-form').addEventListener('submit', ev => {
+  ev.preventDefault();
+  whatIfLoop();
+});
+
 tick();
+whatIfLoop();
