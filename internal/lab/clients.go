@@ -28,9 +28,19 @@ type conn interface {
 // connect opens a session to addr as user ("" for the DSN's own
 // credentials).
 func (d *database) connect(ctx context.Context, addr, user, password string) (conn, error) {
+	return d.connectAs(ctx, addr, user, password, "")
+}
+
+// connectAs is connect with the session's application name app
+// (PostgreSQL's application_name, MySQL's program_name attribute); ""
+// leaves the driver's default.
+func (d *database) connectAs(ctx context.Context, addr, user, password, app string) (conn, error) {
 	switch d.protocol {
 	case protoMySQL:
 		cfg := d.mysqlConfig(addr, user, password)
+		if app != "" {
+			cfg.ConnectionAttributes = "program_name:" + app
+		}
 		cn, err := mysql.NewConnector(cfg)
 		if err != nil {
 			return nil, err
@@ -44,7 +54,14 @@ func (d *database) connect(ctx context.Context, addr, user, password string) (co
 		}
 		return &mysqlFlowConn{db: db, c: c}, nil
 	default:
-		c, err := pgconn.Connect(ctx, d.urlAt(addr, user, password, false))
+		cfg, err := pgconn.ParseConfig(d.urlAt(addr, user, password, false))
+		if err != nil {
+			return nil, err
+		}
+		if app != "" {
+			cfg.RuntimeParams["application_name"] = app
+		}
+		c, err := pgconn.ConnectConfig(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}

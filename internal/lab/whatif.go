@@ -3,16 +3,12 @@ package lab
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/bench"
 	"github.com/sluicelab/sluice/internal/clock"
@@ -571,33 +567,7 @@ func digits(seed, n int) string {
 
 // connect opens a session through the route named app.
 func (r *whatIfRun) connect(ctx context.Context, app string) (conn, error) {
-	d := r.db
-	if d.protocol == protoMySQL {
-		cfg := d.mysqlConfig(r.route, "", "")
-		cfg.ConnectionAttributes = "program_name:" + app
-		cn, err := mysql.NewConnector(cfg)
-		if err != nil {
-			return nil, err
-		}
-		db := sql.OpenDB(cn)
-		db.SetMaxOpenConns(1)
-		c, err := db.Conn(ctx)
-		if err != nil {
-			db.Close()
-			return nil, err
-		}
-		return &mysqlFlowConn{db: db, c: c}, nil
-	}
-	cfg, err := pgconn.ParseConfig(d.urlAt(r.route, "", "", false))
-	if err != nil {
-		return nil, err
-	}
-	cfg.RuntimeParams["application_name"] = app
-	c, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return pgFlowConn{c}, nil
+	return r.db.connectAs(ctx, r.route, "", "", app)
 }
 
 // cleanup drops the benchmark's tables and (with table) the loader's.
