@@ -147,7 +147,7 @@ func baseBackupSkip(db *database, binDir string) (bin, reason string) {
 func baseBackup(ctx context.Context, o *Options, db *database, s *sluice, clk clock.Clock, p *printer) (*BaseBackupReport, error) {
 	bin, why := baseBackupSkip(db, o.PostgresBin)
 	if why != "" {
-		p.printf("\n== Experiment 4: base backup ==\n")
+		p.printf("\n== Experiment 6: base backup ==\n")
 		p.step("skipped: %s", why)
 		return &BaseBackupReport{Skipped: why}, nil
 	}
@@ -166,7 +166,7 @@ func baseBackup(ctx context.Context, o *Options, db *database, s *sluice, clk cl
 func runBaseBackup(ctx context.Context, r *bbRun) (rep *BaseBackupReport, err error) {
 	p := r.p
 	pl := r.plan
-	p.printf("\n== Experiment 4: base backup ==\n")
+	p.printf("\n== Experiment 6: base backup ==\n")
 	p.printf("pgbench (select-only, then tpcb-like, %s each, -c %d -j %d) through route %s while pg_basebackup runs through route %s; both on one capped link\n",
 		units.FormatDuration(pl.Time), pl.Clients, pl.Threads, bbOLTPRoute, bbBackupRoute)
 	rep = &BaseBackupReport{Scale: pl.Scale, Clients: pl.Clients, Threads: pl.Threads, RunSeconds: pl.Time.Seconds(), LeadSeconds: pl.Lead.Seconds(),

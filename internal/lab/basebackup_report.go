@@ -390,7 +390,7 @@ func (b *BaseBackupReport) conditionLegend() string {
 }
 
 func (b *BaseBackupReport) writeMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "## Experiment 4: base backup\n\n")
+	fmt.Fprintf(w, "## Experiment 6: base backup\n\n")
 	if b.Skipped != "" {
 		fmt.Fprintf(w, "Not measured: %s.\n\n", b.Skipped)
 		return

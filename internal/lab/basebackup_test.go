@@ -67,7 +67,7 @@ func TestRunBaseBackup(t *testing.T) {
 	}
 	checkBaseBackupShape(t, b)
 	checkBaseBackupFiles(t, out, b)
-	for _, want := range []string{"== Experiment 4: base backup ==", "filling:", "database filled", "calibration: one bulk session streams",
+	for _, want := range []string{"== Experiment 6: base backup ==", "filling:", "database filled", "calibration: one bulk session streams",
 		"progress: ", "backup ", "pg_verifybackup", "backup successfully verified", "avg vs no backup", "dropped bb_fill"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("progress lacks %q", want)
@@ -273,7 +273,7 @@ func TestRunBaseBackupSkipped(t *testing.T) {
 		t.Errorf("progress:\n%s", progress.String())
 	}
 	md, _ := os.ReadFile(filepath.Join(out, FileMarkdown))
-	if !strings.Contains(string(md), "## Experiment 4: base backup\n\nNot measured: it needs") {
+	if !strings.Contains(string(md), "## Experiment 6: base backup\n\nNot measured: it needs") {
 		t.Errorf("report.md:\n%s", md)
 	}
 	if _, err := os.Stat(filepath.Join(out, FileBBLatency)); !os.IsNotExist(err) {
@@ -412,7 +412,7 @@ func TestBaseBackupReportFiles(t *testing.T) {
 	checkBaseBackupFiles(t, dir, rep.BaseBackup)
 	md, _ := os.ReadFile(filepath.Join(dir, FileMarkdown))
 	for _, want := range []string{
-		"## Experiment 4: base backup", "`pg_basebackup --max-rate=18500k`", "CREATE USER bb_backup RESOURCE POOL 'bb_low'",
+		"## Experiment 6: base backup", "`pg_basebackup --max-rate=18500k`", "CREATE USER bb_backup RESOURCE POOL 'bb_low'",
 		"- select-only: average latency 0.80 ms alone, 80.00 ms (100.0x) beside the unmanaged backup, 3.20 ms (4.0x)",
 		"the `--max-rate` backup moved 18.9 MB/s and left 1.1 MB/s idle", "The backup took 58.0 s unmanaged, 63.0 s in the low class and 64.0 s",
 	} {

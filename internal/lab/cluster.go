@@ -313,7 +313,7 @@ func clusterSkip(db *database) string {
 
 func runCluster(ctx context.Context, r *clusterRun) (rep *ClusterReport, err error) {
 	p := r.p
-	p.printf("\n== Experiment 4: cluster ==\n")
+	p.printf("\n== Experiment 5: cluster ==\n")
 	if why := clusterSkip(r.db); why != "" {
 		p.step("skipped: %s", why)
 		return &ClusterReport{Skipped: why}, nil

@@ -149,7 +149,7 @@ func (c *ClusterReport) SlowdownChart() *svg.Chart {
 }
 
 func (c *ClusterReport) writeMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "## Experiment 4: cluster\n\n")
+	fmt.Fprintf(w, "## Experiment 5: cluster\n\n")
 	if c.Skipped != "" {
 		fmt.Fprintf(w, "Not measured: %s.\n\n", c.Skipped)
 		return

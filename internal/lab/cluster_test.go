@@ -57,7 +57,7 @@ func TestRunCluster(t *testing.T) {
 	checkReportFiles(t, out, rep)
 	c := checkClusterFiles(t, out, rep.Cluster)
 	for _, want := range []string{
-		"== Experiment 4: cluster ==", "starting 4 throwaway PostgreSQL servers", "low-priority join fetches:",
+		"== Experiment 5: cluster ==", "starting 4 throwaway PostgreSQL servers", "low-priority join fetches:",
 		"calibration: one low-priority join", "the low-priority join is one distributed statement: nodes cluster_coord:",
 		"waiting until each is penalised", "network_control  N  distributed statements", "low-priority joins N  off: elapsed (ms)", "wrote " + out,
 	} {
@@ -300,7 +300,7 @@ func checkClusterFiles(t *testing.T, dir string, rep *ClusterReport) *ClusterRep
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(md), "## Experiment 4: cluster") {
+	if !strings.Contains(string(md), "## Experiment 5: cluster") {
 		t.Fatal("report.md has no cluster section")
 	}
 	if len(js.Rows) != len(rep.Rows) {
@@ -466,7 +466,7 @@ func TestClusterReportSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(md), "## Experiment 4: cluster\n\nNot measured: the embedded backend cannot host postgres_fdw") {
+	if !strings.Contains(string(md), "## Experiment 5: cluster\n\nNot measured: the embedded backend cannot host postgres_fdw") {
 		t.Errorf("report.md does not say why the cluster experiment was not measured:\n%s", md)
 	}
 }
