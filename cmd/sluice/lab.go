@@ -84,9 +84,11 @@ Scale:                        --quick                  full (default)
   concurrency: link           calibrated as flow's (both)
   what-if: added RTT (ms)     0, 1, 5, 10              0, 1, 5, 10
   what-if: benchmark run      3 s after 1 s warm-up    10 s after 2 s warm-up
+  what-if: threads            1 embedded, 1 per core on a server, at most 4 (both)
   what-if: table              1 x 10000 rows           1 x 100000 rows
   what-if: rows per INSERT    1 (200 INSERTs), 100     1 (500 INSERTs), 100,
                               (50 INSERTs)             1000 (100 INSERTs each)
+  what-if: loader job         repeated for 1 s         repeated for 3 s
   cluster: low-priority joins -                        0, 1, 2, 4, 8, 10
   cluster: tables             -                        wt1, wt2 24000 rows;
                                                        wt3, wt4 300 rows
@@ -102,7 +104,7 @@ Targets: slowdown at N=10 >= 6x with network_control off and <= 1.2x with
 it on; TPS at 10 ms RTT within 15% of the model's prediction; with
 active_statements=4 the small query's p50 <= 0.5x and the ordinary
 throughput >= 0.85x their unlimited figures; what-if TPS and row-at-a-time
-load duration at +10 ms within 10% of sluice's prediction.
+load duration at +1, +5 and +10 ms within 10% of sluice's prediction.
 
 Progress and tables go to standard output. --out DIR writes report.md,
 report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg,

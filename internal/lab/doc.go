@@ -77,7 +77,8 @@
 // of the stack's what-if table and predicts it at each added RTT
 // (whatif.Predict; a loader's duration with whatif.JobDuration); then it
 // applies each RTT on the link, as experiment 1 does, and measures the
-// benchmark's TPS and each loader's duration. The report gives predicted
+// benchmark's TPS and each loader's duration (the mean of as many runs of
+// the job as fit in the plan's LoaderTime, at least one). The report gives predicted
 // and measured side by side with the error, the delay lines' lateness
 // during each run, the RTT the route really added (a minimal round
 // trip's mean time at that setting less its unshaped mean) with the

@@ -199,7 +199,7 @@ func QuickPlan() Plan {
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 4}, Sessions: 32, Reps: 20},
 		WhatIf: WhatIfPlan{
 			RTTs: whatIfRTTs, Tables: 1, TableSize: 10000, Time: 3 * time.Second, Warmup: time.Second, ReportInterval: time.Second,
-			Batches: []int{1, 100}, Statements: 200, BatchStatements: 50, CommitEvery: 10,
+			Batches: []int{1, 100}, Statements: 200, BatchStatements: 50, CommitEvery: 10, LoaderTime: time.Second,
 		},
 	}
 }
@@ -222,7 +222,7 @@ func FullPlan() Plan {
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
 		WhatIf: WhatIfPlan{
 			RTTs: whatIfRTTs, Tables: 1, TableSize: 100000, Time: 10 * time.Second, Warmup: 2 * time.Second, ReportInterval: 5 * time.Second,
-			Batches: []int{1, 100, 1000}, Statements: 500, BatchStatements: 100, CommitEvery: 10,
+			Batches: []int{1, 100, 1000}, Statements: 500, BatchStatements: 100, CommitEvery: 10, LoaderTime: 3 * time.Second,
 		},
 		Cluster:    ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6},
 		BaseBackup: fullBaseBackupPlan(),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +24,10 @@ type WhatIfPlan struct {
 	// experiment.
 	RTTs []time.Duration
 	// Threads is oltp_read_write's --threads; 0 picks 1 on the embedded
-	// backend and 4 on a server, as the latency experiment does.
+	// backend and on a server one per core, at most 4: more threads than
+	// cores keep the CPUs busy unshaped, the waiting an added RTT brings
+	// frees them, and that the model does not predict (see package
+	// whatif's limits).
 	Threads int
 	// Tables and TableSize are --tables and --table-size.
 	Tables, TableSize int
@@ -44,6 +48,11 @@ type WhatIfPlan struct {
 	// CommitEvery is how many INSERT statements the loader sends per
 	// transaction (BEGIN, CommitEvery INSERTs, COMMIT); 0 means 10.
 	CommitEvery int
+	// LoaderTime is how long a loader job is measured at each setting at
+	// least: the job (Statements or BatchStatements INSERTs into an
+	// emptied table) runs again until this much time has passed, and its
+	// duration is the mean of the runs. 0 runs each job once.
+	LoaderTime time.Duration
 }
 
 // whatIfRTTs are the RTTs, in ms, the quick and full plans check.
@@ -75,6 +84,8 @@ type WhatIfReport struct {
 	RunSeconds    float64 `json:"run_seconds"`
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	CommitEvery   int     `json:"commit_every_statements"`
+	// LoaderSeconds is WhatIfPlan.LoaderTime.
+	LoaderSeconds float64 `json:"loader_seconds,omitempty"`
 	// BenchRoundTrips is the round trips per transaction the benchmark
 	// itself counted in its unshaped run.
 	BenchRoundTrips float64 `json:"bench_round_trips_per_transaction"`
@@ -131,6 +142,9 @@ type WhatIfRow struct {
 	// Seconds is its measured duration. 0 for the benchmark.
 	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
 	Seconds          float64 `json:"seconds,omitempty"`
+	// Runs is how many times the loader job ran at this setting; Seconds
+	// is their mean. 0 for the benchmark.
+	Runs int `json:"runs,omitempty"`
 	// Error is the headline figure's measured / predicted - 1.
 	Error float64 `json:"error"`
 	// PingMs is the mean time of a minimal round trip (SELECT 1, a MySQL
@@ -200,7 +214,11 @@ func loaderJob(b int) string {
 
 // options returns the benchmark's options, its sessions named app.
 func (r *whatIfRun) options(app string) bench.Options {
-	lr := latencyRun{plan: LatencyPlan{Threads: r.plan.Threads, Tables: r.plan.Tables, TableSize: r.plan.TableSize,
+	threads := r.plan.Threads
+	if threads == 0 && r.db.kind != BackendEmbedded {
+		threads = min(4, runtime.NumCPU())
+	}
+	lr := latencyRun{plan: LatencyPlan{Threads: threads, Tables: r.plan.Tables, TableSize: r.plan.TableSize,
 		Time: r.plan.Time, Warmup: r.plan.Warmup, ReportInterval: r.plan.ReportInterval}, db: r.db, route: r.route, clk: r.clk}
 	o := lr.options()
 	o.DSN = withApp(o.DSN, r.db.protocol, app)
@@ -230,7 +248,7 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 	o := r.options(whatIfOLTPApp)
 	rep := &WhatIfReport{
 		Workload: o.Workload, Driver: o.Driver, Threads: o.Threads, Tables: o.Tables, TableSize: o.TableSize,
-		RunSeconds: o.Time.Seconds(), WarmupSeconds: o.WarmupTime.Seconds(), CommitEvery: r.plan.CommitEvery,
+		RunSeconds: o.Time.Seconds(), WarmupSeconds: o.WarmupTime.Seconds(), CommitEvery: r.plan.CommitEvery, LoaderSeconds: r.plan.LoaderTime.Seconds(),
 	}
 	p.printf("== Experiment 4: what-if ==\n")
 	p.printf("%s (%s) and a single-session loader (BEGIN, %d INSERTs, COMMIT; %s rows per INSERT) run unshaped through sluice; "+
@@ -304,12 +322,12 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 		}
 		for i, b := range r.plan.Batches {
 			before := r.s.lateness()
-			lr, err := r.load(ctx, setup, whatIfLoaderApp+strconv.Itoa(b), b)
+			lr, err := r.loadFor(ctx, setup, whatIfLoaderApp+strconv.Itoa(b), b)
 			if err != nil {
 				return nil, fmt.Errorf("loader (%d rows per INSERT) at RTT %s: %w", b, fmtRTT(rtt), err)
 			}
 			late := r.s.lateness()
-			row := WhatIfRow{Job: loaderJob(b), RTTMs: rttMs(rtt), Seconds: lr.seconds, Releases: late.Count - before.Count}
+			row := WhatIfRow{Job: loaderJob(b), RTTMs: rttMs(rtt), Seconds: lr.seconds, Runs: lr.runs, Releases: late.Count - before.Count}
 			if row.Releases > 0 {
 				row.LateUs = float64(late.Sum-before.Sum) / float64(row.Releases) / float64(time.Microsecond)
 			}
@@ -318,7 +336,7 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 				row.LatencyMs = 1000 * lr.seconds / float64(lr.transactions)
 			}
 			record(row)
-			p.step("RTT %s: %s: %d rows in %s, %d statements, %.3f s", fmtRTT(rtt), loaderJob(b), lr.rows, plural(lr.transactions, "transaction"), lr.statements, lr.seconds)
+			p.step("RTT %s: %s: %d rows in %s, %d statements, %.3f s (mean of %s)", fmtRTT(rtt), loaderJob(b), lr.rows, plural(lr.transactions, "transaction"), lr.statements, lr.seconds, plural(lr.runs, "run"))
 			if rtt == 0 {
 				if err := r.predict(rep, jobs[i+1], &lr); err != nil {
 					return nil, err
@@ -334,7 +352,7 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 	for i := range rep.Rows {
 		row := &rep.Rows[i]
 		m := measured[row.Job][row.RTTMs]
-		row.TPS, row.LatencyMs, row.Seconds, row.Releases, row.LateUs = m.TPS, m.LatencyMs, m.Seconds, m.Releases, m.LateUs
+		row.TPS, row.LatencyMs, row.Seconds, row.Runs, row.Releases, row.LateUs = m.TPS, m.LatencyMs, m.Seconds, m.Runs, m.Releases, m.LateUs
 		row.Error = headlineError(*row, row.PredictedTPS, row.PredictedSeconds)
 		row.PingMs, row.IgnoredErrors = pingMs[row.RTTMs], m.IgnoredErrors
 		if b, ok := r.basis[row.Job]; ok && row.RTTMs > 0 {
@@ -483,11 +501,33 @@ func (s *sluice) whatIfApp(now time.Time, db *database, app string) (whatif.App,
 	return whatif.App{}, false
 }
 
-// loadResult is one loader run.
+// loadResult is one loader job: what one run sends, and how long it took
+// (the mean of runs).
 type loadResult struct {
 	rows, statements, transactions int
 	bytes                          int64 // SQL text of the INSERTs
 	seconds                        float64
+	runs                           int
+}
+
+// loadFor runs the loader job (see load) again until the plan's
+// LoaderTime has passed, at least once, and returns one run's figures with
+// the mean duration: a short job measured once at a small RTT is mostly
+// noise.
+func (r *whatIfRun) loadFor(ctx context.Context, setup conn, app string, b int) (loadResult, error) {
+	lr, err := r.load(ctx, setup, app, b)
+	total := lr.seconds
+	for err == nil && total < r.plan.LoaderTime.Seconds() {
+		var more loadResult
+		if more, err = r.load(ctx, setup, app, b); err == nil {
+			total += more.seconds
+			lr.runs++
+		}
+	}
+	if lr.runs > 0 {
+		lr.seconds = total / float64(lr.runs)
+	}
+	return lr, err
 }
 
 // load empties the loader's table through setup, then runs the loader
@@ -532,6 +572,7 @@ func (r *whatIfRun) load(ctx context.Context, setup conn, app string, b int) (lo
 		}
 	}
 	res.seconds = r.clk.Now().Sub(t0).Seconds()
+	res.runs = 1
 	return res, nil
 }
 

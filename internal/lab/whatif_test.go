@@ -174,32 +174,38 @@ func TestWhatIfReportFiles(t *testing.T) {
 }
 
 func TestWhatIfTargets(t *testing.T) {
+	// The sample's own errors at 5 and 10 ms: oltp -3.4% and -7.7%, the
+	// row-at-a-time loader +1.3% and +0.8%.
 	for _, tt := range []struct {
 		name           string
+		rtt            float64 // the RTT whose errors are set
 		oltpErr, ldErr float64
-		drop           string // a job whose 10 ms row is missing
+		drop           string // a job whose rows above RTT 0 are missing
 		wantTPS        string // verdicts
 		wantLoad       string
+		showTPS        string // the TPS target's value: the largest miss
 	}{
-		{"both within", -0.05, 0.02, "", "met", "met"},
-		{"at the bound", 0.10, -0.10, "", "met", "met"},
-		{"oltp off", -0.15, 0.01, "", "MISSED", "met"},
-		{"load off", 0.0, 0.2, "", "met", "MISSED"},
-		{"no 10 ms loader", 0.0, 0.0, loaderJob(1), "met", "not measured"},
-		{"no 10 ms benchmark", 0.0, 0.0, jobOLTP, "not measured", "met"},
+		{"both within", 10, -0.05, 0.02, "", "met", "met", "-5.0%"},
+		{"at the bound", 10, 0.10, -0.10, "", "met", "met", "+10.0%"},
+		{"oltp off at 5 ms", 5, -0.15, 0.01, "", "MISSED", "met", "-15.0%"},
+		{"oltp off at 10 ms, within at 5", 10, 0.12, 0.01, "", "MISSED", "met", "+12.0%"},
+		{"load off at 5 ms", 5, 0.0, 0.2, "", "met", "MISSED", "-7.7%"},
+		{"a small miss elsewhere is not the largest", 5, 0.01, 0.0, "", "met", "met", "-7.7%"},
+		{"no loader above 0", 10, 0.0, 0.0, loaderJob(1), "met", "not measured", "-3.4%"},
+		{"no benchmark above 0", 10, 0.0, 0.0, jobOLTP, "not measured", "met", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := sampleWhatIf()
 			var kept []WhatIfRow
 			for _, r := range w.Rows {
-				if r.RTTMs == 10 && r.Job == tt.drop {
+				if r.RTTMs > 0 && r.Job == tt.drop {
 					continue
 				}
-				if r.RTTMs == 10 && r.Job == jobOLTP {
+				if r.RTTMs == tt.rtt && r.Job == jobOLTP {
 					r.TPS = r.PredictedTPS * (1 + tt.oltpErr)
 					r.Error = tt.oltpErr
 				}
-				if r.RTTMs == 10 && r.Job == loaderJob(1) {
+				if r.RTTMs == tt.rtt && r.Job == loaderJob(1) {
 					r.Seconds = r.PredictedSeconds * (1 + tt.ldErr)
 					r.Error = tt.ldErr
 				}
@@ -216,8 +222,11 @@ func TestWhatIfTargets(t *testing.T) {
 			if v := got[TargetWhatIfLoad].verdict(); v != tt.wantLoad {
 				t.Errorf("load target %s, want %s (%+v)", v, tt.wantLoad, got[TargetWhatIfLoad])
 			}
-			if tg := got[TargetWhatIfTPS]; tg.Measured && tg.measured() != pct(tt.oltpErr) {
-				t.Errorf("TPS target shows %s, want %s", tg.measured(), pct(tt.oltpErr))
+			if tg := got[TargetWhatIfTPS]; tg.Measured && tg.measured() != tt.showTPS {
+				t.Errorf("TPS target shows %s, want %s", tg.measured(), tt.showTPS)
+			}
+			if d := got[TargetWhatIfTPS].Description; tt.drop == "" && !strings.Contains(d, "+5, +10 ms") {
+				t.Errorf("TPS target %q does not name the RTTs", d)
 			}
 		})
 	}

@@ -18,8 +18,11 @@ import (
 // wraps net.ErrClosed.
 var ErrClosed = fmt.Errorf("netem: line closed: %w", net.ErrClosed)
 
-// maxKernelLate bounds the kernel-sleep lateness a Line compensates for.
-const maxKernelLate = 150 * time.Microsecond
+// maxKernelLate bounds the wake-up lateness a Line compensates for: a
+// virtual machine's CPU that idled for milliseconds takes 0.1 to 0.3 ms to
+// wake, and one far later wake-up (a busy host) must not make the next
+// releases early.
+const maxKernelLate = 400 * time.Microsecond
 
 // DefaultSpin is the longest a Line yield-spins before a release deadline
 // when LineOptions.Spin is 0.
@@ -84,11 +87,14 @@ type LineOptions struct {
 // wake up to about 1 ms late on an idle Linux host, because the netpoller
 // sleeps in whole milliseconds, and much less when the process is busy.
 // Spinning, with a clock that offers neither, costs up to one lead of one
-// CPU per chunk released on its own (a request or a response). A chunk
-// with more queued behind it is part of a stream and is released at timer
-// precision, without spinning: up to one timer lateness late and never
-// more, since every deadline is absolute. LineOptions.Precise and Timed
-// measure both kinds of release as they happen.
+// CPU per chunk released on its own (a request or a response). With
+// high-resolution timers every release ends that way, also a chunk with
+// more queued behind it (the first part of a response written in several
+// chunks); with other clocks such a chunk is part of a stream and is
+// released at timer precision, without spinning: up to one timer lateness
+// late and never more, since every deadline is absolute. A coarse Line
+// (SetCoarse) releases every chunk at timer precision. LineOptions.Precise
+// and Timed measure both kinds of release as they happen.
 //
 // Write and Flush are called from one goroutine at a time (the flow's
 // pump). Close may be called from any goroutine, also while Write or Flush
@@ -386,7 +392,7 @@ func (l *Line) run() {
 				return
 			}
 		}
-		precise := alone && !l.coarse.Load() && l.spinMax > 0
+		precise := l.preciseFor(alone)
 		if !l.waitUntil(c.release, precise) {
 			return
 		}
@@ -430,6 +436,22 @@ func (l *Line) catch() {
 		l.err = panics.Recovered("delay line", v)
 	}
 	l.mu.Unlock()
+}
+
+// preciseFor reports whether the head chunk's wait ends precisely. With
+// high-resolution timers every release of a fine Line does: a timerfd
+// wake-up costs what an ordinary timer's does and holds no thread, and a
+// response split over several chunks is only as punctual as its first
+// chunk. Without them only a lone chunk does, since the finish spins or
+// holds a thread.
+func (l *Line) preciseFor(alone bool) bool {
+	if l.coarse.Load() || l.spinMax <= 0 {
+		return false
+	}
+	if _, ok := l.clk.(clock.HighRes); ok {
+		return true
+	}
+	return alone
 }
 
 // lateness returns the histogram a release records into, nil for none.

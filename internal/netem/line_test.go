@@ -628,6 +628,51 @@ func TestLinePreciseAndCoarse(t *testing.T) {
 	}
 }
 
+// A response written as several chunks is only as punctual as its first
+// chunk: with high-resolution timers every release of a fine Line ends
+// precisely, queued behind another chunk or not; without them only a
+// lone chunk's does.
+func TestLineQueuedChunksPrecise(t *testing.T) {
+	ctx := context.Background()
+	prm := Params{Delay: 500 * time.Microsecond}
+	for _, hr := range []bool{true, false} {
+		var precise, timed Lateness
+		f := clock.NewFake(t0)
+		var clk clock.Clock = f
+		if hr {
+			clk = hrFake{f}
+		}
+		rec := newRecorder(clk)
+		// Spin disabled without high-resolution timers: a spinning
+		// writer would busy-wait on the virtual clock.
+		opts := LineOptions{Precise: &precise, Timed: &timed}
+		if !hr {
+			opts.Spin = -1
+		}
+		l := NewLine(clk, rec, NewPath(prm, 1), opts)
+		// Arrivals 1 ms apart: each release waits on a timer of its own.
+		for i, b := range []string{"a", "b", "c"} {
+			if err := l.Write(ctx, []byte(b), t0.Add(time.Duration(i)*time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			f.BlockUntil(1)
+			next, _ := f.Next()
+			f.Set(next)
+			rec.next(t)
+		}
+		closeLine(t, l)
+		p, tm := precise.Snapshot().Count, timed.Snapshot().Count
+		switch {
+		case hr && (p != 3 || tm != 0):
+			t.Errorf("high-resolution clock: %d precise and %d timed releases, want 3 and 0", p, tm)
+		case !hr && (p != 0 || tm != 3):
+			t.Errorf("spinning disabled: %d precise and %d timed releases, want 0 and 3", p, tm)
+		}
+	}
+}
+
 func TestLatenessSnapshot(t *testing.T) {
 	us := time.Microsecond
 	tests := []struct {

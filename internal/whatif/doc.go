@@ -74,6 +74,18 @@
 //     is one of its own. Drivers that cache statements pay it once.
 //   - Times are measured at sluice: the client's own RTT to sluice is in
 //     its client time, the upstream's in server time.
+//   - Waiting idles the ends' CPUs, and an idle CPU is slow to wake: on a
+//     virtual machine 0.1 to 0.3 ms after milliseconds of idle. A minimal
+//     round trip through a link that adds 10 ms then takes about 10.2 to
+//     10.4 ms more, not 10; the prediction is for x as ping would show
+//     it, wake-ups included, which is what a moved server's new RTT is.
+//   - A busy baseline gets faster: when client and server share CPUs
+//     that the unshaped run keeps busy, the waiting the added RTT brings
+//     frees them, and server time shrinks. The prediction keeps it as
+//     measured, so it errs low for a CPU-bound baseline.
+//   - Large requests and answers are taken as one round trip whatever
+//     their size; a transfer bounded by the TCP window (window / RTT)
+//     takes several.
 //
 // # Bounds and windows
 //
