@@ -250,23 +250,29 @@ func runLatency(ctx context.Context, r *latencyRun) (*LatencyReport, error) {
 const pings = 25
 
 // ping returns the median time in ms of a minimal round trip through the
-// route.
+// route, on a connection of its own.
 func (r *latencyRun) ping(ctx context.Context) (float64, error) {
 	c, err := r.db.connect(ctx, r.route, "", "")
 	if err != nil {
 		return 0, err
 	}
 	defer c.close()
+	return medianPing(ctx, r.clk, c)
+}
+
+// medianPing returns the median time in ms of a minimal round trip on c
+// (pings of them, after one untimed).
+func medianPing(ctx context.Context, clk clock.Clock, c conn) (float64, error) {
 	if err := c.ping(ctx); err != nil {
 		return 0, err
 	}
 	times := make([]float64, 0, pings)
 	for range pings {
-		t0 := r.clk.Now()
+		t0 := clk.Now()
 		if err := c.ping(ctx); err != nil {
 			return 0, err
 		}
-		times = append(times, durMs(r.clk.Now().Sub(t0)))
+		times = append(times, durMs(clk.Now().Sub(t0)))
 	}
 	median, _, _, _ := summarize(times)
 	return median, nil

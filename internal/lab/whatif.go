@@ -100,21 +100,11 @@ type WhatIfReport struct {
 // WhatIfApp is one job as sluice's what-if table showed it at added RTT
 // 0 (SHOW WHATIF's columns).
 type WhatIfApp struct {
-	Job           string  `json:"job"`
-	Application   string  `json:"application"`
-	Sessions      int     `json:"sessions"`
-	TPS           float64 `json:"tps"`
-	Concurrency   float64 `json:"concurrency"`
-	RoundTrips    float64 `json:"round_trips"`
-	RoundTripsP95 float64 `json:"round_trips_p95"`
-	LatencyMs     float64 `json:"latency_ms"`
-	CycleMs       float64 `json:"cycle_ms"`
-	ServerMs      float64 `json:"server_ms"`
-	ClientMs      float64 `json:"client_ms"`
-	NetworkMs     float64 `json:"network_ms"`
-	NetworkShare  float64 `json:"network_share"`
-	// Transactions is what sluice counted in its window.
-	Transactions int64 `json:"transactions"`
+	Job string `json:"job"`
+	// ReportApp is the job's application as GET /api/whatif shows it,
+	// without predictions: the rows hold them, beside the measurements.
+	// Its Transactions is what sluice counted in its window.
+	whatif.ReportApp
 	// RowsPerStatement is the loader's INSERT size; 0 for the benchmark.
 	RowsPerStatement int `json:"rows_per_statement,omitempty"`
 	// RunTransactions and Statements are what one loader run sends.
@@ -147,7 +137,7 @@ type WhatIfRow struct {
 	Runs int `json:"runs,omitempty"`
 	// Error is the headline figure's measured / predicted - 1.
 	Error float64 `json:"error"`
-	// PingMs is the mean time of a minimal round trip (SELECT 1, a MySQL
+	// PingMs is the median time of a minimal round trip (SELECT 1, a MySQL
 	// ping) through the route at this setting, before the runs.
 	PingMs float64 `json:"ping_ms"`
 	// AppliedRTTMs is the RTT the route really added: PingMs less the
@@ -298,12 +288,12 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 		if err := r.s.setRTT(ctx, rtt); err != nil {
 			return nil, err
 		}
-		ping, err := meanPing(ctx, r.clk, setup)
+		ping, err := medianPing(ctx, r.clk, setup)
 		if err != nil {
 			return nil, fmt.Errorf("ping at RTT %s: %w", fmtRTT(rtt), err)
 		}
 		pingMs[rttMs(rtt)] = ping
-		p.step("RTT %s: a minimal round trip takes %.3f ms (mean of %d)", fmtRTT(rtt), ping, pings)
+		p.step("RTT %s: a minimal round trip takes %.3f ms (median of %d)", fmtRTT(rtt), ping, pings)
 		row, rts, err := r.runOLTP(ctx, o, rtt)
 		if err != nil {
 			return nil, err
@@ -368,21 +358,6 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 	}
 	rep.Loads = extrapolate(rep, r.plan.Batches)
 	return rep, nil
-}
-
-// meanPing returns the mean time in ms of a minimal round trip on c
-// (pings of them, after one untimed).
-func meanPing(ctx context.Context, clk clock.Clock, c conn) (float64, error) {
-	if err := c.ping(ctx); err != nil {
-		return 0, err
-	}
-	t0 := clk.Now()
-	for range pings {
-		if err := c.ping(ctx); err != nil {
-			return 0, err
-		}
-	}
-	return durMs(clk.Now().Sub(t0)) / pings, nil
 }
 
 // headlineError is the row's measured headline figure over the
@@ -452,12 +427,7 @@ func (r *whatIfRun) predict(rep *WhatIfReport, j whatIfJob, lr *loadResult) erro
 	if !ok {
 		return fmt.Errorf("what-if predictions: sluice's what-if table has no application %q", j.app)
 	}
-	app := WhatIfApp{
-		Job: j.job, Application: a.Application, Sessions: a.Sessions, Transactions: a.Transactions, TPS: a.TPS,
-		Concurrency: a.Concurrency, RoundTrips: a.RoundTrips, RoundTripsP95: a.RoundTripsP95,
-		LatencyMs: durMs(a.Latency), CycleMs: durMs(a.Cycle), ServerMs: durMs(a.ServerTime), ClientMs: durMs(a.ClientTime),
-		NetworkMs: durMs(a.NetworkWait), NetworkShare: a.NetworkShare,
-	}
+	app := WhatIfApp{Job: j.job, ReportApp: whatif.NewReportApp(a, nil)}
 	if lr != nil {
 		app.RowsPerStatement, app.RunTransactions, app.Statements = j.b, lr.transactions, lr.statements
 		app.BytesPerRow = float64(lr.bytes) / float64(lr.rows)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/whatif"
 )
 
 // sampleWhatIf is a what-if report as runWhatIf builds it, with made-up
@@ -14,11 +16,12 @@ import (
 func sampleWhatIf() *WhatIfReport {
 	w := &WhatIfReport{Workload: "oltp_read_write", Driver: "pgsql", Threads: 4, Tables: 1, TableSize: 10000, RunSeconds: 3, WarmupSeconds: 1, CommitEvery: 10}
 	w.Baseline = []WhatIfApp{
-		{Job: jobOLTP, Application: whatIfOLTPApp, Sessions: 4, Transactions: 4000, TPS: 1000, Concurrency: 3.9, RoundTrips: 20, RoundTripsP95: 20, LatencyMs: 3.9, CycleMs: 4, ServerMs: 2, ClientMs: 1.9},
-		{Job: loaderJob(1), Application: whatIfLoaderApp + "1", Sessions: 1, Transactions: 20, TPS: 20, Concurrency: 0.05, RoundTrips: 12, RoundTripsP95: 12, LatencyMs: 2.4, CycleMs: 2.5,
-			RowsPerStatement: 1, RunTransactions: 20, Statements: 200, BytesPerRow: 215.5},
-		{Job: loaderJob(100), Application: whatIfLoaderApp + "100", Sessions: 1, Transactions: 5, TPS: 5, Concurrency: 0.1, RoundTrips: 12, RoundTripsP95: 12, LatencyMs: 20, CycleMs: 20.1,
-			RowsPerStatement: 100, RunTransactions: 5, Statements: 50, BytesPerRow: 190.2},
+		{Job: jobOLTP, ReportApp: whatif.ReportApp{Application: whatIfOLTPApp, Sessions: 4, Transactions: 4000, TPS: 1000, Concurrency: 3.9, RoundTrips: 20, RoundTripsP95: 20,
+			LatencyMs: 3.9, CycleMs: 4, ServerMs: 2, ClientMs: 1.9}},
+		{Job: loaderJob(1), ReportApp: whatif.ReportApp{Application: whatIfLoaderApp + "1", Sessions: 1, Transactions: 20, TPS: 20, Concurrency: 0.05, RoundTrips: 12, RoundTripsP95: 12,
+			LatencyMs: 2.4, CycleMs: 2.5}, RowsPerStatement: 1, RunTransactions: 20, Statements: 200, BytesPerRow: 215.5},
+		{Job: loaderJob(100), ReportApp: whatif.ReportApp{Application: whatIfLoaderApp + "100", Sessions: 1, Transactions: 5, TPS: 5, Concurrency: 0.1, RoundTrips: 12, RoundTripsP95: 12,
+			LatencyMs: 20, CycleMs: 20.1}, RowsPerStatement: 100, RunTransactions: 5, Statements: 50, BytesPerRow: 190.2},
 	}
 	add := func(job string, rtt, predTPS, tps, predLat, lat, predS, s float64) {
 		r := WhatIfRow{Job: job, RTTMs: rtt, PredictedTPS: predTPS, TPS: tps, PredictedLatencyMs: predLat, LatencyMs: lat, PredictedSeconds: predS, Seconds: s}

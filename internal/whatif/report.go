@@ -31,7 +31,7 @@ type ReportApp struct {
 	ClientRTTMs   float64            `json:"client_rtt_ms"`
 	UpstreamRTTMs float64            `json:"upstream_rtt_ms"`
 	NetworkShare  float64            `json:"network_share"`
-	Predictions   []ReportPrediction `json:"predictions"`
+	Predictions   []ReportPrediction `json:"predictions,omitempty"`
 }
 
 // ReportPrediction is one Prediction in a Report.
@@ -48,20 +48,28 @@ func NewReport(apps []App, rtts []time.Duration, window time.Duration) Report {
 		r.RTTsMs[i] = Millis(x)
 	}
 	for _, a := range apps {
-		ra := ReportApp{
-			Protocol: a.Protocol, User: a.User, Database: a.Database, Application: a.Application,
-			Sessions: a.Sessions, Transactions: a.Transactions, TPS: a.TPS, Concurrency: a.Concurrency,
-			RoundTrips: a.RoundTrips, RoundTripsP95: a.RoundTripsP95,
-			LatencyMs: Millis(a.Latency), CycleMs: Millis(a.Cycle), ServerMs: Millis(a.ServerTime),
-			ClientMs: Millis(a.ClientTime), NetworkMs: Millis(a.NetworkWait),
-			ClientRTTMs: Millis(a.ClientRTT), UpstreamRTTMs: Millis(a.UpstreamRTT), NetworkShare: a.NetworkShare,
-			Predictions: make([]ReportPrediction, len(rtts)),
-		}
-		for i, x := range rtts {
-			p := Predict(a, x)
-			ra.Predictions[i] = ReportPrediction{RTTMs: Millis(x), LatencyMs: Millis(p.Latency), TPS: p.TPS}
-		}
-		r.Applications = append(r.Applications, ra)
+		r.Applications = append(r.Applications, NewReportApp(a, rtts))
 	}
 	return r
+}
+
+// NewReportApp returns a as a Report shows it, with its predictions at
+// rtts (none for an empty rtts).
+func NewReportApp(a App, rtts []time.Duration) ReportApp {
+	ra := ReportApp{
+		Protocol: a.Protocol, User: a.User, Database: a.Database, Application: a.Application,
+		Sessions: a.Sessions, Transactions: a.Transactions, TPS: a.TPS, Concurrency: a.Concurrency,
+		RoundTrips: a.RoundTrips, RoundTripsP95: a.RoundTripsP95,
+		LatencyMs: Millis(a.Latency), CycleMs: Millis(a.Cycle), ServerMs: Millis(a.ServerTime),
+		ClientMs: Millis(a.ClientTime), NetworkMs: Millis(a.NetworkWait),
+		ClientRTTMs: Millis(a.ClientRTT), UpstreamRTTMs: Millis(a.UpstreamRTT), NetworkShare: a.NetworkShare,
+	}
+	if len(rtts) > 0 {
+		ra.Predictions = make([]ReportPrediction, len(rtts))
+	}
+	for i, x := range rtts {
+		p := Predict(a, x)
+		ra.Predictions[i] = ReportPrediction{RTTMs: Millis(x), LatencyMs: Millis(p.Latency), TPS: p.TPS}
+	}
+	return ra
 }
