@@ -306,9 +306,11 @@ func (rs *relaying) endWait() {
 // wire.Conn.Terminated once both pumps have stopped.
 func (rs *relaying) terminate() {
 	c := rs.c
-	rs.endWait()
+	// fatal before anything ends a pump: a pump that ends sooner (a
+	// rewriter's wait, ended by endWait) must leave the client open.
 	rs.terminated.Store(true)
 	rs.fatal.Store(true)
+	rs.endWait()
 	rs.stop()
 	c.Upstream.Close()
 	c.Client.SetReadDeadline(clock.LongAgo)
