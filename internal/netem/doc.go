@@ -69,13 +69,15 @@
 // chunks as they do with a sleep per chunk. Meeting a deadline to better
 // than Go's timer granularity takes more than a Go timer, which wakes up
 // to about 1 ms late on an idle Linux host (the netpoller sleeps in whole
-// milliseconds). A chunk released on its own (a request or a response)
-// therefore finishes its wait on a high-resolution timer when the clock
-// has one (clock.HighRes), aimed early by the mean lateness of its
-// wake-ups; with a clock that can only sleep precisely, in a kernel sleep
-// aimed the same way; otherwise by yield-spinning on the clock for up to
-// LineOptions.Spin. Chunks of a stream, and of lines set coarse, are
-// released at timer precision, their deadlines still absolute.
+// milliseconds). When the clock has high-resolution timers
+// (clock.HighRes) every chunk therefore finishes its wait on one, aimed
+// early by the mean lateness of its wake-ups: a response written in
+// several chunks is only as punctual as its first. With a clock that can
+// only sleep precisely, a chunk released on its own (a request or a
+// response) finishes in a kernel sleep aimed the same way; otherwise by
+// yield-spinning on the clock for up to LineOptions.Spin, and chunks of a
+// stream are released at timer precision. Lines set coarse release every
+// chunk at timer precision. Deadlines stay absolute throughout.
 //
 // Lateness measures the result: LineOptions.Precise and Timed record, for
 // every release, the clock's time just before the write less the release
