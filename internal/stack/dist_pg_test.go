@@ -161,6 +161,33 @@ func (d *distCluster) exec(t *testing.T, qs ...string) {
 	}
 }
 
+// shardLink puts every shard route on link dist_shards, created first
+// with the options opts (empty: none).
+func (d *distCluster) shardLink(t *testing.T, opts string) {
+	t.Helper()
+	q := "CREATE LINK dist_shards"
+	if opts != "" {
+		q += " WITH (" + opts + ")"
+	}
+	d.exec(t, q)
+	for i := 1; i <= distShards; i++ {
+		d.exec(t, fmt.Sprintf("ALTER ROUTE shard%d WITH (link='dist_shards')", i))
+	}
+}
+
+// ruleOnCoordinator binds the coordinator's pool to a new exception rule
+// name, of bandwidth 1 and action, checked every second, with the shards
+// on a 4 MB/s link of their own.
+func (d *distCluster) ruleOnCoordinator(t *testing.T, name, action string) {
+	t.Helper()
+	d.exec(t,
+		"SET except_check_period = '1s'",
+		fmt.Sprintf("CREATE EXCEPT RULE %s WITH (bandwidth=1, action='%s')", name, action),
+		fmt.Sprintf("ALTER RESOURCE POOL dist_coord WITH (except_rule='%s')", name),
+	)
+	d.shardLink(t, "capacity='4MB'")
+}
+
 // distQuery is the distributed statement: it scans every shard whole.
 const distQuery = "SELECT count(*), sum(length(c2)) FROM parted"
 
@@ -212,13 +239,8 @@ func parseNodes(t *testing.T, s string) (order []string, bytes map[string][2]int
 func TestDistributedStatementBytes(t *testing.T) {
 	const rowsPerShard = 2000
 	d := startDist(t, rowsPerShard)
-	d.exec(t,
-		"ALTER RESOURCE POOL dist_coord WITH (network_priority='high')",
-		"CREATE LINK dist_shards",
-	)
-	for i := 1; i <= distShards; i++ {
-		d.exec(t, fmt.Sprintf("ALTER ROUTE shard%d WITH (link='dist_shards')", i))
-	}
+	d.exec(t, "ALTER RESOURCE POOL dist_coord WITH (network_priority='high')")
+	d.shardLink(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := testenv.ConnectPGConfig(t, d.client)
@@ -399,15 +421,7 @@ func linkBytesLow(t *testing.T, d *distCluster, name string) int64 {
 // class carries the shards' bytes.
 func TestDistributedStatementPenalty(t *testing.T) {
 	d := startDist(t, 25000) // about 5 MB per shard
-	d.exec(t,
-		"SET except_check_period = '1s'",
-		"CREATE LINK dist_shards WITH (capacity='4MB')",
-		"CREATE EXCEPT RULE dist_fat WITH (bandwidth=1, action='penalty')",
-		"ALTER RESOURCE POOL dist_coord WITH (except_rule='dist_fat')",
-	)
-	for i := 1; i <= distShards; i++ {
-		d.exec(t, fmt.Sprintf("ALTER ROUTE shard%d WITH (link='dist_shards')", i))
-	}
+	d.ruleOnCoordinator(t, "dist_fat", "penalty")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c := testenv.ConnectPGConfig(t, d.client)
@@ -488,15 +502,7 @@ func TestDistributedStatementPenalty(t *testing.T) {
 // PostgreSQL cancels the remote scans itself.
 func TestDistributedStatementAbort(t *testing.T) {
 	d := startDist(t, 25000)
-	d.exec(t,
-		"SET except_check_period = '1s'",
-		"CREATE LINK dist_shards WITH (capacity='4MB')",
-		"CREATE EXCEPT RULE dist_stop WITH (bandwidth=1, action='abort')",
-		"ALTER RESOURCE POOL dist_coord WITH (except_rule='dist_stop')",
-	)
-	for i := 1; i <= distShards; i++ {
-		d.exec(t, fmt.Sprintf("ALTER ROUTE shard%d WITH (link='dist_shards')", i))
-	}
+	d.ruleOnCoordinator(t, "dist_stop", "abort")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c := testenv.ConnectPGConfig(t, d.client)
