@@ -76,7 +76,7 @@
 //     its client time, the upstream's in server time.
 //   - Waiting idles the ends' CPUs, and an idle CPU is slow to wake: on a
 //     virtual machine 0.1 to 0.3 ms after milliseconds of idle. A minimal
-//     round trip through a link that adds 10 ms then takes about 10.2 to
+//     round trip through a link that adds 10 ms then takes about 10.1 to
 //     10.4 ms more, not 10; the prediction is for x as ping would show
 //     it, wake-ups included, which is what a moved server's new RTT is.
 //   - A busy baseline gets faster: when client and server share CPUs
