@@ -102,6 +102,7 @@ type LineOptions struct {
 // Path.
 type Line struct {
 	clk      clock.Clock
+	hrClk    clock.HighRes // clk's high-resolution timers; nil when it has none
 	dst      io.Writer
 	path     *Path
 	ackDelay func() time.Duration
@@ -161,6 +162,7 @@ func NewLine(clk clock.Clock, dst io.Writer, path *Path, opts LineOptions) *Line
 		lateEst:    initialLate,
 		kernelLate: 60 * time.Microsecond,
 	}
+	l.hrClk, _ = clk.(clock.HighRes)
 	switch {
 	case opts.Spin == 0:
 		l.spinMax = DefaultSpin
@@ -448,10 +450,7 @@ func (l *Line) preciseFor(alone bool) bool {
 	if l.coarse.Load() || l.spinMax <= 0 {
 		return false
 	}
-	if _, ok := l.clk.(clock.HighRes); ok {
-		return true
-	}
-	return alone
+	return alone || l.hrClk != nil
 }
 
 // lateness returns the histogram a release records into, nil for none.
@@ -487,8 +486,8 @@ func (l *Line) discard() {
 // can (clock.Precise), else by yield-spinning. It returns false if the
 // Line is closed meanwhile.
 func (l *Line) waitUntil(deadline time.Time, spin bool) bool {
-	if hr, ok := l.clk.(clock.HighRes); ok && spin && l.spinMax > 0 {
-		return l.waitHighRes(hr, deadline)
+	if l.hrClk != nil && spin && l.spinMax > 0 {
+		return l.waitHighRes(l.hrClk, deadline)
 	}
 	precise, canSleep := l.clk.(clock.Precise)
 	for {
