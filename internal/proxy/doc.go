@@ -28,7 +28,8 @@
 //
 // Idle sessions hold no goroutine. No goroutine waits for a session's
 // end: serve runs the opening exchange on the accepting goroutine, starts
-// the pumps and returns, and the pump that ends last ends the session
+// the down pump, carries on as the up pump and returns when that pump
+// ends or parks, and the pump that ends last ends the session
 // (relaying.ended) and tells the server. A pump whose direction moved no
 // byte over a whole sweep (park.go: one sweeper goroutine per server,
 // every sweepPeriod, running only while some pump may park; no timer per

@@ -220,12 +220,24 @@ func (p *pump) stop() {
 // p.rs.ended is called once when the pump ends (never when it parks), with
 // its error, nil at the end of the stream.
 func (p *pump) start(ctx context.Context, first []byte) {
+	p.enlist(ctx)
+	go p.proceed(first)
+}
+
+// runHere is start on the calling goroutine: it returns once the pump has
+// ended or parked.
+func (p *pump) runHere(ctx context.Context, first []byte) {
+	p.enlist(ctx)
+	p.proceed(first)
+}
+
+// enlist sets the pump's context and makes it a candidate for parking.
+func (p *pump) enlist(ctx context.Context) {
 	p.ctx = ctx
 	if p.pk.rc != nil {
 		p.pk.seen = -1
 		p.srv.parking.add(p)
 	}
-	go p.proceed(first)
 }
 
 // proceed runs the pump, from first, until it ends or parks.

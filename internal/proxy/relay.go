@@ -55,11 +55,11 @@ func (r *relay) abort() {
 }
 
 // serve runs the session's opening exchange on the calling goroutine,
-// then starts the pumps and returns; finished is called once, when the
-// session has ended (on the calling goroutine if it ends before relaying,
-// else on the goroutine of the pump that ends last). No goroutine waits
-// for the session's end, so an idle session whose pumps have parked holds
-// none. A panic that escapes the code run and relay guard themselves (the
+// then its up pump (see relay) and returns once that pump ends or parks;
+// finished is called once, when the session has ended (on the calling
+// goroutine if it ends before relaying, else on the goroutine of the pump
+// that ends last). No goroutine waits for the session's end, so an idle
+// session whose pumps have parked holds none. A panic that escapes the code run and relay guard themselves (the
 // pumps and the opening exchange return theirs as errors) ends only this
 // session: it is logged and counted, and both sockets and the session are
 // closed.
@@ -208,8 +208,9 @@ func (r *relay) panicked(pe *panics.Error) {
 		"client", r.client.RemoteAddr().String(), "where", pe.Where, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
 }
 
-// relay starts the two pumps of an opened session; the pump that ends
-// last ends the session and calls finished.
+// relay relays an opened session: it starts the down pump and runs the up
+// pump on the calling goroutine, returning when that pump ends or parks.
+// The pump that ends last ends the session and calls finished.
 func (r *relay) relay(c wire.Conn, finished func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	log := r.srv.log
@@ -267,7 +268,10 @@ func (r *relay) relay(c wire.Conn, finished func()) {
 	rs.pending.Store(2)
 	rs.downRunning.Add(1)
 	down.start(ctx, nil)
-	up.start(ctx, c.Buffered)
+	// The up pump takes over the calling goroutine, whose stack the
+	// opening exchange has grown already: one goroutine fewer to make per
+	// session.
+	up.runHere(ctx, c.Buffered)
 }
 
 // relaying is a session whose pumps run. Its methods are called by the

@@ -21,6 +21,7 @@ func main() {
 	flag.BoolVar(&cfg.edge, "et", false, "edge-triggered registration")
 	lt := flag.Bool("lt", false, "level-triggered registration (the default; overrides -et)")
 	flag.BoolVar(&cfg.raw, "raw", false, "block in epoll_pwait as a raw system call, keeping the P")
+	flag.BoolVar(&cfg.keep, "keep", false, "leave the sockets in the runtime's netpoller (no detached duplicates)")
 	flag.IntVar(&cfg.spin, "spin", 0, "zero-timeout raw polls before a blocking wait")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file when the process ends")
 	profileSeconds := flag.Int("profile-seconds", 0, "with -cpuprofile: stop profiling after this many seconds (0: at exit)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,6 +23,7 @@ type config struct {
 	edge  bool // edge-triggered registration instead of level-triggered
 	raw   bool // block in epoll_pwait as a raw system call
 	spin  int  // zero-timeout raw polls before a blocking wait; 0: block at once
+	keep  bool // use the runtime's descriptors, left in its netpoller, instead of detached duplicates
 }
 
 const (
@@ -54,6 +56,20 @@ func serve(ctx context.Context, log *slog.Logger, ln net.Listener, upstream stri
 	}
 	next := 0
 	return harness.ServePairs(ctx, log, ln, upstream, func(c, u net.Conn) {
+		if cfg.keep {
+			cfd, cerr := borrow(c)
+			ufd, uerr := borrow(u)
+			if cerr != nil || uerr != nil {
+				c.Close()
+				u.Close()
+				log.Warn("socket", "err", errors.Join(cerr, uerr))
+				return
+			}
+			open.Add(1)
+			loops[next%len(loops)].addKept(cfd, ufd, c, u)
+			next++
+			return
+		}
 		cfd, err := detach(c)
 		if err != nil {
 			u.Close()
@@ -95,6 +111,20 @@ func detach(c net.Conn) (int, error) {
 	return fd, nil
 }
 
+// borrow returns c's own descriptor, which stays registered in the
+// runtime's netpoller; c must stay open (and referenced) while it is used.
+func borrow(c net.Conn) (int, error) {
+	sc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if err := sc.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
 // sock is one side of a relayed pair. Only its loop's goroutine uses it.
 type sock struct {
 	fd     int
@@ -107,6 +137,7 @@ type sock struct {
 	paused bool   // fd is not read until peer's out is written
 	events uint32 // level-triggered: the events registered for fd
 	closed bool
+	conn   net.Conn // with -keep: the runtime's socket, closed in place of fd
 }
 
 // loop is one event loop. Its fields other than the queue are used only by
@@ -121,7 +152,8 @@ type loop struct {
 	socks  []*sock // by descriptor
 
 	mu       sync.Mutex
-	queue    [][2]int // pairs accepted and not yet registered
+	queue    [][2]int         // pairs accepted and not yet registered
+	kept     map[int]net.Conn // with -keep: the runtime's sockets of queued pairs, by descriptor
 	stopping bool
 }
 
@@ -148,6 +180,19 @@ func newLoop(cfg config, open *atomic.Int64) (*loop, error) {
 // from any goroutine. The loop owns and closes both descriptors.
 func (l *loop) add(cfd, ufd int) {
 	l.mu.Lock()
+	l.queue = append(l.queue, [2]int{cfd, ufd})
+	l.mu.Unlock()
+	l.wake()
+}
+
+// addKept is add for descriptors the runtime keeps (-keep): c and u are
+// closed in their place.
+func (l *loop) addKept(cfd, ufd int, c, u net.Conn) {
+	l.mu.Lock()
+	if l.kept == nil {
+		l.kept = make(map[int]net.Conn)
+	}
+	l.kept[cfd], l.kept[ufd] = c, u
 	l.queue = append(l.queue, [2]int{cfd, ufd})
 	l.mu.Unlock()
 	l.wake()
@@ -229,9 +274,18 @@ func (l *loop) drain() bool {
 	l.mu.Lock()
 	q, stopping := l.queue, l.stopping
 	l.queue = nil
+	kept := make(map[int]net.Conn, 2*len(q))
+	for _, p := range q {
+		for _, fd := range p {
+			if c := l.kept[fd]; c != nil {
+				kept[fd] = c
+				delete(l.kept, fd)
+			}
+		}
+	}
 	l.mu.Unlock()
 	for _, p := range q {
-		c, u := &sock{fd: p[0]}, &sock{fd: p[1]}
+		c, u := &sock{fd: p[0], conn: kept[p[0]]}, &sock{fd: p[1], conn: kept[p[1]]}
 		c.peer, u.peer = u, c
 		l.register(c)
 		l.register(u)
@@ -386,7 +440,11 @@ func (l *loop) closePair(s *sock) {
 		if x.fd < len(l.socks) && l.socks[x.fd] == x {
 			l.socks[x.fd] = nil
 		}
-		unix.Close(x.fd)
+		if x.conn != nil {
+			x.conn.Close()
+		} else {
+			unix.Close(x.fd)
+		}
 	}
 	l.open.Add(-1)
 }

@@ -31,6 +31,7 @@ func TestRelay(t *testing.T) {
 		{"et", config{loops: 1, edge: true}},
 		{"raw", config{loops: 1, raw: true}},
 		{"spin-2loops", config{loops: 2, spin: 10, edge: true}},
+		{"keep", config{loops: 1, raw: true, keep: true}},
 	}
 	for _, v := range variants {
 		for _, upstreamFirst := range []bool{false, true} {
