@@ -3,6 +3,7 @@ package clock
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -39,5 +40,35 @@ func TestWithTimeout(t *testing.T) {
 			t.Fatal("timer still armed after cancel")
 		}
 		Sleep(context.Background(), Real{}, time.Millisecond)
+	}
+}
+
+// TestWithTimeoutReal: under Real the context ends with the cause once d
+// has passed, and contexts still waiting hold no goroutine each.
+func TestWithTimeoutReal(t *testing.T) {
+	cause := errors.New("too slow")
+	ctx, cancel := WithTimeout(context.Background(), Real{}, time.Millisecond, cause)
+	defer cancel()
+	<-ctx.Done()
+	if got := context.Cause(ctx); got != cause {
+		t.Fatalf("cause %v, want %v", got, cause)
+	}
+
+	const n = 200
+	before := runtime.NumGoroutine()
+	cancels := make([]context.CancelFunc, n)
+	for i := range cancels {
+		var ctx context.Context
+		ctx, cancels[i] = WithTimeout(context.Background(), Real{}, time.Hour, cause)
+		if ctx.Err() != nil {
+			t.Fatalf("context %d ended at once: %v", i, context.Cause(ctx))
+		}
+	}
+	if grew := runtime.NumGoroutine() - before; grew >= n/2 {
+		t.Errorf("%d waiting contexts added %d goroutines", n, grew)
+	}
+	for _, c := range cancels {
+		c()
+		c()
 	}
 }
