@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"github.com/sluicelab/sluice/internal/session"
 )
@@ -115,8 +116,8 @@ func NewGate(a Admitter) *Gate {
 	return &Gate{adm: a}
 }
 
-// SetPeer makes Wait check, once a statement is admitted, that the
-// client is still there (PeerGone(client)): a client that went away
+// SetPeer makes Wait check, once a statement that had to wait is
+// admitted, that the client is still there (PeerGone(client)): a client that went away
 // while its statement waited gets no slot and its request is not sent.
 // Called once, before the session relays.
 func (g *Gate) SetPeer(client net.Conn) {
@@ -147,16 +148,34 @@ func PeerGone(c net.Conn) func() bool {
 	if err != nil {
 		return func() bool { return false }
 	}
-	return func() bool {
-		var b [1]byte
-		gone := false
-		_ = rc.Read(func(fd uintptr) bool {
-			n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			gone = n == 0 && err == nil
-			return true
-		})
-		return gone
+	p := &peek{rc: rc}
+	p.fn = p.peek
+	return p.gone
+}
+
+// peek is PeerGone's state, made once per connection so that a check
+// allocates nothing.
+type peek struct {
+	rc   syscall.RawConn
+	fn   func(fd uintptr) // p.peek, bound once
+	b    [1]byte
+	seen bool // the last peek saw end of stream
+}
+
+func (p *peek) gone() bool {
+	p.seen = false
+	if err := p.rc.Control(p.fn); err != nil {
+		return false
 	}
+	return p.seen
+}
+
+// peek looks at the next byte without taking it or waiting: a socket
+// that reads as end of stream has lost its peer.
+func (p *peek) peek(fd uintptr) {
+	n, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&p.b[0])), 1,
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	p.seen = n == 0 && errno == 0
 }
 
 // Start records a request's first byte, before it is forwarded: earns
@@ -222,7 +241,7 @@ func (g *Gate) Wait(ctx context.Context, st *session.Statement) error {
 	case err == nil && closed:
 		rel()
 		return ErrGateClosed
-	case err == nil && g.gone != nil && g.gone():
+	case err == nil && g.gone != nil && waited(st) && g.gone():
 		g.mu.Lock()
 		g.release = nil
 		g.mu.Unlock()
@@ -237,6 +256,16 @@ func (g *Gate) Wait(ctx context.Context, st *session.Statement) error {
 		return c
 	}
 	return err
+}
+
+// waited reports whether st was held waiting for its slot: only then can
+// its client have left since it sent the statement.
+func waited(st *session.Statement) bool {
+	if st == nil {
+		return false
+	}
+	held, _ := st.HeldAt()
+	return !held.IsZero()
 }
 
 // CancelWait ends the wait in progress as the client's cancel does, and
