@@ -4,39 +4,19 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
-
-// tcpPair returns both ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close(); server.Close() })
-	return client, server
-}
 
 // TestClientStillWriting: a server that answers and closes while its
 // client writes 8 MiB resets the connection without Drain; with it, the
 // client's write completes and it reads the answer, then end of file.
 func TestClientStillWriting(t *testing.T) {
 	for _, drain := range []bool{false, true} {
-		client, server := tcpPair(t)
+		client, server := testenv.TCPPair(t)
 		const size = 8 << 20
 		wrote := make(chan error, 1)
 		go func() {
@@ -66,7 +46,7 @@ func TestClientStillWriting(t *testing.T) {
 // closes.
 func TestBounds(t *testing.T) {
 	t.Run("limit", func(t *testing.T) {
-		client, server := tcpPair(t)
+		client, server := testenv.TCPPair(t)
 		if _, err := client.Write(make([]byte, 100)); err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +58,7 @@ func TestBounds(t *testing.T) {
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
-		_, server := tcpPair(t)
+		_, server := testenv.TCPPair(t)
 		fake := clock.NewFake(time.Unix(0, 0))
 		done := make(chan struct{})
 		go func() {
@@ -90,7 +70,7 @@ func TestBounds(t *testing.T) {
 		<-done
 	})
 	t.Run("context", func(t *testing.T) {
-		_, server := tcpPair(t)
+		_, server := testenv.TCPPair(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
@@ -101,7 +81,7 @@ func TestBounds(t *testing.T) {
 		<-done
 	})
 	t.Run("half-closes", func(t *testing.T) {
-		client, server := tcpPair(t)
+		client, server := testenv.TCPPair(t)
 		Drain(context.Background(), server, clock.Real{}, 0, time.Second)
 		if n, err := client.Read(make([]byte, 1)); n != 0 || err != io.EOF {
 			t.Errorf("client read %d, %v after Drain; want EOF", n, err)

@@ -3,47 +3,18 @@ package wire
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
-
-// tcpPair returns both ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (a, b net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- res{c, err}
-	}()
-	a, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	t.Cleanup(func() { a.Close(); r.c.Close() })
-	return a, r.c
-}
 
 // TestPeerGone: a peer that is there, or gone with a byte still unread,
 // is not reported gone; once its end of stream is all that is left, it
 // is. A check allocates nothing.
 func TestPeerGone(t *testing.T) {
-	client, sluice := tcpPair(t)
+	client, sluice := testenv.TCPPair(t)
 	gone := PeerGone(sluice)
 	if gone() {
 		t.Fatal("gone while the peer is there")
@@ -114,7 +85,7 @@ func TestGateClientGone(t *testing.T) {
 		{"admitted at once", false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client, sluice := tcpPair(t)
+			client, sluice := testenv.TCPPair(t)
 			a := &holdingAdmitter{held: make(chan struct{})}
 			if tc.wait {
 				a.release = make(chan struct{})
