@@ -59,10 +59,10 @@ func (r *relay) abort() {
 // finished is called once, when the session has ended (on the calling
 // goroutine if it ends before relaying, else on the goroutine of the pump
 // that ends last). No goroutine waits for the session's end, so an idle
-// session whose pumps have parked holds none. A panic that escapes the code run and relay guard themselves (the
-// pumps and the opening exchange return theirs as errors) ends only this
-// session: it is logged and counted, and both sockets and the session are
-// closed.
+// session whose pumps have parked holds none. A panic that escapes the
+// code run and relay guard themselves (the pumps and the opening exchange
+// return theirs as errors) ends only this session: it is logged and
+// counted, and both sockets and the session are closed.
 func (r *relay) serve(finished func()) {
 	var err error
 	relaying := false

@@ -117,9 +117,10 @@ func NewGate(a Admitter) *Gate {
 }
 
 // SetPeer makes Wait check, once a statement that had to wait is
-// admitted, that the client is still there (PeerGone(client)): a client that went away
-// while its statement waited gets no slot and its request is not sent.
-// Called once, before the session relays.
+// admitted, that the client is still there (PeerGone(client)): a client
+// that went away while its statement waited gets no slot and its request
+// is not sent. A statement admitted at once is not checked: its client
+// sent it a moment before. Called once, before the session relays.
 func (g *Gate) SetPeer(client net.Conn) {
 	if g != nil {
 		g.gone = PeerGone(client)
@@ -134,7 +135,7 @@ var ErrClientGone = fmt.Errorf("the client went away while its statement waited 
 // PeerGone returns a function that reports, without blocking or
 // consuming a byte, whether c's peer has closed its side with nothing
 // left unread (a peek that sees end of stream). It must not run
-// concurrently with a read of c. A connection it cannot peek (TLS over
+// concurrently with a read of c, nor with itself. A connection it cannot peek (TLS over
 // anything but a socket, a pipe) is never reported gone.
 func PeerGone(c net.Conn) func() bool {
 	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
