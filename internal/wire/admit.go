@@ -135,8 +135,8 @@ var ErrClientGone = fmt.Errorf("the client went away while its statement waited 
 // PeerGone returns a function that reports, without blocking or
 // consuming a byte, whether c's peer has closed its side with nothing
 // left unread (a peek that sees end of stream). It must not run
-// concurrently with a read of c, nor with itself. A connection it cannot peek (TLS over
-// anything but a socket, a pipe) is never reported gone.
+// concurrently with a read of c, nor with itself. A connection it cannot
+// peek (TLS over anything but a socket, a pipe) is never reported gone.
 func PeerGone(c net.Conn) func() bool {
 	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
 		c = nc.NetConn()
