@@ -32,6 +32,7 @@ type serveFlags struct {
 	logLevel  string
 	logFormat string
 	procs     int
+	loops     int
 	cpus      string
 	cpuLat    string
 
@@ -84,6 +85,7 @@ with any error is refused whole and the running one stays.`,
 	fl.StringVar(&f.cpuLat, "cpu-latency", "", "while serving, hold a PM QoS request that no CPU take longer than this to leave idle (e.g. 0s: idle CPUs poll), so emulated delays are not lengthened by deep idle states; needs root; empty: no request")
 	fl.StringVar(&f.pprof, "pprof", "", "serve the runtime's profiles (net/http/pprof) on this address, for measurement only; empty: none")
 	fl.MarkHidden("pprof")
+	fl.IntVar(&f.loops, "event-loops", 1, "event loops that relay the sessions needing no pump of their own (no emulation, a link that does not make bytes wait, plain sockets); 0: none, every session on its own pumps")
 	fl.IntVar(&f.procs, "procs", defaultProcs(), "CPUs the proxy may use at once (GOMAXPROCS); the default, half the CPUs, leaves the rest to the database and its clients")
 	fl.StringVar(&f.cpus, "cpus", "", "pin the proxy's threads to these CPUs (a list such as 0 or 0-3,6, as taskset -c takes); --procs then defaults to their number; emulated delays are most precise with the proxy on a CPU of its own; empty: no pinning")
 	return cmd
@@ -135,6 +137,9 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return usageErr(err)
 	}
+	if f.loops < 0 {
+		return usageErr(fmt.Errorf("--event-loops: bad value %d (want 0 or more)", f.loops))
+	}
 	if f.procs < 1 {
 		return usageErr(fmt.Errorf("--procs: bad value %d (want 1 or more)", f.procs))
 	}
@@ -183,7 +188,11 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 		applyEnv(c)
 		return c, nil
 	}
-	st, err := stack.New(ctx, stack.Options{Config: cfg, Clock: clock.Real{}, Logger: log, Version: version, Load: load})
+	loops := f.loops
+	if loops == 0 {
+		loops = -1 // none
+	}
+	st, err := stack.New(ctx, stack.Options{Config: cfg, Clock: clock.Real{}, Logger: log, Version: version, Load: load, Loops: loops})
 	if err != nil {
 		return stackErr(err)
 	}

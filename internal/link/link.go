@@ -339,6 +339,33 @@ func (f *Flow) Send(ctx context.Context, n int, c Class) (depart time.Time, err 
 	return f.sendSlow(ctx, int64(n), c)
 }
 
+// TrySend is Send when it need not wait: ok reports whether the n bytes
+// were admitted. It admits them only where Send would neither block nor
+// lock (Capacity 0, and c not Low or no LowPriorityBandwidth limit), and
+// otherwise counts nothing and returns ok false, for the caller to send
+// them through Send. Its errors are Send's. It never allocates.
+func (f *Flow) TrySend(n int, c Class) (depart time.Time, ok bool, err error) {
+	if c >= NumClasses {
+		return time.Time{}, false, fmt.Errorf("link: %w %d", ErrInvalidClass, c)
+	}
+	if !f.busy.CompareAndSwap(false, true) {
+		return time.Time{}, false, ErrConcurrentSend
+	}
+	defer f.busy.Store(false)
+	d := f.d
+	if f.closed.Load() || d.link.closed.Load() {
+		return time.Time{}, false, ErrClosed
+	}
+	if !d.unlimited.Load() || c == Low && d.lowLimited.Load() {
+		return time.Time{}, false, nil
+	}
+	now := d.link.clk.Now()
+	if n > 0 {
+		f.pool.q[c].stats.record(int64(n), 0)
+	}
+	return f.after(now), true, nil
+}
+
 func (f *Flow) sendSlow(ctx context.Context, n int64, c Class) (time.Time, error) {
 	d := f.d
 	d.mu.Lock()

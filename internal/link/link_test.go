@@ -370,3 +370,49 @@ func isClosed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+func TestTrySend(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   Config
+		class Class
+		ok    bool
+	}{
+		{"unlimited", Config{}, Normal, true},
+		{"unlimited low, no low limit", Config{NetworkControl: true}, Low, true},
+		{"low under a low limit", Config{NetworkControl: true, LowPriorityBandwidth: 1_000_000}, Low, false},
+		{"high under a low limit", Config{NetworkControl: true, LowPriorityBandwidth: 1_000_000}, High, true},
+		{"capacity", Config{Capacity: 1_000_000, QueueSize: 1000}, Normal, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			l := New("l", tt.cfg, clk)
+			defer l.Close()
+			f := l.Flow(Up, "app")
+			dep, ok, err := f.TrySend(1500, tt.class)
+			if err != nil || ok != tt.ok {
+				t.Fatalf("TrySend = %v, %v, %v; want ok %v", dep, ok, err, tt.ok)
+			}
+			var want int64
+			if tt.ok {
+				want = 1500
+				if !dep.Equal(t0) {
+					t.Errorf("depart %v, want now", dep.Sub(t0))
+				}
+			}
+			if got := l.Stats().Directions[Up].Classes[tt.class].Bytes; got != want {
+				t.Errorf("bytes counted = %d, want %d", got, want)
+			}
+			if n := clk.Pending(); n != 0 {
+				t.Errorf("%d timers armed", n)
+			}
+		})
+	}
+	l := New("l", Config{}, clock.NewFake(t0))
+	f := l.Flow(Up, "app")
+	l.Close()
+	if _, _, err := f.TrySend(1, Normal); !errors.Is(err, ErrClosed) {
+		t.Errorf("TrySend on a closed link: %v", err)
+	}
+}

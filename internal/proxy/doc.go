@@ -7,11 +7,46 @@
 //
 // A route listens on one address and forwards to one upstream. Each
 // accepted connection becomes a session: the route's front end runs the
-// protocol's opening exchange (or none, for tcp routes), then two pumps
-// move the bytes, one goroutine per direction while the direction is
-// active.
+// protocol's opening exchange (or none, for tcp routes), then the
+// session's bytes move on an event loop (loop.go) or on two pumps, one
+// goroutine per direction while the direction is active.
 //
-// The pump is the hot path. Each iteration reads one chunk (never more
+// The event loop is the common path. A session whose sockets are plain
+// (TCP or Unix, no TLS, no wrapper), whose binding carries no emulation
+// on a link that admits bytes without making them wait, and whose
+// observers never block (the admission Rewriters block only in
+// wire.Gate.Wait, which yields first) goes on one of the server's loops
+// (Options.Loops, one by default). Its descriptors leave the Go runtime
+// (evloop.Detach: a duplicate, the runtime's copy closed, so no byte
+// wakes the runtime's poller for nothing) and the loop's runner, one
+// goroutine waiting in epoll (internal/evloop), reads each ready socket
+// until a short read and runs each chunk through the same pump code
+// (observe, rewrite, link, write) on a read buffer its sessions share.
+// A write the socket does not take whole keeps the rest as the side's
+// pending bytes (from readPool) and the reading side stops being read
+// until they are written (backpressure); an end of stream ends the peer's
+// write side once its pending bytes are written. A session on the loop
+// holds no goroutine and, between chunks, no buffer.
+//
+// A session leaves the loop for its pumps (loop.toPumps: the descriptors
+// go back to the runtime, evloop.Socket.Attach, and each pump starts
+// where the loop left it: its pending bytes first, then a chunk the loop
+// could not send) when a chunk needs what only the pumps do (its binding
+// gained emulation, its link makes bytes wait: pump.send's errToPumps),
+// when a statement must wait for admission, when an administrator
+// terminates it, when the server aborts it, and when it fails (a read or
+// write error, a protocol error, a panic), so that the failure paths
+// below are the pumps'. For an admission wait the runner itself leaves
+// (loopSess.yield, called in Gate.Wait before it blocks): a new runner
+// takes the loop over, with a read buffer of its own, and the goroutine
+// that was the runner waits and carries on as the session's up pump. A
+// session does not come back to the loop. Requests from other goroutines
+// (an injected answer's wake, terminate, abort) reach the runner as
+// commands (loop.post); one for a session no longer on the loop gets what
+// the pumps would. The runner ends when the loop holds no session and
+// starts again with the next one.
+//
+// On the pumps, each iteration reads one chunk (never more
 // than the flow's window), shows it to the direction's observer, asks the
 // link when it may go, and writes it. On the common path (no emulation,
 // an uncontended unlimited link) that is a read, a few atomic operations
@@ -116,7 +151,10 @@
 //     client-facing socket so unsent data waits in sluice, where it can be
 //     scheduled, rather than in the kernel.
 //
-// Lock order: Server.mu, relay.mu, parking.mu and parkState.mu are each
-// taken alone, except parkState.mu, under which idlepark's lock is taken
-// (Park, Unpark). No lock is held while a pump runs its chunk.
+// Lock order: Server.mu, parking.mu and parkState.mu are each taken
+// alone, except parkState.mu, under which idlepark's lock is taken (Park,
+// Unpark); relay.mu is taken before loop.mu (a session handed to a loop,
+// a command posted) and before nothing else. A loop's runner-owned state
+// needs no lock: one goroutine at a time is the runner. No lock is held
+// while a chunk runs.
 package proxy

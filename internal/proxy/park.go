@@ -170,7 +170,9 @@ func (p *pump) park(err error) (parked, retry bool) {
 func (p *pump) kick() {
 	p.pk.mu.Lock()
 	defer p.pk.mu.Unlock()
-	if p.pk.stopping || p.pk.kicked {
+	if p.pk.stopping || p.pk.kicked || p.src == nil {
+		// src nil: the loop ended the session (or has not given it to
+		// the pumps yet, when its runner serves the kick).
 		return
 	}
 	if p.pk.parked && p.srv.parking.set.Unpark(p.pk.ticket) {
@@ -230,6 +232,9 @@ func (p *pump) runHere(ctx context.Context, first []byte) {
 	p.enlist(ctx)
 	p.proceed(first)
 }
+
+// enlistCtx sets the pump's context.
+func (p *pump) enlistCtx(ctx context.Context) { p.ctx = ctx }
 
 // enlist sets the pump's context and makes it a candidate for parking.
 func (p *pump) enlist(ctx context.Context) {

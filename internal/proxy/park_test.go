@@ -26,11 +26,12 @@ func echoUpstream(t testing.TB) string {
 }
 
 // parkedProxy starts a server whose sweeper runs on a fake clock, with a
-// tcp route to an echo upstream.
+// tcp route to an echo upstream. It runs no event loop: its sessions stay
+// on their pumps, which park.
 func parkedProxy(t testing.TB) (*Server, *clock.Fake, string) {
 	t.Helper()
 	fake := clock.NewFake(time.Unix(0, 0))
-	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{})})
+	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{}), Loops: -1})
 	srv.parking.clk = fake
 	addr, err := srv.AddRoute(Route{Name: "park", Listen: "127.0.0.1:0", Upstream: echoUpstream(t), Protocol: "tcp"})
 	if err != nil {

@@ -79,6 +79,11 @@ type pump struct {
 	plain   bool       // this direction's emulation is zero, kept by bind
 	em      *emulation // nil until a binding carries emulation or a chunk must wait
 
+	ls       *loopSess // the loop that runs this pump's chunks; nil once the pump runs itself (attach)
+	owed     *[]byte   // from readPool: bytes the loop accepted for dst and could not write yet; written first
+	owedShut bool      // end dst's write side after owed: the direction ended on the loop
+	unsent   *[]byte   // from readPool: a chunk the loop observed and rewrote but could not send (errToPumps)
+
 	ctx   context.Context // set by start
 	rs    *relaying       // the session, told when the pump ends
 	pk    parkState
@@ -100,16 +105,10 @@ type emulation struct {
 	wall   clock.Wall   // clk, when stamps is set
 }
 
-// newPump returns the pump from src to dst. rsrc and rdst are src and dst
-// as rawconn.Wrap returned them, shared with the other direction's pump.
-func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst, rsrc, rdst net.Conn, obs wire.Observer) *pump {
-	p := &pump{srv: s, route: r, sess: sess, dir: dir, src: src, dst: dst, rd: rsrc, wr: rdst, obs: obs, clk: s.clk}
-	p.prd, _ = rsrc.(pooledReader)
-	if rc, ok := rsrc.(*rawconn.Conn); ok {
-		// A plain socket's pump may park; TLS keeps decrypted bytes of
-		// its own, which readiness of the socket would not show.
-		p.pk.rc = rc.RawConn()
-	}
+// newPump returns the pump of one direction, with no sockets yet (see
+// attach; the event loop gives it a writer of its own).
+func newPump(s *Server, r *Route, sess *session.Session, dir direction, obs wire.Observer) *pump {
+	p := &pump{srv: s, route: r, sess: sess, dir: dir, obs: obs, clk: s.clk}
 	p.rw, _ = obs.(wire.Rewriter)
 	if dir == dirUp {
 		p.count = sess.AddUp
@@ -119,10 +118,41 @@ func newPump(s *Server, r *Route, sess *session.Session, dir direction, src, dst
 	return p
 }
 
+// attach makes the pump move bytes from src to dst itself. rsrc and rdst
+// are src and dst as rawconn.Wrap returned them, shared with the other
+// direction's pump.
+func (p *pump) attach(src, dst, rsrc, rdst net.Conn) {
+	p.pk.mu.Lock()
+	defer p.pk.mu.Unlock()
+	p.src, p.dst, p.rd, p.wr, p.ls = src, dst, rsrc, rdst, nil
+	p.prd, _ = rsrc.(pooledReader)
+	if rc, ok := rsrc.(*rawconn.Conn); ok {
+		// A plain socket's pump may park; TLS keeps decrypted bytes of
+		// its own, which readiness of the socket would not show.
+		p.pk.rc = rc.RawConn()
+	}
+}
+
 // run pumps until src ends, an error, or the pump parks (parked true: see
 // park). first is forwarded before anything read from src. At end of
 // stream dst is half-closed after every byte has been written.
 func (p *pump) run(ctx context.Context, first []byte) (parked bool, err error) {
+	if p.owed != nil {
+		if err := p.writeOwed(); err != nil || p.owedShut {
+			if err == nil {
+				closeWrite(p.dst)
+			}
+			return false, err
+		}
+	}
+	if b := p.unsent; b != nil {
+		p.unsent = nil
+		err := p.send(ctx, *b)
+		readPool.Put(b)
+		if err != nil {
+			return false, err
+		}
+	}
 	if p.inj != nil {
 		// Started, or resumed by a wake-up while parked.
 		p.unkick()
@@ -229,6 +259,18 @@ func (p *pump) release(buf *[]byte, n int) {
 	}
 }
 
+// writeOwed writes what the loop accepted for dst and could not write.
+func (p *pump) writeOwed() error {
+	b := p.owed
+	p.owed = nil
+	_, err := p.wr.Write(*b)
+	readPool.Put(b)
+	if err != nil {
+		return fmt.Errorf("%s write: %w", p.dir, err)
+	}
+	return nil
+}
+
 // chunk observes, schedules and forwards one chunk.
 func (p *pump) chunk(ctx context.Context, b []byte) error {
 	if err := p.obs.Observe(b); err != nil {
@@ -245,12 +287,43 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 			return err
 		}
 	}
+	return p.send(ctx, b)
+}
+
+// send schedules and forwards b, which has been observed. On the loop
+// (p.ls set) it never blocks: a chunk that needs a delay line or a link
+// that may make it wait is kept in p.unsent, and send returns
+// errToPumps.
+func (p *pump) send(ctx context.Context, b []byte) error {
+	if p.owed != nil {
+		if err := p.writeOwed(); err != nil {
+			return err
+		}
+	}
 	if v := p.srv.policy.Version(); !p.bound || v != p.version {
 		p.bind(v)
 	}
 	class := p.class
 	if p.sess.Penalized() {
 		class = link.Low
+	}
+	if p.ls != nil {
+		if (p.em == nil || p.em.line == nil) && p.plain {
+			_, ok, err := p.flow.TrySend(len(b), class)
+			if err != nil {
+				return fmt.Errorf("%s link: %w", p.dir, err)
+			}
+			if ok {
+				if _, err := p.wr.Write(b); err != nil {
+					return fmt.Errorf("%s write: %w", p.dir, err)
+				}
+				return nil
+			}
+		}
+		u := readPool.Get()
+		*u = append((*u)[:0], b...)
+		p.unsent = u
+		return errToPumps
 	}
 	depart, err := p.flow.Send(ctx, len(b), class)
 	if err != nil {
@@ -404,4 +477,28 @@ func (p *pump) close() {
 	if p.flow != nil {
 		p.flow.Close()
 	}
+	for _, b := range [2]**[]byte{&p.owed, &p.unsent} {
+		if *b != nil {
+			readPool.Put(*b)
+			*b = nil
+		}
+	}
+}
+
+// loopable reports whether the pump's current binding lets the loop run
+// it: no emulation in its direction, and a link that admits its chunks
+// without making them wait.
+func (p *pump) loopable() bool {
+	if v := p.srv.policy.Version(); !p.bound || v != p.version {
+		p.bind(v)
+	}
+	if !p.plain || p.em != nil && p.em.line != nil {
+		return false
+	}
+	class := p.class
+	if p.sess.Penalized() {
+		class = link.Low
+	}
+	_, ok, err := p.flow.TrySend(0, class)
+	return ok && err == nil
 }

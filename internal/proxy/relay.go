@@ -10,7 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/evloop"
 	"github.com/sluicelab/sluice/internal/panics"
 	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
@@ -27,8 +30,10 @@ type relay struct {
 
 	mu       sync.Mutex
 	upstream net.Conn         // guarded by mu; nil until dialled
+	attached net.Conn         // guarded by mu; the client socket the loop gave back to the runtime, nil until then
 	sess     *session.Session // guarded by mu; nil until registered
 	pumps    [2]*pump         // guarded by mu; nil until relaying, by direction
+	ls       *loopSess        // guarded by mu; non-nil while an event loop relays the session
 	aborted  bool             // guarded by mu
 }
 
@@ -36,11 +41,37 @@ func newRelay(s *Server, r *Route, c net.Conn) *relay {
 	return &relay{srv: s, route: r, client: c, start: s.clk.Now()}
 }
 
-// abort closes both sockets, ending the pumps.
+// abort closes both sockets, ending the pumps; a session on an event
+// loop is handed to its pumps first (by the loop's runner).
 func (r *relay) abort() {
 	r.mu.Lock()
 	r.aborted = true
-	up := r.upstream
+	r.mu.Unlock()
+	if !r.onLoopDo(cmdAbort) {
+		r.abortPumps()
+	}
+}
+
+// onLoopDo asks the loop relaying the session, if one does, to run k, and
+// reports whether it asked.
+func (r *relay) onLoopDo(k cmdKind) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ls := r.ls; ls != nil {
+		ls.l.post(ls, k)
+		return true
+	}
+	return false
+}
+
+// abortPumps is abort for a session not on a loop.
+func (r *relay) abortPumps() {
+	r.mu.Lock()
+	r.aborted = true
+	up, client := r.upstream, r.client
+	if r.attached != nil {
+		client = r.attached
+	}
 	pumps := r.pumps
 	r.mu.Unlock()
 	for _, p := range pumps {
@@ -48,10 +79,37 @@ func (r *relay) abort() {
 			p.stop()
 		}
 	}
-	r.client.Close()
+	client.Close()
 	if up != nil {
 		up.Close()
 	}
+}
+
+// unsent returns the bytes written to the client's socket that the
+// kernel has not sent yet (UnsentBytes).
+func (r *relay) unsent() (int, error) {
+	r.mu.Lock()
+	ls, client := r.ls, r.client
+	if r.attached != nil {
+		client = r.attached
+	}
+	r.mu.Unlock()
+	if ls == nil {
+		return UnsentBytes(client)
+	}
+	n, ierr := 0, error(nil)
+	if err := ls.sides[0].sock.Control(func(fd uintptr) {
+		var info *unix.TCPInfo
+		if info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); ierr == nil {
+			n = int(info.Notsent_bytes)
+		}
+	}); err != nil {
+		return 0, err
+	}
+	if ierr != nil {
+		return 0, nil // not TCP
+	}
+	return n, nil
 }
 
 // serve runs the session's opening exchange on the calling goroutine,
@@ -236,11 +294,8 @@ func (r *relay) relay(c wire.Conn, finished func()) {
 	}
 	log.Info("session open", "route", r.route.Name, "session", sess.ID, "client", sess.Info.Client, "user", sess.User(), "database", sess.Database())
 
-	// Each socket is wrapped once: its reads belong to one pump, its
-	// writes to the other.
-	rclient, rupstream := rawconn.Wrap(c.Client), rawconn.Wrap(c.Upstream)
-	up := newPump(r.srv, r.route, sess, dirUp, c.Client, c.Upstream, rclient, rupstream, c.Up)
-	down := newPump(r.srv, r.route, sess, dirDown, c.Upstream, c.Client, rupstream, rclient, c.Down)
+	up := newPump(r.srv, r.route, sess, dirUp, c.Up)
+	down := newPump(r.srv, r.route, sess, dirDown, c.Down)
 	rs := &relaying{r: r, c: c, up: up, down: down, cancel: cancel, finished: finished}
 	up.rs, down.rs = rs, rs
 	if up.rw != nil {
@@ -250,28 +305,108 @@ func (r *relay) relay(c wire.Conn, finished func()) {
 	}
 	if c.Inject != nil {
 		down.inj = c.Inject
-		c.Inject.SetWake(down.kick)
+		c.Inject.SetWake(rs.kick)
 	}
-	r.mu.Lock()
-	r.pumps = [2]*pump{up, down}
-	r.mu.Unlock()
 	// An administrator's terminate ends the session as a panic does: the
 	// server side closes, the client side stays open for the protocol's
 	// message, sent once both pumps have stopped.
 	sess.SetHooks(func() int64 {
-		n, err := UnsentBytes(r.client)
+		n, err := r.unsent()
 		if err != nil {
 			return 0
 		}
 		return int64(n)
-	}, rs.terminate)
+	}, rs.terminateAny)
 	rs.pending.Store(2)
 	rs.downRunning.Add(1)
+	if r.onLoop(ctx, rs) {
+		return
+	}
+	c = rs.c
+	// Each socket is wrapped once: its reads belong to one pump, its
+	// writes to the other.
+	rclient, rupstream := rawconn.Wrap(c.Client), rawconn.Wrap(c.Upstream)
+	up.attach(c.Client, c.Upstream, rclient, rupstream)
+	down.attach(c.Upstream, c.Client, rupstream, rclient)
+	r.mu.Lock()
+	r.pumps = [2]*pump{up, down}
+	r.mu.Unlock()
 	down.start(ctx, nil)
 	// The up pump takes over the calling goroutine, whose stack the
 	// opening exchange has grown already: one goroutine fewer to make per
 	// session.
 	up.runHere(ctx, c.Buffered)
+}
+
+// onLoop hands the session to one of the server's event loops if it can
+// run there (plain sockets, a binding without emulation on a link that
+// admits at once, observers that never block but in admission) and
+// reports whether it did; the calling goroutine is then free.
+func (r *relay) onLoop(ctx context.Context, rs *relaying) bool {
+	c := rs.c
+	if r.route.WrapClient != nil || r.route.WrapUpstream != nil || !plainSocket(c.Client) || !plainSocket(c.Upstream) {
+		return false
+	}
+	if rs.up.rw != nil {
+		if _, ok := rs.up.rw.(yielder); !ok {
+			return false
+		}
+	}
+	if rs.down.rw != nil || !rs.up.loopable() || !rs.down.loopable() {
+		return false
+	}
+	l := r.srv.loops.pick(r.srv)
+	if l == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.aborted {
+		return false
+	}
+	cs, err := evloop.Detach(c.Client)
+	if err != nil {
+		return false
+	}
+	us, err := evloop.Detach(c.Upstream)
+	if err != nil {
+		// c.Client is closed: give the pumps its socket back.
+		cc, aerr := cs.Attach()
+		if aerr != nil {
+			cs.Close()
+			return false
+		}
+		rs.c.Client, r.attached = cc, cc
+		return false
+	}
+	if c.Sockets != nil {
+		c.Sockets.Set(cs, us)
+	}
+	ls := &loopSess{l: l, r: r, rs: rs, ctx: ctx}
+	ls.sides[0] = loopSide{ls: ls, sock: cs, rd: rs.up, wr: rs.down}
+	ls.sides[1] = loopSide{ls: ls, sock: us, rd: rs.down, wr: rs.up}
+	ls.sides[0].peer, ls.sides[1].peer = &ls.sides[1], &ls.sides[0]
+	rs.up.ls, rs.down.ls = ls, ls
+	rs.up.wr, rs.down.wr = loopWriter{&ls.sides[1]}, loopWriter{&ls.sides[0]}
+	rs.up.enlistCtx(ctx)
+	rs.down.enlistCtx(ctx)
+	if rs.up.rwCtx != nil {
+		rs.up.rwCtx = wire.WithYield(rs.up.rwCtx, ls.yield)
+	}
+	r.pumps = [2]*pump{rs.up, rs.down}
+	r.ls = ls
+	r.srv.loops.taken.Add(1)
+	l.add(ls)
+	return true
+}
+
+// plainSocket reports whether c is a socket the loop can take.
+func plainSocket(c net.Conn) bool {
+	switch c.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		return true
+	}
+	return false
 }
 
 // relaying is a session whose pumps run. Its methods are called by the
@@ -290,6 +425,22 @@ type relaying struct {
 	terminated  atomic.Bool    // an administrator ended the session (Session.Terminate)
 	pending     atomic.Int32   // pumps still running
 	downRunning sync.WaitGroup // the down pump, until it ends
+}
+
+// kick is the front end's Injector wake (see pump.kick): the loop runs
+// the injection for a session it relays.
+func (rs *relaying) kick() {
+	if !rs.r.onLoopDo(cmdKick) {
+		rs.down.kick()
+	}
+}
+
+// terminateAny is terminate from any goroutine: a session on a loop is
+// handed to its pumps first, by the loop's runner.
+func (rs *relaying) terminateAny() {
+	if !rs.r.onLoopDo(cmdTerminate) {
+		rs.terminate()
+	}
 }
 
 // stop comes before every close or read deadline of a socket below, so

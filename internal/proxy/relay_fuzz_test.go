@@ -103,7 +103,9 @@ type relayRig struct {
 	up   *net.TCPListener
 }
 
-func newRelayRig(t testing.TB, protocol string) *relayRig {
+// newRelayRig starts a proxy for protocol; loops is its Options.Loops
+// (negative: every session on its pumps).
+func newRelayRig(t testing.TB, protocol string, loops int) *relayRig {
 	t.Helper()
 	up, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -112,7 +114,7 @@ func newRelayRig(t testing.TB, protocol string) *relayRig {
 	t.Cleanup(func() { up.Close() })
 	r := &relayRig{pg: protocol == "postgres", reg: session.NewRegistry(session.Options{}), up: up}
 	quiet := slog.New(slog.DiscardHandler)
-	r.srv = New(Options{Logger: quiet, Registry: r.reg})
+	r.srv = New(Options{Logger: quiet, Registry: r.reg, Loops: loops})
 	t.Cleanup(func() { r.srv.Close() })
 	addr, err := r.srv.AddRoute(testRoute(t, quiet, r.reg, "fuzz", protocol, up.Addr().String()))
 	if err != nil {
@@ -547,11 +549,13 @@ func window(b []byte, at int) []byte {
 }
 
 func fuzzRelay(f *testing.F, protocol string) {
-	// One proxy serves every input of this process; the inputs run one
-	// at a time.
-	rig := newRelayRig(f, protocol)
+	// Two proxies serve every input of this process, one relaying on its
+	// event loop, one on pumps; the inputs run one at a time, on each.
+	onLoop, onPumps := newRelayRig(f, protocol, 0), newRelayRig(f, protocol, -1)
 	f.Fuzz(func(t *testing.T, script []byte) {
-		rig.replay(t, decodeScript(script))
+		steps := decodeScript(script)
+		onLoop.replay(t, steps)
+		onPumps.replay(t, steps)
 	})
 }
 
@@ -593,16 +597,18 @@ func TestReplayDeliversRecordedSessions(t *testing.T) {
 					steps = append(steps, s)
 				}
 			}
-			got := newRelayRig(t, tc.protocol).replay(t, steps)
-			if len(got.cliSent) < 100 || len(got.srvSent) < 100 {
-				t.Fatalf("replay sent %d and %d bytes: the recording is too short", len(got.cliSent), len(got.srvSent))
-			}
-			if len(got.srvGot) != len(got.cliSent) || len(got.cliGot) != len(got.srvSent) {
-				t.Fatalf("server got %d of the client's %d bytes, client %d of the server's %d",
-					len(got.srvGot), len(got.cliSent), len(got.cliGot), len(got.srvSent))
-			}
-			if tc.protocol == "postgres" && (!bytes.Equal(got.srvGot, got.cliSent) || !bytes.Equal(got.cliGot, got.srvSent)) {
-				t.Fatal("a byte changed on the way")
+			for _, loops := range []int{0, -1} {
+				got := newRelayRig(t, tc.protocol, loops).replay(t, steps)
+				if len(got.cliSent) < 100 || len(got.srvSent) < 100 {
+					t.Fatalf("replay sent %d and %d bytes: the recording is too short", len(got.cliSent), len(got.srvSent))
+				}
+				if len(got.srvGot) != len(got.cliSent) || len(got.cliGot) != len(got.srvSent) {
+					t.Fatalf("server got %d of the client's %d bytes, client %d of the server's %d",
+						len(got.srvGot), len(got.cliSent), len(got.cliGot), len(got.srvSent))
+				}
+				if tc.protocol == "postgres" && (!bytes.Equal(got.srvGot, got.cliSent) || !bytes.Equal(got.cliGot, got.srvSent)) {
+					t.Fatal("a byte changed on the way")
+				}
 			}
 		})
 	}

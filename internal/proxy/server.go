@@ -25,6 +25,10 @@ type Options struct {
 	// emulation. nil sends everything through one unlimited link at
 	// normal priority with no emulation.
 	Policy Policy
+	// Loops is how many event loops relay the sessions that need no
+	// pump of their own (see the package comment); 0 means one, a
+	// negative number none (every session runs on its pumps).
+	Loops int
 }
 
 // Server runs routes. It is safe for concurrent use.
@@ -38,6 +42,7 @@ type Server struct {
 	link     *link.Link // used when a binding names none; see defaultLink
 
 	parking parking // idle pumps give up their goroutines (park.go)
+	loops   loops   // event loops (loop.go)
 
 	mu       sync.Mutex
 	routes   map[string]*listener       // guarded by mu
@@ -62,7 +67,10 @@ func New(o Options) *Server {
 	if o.Policy == nil {
 		o.Policy = staticPolicy{}
 	}
-	return &Server{
+	if o.Loops == 0 {
+		o.Loops = 1
+	}
+	s := &Server{
 		log:    o.Logger,
 		clk:    o.Clock,
 		reg:    o.Registry,
@@ -72,6 +80,8 @@ func New(o Options) *Server {
 		late:   make(map[string]*[2]dirLateness),
 		panics: make(map[string]uint64),
 	}
+	s.loops.n = o.Loops
+	return s
 }
 
 // defaultLink returns the unlimited link used by bindings without one.
@@ -315,6 +325,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() { s.sessions.Wait(); close(done) }()
 	select {
 	case <-done:
+		s.loops.stop()
 		return nil
 	case <-ctx.Done():
 	}
@@ -328,6 +339,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		c.abort()
 	}
 	<-done
+	s.loops.stop()
 	return ctx.Err()
 }
 
@@ -396,6 +408,14 @@ func (s *Server) SessionPanics() map[string]uint64 {
 	return maps.Clone(s.panics)
 }
 
+// LoopSessions returns how many sessions the server's event loops have
+// relayed so far, and how many of those they handed to their pumps
+// (emulation, a link that makes bytes wait, an admission wait, a
+// terminate or a failure) before the sessions ended.
+func (s *Server) LoopSessions() (taken, handed uint64) {
+	return s.loops.taken.Load(), s.loops.handed.Load()
+}
+
 // UnsentBytes returns, per route, the bytes written to client sockets that
 // the kernel has not sent yet (TCP_INFO notsent), summed over the live
 // sessions.
@@ -408,7 +428,7 @@ func (s *Server) UnsentBytes() map[string]int64 {
 	s.mu.Unlock()
 	out := make(map[string]int64)
 	for _, r := range rs {
-		n, err := UnsentBytes(r.client)
+		n, err := r.unsent()
 		if err == nil {
 			out[r.route.Name] += int64(n)
 		}

@@ -53,7 +53,7 @@ func TestReloadRelisten(t *testing.T) {
 	up := testenv.Echo(t)
 	a, b := testenv.DeadAddr(t), testenv.DeadAddr(t)
 	st, path := configStack(t, "shutdown_grace: 500ms\nroutes:\n  - name: e\n    listen: "+a+"\n    upstream: "+up+"\n")
-	old := dial(t, a)
+	old := testenv.Dial(t, a)
 	if !echoes(old, "before") {
 		t.Fatal("no echo before the reload")
 	}
@@ -68,7 +68,7 @@ func TestReloadRelisten(t *testing.T) {
 		c.Close()
 		t.Fatal("the old address still accepts")
 	}
-	c := dial(t, b)
+	c := testenv.Dial(t, b)
 	if !echoes(c, "new") {
 		t.Fatal("no echo at the new address")
 	}

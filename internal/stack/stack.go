@@ -53,6 +53,9 @@ type Options struct {
 	// the same file, flags and environment the stack was built from. nil
 	// makes ReloadConfig refuse.
 	Load func() (*config.Config, error)
+	// Loops is the proxy's event loops (proxy.Options.Loops): 0 means
+	// one, a negative number none.
+	Loops int
 }
 
 // ConfigError is a configuration that New or AddRoute refused before
@@ -158,7 +161,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	if err := applyCatalogConfig(ctx, mgr, cfg, wlm.SurfaceConfig); err != nil {
 		return fail(configErr(err))
 	}
-	s.srv = proxy.New(proxy.Options{Logger: log, Clock: o.Clock, Registry: o.Registry, Policy: mgr})
+	s.srv = proxy.New(proxy.Options{Logger: log, Clock: o.Clock, Registry: o.Registry, Policy: mgr, Loops: o.Loops})
 	routes := make([]proxy.Route, 0, len(cfg.Routes))
 	for _, r := range cfg.Routes {
 		pr, err := s.prepare(cfg, Route{Route: r})

@@ -22,17 +22,6 @@ func echoes(c net.Conn, msg string) bool {
 	return err == nil && string(buf) == msg
 }
 
-// dial connects to addr; the test's end closes the connection.
-func dial(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // TestConfigErrorBindsNothing: every configuration New refuses is a
 // *ConfigError, and the addresses of the routes and consoles before the
 // bad piece are still free afterwards.
@@ -85,7 +74,7 @@ func TestAddRouteAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := dial(t, addr.String())
+	c := testenv.Dial(t, addr.String())
 	if !echoes(c, "ping") {
 		t.Fatal("no echo through the route")
 	}

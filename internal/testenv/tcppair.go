@@ -3,6 +3,7 @@ package testenv
 import (
 	"net"
 	"testing"
+	"time"
 )
 
 // TCPPair returns both ends of a loopback TCP connection, closed when the
@@ -25,4 +26,16 @@ func TCPPair(t testing.TB) (client, server net.Conn) {
 	}
 	t.Cleanup(func() { client.Close(); server.Close() })
 	return client, server
+}
+
+// Dial connects to addr over TCP, within 5 s; the connection is closed
+// when the test ends.
+func Dial(t testing.TB, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

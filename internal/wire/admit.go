@@ -28,6 +28,29 @@ type Admitter interface {
 	Admit(ctx context.Context, st *session.Statement) (release func(), err error)
 }
 
+// TryAdmitter is an Admitter that can say, without waiting, whether a
+// statement may run now. Gate.Wait uses it under a context from
+// WithYield.
+type TryAdmitter interface {
+	// TryAdmit admits st if it may run at once, as Admit would, and
+	// reports ok; when st would have to wait it takes nothing, leaves st
+	// as it was and reports false.
+	TryAdmit(st *session.Statement) (release func(), ok bool)
+}
+
+// yieldKey is the context key of WithYield's function.
+type yieldKey struct{}
+
+// WithYield returns ctx carrying yield. A Gate.Wait under the returned
+// context first tries to admit its statement without waiting (the
+// Admitter's TryAdmit, when it has one); only when that fails does it
+// call yield, on the calling goroutine, and then wait. A caller that must
+// not block (the proxy's event loop running a Rewriter) hands its other
+// work on in yield. yield is called at most once per Wait.
+func WithYield(ctx context.Context, yield func()) context.Context {
+	return context.WithValue(ctx, yieldKey{}, yield)
+}
+
 // Injector is implemented by a front end that sometimes answers the
 // client itself, in the server's place (a statement refused before it
 // reached the server). The proxy hands its bytes to the session's down
@@ -88,7 +111,8 @@ func Refused(err error) (code, msg string) {
 // concurrent use; mu is a leaf lock (Admit and release run without it).
 type Gate struct {
 	adm  Admitter
-	gone func() bool // set once before use (SetPeer); reports the client gone
+	try  TryAdmitter // adm, when it is one; nil otherwise
+	gone func() bool // set by SetPeer, on the goroutine that calls Wait; reports the client gone
 
 	mu      sync.Mutex
 	release func()                  // guarded by mu; non-nil while the session holds a slot
@@ -113,14 +137,18 @@ func NewGate(a Admitter) *Gate {
 	if a == nil {
 		return nil
 	}
-	return &Gate{adm: a}
+	g := &Gate{adm: a}
+	g.try, _ = a.(TryAdmitter)
+	return g
 }
 
 // SetPeer makes Wait check, once a statement that had to wait is
 // admitted, that the client is still there (PeerGone(client)): a client
 // that went away while its statement waited gets no slot and its request
 // is not sent. A statement admitted at once is not checked: its client
-// sent it a moment before. Called once, before the session relays.
+// sent it a moment before. Called before the session relays, and again,
+// on the goroutine that calls Wait, whenever the session's client socket
+// changes.
 func (g *Gate) SetPeer(client net.Conn) {
 	if g != nil {
 		g.gone = PeerGone(client)
@@ -215,6 +243,12 @@ func (g *Gate) Wait(ctx context.Context, st *session.Statement) error {
 	if g == nil {
 		return nil
 	}
+	if y, _ := ctx.Value(yieldKey{}).(func()); y != nil {
+		if done, err := g.tryAdmit(st); done {
+			return err
+		}
+		y()
+	}
 	if g.parent != ctx || g.wctx.Err() != nil {
 		if g.cancel != nil {
 			g.cancel(nil)
@@ -257,6 +291,35 @@ func (g *Gate) Wait(ctx context.Context, st *session.Statement) error {
 		return c
 	}
 	return err
+}
+
+// tryAdmit admits st at once if the Admitter can say it may run now.
+// done reports that Wait is over, with err its result.
+func (g *Gate) tryAdmit(st *session.Statement) (done bool, err error) {
+	if g.try == nil {
+		return false, nil
+	}
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		return true, ErrGateClosed
+	}
+	rel, ok := g.try.TryAdmit(st)
+	if !ok {
+		return false, nil
+	}
+	g.mu.Lock()
+	closed = g.closed
+	if !closed {
+		g.release = rel
+	}
+	g.mu.Unlock()
+	if closed {
+		rel()
+		return true, ErrGateClosed
+	}
+	return true, nil
 }
 
 // waited reports whether st was held waiting for its slot: only then can

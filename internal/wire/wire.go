@@ -5,7 +5,10 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
 )
 
@@ -83,6 +86,40 @@ type Conn struct {
 	// ErrorResponse FATAL 57P01, a MySQL ERR 1927). The proxy calls it
 	// once, after both pumps have stopped; nil sends nothing.
 	Terminated func() []byte
+	// Sockets, if set, is where the front end's observers read the state
+	// of the session's sockets (TCP_INFO) from: the proxy moves it along
+	// when it takes the descriptors away from Client and Upstream (its
+	// event loop) and when it gives them back.
+	Sockets *Sockets
+}
+
+// Sockets holds a session's two sockets as the proxy holds them now, for
+// reading their kernel state. Safe for concurrent use.
+type Sockets struct {
+	mu               sync.Mutex
+	client, upstream rawconn.Controller // guarded by mu; nil: no socket to read
+}
+
+// NewSockets returns the sockets of client and upstream
+// (rawconn.ControllerOf).
+func NewSockets(client, upstream net.Conn) *Sockets {
+	return &Sockets{client: rawconn.ControllerOf(client), upstream: rawconn.ControllerOf(upstream)}
+}
+
+// Set moves the sockets: the proxy holds their descriptors elsewhere now.
+func (s *Sockets) Set(client, upstream rawconn.Controller) {
+	s.mu.Lock()
+	s.client, s.upstream = client, upstream
+	s.mu.Unlock()
+}
+
+// RTT returns the kernel RTT of the client and upstream sockets
+// (rawconn.RTTOf).
+func (s *Sockets) RTT() (client, upstream time.Duration) {
+	s.mu.Lock()
+	c, u := s.client, s.upstream
+	s.mu.Unlock()
+	return rawconn.RTTOf(c), rawconn.RTTOf(u)
 }
 
 // Fatal ends a session with a protocol error the client can read.

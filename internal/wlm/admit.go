@@ -95,28 +95,11 @@ func noRelease() {}
 // low when the statement or its session is penalised; a penalised
 // waiter is admitted after the normal and high ones.
 func (m *Manager) Admit(ctx context.Context, st *session.Statement) (release func(), err error) {
-	cur := m.state.Load()
-	sess := st.Session
-	r, ok := cur.routes[sess.Info.Route]
-	pool := cur.poolOf(r, sess.User())
-	ln := sess.Info.Link
-	if ok || ln == "" {
-		ln = r.linkName()
-	}
-	p := cur.cat.Pools[pool]
-	limited := p != nil && p.ActiveStatements > 0
-	if d := cur.cat.Links[ln]; d != nil && d.MaxActiveStatements > 0 {
-		limited = true
-	} else {
-		ln = ""
-	}
+	req, limited := m.request(st)
 	if !limited {
 		return noRelease, nil
 	}
-	req := admission.Request{Pool: pool, Group: ln, Class: admissionClass(p, sess.Penalized() || st.Penalized())}
-	if p != nil {
-		req.Timeout = p.QueueTimeout
-	}
+	pool := req.Pool
 	if slot, ok := m.adm.TryAcquire(req); ok {
 		return slot.Release, nil
 	}
@@ -135,6 +118,48 @@ func (m *Manager) Admit(ctx context.Context, st *session.Statement) (release fun
 	st.Admit(m.clk.Now())
 	m.observeBlock(pool, st)
 	return slot.Release, nil
+}
+
+// request is the admission request of st, and whether its pool or link
+// limits it at all.
+func (m *Manager) request(st *session.Statement) (admission.Request, bool) {
+	cur := m.state.Load()
+	sess := st.Session
+	r, ok := cur.routes[sess.Info.Route]
+	pool := cur.poolOf(r, sess.User())
+	ln := sess.Info.Link
+	if ok || ln == "" {
+		ln = r.linkName()
+	}
+	p := cur.cat.Pools[pool]
+	limited := p != nil && p.ActiveStatements > 0
+	if d := cur.cat.Links[ln]; d != nil && d.MaxActiveStatements > 0 {
+		limited = true
+	} else {
+		ln = ""
+	}
+	if !limited {
+		return admission.Request{}, false
+	}
+	req := admission.Request{Pool: pool, Group: ln, Class: admissionClass(p, sess.Penalized() || st.Penalized())}
+	if p != nil {
+		req.Timeout = p.QueueTimeout
+	}
+	return req, true
+}
+
+// TryAdmit implements wire.TryAdmitter: it admits st as Admit does when
+// that needs no wait (the pool and link have no limit, or a slot is free)
+// and otherwise takes nothing.
+func (m *Manager) TryAdmit(st *session.Statement) (release func(), ok bool) {
+	req, limited := m.request(st)
+	if !limited {
+		return noRelease, true
+	}
+	if slot, ok := m.adm.TryAcquire(req); ok {
+		return slot.Release, true
+	}
+	return nil, false
 }
 
 // admissionClass is the admission class of a statement of pool p.

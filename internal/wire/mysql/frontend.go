@@ -304,7 +304,8 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 	if canceler != nil {
 		sess.SetCanceler(canceler)
 	}
-	if wi := openWhatIf(f.o.WhatIf, sess, f.o.Clock.Now(), client, up); wi != nil {
+	socks := wire.NewSockets(client, up)
+	if wi := openWhatIf(f.o.WhatIf, sess, f.o.Clock.Now(), socks); wi != nil {
 		upObs.c.wi = wi
 		prev := closeConn
 		closeConn = func() {
@@ -325,6 +326,7 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		Buffered: buffered,
 		Inject:   injectorOrNil(inj),
 		Close:    closeConn,
+		Sockets:  socks,
 		// The answer to the client's last command: its sequence id + 1.
 		InternalError: func(msg string) []byte { return errPacket(upObs.f.lastSeq+1, erUnknown, "HY000", msg) },
 		Terminated: func() []byte {

@@ -1,12 +1,11 @@
 package mysql
 
 import (
-	"net"
 	"time"
 
-	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/whatif"
+	"github.com/sluicelab/sluice/internal/wire"
 )
 
 // Round trips (Options.WhatIf): the client observer reports each
@@ -22,14 +21,12 @@ import (
 
 // openWhatIf opens the session's whatif.Conn, sampling the RTT of the
 // client and upstream sockets.
-func openWhatIf(t *whatif.Table, sess *session.Session, now time.Time, client, upstream net.Conn) *whatif.Conn {
+func openWhatIf(t *whatif.Table, sess *session.Session, now time.Time, socks *wire.Sockets) *whatif.Conn {
 	if t == nil || sess.Kind() != session.KindClient {
 		return nil
 	}
 	key := whatif.Key{Protocol: "mysql", User: sess.User(), Database: sess.Database(), Application: sess.Application()}
-	return t.Open(key, now, func() (time.Duration, time.Duration) {
-		return rawconn.RTT(client), rawconn.RTT(upstream)
-	})
+	return t.Open(key, now, socks.RTT)
 }
 
 // idle reports whether no command awaits an answer.

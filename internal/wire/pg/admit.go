@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"net"
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -64,6 +65,11 @@ type admitUp struct {
 // Observe implements wire.Observer; the bytes are observed in Rewrite,
 // which knows which of them go upstream.
 func (a *admitUp) Observe([]byte) error { return nil }
+
+// SetPeer tells the gate which socket the client is on now (the proxy's
+// event loop handing the session to its pumps); see wire.Gate.SetPeer.
+// Rewrite blocks only in the gate's Wait.
+func (a *admitUp) SetPeer(client net.Conn) { a.g.SetPeer(client) }
 
 // Rewrite implements wire.Rewriter: it observes p and returns the bytes
 // to forward now, blocking while a request waits for admission.

@@ -1,9 +1,6 @@
 package pg
 
 import (
-	"time"
-
-	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -27,11 +24,12 @@ func (f *Frontend) watch(wc *wire.Conn, kind session.Kind, up *clientObserver, d
 		// application per coordinator backend.
 		return
 	}
-	sess, client, upstream := wc.Session, wc.Client, wc.Upstream
+	sess := wc.Session
+	if wc.Sockets == nil {
+		wc.Sockets = wire.NewSockets(wc.Client, wc.Upstream)
+	}
 	key := whatif.Key{Protocol: "postgres", User: sess.User(), Database: sess.Database(), Application: sess.Application()}
-	wi := f.whatIf.Open(key, f.clk.Now(), func() (time.Duration, time.Duration) {
-		return rawconn.RTT(client), rawconn.RTT(upstream)
-	})
+	wi := f.whatIf.Open(key, f.clk.Now(), wc.Sockets.RTT)
 	up.wi, down.wi = wi, wi
 	prev := wc.Close
 	wc.Close = func() {

@@ -1,0 +1,35 @@
+// Package evloop holds the two pieces an event loop on raw descriptors is
+// made of: sockets taken out of the Go runtime's network poller (Socket),
+// and an epoll set whose wait is a raw system call (Poller). It knows
+// nothing of sessions; internal/proxy runs its loop on them.
+//
+// Why out of the runtime: a socket the runtime created stays registered
+// in the runtime's own epoll set, and every byte that reaches it also
+// wakes the runtime's idle poller thread, for nothing, when another loop
+// serves the socket. Detach gives the loop a duplicate descriptor and
+// closes the runtime's (which takes it out of the runtime's set); Attach
+// turns the descriptor back into a net.Conn for code that blocks.
+//
+// How it waits: a poll that does not wait, as a raw system call, then,
+// only when nothing is ready, a blocking epoll_wait through the runtime's
+// blocking-system-call path. Under load the first finds events and costs
+// no scheduler work; an idle loop's thread sleeps in the kernel holding
+// no processor, so a loop needs no processor of its own. (A wait that is
+// always raw keeps its processor while it sleeps: it measured no cheaper
+// per transaction, and it starves the rest of the process unless
+// GOMAXPROCS is raised for each loop.)
+//
+// Invariants:
+//   - A Socket's descriptor is closed once, by Close or Attach, under its
+//     mutex; Control runs under the same mutex, so a number is never used
+//     after it was closed and reused (SHOW SESSIONS reading TCP_INFO while
+//     the loop closes the socket).
+//   - Read, Write and Shutdown are raw system calls that never block and
+//     allocate nothing; only the Socket's owner (one goroutine at a time)
+//     calls them, and never after Close or Attach.
+//   - Writes use MSG_NOSIGNAL: a peer gone is EPIPE, not SIGPIPE.
+//   - Poller.Wake is safe from any goroutine; everything else on a Poller
+//     is its owner's.
+//
+// Lock order: Socket.mu is a leaf.
+package evloop
