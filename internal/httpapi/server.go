@@ -94,7 +94,7 @@ func New(o Options) (*Server, error) {
 	}
 	mo := metrics.Options{Manager: o.Manager, NoProcess: o.NoProcessMetrics}
 	if o.Proxy != nil {
-		mo.Unsent, mo.Lateness, mo.Panics = o.Proxy, o.Proxy, o.Proxy
+		mo.Unsent, mo.Lateness, mo.Panics, mo.Loops = o.Proxy, o.Proxy, o.Proxy, o.Proxy
 	}
 	var err error
 	if s.metrics, err = metrics.New(mo); err != nil {

@@ -10,10 +10,11 @@ import (
 )
 
 // benchRoute starts a server with a tcp route to upstream and returns a
-// client connection through it.
-func benchRoute(b *testing.B, upstream string) net.Conn {
+// client connection through it. loops is Options.Loops: 0 relays the
+// session on the event loop, -1 on its own pumps.
+func benchRoute(b *testing.B, upstream string, loops int) net.Conn {
 	b.Helper()
-	srv := New(Options{Logger: testLogger(b), Registry: session.NewRegistry(session.Options{})})
+	srv := New(Options{Logger: testLogger(b), Registry: session.NewRegistry(session.Options{}), Loops: loops})
 	b.Cleanup(func() { srv.Close() })
 	addr, err := srv.AddRoute(Route{Name: "bench", Listen: "127.0.0.1:0", Upstream: upstream, Protocol: "tcp"})
 	if err != nil {
@@ -27,11 +28,24 @@ func benchRoute(b *testing.B, upstream string) net.Conn {
 	return c
 }
 
+// relayModes are the two ways a session is relayed: on the event loop and
+// on a pair of pumps.
+var relayModes = []struct {
+	name  string
+	loops int
+}{{"loop", 0}, {"pumps", -1}}
+
 // BenchmarkRoutePingPong sends a 64-byte request through a route and
 // waits for the upstream's 64-byte answer: one message each way per
-// operation, the cost of a small transaction. The pumps allocate nothing
-// per message.
+// operation, the cost of a small transaction, on the event loop and on
+// the pumps. Neither allocates per message.
 func BenchmarkRoutePingPong(b *testing.B) {
+	for _, m := range relayModes {
+		b.Run(m.name, func(b *testing.B) { benchPingPong(b, m.loops) })
+	}
+}
+
+func benchPingPong(b *testing.B, loops int) {
 	up := testenv.Serve(b, func(c net.Conn) {
 		buf := make([]byte, 64)
 		for {
@@ -43,7 +57,7 @@ func BenchmarkRoutePingPong(b *testing.B) {
 			}
 		}
 	})
-	c := benchRoute(b, up)
+	c := benchRoute(b, up, loops)
 	msg := make([]byte, 64)
 	got := make([]byte, 64)
 	b.ReportAllocs()
@@ -58,8 +72,14 @@ func BenchmarkRoutePingPong(b *testing.B) {
 }
 
 // BenchmarkRouteBulk streams 32 KiB writes through a route to an upstream
-// that discards them.
+// that discards them, on the event loop and on the pumps.
 func BenchmarkRouteBulk(b *testing.B) {
+	for _, m := range relayModes {
+		b.Run(m.name, func(b *testing.B) { benchBulk(b, m.loops) })
+	}
+}
+
+func benchBulk(b *testing.B, loops int) {
 	const chunk = 32 << 10
 	up := testenv.Serve(b, func(c net.Conn) {
 		buf := make([]byte, 64<<10)
@@ -69,7 +89,7 @@ func BenchmarkRouteBulk(b *testing.B) {
 			}
 		}
 	})
-	c := benchRoute(b, up)
+	c := benchRoute(b, up, loops)
 	msg := make([]byte, chunk)
 	b.SetBytes(chunk)
 	b.ReportAllocs()

@@ -44,7 +44,8 @@
 // (an injected answer's wake, terminate, abort) reach the runner as
 // commands (loop.post); one for a session no longer on the loop gets what
 // the pumps would. The runner ends when the loop holds no session and
-// starts again with the next one.
+// starts again with the next one. A chunk relayed on the loop allocates
+// nothing (TestLoopRelaysWithoutAllocating).
 //
 // On the pumps, each iteration reads one chunk (never more
 // than the flow's window), shows it to the direction's observer, asks the

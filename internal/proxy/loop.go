@@ -316,7 +316,7 @@ func (l *loop) command(c loopCmd) {
 			return
 		}
 		down := ls.rs.down
-		err := catch("down pump", func() error { return down.inject(ls.ctx) })
+		err := catch(dirDown.pump(), func() error { return down.inject(ls.ctx) })
 		switch {
 		case errors.Is(err, errToPumps):
 			l.toPumps(ls, nil)
@@ -342,6 +342,13 @@ func (l *loop) command(c loopCmd) {
 func catch(where string, f func() error) (err error) {
 	defer panics.Catch(where, &err)
 	return f()
+}
+
+// runChunk runs p.chunk(b), a panic in it returned as an error. It
+// allocates nothing (a closure passed to catch would).
+func (l *loop) runChunk(ls *loopSess, p *pump, b []byte) (err error) {
+	defer panics.Catch(p.dir.pump(), &err)
+	return p.chunk(ls.ctx, b)
 }
 
 // ready handles the events reported for s. It returns s's session when
@@ -403,7 +410,7 @@ func (l *loop) readable(s *loopSide) *loopSess {
 // session's up pump, with the chunk's error in ls.yerr).
 func (l *loop) chunk(ls *loopSess, p *pump, b []byte) (yielded bool) {
 	ls.inChunk = p.dir == dirUp
-	err := catch(p.dir.String()+" pump", func() error { return p.chunk(ls.ctx, b) })
+	err := l.runChunk(ls, p, b)
 	if ls.yielded {
 		ls.yerr = err
 		return true

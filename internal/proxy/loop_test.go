@@ -132,6 +132,42 @@ func TestLoopHoldsNoGoroutinePerSession(t *testing.T) {
 	}
 }
 
+// TestLoopRelaysWithoutAllocating: a request and its answer relayed on
+// the loop allocate nothing, counted over the whole process (the loop's
+// goroutine included) and averaged over many round trips.
+func TestLoopRelaysWithoutAllocating(t *testing.T) {
+	up := testenv.Serve(t, func(c net.Conn) {
+		buf := make([]byte, 64)
+		for {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	})
+	srv, addr := loopProxy(t, up, nil, nil)
+	c := testenv.Dial(t, addr)
+	c.SetDeadline(clock.SocketDeadline(60 * time.Second))
+	msg, got := make([]byte, 64), make([]byte, 64)
+	var err error
+	n := testing.AllocsPerRun(500, func() {
+		if _, err = c.Write(msg); err == nil {
+			_, err = io.ReadFull(c, got)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if taken, handed := srv.LoopSessions(); taken != 1 || handed != 0 {
+		t.Fatalf("loop took %d sessions and handed %d; want 1 and 0", taken, handed)
+	}
+	if n != 0 {
+		t.Fatalf("%v allocations per round trip on the loop", n)
+	}
+}
+
 // switchPolicy binds with no emulation until set, then with params, and
 // moves its version when set.
 type switchPolicy struct {

@@ -259,6 +259,6 @@ func (p *pump) proceed(first []byte) {
 
 // guarded is run with its panic returned as an error.
 func (p *pump) guarded(first []byte) (parked bool, err error) {
-	defer panics.Catch(p.dir.String()+" pump", &err)
+	defer panics.Catch(p.dir.pump(), &err)
 	return p.run(p.ctx, first)
 }

@@ -30,6 +30,14 @@ func (d direction) String() string {
 	return "down"
 }
 
+// pump names d's pump, as a recovered panic names where it happened.
+func (d direction) pump() string {
+	if d == dirUp {
+		return "up pump"
+	}
+	return "down pump"
+}
+
 // readBuf is the size of a pump's read buffer, in bytes. A pump takes its
 // buffer from readPool only when its socket has bytes to read and gives it
 // back once the chunk has been handed on, so an idle pump holds none.

@@ -35,6 +35,13 @@ type Panics interface {
 	SessionPanics() map[string]uint64
 }
 
+// Loops reports how many sessions the event loops have relayed and how
+// many of those they handed to goroutines of their own. proxy.Server
+// implements it.
+type Loops interface {
+	LoopSessions() (taken, handed uint64)
+}
+
 // Options configure Metrics.
 type Options struct {
 	// Manager provides the links, the catalog, the rule counters and the
@@ -49,6 +56,9 @@ type Options struct {
 	// Panics provides the recovered session panics; nil leaves
 	// sluice_session_panics_total out.
 	Panics Panics
+	// Loops provides the event loops' session counts; nil leaves
+	// sluice_event_loop_sessions_total out.
+	Loops Loops
 	// NoProcess leaves out the Go runtime and process collectors (tests
 	// that compare whole expositions).
 	NoProcess bool
@@ -107,7 +117,7 @@ func New(o Options) (*Metrics, error) {
 		Name: "sluice_statements_penalized_total",
 		Help: "Statements moved to the low network class by a penalty rule.",
 	}, labels)
-	col := newCollector(o.Manager, o.Unsent, o.Lateness, o.Panics)
+	col := newCollector(o)
 	col.users, col.bytes = m.users, m.bytes
 	cs := []prometheus.Collector{m.ended, m.duration, m.penalized, m.routeStatements, m.poolStatements, col}
 	if !o.NoProcess {
@@ -178,6 +188,7 @@ type collector struct {
 	unsent Unsent
 	late   Lateness
 	panics Panics
+	loops  Loops
 	users  *userLabels // the Metrics' own
 	bytes  *routeBytes // the Metrics' own
 
@@ -185,7 +196,7 @@ type collector struct {
 	capacity, delay, jitter, rate, sessions, running, pens *prometheus.Desc
 	sessionsByKind                                         *prometheus.Desc
 	firings, checks, cancelFailures, unsentBytes           *prometheus.Desc
-	releaseLateness, sessionPanics                         *prometheus.Desc
+	releaseLateness, sessionPanics, loopSessions           *prometheus.Desc
 	routeBytes, poolTotalBytes, catalogChanges             *prometheus.Desc
 	catalogRevision, catalogStale                          *prometheus.Desc
 	admRunning, admWaiting, admLimit, blockTime            *prometheus.Desc
@@ -193,11 +204,11 @@ type collector struct {
 	whatIfRoundTrips, whatIfNetworkShare                   *prometheus.Desc
 }
 
-func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *collector {
+func newCollector(o Options) *collector {
 	ldc := []string{"link", "direction", "class"}
 	srp := []string{"route", "user", "pool"}
 	return &collector{
-		mgr: mgr, unsent: unsent, late: late, panics: pan,
+		mgr: o.Manager, unsent: o.Unsent, late: o.Lateness, panics: o.Panics, loops: o.Loops,
 		linkBytes: prometheus.NewDesc("sluice_link_bytes_total",
 			"Bytes admitted by a link, by direction (up: client to server) and class.", ldc, nil),
 		poolBytes: prometheus.NewDesc("sluice_link_pool_bytes_total",
@@ -241,6 +252,10 @@ func newCollector(mgr *wlm.Manager, unsent Unsent, late Lateness, pan Panics) *c
 		sessionPanics: prometheus.NewDesc("sluice_session_panics_total",
 			"Sessions ended because one of their goroutines panicked, by route; each panic ends only its own session.",
 			[]string{"route"}, nil),
+		loopSessions: prometheus.NewDesc("sluice_event_loop_sessions_total",
+			"Sessions the event loops took (event=taken) and, of those, handed to goroutines of their own "+
+				"for emulation, a waiting link, an admission wait, a terminate or a failure (event=handed).",
+			[]string{"event"}, nil),
 		routeBytes: prometheus.NewDesc("sluice_route_bytes_total",
 			"Bytes of a route's sessions, open and closed, by direction (up: client to server).",
 			[]string{"route", "direction"}, nil),
@@ -286,7 +301,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.linkBytes, c.poolBytes, c.queueDelay, c.waiting, c.queued,
 		c.capacity, c.delay, c.jitter, c.rate, c.sessions, c.sessionsByKind, c.running, c.pens,
-		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness, c.sessionPanics,
+		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness, c.sessionPanics, c.loopSessions,
 		c.routeBytes, c.poolTotalBytes, c.catalogChanges, c.catalogRevision, c.catalogStale,
 		c.admRunning, c.admWaiting, c.admLimit, c.blockTime,
 		c.budgetGrant, c.budgetDemand, c.budgetAllocator, c.budgetMode,
@@ -481,6 +496,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for route, n := range c.panics.SessionPanics() {
 			ch <- prometheus.MustNewConstMetric(c.sessionPanics, prometheus.CounterValue, float64(n), route)
 		}
+	}
+
+	if c.loops != nil {
+		taken, handed := c.loops.LoopSessions()
+		ch <- prometheus.MustNewConstMetric(c.loopSessions, prometheus.CounterValue, float64(taken), "taken")
+		ch <- prometheus.MustNewConstMetric(c.loopSessions, prometheus.CounterValue, float64(handed), "handed")
 	}
 
 	if c.late != nil {

@@ -360,6 +360,31 @@ func TestSessionPanics(t *testing.T) {
 	}
 }
 
+type loopCounts struct{ taken, handed uint64 }
+
+func (l loopCounts) LoopSessions() (uint64, uint64) { return l.taken, l.handed }
+
+// TestLoopSessions checks sluice_event_loop_sessions_total by event, and
+// that it is absent without Options.Loops.
+func TestLoopSessions(t *testing.T) {
+	f := newFixture(t, nil)
+	m, err := metrics.New(metrics.Options{Manager: f.Manager, NoProcess: true, Loops: loopCounts{taken: 7, handed: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	body := scrape(m).Body.String()
+	name := "sluice_event_loop_sessions_total"
+	for _, want := range []string{"# TYPE " + name + " counter", name + `{event="taken"} 7`, name + `{event="handed"} 2`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+	if strings.Contains(scrape(f.m).Body.String(), name) {
+		t.Error("loop sessions exposed without Options.Loops")
+	}
+}
+
 func BenchmarkGather(b *testing.B) {
 	f := newFixture(b, unsent{"rt": 1})
 	now := f.Clock.Now()
