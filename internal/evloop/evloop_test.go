@@ -168,6 +168,78 @@ func TestWake(t *testing.T) {
 	}
 }
 
+// TestWaitParkedWakesOnInput: a Wait parked with nothing ready returns
+// the event of a registered socket once its peer writes, and a Wait and
+// Wake allocate nothing.
+func TestWaitParkedWakesOnInput(t *testing.T) {
+	a, b := testenv.TCPPair(t)
+	s, err := Detach(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Add(s.FD(), In, 7); err != nil {
+		t.Fatal(err)
+	}
+	events := make([]unix.EpollEvent, 4)
+	got := make(chan uint64, 1)
+	go func() {
+		for {
+			if n := p.Wait(events); n > 0 {
+				got <- Data(&events[0])
+				return
+			}
+		}
+	}()
+	time.Sleep(20 * time.Millisecond) // let the waiter park: nothing is ready
+	if _, err := b.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-got:
+		if d != 7 {
+			t.Fatalf("event data %d, want 7", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a parked Wait did not return on input")
+	}
+	p.Del(s.FD())
+	evs := make([]unix.EpollEvent, 4)
+	if n := testing.AllocsPerRun(100, func() {
+		p.Wake()
+		for p.Wait(evs) == 0 {
+		}
+		p.Drain()
+	}); n != 0 {
+		t.Fatalf("%v allocations per Wake and Wait", n)
+	}
+}
+
+// TestClosePoller: Close ends a parked Wait, which returns 0.
+func TestClosePoller(t *testing.T) {
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() { done <- p.Wait(make([]unix.EpollEvent, 4)) }()
+	time.Sleep(20 * time.Millisecond)
+	p.Close()
+	select {
+	case n := <-done:
+		if n != 0 {
+			t.Fatalf("Wait on a closed poller returned %d", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end a parked Wait")
+	}
+}
+
 // TestCloseTwice: Close is safe twice, and Control fails after it.
 func TestCloseTwice(t *testing.T) {
 	a, _ := testenv.TCPPair(t)

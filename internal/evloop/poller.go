@@ -2,6 +2,7 @@ package evloop
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 	"unsafe"
 
@@ -23,6 +24,15 @@ const (
 type Poller struct {
 	epfd int
 	efd  int
+	file *os.File        // epfd in the runtime's poller, where Wait parks; closing it closes epfd
+	rc   syscall.RawConn // file's
+	// Owner only: the parked wait's callback, made once so that a Wait
+	// allocates nothing, and the buffer and count it fills.
+	poll   func(fd uintptr) bool
+	events []unix.EpollEvent
+	n      int
+	drain  [8]byte // Drain's read buffer
+	one    [8]byte // set once: the counter a Wake adds (in a field, so that Wake allocates nothing)
 }
 
 // WakeData is the data of the events that report a Wake.
@@ -39,12 +49,43 @@ func NewPoller() (*Poller, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
-	p := &Poller{epfd: epfd, efd: efd}
+	// An epoll descriptor is readable while its set holds ready events,
+	// so the runtime's poller can watch it: non-blocking, os.NewFile
+	// registers it there.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		unix.Close(efd)
+		return nil, fmt.Errorf("epoll set non-blocking: %w", err)
+	}
+	p := &Poller{epfd: epfd, efd: efd, file: os.NewFile(uintptr(epfd), "epoll")}
+	*(*uint64)(unsafe.Pointer(&p.one)) = 1
+	rc, err := p.file.SyscallConn()
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("epoll raw conn: %w", err)
+	}
+	p.rc = rc
+	p.poll = func(fd uintptr) bool {
+		p.n = rawWait(int(fd), p.events)
+		return p.n != 0
+	}
 	if err := p.ctl(unix.EPOLL_CTL_ADD, efd, In, WakeData); err != nil {
 		p.Close()
 		return nil, err
 	}
 	return p, nil
+}
+
+// rawWait polls epfd without waiting, as a raw system call: the number
+// of events written, 0 when none are ready (or on an error, which a
+// valid set never returns).
+func rawWait(epfd int, events []unix.EpollEvent) int {
+	n, _, errno := syscall.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
+		uintptr(len(events)), 0, 0, 0)
+	if errno != 0 {
+		return 0
+	}
+	return int(n)
 }
 
 // Data returns the 64 bits an event carries (what Add or Mod gave).
@@ -79,41 +120,41 @@ func (p *Poller) Del(fd int) error {
 }
 
 // Wait returns the number of events written to events (not empty),
-// blocking until some registered descriptor is ready or a Wake; 0 when a
-// signal interrupted the wait. It first polls without waiting, as a raw
-// system call, which costs the scheduler nothing when events are ready;
-// only when none are does it block, through the runtime's
-// blocking-system-call path, so that a thread asleep in the kernel holds
-// no processor.
+// blocking until some registered descriptor is ready or a Wake; 0 when
+// the Poller was closed. It first polls without waiting, as a raw system
+// call, which costs the scheduler nothing when events are ready; only
+// when none are does it park the goroutine in the runtime's poller on the
+// epoll descriptor itself, as a socket read would, so that a loop with
+// nothing to do holds no processor and no thread of its own.
 func (p *Poller) Wait(events []unix.EpollEvent) int {
-	n, _, errno := syscall.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(p.epfd), uintptr(unsafe.Pointer(&events[0])),
-		uintptr(len(events)), 0, 0, 0)
-	if errno == 0 && n > 0 {
-		return int(n)
+	if n := rawWait(p.epfd, events); n > 0 {
+		return n
 	}
-	m, err := unix.EpollWait(p.epfd, events, -1)
+	p.events, p.n = events, 0
+	err := p.rc.Read(p.poll)
+	n := p.n
+	p.events, p.n = nil, 0
 	if err != nil {
 		return 0
 	}
-	return m
+	return n
 }
 
 // Wake makes the current or next Wait return with a WakeData event. Safe
 // from any goroutine; wakes coalesce until Drain.
 func (p *Poller) Wake() {
-	one := uint64(1)
-	unix.Write(p.efd, (*[8]byte)(unsafe.Pointer(&one))[:])
+	unix.Write(p.efd, p.one[:])
 }
 
 // Drain clears the wakes seen so far; the owner calls it on a WakeData
 // event, before it looks at what the wakers left it.
 func (p *Poller) Drain() {
-	var b [8]byte
-	unix.Read(p.efd, b[:])
+	unix.Read(p.efd, p.drain[:])
 }
 
-// Close releases the epoll set and the eventfd.
+// Close releases the epoll set and the eventfd. A Wait parked at the
+// time returns 0.
 func (p *Poller) Close() {
-	unix.Close(p.epfd)
+	p.file.Close()
 	unix.Close(p.efd)
 }
