@@ -32,6 +32,14 @@
 //   - Read, Write and Shutdown are raw system calls that never block and
 //     allocate nothing; only the Socket's owner (one goroutine at a time)
 //     calls them, and never after Close or Attach.
+//   - Every system call of this package that cannot wait is raw: the
+//     above, Close (the sockets have no SO_LINGER timeout, so a close
+//     never waits), the duplicate Detach makes, Wake, Drain and the epoll
+//     calls. A call through the runtime's blocking-system-call path wakes
+//     the runtime's monitor thread when the process was idle, and one the
+//     kernel preempts (a write that wakes its reader on the same CPU) has
+//     its processor handed to another thread; on a loop that does a few
+//     such calls per message, that cost more than the calls.
 //   - Writes use MSG_NOSIGNAL: a peer gone is EPIPE, not SIGPIPE.
 //   - Poller.Wake is safe from any goroutine; everything else on a Poller
 //     is its owner's. Wait allocates nothing.

@@ -143,13 +143,13 @@ func (p *Poller) Wait(events []unix.EpollEvent) int {
 // Wake makes the current or next Wait return with a WakeData event. Safe
 // from any goroutine; wakes coalesce until Drain.
 func (p *Poller) Wake() {
-	unix.Write(p.efd, p.one[:])
+	syscall.RawSyscall(unix.SYS_WRITE, uintptr(p.efd), uintptr(unsafe.Pointer(&p.one[0])), uintptr(len(p.one)))
 }
 
 // Drain clears the wakes seen so far; the owner calls it on a WakeData
 // event, before it looks at what the wakers left it.
 func (p *Poller) Drain() {
-	unix.Read(p.efd, p.drain[:])
+	syscall.RawSyscall(unix.SYS_READ, uintptr(p.efd), uintptr(unsafe.Pointer(&p.drain[0])), uintptr(len(p.drain)))
 }
 
 // Close releases the epoll set and the eventfd. A Wait parked at the

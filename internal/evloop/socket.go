@@ -41,7 +41,7 @@ func Detach(c net.Conn) (*Socket, error) {
 		return nil, fmt.Errorf("evloop: %w", err)
 	}
 	fd, derr := -1, error(nil)
-	if err := rc.Control(func(f uintptr) { fd, derr = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+	if err := rc.Control(func(f uintptr) { fd, derr = rawDup(f) }); err != nil {
 		return nil, fmt.Errorf("evloop: %w", err)
 	}
 	if derr != nil {
@@ -49,6 +49,15 @@ func Detach(c net.Conn) (*Socket, error) {
 	}
 	c.Close()
 	return &Socket{fd: fd}, nil
+}
+
+// rawDup duplicates fd (close-on-exec) as a raw system call.
+func rawDup(fd uintptr) (int, error) {
+	n, _, errno := syscall.RawSyscall(unix.SYS_FCNTL, fd, unix.F_DUPFD_CLOEXEC, 0)
+	if errno != 0 {
+		return -1, errno
+	}
+	return int(n), nil
 }
 
 // FD returns the descriptor, for the owner's epoll registrations.
@@ -96,8 +105,8 @@ func (s *Socket) Write(b []byte) (int, error) {
 
 // Shutdown ends the socket's write side (the peer reads end of stream).
 func (s *Socket) Shutdown() error {
-	if err := unix.Shutdown(s.fd, unix.SHUT_WR); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+	if _, _, errno := syscall.RawSyscall(unix.SYS_SHUTDOWN, uintptr(s.fd), unix.SHUT_WR, 0); errno != 0 {
+		return fmt.Errorf("shutdown: %w", errno)
 	}
 	return nil
 }
@@ -124,7 +133,10 @@ func (s *Socket) Close() error {
 		return nil
 	}
 	s.closed = true
-	return unix.Close(s.fd)
+	if _, _, errno := syscall.RawSyscall(unix.SYS_CLOSE, uintptr(s.fd), 0, 0); errno != 0 && errno != unix.EINTR {
+		return fmt.Errorf("close: %w", errno)
+	}
+	return nil
 }
 
 // Attach gives the socket back to the runtime: it returns a net.Conn on
