@@ -93,7 +93,7 @@ func (l *Link) Flow(dir Direction, pool string) *Flow {
 	d.mu.Lock()
 	p := d.s.pool(pool)
 	d.mu.Unlock()
-	return &Flow{d: d, pool: p, dir: dir, ready: make(chan struct{}, 1)}
+	return &Flow{d: d, pool: p, dir: dir}
 }
 
 // Stats returns a snapshot of the link's counters.
@@ -249,7 +249,7 @@ type Flow struct {
 	d      *direction
 	pool   *pool
 	dir    Direction
-	ready  chan struct{} // buffer of one: the waiting Send is done
+	ready  chan struct{} // buffer of one: the waiting Send is done; made by the first Send that waits, under the direction's mu, then never changed
 	busy   atomic.Bool   // a Send is outstanding
 	closed atomic.Bool
 	last   time.Time // departure returned by the previous Send; owned by Send
@@ -379,6 +379,9 @@ func (f *Flow) sendSlow(ctx context.Context, n int64, c Class) (time.Time, error
 		dep, err := f.depart, f.err
 		d.mu.Unlock()
 		return f.result(dep, err)
+	}
+	if f.ready == nil {
+		f.ready = make(chan struct{}, 1) // most flows never wait
 	}
 	f.sleeping = true
 	d.armLocked(next)

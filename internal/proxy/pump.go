@@ -53,50 +53,44 @@ const (
 // process (a buffer holds no state between reads).
 var readPool = rawconn.NewPool(readBuf)
 
-// pooledReader is a reader that takes its buffer from a pool only once it
-// has bytes to return (rawconn.Conn).
-type pooledReader interface {
-	ReadPooled(pool *rawconn.Pool) (*[]byte, int, error)
-}
-
 // pump moves one direction of one session. Its fields are owned by the
 // goroutine running run.
 type pump struct {
 	srv   *Server
 	route *Route
 	sess  *session.Session
-	dir   direction
 	src   net.Conn
 	dst   net.Conn
-	rd    io.Reader    // src, with raw reads on a plain socket (rawconn)
-	prd   pooledReader // rd, if it reads into pooled buffers; else nil
-	wr    io.Writer    // dst, with raw writes on a plain socket (rawconn)
+	rd    io.Reader     // src, with raw reads on a plain socket (rawconn)
+	prd   *rawconn.Conn // rd, if it reads into pooled buffers (a plain socket); else nil
+	wr    io.Writer     // dst, with raw writes on a plain socket (rawconn)
 	obs   wire.Observer
 	rw    wire.Rewriter   // obs as a Rewriter, or nil
 	inj   wire.Injector   // down pump: the front end's own answers to the client, or nil
 	rwCtx context.Context // up pump: Rewrite's context, done when either pump ends; nil: the pump's
-	clk   clock.Clock
-	count func(int)
 
 	version uint64     // policy version of the current binding
-	bound   bool       // a binding has been made
-	class   link.Class // class from the binding
 	lnk     *link.Link // link of the current flow
 	pool    string     // pool of the current flow
 	flow    *link.Flow
-	plain   bool       // this direction's emulation is zero, kept by bind
 	em      *emulation // nil until a binding carries emulation or a chunk must wait
 
-	ls       *loopSess // the loop that runs this pump's chunks; nil once the pump runs itself (attach)
-	owed     *[]byte   // from readPool: bytes the loop accepted for dst and could not write yet; written first
-	owedShut bool      // end dst's write side after owed: the direction ended on the loop
-	unsent   *[]byte   // from readPool: a chunk the loop observed and rewrote but could not send (errToPumps)
+	ls     *loopSess // the loop that runs this pump's chunks; nil once the pump runs itself (attach)
+	owed   *[]byte   // from readPool: bytes the loop accepted for dst and could not write yet; written first
+	unsent *[]byte   // from readPool: a chunk the loop observed and rewrote but could not send (errToPumps)
 
-	ctx   context.Context // set by start
-	rs    *relaying       // the session, told when the pump ends
-	pk    parkState
-	own   *[]byte // the read buffer of a reader without ReadPooled; nil until its first read
-	large bool    // own came from readPool
+	ctx context.Context // set by start
+	rs  *relaying       // the session, told when the pump ends
+	pk  parkState
+	own *[]byte // the read buffer of a reader without ReadPooled; nil until its first read
+
+	// Small fields together, so that a pump fits a smaller allocation.
+	dir      direction
+	class    link.Class // class from the binding
+	bound    bool       // a binding has been made
+	plain    bool       // this direction's emulation is zero, kept by bind
+	owedShut bool       // end dst's write side after owed: the direction ended on the loop
+	large    bool       // own came from readPool
 }
 
 // emulation is the state of a pump whose binding carries emulation or
@@ -116,13 +110,8 @@ type emulation struct {
 // newPump returns the pump of one direction, with no sockets yet (see
 // attach; the event loop gives it a writer of its own).
 func newPump(s *Server, r *Route, sess *session.Session, dir direction, obs wire.Observer) *pump {
-	p := &pump{srv: s, route: r, sess: sess, dir: dir, obs: obs, clk: s.clk}
+	p := &pump{srv: s, route: r, sess: sess, dir: dir, obs: obs}
 	p.rw, _ = obs.(wire.Rewriter)
-	if dir == dirUp {
-		p.count = sess.AddUp
-	} else {
-		p.count = sess.AddDown
-	}
 	return p
 }
 
@@ -133,7 +122,7 @@ func (p *pump) attach(src, dst, rsrc, rdst net.Conn) {
 	p.pk.mu.Lock()
 	defer p.pk.mu.Unlock()
 	p.src, p.dst, p.rd, p.wr, p.ls = src, dst, rsrc, rdst, nil
-	p.prd, _ = rsrc.(pooledReader)
+	p.prd, _ = rsrc.(*rawconn.Conn)
 	if rc, ok := rsrc.(*rawconn.Conn); ok {
 		// A plain socket's pump may park; TLS keeps decrypted bytes of
 		// its own, which readiness of the socket would not show.
@@ -284,7 +273,11 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 	if err := p.obs.Observe(b); err != nil {
 		return err
 	}
-	p.count(len(b))
+	if p.dir == dirUp {
+		p.sess.AddUp(len(b))
+	} else {
+		p.sess.AddDown(len(b))
+	}
 	if p.rw != nil {
 		rctx := ctx
 		if p.rwCtx != nil {
@@ -337,7 +330,7 @@ func (p *pump) send(ctx context.Context, b []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s link: %w", p.dir, err)
 	}
-	if (p.em == nil || p.em.line == nil) && p.plain && !depart.After(p.clk.Now()) {
+	if (p.em == nil || p.em.line == nil) && p.plain && !depart.After(p.srv.clk.Now()) {
 		if _, err := p.wr.Write(b); err != nil {
 			return fmt.Errorf("%s write: %w", p.dir, err)
 		}
@@ -350,7 +343,7 @@ func (p *pump) send(ctx context.Context, b []byte) error {
 	if em.line == nil {
 		em.late = p.srv.lateness(p.route.Name, p.dir)
 		em.path = netem.NewPath(em.params, p.seed())
-		em.line = netem.NewLine(p.clk, p.wr, em.path, netem.LineOptions{
+		em.line = netem.NewLine(p.srv.clk, p.wr, em.path, netem.LineOptions{
 			AckDelay: p.ackDelay, Precise: &em.late.precise, Timed: &em.late.timed,
 		})
 		p.stampReads()
@@ -364,7 +357,7 @@ func (p *pump) send(ctx context.Context, b []byte) error {
 	at := depart
 	if em.stamps != nil {
 		if r := em.stamps.ReadStamp(); !r.IsZero() {
-			now := p.clk.Now()
+			now := p.srv.clk.Now()
 			at = arrival(depart, now, em.wall.FromWall(r, now))
 		}
 	}
@@ -388,7 +381,7 @@ type stamper interface {
 // its read comes tens of microseconds after the bytes, more on a busy or
 // virtual host: charged to every chunk, on top of the delay.
 func (p *pump) stampReads() {
-	w, ok := p.clk.(clock.Wall)
+	w, ok := p.srv.clk.(clock.Wall)
 	if !ok {
 		return
 	}

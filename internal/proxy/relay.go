@@ -301,7 +301,10 @@ func (r *relay) relay(c wire.Conn, finished func()) {
 	if up.rw != nil {
 		// A rewriter may wait (admission): its wait ends as soon as either
 		// pump ends or the session fails, not only when both have ended.
-		up.rwCtx, rs.stopWait = context.WithCancel(ctx)
+		// Not a child of ctx: every path that cancels ctx ends the wait
+		// first (ended), and a child would cost each session its parent's
+		// map of children and done channel.
+		up.rwCtx, rs.stopWait = context.WithCancel(context.Background())
 	}
 	if c.Inject != nil {
 		down.inj = c.Inject

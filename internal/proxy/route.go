@@ -51,9 +51,12 @@ func (r *Route) dialer() wire.Dialer {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	d := &net.Dialer{Timeout: timeout}
 	addr := r.Upstream
+	// The Dialer is made per dial: sessions keep their dialer (a
+	// PostgreSQL cancel request dials again), and it should cost them
+	// little while idle.
 	return func(ctx context.Context) (net.Conn, error) {
+		d := net.Dialer{Timeout: timeout}
 		c, err := d.DialContext(ctx, wire.Network(addr), addr)
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", addr, err)
