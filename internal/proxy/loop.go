@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -623,6 +624,26 @@ func (l *loop) toPumps(ls *loopSess, skip *pump) {
 		go p.proceed(nil)
 	}
 }
+
+// detachedConn stands for a socket an event loop holds: the runtime's
+// connection, closed by evloop.Detach, is dropped so that an idle session
+// does not keep it. Every method but Close fails with net.ErrClosed.
+type detachedConn struct{}
+
+func (detachedConn) Read([]byte) (int, error)         { return 0, net.ErrClosed }
+func (detachedConn) Write([]byte) (int, error)        { return 0, net.ErrClosed }
+func (detachedConn) Close() error                     { return nil }
+func (detachedConn) LocalAddr() net.Addr              { return detachedAddr{} }
+func (detachedConn) RemoteAddr() net.Addr             { return detachedAddr{} }
+func (detachedConn) SetDeadline(time.Time) error      { return net.ErrClosed }
+func (detachedConn) SetReadDeadline(time.Time) error  { return net.ErrClosed }
+func (detachedConn) SetWriteDeadline(time.Time) error { return net.ErrClosed }
+
+// detachedAddr is a detachedConn's address.
+type detachedAddr struct{}
+
+func (detachedAddr) Network() string { return "detached" }
+func (detachedAddr) String() string  { return "detached" }
 
 // peerSetter is an up Rewriter the loop may run (see yielder): it checks
 // its client through the socket it was last given.

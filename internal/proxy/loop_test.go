@@ -211,6 +211,60 @@ func TestLoopHandsOverForEmulation(t *testing.T) {
 	echoExact(t, c, 2<<20, 3)
 }
 
+// onlyRelay returns srv's one relay.
+func onlyRelay(t *testing.T, srv *Server) *relay {
+	t.Helper()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if len(srv.conns) != 1 {
+		t.Fatalf("%d sessions, want 1", len(srv.conns))
+	}
+	for r := range srv.conns {
+		return r
+	}
+	return nil
+}
+
+// relayConns returns the connections r and its relaying hold.
+func relayConns(r *relay) []net.Conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rs := r.pumps[0].rs
+	return []net.Conn{r.client, r.upstream, rs.c.Client, rs.c.Upstream}
+}
+
+// TestLoopKeepsNoRuntimeConn: while a session is on the loop it keeps
+// none of the runtime's connections that Detach closed (an idle session
+// costs less); handed to its pumps, it holds live ones again and relays
+// through them.
+func TestLoopKeepsNoRuntimeConn(t *testing.T) {
+	pol := new(switchPolicy)
+	srv, addr := loopProxy(t, echoServer(t), pol, nil)
+	c := testenv.Dial(t, addr)
+	ping(t, c)
+	r := onlyRelay(t, srv)
+	for i, hc := range relayConns(r) {
+		if _, ok := hc.(detachedConn); !ok {
+			t.Errorf("on the loop, connection %d is a %T", i, hc)
+		}
+	}
+	pol.set(netem.Params{Delay: time.Millisecond})
+	ping(t, c)
+	cs := relayConns(r)
+	for i, hc := range cs[1:] {
+		if _, ok := hc.(detachedConn); ok {
+			t.Errorf("on the pumps, connection %d is still detached", i+1)
+		}
+	}
+	r.mu.Lock()
+	attached := r.attached
+	r.mu.Unlock()
+	if attached == nil || attached != cs[2] {
+		t.Errorf("the client socket given back %v is not the session's %v", attached, cs[2])
+	}
+	echoExact(t, c, 1<<20, 5)
+}
+
 // TestLoopTakesNoEmulatedSession: a session whose binding carries
 // emulation from the start never goes on the loop.
 func TestLoopTakesNoEmulatedSession(t *testing.T) {

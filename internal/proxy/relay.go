@@ -26,10 +26,9 @@ type relay struct {
 	route *Route
 	start time.Time
 
-	client net.Conn // the accepted socket
-
 	mu       sync.Mutex
-	upstream net.Conn         // guarded by mu; nil until dialled
+	client   net.Conn         // guarded by mu once the session relays (the opening reads it alone); the accepted socket, detached while on a loop
+	upstream net.Conn         // guarded by mu; nil until dialled, detached while on a loop
 	attached net.Conn         // guarded by mu; the client socket the loop gave back to the runtime, nil until then
 	sess     *session.Session // guarded by mu; nil until registered
 	pumps    [2]*pump         // guarded by mu; nil until relaying, by direction
@@ -258,12 +257,15 @@ func (r *relay) panicked(pe *panics.Error) {
 	r.srv.countPanic(r.route.Name)
 	r.mu.Lock()
 	var id uint64
+	var client string
 	if r.sess != nil {
-		id = r.sess.ID
+		id, client = r.sess.ID, r.sess.Info.Client
+	} else {
+		client = r.client.RemoteAddr().String()
 	}
 	r.mu.Unlock()
 	r.srv.log.Error("session panicked; closing it", "route", r.route.Name, "session", id,
-		"client", r.client.RemoteAddr().String(), "where", pe.Where, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+		"client", client, "where", pe.Where, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
 }
 
 // relay relays an opened session: it starts the down pump and runs the up
@@ -385,6 +387,15 @@ func (r *relay) onLoop(ctx context.Context, rs *relaying) bool {
 	if c.Sockets != nil {
 		c.Sockets.Set(cs, us)
 	}
+	// Nothing keeps the runtime's closed connections (their descriptors'
+	// state and addresses) while the session is on the loop: an idle
+	// session costs less. toPumps gives the session real ones again, and
+	// the gate its peer, before anything but Close could use them.
+	if sp, ok := rs.up.rw.(peerSetter); ok {
+		sp.SetPeer(nil)
+	}
+	rs.c.Client, rs.c.Upstream = detachedConn{}, detachedConn{}
+	r.client, r.upstream = detachedConn{}, detachedConn{}
 	ls := &loopSess{l: l, r: r, rs: rs, ctx: ctx}
 	ls.sides[0] = loopSide{ls: ls, sock: cs, rd: rs.up, wr: rs.down}
 	ls.sides[1] = loopSide{ls: ls, sock: us, rd: rs.down, wr: rs.up}
