@@ -89,21 +89,29 @@ func TestDetachRelayAttach(t *testing.T) {
 	}
 }
 
-// TestWriteFillsThenEAGAIN: Write takes what the send buffer holds and
-// then reports EAGAIN, never blocking; once the peer reads, Out is
-// reported and writing goes on. Every byte arrives once, in order.
-func TestWriteFillsThenEAGAIN(t *testing.T) {
+// detachedPair returns a socket detached from one end of a TCP pair, the
+// pair's other end, and a poller; the test's cleanup closes them.
+func detachedPair(t *testing.T) (*Socket, net.Conn, *Poller) {
+	t.Helper()
 	a, b := testenv.TCPPair(t)
 	s, err := Detach(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	p, err := NewPoller()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(p.Close)
+	return s, b, p
+}
+
+// TestWriteFillsThenEAGAIN: Write takes what the send buffer holds and
+// then reports EAGAIN, never blocking; once the peer reads, Out is
+// reported and writing goes on. Every byte arrives once, in order.
+func TestWriteFillsThenEAGAIN(t *testing.T) {
+	s, b, p := detachedPair(t)
 	chunk := make([]byte, 1<<20)
 	for i := range chunk {
 		chunk[i] = byte(i * 7)
@@ -172,17 +180,7 @@ func TestWake(t *testing.T) {
 // the event of a registered socket once its peer writes, and a Wait and
 // Wake allocate nothing.
 func TestWaitParkedWakesOnInput(t *testing.T) {
-	a, b := testenv.TCPPair(t)
-	s, err := Detach(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	p, err := NewPoller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	s, b, p := detachedPair(t)
 	if err := p.Add(s.FD(), In, 7); err != nil {
 		t.Fatal(err)
 	}

@@ -46,17 +46,7 @@ func BenchmarkRoutePingPong(b *testing.B) {
 }
 
 func benchPingPong(b *testing.B, loops int) {
-	up := testenv.Serve(b, func(c net.Conn) {
-		buf := make([]byte, 64)
-		for {
-			if _, err := io.ReadFull(c, buf); err != nil {
-				return
-			}
-			if _, err := c.Write(buf); err != nil {
-				return
-			}
-		}
-	})
+	up := testenv.Serve(b, testenv.EchoMessages(64))
 	c := benchRoute(b, up, loops)
 	msg := make([]byte, 64)
 	got := make([]byte, 64)

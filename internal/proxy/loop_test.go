@@ -136,17 +136,7 @@ func TestLoopHoldsNoGoroutinePerSession(t *testing.T) {
 // the loop allocate nothing, counted over the whole process (the loop's
 // goroutine included) and averaged over many round trips.
 func TestLoopRelaysWithoutAllocating(t *testing.T) {
-	up := testenv.Serve(t, func(c net.Conn) {
-		buf := make([]byte, 64)
-		for {
-			if _, err := io.ReadFull(c, buf); err != nil {
-				return
-			}
-			if _, err := c.Write(buf); err != nil {
-				return
-			}
-		}
-	})
+	up := testenv.Serve(t, testenv.EchoMessages(64))
 	srv, addr := loopProxy(t, up, nil, nil)
 	c := testenv.Dial(t, addr)
 	c.SetDeadline(clock.SocketDeadline(60 * time.Second))

@@ -105,3 +105,20 @@ func DeadAddr(t testing.TB) string {
 	ln.Close()
 	return addr
 }
+
+// EchoMessages is a serve function for Serve: it reads messages of size
+// bytes and writes each back, allocating nothing per message, until the
+// connection ends.
+func EchoMessages(size int) func(c net.Conn) {
+	return func(c net.Conn) {
+		buf := make([]byte, size)
+		for {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}
+}

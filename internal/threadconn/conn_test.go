@@ -175,17 +175,7 @@ func TestNewRefusesOtherConns(t *testing.T) {
 // BenchmarkPingPong is one 64-byte request and answer per op over
 // loopback: this package beside net.Conn.
 func BenchmarkPingPong(b *testing.B) {
-	echo := func(c net.Conn) {
-		buf := make([]byte, 64)
-		for {
-			if _, err := io.ReadFull(c, buf); err != nil {
-				return
-			}
-			if _, err := c.Write(buf); err != nil {
-				return
-			}
-		}
-	}
+	echo := testenv.EchoMessages(64)
 	run := func(b *testing.B, c net.Conn) {
 		b.ReportAllocs()
 		buf := make([]byte, 64)
