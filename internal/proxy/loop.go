@@ -613,7 +613,7 @@ func (l *loop) toPumps(ls *loopSess, skip *pump) {
 	r := ls.r
 	r.mu.Lock()
 	rs.c.Client, rs.c.Upstream = client, upstream
-	r.attached, r.upstream = client, upstream
+	r.client, r.upstream = client, upstream
 	r.ls = nil
 	r.mu.Unlock()
 	for _, p := range [2]*pump{rs.up, rs.down} {

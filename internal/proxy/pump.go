@@ -123,10 +123,10 @@ func (p *pump) attach(src, dst, rsrc, rdst net.Conn) {
 	defer p.pk.mu.Unlock()
 	p.src, p.dst, p.rd, p.wr, p.ls = src, dst, rsrc, rdst, nil
 	p.prd, _ = rsrc.(*rawconn.Conn)
-	if rc, ok := rsrc.(*rawconn.Conn); ok {
+	if p.prd != nil {
 		// A plain socket's pump may park; TLS keeps decrypted bytes of
 		// its own, which readiness of the socket would not show.
-		p.pk.rc = rc.RawConn()
+		p.pk.rc = p.prd.RawConn()
 	}
 }
 
@@ -219,6 +219,15 @@ func (p *pump) inject(ctx context.Context) error {
 	}
 }
 
+// addBytes counts n bytes the pump has read.
+func (p *pump) addBytes(n int) {
+	if p.dir == dirUp {
+		p.sess.AddUp(n)
+	} else {
+		p.sess.AddDown(n)
+	}
+}
+
 // bytes returns how many bytes the pump has read so far.
 func (p *pump) bytes() int64 {
 	if p.dir == dirUp {
@@ -273,11 +282,7 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 	if err := p.obs.Observe(b); err != nil {
 		return err
 	}
-	if p.dir == dirUp {
-		p.sess.AddUp(len(b))
-	} else {
-		p.sess.AddDown(len(b))
-	}
+	p.addBytes(len(b))
 	if p.rw != nil {
 		rctx := ctx
 		if p.rwCtx != nil {

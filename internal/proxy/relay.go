@@ -27,9 +27,8 @@ type relay struct {
 	start time.Time
 
 	mu       sync.Mutex
-	client   net.Conn         // guarded by mu once the session relays (the opening reads it alone); the accepted socket, detached while on a loop
+	client   net.Conn         // guarded by mu once the session relays (the opening reads it alone); the accepted socket, detached while on a loop, then the one the loop gave back
 	upstream net.Conn         // guarded by mu; nil until dialled, detached while on a loop
-	attached net.Conn         // guarded by mu; the client socket the loop gave back to the runtime, nil until then
 	sess     *session.Session // guarded by mu; nil until registered
 	pumps    [2]*pump         // guarded by mu; nil until relaying, by direction
 	ls       *loopSess        // guarded by mu; non-nil while an event loop relays the session
@@ -68,9 +67,6 @@ func (r *relay) abortPumps() {
 	r.mu.Lock()
 	r.aborted = true
 	up, client := r.upstream, r.client
-	if r.attached != nil {
-		client = r.attached
-	}
 	pumps := r.pumps
 	r.mu.Unlock()
 	for _, p := range pumps {
@@ -89,9 +85,6 @@ func (r *relay) abortPumps() {
 func (r *relay) unsent() (int, error) {
 	r.mu.Lock()
 	ls, client := r.ls, r.client
-	if r.attached != nil {
-		client = r.attached
-	}
 	r.mu.Unlock()
 	if ls == nil {
 		return UnsentBytes(client)
@@ -381,7 +374,7 @@ func (r *relay) onLoop(ctx context.Context, rs *relaying) bool {
 			cs.Close()
 			return false
 		}
-		rs.c.Client, r.attached = cc, cc
+		rs.c.Client, r.client = cc, cc
 		return false
 	}
 	if c.Sockets != nil {
