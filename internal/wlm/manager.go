@@ -149,7 +149,7 @@ type Manager struct {
 	mu  sync.Mutex     // serialises changes of state; never held with the evaluator's lock
 	rev store.Revision // guarded by mu; the store's revision of state's catalog
 
-	applied atomic.Uint64 // rev, for readers without mu; written under mu
+	applied atomic.Uint64 // rev, for readers without mu; written under mu, after the swap
 	stale   atomic.Int64  // unix nanoseconds since the store is unreachable; 0 when it answers
 	// lowCaps is guarded by mu: per link, a cap on the Low class's rate
 	// in bytes/s set by SetLowPriorityCaps (a fleet's shared budget);
@@ -517,12 +517,15 @@ func (m *Manager) changeLocked(ctx context.Context, fn func(c *Catalog) ([]strin
 	if err != nil {
 		return nil, saveError(err)
 	}
-	m.setRevLocked(rev)
 	m.swapLocked(cur, next)
+	m.setRevLocked(rev)
 	return notices, nil
 }
 
-// setRevLocked records the store's revision of the catalog in force.
+// setRevLocked records the store's revision of the catalog in force. It
+// is called after the catalog is swapped in, so a reader that sees
+// AppliedRevision reach a revision sees that revision's catalog (or a
+// later one) in Catalog.
 func (m *Manager) setRevLocked(rev store.Revision) {
 	m.rev = rev
 	m.applied.Store(uint64(rev))
@@ -578,8 +581,8 @@ func (m *Manager) ApplyStored(c *Catalog, rev store.Revision) bool {
 	if rev <= m.rev {
 		return false
 	}
-	m.setRevLocked(rev)
 	m.swapLocked(m.state.Load(), c)
+	m.setRevLocked(rev)
 	m.log.Info("catalog change applied", "revision", uint64(rev))
 	return true
 }
@@ -662,8 +665,8 @@ func (m *Manager) reloadLocked(ctx context.Context) error {
 		m.setRevLocked(rev)
 		return nil
 	}
-	m.setRevLocked(rev)
 	m.swapLocked(m.state.Load(), cat)
+	m.setRevLocked(rev)
 	return nil
 }
 
