@@ -95,10 +95,17 @@ func Data(ev *unix.EpollEvent) uint64 {
 
 func (p *Poller) ctl(op, fd int, events uint32, data uint64) error {
 	ev := unix.EpollEvent{Events: events, Fd: int32(uint32(data)), Pad: int32(uint32(data >> 32))}
-	if err := unix.EpollCtl(p.epfd, op, fd, &ev); err != nil {
-		return fmt.Errorf("epoll_ctl: %w", err)
+	if errno := rawCtl(p.epfd, op, fd, &ev); errno != 0 {
+		return fmt.Errorf("epoll_ctl: %w", errno)
 	}
 	return nil
+}
+
+// rawCtl is epoll_ctl as a raw system call (it never waits); ev may be
+// nil for EPOLL_CTL_DEL.
+func rawCtl(epfd, op, fd int, ev *unix.EpollEvent) syscall.Errno {
+	_, _, errno := syscall.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(epfd), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
+	return errno
 }
 
 // Add registers fd for events, reported with data.
@@ -113,8 +120,8 @@ func (p *Poller) Mod(fd int, events uint32, data uint64) error {
 
 // Del removes fd's registration.
 func (p *Poller) Del(fd int) error {
-	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil); err != nil {
-		return fmt.Errorf("epoll_ctl del: %w", err)
+	if errno := rawCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil); errno != 0 {
+		return fmt.Errorf("epoll_ctl del: %w", errno)
 	}
 	return nil
 }

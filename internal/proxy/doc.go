@@ -55,7 +55,12 @@
 // reused. On plain sockets the read and the write are raw system calls
 // (internal/rawconn), which under small requests and responses saves a
 // large share of sluice's own CPU; TLS and wrapped connections keep their
-// own Read and Write.
+// own Read and Write. The opening exchange reads and writes raw too: the
+// server wraps a socket as it accepts or dials it, and unwraps it for
+// Route.WrapClient and WrapUpstream and for the event loop. Through the
+// net package each message of a login (pgbench -C: a connection per
+// transaction) woke the runtime's monitor thread of an idle process;
+// raw, a connection cost 7 % less CPU and 11 % fewer context switches.
 // A pump's read buffer (32 KiB) comes from a pool only once its socket
 // has bytes (rawconn.Conn.ReadPooled) and goes back once the chunk has
 // been handed on, so a pump waiting for its peer holds none. A pump's

@@ -91,8 +91,8 @@ func (r *relay) unsent() (int, error) {
 	}
 	n, ierr := 0, error(nil)
 	if err := ls.sides[0].sock.Control(func(fd uintptr) {
-		var info *unix.TCPInfo
-		if info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); ierr == nil {
+		var info unix.TCPInfo
+		if ierr = rawconn.TCPInfo(fd, &info); ierr == nil {
 			n = int(info.Notsent_bytes)
 		}
 	}); err != nil {
@@ -281,11 +281,13 @@ func (r *relay) relay(c wire.Conn, finished func()) {
 	if aborted {
 		c.Upstream.Close()
 	}
+	// The wrappers get the sockets themselves (the options of a
+	// *net.TCPConn), not the raw-I/O wrapper the opening read through.
 	if r.route.WrapClient != nil {
-		c.Client = r.route.WrapClient(c.Client)
+		c.Client = r.route.WrapClient(rawconn.Unwrap(c.Client))
 	}
 	if r.route.WrapUpstream != nil {
-		c.Upstream = r.route.WrapUpstream(c.Upstream)
+		c.Upstream = r.route.WrapUpstream(rawconn.Unwrap(c.Upstream))
 	}
 	log.Info("session open", "route", r.route.Name, "session", sess.ID, "client", sess.Info.Client, "user", sess.User(), "database", sess.Database())
 
@@ -362,11 +364,11 @@ func (r *relay) onLoop(ctx context.Context, rs *relaying) bool {
 	if r.aborted {
 		return false
 	}
-	cs, err := evloop.Detach(c.Client)
+	cs, err := evloop.Detach(rawconn.Unwrap(c.Client))
 	if err != nil {
 		return false
 	}
-	us, err := evloop.Detach(c.Upstream)
+	us, err := evloop.Detach(rawconn.Unwrap(c.Upstream))
 	if err != nil {
 		// c.Client is closed: give the pumps its socket back.
 		cc, aerr := cs.Attach()
@@ -409,7 +411,7 @@ func (r *relay) onLoop(ctx context.Context, rs *relaying) bool {
 
 // plainSocket reports whether c is a socket the loop can take.
 func plainSocket(c net.Conn) bool {
-	switch c.(type) {
+	switch rawconn.Unwrap(c).(type) {
 	case *net.TCPConn, *net.UnixConn:
 		return true
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -61,7 +62,7 @@ func (r *Route) dialer() wire.Dialer {
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", addr, err)
 		}
-		return c, nil
+		return rawconn.Wrap(c), nil
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
 )
 
@@ -290,7 +291,10 @@ func (s *Server) accept(l *listener) {
 			c.Close()
 			return
 		}
-		r := newRelay(s, l.route, c)
+		// Raw reads and writes from the first byte: through the net
+		// package each one of the opening exchange would also wake the
+		// runtime's monitor thread of an idle process.
+		r := newRelay(s, l.route, rawconn.Wrap(c))
 		s.conns[r] = l
 		s.sessions.Add(1)
 		l.sessions.Add(1)

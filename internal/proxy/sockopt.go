@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/sluicelab/sluice/internal/rawconn"
 	"golang.org/x/sys/unix"
 )
 
-// tcpConn returns the TCP connection under c (looking through TLS), or nil.
+// tcpConn returns the TCP connection under c (looking through TLS and
+// rawconn's wrapper), or nil.
 func tcpConn(c net.Conn) *net.TCPConn {
 	switch v := c.(type) {
 	case *net.TCPConn:
 		return v
 	case *tls.Conn:
+		return tcpConn(v.NetConn())
+	case *rawconn.Conn:
 		return tcpConn(v.NetConn())
 	}
 	return nil
@@ -33,7 +37,7 @@ func setNotSentLowat(c net.Conn, n int) error {
 	}
 	var serr error
 	if err := raw.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, n)
+		serr = rawconn.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, n)
 	}); err != nil {
 		return fmt.Errorf("notsent_lowat: %w", err)
 	}
@@ -56,11 +60,11 @@ func UnsentBytes(c net.Conn) (int, error) {
 		return 0, fmt.Errorf("tcp_info: %w", err)
 	}
 	var (
-		info *unix.TCPInfo
+		info unix.TCPInfo
 		ierr error
 	)
 	if err := raw.Control(func(fd uintptr) {
-		info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		ierr = rawconn.TCPInfo(fd, &info)
 	}); err != nil {
 		return 0, fmt.Errorf("tcp_info: %w", err)
 	}

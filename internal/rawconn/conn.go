@@ -83,6 +83,33 @@ func Wrap(c net.Conn) net.Conn {
 	return r
 }
 
+// NetConn returns the connection c wraps (as tls.Conn's NetConn does),
+// for code that needs the socket itself: its type, its descriptor, its
+// options. Reading or writing it directly bypasses c's locks.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite shuts down the writing side of the socket (Wrap only wraps
+// sockets that can).
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+// SyscallConn returns the socket's syscall.RawConn, so that code which
+// takes any syscall.Conn reaches the socket through the wrapper.
+func (c *Conn) SyscallConn() (syscall.RawConn, error) { return c.rc, nil }
+
+// Unwrap returns the connection under c when c is a *Conn, and c itself
+// otherwise.
+func Unwrap(c net.Conn) net.Conn {
+	if r, ok := c.(*Conn); ok {
+		return r.Conn
+	}
+	return c
+}
+
 // RawConn returns the socket's syscall.RawConn, for waiting on it
 // elsewhere than in a Read (internal/idlepark).
 func (c *Conn) RawConn() syscall.RawConn { return c.rc }

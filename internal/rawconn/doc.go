@@ -26,6 +26,11 @@
 // a caller that must know when bytes reached the host rather than when it
 // got to them. parseStamp decodes the control messages and never panics.
 //
+// A Conn is also what code that needs the socket reaches through: NetConn
+// returns it, SyscallConn its descriptor, CloseWrite half-closes it, and
+// Unwrap undoes Wrap. Socket options a session sets (SetsockoptInt) and
+// reads (TCPInfo) are raw system calls for the same reason as reads.
+//
 // Invariants: every byte passed to Write is written, in order, or Write
 // returns an error saying how many were; Read returns at least one byte,
 // io.EOF at the end of the stream, or an error; nothing is allocated per

@@ -67,8 +67,8 @@ func rawRTT(rc Controller) time.Duration {
 	var rtt uint32
 	var serr error
 	err := rc.Control(func(fd uintptr) {
-		var info *unix.TCPInfo
-		info, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		var info unix.TCPInfo
+		serr = TCPInfo(fd, &info)
 		if serr == nil {
 			rtt = info.Min_rtt
 			if rtt == 0 {
