@@ -34,10 +34,10 @@ type boundCheck struct {
 
 // checkAdmitBound runs the limited sessions in a loop for 10 s (3 s
 // with -short), and the other one every 20 ms, sampling c.active every
-// 50 ms: no sample may exceed the limit, at least one must see a
-// statement, throughput must be within half to one and a half of
-// boundLimit/boundSleep, and the other pool's statements must never
-// wait as long as two slots.
+// 50 ms: no sample may exceed the limit, some sample must see it
+// reached, throughput must be above one slot's and at most one and a
+// half of boundLimit/boundSleep, and the other pool's statements must
+// never wait as long as two slots.
 func checkAdmitBound(t *testing.T, c boundCheck) {
 	t.Helper()
 	run := 10 * time.Second
@@ -116,9 +116,15 @@ func checkAdmitBound(t *testing.T, c boundCheck) {
 	if maxActive == 0 {
 		t.Fatal("no sample saw a statement running")
 	}
-	// Sanity, not timing: the slots were used, and never more than the limit.
-	if rate < want/2 || rate > want*1.5 {
-		t.Errorf("throughput %.2f/s, far from %.1f/s", rate, want)
+	// Every slot was used (some sample saw the limit reached), and the
+	// sessions made more than a single slot could: not timing, since
+	// the shared test server's own pace varies with what else runs on
+	// it (a SLEEP(0.5) took 2 s under another package's chaos test).
+	if maxActive < boundLimit {
+		t.Errorf("at most %d statements seen running, want the limit %d reached", maxActive, boundLimit)
+	}
+	if one := 1 / boundSleep.Seconds(); rate <= one || rate > want*1.5 {
+		t.Errorf("throughput %.2f/s: want more than one slot's %.1f/s and not over %.1f/s", rate, one, want*1.5)
 	}
 	if otherMax > 2*boundSleep {
 		t.Errorf("the other pool's statement waited %v, as long as a slot", otherMax)
