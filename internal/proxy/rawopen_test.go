@@ -55,12 +55,7 @@ func TestOpeningSocketsAreRaw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.Dial("tcp", addr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ping(t, c)
+	ping(t, testenv.Dial(t, addr.String()))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	raw, sock := fmt.Sprintf("%T", &rawconn.Conn{}), fmt.Sprintf("%T", &net.TCPConn{})

@@ -5,22 +5,15 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // TestSockopts: an option set raw reads back through the library's
 // getsockopt, TCP_INFO matches the library's, and both fail on a socket
 // that is not TCP.
 func TestSockopts(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _ := testenv.TCPPair(t)
 	rc, err := c.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
