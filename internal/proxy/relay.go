@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/evloop"
 	"github.com/sluicelab/sluice/internal/panics"
@@ -89,19 +87,7 @@ func (r *relay) unsent() (int, error) {
 	if ls == nil {
 		return UnsentBytes(client)
 	}
-	n, ierr := 0, error(nil)
-	if err := ls.sides[0].sock.Control(func(fd uintptr) {
-		var info unix.TCPInfo
-		if ierr = rawconn.TCPInfo(fd, &info); ierr == nil {
-			n = int(info.Notsent_bytes)
-		}
-	}); err != nil {
-		return 0, err
-	}
-	if ierr != nil {
-		return 0, nil // not TCP
-	}
-	return n, nil
+	return notSent(ls.sides[0].sock)
 }
 
 // serve runs the session's opening exchange on the calling goroutine,

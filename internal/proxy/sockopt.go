@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net"
 
@@ -15,9 +14,7 @@ func tcpConn(c net.Conn) *net.TCPConn {
 	switch v := c.(type) {
 	case *net.TCPConn:
 		return v
-	case *tls.Conn:
-		return tcpConn(v.NetConn())
-	case *rawconn.Conn:
+	case interface{ NetConn() net.Conn }: // *tls.Conn, *rawconn.Conn
 		return tcpConn(v.NetConn())
 	}
 	return nil
@@ -59,11 +56,17 @@ func UnsentBytes(c net.Conn) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("tcp_info: %w", err)
 	}
+	return notSent(raw)
+}
+
+// notSent is UnsentBytes of the socket ctl controls (a runtime socket's
+// or an event loop's); an error for a closed or non-TCP socket.
+func notSent(ctl rawconn.Controller) (int, error) {
 	var (
 		info unix.TCPInfo
 		ierr error
 	)
-	if err := raw.Control(func(fd uintptr) {
+	if err := ctl.Control(func(fd uintptr) {
 		ierr = rawconn.TCPInfo(fd, &info)
 	}); err != nil {
 		return 0, fmt.Errorf("tcp_info: %w", err)

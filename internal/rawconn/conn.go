@@ -97,10 +97,6 @@ func (c *Conn) CloseWrite() error {
 	return c.Conn.Close()
 }
 
-// SyscallConn returns the socket's syscall.RawConn, so that code which
-// takes any syscall.Conn reaches the socket through the wrapper.
-func (c *Conn) SyscallConn() (syscall.RawConn, error) { return c.rc, nil }
-
 // Unwrap returns the connection under c when c is a *Conn, and c itself
 // otherwise.
 func Unwrap(c net.Conn) net.Conn {

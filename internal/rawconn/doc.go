@@ -27,7 +27,7 @@
 // got to them. parseStamp decodes the control messages and never panics.
 //
 // A Conn is also what code that needs the socket reaches through: NetConn
-// returns it, SyscallConn its descriptor, CloseWrite half-closes it, and
+// returns it, CloseWrite half-closes it, and
 // Unwrap undoes Wrap. Socket options a session sets (SetsockoptInt) and
 // reads (TCPInfo) are raw system calls for the same reason as reads.
 //
