@@ -26,8 +26,8 @@ type Socket struct {
 }
 
 // Detach takes c's socket out of the runtime: it duplicates c's
-// descriptor and closes c. c must be a *net.TCPConn or *net.UnixConn
-// that nothing else reads, writes or closes from now on (a later Close of
+// descriptor and closes c. c must be a *net.TCPConn, a *net.UnixConn
+// or a *rawconn.TCPSocket that nothing else reads, writes or closes from now on (a later Close of
 // c is harmless: it returns an error). The duplicate shares the socket's
 // file status, so it is non-blocking like the runtime's. On an error c is
 // left open.

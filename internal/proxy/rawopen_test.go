@@ -58,7 +58,7 @@ func TestOpeningSocketsAreRaw(t *testing.T) {
 	ping(t, testenv.Dial(t, addr.String()))
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	raw, sock := fmt.Sprintf("%T", &rawconn.Conn{}), fmt.Sprintf("%T", &net.TCPConn{})
+	raw, sock := fmt.Sprintf("%T", &rawconn.Conn{}), fmt.Sprintf("%T", &rawconn.TCPSocket{})
 	for name, want := range map[string]string{"client": raw, "upstream": raw, "wrap client": sock, "wrap upstream": sock} {
 		if got := f.types[name]; got != want {
 			t.Errorf("%s: %s, want %s", name, got, want)

@@ -398,7 +398,7 @@ func (r *relay) onLoop(ctx context.Context, rs *relaying) bool {
 // plainSocket reports whether c is a socket the loop can take.
 func plainSocket(c net.Conn) bool {
 	switch rawconn.Unwrap(c).(type) {
-	case *net.TCPConn, *net.UnixConn:
+	case *net.TCPConn, *net.UnixConn, *rawconn.TCPSocket:
 		return true
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/rawconn"
@@ -56,6 +57,21 @@ func (r *Route) dialer() wire.Dialer {
 	// The Dialer is made per dial: sessions keep their dialer (a
 	// PostgreSQL cancel request dials again), and it should cost them
 	// little while idle.
+	// An address of an IP and a port is dialed with raw system calls
+	// (rawconn.DialTCP), for the reason the server accepts with them; a
+	// name to resolve or a Unix socket goes through the net package.
+	ap, apErr := netip.ParseAddrPort(addr)
+	if apErr == nil && wire.Network(addr) == "tcp" {
+		return func(ctx context.Context) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			c, err := rawconn.DialTCP(ctx, ap)
+			if err != nil {
+				return nil, fmt.Errorf("upstream %s: %w", addr, err)
+			}
+			return c, nil
+		}
+	}
 	return func(ctx context.Context) (net.Conn, error) {
 		d := net.Dialer{Timeout: timeout}
 		c, err := d.DialContext(ctx, wire.Network(addr), addr)

@@ -133,6 +133,17 @@ func (s *Server) AddRoute(r Route) (net.Addr, error) {
 			return nil, fmt.Errorf("route %s: listen: %w", r.Name, err)
 		}
 	}
+	// A TCP listener's connections are accepted with raw system calls:
+	// through the net package, accepting and setting up each one wakes
+	// the runtime's monitor thread of an idle process.
+	if tl, ok := ln.(*net.TCPListener); ok {
+		rl, err := rawconn.Listen(tl)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("route %s: listen: %w", r.Name, err)
+		}
+		ln = rl
+	}
 	l := &listener{route: &r, ln: ln, done: make(chan struct{})}
 	s.mu.Lock()
 	if s.closing {
@@ -293,7 +304,8 @@ func (s *Server) accept(l *listener) {
 		}
 		// Raw reads and writes from the first byte: through the net
 		// package each one of the opening exchange would also wake the
-		// runtime's monitor thread of an idle process.
+		// runtime's monitor thread of an idle process. (A
+		// rawconn.Listener's connections are wrapped already.)
 		r := newRelay(s, l.route, rawconn.Wrap(c))
 		s.conns[r] = l
 		s.sessions.Add(1)

@@ -3,16 +3,19 @@ package proxy
 import (
 	"fmt"
 	"net"
+	"syscall"
 
 	"github.com/sluicelab/sluice/internal/rawconn"
 	"golang.org/x/sys/unix"
 )
 
-// tcpConn returns the TCP connection under c (looking through TLS and
+// tcpConn returns the TCP socket under c (looking through TLS and
 // rawconn's wrapper), or nil.
-func tcpConn(c net.Conn) *net.TCPConn {
+func tcpConn(c net.Conn) syscall.Conn {
 	switch v := c.(type) {
 	case *net.TCPConn:
+		return v
+	case *rawconn.TCPSocket:
 		return v
 	case interface{ NetConn() net.Conn }: // *tls.Conn, *rawconn.Conn
 		return tcpConn(v.NetConn())

@@ -61,8 +61,8 @@ func Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	return Wrap(c), nil
 }
 
-// Wrap returns c with raw reads and writes if c is a *net.TCPConn or a
-// *net.UnixConn, and c itself otherwise (TLS and other wrapped
+// Wrap returns c with raw reads and writes if c is a *net.TCPConn, a
+// *net.UnixConn or a *TCPSocket, and c itself otherwise (TLS and other wrapped
 // connections keep their own Read and Write).
 func Wrap(c net.Conn) net.Conn {
 	var sc syscall.Conn
@@ -70,6 +70,8 @@ func Wrap(c net.Conn) net.Conn {
 	case *net.TCPConn:
 		sc = v
 	case *net.UnixConn:
+		sc = v
+	case *TCPSocket:
 		sc = v
 	default:
 		return c

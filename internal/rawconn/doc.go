@@ -31,6 +31,17 @@
 // Unwrap undoes Wrap. Socket options a session sets (SetsockoptInt) and
 // reads (TCPInfo) are raw system calls for the same reason as reads.
 //
+// TCPSocket goes one step further, for a process that is idle between
+// connections (pgbench -C): Listener.Accept and DialTCP make, configure
+// and connect TCP sockets with raw system calls, and register them in the
+// runtime's poller as *os.File, which for a non-blocking descriptor costs
+// no blocking-path call either. Through the net package the first of the
+// six or more such calls of each connection's set-up woke the monitor
+// thread, which then naps in 20 us steps until the process is idle
+// again. Measured under pgbench -S -C: 3.5 fewer context switches and
+// about 16 % less CPU per connection. A name to resolve and Unix sockets
+// still go through the net package.
+//
 // Invariants: every byte passed to Write is written, in order, or Write
 // returns an error saying how many were; Read returns at least one byte,
 // io.EOF at the end of the stream, or an error; nothing is allocated per
