@@ -198,10 +198,12 @@ func DialTCP(ctx context.Context, raddr netip.AddrPort) (net.Conn, error) {
 			break
 		}
 	}
+	// A connect retried after EINTR reports the first one's progress:
+	// EALREADY while it goes on, EISCONN once it is done.
 	switch errno {
 	case 0, unix.EISCONN:
 		connected = true
-	case unix.EINPROGRESS, unix.EALREADY, unix.EINTR:
+	case unix.EINPROGRESS, unix.EALREADY:
 	default:
 		rawClose(fd)
 		return nil, opErr(os.NewSyscallError("connect", errno))
