@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,8 +129,8 @@ func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 	c := &EtcdCluster{t: t, bin: bin, dir: t.TempDir(), procs: make([]*exec.Cmd, n)}
 	var parts []string
 	for i := range n {
-		c.client = append(c.client, freePort(t))
-		c.peer = append(c.peer, freePort(t))
+		c.client = append(c.client, DeadAddr(t))
+		c.peer = append(c.peer, DeadAddr(t))
 		parts = append(parts, fmt.Sprintf("m%d=http://%s", i, c.peer[i]))
 	}
 	c.cluster = strings.Join(parts, ",")
@@ -245,15 +244,4 @@ func (c *EtcdCluster) logs() string {
 		fmt.Fprintf(&b, "--- member %d ---\n%s\n", i, data)
 	}
 	return b.String()
-}
-
-// freePort returns a loopback address no one listens on now.
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -93,7 +93,7 @@ func StartMariaDB(t testing.TB, args ...string) *MariaDB {
 	if err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, tailOf(out, 2000))
 	}
-	port := freePort(t)
+	port := DeadAddr(t)
 	_, p, _ := net.SplitHostPort(port)
 	logFile := filepath.Join(dir, "mysql.err")
 	m.cmd = exec.Command(server, append([]string{"--no-defaults", "--datadir=" + data, "--port=" + p,

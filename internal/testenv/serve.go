@@ -7,8 +7,11 @@ package testenv
 import (
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // listen listens on a free loopback port; a failure fails t.
@@ -96,14 +99,29 @@ func Echo(t testing.TB) string {
 	return Serve(t, func(c net.Conn) { io.Copy(c, c) })
 }
 
-// DeadAddr returns a loopback address that nothing listens on: a port
-// that was free a moment ago, so a dial is refused.
+// DeadAddr returns a loopback address that nothing listens on, so a dial
+// is refused, and that no other DeadAddr or free-port pick hands out until
+// the test ends: the port stays bound (SO_REUSEADDR, never listening) by a
+// socket closed in the test's cleanup. A listener that sets SO_REUSEADDR,
+// as every Go listener does, can still listen on it meanwhile.
 func DeadAddr(t testing.TB) string {
 	t.Helper()
-	ln := listen(t)
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("dead address: socket: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		t.Fatalf("dead address: SO_REUSEADDR: %v", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("dead address: bind: %v", err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("dead address: getsockname: %v", err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*unix.SockaddrInet4).Port))
 }
 
 // EchoMessages is a serve function for Serve: it reads messages of size
