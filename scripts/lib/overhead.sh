@@ -12,10 +12,12 @@
 # with a process id also gets that process's CPU time per transaction
 # (user + system, from /proc/PID/stat, all threads; in microseconds; the
 # kernel's accounting has a 10 ms tick, so runs should make at least a
-# second of CPU) and its context switches per transaction (voluntary and
+# second of CPU), its context switches per transaction (voluntary and
 # involuntary, summed over /proc/PID/task/*/status before and after the
-# run). The means are left in MEAN_TPS, CPU_TX and CS_TX, by target name,
-# for verdict.
+# run) and, of those, the involuntary ones (preempted/tx: the kernel took
+# the CPU from a thread that could still run, typically for the process
+# its write just woke). The means are left in MEAN_TPS, CPU_TX, CS_TX and
+# PRE_TX, by target name, for verdict.
 #
 #   verdict "what" tps|cpu TARGET FACTOR REF...
 #
@@ -45,15 +47,15 @@
 overhead_tmp=$(mktemp -d)
 chmod 777 "$overhead_tmp" # pgbouncer runs as postgres and writes its pid and log here
 
-declare -A MEAN_TPS=() CPU_TX=() CS_TX=()
+declare -A MEAN_TPS=() CPU_TX=() CS_TX=() PRE_TX=()
 
 proc_cpu_ticks() { # pid -> utime+stime of all threads, in clock ticks
 	awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
-proc_ctxsw() { # pid -> context switches summed over its threads
+proc_ctxsw() { # pid -> context switches summed over its threads, then the involuntary ones
 	cat /proc/"$1"/task/*/status 2>/dev/null |
-		awk '/^(non)?voluntary_ctxt_switches/ {n += $2} END {print n + 0}'
+		awk '/^(non)?voluntary_ctxt_switches/ {n += $2} /^nonvoluntary_ctxt_switches/ {p += $2} END {print n + 0, p + 0}'
 }
 
 compare() {
@@ -65,52 +67,56 @@ compare() {
 		ports+=("${rest%%:*}")
 		if [[ $rest == *:* ]]; then pids+=("${rest#*:}"); else pids+=(""); fi
 	done
-	local n=${#names[@]} r i k out tps tx pid c0 c1 s0 s1 hz
+	local n=${#names[@]} r i k out tps tx pid c0 c1 s0 s1 p0 p1 hz
 	hz=$(getconf CLK_TCK)
-	local -A sum=() txs=() cpu=() cs=()
-	printf '%-6s %-12s %12s %12s %10s\n' round target tps cpu_us/tx cs/tx
+	local -A sum=() txs=() cpu=() cs=() pre=()
+	printf '%-6s %-12s %12s %12s %10s %14s\n' round target tps cpu_us/tx cs/tx preempted/tx
 	for r in $(seq 1 "$ROUNDS"); do
 		for k in $(seq 0 $((n - 1))); do
 			i=$(((k + r - 1) % n))
 			pid=${pids[$i]}
 			if [ -n "$pid" ]; then
 				c0=$(proc_cpu_ticks "$pid")
-				s0=$(proc_ctxsw "$pid")
+				read -r s0 p0 <<<"$(proc_ctxsw "$pid")"
 			fi
 			out=$(run "${ports[$i]}")
 			read -r tps tx <<<"$out"
 			tps=${tps:-0}
 			tx=${tx:-$(echo "$tps * $DURATION" | bc -l)}
-			local name=${names[$i]} cpucol=- cscol=-
+			local name=${names[$i]} cpucol=- cscol=- precol=-
 			sum[$name]=$(echo "${sum[$name]:-0} + $tps" | bc -l)
 			txs[$name]=$(echo "${txs[$name]:-0} + $tx" | bc -l)
 			if [ -n "$pid" ]; then
 				c1=$(proc_cpu_ticks "$pid")
-				s1=$(proc_ctxsw "$pid")
+				read -r s1 p1 <<<"$(proc_ctxsw "$pid")"
 				cpu[$name]=$(echo "${cpu[$name]:-0} + ($c1 - $c0) * 1000000 / $hz" | bc -l)
 				cs[$name]=$(echo "${cs[$name]:-0} + $s1 - $s0" | bc -l)
+				pre[$name]=$(echo "${pre[$name]:-0} + $p1 - $p0" | bc -l)
 				if [ "$(echo "$tx > 0" | bc)" = 1 ]; then
 					cpucol=$(printf '%.1f' "$(echo "($c1 - $c0) * 1000000 / $hz / $tx" | bc -l)")
 					cscol=$(printf '%.3f' "$(echo "($s1 - $s0) / $tx" | bc -l)")
+					precol=$(printf '%.3f' "$(echo "($p1 - $p0) / $tx" | bc -l)")
 				fi
 			fi
-			printf '%-6s %-12s %12.1f %12s %10s\n' "$r" "$name" "$tps" "$cpucol" "$cscol"
+			printf '%-6s %-12s %12.1f %12s %10s %14s\n' "$r" "$name" "$tps" "$cpucol" "$cscol" "$precol"
 		done
 	done
 	local base
 	base=$(echo "${sum[${names[0]}]} / $ROUNDS" | bc -l)
 	for i in $(seq 0 $((n - 1))); do
-		local name=${names[$i]} mean cpucol=- cscol=-
+		local name=${names[$i]} mean cpucol=- cscol=- precol=-
 		mean=$(echo "${sum[$name]} / $ROUNDS" | bc -l)
 		MEAN_TPS[$name]=$mean
 		if [ -n "${cpu[$name]:-}" ] && [ "$(echo "${txs[$name]} > 0" | bc)" = 1 ]; then
 			CPU_TX[$name]=$(echo "${cpu[$name]} / ${txs[$name]}" | bc -l)
 			CS_TX[$name]=$(echo "${cs[$name]} / ${txs[$name]}" | bc -l)
+			PRE_TX[$name]=$(echo "${pre[$name]} / ${txs[$name]}" | bc -l)
 			cpucol=$(printf '%.1f us' "${CPU_TX[$name]}")
 			cscol=$(printf '%.3f' "${CS_TX[$name]}")
+			precol=$(printf '%.3f' "${PRE_TX[$name]}")
 		fi
-		printf 'mean %-12s %10.1f tps   ratio to %s %.3f   cpu/tx %10s   cs/tx %6s\n' \
-			"$name" "$mean" "${names[0]}" "$(echo "$mean / $base" | bc -l)" "$cpucol" "$cscol"
+		printf 'mean %-12s %10.1f tps   ratio to %s %.3f   cpu/tx %10s   cs/tx %6s   preempted/tx %6s\n' \
+			"$name" "$mean" "${names[0]}" "$(echo "$mean / $base" | bc -l)" "$cpucol" "$cscol" "$precol"
 	done
 }
 
