@@ -7,11 +7,10 @@ package testenv
 import (
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/sluicelab/sluice/internal/loopport"
 )
 
 // listen listens on a free loopback port; a failure fails t.
@@ -100,28 +99,16 @@ func Echo(t testing.TB) string {
 }
 
 // DeadAddr returns a loopback address that nothing listens on, so a dial
-// is refused, and that no other DeadAddr or free-port pick hands out until
-// the test ends: the port stays bound (SO_REUSEADDR, never listening) by a
-// socket closed in the test's cleanup. A listener that sets SO_REUSEADDR,
-// as every Go listener does, can still listen on it meanwhile.
+// is refused, reserved (package loopport) until the test ends: no other
+// pick hands it out meanwhile, and a server can still listen on it.
 func DeadAddr(t testing.TB) string {
 	t.Helper()
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	r, err := loopport.Reserve()
 	if err != nil {
-		t.Fatalf("dead address: socket: %v", err)
+		t.Fatalf("dead address: %v", err)
 	}
-	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
-		t.Fatalf("dead address: SO_REUSEADDR: %v", err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatalf("dead address: bind: %v", err)
-	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		t.Fatalf("dead address: getsockname: %v", err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*unix.SockaddrInet4).Port))
+	t.Cleanup(func() { r.Close() })
+	return r.Addr()
 }
 
 // EchoMessages is a serve function for Serve: it reads messages of size

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicelab/sluice/internal/loopport"
 )
 
 // Sluice is a running `sluice serve`.
@@ -45,14 +47,16 @@ func Build() (bin, dir string, err error) {
 	return bin, dir, nil
 }
 
-// FreeAddr returns a loopback address that was free a moment ago.
+// FreeAddr returns a loopback address nothing listens on yet, reserved
+// (package loopport) for as long as the measurement program runs, so two
+// calls never return the same address; the server it is for can listen on
+// it all the same.
 func FreeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := loopport.Reserve()
 	if err != nil {
 		panic(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return r.Addr()
 }
 
 // Start builds sluice and serves one route of protocol to upstream, with

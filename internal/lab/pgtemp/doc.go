@@ -2,8 +2,10 @@
 // server binaries, for `sluice lab --backend postgres`.
 //
 // Start creates a private temporary directory, runs initdb into it,
-// starts postgres listening only on a free loopback port (and on a Unix
-// socket inside that directory), and waits until it accepts connections.
+// starts postgres listening only on a free loopback port (reserved with
+// package loopport until the server listens, so servers started at once
+// never share one) and on a Unix socket inside that directory, and waits
+// until it accepts connections.
 // The superuser is "postgres" with a random password given to initdb
 // through a file; TCP connections authenticate with scram-sha-256. The
 // server runs without fsync and with synchronous_commit off: its data is

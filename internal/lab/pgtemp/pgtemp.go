@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/loopport"
 )
 
 // ErrNotInstalled is wrapped by Start's error when initdb or postgres
@@ -195,10 +196,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	os.Remove(pwfile)
 
-	port, err := freePort()
+	// Held until the server listens on it, so servers started at once
+	// never pick the same port (PostgreSQL listens with SO_REUSEADDR).
+	res, err := loopport.Reserve()
 	if err != nil {
 		return nil, fmt.Errorf("pgtemp: %w", err)
 	}
+	defer res.Close()
+	port := res.Port()
 	args := []string{"-D", data, "-p", strconv.Itoa(port)}
 	if o.CertPEM != nil && o.KeyPEM != nil {
 		tlsArgs, err := writeTLS(dir, cred, o.CertPEM, o.KeyPEM)
@@ -349,16 +354,6 @@ func command(ctx context.Context, cred *syscall.Credential, dir, name string, ar
 		c.Env = append(c.Env, "HOME="+dir)
 	}
 	return c
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func randomHex(n int) (string, error) {
