@@ -288,6 +288,7 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 	var closeConn func()
 	if gate != nil {
 		gate.SetPeer(client)
+		gate.SetFarewell(farewell)
 		inj = &injector{d: downObs}
 		adm := &admitUp{u: upObs, g: gate, inj: inj, route: &f.gates}
 		upObs.adm = adm

@@ -234,6 +234,7 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 		wc.Up, wc.Down = forwarding(f.forward, f.log, sess, upObs, downObs)
 	} else if gate != nil {
 		gate.SetPeer(conn)
+		gate.SetFarewell(farewell)
 		inj := &injector{s: downObs}
 		adm := &admitUp{obs: upObs, g: gate, inj: inj}
 		upObs.adm = adm
