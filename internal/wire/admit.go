@@ -10,8 +10,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 )
 
@@ -109,7 +111,8 @@ func Refused(err error) (code, msg string) {
 // session ends (Close). A session inside a transaction is never held.
 //
 // A nil *Gate admits everything; its methods are no-ops. Safe for
-// concurrent use; mu is a leaf lock (Admit and release run without it).
+// concurrent use; mu is taken before session.Session.mu and no other
+// lock (Admit and release run without it).
 type Gate struct {
 	adm  Admitter
 	try  TryAdmitter // adm, when it is one; nil otherwise
@@ -128,6 +131,13 @@ type Gate struct {
 	waiting context.CancelCauseFunc // guarded by mu; ends the wait in progress; nil when none
 	waitSt  *session.Statement      // guarded by mu; the statement waiting, with waiting
 	closed  bool                    // guarded by mu; the session has ended
+	idle    bool                    // guarded by mu; sess was told it is idle in a transaction
+
+	// sess and clk, set by Track before the session relays, are where
+	// the gate records when the session sits idle in a transaction
+	// (session.Session.SetIdleInTransaction, called under mu).
+	sess *session.Session
+	clk  clock.Clock
 
 	// The wait's context, kept across waits while its parent is the same
 	// and it was not cancelled, so a wait costs no allocation. Used by
@@ -162,6 +172,16 @@ func (g *Gate) SetPeer(client net.Conn) {
 	if g != nil {
 		g.gone = PeerGone(client)
 		g.peer = client
+	}
+}
+
+// Track makes the gate record on sess when the session sits idle inside
+// a transaction (session.Slot.IdleSince), on clk: from the server's
+// final answer that leaves a transaction open with nothing owed, until
+// the client's next request begins. Called before the session relays.
+func (g *Gate) Track(sess *session.Session, clk clock.Clock) {
+	if g != nil {
+		g.sess, g.clk = sess, clk
 	}
 }
 
@@ -267,7 +287,9 @@ func peekFD(fd uintptr, b []byte) (n int, errno syscall.Errno) {
 // when the request earns a final answer of its own, open the client's
 // in-a-request state after it (PostgreSQL: true from Parse, Bind,
 // Execute..., false at Sync). It reports whether the request must wait
-// for admission: the session holds no slot and is not in a transaction.
+// for admission: the session holds no slot and is not in a transaction,
+// or (a Wait that then fails) the session was ended for sitting idle in
+// its transaction (session.Session.TerminateIdle) as the request began.
 func (g *Gate) Start(earns, open bool) (admit bool) {
 	if g == nil {
 		return false
@@ -278,6 +300,15 @@ func (g *Gate) Start(earns, open bool) (admit bool) {
 		g.owed++
 	}
 	g.open = open
+	if g.idle {
+		g.idle = false
+		if !g.sess.LeaveIdle() {
+			// The session was ended for sitting idle: the request is held,
+			// and its Wait fails, so nothing more reaches the server.
+			g.closed = true
+			return true
+		}
+	}
 	return g.release == nil && !g.inTx && !g.closed
 }
 
@@ -438,6 +469,14 @@ func (g *Gate) Answered(inTx bool) {
 	if !inTx && g.owed == 0 && !g.open && g.release != nil {
 		rel, g.release = g.release, nil
 	}
+	if idle := inTx && g.owed == 0 && !g.open && !g.closed; idle != g.idle && g.sess != nil {
+		g.idle = idle
+		since := time.Time{}
+		if idle {
+			since = g.clk.Now()
+		}
+		g.sess.SetIdleInTransaction(since)
+	}
 	g.mu.Unlock()
 	if rel != nil {
 		rel()
@@ -453,6 +492,10 @@ func (g *Gate) Close() {
 	}
 	g.mu.Lock()
 	g.closed = true
+	if g.idle {
+		g.idle = false
+		g.sess.SetIdleInTransaction(time.Time{})
+	}
 	rel := g.release
 	g.release = nil
 	if g.waiting != nil {
