@@ -82,6 +82,7 @@ func TestAdmitPGClientsGoneWhileHeld(t *testing.T) {
 	if n := backends(); n != goneClients {
 		t.Fatalf("%d backends of the held clients, want %d", n, goneClients)
 	}
+	left := time.Now()
 	for i, c := range conns {
 		leave(t, c, i%2 == 1)
 	}
@@ -91,6 +92,7 @@ func TestAdmitPGClientsGoneWhileHeld(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the gone clients' sessions and backends ended", func() bool {
 		return routeSessions(st, "lim") == 1 && backends() == 0
 	})
+	t.Logf("%d sessions and backends gone %v after their clients left", goneClients, time.Since(left).Round(time.Millisecond))
 	if s := st.Manager().AdmissionStats()["admw_lim"]; s.Running != 1 || s.Waiting != 0 {
 		t.Fatalf("admission %+v, want the holder's slot only", s)
 	}
@@ -160,6 +162,7 @@ func TestAdmitMySQLClientsGoneWhileHeld(t *testing.T) {
 	if n := connections(); n != goneClients {
 		t.Fatalf("%d server connections of the held clients, want %d", n, goneClients)
 	}
+	left := time.Now()
 	for i, c := range conns {
 		leave(t, c, i%2 == 1)
 	}
@@ -169,6 +172,7 @@ func TestAdmitMySQLClientsGoneWhileHeld(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the gone clients' sessions and connections ended", func() bool {
 		return routeSessions(st, "lim") == 1 && connections() == 0
 	})
+	t.Logf("%d sessions and server connections gone %v after their clients left", goneClients, time.Since(left).Round(time.Millisecond))
 	if s := st.Manager().AdmissionStats()["admw_lim"]; s.Running != 1 || s.Waiting != 0 {
 		t.Fatalf("admission %+v, want the holder's slot only", s)
 	}

@@ -132,6 +132,7 @@ type Gate struct {
 	waitSt  *session.Statement      // guarded by mu; the statement waiting, with waiting
 	closed  bool                    // guarded by mu; the session has ended
 	idle    bool                    // guarded by mu; sess was told it is idle in a transaction
+	ended   bool                    // guarded by mu; the session was ended for sitting idle (closed is set too)
 
 	// sess and clk, set by Track before the session relays, are where
 	// the gate records when the session sits idle in a transaction
@@ -303,13 +304,13 @@ func (g *Gate) Start(earns, open bool) (admit bool) {
 	if g.idle {
 		g.idle = false
 		if !g.sess.LeaveIdle() {
-			// The session was ended for sitting idle: the request is held,
-			// and its Wait fails, so nothing more reaches the server.
-			g.closed = true
-			return true
+			// The session was ended for sitting idle: every request from
+			// now is held, and its Wait fails, so no statement reaches the
+			// server.
+			g.closed, g.ended = true, true
 		}
 	}
-	return g.release == nil && !g.inTx && !g.closed
+	return g.ended || g.release == nil && !g.inTx && !g.closed
 }
 
 // Held reports whether the session holds a slot.

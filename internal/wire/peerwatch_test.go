@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
@@ -138,5 +139,55 @@ func TestGateWaitEndsWhenClientLeaves(t *testing.T) {
 				t.Fatalf("read after the watch: %v", err)
 			}
 		})
+	}
+}
+
+// TestGateIdleInTransaction: the gate records on the session when it
+// sits idle inside a transaction and when its next request begins; once
+// the session is ended for sitting idle (TerminateIdle), every request
+// that begins is held and its Wait fails, so nothing reaches the server.
+func TestGateIdleInTransaction(t *testing.T) {
+	reg := session.NewRegistry(session.Options{})
+	clk := clock.NewFake(time.Unix(1000, 0))
+	sess := reg.Open(session.Info{Route: "r", Protocol: "mysql"}, clk.Now())
+	defer sess.Close(clk.Now())
+	var reason []session.EndReason
+	sess.SetHooks(nil, func(r session.EndReason) { reason = append(reason, r) })
+	g := NewGate(&holdingAdmitter{})
+	g.Track(sess, clk)
+	st := sess.Begin("BEGIN", clk.Now())
+	if !g.Start(true, false) {
+		t.Fatal("the first request need not wait")
+	}
+	if err := g.Wait(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
+	g.Answered(true)
+	since := sess.Slot().IdleSince
+	if !since.Equal(clk.Now()) {
+		t.Fatalf("IdleSince %v after a transaction's answer, want %v", since, clk.Now())
+	}
+	if g.Start(true, false) {
+		t.Fatal("a request inside the transaction must not wait")
+	}
+	if !sess.Slot().IdleSince.IsZero() {
+		t.Fatal("still idle once a request began")
+	}
+	clk.Advance(time.Second)
+	g.Answered(true)
+	clk.Advance(time.Minute)
+	if sess.TerminateIdle(since) {
+		t.Fatal("ended for an idle time that is over")
+	}
+	if !sess.TerminateIdle(sess.Slot().IdleSince) || len(reason) != 1 || reason[0] != session.EndIdleInTransaction {
+		t.Fatalf("TerminateIdle: reasons %v", reason)
+	}
+	// A request begun as the session ends, in a transaction, is held (both
+	// of MySQL's Start calls for one command say so) and fails its wait.
+	if !g.Start(false, true) || !g.Start(true, false) {
+		t.Fatal("a request after the end was not held")
+	}
+	if err := g.Wait(context.Background(), sess.Begin("UPDATE t SET v = 1", clk.Now())); !errors.Is(err, ErrGateClosed) {
+		t.Fatalf("Wait after the end: %v, want ErrGateClosed", err)
 	}
 }
