@@ -375,6 +375,13 @@ func (e *evaluator) evaluate(ctx context.Context, now time.Time) (nextDue time.T
 // audits each, and returns when the next such bound falls due (zero if
 // none). It takes no lock of the evaluator's but to count.
 func (e *evaluator) endIdle(cat *Catalog, now time.Time) (next time.Time) {
+	bounded := false
+	for _, p := range cat.Pools {
+		bounded = bounded || p.IdleInTransaction > 0
+	}
+	if !bounded {
+		return next // no pool bounds it: no session to look at
+	}
 	for _, s := range e.reg.Sessions() {
 		sl := s.Slot()
 		idle, ok := sl.IdleInTransaction(now)
