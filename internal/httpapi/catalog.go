@@ -107,6 +107,8 @@ type Pool struct {
 	NetworkPriority  string   `json:"network_priority"`
 	ActiveStatements int      `json:"active_statements"`
 	QueueTimeout     string   `json:"queue_timeout,omitempty"`
+	// IdleInTransaction is absent when there is none.
+	IdleInTransaction string `json:"idle_in_transaction,omitempty"`
 	Emulation
 	Users    []string `json:"users"`
 	Sessions int      `json:"sessions"`
@@ -248,6 +250,9 @@ func (s *Server) pools(only string) []any {
 		}
 		if p.QueueTimeout > 0 {
 			out.QueueTimeout = units.FormatDuration(p.QueueTimeout)
+		}
+		if p.IdleInTransaction > 0 {
+			out.IdleInTransaction = units.FormatDuration(p.IdleInTransaction)
 		}
 		return out
 	})

@@ -41,7 +41,10 @@
 // "total_bytes_up" and "total_bytes_down" (its own plus its shard
 // statements' bytes) and "nodes" (per shard route: statements,
 // bytes_up, bytes_down), as SHOW SESSIONS and SHOW STATEMENTS show
-// them.
+// them. A session has SHOW SESSIONS' "state", "slot" (the pool whose
+// active_statements slot it holds, "" for none) and "idle_in_transaction"
+// (seconds idle in a transaction holding it; null otherwise); a pool has
+// its "idle_in_transaction" bound (absent when none).
 //
 // Statement text is shown as the session registry keeps it: with every
 // password literal replaced by '***' (package redact), here, in the

@@ -37,6 +37,14 @@ type Session struct {
 	// Coordinator is, for a shard connection of a distributed query, the
 	// id of its coordinator's session; null otherwise.
 	Coordinator *uint64 `json:"coordinator"`
+	// State is SHOW SESSIONS' state: idle in transaction, waiting,
+	// active or idle.
+	State string `json:"state"`
+	// Slot is the resource pool whose active_statements slot the session
+	// holds, "" when none; IdleInTransaction is how long, in seconds, it
+	// has sat idle inside a transaction holding it, null when it does not.
+	Slot              string   `json:"slot"`
+	IdleInTransaction *float64 `json:"idle_in_transaction"`
 }
 
 // Statement is a running or recently ended statement. Ended and Rows are
@@ -83,7 +91,7 @@ type Node struct {
 	BytesDown  int64  `json:"bytes_down"`
 }
 
-func sessionJSON(s *session.Session) Session {
+func sessionJSON(s *session.Session, now time.Time) Session {
 	out := Session{
 		ID: s.ID, Route: s.Info.Route, Protocol: s.Info.Protocol, Link: s.Info.Link, Client: s.Info.Client,
 		Upstream: s.Info.Upstream, User: s.User(), Database: s.Database(), Application: s.Application(),
@@ -96,6 +104,12 @@ func sessionJSON(s *session.Session) Session {
 	if c := s.Coordinator(); c != nil {
 		id := c.ID
 		out.Coordinator = &id
+	}
+	sl := s.Slot()
+	out.State, out.Slot = views.SessionState(s, sl), sl.Pool
+	if d, ok := sl.IdleInTransaction(now); ok {
+		sec := d.Seconds()
+		out.IdleInTransaction = &sec
 	}
 	return out
 }
@@ -154,9 +168,10 @@ func parseID(r *http.Request) (uint64, *Error) {
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	now := s.clk.Now()
 	out := []Session{}
 	for _, ss := range s.mgr.Registry().Sessions() {
-		j := sessionJSON(ss)
+		j := sessionJSON(ss, now)
 		if !match(q, "route", j.Route) || !match(q, "user", j.User) || !match(q, "pool", j.Pool) || !match(q, "kind", j.Kind) {
 			continue
 		}
@@ -182,7 +197,7 @@ func (s *Server) showSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("session %d is not open", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionJSON(ss))
+	writeJSON(w, http.StatusOK, sessionJSON(ss, s.clk.Now()))
 }
 
 // listStatements answers the running statements (oldest first), then the

@@ -144,7 +144,9 @@
 //   - Session.Terminate (the admin console's pg_terminate_backend) ends a
 //     session the same way: the server side closes, both pumps stop, the
 //     client reads wire.Conn.Terminated (PostgreSQL FATAL 57P01, MySQL ERR
-//     1927) and its socket closes. Session.UnsentBytes reads the client
+//     1927) and its socket closes. Session.TerminateIdle (a pool's
+//     idle_in_transaction) does the same with its own reason (PostgreSQL
+//     FATAL 25P03). Session.UnsentBytes reads the client
 //     socket's TCP_INFO notsent.
 //   - A parked pump is resumed before its socket is closed or given a
 //     read deadline by the relay (pump.stop, called by relaying.fail,

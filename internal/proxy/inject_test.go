@@ -187,7 +187,7 @@ func (f waitFrontend) Open(ctx context.Context, client net.Conn, register wire.R
 	}
 	f.sess <- s
 	return wire.Conn{Session: s, Client: client, Upstream: up, Up: waitRewriter{f.waiting},
-		Terminated: func() []byte { return []byte("terminated") }}, nil
+		Terminated: func(session.EndReason) []byte { return []byte("terminated") }}, nil
 }
 
 // TestRewriteWaitEndsWithSession: a client pump waiting in its rewriter

@@ -417,7 +417,8 @@ type relaying struct {
 	errOnce     sync.Once
 	firstErr    error          // set once, through errOnce; read once both pumps have ended
 	fatal       atomic.Bool    // the up pump is sending the client a protocol error
-	terminated  atomic.Bool    // an administrator ended the session (Session.Terminate)
+	terminated  atomic.Bool    // sluice ended the session (Session.Terminate)
+	reason      atomic.Uint32  // why, a session.EndReason; stored before terminated
 	pending     atomic.Int32   // pumps still running
 	downRunning sync.WaitGroup // the down pump, until it ends
 }
@@ -430,9 +431,10 @@ func (rs *relaying) kick() {
 	}
 }
 
-// terminateAny is terminate from any goroutine: a session on a loop is
-// handed to its pumps first, by the loop's runner.
-func (rs *relaying) terminateAny() {
+// terminateAny is terminate from any goroutine, for reason: a session
+// on a loop is handed to its pumps first, by the loop's runner.
+func (rs *relaying) terminateAny(reason session.EndReason) {
+	rs.reason.Store(uint32(reason))
 	if !rs.r.onLoopDo(cmdTerminate) {
 		rs.terminate()
 	}
@@ -522,7 +524,7 @@ func (rs *relaying) ended(d direction, err error) {
 	var perr error
 	func() {
 		defer panics.Catch("session", &perr)
-		rs.r.finish(c, rs.up, rs.down, rs.firstErr, rs.terminated.Load())
+		rs.r.finish(c, rs.up, rs.down, rs.firstErr, rs.terminated.Load(), session.EndReason(rs.reason.Load()))
 	}()
 	if pe := panics.As(perr); pe != nil {
 		rs.r.crashed(pe)
@@ -533,8 +535,8 @@ func (rs *relaying) ended(d direction, err error) {
 }
 
 // finish ends a session whose pumps have both ended, firstErr the first
-// error of either; terminated when an administrator ended it.
-func (r *relay) finish(c wire.Conn, up, down *pump, firstErr error, terminated bool) {
+// error of either; terminated when sluice ended it, for reason.
+func (r *relay) finish(c wire.Conn, up, down *pump, firstErr error, terminated bool, reason session.EndReason) {
 	log := r.srv.log
 	sess := c.Session
 	pe := panics.As(firstErr)
@@ -551,7 +553,7 @@ func (r *relay) finish(c wire.Conn, up, down *pump, firstErr error, terminated b
 	}
 	if pe == nil && terminated && c.Terminated != nil {
 		c.Client.SetWriteDeadline(clock.SocketDeadline(time.Second))
-		c.Client.Write(c.Terminated())
+		c.Client.Write(c.Terminated(reason))
 	}
 	c.Client.Close()
 	c.Upstream.Close()

@@ -34,6 +34,13 @@
 //     controller's handle: CancelWait and Registry.Cancel end the wait
 //     (no cancel request reaches the server, which never saw the
 //     statement), Penalize demotes it, End leaves the queue.
+//   - A session's Slot is what it holds of its pool's active_statements
+//     (TakeSlot, DropSlot with TakeSlot's token, so a late drop never
+//     clears a newer slot) and since when it has sat idle inside a
+//     transaction (SetIdleInTransaction, LeaveIdle). TerminateIdle ends
+//     a session only while it is still idle since the time its caller
+//     saw, checked and claimed under mu, so a request begun meanwhile
+//     either keeps the session or (LeaveIdle false) never goes upstream.
 //
 // # Distributed statements
 //

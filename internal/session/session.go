@@ -26,25 +26,64 @@ type Session struct {
 	coord     atomic.Pointer[Session] // the coordinator of a shard session; set once by Link
 
 	mu         sync.Mutex
-	user       string       // guarded by mu
-	database   string       // guarded by mu
-	app        string       // guarded by mu
-	pool       string       // guarded by mu
-	cancelKey  string       // guarded by mu
-	canceler   Canceler     // guarded by mu
-	active     []*Statement // guarded by mu; oldest first
-	statements int64        // guarded by mu; begun so far
-	closed     time.Time    // guarded by mu; when Close ran
-	isClosed   bool         // guarded by mu; Close has run
-	unsent     func() int64 // guarded by mu; nil until SetHooks
-	terminate  func()       // guarded by mu; nil until SetHooks, then after Terminate
+	user       string          // guarded by mu
+	database   string          // guarded by mu
+	app        string          // guarded by mu
+	pool       string          // guarded by mu
+	cancelKey  string          // guarded by mu
+	canceler   Canceler        // guarded by mu
+	active     []*Statement    // guarded by mu; oldest first
+	statements int64           // guarded by mu; begun so far
+	closed     time.Time       // guarded by mu; when Close ran
+	isClosed   bool            // guarded by mu; Close has run
+	unsent     func() int64    // guarded by mu; nil until SetHooks
+	terminate  func(EndReason) // guarded by mu; nil until SetHooks, then after Terminate
+	slot       Slot            // guarded by mu; the admission slot the session holds
+	slotGen    uint64          // guarded by mu; counts TakeSlot calls, so a late DropSlot drops nothing newer
+	idleEnded  bool            // guarded by mu; TerminateIdle ended the session
 }
+
+// Slot is what a session holds of its pool's active_statements, and how
+// long it has sat idle inside a transaction. The zero Slot holds nothing.
+type Slot struct {
+	// Pool is the pool whose slot the session holds; "" when none.
+	Pool string
+	// Since is when the session took the slot; zero when none.
+	Since time.Time
+	// IdleSince is when the session went idle inside a transaction (the
+	// server answered every request, a transaction is open, the client
+	// sends nothing); zero when it is not. Set only for sessions under
+	// admission (the front end's gate tracks it), slot or not.
+	IdleSince time.Time
+}
+
+// IdleInTransaction reports how long, at now, the session has sat idle
+// inside a transaction while holding a slot, and whether it does.
+func (s Slot) IdleInTransaction(now time.Time) (time.Duration, bool) {
+	if s.Pool == "" || s.IdleSince.IsZero() {
+		return 0, false
+	}
+	return max(now.Sub(s.IdleSince), 0), true
+}
+
+// EndReason is why sluice ends a session (Session.Terminate).
+type EndReason uint8
+
+// The reasons.
+const (
+	// EndAdmin: an administrator's command (pg_terminate_backend).
+	EndAdmin EndReason = iota
+	// EndIdleInTransaction: the session sat idle inside a transaction,
+	// holding an admission slot, past its pool's idle_in_transaction.
+	EndIdleInTransaction
+)
 
 // SetHooks installs how UnsentBytes reads the bytes written to the
 // client and not yet sent (unsent), and how Terminate ends the session
-// (terminate); unsent must be cheap and safe for concurrent use, terminate
-// must not block and is called at most once.
-func (s *Session) SetHooks(unsent func() int64, terminate func()) {
+// (terminate, with the reason the client is told); unsent must be cheap
+// and safe for concurrent use, terminate must not block and is called at
+// most once.
+func (s *Session) SetHooks(unsent func() int64, terminate func(EndReason)) {
 	s.mu.Lock()
 	s.unsent, s.terminate = unsent, terminate
 	s.mu.Unlock()
@@ -74,8 +113,75 @@ func (s *Session) Terminate() bool {
 	if f == nil || closed {
 		return false
 	}
-	f()
+	f(EndAdmin)
 	return true
+}
+
+// TerminateIdle ends the session, as Terminate does but telling the
+// client EndIdleInTransaction, if it still sits idle inside a
+// transaction since since (Slot().IdleSince), and reports whether it did.
+// The check and the claim are one step under the session's lock, so a
+// request the client begins meanwhile either comes first (the session
+// is no longer idle, nothing ends) or finds the session claimed
+// (LeaveIdle reports false) and never reaches the server.
+func (s *Session) TerminateIdle(since time.Time) bool {
+	s.mu.Lock()
+	f := s.terminate
+	if f == nil || s.isClosed || s.slot.IdleSince.IsZero() || !s.slot.IdleSince.Equal(since) {
+		s.mu.Unlock()
+		return false
+	}
+	s.terminate, s.idleEnded = nil, true
+	s.mu.Unlock()
+	f(EndIdleInTransaction)
+	return true
+}
+
+// LeaveIdle records that the session's client began a request after
+// sitting idle inside a transaction. It reports false when TerminateIdle
+// has ended the session meanwhile: the request must not go upstream.
+func (s *Session) LeaveIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slot.IdleSince = time.Time{}
+	return !s.idleEnded
+}
+
+// TakeSlot records that the session holds a slot of pool from now, and
+// returns the token DropSlot takes.
+func (s *Session) TakeSlot(pool string, now time.Time) (token uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slotGen++
+	s.slot.Pool, s.slot.Since = pool, now
+	return s.slotGen
+}
+
+// DropSlot records that the slot TakeSlot returned token for went back;
+// it does nothing when the session has taken another since.
+func (s *Session) DropSlot(token uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.slotGen == token {
+		s.slot.Pool, s.slot.Since = "", time.Time{}
+	}
+}
+
+// SetIdleInTransaction records that the session went idle inside a
+// transaction at since; the zero time records that it is no longer (see
+// also LeaveIdle).
+func (s *Session) SetIdleInTransaction(since time.Time) {
+	s.mu.Lock()
+	s.slot.IdleSince = since
+	s.mu.Unlock()
+}
+
+// Slot returns the admission slot the session holds, and since when it
+// has been idle inside a transaction.
+func (s *Session) Slot() Slot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.slot
 }
 
 // SetIdentity records who the client says it is.

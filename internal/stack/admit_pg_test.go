@@ -345,7 +345,7 @@ func TestAdmitPGWaitLimits(t *testing.T) {
 // TestAdmitPGDisconnectWhileHeld: a client that goes away while its
 // statement is held frees no slot it did not hold (the holder's
 // transaction still blocks others), its statement never reaches the
-// server, and its session ends once its wait does, giving the slot back.
+// server, and its wait and session end at once.
 func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 	pc := testenv.PostgresConfig(t)
 	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
@@ -377,7 +377,8 @@ func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 	other := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_other"))
 	oDone := make(chan error, 1)
 	go func() { _, err := other.Exec(context.Background(), "SELECT 2"); oDone <- err }()
-	testenv.Eventually(t, 10*time.Second, "another statement held", func() bool { _, w := stats(); return w == 2 })
+	testenv.Eventually(t, 10*time.Second, "the gone client's session ended", func() bool { return routeSessions(st, "lim") == 2 })
+	testenv.Eventually(t, 10*time.Second, "another statement held", func() bool { _, w := stats(); return w == 1 })
 	if r, _ := stats(); r != 1 {
 		t.Fatalf("%d slots running while the holder's transaction is open, want 1", r)
 	}

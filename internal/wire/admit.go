@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,8 +10,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 )
 
@@ -108,11 +111,17 @@ func Refused(err error) (code, msg string) {
 // session ends (Close). A session inside a transaction is never held.
 //
 // A nil *Gate admits everything; its methods are no-ops. Safe for
-// concurrent use; mu is a leaf lock (Admit and release run without it).
+// concurrent use; mu is taken before session.Session.mu and no other
+// lock (Admit and release run without it).
 type Gate struct {
 	adm  Admitter
 	try  TryAdmitter // adm, when it is one; nil otherwise
 	gone func() bool // set by SetPeer, on the goroutine that calls Wait; reports the client gone
+	peer net.Conn    // set by SetPeer: the client socket Wait watches while it waits; nil: none
+	// farewell, set by SetFarewell before the session relays, reports
+	// whether the bytes a client sent before its end of stream only say
+	// goodbye (PostgreSQL Terminate, MySQL COM_QUIT); nil: none do.
+	farewell func(b []byte) bool
 
 	mu      sync.Mutex
 	release func()                  // guarded by mu; non-nil while the session holds a slot
@@ -122,6 +131,14 @@ type Gate struct {
 	waiting context.CancelCauseFunc // guarded by mu; ends the wait in progress; nil when none
 	waitSt  *session.Statement      // guarded by mu; the statement waiting, with waiting
 	closed  bool                    // guarded by mu; the session has ended
+	idle    bool                    // guarded by mu; sess was told it is idle in a transaction
+	ended   bool                    // guarded by mu; the session was ended for sitting idle (closed is set too)
+
+	// sess and clk, set by Track before the session relays, are where
+	// the gate records when the session sits idle in a transaction
+	// (session.Session.SetIdleInTransaction, called under mu).
+	sess *session.Session
+	clk  clock.Clock
 
 	// The wait's context, kept across waits while its parent is the same
 	// and it was not cancelled, so a wait costs no allocation. Used by
@@ -142,44 +159,97 @@ func NewGate(a Admitter) *Gate {
 	return g
 }
 
-// SetPeer makes Wait check, once a statement that had to wait is
-// admitted, that the client is still there (PeerGone(client)): a client
-// that went away while its statement waited gets no slot and its request
-// is not sent. A statement admitted at once is not checked: its client
-// sent it a moment before. Called before the session relays, and again,
+// SetPeer makes Wait watch the client while a statement waits
+// (watchPeer): a client that goes away then (a reset, or its end of
+// stream with nothing unread but its goodbye, see SetFarewell) ends the
+// wait at once with ErrClientGone. Once a statement that had to wait is
+// admitted, Wait checks again that the client is still there
+// (PeerGone(client)): a client that went away gets no slot and its
+// request is not sent. A statement admitted at once is not checked: its
+// client sent it a moment before. Called before the session relays, and again,
 // on the goroutine that calls Wait, whenever the session's client socket
 // changes.
 func (g *Gate) SetPeer(client net.Conn) {
 	if g != nil {
 		g.gone = PeerGone(client)
+		g.peer = client
+	}
+}
+
+// Track makes the gate record on sess when the session sits idle inside
+// a transaction (session.Slot.IdleSince), on clk: from the server's
+// final answer that leaves a transaction open with nothing owed, until
+// the client's next request begins. Called before the session relays.
+func (g *Gate) Track(sess *session.Session, clk clock.Clock) {
+	if g != nil {
+		g.sess, g.clk = sess, clk
+	}
+}
+
+// SetFarewell gives the protocol's test of a client's last words: f
+// reports whether b, all the client sent and sluice has not read before
+// its end of stream, only ends the session (PostgreSQL Terminate, MySQL
+// COM_QUIT). Such a client is gone as much as one that closed without a
+// word. Called before the session relays.
+func (g *Gate) SetFarewell(f func(b []byte) bool) {
+	if g != nil {
+		g.farewell = f
 	}
 }
 
 // ErrClientGone is Wait's error when the client went away while its
-// statement waited. It wraps io.EOF: the session ends as when the client
+// statement waited. The front ends end the session on it: nobody is
+// there to answer. It wraps io.EOF: the session ends as when the client
 // ends its stream.
 var ErrClientGone = fmt.Errorf("the client went away while its statement waited for admission: %w", io.EOF)
 
 // PeerGone returns a function that reports, without blocking or
-// consuming a byte, whether c's peer has closed its side with nothing
-// left unread (a peek that sees end of stream). It must not run
+// consuming a byte, whether c's peer has gone: it reset the connection
+// (an error or hang-up on the socket), or closed its side with nothing
+// left unread (a peek that sees end of stream). A peer that closed after
+// more bytes is not gone: they are still to be read. It must not run
 // concurrently with a read of c, nor with itself. A connection it cannot
 // peek (TLS over anything but a socket, a pipe) is never reported gone.
 func PeerGone(c net.Conn) func() bool {
-	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
-		c = nc.NetConn()
-	}
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return func() bool { return false }
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc, _ := rawSocket(c)
+	if rc == nil {
 		return func() bool { return false }
 	}
 	p := &peek{rc: rc}
 	p.fn = p.peek
 	return p.gone
+}
+
+// rawSocket returns the socket under c (through TLS and wrappers that
+// have NetConn), or nil when there is none; isTLS reports that c is TLS,
+// whose unread bytes are records, not the protocol's messages.
+func rawSocket(c net.Conn) (rc syscall.RawConn, isTLS bool) {
+	for c != nil {
+		if _, ok := c.(syscall.Conn); ok {
+			break
+		}
+		nc, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil, false
+		}
+		if _, ok := c.(*tls.Conn); ok {
+			isTLS = true
+		}
+		if n := nc.NetConn(); n != c {
+			c = n
+			continue
+		}
+		return nil, false
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, false
+	}
+	return rc, isTLS
 }
 
 // peek is PeerGone's state, made once per connection so that a check
@@ -200,18 +270,27 @@ func (p *peek) gone() bool {
 }
 
 // peek looks at the next byte without taking it or waiting: a socket
-// that reads as end of stream has lost its peer.
+// that reads as end of stream, or fails, has lost its peer.
 func (p *peek) peek(fd uintptr) {
-	n, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&p.b[0])), 1,
+	n, errno := peekFD(fd, p.b[:])
+	p.seen = n == 0 && errno == 0 || errno != 0 && errno != syscall.EAGAIN && errno != syscall.EINTR
+}
+
+// peekFD peeks at up to len(b) bytes of socket fd without taking them or
+// waiting: n is 0 at end of stream; errno EAGAIN when nothing is there.
+func peekFD(fd uintptr, b []byte) (n int, errno syscall.Errno) {
+	r, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
 		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	p.seen = n == 0 && errno == 0
+	return int(r), e
 }
 
 // Start records a request's first byte, before it is forwarded: earns
 // when the request earns a final answer of its own, open the client's
 // in-a-request state after it (PostgreSQL: true from Parse, Bind,
 // Execute..., false at Sync). It reports whether the request must wait
-// for admission: the session holds no slot and is not in a transaction.
+// for admission: the session holds no slot and is not in a transaction,
+// or (a Wait that then fails) the session was ended for sitting idle in
+// its transaction (session.Session.TerminateIdle) as the request began.
 func (g *Gate) Start(earns, open bool) (admit bool) {
 	if g == nil {
 		return false
@@ -222,7 +301,16 @@ func (g *Gate) Start(earns, open bool) (admit bool) {
 		g.owed++
 	}
 	g.open = open
-	return g.release == nil && !g.inTx && !g.closed
+	if g.idle {
+		g.idle = false
+		if !g.sess.LeaveIdle() {
+			// The session was ended for sitting idle: every request from
+			// now is held, and its Wait fails, so no statement reaches the
+			// server.
+			g.closed, g.ended = true, true
+		}
+	}
+	return g.ended || g.release == nil && !g.inTx && !g.closed
 }
 
 // Held reports whether the session holds a slot.
@@ -243,11 +331,15 @@ func (g *Gate) Wait(ctx context.Context, st *session.Statement) error {
 	if g == nil {
 		return nil
 	}
-	if y, _ := ctx.Value(yieldKey{}).(func()); y != nil {
+	y, _ := ctx.Value(yieldKey{}).(func())
+	if y != nil || g.peer != nil {
+		// A statement that may run at once needs no yield and no watch.
 		if done, err := g.tryAdmit(st); done {
 			return err
 		}
-		y()
+		if y != nil {
+			y() // may hand the session to its pumps, and SetPeer
+		}
 	}
 	if g.parent != ctx || g.wctx.Err() != nil {
 		if g.cancel != nil {
@@ -264,7 +356,16 @@ func (g *Gate) Wait(ctx context.Context, st *session.Statement) error {
 	}
 	g.waiting, g.waitSt = cancel, st
 	g.mu.Unlock()
+	var stopWatch func()
+	if g.peer != nil {
+		// Nobody reads the client while its statement waits: watch it, so a
+		// client that goes away ends the wait, and the session, at once.
+		stopWatch = watchPeer(g.peer, g.farewell, func() { cancel(ErrClientGone) })
+	}
 	rel, err := g.adm.Admit(wctx, st)
+	if stopWatch != nil {
+		stopWatch()
+	}
 	g.mu.Lock()
 	g.waiting, g.waitSt = nil, nil
 	closed := g.closed
@@ -369,6 +470,14 @@ func (g *Gate) Answered(inTx bool) {
 	if !inTx && g.owed == 0 && !g.open && g.release != nil {
 		rel, g.release = g.release, nil
 	}
+	if idle := inTx && g.owed == 0 && !g.open && !g.closed; idle != g.idle && g.sess != nil {
+		g.idle = idle
+		since := time.Time{}
+		if idle {
+			since = g.clk.Now()
+		}
+		g.sess.SetIdleInTransaction(since)
+	}
 	g.mu.Unlock()
 	if rel != nil {
 		rel()
@@ -384,6 +493,10 @@ func (g *Gate) Close() {
 	}
 	g.mu.Lock()
 	g.closed = true
+	if g.idle {
+		g.idle = false
+		g.sess.SetIdleInTransaction(time.Time{})
+	}
 	rel := g.release
 	g.release = nil
 	if g.waiting != nil {

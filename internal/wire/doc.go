@@ -35,16 +35,27 @@
 // the server's answers to earlier requests, notices and the slot's
 // release never wait on the client direction.
 //
-// Gate is the per-session state both observers share (a leaf mutex):
-// the client side records each request's start (Start) before its bytes
-// go and waits (Wait); the server side records each final answer
-// (Answered), whose transaction status keeps or gives back the slot. A
-// session holds at most one slot, is never held inside a transaction,
-// and gives its slot back when it ends (Gate.Close, from Conn.Close).
-// The client pump does not read while it waits, so a client that goes
-// away then is not seen until the wait ends: once admitted, Wait peeks
-// at the client socket (Gate.SetPeer) and a client gone gets no slot and
-// its request is never sent; the session ends.
+// Gate is the per-session state both observers share (its mutex is
+// taken only before a session's): the client side records each
+// request's start (Start) before its bytes go and waits (Wait); the
+// server side records each final answer (Answered), whose transaction
+// status keeps or gives back the slot. A session holds at most one slot,
+// is never held inside a transaction, and gives its slot back when it
+// ends (Gate.Close, from Conn.Close). The gate records on the session
+// when it sits idle inside a transaction (Gate.Track), which the
+// workload manager shows and bounds (a pool's idle_in_transaction); a
+// request that begins as the manager ends the session for it is held
+// and never sent.
+//
+// The client pump does not read while it waits, so Wait watches the
+// client socket meanwhile (Gate.SetPeer; a duplicate descriptor in the
+// runtime's poller, never a byte consumed): a client that resets, or
+// ends its stream with nothing unread but its goodbye (Gate.SetFarewell:
+// PostgreSQL Terminate, MySQL COM_QUIT), ends the wait at once with
+// ErrClientGone, and the front end ends the session and its server
+// connection. A client with more requests unread, even after its end of
+// stream, is still there. Once admitted, Wait peeks at the socket again:
+// a client gone gets no slot and its request is never sent.
 //
 // A refused request (a cancel, queue_timeout, a blocktime abort rule) is
 // discarded whole and answered by sluice in the protocol's own way. The

@@ -82,10 +82,12 @@ type Conn struct {
 	// pump, in order with the server's bytes.
 	Inject Injector
 	// Terminated, if set, returns the protocol's message telling the
-	// client that an administrator ended its session (a PostgreSQL
-	// ErrorResponse FATAL 57P01, a MySQL ERR 1927). The proxy calls it
-	// once, after both pumps have stopped; nil sends nothing.
-	Terminated func() []byte
+	// client that sluice ended its session for reason: an administrator
+	// (a PostgreSQL ErrorResponse FATAL 57P01, a MySQL ERR 1927), or idle
+	// in a transaction past its pool's idle_in_transaction (FATAL 25P03,
+	// MySQL ERR 1927 saying so). The proxy calls it once, after both
+	// pumps have stopped; nil sends nothing.
+	Terminated func(reason session.EndReason) []byte
 	// Sockets, if set, is where the front end's observers read the state
 	// of the session's sockets (TCP_INFO) from: the proxy moves it along
 	// when it takes the descriptors away from Client and Upstream (its

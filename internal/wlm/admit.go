@@ -101,7 +101,7 @@ func (m *Manager) Admit(ctx context.Context, st *session.Statement) (release fun
 	}
 	pool := req.Pool
 	if slot, ok := m.adm.TryAcquire(req); ok {
-		return slot.Release, nil
+		return m.held(st.Session, pool, slot), nil
 	}
 	req.OnWait = func(w *admission.Waiter) {
 		st.Hold(m.clk.Now(), w)
@@ -117,7 +117,18 @@ func (m *Manager) Admit(ctx context.Context, st *session.Statement) (release fun
 	}
 	st.Admit(m.clk.Now())
 	m.observeBlock(pool, st)
-	return slot.Release, nil
+	return m.held(st.Session, pool, slot), nil
+}
+
+// held records on sess that it holds slot of pool (session.Slot, which
+// the views show and the idle_in_transaction check reads), and returns
+// the release that gives it back and clears the record.
+func (m *Manager) held(sess *session.Session, pool string, slot *admission.Slot) (release func()) {
+	token := sess.TakeSlot(pool, m.clk.Now())
+	return func() {
+		sess.DropSlot(token)
+		slot.Release()
+	}
 }
 
 // request is the admission request of st, and whether its pool or link
@@ -157,7 +168,7 @@ func (m *Manager) TryAdmit(st *session.Statement) (release func(), ok bool) {
 		return noRelease, true
 	}
 	if slot, ok := m.adm.TryAcquire(req); ok {
-		return slot.Release, true
+		return m.held(st.Session, req.Pool, slot), true
 	}
 	return nil, false
 }

@@ -19,6 +19,7 @@ const (
 	SurfaceConfig  = "config"  // the configuration file, at start
 	SurfaceReload  = "reload"  // the configuration file, re-read while running
 	SurfaceLab     = "lab"     // sluice lab setting up its experiments
+	SurfaceWLM     = "wlm"     // the workload manager itself: a session ended for idle_in_transaction
 )
 
 // Actor is who asks for a catalog change: the surface it comes through,

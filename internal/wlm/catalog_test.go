@@ -634,12 +634,12 @@ func TestShowLists(t *testing.T) {
 		rows int
 		row0 string
 	}{
-		{"SHOW POOLS", "name,except_rule,weight,network_priority,emulation,users,sessions,active_statements,queue_timeout,running,waiting", 1, "rp1,bandwidth_rule1,1,normal,,1,0,-1,0,0,0"},
+		{"SHOW POOLS", "name,except_rule,weight,network_priority,emulation,users,sessions,active_statements,queue_timeout,running,waiting,idle_in_transaction,idle_holders", 1, "rp1,bandwidth_rule1,1,normal,,1,0,-1,0,0,0,0,0"},
 		{"SHOW RULES", "name,bandwidth,elapsedtime,action,pools,firings,blocktime", 1, "bandwidth_rule1,128MB/s,60s,penalty,rp1,0,-1"},
 		{"SHOW USERS", "user,resource_pool,sessions", 1, "user1,rp1,0"},
 		{"SHOW ROUTES", "name,protocol,link,pool,can_cancel,emulation", 1, "pg,postgres,default,,yes,"},
 		{"SHOW LINKS", "name,capacity,queue_size,emulation,routes,bytes_high,bytes_normal,bytes_low,waiting,queued,max_active_statements", 1, "default,unlimited,default,,pg,0,0,0,0,0,-1"},
-		{"SHOW SESSIONS", "id,route,user,database,pool,client,bytes_up,bytes_down,unsent_bytes,statements,started,penalised,kind,coordinator", 0, ""},
+		{"SHOW SESSIONS", "id,route,user,database,pool,client,bytes_up,bytes_down,unsent_bytes,statements,started,penalised,kind,coordinator,state,slot,idle_in_transaction", 0, ""},
 		{"SHOW STATEMENTS", "id,session,route,user,database,pool,state,penalised,class,elapsed,bytes_up,bytes_down,bandwidth_mbps,rows,sql,except_info,block_time,parent,total_bytes_up,total_bytes_down,nodes", 0, ""},
 		{"SELECT version()", "version", 1, "sluice dev admin console (PostgreSQL protocol 3.0)"},
 		{"SELECT 1 AS one, 'x'", "one,?column?", 1, "1,x"},

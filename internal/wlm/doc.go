@@ -94,6 +94,18 @@
 // limit admits waiters at once, a lower one lets running statements
 // finish.
 //
+// A slot taken is recorded on the session (session.Session.TakeSlot,
+// dropped by the release), and the front ends' gate records when the
+// session sits idle inside a transaction (session.Slot.IdleSince): SHOW
+// SESSIONS and SHOW POOLS show who holds a slot while idle, and for how
+// long. A pool's idle_in_transaction (seconds; 0 or -1 none) bounds that
+// time: the evaluator's pass (woken when the next bound falls due) ends
+// such a session (session.Session.TerminateIdle: PostgreSQL FATAL 25P03,
+// MySQL ERR 1927, the server connection closed, the slot freed), logs it
+// at WARN, counts it (Stats.IdleInTransactionEnded) and records it in the
+// audit log under surface wlm as "TERMINATE SESSION id: idle in
+// transaction ...".
+//
 // # Exception rules
 //
 // A rule has three measurable thresholds, at least one set: bandwidth,

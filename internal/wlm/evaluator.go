@@ -54,6 +54,10 @@ type Stats struct {
 	Firings map[FiringKey]uint64
 	// CancelFailures counts abort firings whose cancel request failed.
 	CancelFailures uint64
+	// IdleInTransactionEnded counts, by pool, the sessions ended for
+	// sitting idle in a transaction, holding a slot, past the pool's
+	// idle_in_transaction.
+	IdleInTransactionEnded map[string]uint64
 }
 
 // RuleFirings returns how many times rule fired, whatever the action.
@@ -94,6 +98,11 @@ type evaluator struct {
 	checks  uint64                          // guarded by mu; rule evaluations
 	firings map[FiringKey]uint64            // guarded by mu
 	cancelF uint64                          // guarded by mu; failed cancels
+	idleEnd map[string]uint64               // guarded by mu; sessions ended for idle_in_transaction, by pool
+
+	// audit, when set (before run), records the sessions ended for
+	// idle_in_transaction. It has its own lock, taken with none held.
+	audit *AuditLog
 }
 
 // newEvaluator returns an evaluator of the statements of reg, timed by
@@ -103,6 +112,7 @@ func newEvaluator(clk clock.Clock, log *slog.Logger, reg *session.Registry, poli
 		clk: clk, log: log, reg: reg, policy: policy,
 		tracked: make(map[*session.Statement]*tracked),
 		firings: make(map[FiringKey]uint64),
+		idleEnd: make(map[string]uint64),
 	}
 }
 
@@ -110,9 +120,13 @@ func newEvaluator(clk clock.Clock, log *slog.Logger, reg *session.Registry, poli
 func (e *evaluator) stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Stats{Checks: e.checks, CancelFailures: e.cancelF, Firings: make(map[FiringKey]uint64, len(e.firings))}
+	s := Stats{Checks: e.checks, CancelFailures: e.cancelF, Firings: make(map[FiringKey]uint64, len(e.firings)),
+		IdleInTransactionEnded: make(map[string]uint64, len(e.idleEnd))}
 	for k, v := range e.firings {
 		s.Firings[k] = v
+	}
+	for k, v := range e.idleEnd {
+		s.IdleInTransactionEnded[k] = v
 	}
 	return s
 }
@@ -348,7 +362,57 @@ func (e *evaluator) evaluate(ctx context.Context, now time.Time) (nextDue time.T
 		})
 	}
 	wg.Wait()
+	if due := e.endIdle(cat, now); !due.IsZero() && (nextDue.IsZero() || due.Before(nextDue)) {
+		nextDue = due
+	}
 	return nextDue
+}
+
+// endIdle ends every session that has sat idle inside a transaction,
+// holding a slot of its pool, for the pool's idle_in_transaction or
+// longer (session.Session.TerminateIdle: the client reads its protocol's
+// error, the server connection closes, the slot goes back), logs and
+// audits each, and returns when the next such bound falls due (zero if
+// none). It takes no lock of the evaluator's but to count.
+func (e *evaluator) endIdle(cat *Catalog, now time.Time) (next time.Time) {
+	bounded := false
+	for _, p := range cat.Pools {
+		bounded = bounded || p.IdleInTransaction > 0
+	}
+	if !bounded {
+		return next // no pool bounds it: no session to look at
+	}
+	for _, s := range e.reg.Sessions() {
+		sl := s.Slot()
+		idle, ok := sl.IdleInTransaction(now)
+		if !ok {
+			continue
+		}
+		p := cat.Pools[sl.Pool]
+		if p == nil || p.IdleInTransaction <= 0 {
+			continue
+		}
+		if idle < p.IdleInTransaction {
+			if due := sl.IdleSince.Add(p.IdleInTransaction); next.IsZero() || due.Before(next) {
+				next = due
+			}
+			continue
+		}
+		if !s.TerminateIdle(sl.IdleSince) {
+			continue // it sent a request, or ended, meanwhile
+		}
+		e.mu.Lock()
+		e.idleEnd[sl.Pool]++
+		e.mu.Unlock()
+		what := fmt.Sprintf("TERMINATE SESSION %d: idle in transaction for %s holding a slot of resource pool %s (idle_in_transaction %s)",
+			s.ID, idle.Round(time.Millisecond), sl.Pool, p.IdleInTransaction)
+		e.log.Warn("session ended: idle in transaction past the pool's idle_in_transaction",
+			"session", s.ID, "user", s.User(), "pool", sl.Pool, "idle", idle, "idle_in_transaction", p.IdleInTransaction)
+		if e.audit != nil {
+			e.audit.Record(now, Actor{Surface: SurfaceWLM}, what, nil)
+		}
+	}
+	return next
 }
 
 // dueAt returns when rule is next due for a statement that started at

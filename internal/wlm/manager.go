@@ -234,6 +234,7 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	m.adm.Configure(admissionLimits(cat))
 	m.blocks = newBlockStats()
 	m.eval = newEvaluator(m.clk, m.log, m.reg, func() policy { return m.state.Load() })
+	m.eval.audit = m.audit
 	return m, nil
 }
 

@@ -21,7 +21,7 @@ func TestCatalogRoundTrip(t *testing.T) {
 	mustExec(t, m, `CREATE LINK wan WITH (capacity='123456789', delay='1.234567ms', jitter='1ms', distribution=pareto, loss='0.01%', seed=-7);
 CREATE EXCEPT RULE r2 WITH (bandwidth=0.125, action=abort);
 CREATE EXCEPT RULE queued WITH (blocktime=2.5, action=penalty);
-CREATE RESOURCE POOL vip WITH (network_priority=high, weight=9, except_rule='r2,bandwidth_rule1,queued', rate='1GB', active_statements=7, queue_timeout='1.5s');
+CREATE RESOURCE POOL vip WITH (network_priority=high, weight=9, except_rule='r2,bandwidth_rule1,queued', rate='1GB', active_statements=7, queue_timeout='1.5s', idle_in_transaction='30s');
 CREATE LINK gate WITH (max_active_statements=3);
 SET low_priority_bandwidth = '123456789'; SET cluster_low_priority_bandwidth = '30MB'; SET except_check_period = '1.5s'; SET low_priority_queue_bytes = -1; SET network_control = off`)
 	data, err := store.Marshal(m.Catalog())
@@ -35,7 +35,7 @@ SET low_priority_bandwidth = '123456789'; SET cluster_low_priority_bandwidth = '
 	if !reflect.DeepEqual(got, m.Catalog()) {
 		t.Errorf("round trip differs:\n got %+v\nwant %+v\n%s", got, m.Catalog(), data)
 	}
-	if p := got.Pools["vip"]; p.ActiveStatements != 7 || p.QueueTimeout != 1500*time.Millisecond || got.Links["gate"].MaxActiveStatements != 3 || got.Rules["queued"].BlockTime != 2.5 {
+	if p := got.Pools["vip"]; p.ActiveStatements != 7 || p.QueueTimeout != 1500*time.Millisecond || p.IdleInTransaction != 30*time.Second || got.Links["gate"].MaxActiveStatements != 3 || got.Rules["queued"].BlockTime != 2.5 {
 		t.Errorf("admission options after the round trip: pool %+v, link %+v, rule %+v", p, got.Links["gate"], got.Rules["queued"])
 	}
 }
@@ -53,7 +53,7 @@ func TestCatalogWithoutAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := c.Pools["p"]; p.ActiveStatements != 0 || p.QueueTimeout != 0 || c.Links["wan"].MaxActiveStatements != 0 || c.Rules["r"].BlockTime != 0 || c.Rules["r"].Queued() {
+	if p := c.Pools["p"]; p.ActiveStatements != 0 || p.QueueTimeout != 0 || p.IdleInTransaction != 0 || c.Links["wan"].MaxActiveStatements != 0 || c.Rules["r"].BlockTime != 0 || c.Rules["r"].Queued() {
 		t.Errorf("old catalog: pool %+v, link %+v, rule %+v", p, c.Links["wan"], c.Rules["r"])
 	}
 }
@@ -229,5 +229,26 @@ func TestStoreConflict(t *testing.T) {
 	}
 	if st.saved != 2 || m.Version() <= v {
 		t.Errorf("saved %d times, version %d -> %d", st.saved, v, m.Version())
+	}
+}
+
+// TestIdleInTransactionOption: idle_in_transaction takes seconds or a
+// time with its unit, 0, -1 and DEFAULT unset it, and a negative time is
+// refused.
+func TestIdleInTransactionOption(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	for _, c := range []struct {
+		set  string
+		want time.Duration
+	}{
+		{"30", 30 * time.Second}, {"'500ms'", 500 * time.Millisecond}, {"0", 0}, {"'1.5s'", 1500 * time.Millisecond}, {"-1", 0}, {"DEFAULT", 0},
+	} {
+		mustExec(t, m, "CREATE RESOURCE POOL IF NOT EXISTS iit WITH (active_statements=1); ALTER RESOURCE POOL iit WITH (idle_in_transaction="+c.set+")")
+		if got := m.Catalog().Pools["iit"].IdleInTransaction; got != c.want {
+			t.Errorf("idle_in_transaction=%s: %v, want %v", c.set, got, c.want)
+		}
+	}
+	if _, err := m.Exec(context.Background(), "ALTER RESOURCE POOL iit WITH (idle_in_transaction='-5s')"); err == nil {
+		t.Error("idle_in_transaction='-5s' accepted")
 	}
 }

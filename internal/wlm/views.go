@@ -72,7 +72,7 @@ func (r *reading) table(name string) (views.Table, bool) {
 	cat := r.st.cat
 	switch name {
 	case "sessions":
-		return views.Sessions(r.sessions), true
+		return views.Sessions(r.sessions, r.now), true
 	case "statements":
 		r.statements()
 		return views.Statements(cat, append(r.running[:len(r.running):len(r.running)], r.ended...), r.now), true

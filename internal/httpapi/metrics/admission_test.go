@@ -95,3 +95,34 @@ func TestAdmissionMetrics(t *testing.T) {
 		release2()
 	})
 }
+
+// TestIdleInTransactionMetrics: a session idle in a transaction on a
+// slot of p for 7 s shows in the idle gauges of p; a pool with a limit
+// and no such session shows 0.
+func TestIdleInTransactionMetrics(t *testing.T) {
+	e := wlmtest.New(t, "CREATE RESOURCE POOL p WITH (active_statements=1); CREATE RESOURCE POOL q WITH (active_statements=2)")
+	m, err := metrics.New(metrics.Options{Manager: e.Manager, NoProcess: true, Clock: e.Clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	f := &fixture{Env: e, m: m}
+	s := e.Registry.Open(session.Info{Route: "rt", Protocol: "postgres"}, e.Clock.Now())
+	s.TakeSlot("p", e.Clock.Now())
+	s.SetIdleInTransaction(e.Clock.Now())
+	e.Clock.Advance(7 * time.Second)
+	fams := f.gather(t)
+	for _, c := range []struct {
+		name, pool string
+		want       float64
+	}{
+		{"sluice_pool_idle_in_transaction_sessions", "p", 1},
+		{"sluice_pool_idle_in_transaction_max_seconds", "p", 7},
+		{"sluice_pool_idle_in_transaction_sessions", "q", 0},
+		{"sluice_pool_idle_in_transaction_max_seconds", "q", 0},
+	} {
+		if got, ok := value(fams, c.name, "pool", c.pool); !ok || got != c.want {
+			t.Errorf("%s{pool=%s} = %v (present %v), want %v", c.name, c.pool, got, ok, c.want)
+		}
+	}
+}

@@ -33,6 +33,9 @@
 //	sluice_pool_admission_running{pool}                        gauge
 //	sluice_pool_admission_waiting{pool}                        gauge
 //	sluice_pool_block_seconds{pool}                            histogram
+//	sluice_pool_idle_in_transaction_sessions{pool}             gauge
+//	sluice_pool_idle_in_transaction_max_seconds{pool}          gauge
+//	sluice_pool_idle_in_transaction_ended_total{pool}          counter
 //	sluice_budget_rate_bytes_per_second                        gauge
 //	sluice_budget_demand_bytes_per_second                      gauge
 //	sluice_budget_allocator                                    gauge
@@ -71,7 +74,11 @@
 // histogram counts, per pool, the statements that waited (admitted or
 // not), with buckets ending at 1ms, 5ms, 10ms, 50ms, 100ms, 500ms, 1s,
 // 5s, 10s and 60s; a pool appears once one of its statements waited, and
-// leaves when the catalog drops it.
+// leaves when the catalog drops it. A session that sits idle inside a
+// transaction keeps its slot: the idle_in_transaction gauges count such
+// sessions by pool and give the longest idle time now (every pool with
+// a limit appears, at 0 when none sits idle); the counter counts the
+// sessions ended for it past the pool's idle_in_transaction.
 //
 // sluice_session_panics_total counts sessions that ended because one of
 // their goroutines panicked (each is logged at ERROR with its stack); a

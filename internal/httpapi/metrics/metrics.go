@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicelab/sluice/internal/admission"
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
@@ -62,6 +64,9 @@ type Options struct {
 	// NoProcess leaves out the Go runtime and process collectors (tests
 	// that compare whole expositions).
 	NoProcess bool
+	// Clock times how long sessions have sat idle in a transaction
+	// (sluice_pool_idle_in_transaction_max_seconds); nil is clock.Real.
+	Clock clock.Clock
 }
 
 // durationBuckets are the upper bounds of sluice_statement_duration_seconds,
@@ -185,6 +190,7 @@ func (m *Metrics) Close() error {
 // metrics at scrape time.
 type collector struct {
 	mgr    *wlm.Manager
+	clk    clock.Clock
 	unsent Unsent
 	late   Lateness
 	panics Panics
@@ -200,6 +206,7 @@ type collector struct {
 	routeBytes, poolTotalBytes, catalogChanges             *prometheus.Desc
 	catalogRevision, catalogStale                          *prometheus.Desc
 	admRunning, admWaiting, admLimit, blockTime            *prometheus.Desc
+	idleHolders, idleOldest, idleEnded                     *prometheus.Desc
 	budgetGrant, budgetDemand, budgetAllocator, budgetMode *prometheus.Desc
 	whatIfRoundTrips, whatIfNetworkShare                   *prometheus.Desc
 }
@@ -208,7 +215,7 @@ func newCollector(o Options) *collector {
 	ldc := []string{"link", "direction", "class"}
 	srp := []string{"route", "user", "pool"}
 	return &collector{
-		mgr: o.Manager, unsent: o.Unsent, late: o.Lateness, panics: o.Panics, loops: o.Loops,
+		mgr: o.Manager, clk: cmp.Or[clock.Clock](o.Clock, clock.Real{}), unsent: o.Unsent, late: o.Lateness, panics: o.Panics, loops: o.Loops,
 		linkBytes: prometheus.NewDesc("sluice_link_bytes_total",
 			"Bytes admitted by a link, by direction (up: client to server) and class.", ldc, nil),
 		poolBytes: prometheus.NewDesc("sluice_link_pool_bytes_total",
@@ -269,6 +276,15 @@ func newCollector(o Options) *collector {
 			"Statements held by sluice, waiting for a slot of their resource pool (or link).", []string{"pool"}, nil),
 		admLimit: prometheus.NewDesc("sluice_pool_active_statements",
 			"A resource pool's active_statements; 0 is unlimited.", []string{"pool"}, nil),
+		idleHolders: prometheus.NewDesc("sluice_pool_idle_in_transaction_sessions",
+			"Sessions sitting idle inside a transaction while they hold a slot of a resource pool's active_statements.",
+			[]string{"pool"}, nil),
+		idleOldest: prometheus.NewDesc("sluice_pool_idle_in_transaction_max_seconds",
+			"The longest a session has now sat idle inside a transaction holding a slot of a resource pool (0: none).",
+			[]string{"pool"}, nil),
+		idleEnded: prometheus.NewDesc("sluice_pool_idle_in_transaction_ended_total",
+			"Sessions ended for sitting idle inside a transaction, holding a slot, past their resource pool's idle_in_transaction.",
+			[]string{"pool"}, nil),
 		blockTime: prometheus.NewDesc("sluice_pool_block_seconds",
 			"Time statements of a resource pool were held waiting for admission (only those that waited).",
 			[]string{"pool"}, nil),
@@ -304,6 +320,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness, c.sessionPanics, c.loopSessions,
 		c.routeBytes, c.poolTotalBytes, c.catalogChanges, c.catalogRevision, c.catalogStale,
 		c.admRunning, c.admWaiting, c.admLimit, c.blockTime,
+		c.idleHolders, c.idleOldest, c.idleEnded,
 		c.budgetGrant, c.budgetDemand, c.budgetAllocator, c.budgetMode,
 		c.whatIfRoundTrips, c.whatIfNetworkShare,
 	} {
@@ -536,6 +553,29 @@ func (c *collector) collectAdmission(ch chan<- prometheus.Metric, cat *wlm.Catal
 		}
 		ch <- prometheus.MustNewConstMetric(c.admRunning, prometheus.GaugeValue, float64(a.Running), pool)
 		ch <- prometheus.MustNewConstMetric(c.admWaiting, prometheus.GaugeValue, float64(a.Waiting), pool)
+	}
+	holders, oldest := map[string]int{}, map[string]float64{}
+	now := c.clk.Now()
+	for pool, p := range cat.Pools {
+		if p.ActiveStatements > 0 {
+			holders[pool], oldest[pool] = 0, 0
+		}
+	}
+	for _, s := range c.mgr.Registry().Sessions() {
+		sl := s.Slot()
+		if d, ok := sl.IdleInTransaction(now); ok && known(sl.Pool) {
+			holders[sl.Pool]++
+			oldest[sl.Pool] = max(oldest[sl.Pool], d.Seconds())
+		}
+	}
+	for pool, n := range holders {
+		ch <- prometheus.MustNewConstMetric(c.idleHolders, prometheus.GaugeValue, float64(n), pool)
+		ch <- prometheus.MustNewConstMetric(c.idleOldest, prometheus.GaugeValue, oldest[pool], pool)
+	}
+	for pool, n := range c.mgr.Stats().IdleInTransactionEnded {
+		if known(pool) {
+			ch <- prometheus.MustNewConstMetric(c.idleEnded, prometheus.CounterValue, float64(n), pool)
+		}
 	}
 	for pool, h := range c.mgr.BlockTimes() {
 		buckets := make(map[float64]uint64, len(wlm.BlockTimeBuckets))

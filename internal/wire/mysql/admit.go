@@ -357,6 +357,13 @@ func eqFold(a, b string) bool {
 	return true
 }
 
+// farewell reports whether b, all a client sent before its end of
+// stream, is one COM_QUIT packet: the client has gone
+// (wire.Gate.SetFarewell).
+func farewell(b []byte) bool {
+	return len(b) == 5 && b[0] == 1 && b[1] == 0 && b[2] == 0 && b[4] == comQuit
+}
+
 // okPacket is an OK packet (no rows) with status flags status; its
 // sequence id is set when sent.
 func okPacket(status uint16) []byte {

@@ -225,7 +225,12 @@
 // wait; sluice answers the KILL itself with OK, so the server, where the
 // held command never ran, does not interrupt that connection's next one.
 // The console's cancel of a held command (Registry.Cancel) needs no kill
-// connection.
+// connection. A client that goes away while its command is held (a
+// reset, or its end of stream with nothing unread but a COM_QUIT) ends
+// its session and server connection at once (wire.Gate watches the
+// socket); one the workload manager ends for sitting idle in a
+// transaction on its slot (a pool's idle_in_transaction) reads ERR 1927
+// (ER_CONNECTION_KILLED, SQLSTATE 70100, MsgIdleInTransaction).
 //
 // # Round trips
 //

@@ -288,6 +288,8 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 	var closeConn func()
 	if gate != nil {
 		gate.SetPeer(client)
+		gate.SetFarewell(farewell)
+		gate.Track(sess, f.o.Clock)
 		inj = &injector{d: downObs}
 		adm := &admitUp{u: upObs, g: gate, inj: inj, route: &f.gates}
 		upObs.adm = adm
@@ -329,11 +331,20 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		Sockets:  socks,
 		// The answer to the client's last command: its sequence id + 1.
 		InternalError: func(msg string) []byte { return errPacket(upObs.f.lastSeq+1, erUnknown, "HY000", msg) },
-		Terminated: func() []byte {
+		Terminated: func(reason session.EndReason) []byte {
+			if reason == session.EndIdleInTransaction {
+				return errPacket(upObs.f.lastSeq+1, erConnectionKilled, "70100", MsgIdleInTransaction)
+			}
 			return errPacket(upObs.f.lastSeq+1, erConnectionKilled, "70100", "Connection was killed")
 		},
 	}, nil
 }
+
+// MsgIdleInTransaction is the message of the ERR 1927
+// (ER_CONNECTION_KILLED) a session reads when it sat idle in a
+// transaction, holding an admission slot, past its pool's
+// idle_in_transaction.
+const MsgIdleInTransaction = "Connection was killed: idle in transaction past the resource pool's idle_in_transaction"
 
 // connect dials the upstream and reads its greeting, within
 // Options.ConnectTimeout. On error the connection is closed.

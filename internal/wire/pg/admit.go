@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"net"
 
 	"github.com/sluicelab/sluice/internal/session"
@@ -137,7 +138,8 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 				switch {
 				case err == nil:
 					setMode(i, modePass)
-				case ctx.Err() != nil:
+				case ctx.Err() != nil || errors.Is(err, wire.ErrClientGone) || errors.Is(err, wire.ErrGateClosed):
+					// The session is ending: nobody to answer.
 					a.err = err
 					return nil, err
 				default:
@@ -205,6 +207,12 @@ func requestStart(typ byte, was bool) (earns, open, ok bool) {
 		return false, true, true
 	}
 	return false, was, false
+}
+
+// farewell reports whether b, all a client sent before its end of
+// stream, is one Terminate message: the client has gone (wire.Gate.SetFarewell).
+func farewell(b []byte) bool {
+	return len(b) == 5 && b[0] == 'X' && b[1] == 0 && b[2] == 0 && b[3] == 0 && b[4] == 4
 }
 
 // readyIdle is ReadyForQuery 'I'.

@@ -142,11 +142,18 @@
 // goes on. A CancelRequest for a session whose statement is held goes no
 // further: the session's Canceler ends the wait first (wire.Gate).
 //
+// A client that goes away while its request is held (a reset, or its end
+// of stream with nothing unread but a Terminate) ends its session and
+// its server connection at once (wire.Gate watches the socket); one that
+// the workload manager ends for sitting idle in a transaction on its
+// slot (a pool's idle_in_transaction) reads FATAL 25P03
+// (MsgIdleInTransaction) after the server's last ReadyForQuery.
+//
 // Replication sessions (Session.Kind other than KindClient) never get
 // a gate: see below.
 //
-// Lock order: the gate's mutex is a leaf; the tracker's is never held
-// while it is taken, nor while a wait blocks.
+// Lock order: the gate's mutex is taken before the session's only; the
+// tracker's is never held while it is taken, nor while a wait blocks.
 //
 // # Traffic between database nodes
 //

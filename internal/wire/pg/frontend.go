@@ -234,6 +234,8 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 		wc.Up, wc.Down = forwarding(f.forward, f.log, sess, upObs, downObs)
 	} else if gate != nil {
 		gate.SetPeer(conn)
+		gate.SetFarewell(farewell)
+		gate.Track(sess, f.clk)
 		inj := &injector{s: downObs}
 		adm := &admitUp{obs: upObs, g: gate, inj: inj}
 		upObs.adm = adm
@@ -262,9 +264,19 @@ func (f *Frontend) OpenFailure(msg string) []byte {
 
 // terminated returns the ErrorResponse PostgreSQL sends a session that
 // pg_terminate_backend ends: FATAL 57P01 admin_shutdown.
-func terminated() []byte {
+func terminated(reason session.EndReason) []byte {
+	if reason == session.EndIdleInTransaction {
+		return errorResponse(severityFatal, "25P03", MsgIdleInTransaction)
+	}
 	return errorResponse(severityFatal, "57P01", "terminating connection due to administrator command")
 }
+
+// MsgIdleInTransaction is the message of the FATAL 25P03
+// (idle_in_transaction_session_timeout) a session reads when it sat idle
+// in a transaction, holding an admission slot, past its pool's
+// idle_in_transaction: PostgreSQL's own for its
+// idle_in_transaction_session_timeout.
+const MsgIdleInTransaction = "terminating connection due to idle-in-transaction timeout"
 
 // observers returns the two observers of a session. onKey receives the
 // payload of the server's BackendKeyData.

@@ -111,6 +111,12 @@ type Pool struct {
 	ActiveStatements int
 	// QueueTimeout bounds a statement's wait for a slot; 0 is no bound.
 	QueueTimeout time.Duration
+	// IdleInTransaction bounds how long a session of the pool may sit
+	// idle inside a transaction while it holds an admission slot (of the
+	// pool's active_statements or its link's max_active_statements;
+	// PgBouncer's idle_transaction_timeout): past it, sluice ends the
+	// session, its server connection and its slot. 0 is no bound.
+	IdleInTransaction time.Duration
 }
 
 // UserDef binds a user to a resource pool.

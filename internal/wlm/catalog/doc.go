@@ -20,7 +20,7 @@
 // unlimited; a rule has a threshold, and one with blocktime has no other.
 //
 // Zero values mean "unset" wherever a field was added after the catalog
-// file's format was fixed (ActiveStatements, QueueTimeout,
+// file's format was fixed (ActiveStatements, QueueTimeout, IdleInTransaction,
 // MaxActiveStatements, BlockTime), so a file written before them loads
 // with no limit; the console spells those unset values -1, as GaussDB
 // does.

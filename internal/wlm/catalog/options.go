@@ -264,7 +264,7 @@ func isUnlimitedWord(v ddl.Value) bool {
 }
 
 // poolOptions are the options of CREATE/ALTER RESOURCE POOL.
-var poolOptions = append([]string{"except_rule", "weight", "network_priority", "active_statements", "queue_timeout"}, emulationOptions...)
+var poolOptions = append([]string{"except_rule", "weight", "network_priority", "active_statements", "queue_timeout", "idle_in_transaction"}, emulationOptions...)
 
 // MaxActiveStatements bounds active_statements and max_active_statements.
 const MaxActiveStatements = 1 << 20
@@ -284,6 +284,16 @@ func parseActiveStatements(v ddl.Value) (int, error) {
 		return 0, fmt.Errorf("0 would admit no statement: want -1 (unlimited) or a number from 1 to %d", MaxActiveStatements)
 	}
 	return int(n), nil
+}
+
+// parseTimeout reads a pool's time bound (queue_timeout,
+// idle_in_transaction): seconds, or a time with its unit ('500ms'); 0 or
+// -1 is none.
+func parseTimeout(v ddl.Value) (time.Duration, error) {
+	if strings.TrimSpace(v.Text) == "-1" {
+		return 0, nil
+	}
+	return parseSeconds(v)
 }
 
 // gaussPoolOptions are GaussDB resource-pool parameters that govern the
@@ -329,12 +339,9 @@ func setPoolOption(p *Pool, o ddl.Option) error {
 	case "active_statements":
 		return setValue(&p.ActiveStatements, 0, o, parseActiveStatements)
 	case "queue_timeout":
-		return setValue(&p.QueueTimeout, 0, o, func(v ddl.Value) (time.Duration, error) {
-			if strings.TrimSpace(v.Text) == "-1" {
-				return 0, nil
-			}
-			return parseSeconds(v)
-		})
+		return setValue(&p.QueueTimeout, 0, o, parseTimeout)
+	case "idle_in_transaction":
+		return setValue(&p.IdleInTransaction, 0, o, parseTimeout)
 	}
 	if gaussPoolOptions[o.Name] {
 		return ddl.Errorf(ddl.CodeNotSupported, o.NamePos, "resource pool parameter %s is not supported: sluice manages network traffic, not the database's %s", o.Name, strings.ReplaceAll(o.Name, "_", " "))

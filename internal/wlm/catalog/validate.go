@@ -51,6 +51,9 @@ func (c *Catalog) Validate() error {
 		if p.ActiveStatements < 0 || p.ActiveStatements > MaxActiveStatements || p.QueueTimeout < 0 {
 			return fmt.Errorf("resource pool %q: active_statements %d or queue_timeout %v out of range", name, p.ActiveStatements, p.QueueTimeout)
 		}
+		if p.IdleInTransaction < 0 {
+			return fmt.Errorf("resource pool %q: idle_in_transaction %v out of range", name, p.IdleInTransaction)
+		}
 	}
 	for name, u := range c.Users {
 		if u.Pool != "" && c.Pools[u.Pool] == nil {

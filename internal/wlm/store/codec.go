@@ -35,6 +35,8 @@ type filePool struct {
 	ActiveStatements int `json:"active_statements,omitempty"`
 	// QueueTimeout is absent when there is none.
 	QueueTimeout catalog.Duration `json:"queue_timeout,omitempty"`
+	// IdleInTransaction is absent when there is none.
+	IdleInTransaction catalog.Duration `json:"idle_in_transaction,omitempty"`
 }
 
 // Marshal encodes c as JSON, indented, with a trailing newline: the
@@ -51,7 +53,8 @@ func Marshal(c *catalog.Catalog) ([]byte, error) {
 	}
 	for name, p := range c.Pools {
 		f.Pools[name] = filePool{ExceptRules: p.ExceptRules, Weight: p.Weight, Priority: p.Priority.String(), Emulation: p.Emulation,
-			ActiveStatements: p.ActiveStatements, QueueTimeout: catalog.Duration(p.QueueTimeout)}
+			ActiveStatements: p.ActiveStatements, QueueTimeout: catalog.Duration(p.QueueTimeout),
+			IdleInTransaction: catalog.Duration(p.IdleInTransaction)}
 	}
 	for _, s := range names {
 		f.Settings[s] = c.Settings.Text(s)
@@ -106,7 +109,8 @@ func Unmarshal(name string, data []byte) (*catalog.Catalog, error) {
 			return nil, fmt.Errorf("catalog %s: resource pool %q: network_priority: %w", name, k, err)
 		}
 		c.Pools[k] = &catalog.Pool{ExceptRules: v.ExceptRules, Weight: v.Weight, Priority: cl, Emulation: v.Emulation,
-			ActiveStatements: v.ActiveStatements, QueueTimeout: time.Duration(v.QueueTimeout)}
+			ActiveStatements: v.ActiveStatements, QueueTimeout: time.Duration(v.QueueTimeout),
+			IdleInTransaction: time.Duration(v.IdleInTransaction)}
 	}
 	for k, v := range f.Users {
 		if v == nil {

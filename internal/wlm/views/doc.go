@@ -29,7 +29,12 @@
 // STATEMENTS, milliseconds in gs_wlm_session_statistics); its elapsed
 // time (elapsed, duration) is execution time, from admission, 0 while it
 // waits. Slot limits are written -1 when unlimited, as GaussDB writes
-// active_statements.
+// active_statements. SHOW SESSIONS ends with each session's state
+// (SessionState: "idle in transaction" for a session under admission
+// idle inside a transaction), the pool whose slot it holds and how long
+// it has sat idle in a transaction holding it (NULL otherwise); SHOW
+// POOLS ends with the pool's idle_in_transaction and the count of such
+// sessions (idle_holders).
 //
 // A distributed statement (a coordinator's, with shard statements of
 // linked sessions on other routes; see package session) shows its own

@@ -201,21 +201,61 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // kind is what the session is for (session.Kind: client, replication,
 // basebackup, logical). coordinator is, for a shard connection of a
 // distributed query (session.Session.Link), the id of the coordinator's
-// session; empty (NULL) otherwise.
-func Sessions(sessions []*session.Session) Table {
-	t := newTable("id int, route, user, database, pool, client, bytes_up int, bytes_down int, unsent_bytes int, statements int, started, penalised, kind, coordinator int")
+// session; empty (NULL) otherwise. state is SessionState's. slot is the
+// pool whose active_statements slot the session holds, empty when none;
+// idle_in_transaction is how long, in seconds, it has sat idle inside a
+// transaction holding that slot (what the pool's idle_in_transaction
+// bounds), NULL when it does not.
+func Sessions(sessions []*session.Session, now time.Time) Table {
+	t := newTable("id int, route, user, database, pool, client, bytes_up int, bytes_down int, unsent_bytes int, statements int, started, penalised, kind, coordinator int, state, slot, idle_in_transaction real")
 	for _, s := range sessions {
 		coord := ""
 		if c := s.Coordinator(); c != nil {
 			coord = itoa(int64(c.ID))
 		}
+		slot := s.Slot()
+		idle := ""
+		if d, ok := slot.IdleInTransaction(now); ok {
+			idle = fmtSeconds(d)
+		}
 		t.Rows = append(t.Rows, []string{
 			itoa(int64(s.ID)), s.Info.Route, s.User(), s.Database(), s.Pool(), s.Info.Client,
 			itoa(s.BytesUp()), itoa(s.BytesDown()), itoa(s.UnsentBytes()), itoa(s.Statements()), fmtTime(s.Opened), yesNo(s.Penalized()),
-			s.Kind().String(), coord,
+			s.Kind().String(), coord, SessionState(s, slot), slot.Pool, idle,
 		})
 	}
 	return t
+}
+
+// SessionState is a session's state as the views show it: "waiting"
+// while a statement of it is held for admission, "active" while one
+// runs, "idle in transaction" while it sits idle inside a transaction
+// (known for sessions under admission only: slot.IdleSince), else
+// "idle".
+func SessionState(s *session.Session, slot session.Slot) string {
+	state := "idle"
+	for _, st := range s.Active() {
+		if st.Waiting() {
+			return "waiting"
+		}
+		state = "active"
+	}
+	if state == "idle" && !slot.IdleSince.IsZero() {
+		return "idle in transaction"
+	}
+	return state
+}
+
+// IdleHolders counts by pool the sessions that sit idle inside a
+// transaction while holding a slot of the pool.
+func IdleHolders(sessions []*session.Session) map[string]int {
+	n := map[string]int{}
+	for _, s := range sessions {
+		if sl := s.Slot(); sl.Pool != "" && !sl.IdleSince.IsZero() {
+			n[sl.Pool]++
+		}
+	}
+	return n
 }
 
 // parentText writes a shard statement's parent id, empty (NULL) for a
@@ -306,10 +346,14 @@ func Statements(cat *catalog.Catalog, stmts []Statement, now time.Time) Table {
 // admission counters of adm (running: statements holding a slot of the
 // pool's active_statements; waiting: statements held for one; both 0 for
 // a pool without a limit, whose statements are not counted).
-// active_statements is -1 when unlimited, queue_timeout 0 when none.
+// active_statements is -1 when unlimited, queue_timeout and
+// idle_in_transaction 0 when none. idle_holders counts the sessions that
+// sit idle inside a transaction while they hold a slot of the pool (SHOW
+// SESSIONS names them, with how long).
 func Pools(cat *catalog.Catalog, sessions []*session.Session, adm map[string]Admission) Table {
-	t := newTable("name, except_rule, weight int, network_priority, emulation, users int, sessions int, active_statements int, queue_timeout, running int, waiting int")
+	t := newTable("name, except_rule, weight int, network_priority, emulation, users int, sessions int, active_statements int, queue_timeout, running int, waiting int, idle_in_transaction, idle_holders int")
 	n := SessionsBy(sessions, (*session.Session).Pool)
+	idle := IdleHolders(sessions)
 	for _, name := range catalog.SortedKeys(cat.Pools) {
 		p := cat.Pools[name]
 		a := adm[name]
@@ -317,6 +361,7 @@ func Pools(cat *catalog.Catalog, sessions []*session.Session, adm map[string]Adm
 			name, strings.Join(p.ExceptRules, ","), strconv.Itoa(p.Weight), p.Priority.String(),
 			catalog.FormatEmulation(p.Emulation), strconv.Itoa(len(cat.UsersOfPool(name))), strconv.Itoa(n[name]),
 			activeStatements(p.ActiveStatements), units.FormatDuration(p.QueueTimeout), strconv.Itoa(a.Running), strconv.Itoa(a.Waiting),
+			units.FormatDuration(p.IdleInTransaction), strconv.Itoa(idle[name]),
 		})
 	}
 	return t

@@ -1,0 +1,182 @@
+package stack_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluicelab/sluice/internal/stack"
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+// goneClients is how many held clients go away in the tests below: half
+// with a FIN, half with a reset.
+const goneClients = 16
+
+// leave closes c: with a reset when rst (SO_LINGER 0), else with a FIN.
+func leave(t *testing.T, c net.Conn, rst bool) {
+	t.Helper()
+	if tc, ok := c.(*net.TCPConn); ok && rst {
+		if err := tc.SetLinger(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+}
+
+// routeSessions counts the open sessions of route.
+func routeSessions(st *stack.Stack, route string) int {
+	n := 0
+	for _, s := range st.Registry().Sessions() {
+		if s.Info.Route == route {
+			n++
+		}
+	}
+	return n
+}
+
+// TestAdmitPGClientsGoneWhileHeld: while one session sits idle in a
+// transaction holding the only slot, goneClients sessions send a
+// statement each and go away (half FIN, half reset) while it is held.
+// Their sluice sessions and their PostgreSQL backends end at once, not
+// when the holder's transaction ends; the holder then commits.
+func TestAdmitPGClientsGoneWhileHeld(t *testing.T) {
+	pc := testenv.PostgresConfig(t)
+	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
+	commit := holdSlot(t, lim)
+	app := fmt.Sprintf("admw_gone_%d", time.Now().UnixNano())
+	backends := func() int {
+		var n int
+		if err := direct.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	conns := make([]net.Conn, goneClients)
+	done := make(chan error, goneClients)
+	for i := range conns {
+		cfg := pgVia(t, lim, app)
+		// No cancel connection: the client only disappears.
+		var dials atomic.Int32
+		cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if dials.Add(1) > 1 {
+				return nil, errors.New("no cancel connection")
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
+		c := testenv.ConnectPGConfig(t, cfg)
+		conns[i] = c.PgConn().Conn()
+		go func() { _, err := c.Exec(context.Background(), "SELECT 1"); done <- err }()
+	}
+	testenv.Eventually(t, 10*time.Second, "every statement held", func() bool { return heldCount(st) == goneClients })
+	if n := backends(); n != goneClients {
+		t.Fatalf("%d backends of the held clients, want %d", n, goneClients)
+	}
+	left := time.Now()
+	for i, c := range conns {
+		leave(t, c, i%2 == 1)
+	}
+	for range conns {
+		<-done
+	}
+	testenv.Eventually(t, 10*time.Second, "the gone clients' sessions and backends ended", func() bool {
+		return routeSessions(st, "lim") == 1 && backends() == 0
+	})
+	t.Logf("%d sessions and backends gone %v after their clients left", goneClients, time.Since(left).Round(time.Millisecond))
+	if s := st.Manager().AdmissionStats()["admw_lim"]; s.Running != 1 || s.Waiting != 0 {
+		t.Fatalf("admission %+v, want the holder's slot only", s)
+	}
+	commit()
+}
+
+// TestAdmitMySQLClientsGoneWhileHeld is TestAdmitPGClientsGoneWhileHeld
+// against MariaDB, through go-sql-driver/mysql: the server's connections
+// of the gone clients leave its process list at once.
+func TestAdmitMySQLClientsGoneWhileHeld(t *testing.T) {
+	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
+	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	bg := context.Background()
+	conns := make([]net.Conn, goneClients)
+	held := make([]*sql.Conn, goneClients)
+	ids := make([]string, goneClients)
+	for i := range conns {
+		cfg := testenv.MySQLConfig(t)
+		cfg.Addr = lim
+		cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, addr)
+			if err == nil {
+				conns[i] = c
+			}
+			return c, err
+		}
+		connector, err := mysql.NewConnector(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := sql.OpenDB(connector)
+		db.SetMaxOpenConns(1)
+		t.Cleanup(func() { db.Close() })
+		held[i] = mysqlConn(t, db)
+		var id int64
+		if err := held[i].QueryRowContext(bg, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = fmt.Sprint(id)
+	}
+	connections := func() int {
+		var n int
+		if err := direct.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN (" + strings.Join(ids, ",") + ")").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	holder := mysqlConn(t, mysqlVia(t, lim, 1))
+	tx, err := holder.BeginTx(bg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(bg, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, goneClients)
+	for _, c := range held {
+		go func() { _, err := c.ExecContext(bg, "SELECT 1"); done <- err }()
+	}
+	testenv.Eventually(t, 10*time.Second, "every statement held", func() bool { return heldCount(st) == goneClients })
+	if n := connections(); n != goneClients {
+		t.Fatalf("%d server connections of the held clients, want %d", n, goneClients)
+	}
+	left := time.Now()
+	for i, c := range conns {
+		leave(t, c, i%2 == 1)
+	}
+	for range conns {
+		<-done
+	}
+	testenv.Eventually(t, 10*time.Second, "the gone clients' sessions and connections ended", func() bool {
+		return routeSessions(st, "lim") == 1 && connections() == 0
+	})
+	t.Logf("%d sessions and server connections gone %v after their clients left", goneClients, time.Since(left).Round(time.Millisecond))
+	if s := st.Manager().AdmissionStats()["admw_lim"]; s.Running != 1 || s.Waiting != 0 {
+		t.Fatalf("admission %+v, want the holder's slot only", s)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
