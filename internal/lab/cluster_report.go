@@ -207,9 +207,9 @@ func (c *ClusterReport) writeMarkdown(w io.Writer) {
 	offPen, offExcept, offFirings := c.lowFirings("off")
 	unlinked := ""
 	if c.ShardUnlinked > 0 {
-		unlinked = fmt.Sprintf(", %s: postgres_fdw ends a stopped join's remote transactions after sluice has seen the coordinator's statement end, so they belong to none", c.UnlinkedKinds)
+		unlinked = fmt.Sprintf(" (%s)", c.UnlinkedKinds)
 	}
-	fmt.Fprintf(w, "\nsluice saw %d distributed statements in the run, with %d shard statements; %d of the client users' shard statements were linked to no coordinator statement%s "+
+	fmt.Fprintf(w, "\nsluice saw %d distributed statements in the run, with %d shard statements; %d of the client users' shard statements were linked to no coordinator statement%s; a stopped join's remote ABORTs and drained FETCHes, which reach the shards after sluice has seen the coordinator's statement end, belong to that statement "+
 		"(the setup role's, of ANALYZE run on the coordinator directly, never are, and are not counted). Per point "+
 		"(from the end of its warm-up high-priority join to the end of its last low-priority join; low-priority joins still running at the end are stopped, so a join that had just begun ends unpenalised):\n\n",
 		c.Distributed, c.ShardStatements, c.ShardUnlinked, unlinked)

@@ -178,8 +178,10 @@ func TestDistributedStatement(t *testing.T) {
 			t.Fatalf("session on %s penalised after the coordinator statement ended", s.Info.Route)
 		}
 	}
-	if after := s2.Begin("CLOSE c1", now); after.Parent != nil {
-		t.Fatal("a statement begun after the coordinator's ended has a parent")
+	// The coordinator's backend closing its cursor after sluice saw the
+	// answer end still works for that statement.
+	if after := s2.Begin("CLOSE c1", now); after.Parent != top {
+		t.Fatalf("a statement begun after the coordinator's ended: parent %v, want %d", after.Parent, top.ID)
 	}
 }
 
@@ -214,5 +216,58 @@ func TestDistributedConcurrent(t *testing.T) {
 	wg.Wait()
 	if got, want := top.TotalBytes(), int64(shards*stmts*3*chunk); got != want {
 		t.Fatalf("TotalBytes = %d, want %d", got, want)
+	}
+}
+
+// TestDistributedAfterCoordinatorEnds: the coordinator's backend goes on
+// talking to its shards after sluice saw its statement end (the ABORT of
+// a cancelled join's remote transactions, a FETCH sent ahead and drained,
+// the clean-up after its client left). Those shard statements belong to
+// the coordinator statement that ran last, never to one that is still
+// held, ended while held, or to none.
+func TestDistributedAfterCoordinatorEnds(t *testing.T) {
+	r := NewRegistry(Options{})
+	now := time.Unix(100, 0)
+	coord := r.Open(Info{Route: "coord"}, now)
+	shard := r.Open(Info{Route: "shard1"}, now)
+	shard.Link(coord)
+
+	var join, held, second *Statement
+	steps := []struct {
+		name string
+		do   func()
+		want func() *Statement // the parent of a shard statement begun after do
+	}{
+		{"nothing ran yet", nil, func() *Statement { return nil }},
+		{"the join runs", func() { join = coord.Begin("SELECT join", now) }, func() *Statement { return join }},
+		{"the join ended: its ABORT", func() { join.End(now, Failed, -1, "57014") }, func() *Statement { return join }},
+		{"a statement held", func() {
+			held = coord.Begin("SELECT held", now)
+			held.Hold(now, &fakeWait{})
+		}, func() *Statement { return join }},
+		{"the held one ended while held", func() { held.End(now, Cancelled, -1, "57014") }, func() *Statement { return join }},
+		{"a second statement runs", func() { second = coord.Begin("SELECT second", now) }, func() *Statement { return second }},
+		{"the coordinator's client left", func() { coord.Close(now) }, func() *Statement { return second }},
+	}
+	for _, s := range steps {
+		if s.do != nil {
+			s.do()
+		}
+		st := shard.Begin("ABORT TRANSACTION", now)
+		st.AddUp(7)
+		st.End(now, OK, -1, "")
+		if want := s.want(); st.Parent != want {
+			t.Fatalf("%s: parent %v, want %v", s.name, st.Parent, want)
+		}
+	}
+	// The late shard statements count in the ended statements' nodes.
+	for _, c := range []struct {
+		st         *Statement
+		statements int64
+	}{{join, 4}, {second, 2}} {
+		snap := c.st.Snapshot()
+		if len(snap.Nodes) != 1 || snap.Nodes[0].Statements != c.statements || snap.Nodes[0].BytesUp != 7*c.statements {
+			t.Fatalf("%q: nodes %+v, want %d statements of 7 bytes on shard1", c.st.SQL, snap.Nodes, c.statements)
+		}
 	}
 }

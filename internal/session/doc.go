@@ -56,9 +56,16 @@
 //
 // A shard session's statement belongs to the statement its coordinator
 // is executing when it begins (Session.Executing: the oldest running
-// statement not held for admission), which is its Parent; one begun
-// while the coordinator executes nothing (a remote COMMIT after an
-// extended-protocol Execute has ended) has none. The choice is made
+// statement not held for admission), which is its Parent. One begun
+// while the coordinator executes nothing belongs to the coordinator's
+// statement that ended last after reaching the server: the coordinator's
+// backend goes on talking to its shards after sluice has seen its answer
+// end or its client go (the ABORT of a cancelled join's remote
+// transaction, a FETCH sent ahead and drained, a remote COMMIT after an
+// extended-protocol Execute has ended), and every statement reaches
+// sluice before the backend, so that work can be for no later one. Only
+// a shard statement begun before the coordinator ran anything has no
+// Parent. The choice is made
 // once, at Begin, so every byte of a shard statement (a remote FETCH)
 // counts for one coordinator statement, whatever comes later. The bytes
 // of a shard statement count in its own counters and in a per-route

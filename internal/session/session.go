@@ -25,14 +25,18 @@ type Session struct {
 	kind      atomic.Uint32           // a Kind; SetKind
 	coord     atomic.Pointer[Session] // the coordinator of a shard session; set once by Link
 
-	mu         sync.Mutex
-	user       string          // guarded by mu
-	database   string          // guarded by mu
-	app        string          // guarded by mu
-	pool       string          // guarded by mu
-	cancelKey  string          // guarded by mu
-	canceler   Canceler        // guarded by mu
-	active     []*Statement    // guarded by mu; oldest first
+	mu        sync.Mutex
+	user      string       // guarded by mu
+	database  string       // guarded by mu
+	app       string       // guarded by mu
+	pool      string       // guarded by mu
+	cancelKey string       // guarded by mu
+	canceler  Canceler     // guarded by mu
+	active    []*Statement // guarded by mu; oldest first
+	// lastRan is the statement that ended last after its request had
+	// reached the server (it was not waiting for admission when it
+	// ended); guarded by mu; nil before the first.
+	lastRan    *Statement
 	statements int64           // guarded by mu; begun so far
 	closed     time.Time       // guarded by mu; when Close ran
 	isClosed   bool            // guarded by mu; Close has run
@@ -321,14 +325,17 @@ func (s *Session) Penalized() bool {
 // end), so no view or log of it shows a password.
 //
 // A shard session's statement (Link) is a child of the statement its
-// coordinator executes when it begins (Session.Executing; none, and it
-// has no Parent): its bytes count in the distributed totals of the top
-// of its Parent chain as well as in its own.
+// coordinator executes when it begins (Session.Executing), or, when the
+// coordinator executes none, of the coordinator's statement that ran
+// last (its backend's clean-up after sluice saw that statement end; see
+// workingFor); it has no Parent only when the coordinator has run
+// nothing yet. Its bytes count in the distributed totals of the top of
+// its Parent chain as well as in its own, also after that top ended.
 func (s *Session) Begin(sql string, now time.Time) *Statement {
 	sql = redact.SQL(sql, dialect(s.Info.Protocol))
 	st := &Statement{ID: s.reg.nextStmt.Add(1), Session: s, SQL: sql, Started: now}
 	if c := s.coord.Load(); c != nil {
-		if p := c.Executing(); p != nil {
+		if p := c.workingFor(); p != nil {
 			st.Parent = p
 			st.node = p.root().nodeOf(s.Info.Route)
 		}
@@ -356,6 +363,26 @@ func dialect(protocol string) redact.Dialect {
 		return redact.MySQL
 	}
 	return redact.PostgreSQL
+}
+
+// workingFor returns the statement a shard statement of a session linked
+// to s begins under: the statement s's server is executing
+// (Executing), or, when none is, the statement that ended last after
+// reaching the server. A coordinator's backend keeps talking to its
+// shards after sluice has seen its answer end or its client go: it ends
+// its remote transactions (ABORT after an error or a cancel), drains a
+// FETCH it sent ahead, and those bytes reach the shard's session after
+// the coordinator's ended. Every statement that reaches the server
+// begins in sluice before the server sees it, so the backend's shard
+// traffic with nothing executing belongs to the last one that ran. nil
+// when s has run no statement.
+func (s *Session) workingFor() *Statement {
+	if st := s.Executing(); st != nil {
+		return st
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastRan
 }
 
 // Executing returns the statement the session's server is executing:

@@ -340,6 +340,9 @@ func (st *Statement) End(now time.Time, o Outcome, rows int64, code string) {
 		s.penalized.Add(-1)
 	}
 	s.mu.Lock()
+	if w == nil {
+		s.lastRan = st
+	}
 	for i, x := range s.active {
 		if x == st {
 			// Remove in place: the slice's array is reused by the next

@@ -211,7 +211,8 @@
 // session to that coordinator session (session.Session.Link) right
 // after recording its identity, before anything is relayed: from then
 // on each of its statements is a child of the coordinator's statement
-// running when it begins. An application_name that does not match, a
+// running when it begins, or of the one that ran last when none is
+// (session.Session.Begin). An application_name that does not match, a
 // pid no session has (a coordinator that does not pass through this
 // sluice) or that several have leaves the session unlinked, without an
 // error. Only client-kind sessions are linked. A linked session is
