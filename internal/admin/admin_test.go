@@ -112,7 +112,7 @@ func TestPsqlReferenceStatements(t *testing.T) {
 	}
 	want := strings.Join([]string{
 		"bandwidth_rule1|128MB/s|60s|penalty|rp1|0|-1",
-		"rp1|bandwidth_rule1|1|normal||1|0|-1|0|0|0",
+		"rp1|bandwidth_rule1|1|normal||1|0|-1|0|0|0|0|0",
 		"user1|rp1|0",
 		"256MB/s",
 		"SET",
