@@ -48,7 +48,12 @@
 // the views the query names (views.Names, read by the manager in one
 // consistent reading) are loaded into a private in-memory SQLite
 // database, read-only, for at most Options.QueryTimeout (10 s, then
-// 57014) and Options.MaxQueryRows rows (100,000, then 54000). A query
+// 57014) and Options.MaxQueryRows rows (100,000, then 54000), with
+// viewsql's bounds on values, results and SQLite's heap. Queries take
+// turns on the server's offpath.Runner (Options.Engine): one runs, on a
+// P and a lowest-priority thread of its own, so that console SQL never
+// takes the relays' CPU; others wait in order within their timeout
+// (57014), and one beyond the waiting bound is refused with 53000. A query
 // naming pg_catalog or information_schema gets 0A000 (psql's \d);
 // SQLite's errors get their SQLSTATE (42601, 42P01, 42703, 42883,
 // 42501), with the position of the unknown name where the query has it.

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"errors"
+	"github.com/sluicelab/sluice/internal/offpath"
 	"math"
 	"slices"
 	"strconv"
@@ -126,15 +127,42 @@ func (c *conn) query(ctx context.Context, q *ddl.Query) (answer, error) {
 	}
 	qctx, cancel := clock.WithTimeout(ctx, c.s.clk, c.s.queryTimeout, errQueryTimeout)
 	defer cancel()
-	res, err := viewsql.Query(qctx, tables, q.SQL, viewsql.Options{MaxRows: c.s.maxRows})
+	var res *viewsql.Result
+	err := c.s.engine.Do(qctx, func(ctx context.Context) error {
+		var err error
+		res, err = viewsql.Query(ctx, tables, q.SQL, viewsql.Options{MaxRows: c.s.maxRows})
+		return err
+	})
 	if err != nil {
-		return answer{}, placed(err, q)
+		return answer{}, placed(engineError(qctx, err), q)
 	}
 	a := answer{Tag: "SELECT " + strconv.Itoa(len(res.Rows)), Columns: res.Columns, Rows: res.Rows, OIDs: make([]uint32, len(res.Types)), Notices: notices}
 	for i, t := range res.Types {
 		a.OIDs[i] = oidOf(t)
 	}
 	return a, nil
+}
+
+// SQLSTATEs of a query that did not get a turn of the console's engine.
+const (
+	codeInsufficientResources = "53000"
+	codeQueryCanceled         = "57014"
+)
+
+// engineError is the SQLSTATE error of a query that did not get a turn
+// of the console's engine: 53000 when too many wait already, 57014 when
+// its time ran out while it waited; any other error as it is.
+func engineError(ctx context.Context, err error) error {
+	var e *ddl.Error
+	switch {
+	case errors.As(err, &e):
+		return err
+	case errors.Is(err, offpath.ErrBusy):
+		return ddl.Errorf(codeInsufficientResources, 0, "%v; try again later", err)
+	case ctx.Err() != nil:
+		return ddl.Errorf(codeQueryCanceled, 0, "canceling statement due to statement timeout (it waited for the console's engine)")
+	}
+	return ddl.Errorf(ddl.CodeInternal, 0, "console query: %v", err)
 }
 
 // placed gives an unknown column or table error the position of its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicelab/sluice/internal/offpath"
 	"log/slog"
 	"net"
 	"sync"
@@ -66,6 +67,10 @@ type Options struct {
 	// MaxQueryRows bounds the rows of one SQL query over the views
 	// (54000 beyond); 0 means viewsql.DefaultMaxRows.
 	MaxQueryRows int
+	// Engine bounds how many SQL queries over the views run at once and
+	// wait for a turn (53000 beyond); the zero value is offpath's
+	// defaults, one running and 64 waiting.
+	Engine offpath.Options
 }
 
 // Server is the admin console. It is safe for concurrent use.
@@ -79,6 +84,9 @@ type Server struct {
 	queryTimeout time.Duration
 	maxRows      int
 	cfg          pgserver.Config // authentication and limits; immutable
+	// engine gives SQL queries over the views their turns, one at a time,
+	// off the relays' CPUs (package offpath); immutable.
+	engine *offpath.Runner
 
 	wg sync.WaitGroup // connection goroutines
 
@@ -103,6 +111,7 @@ func New(o Options) (*Server, error) {
 		version:      o.ServerVersion,
 		queryTimeout: o.QueryTimeout,
 		maxRows:      o.MaxQueryRows,
+		engine:       offpath.New(o.Engine),
 		listeners:    map[net.Listener]struct{}{},
 		conns:        map[net.Conn]struct{}{},
 		cfg:          pgserver.Config{MaxMessage: maxMessage, AuthTimeout: AuthTimeout, Clock: o.Clock},

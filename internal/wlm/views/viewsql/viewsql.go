@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,29 @@ const DefaultMaxRows = 100_000
 // MaxRows rows (program_limit_exceeded).
 const CodeTooManyRows = "54000"
 
+// Bounds of a query's memory. DefaultMaxValueBytes and
+// DefaultMaxResultBytes apply when Options leave them 0; the heap limits
+// are SQLite's own and process-wide (sqlite3_soft_heap_limit64 and
+// sqlite3_hard_heap_limit64, set by every Query): every SQLite database
+// of the process shares them, the lab's embedded backend included.
+const (
+	// DefaultMaxValueBytes is the longest string or BLOB a query may make
+	// (SQLITE_LIMIT_LENGTH): randomblob(1e9) or a 100 MB printf fails at
+	// once with 54000 instead of allocating it.
+	DefaultMaxValueBytes = 16 << 20
+	// DefaultMaxResultBytes bounds the text of a result's values, summed.
+	DefaultMaxResultBytes = 64 << 20
+	// SoftHeapBytes is where SQLite starts to give memory back (caches).
+	SoftHeapBytes = 128 << 20
+	// HardHeapBytes is the most SQLite allocates; past it a query fails
+	// with 54000 (out of memory).
+	HardHeapBytes = 512 << 20
+)
+
+// freeAfterBytes is a result's size beyond which Query gives the Go
+// heap's free memory back to the system when it returns.
+const freeAfterBytes = 8 << 20
+
 // dsn opens a private in-memory database; _dqs=0 makes a "double-quoted"
 // word an identifier only, never a string as SQLite would otherwise
 // fall back to.
@@ -34,6 +58,12 @@ type Options struct {
 	// MaxRows is the most rows the query may return; more is an error
 	// (CodeTooManyRows). 0 means DefaultMaxRows.
 	MaxRows int
+	// MaxValueBytes is the longest string or BLOB the query may make
+	// (CodeTooManyRows beyond); 0 means DefaultMaxValueBytes.
+	MaxValueBytes int
+	// MaxResultBytes bounds the text of the result's values, summed
+	// (CodeTooManyRows beyond); 0 means DefaultMaxResultBytes.
+	MaxResultBytes int
 }
 
 // Result is what a query returned.
@@ -46,6 +76,8 @@ type Result struct {
 	// Rows hold each value as text (Valid false for NULL): integers in
 	// decimal, reals in the shortest form that reads back the same.
 	Rows [][]sql.NullString
+
+	bytes int // the values' text, summed, as read
 }
 
 // Query runs query, one SELECT statement (a ddl.Query's SQL), over
@@ -56,6 +88,22 @@ func Query(ctx context.Context, tables map[string]views.Table, query string, o O
 	if o.MaxRows <= 0 {
 		o.MaxRows = DefaultMaxRows
 	}
+	if o.MaxValueBytes <= 0 {
+		o.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = DefaultMaxResultBytes
+	}
+	res, err := runQuery(ctx, tables, query, o)
+	if res != nil && res.bytes > freeAfterBytes {
+		// The result's copies and SQLite's pages are garbage now: give
+		// them back rather than keep the process at its peak.
+		debug.FreeOSMemory()
+	}
+	return res, err
+}
+
+func runQuery(ctx context.Context, tables map[string]views.Table, query string, o Options) (*Result, error) {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, internal(err)
@@ -66,13 +114,33 @@ func Query(ctx context.Context, tables map[string]views.Table, query string, o O
 		return nil, convert(ctx, err)
 	}
 	defer conn.Close()
+	if err := bound(ctx, conn, o.MaxValueBytes); err != nil {
+		return nil, err
+	}
 	if err := load(ctx, conn, tables); err != nil {
 		return nil, err
 	}
 	if err := lockDown(ctx, conn); err != nil {
 		return nil, err
 	}
-	return run(ctx, conn, query, o.MaxRows)
+	return run(ctx, conn, query, o)
+}
+
+// bound sets the connection's longest value and SQLite's process-wide
+// heap limits.
+func bound(ctx context.Context, conn *sql.Conn, maxValue int) error {
+	if _, err := sqlite.Limit(conn, sqlite3.SQLITE_LIMIT_LENGTH, maxValue); err != nil {
+		return internal(err)
+	}
+	for _, p := range []string{
+		fmt.Sprintf("PRAGMA soft_heap_limit = %d", SoftHeapBytes),
+		fmt.Sprintf("PRAGMA hard_heap_limit = %d", HardHeapBytes),
+	} {
+		if _, err := conn.ExecContext(ctx, p); err != nil {
+			return convert(ctx, err)
+		}
+	}
+	return nil
 }
 
 // quoteIdent quotes a name for SQLite.
@@ -208,8 +276,10 @@ func authorize(action sqlite.AuthorizerActionCode, arg1, arg2, _, _ string) sqli
 	return sqlite.AuthorizerDeny
 }
 
-// run runs the query and reads at most maxRows rows.
-func run(ctx context.Context, conn *sql.Conn, query string, maxRows int) (*Result, error) {
+// run runs the query and reads at most o.MaxRows rows of at most
+// o.MaxResultBytes.
+func run(ctx context.Context, conn *sql.Conn, query string, o Options) (*Result, error) {
+	maxRows := o.MaxRows
 	rows, err := conn.QueryContext(ctx, query)
 	if err != nil {
 		return nil, convert(ctx, err)
@@ -239,8 +309,17 @@ func run(ctx context.Context, conn *sql.Conn, query string, maxRows int) (*Resul
 		}
 		row := make([]any, len(dest))
 		for i, v := range dest {
-			if b, ok := v.([]byte); ok {
-				v = string(b)
+			switch x := v.(type) {
+			case []byte:
+				res.bytes += len(x)
+				v = string(x)
+			case string:
+				res.bytes += len(x)
+			default:
+				res.bytes += 8
+			}
+			if res.bytes > o.MaxResultBytes {
+				return nil, ddl.Errorf(CodeTooManyRows, 0, "query result larger than %d bytes", o.MaxResultBytes)
 			}
 			row[i] = v
 			seen[i].note(v)
@@ -356,6 +435,10 @@ func convert(ctx context.Context, err error) *ddl.Error {
 		msg = trimCode(msg)
 	}
 	switch {
+	case code == sqlite3.SQLITE_TOOBIG:
+		return ddl.Errorf(CodeTooManyRows, 0, "a value of the query is longer than the console allows (%s)", msg)
+	case code == sqlite3.SQLITE_NOMEM:
+		return ddl.Errorf(CodeTooManyRows, 0, "the query needs more memory than the console allows (%s)", msg)
 	case code == sqlite3.SQLITE_INTERRUPT:
 		return ddl.Errorf(codeQueryCanceled, 0, "canceling statement due to statement timeout")
 	case code == sqlite3.SQLITE_AUTH:

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
@@ -187,4 +189,62 @@ func BenchmarkQuery1000Sessions(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestQueryMemoryBounds: a value longer than MaxValueBytes or a result
+// larger than MaxResultBytes fails at once with 54000, without the
+// process ever holding it: the high-water mark of its resident memory
+// grows by far less than the value would take.
+func TestQueryMemoryBounds(t *testing.T) {
+	tabs := fixture()
+	// Reset the resident high-water mark (VmHWM) to what is resident now.
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		t.Fatalf("reset the high-water mark: %v", err)
+	}
+	before := hwm(t)
+	for _, q := range []string{
+		"SELECT length(randomblob(1000000000))",
+		"SELECT randomblob(1000000000)",
+		"SELECT printf('%.*c', 100000000, 'x') FROM (SELECT 1 UNION ALL SELECT 2)",
+		"SELECT length(zeroblob(500000000))",
+		"SELECT group_concat(printf('%.*c', 1000000, 'x')) FROM (WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r LIMIT 100) SELECT n FROM r)",
+	} {
+		if _, err := Query(context.Background(), tabs, q, Options{}); code(err) != CodeTooManyRows {
+			t.Errorf("%s: %v, want %s", q, err, CodeTooManyRows)
+		}
+	}
+	if grew := hwm(t) - before; grew > 200<<20 {
+		t.Errorf("resident memory peaked %d MiB above where it was", grew>>20)
+	}
+	// Ten values of 1,000 bytes fit 20,000 bytes, not 5,000.
+	q := "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r LIMIT 10) SELECT printf('%.*c', 1000, 'x') FROM r"
+	if _, err := Query(context.Background(), tabs, q, Options{MaxResultBytes: 5000}); code(err) != CodeTooManyRows {
+		t.Errorf("10 kB over MaxResultBytes 5000: %v, want %s", err, CodeTooManyRows)
+	}
+	if r, err := Query(context.Background(), tabs, q, Options{MaxResultBytes: 20000}); err != nil || len(r.Rows) != 10 {
+		t.Errorf("10 kB under MaxResultBytes 20000: %v", err)
+	}
+	if _, err := Query(context.Background(), tabs, "SELECT length(randomblob(2000))", Options{MaxValueBytes: 1000}); code(err) != CodeTooManyRows {
+		t.Errorf("2000 bytes over MaxValueBytes 1000: %v, want %s", err, CodeTooManyRows)
+	}
+}
+
+// hwm returns the process's resident high-water mark (VmHWM), in bytes.
+func hwm(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/self/status")
+	return 0
 }

@@ -1,0 +1,101 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicelab/sluice/internal/offpath"
+)
+
+const endless = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r) SELECT count(*) FROM r"
+
+// TestEngineBounded: twenty consoles that each send a query that would
+// compute forever get one turn at a time: the queries beyond the ones
+// running and waiting are refused at once with 53000, the others end at
+// the query timeout with 57014, and none of them holds the engine past it.
+func TestEngineBounded(t *testing.T) {
+	const consoles, waiting = 20, 4
+	c := startConsole(t, Options{QueryTimeout: 2 * time.Second, Engine: offpath.Options{MaxWaiting: waiting}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conns := make([]*pgx.Conn, consoles)
+	for i := range conns {
+		conn, err := pgx.Connect(ctx, c.url("admin", password))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		conns[i] = conn
+	}
+	var wg sync.WaitGroup
+	codes := make(chan string, consoles)
+	for _, conn := range conns {
+		wg.Go(func() {
+			var n int64
+			err := conn.QueryRow(ctx, endless).Scan(&n)
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) {
+				codes <- "no error: " + errString(err)
+				return
+			}
+			codes <- pe.Code
+		})
+	}
+	wg.Wait()
+	close(codes)
+	got := map[string]int{}
+	for code := range codes {
+		got[code]++
+	}
+	if got["53000"] != consoles-1-waiting || got["57014"] != 1+waiting || len(got) != 2 {
+		t.Fatalf("codes %v, want %d of 53000 (refused) and %d of 57014 (ran or waited out the timeout)", got, consoles-1-waiting, 1+waiting)
+	}
+	// The engine is free again: a trivial query gets its answer.
+	var n int64
+	if err := conns[0].QueryRow(ctx, "SELECT count(*) FROM sessions").Scan(&n); err != nil {
+		t.Fatalf("a trivial query after the storm: %v", err)
+	}
+}
+
+// TestEngineTrivialWaitsItsTurn: a trivial query sent while an endless
+// one runs waits for its turn and is answered once the endless one ends.
+func TestEngineTrivialWaitsItsTurn(t *testing.T) {
+	c := startConsole(t, Options{QueryTimeout: 20 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	heavy, err := pgx.Connect(ctx, c.url("admin", password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer heavy.Close(context.Background())
+	light, err := pgx.Connect(ctx, c.url("admin", password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer light.Close(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		var n int64
+		done <- heavy.QueryRow(ctx, "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r LIMIT 200000) SELECT count(*) FROM r").Scan(&n)
+	}()
+	var n int64
+	if err := light.QueryRow(ctx, "SELECT count(*) FROM rules").Scan(&n); err != nil {
+		t.Fatalf("the trivial query: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the long query: %v", err)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "nil"
+	}
+	return err.Error()
+}
