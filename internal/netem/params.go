@@ -262,10 +262,23 @@ func (p Params) WithDefaults() Params {
 	return r
 }
 
-// Validate reports the first out-of-range setting: a negative duration or
-// size, a probability or correlation outside [0, 1] (or NaN), or an unknown
-// Distribution or LossKind.
+// MaxDelay is the longest delay, jitter or rto Validate accepts: a
+// minute, far above any real path's, so that a mistyped value ('1000000h')
+// is refused rather than holding every byte of a link for years.
+const MaxDelay = time.Minute
+
+// Validate reports the first out-of-range setting: a duration above
+// MaxDelay, a negative duration or size, a probability or correlation
+// outside [0, 1] (or NaN), or an unknown Distribution or LossKind.
 func (p Params) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"delay", p.Delay}, {"jitter", p.Jitter}, {"rto", p.RTO}} {
+		if d.v > MaxDelay {
+			return fmt.Errorf("netem: %s %v is above the maximum %v", d.name, d.v, MaxDelay)
+		}
+	}
 	signed := []struct {
 		name     string
 		v        any // a time.Duration or an int64

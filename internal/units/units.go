@@ -82,11 +82,15 @@ func ParseRate(s string) (int64, error) {
 	return b, nil
 }
 
-// ParseDuration parses "10ms", "500us", "1.5s". A bare number is an error.
+// ParseDuration parses "10ms", "500us", "1.5s", with or without a space
+// before the unit ("1 ms"). A bare number other than 0 is an error.
 func ParseDuration(s string) (time.Duration, error) {
 	t := strings.TrimSpace(s)
 	if t == "0" {
 		return 0, nil
+	}
+	if v, unit, err := splitNumber(t); err == nil && unit != "" {
+		t = strconv.FormatFloat(v, 'f', -1, 64) + unit
 	}
 	d, err := time.ParseDuration(t)
 	if err != nil {
@@ -115,6 +119,21 @@ func ParsePercent(s string) (float64, error) {
 		return 0, fmt.Errorf("percentage %q: must be between 0%% and 100%%", s)
 	}
 	return v, nil
+}
+
+// ParsePercentage parses a percentage as tc netem reads one: "1", "1%"
+// and "1 %" are all 0.01, "0.5%" is 0.005. The result is in [0, 1].
+func ParsePercentage(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	t = strings.TrimSpace(strings.TrimSuffix(t, "%"))
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || math.IsNaN(v) {
+		return 0, fmt.Errorf("percentage %q: bad number", s)
+	}
+	if v < 0 || v > 100 {
+		return 0, fmt.Errorf("percentage %q: must be between 0 and 100", s)
+	}
+	return v / 100, nil
 }
 
 // FormatBytes writes b with the largest binary unit that divides it

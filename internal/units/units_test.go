@@ -34,7 +34,14 @@ func TestParse(t *testing.T) {
 	checkParse(t, "ParseDuration", ParseDuration, map[string]time.Duration{
 		"10ms": 10 * time.Millisecond, "500us": 500 * time.Microsecond, "0.5ms": 500 * time.Microsecond,
 		"1.5s": 1500 * time.Millisecond, "0": 0,
-	}, "10", "-1ms")
+		"1 ms": time.Millisecond, " 20 ms ": 20 * time.Millisecond, "1.5 s": 1500 * time.Millisecond, "250 us": 250 * time.Microsecond,
+	}, "10", "-1ms", "- 1 ms", "1 parsec")
+	checkParse(t, "ParseBytes with a space", ParseBytes, map[string]int64{"20 MB": 20e6, "1 GiB": 1 << 30}, "20 parsecs")
+	checkParse(t, "ParseRate with a space", ParseRate, map[string]int64{"1 Gbit": 125e6, "100 MB/s": 100e6}, "1 Gparsec")
+	// tc netem's percentages: a bare number is a percent.
+	checkParse(t, "ParsePercentage", ParsePercentage, map[string]float64{
+		"1": 0.01, "1%": 0.01, "1 %": 0.01, "0.5%": 0.005, "100": 1, "0": 0, "25": 0.25,
+	}, "101", "-1%", "x", "")
 	checkParse(t, "ParsePercent", ParsePercent, map[string]float64{
 		"0.1%": 0.001, "0.001": 0.001, "100%": 1,
 	}, "101%", "x%")

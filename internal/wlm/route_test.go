@@ -141,6 +141,20 @@ func TestGilbertElliottOptions(t *testing.T) {
 	if want := (0.1*0.002 + 0.005*0.5) / 0.105; math.Abs(freq-want) > 0.1*want {
 		t.Errorf("loss frequency %.5f, want %.5f ± 10%%", freq, want)
 	}
+	// tc's spelling: bare numbers are percentages.
+	mustExec(t, m, "ALTER ROUTE r WITH (loss='gemodel 1 25')")
+	if b := m.Bind("r", "u"); b.Up.LossModel.Kind != netem.GilbertElliott || math.Abs(b.Up.LossModel.P-0.01) > 1e-12 || b.Up.LossModel.R != 0.25 || b.Up.LossModel.BadLoss != 1 {
+		t.Fatalf("gemodel 1 25: %+v, want P 0.01, R 0.25, 1-H 1", b.Up.LossModel)
+	}
+	for _, c := range []struct {
+		loss string
+		want float64
+	}{{"1", 0.01}, {"0.5", 0.005}, {"2 %", 0.02}} {
+		mustExec(t, m, "ALTER ROUTE r WITH (loss='"+c.loss+"')")
+		if b := m.Bind("r", "u"); b.Up.LossModel.Kind != netem.Bernoulli || math.Abs(b.Up.Loss-c.want) > 1e-12 {
+			t.Fatalf("loss=%q: %+v, want Bernoulli %g as tc netem reads it", c.loss, b.Up, c.want)
+		}
+	}
 	// Bernoulli loss on the route replaces the link's model.
 	mustExec(t, m, "ALTER ROUTE r WITH (loss='1%')")
 	if b := m.Bind("r", "u"); b.Up.LossModel.Kind != netem.Bernoulli || b.Up.Loss != 0.01 {
@@ -164,5 +178,38 @@ func TestGilbertElliottOptions(t *testing.T) {
 	}
 	if got, want := back.Pools["gp"].Emulation.Params(), m.Catalog().Pools["gp"].Emulation.Params(); got != want || got.LossModel.Kind != netem.GilbertElliott {
 		t.Errorf("stored pool emulation %+v, want %+v", got, want)
+	}
+}
+
+// TestDelayBounded: a delay, jitter or rto above netem.MaxDelay is
+// refused, from the console with 22023 and in a catalog read from a
+// store (a file or etcd), so no mistyped value holds a link's bytes for
+// years. A space before the unit is accepted, as in '20 MB'.
+func TestDelayBounded(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	for _, sql := range []string{
+		"ALTER LINK default WITH (delay='1000000h')",
+		"ALTER LINK default WITH (jitter='61s')",
+		"CREATE RESOURCE POOL slow WITH (delay='2 min')",
+		"ALTER LINK default WITH (rto='1h')",
+	} {
+		if e := execErr(t, m, sql); e.Code != ddl.CodeInvalidParameter {
+			t.Errorf("%s: %v (%s), want 22023", sql, e, e.Code)
+		}
+	}
+	mustExec(t, m, "ALTER LINK default WITH (delay='60 s', jitter='1 ms')")
+	if b := m.Bind("r", "u"); b.Up.Delay != time.Minute || b.Up.Jitter != time.Millisecond {
+		t.Fatalf("delay '60 s', jitter '1 ms': %v, %v", b.Up.Delay, b.Up.Jitter)
+	}
+	data, err := store.Marshal(m.Catalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(data), `"delay": "1m0s"`, `"delay": "1000000h"`, 1)
+	if bad == string(data) {
+		t.Fatalf("no delay to replace in %s", data)
+	}
+	if _, err := store.Unmarshal("etcd", []byte(bad)); err == nil || !strings.Contains(err.Error(), "maximum") {
+		t.Fatalf("a stored delay of 1000000h: %v, want it refused", err)
 	}
 }

@@ -339,9 +339,11 @@ type LossModel netem.LossModel
 // MarshalText writes m as ParseLossModel reads it, with fractions.
 func (m LossModel) MarshalText() ([]byte, error) { return []byte(m.text(FormatFloat)), nil }
 
-// UnmarshalText reads what MarshalText writes.
+// UnmarshalText reads what MarshalText writes: its numbers are
+// fractions ("gemodel 0.01 0.25 1 0"), not the percentages
+// ParseLossModel reads.
 func (m *LossModel) UnmarshalText(b []byte) error {
-	v, err := ParseLossModel(string(b))
+	v, err := parseLossModel(string(b), units.ParsePercent)
 	if err != nil {
 		return err
 	}
@@ -360,9 +362,15 @@ func (m LossModel) text(f func(float64) string) string {
 // "gemodel"): P the probability of moving from the good state to the bad
 // one, R from bad to good (absent: 1-P), 1-H the loss probability in the
 // bad state (absent: 1), 1-K in the good state (absent: 0). Each is a
-// percentage ("1%") or a fraction in [0, 1] ("0.01"), as the option loss
-// takes for Bernoulli loss.
+// percentage, as tc reads it: "gemodel 1 25" and "gemodel 1% 25%" are
+// both P = 0.01, R = 0.25.
 func ParseLossModel(s string) (LossModel, error) {
+	return parseLossModel(s, units.ParsePercentage)
+}
+
+// parseLossModel reads "gemodel P [R [1-H [1-K]]]" with each probability
+// read by prob.
+func parseLossModel(s string, prob func(string) (float64, error)) (LossModel, error) {
 	f := strings.Fields(s)
 	if len(f) == 0 {
 		return LossModel{}, fmt.Errorf("empty loss model")
@@ -375,7 +383,7 @@ func ParseLossModel(s string) (LossModel, error) {
 	}
 	var p [4]float64
 	for i, t := range f[1:] {
-		v, err := units.ParsePercent(t)
+		v, err := prob(t)
 		if err != nil {
 			return LossModel{}, fmt.Errorf("gemodel %s: %w", [4]string{"p", "r", "1-h", "1-k"}[i], err)
 		}

@@ -156,7 +156,16 @@ func applyLink(d *LinkDef, opts []ddl.Option) error {
 			return err
 		}
 	}
-	return d.Emulation.Validate()
+	return invalidEmulation(d.Emulation.Validate())
+}
+
+// invalidEmulation is err, from Emulation.Validate, as a 22023 error;
+// nil for nil.
+func invalidEmulation(err error) error {
+	if err == nil {
+		return nil
+	}
+	return ddl.Errorf(ddl.CodeInvalidParameter, 0, "%v", err)
 }
 
 func applyPool(c *Catalog, p *Pool, opts []ddl.Option) error {
@@ -172,7 +181,7 @@ func applyPool(c *Catalog, p *Pool, opts []ddl.Option) error {
 			}
 		}
 	}
-	return p.Emulation.Validate()
+	return invalidEmulation(p.Emulation.Validate())
 }
 
 func hasOption(opts []ddl.Option, name string) bool {

@@ -109,13 +109,14 @@ func setEmulation(e *Emulation, o ddl.Option) (bool, error) {
 	return true, err
 }
 
-// parseLoss reads option loss: a probability per segment ("0.1%",
-// 0.001) for Bernoulli loss, or "gemodel P [R [1-H [1-K]]]" for a
-// Gilbert-Elliott model (ParseLossModel); DEFAULT unsets both.
+// parseLoss reads option loss: a percentage per segment, as tc netem
+// reads it ("1" and "1%" are both 1 %, "0.1%" is 0.001), for Bernoulli
+// loss, or "gemodel P [R [1-H [1-K]]]" for a Gilbert-Elliott model
+// (ParseLossModel, percentages too); DEFAULT unsets both.
 func parseLoss(o ddl.Option) (*float64, *LossModel, error) {
 	t := strings.TrimSpace(o.Value.Text)
 	if o.Value.Kind == ddl.Default || t == "" || !unicode.IsLetter(rune(t[0])) {
-		p, err := optional(o, parseFraction)
+		p, err := optional(o, func(v ddl.Value) (float64, error) { return units.ParsePercentage(v.Text) })
 		return p, nil, err
 	}
 	m, err := optional(o, func(v ddl.Value) (LossModel, error) { return ParseLossModel(v.Text) })
