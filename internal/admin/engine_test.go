@@ -99,3 +99,33 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestWritesRefused: PRAGMA, ATTACH and writes sent to the console get
+// 42501 (insufficient_privilege), as through its query engine, whichever
+// of the parser or the engine sees them first.
+func TestWritesRefused(t *testing.T) {
+	c := startConsole(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.url("admin", password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, sql := range []string{
+		"PRAGMA query_only = off",
+		"ATTACH DATABASE '/tmp/x' AS x",
+		"INSERT INTO rules VALUES ('r')",
+		"UPDATE pools SET weight = 2",
+		"DELETE FROM sessions",
+		"CREATE TABLE t (a int)",
+		"DROP TABLE rules",
+		"SELECT * FROM pragma_table_info('rules')",
+	} {
+		_, err := conn.Exec(ctx, sql)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42501" {
+			t.Errorf("%s: %v, want 42501", sql, err)
+		}
+	}
+}

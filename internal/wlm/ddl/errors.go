@@ -20,6 +20,7 @@ const (
 	CodeInvalidPassword   = "28P01" // invalid_password
 	CodeProtocolViolation = "08P01" // protocol_violation
 	CodeUndefinedParam    = "42P02" // undefined_parameter
+	CodeReadOnly          = "42501" // insufficient_privilege: the console's views only read
 )
 
 // Error is a statement error with a SQLSTATE. Position is the 1-based

@@ -209,6 +209,9 @@ func (p *parser) statement() (Statement, error) {
 	first := p.i
 	t := p.peek()
 	parse := statements[t.val]
+	if t.kind == tIdent && parse == nil && writeCommands[t.val] {
+		return nil, readOnly(t.pos, strings.ToUpper(t.val))
+	}
 	if t.kind != tIdent || parse == nil {
 		return nil, p.syntaxError()
 	}
@@ -221,8 +224,36 @@ func (p *parser) statement() (Statement, error) {
 	return st, nil
 }
 
+// writeCommands are the SQL commands that would write, change a schema
+// or reach outside the views: the console refuses them with 42501, as
+// its query engine's authorizer does, not as syntax errors.
+var writeCommands = map[string]bool{
+	"pragma": true, "attach": true, "detach": true, "insert": true, "update": true, "delete": true,
+	"replace": true, "upsert": true, "merge": true, "truncate": true, "vacuum": true, "reindex": true,
+	"analyze": true, "copy": true, "grant": true, "revoke": true, "begin": true, "commit": true,
+	"rollback": true, "savepoint": true, "release": true,
+}
+
+// schemaObjects are what CREATE, ALTER and DROP would change in a
+// database's schema: the console has none to change (42501).
+var schemaObjects = map[string]bool{
+	"table": true, "index": true, "view": true, "trigger": true, "schema": true, "database": true,
+	"temp": true, "temporary": true, "unique": true, "virtual": true, "sequence": true, "function": true,
+}
+
+// readOnly is the error of a command the console does not run because
+// it would write.
+func readOnly(pos int, what string) *Error {
+	e := Errorf(CodeReadOnly, pos, "permission denied: the sluice admin console's views only read (%s)", what)
+	e.Hint = "The console changes its catalog with CREATE, ALTER and DROP of EXCEPT RULE, RESOURCE POOL, LINK, USER and ALTER ROUTE."
+	return e
+}
+
 // kind reads EXCEPT RULE, RESOURCE POOL, LINK or USER.
 func (p *parser) kind() (Kind, error) {
+	if t := p.peek(); t.kind == tIdent && schemaObjects[t.val] {
+		return 0, readOnly(t.pos, strings.ToUpper(t.val))
+	}
 	switch {
 	case p.accept("except"):
 		return Rule, p.expectKeyword("rule")

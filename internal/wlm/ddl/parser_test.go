@@ -231,7 +231,16 @@ func TestParseErrors(t *testing.T) {
 		{"CREATE EXCEPT RULE", CodeSyntax, 19, "syntax error at end of input"},
 		{"CREATE EXCEPT r", CodeSyntax, 15, `at or near "r"`},
 		{"CREATE LINK IF EXISTS x", CodeSyntax, 16, `at or near "EXISTS"`},
-		{"CREATE TABLE t (a int)", CodeSyntax, 8, `at or near "TABLE"`},
+		{"CREATE TEBLE t (a int)", CodeSyntax, 8, `at or near "TEBLE"`},
+		// What would write or reach outside the views is refused as
+		// the query engine refuses it, not as a syntax error.
+		{"CREATE TABLE t (a int)", CodeReadOnly, 8, "only read (TABLE)"},
+		{"DROP VIEW sessions", CodeReadOnly, 6, "only read (VIEW)"},
+		{"PRAGMA query_only = off", CodeReadOnly, 1, "only read (PRAGMA)"},
+		{"ATTACH DATABASE 'x' AS y", CodeReadOnly, 1, "only read (ATTACH)"},
+		{"insert into users values (1)", CodeReadOnly, 1, "only read (INSERT)"},
+		{"UPDATE rules SET a = 1", CodeReadOnly, 1, "only read (UPDATE)"},
+		{"DELETE FROM sessions", CodeReadOnly, 1, "only read (DELETE)"},
 		{"CREATE EXCEPT RULE r WITH (bandwidth 128)", CodeSyntax, 38, `at or near "128"`},
 		{"CREATE EXCEPT RULE r WITH (bandwidth=128", CodeSyntax, 41, "end of input"},
 		{"CREATE EXCEPT RULE r WITH bandwidth=128", CodeSyntax, 27, `at or near "bandwidth"`},
