@@ -53,6 +53,9 @@ type Options struct {
 	// NoProcessMetrics leaves the Go runtime and process collectors out
 	// of /metrics.
 	NoProcessMetrics bool
+	// StoreResets counts the shared catalog store's resets for /metrics;
+	// nil for a file store.
+	StoreResets metrics.StoreResets
 }
 
 // Server is sluice's HTTP API: metrics, the catalog and session API, the
@@ -92,7 +95,7 @@ func New(o Options) (*Server, error) {
 	if s.token == "" {
 		s.token = o.FleetToken
 	}
-	mo := metrics.Options{Manager: o.Manager, NoProcess: o.NoProcessMetrics}
+	mo := metrics.Options{Manager: o.Manager, NoProcess: o.NoProcessMetrics, StoreResets: o.StoreResets}
 	if o.Proxy != nil {
 		mo.Unsent, mo.Lateness, mo.Panics, mo.Loops = o.Proxy, o.Proxy, o.Proxy, o.Proxy
 	}

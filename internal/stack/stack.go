@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicelab/sluice/internal/httpapi/metrics"
 	"log/slog"
 	"maps"
 	"net"
@@ -177,7 +178,11 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		}
 	}
 	if cfg.HTTP.Listen != "" {
-		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, s.srv, s, s.cluster, o.Clock, log, o.Version); err != nil {
+		var resets metrics.StoreResets
+		if s.catStore != nil {
+			resets = s.catStore
+		}
+		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, s.srv, s, s.cluster, resets, o.Clock, log, o.Version); err != nil {
 			return fail(err)
 		}
 	}
@@ -413,7 +418,7 @@ func (s *Stack) serveAdmin(ctx context.Context, addr, auth string) error {
 
 // newHTTP makes the HTTP API of cfg; without a token only a loopback
 // address is accepted. It binds nothing.
-func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl httpapi.Reloader, fl fleet.View, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
+func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl httpapi.Reloader, fl fleet.View, resets metrics.StoreResets, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
 	token := cfg.HTTP.Token
 	if token == "" {
 		token = cfg.Fleet.Token
@@ -423,7 +428,7 @@ func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl httpapi
 	}
 	api, err := httpapi.New(httpapi.Options{
 		Manager: mgr, Proxy: srv, Reloader: rl, Clock: clk, Logger: log.With("component", "http"),
-		Token: cfg.HTTP.Token, FleetToken: cfg.Fleet.Token, Fleet: fl, Version: version,
+		Token: cfg.HTTP.Token, FleetToken: cfg.Fleet.Token, Fleet: fl, Version: version, StoreResets: resets,
 	})
 	if err != nil {
 		return nil, nil, "", err

@@ -197,6 +197,16 @@ func (c *EtcdCluster) Stop(i int) {
 	cmd.Wait()
 }
 
+// Wipe stops member i and removes its data directory, as a member
+// restarted on an empty disk has lost it; Start then starts it anew.
+func (c *EtcdCluster) Wipe(i int) {
+	c.t.Helper()
+	c.Stop(i)
+	if err := os.RemoveAll(filepath.Join(c.dir, "m"+strconv.Itoa(i))); err != nil {
+		c.t.Fatalf("wipe etcd member %d: %v", i, err)
+	}
+}
+
 // WaitHealthy waits up to timeout for a quorum to answer a read through
 // every running member.
 func (c *EtcdCluster) WaitHealthy(timeout time.Duration) {

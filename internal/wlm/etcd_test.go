@@ -182,3 +182,57 @@ func TestStaleRefusesChanges(t *testing.T) {
 		t.Errorf("revision %d after the change, was %d", m.AppliedRevision(), rev)
 	}
 }
+
+// TestEtcdDataLoss: etcd restarted on an empty data directory restarts
+// its revisions near 1 while the instances had applied far more. Each
+// instance notices (its checks see etcd's revision below the applied
+// one), counts it, reloads, and from then on applies the others'
+// changes again, where a watch from the old revision would wait for
+// ever.
+func TestEtcdDataLoss(t *testing.T) {
+	cl := testenv.StartEtcdCluster(t, 1)
+	cfg := etcd.Config{Endpoints: cl.Endpoints(), Prefix: "/sluice-dataloss"}
+	var (
+		ms []*Manager
+		ss []*store.Etcd
+	)
+	for range 2 {
+		s := store.NewEtcd(testenv.DialEtcd(t, cfg), cfg.Key("catalog"))
+		s.CheckInterval = 100 * time.Millisecond
+		ms = append(ms, newTestManager(t, ManagerOptions{Store: s, Clock: clock.Real{}}))
+		ss = append(ss, s)
+	}
+	a, b := ms[0], ms[1]
+	for i := range ms {
+		follow(t, ms[i], ss[i])
+	}
+	// Enough revisions that the new cluster's stay below them.
+	for i := range 40 {
+		mustExec(t, a, "SET low_priority_bandwidth = '"+strconv.Itoa(i+1)+"MB'")
+	}
+	waitRevision(t, b, a.AppliedRevision())
+	before := b.AppliedRevision()
+
+	cl.Wipe(0)
+	cl.Start(0)
+	cl.WaitHealthy(60 * time.Second)
+	testenv.Eventually(t, 30*time.Second, "both instances noticed etcd's reset", func() bool {
+		return ss[0].Resets() >= 1 && ss[1].Resets() >= 1
+	})
+	if b.AppliedRevision() >= before {
+		t.Fatalf("b's applied revision %d after the reset, was %d: it still waits for the old history", b.AppliedRevision(), before)
+	}
+	// a's next change reaches b.
+	testenv.Eventually(t, 30*time.Second, "a's change after the reset", func() bool {
+		_, err := a.Exec(context.Background(), "CREATE LINK after_reset")
+		return err == nil || strings.Contains(err.Error(), "already exists")
+	})
+	testenv.Eventually(t, 30*time.Second, "b applied a's change after the reset", func() bool {
+		return b.Catalog().Links["after_reset"] != nil
+	})
+	for i, s := range ss {
+		if n := s.Resets(); n != 1 {
+			t.Errorf("instance %d reset %d times for one loss of etcd's data", i, n)
+		}
+	}
+}

@@ -576,7 +576,7 @@ func (m *Manager) ApplyStored(c *Catalog, rev store.Revision) bool {
 		return false
 	}
 	if c == nil {
-		m.rev = 0
+		m.setRevLocked(0)
 		return false
 	}
 	if rev <= m.rev {

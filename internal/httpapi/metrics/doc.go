@@ -29,6 +29,7 @@
 //	sluice_catalog_changes_total{surface,outcome}              counter
 //	sluice_catalog_revision                                    gauge
 //	sluice_catalog_stale_since_seconds                         gauge
+//	sluice_catalog_store_resets_total                          counter (an etcd store only)
 //	sluice_pool_active_statements{pool}                        gauge
 //	sluice_pool_admission_running{pool}                        gauge
 //	sluice_pool_admission_waiting{pool}                        gauge
@@ -99,7 +100,10 @@
 // goes back). sluice_pool_bytes_total is sluice_link_pool_bytes_total
 // summed over links and classes. sluice_catalog_changes_total is the
 // workload manager's audit counters: surface console, http, forward or
-// config, outcome ok or error. sluice_catalog_revision is the store's
+// config, outcome ok or error. sluice_catalog_store_resets_total counts
+// the times etcd lost the catalog's history (its revisions went back,
+// its cluster ID changed) and the catalog was reloaded whole.
+// sluice_catalog_revision is the store's
 // revision of the catalog in force (Manager.AppliedRevision: the etcd
 // revision with an etcd catalog); sluice_catalog_stale_since_seconds
 // the unix time etcd stopped answering (Manager.StaleSince), 0 while it

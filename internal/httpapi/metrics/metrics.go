@@ -31,6 +31,13 @@ type Lateness interface {
 	ReleaseLateness(f func(route, direction, wait string, h netem.LatenessSnapshot))
 }
 
+// StoreResets reports how many times the shared catalog store lost its
+// history (etcd's revisions went back or its cluster changed) and the
+// catalog was reloaded whole.
+type StoreResets interface {
+	Resets() uint64
+}
+
 // Panics reports, per route, the sessions that ended because one of their
 // goroutines panicked. proxy.Server implements it.
 type Panics interface {
@@ -61,6 +68,9 @@ type Options struct {
 	// Loops provides the event loops' session counts; nil leaves
 	// sluice_event_loop_sessions_total out.
 	Loops Loops
+	// StoreResets provides the catalog store's resets; nil (a file
+	// store) leaves sluice_catalog_store_resets_total out.
+	StoreResets StoreResets
 	// NoProcess leaves out the Go runtime and process collectors (tests
 	// that compare whole expositions).
 	NoProcess bool
@@ -195,6 +205,7 @@ type collector struct {
 	late   Lateness
 	panics Panics
 	loops  Loops
+	resets StoreResets
 	users  *userLabels // the Metrics' own
 	bytes  *routeBytes // the Metrics' own
 
@@ -204,7 +215,7 @@ type collector struct {
 	firings, checks, cancelFailures, unsentBytes           *prometheus.Desc
 	releaseLateness, sessionPanics, loopSessions           *prometheus.Desc
 	routeBytes, poolTotalBytes, catalogChanges             *prometheus.Desc
-	catalogRevision, catalogStale                          *prometheus.Desc
+	catalogRevision, catalogStale, storeResets             *prometheus.Desc
 	admRunning, admWaiting, admLimit, blockTime            *prometheus.Desc
 	idleHolders, idleOldest, idleEnded                     *prometheus.Desc
 	budgetGrant, budgetDemand, budgetAllocator, budgetMode *prometheus.Desc
@@ -215,7 +226,9 @@ func newCollector(o Options) *collector {
 	ldc := []string{"link", "direction", "class"}
 	srp := []string{"route", "user", "pool"}
 	return &collector{
-		mgr: o.Manager, clk: cmp.Or[clock.Clock](o.Clock, clock.Real{}), unsent: o.Unsent, late: o.Lateness, panics: o.Panics, loops: o.Loops,
+		mgr: o.Manager, clk: cmp.Or[clock.Clock](o.Clock, clock.Real{}), unsent: o.Unsent, late: o.Lateness, panics: o.Panics, loops: o.Loops, resets: o.StoreResets,
+		storeResets: prometheus.NewDesc("sluice_catalog_store_resets_total",
+			"Times etcd lost the catalog's history (its revisions went back or its cluster ID changed) and the catalog was reloaded whole.", nil, nil),
 		linkBytes: prometheus.NewDesc("sluice_link_bytes_total",
 			"Bytes admitted by a link, by direction (up: client to server) and class.", ldc, nil),
 		poolBytes: prometheus.NewDesc("sluice_link_pool_bytes_total",
@@ -318,7 +331,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.linkBytes, c.poolBytes, c.queueDelay, c.waiting, c.queued,
 		c.capacity, c.delay, c.jitter, c.rate, c.sessions, c.sessionsByKind, c.running, c.pens,
 		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness, c.sessionPanics, c.loopSessions,
-		c.routeBytes, c.poolTotalBytes, c.catalogChanges, c.catalogRevision, c.catalogStale,
+		c.routeBytes, c.poolTotalBytes, c.catalogChanges, c.catalogRevision, c.catalogStale, c.storeResets,
 		c.admRunning, c.admWaiting, c.admLimit, c.blockTime,
 		c.idleHolders, c.idleOldest, c.idleEnded,
 		c.budgetGrant, c.budgetDemand, c.budgetAllocator, c.budgetMode,
@@ -507,6 +520,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for name, n := range routes {
 			ch <- prometheus.MustNewConstMetric(c.unsentBytes, prometheus.GaugeValue, float64(n), name)
 		}
+	}
+
+	if c.resets != nil {
+		ch <- prometheus.MustNewConstMetric(c.storeResets, prometheus.CounterValue, float64(c.resets.Resets()))
 	}
 
 	if c.panics != nil {

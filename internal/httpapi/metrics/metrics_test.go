@@ -467,3 +467,28 @@ func TestWhatIf(t *testing.T) {
 		t.Error("what-if gauges for an application out of the window")
 	}
 }
+
+type resetCount uint64
+
+func (r resetCount) Resets() uint64 { return uint64(r) }
+
+// TestStoreResets checks sluice_catalog_store_resets_total, and that it
+// is absent without Options.StoreResets (a file store).
+func TestStoreResets(t *testing.T) {
+	f := newFixture(t, nil)
+	m, err := metrics.New(metrics.Options{Manager: f.Manager, NoProcess: true, StoreResets: resetCount(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	body := scrape(m).Body.String()
+	name := "sluice_catalog_store_resets_total"
+	for _, want := range []string{"# TYPE " + name + " counter", name + " 2"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+	if strings.Contains(scrape(f.m).Body.String(), name) {
+		t.Error("store resets exposed without Options.StoreResets")
+	}
+}

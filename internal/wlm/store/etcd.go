@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -59,7 +60,14 @@ type Etcd struct {
 	CheckInterval, CheckTimeout, StaleAfter time.Duration
 	// Clock paces retries and bounds Save; nil means clock.Real.
 	Clock clock.Clock
+
+	resets atomic.Uint64 // Follow's reloads after etcd's revisions went back or its cluster changed
 }
+
+// Resets returns how many times Follow found etcd's revisions gone back
+// (its data was lost: a member restored or started on an empty data
+// directory) or its cluster ID changed, and reloaded the whole catalog.
+func (e *Etcd) Resets() uint64 { return e.resets.Load() }
 
 // NewEtcd returns the store of the catalog at key, through cli (which
 // the caller owns and closes).
@@ -220,7 +228,15 @@ type Follower interface {
 // every change in revision order (a change f already has, such as its
 // own save, is skipped by ApplyStored), re-watching from the revision
 // applied after any interruption; when the revisions it needs were
-// compacted away it loads the whole key instead. Every CheckInterval it
+// compacted away it loads the whole key instead. When a check finds
+// etcd's revision below the applied one, or a cluster ID other than the
+// one it first saw, etcd has lost its data or is another cluster: the
+// revisions restart, and a watch from the applied revision would wait
+// for ever. Follow then logs it at WARN, counts it (Resets), makes f
+// forget its revision (ApplyStored(nil, 0)), applies the whole key as
+// etcd has it now (or keeps the catalog in force if the key is gone, to
+// be written again by the next change) and watches again from there.
+// Every CheckInterval it
 // reads the key linearizably, bounded by CheckTimeout and refused at
 // once by a member without a leader: when the checks have failed for
 // StaleAfter (a leader election passes before), f is stale from the
@@ -233,9 +249,12 @@ func (e *Etcd) Follow(ctx context.Context, f Follower, clk clock.Clock, log *slo
 		log = slog.New(slog.DiscardHandler)
 	}
 	done := make(chan struct{})
+	// restart carries the revision to watch from after a reset; the
+	// check writes it, the watch below reads it.
+	restart := make(chan int64, 1)
 	go func() {
 		defer close(done)
-		e.check(ctx, f, clk, log)
+		e.check(ctx, f, clk, log, restart)
 	}()
 	defer func() { <-done }()
 	// An interrupted watch is retried after pause, doubled up to a
@@ -244,12 +263,16 @@ func (e *Etcd) Follow(ctx context.Context, f Follower, clk clock.Clock, log *slo
 	pause, logged := 50*time.Millisecond, false
 	var next int64 // the revision the watch has delivered everything before
 	for ctx.Err() == nil {
-		next = max(next, int64(f.AppliedRevision())+1)
+		select {
+		case next = <-restart:
+		default:
+			next = max(next, int64(f.AppliedRevision())+1)
+		}
 		var (
 			got bool
 			err error
 		)
-		next, got, err = e.watch(ctx, f, next, log)
+		next, got, err = e.watch(ctx, f, next, log, restart)
 		if got {
 			pause, logged = 50*time.Millisecond, false
 		}
@@ -272,11 +295,24 @@ func (e *Etcd) Follow(ctx context.Context, f Follower, clk clock.Clock, log *slo
 // it broke. When from was compacted away it loads the whole key instead
 // and goes on from the revision of that read, so a catalog older than
 // the compaction is not asked for again.
-func (e *Etcd) watch(ctx context.Context, f Follower, from int64, log *slog.Logger) (next int64, got bool, err error) {
+// A reset (restart) ends the watch at once with the revision to go on
+// from.
+func (e *Etcd) watch(ctx context.Context, f Follower, from int64, log *slog.Logger, restart <-chan int64) (next int64, got bool, err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	next = from
-	for wr := range e.cli.Watch(wctx, e.key, clientv3.WithRev(from), clientv3.WithProgressNotify()) {
+	wch := e.cli.Watch(wctx, e.key, clientv3.WithRev(from), clientv3.WithProgressNotify())
+	for {
+		var wr clientv3.WatchResponse
+		select {
+		case to := <-restart:
+			return to, true, nil
+		case r, ok := <-wch:
+			if !ok {
+				return next, got, errors.New("watch closed")
+			}
+			wr = r
+		}
 		if wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted) {
 			log.Warn("catalog revisions compacted in etcd; loading the whole catalog", "key", e.key, "from", from, "compacted", wr.CompactRevision)
 			c, rev, at, err := e.load(ctx)
@@ -311,22 +347,39 @@ func (e *Etcd) watch(ctx context.Context, f Follower, from int64, log *slog.Logg
 			f.ApplyStored(c, rev)
 		}
 	}
-	return next, got, errors.New("watch closed")
 }
 
 // check runs the periodic health check until ctx ends.
-func (e *Etcd) check(ctx context.Context, f Follower, clk clock.Clock, log *slog.Logger) {
+func (e *Etcd) check(ctx context.Context, f Follower, clk clock.Clock, log *slog.Logger, restart chan int64) {
 	every := orDefault(e.CheckInterval, DefaultCheckInterval)
 	timeout := orDefault(e.CheckTimeout, DefaultCheckTimeout)
 	after := orDefault(e.StaleAfter, DefaultStaleAfter)
 	var stale, failing time.Time // when the catalog became stale; when the checks began to fail
+	var cluster uint64           // the cluster ID the checks saw first; 0 before
 	for {
 		start := clk.Now()
+		// Read before the check: a linearizable read that begins after f
+		// applied a revision answers at that revision or later, unless
+		// etcd's history restarted.
+		applied := f.AppliedRevision()
 		cctx, cancel := clock.WithTimeout(ctx, clk, timeout, context.DeadlineExceeded)
-		_, err := e.cli.Get(clientv3.WithRequireLeader(cctx), e.key, clientv3.WithCountOnly())
+		resp, err := e.cli.Get(clientv3.WithRequireLeader(cctx), e.key, clientv3.WithCountOnly())
 		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		if err == nil && resp.Header != nil {
+			h := resp.Header
+			why := ""
+			switch {
+			case cluster != 0 && h.ClusterId != cluster:
+				why = fmt.Sprintf("etcd's cluster ID changed from %x to %x", cluster, h.ClusterId)
+			case h.Revision < int64(applied):
+				why = fmt.Sprintf("etcd's revision %d is below the applied revision %d", h.Revision, applied)
+			}
+			if why == "" || e.reset(ctx, f, log, why, restart) {
+				cluster = h.ClusterId
+			}
 		}
 		switch {
 		case err != nil && failing.IsZero():
@@ -350,4 +403,31 @@ func (e *Etcd) check(ctx context.Context, f Follower, clk clock.Clock, log *slog
 			return
 		}
 	}
+}
+
+// reset reloads the whole catalog after etcd's revisions went back or
+// its cluster changed (see Follow), and tells the watch where to go on
+// from. It reports false when the reload failed (the next check tries
+// again).
+func (e *Etcd) reset(ctx context.Context, f Follower, log *slog.Logger, why string, restart chan int64) bool {
+	e.resets.Add(1)
+	log.Warn("etcd lost the catalog's history (its data was lost or it is another cluster): reloading the whole catalog",
+		"key", e.key, "reason", why, "applied_revision", f.AppliedRevision())
+	c, rev, at, err := e.load(ctx)
+	if err != nil {
+		log.Warn("reloading the catalog after etcd's reset failed; trying again at the next check", "key", e.key, "err", err)
+		return false
+	}
+	f.ApplyStored(nil, 0) // the revisions restart: forget the applied one
+	if c != nil {
+		f.ApplyStored(c, rev)
+	} else {
+		log.Warn("etcd has no catalog after its reset; the catalog in force stays, the next change writes it again", "key", e.key)
+	}
+	select {
+	case <-restart: // an older restart the watch has not taken
+	default:
+	}
+	restart <- at + 1
+	return true
 }
