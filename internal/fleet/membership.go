@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -96,6 +97,8 @@ type Membership struct {
 	log         *slog.Logger
 	started     time.Time
 	incarnation string
+
+	refused atomic.Uint64 // instance records refused (no lease, or a name other than the key's)
 
 	mu        sync.Mutex
 	lease     clientv3.LeaseID // guarded by mu; 0 while unregistered
@@ -353,7 +356,7 @@ func (m *Membership) watch(ctx context.Context) {
 		now := m.clk.Now()
 		members := map[string]seen{}
 		for _, kv := range resp.Kvs {
-			if mb, err := decodeMember(kv.Value); err == nil {
+			if mb, ok := m.accept(kv.Key, kv.Value, kv.Lease, kv.ModRevision); ok {
 				members[mb.Name] = seen{m: mb, lease: clientv3.LeaseID(kv.Lease), at: now}
 			}
 		}
@@ -374,8 +377,10 @@ func (m *Membership) watch(ctx context.Context) {
 					delete(m.members, name)
 					continue
 				}
-				if mb, err := decodeMember(ev.Kv.Value); err == nil {
+				if mb, ok := m.accept(ev.Kv.Key, ev.Kv.Value, ev.Kv.Lease, ev.Kv.ModRevision); ok {
 					m.members[mb.Name] = seen{m: mb, lease: clientv3.LeaseID(ev.Kv.Lease), at: now}
+				} else {
+					delete(m.members, name)
 				}
 			}
 			m.mu.Unlock()
@@ -384,6 +389,31 @@ func (m *Membership) watch(ctx context.Context) {
 		clock.Sleep(ctx, m.clk, retryDelay)
 	}
 }
+
+// accept decodes the instance record at key, written at rev under
+// lease. A record that does not decode, has no lease (it would never
+// expire: an instance's record always lives under its lease), or names
+// an instance other than its key is refused: logged at WARN, counted
+// (Refused) and never shown as a member.
+func (m *Membership) accept(key, value []byte, lease, rev int64) (Member, bool) {
+	mb, err := decodeMember(value)
+	switch {
+	case err != nil:
+	case lease == 0:
+		err = errors.New("instance record without a lease")
+	case mb.Name != strings.TrimPrefix(string(key), m.prefix):
+		err = fmt.Errorf("instance record names %q", mb.Name)
+	}
+	if err != nil {
+		m.refused.Add(1)
+		m.log.Warn("fleet: refused an instance record written under the prefix", "key", string(key), "revision", rev, "err", err)
+		return Member{}, false
+	}
+	return mb, true
+}
+
+// Refused returns how many instance records were refused (see accept).
+func (m *Membership) Refused() uint64 { return m.refused.Load() }
 
 // Members returns the live members as last read, by name, with the
 // lease each record lives under and when it was read.

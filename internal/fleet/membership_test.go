@@ -113,3 +113,42 @@ func TestMembershipRegistersAgain(t *testing.T) {
 		return ok
 	})
 }
+
+// TestMembershipRefusesGarbage: records written under the instances'
+// prefix by hand or by a buggy peer, without a lease, or naming an
+// instance other than their key, or not JSON, are refused (counted, and
+// never shown as members), whether they are there when the watch lists
+// the prefix or arrive while it watches.
+func TestMembershipRefusesGarbage(t *testing.T) {
+	eps := testenv.EtcdEndpoints(t)
+	c := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
+	cli := testenv.DialEtcd(t, c)
+	ctx := context.Background()
+	prefix := c.Key("instances") + "/"
+	if _, err := cli.Put(ctx, prefix+"early", `{"name":"early"}`); err != nil { // no lease
+		t.Fatal(err)
+	}
+	b, _ := running(t, cli, c, func() Member { return Member{Name: "b"} }, 0)
+	testenv.Eventually(t, 5*time.Second, "the listed garbage refused", func() bool { return b.Refused() >= 1 })
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, value := range map[string]string{
+		"nolease":  `{"name":"nolease"}`,
+		"impostor": `{"name":"b"}`,
+		"junk":     `not json`,
+	} {
+		opts := []clientv3.OpOption{clientv3.WithLease(lease.ID)}
+		if key == "nolease" {
+			opts = nil
+		}
+		if _, err := cli.Put(ctx, prefix+key, value, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 5*time.Second, "the watched garbage refused", func() bool { return b.Refused() >= 4 })
+	if got := names(b.Members()); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("members %v, want b alone", got)
+	}
+}

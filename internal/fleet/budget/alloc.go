@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -18,6 +19,25 @@ type Grant struct {
 
 // Valid reports whether g may be applied at now.
 func (g Grant) Valid(now time.Time) bool { return g.Version > 0 && now.Before(g.Expires) }
+
+// Check reports why a grant read from etcd is garbage, nil when it is
+// not: a negative rate, or an expiry more than MaxAheadTTLs grant TTLs
+// after now (an allocator writes now + ttl; the margin covers clock
+// skew between instances). A garbage grant is never applied: it could
+// hold the Low class at any rate long after its allocator has gone.
+func (g Grant) Check(now time.Time, ttl time.Duration) error {
+	switch {
+	case g.Rate < 0:
+		return fmt.Errorf("grant rate %d is negative", g.Rate)
+	case g.Expires.After(now.Add(MaxAheadTTLs * ttl)):
+		return fmt.Errorf("grant expires at %s, more than %d grant TTLs (%s) ahead", g.Expires.UTC().Format(time.RFC3339), MaxAheadTTLs, ttl)
+	}
+	return nil
+}
+
+// MaxAheadTTLs is how many grant TTLs ahead of an instance's clock a
+// grant's expiry may be (Grant.Check).
+const MaxAheadTTLs = 4
 
 // Demand is what one instance reports: the rate it wants and the
 // version of the grant it applies (0 for none).

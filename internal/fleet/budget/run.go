@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -120,6 +121,8 @@ type Budget struct {
 	clk clock.Clock
 	log *slog.Logger
 
+	refused atomic.Uint64 // grants refused as garbage (Grant.Check)
+
 	mu          sync.Mutex
 	est         map[string]*[2]Estimator // guarded by mu; per link and direction
 	caps        map[string]int64         // guarded by mu; as last applied
@@ -133,6 +136,10 @@ type Budget struct {
 	unreachable time.Time                // guarded by mu
 	leaseID     clientv3.LeaseID         // guarded by mu; the session's lease, 0 before one
 }
+
+// Refused returns how many grants read from etcd were refused as
+// garbage (Grant.Check) and not applied.
+func (b *Budget) Refused() uint64 { return b.refused.Load() }
 
 // New checks o and returns a Budget; nothing runs before Run.
 func New(o Options) (*Budget, error) {
@@ -330,8 +337,13 @@ func (b *Budget) watchGrant(ctx context.Context) {
 // receive applies a grant value and acknowledges it.
 func (b *Budget) receive(v []byte) {
 	var g Grant
-	if err := json.Unmarshal(v, &g); err != nil {
-		b.log.Warn("shared low-priority budget: bad grant", "err", err)
+	err := json.Unmarshal(v, &g)
+	if err == nil {
+		err = g.Check(b.clk.Now(), b.o.GrantTTL)
+	}
+	if err != nil {
+		b.refused.Add(1)
+		b.log.Warn("shared low-priority budget: refused a grant written under the prefix; keeping the last one", "err", err)
 		return
 	}
 	b.mu.Lock()
@@ -565,7 +577,7 @@ func (b *Budget) adopt(ctx context.Context, a *Allocator) error {
 		gs := map[string]Grant{}
 		for _, kv := range resp.Kvs {
 			var g Grant
-			if json.Unmarshal(kv.Value, &g) == nil {
+			if json.Unmarshal(kv.Value, &g) == nil && g.Check(b.clk.Now(), b.o.GrantTTL) == nil {
 				gs[strings.TrimPrefix(string(kv.Key), b.grantPrefix())] = g
 			}
 		}
