@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -196,7 +197,6 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return stackErr(err)
 	}
-	defer st.Close()
 	for ctx.Err() == nil {
 		select {
 		case <-hup:
@@ -211,10 +211,34 @@ func serve(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	log.Info("shutting down", "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := st.Shutdown(sctx); err != nil {
+	// The sessions drain for the grace less a reserve in which the rest
+	// closes (the fleet's deregistration among it).
+	dctx, dcancel := context.WithTimeout(sctx, grace-min(time.Second, grace/4))
+	defer dcancel()
+	if err := st.Shutdown(dctx); err != nil {
 		log.Warn("grace period over; closed remaining sessions", "err", err)
 	}
+	closeWithin(sctx, st, log)
 	return nil
+}
+
+// closeWithin closes st, but returns when ctx (the shutdown grace) ends
+// even if Close has not: what Close tells etcd on the way out (the
+// lease's revoke, the budget's resignation) waits for an etcd that may
+// be gone, and the shutdown must end within its grace whatever etcd
+// does. The process then exits, and its sockets close with it; the
+// lease expires in etcd on its own.
+func closeWithin(ctx context.Context, st *stack.Stack, log *slog.Logger) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		st.Close()
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		log.Warn("grace period over before everything closed (etcd not answering?); exiting")
+	}
 }
 
 // applyEnv puts the secrets of the environment into cfg: a non-empty
