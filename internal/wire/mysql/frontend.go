@@ -331,11 +331,19 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		Sockets:  socks,
 		// The answer to the client's last command: its sequence id + 1.
 		InternalError: func(msg string) []byte { return errPacket(upObs.f.lastSeq+1, erUnknown, "HY000", msg) },
+		// At a packet boundary, after the server's latest packet when an
+		// answer is under way (a result set cut short, as MariaDB ends a
+		// killed one); inside a packet, nothing: the connection closes
+		// rather than tear the frame.
 		Terminated: func(reason session.EndReason) []byte {
-			if reason == session.EndIdleInTransaction {
-				return errPacket(upObs.f.lastSeq+1, erConnectionKilled, "70100", MsgIdleInTransaction)
+			seq, ok := downObs.errSeq(upObs.f.lastSeq + 1)
+			if !ok {
+				return nil
 			}
-			return errPacket(upObs.f.lastSeq+1, erConnectionKilled, "70100", "Connection was killed")
+			if reason == session.EndIdleInTransaction {
+				return errPacket(seq, erConnectionKilled, "70100", MsgIdleInTransaction)
+			}
+			return errPacket(seq, erConnectionKilled, "70100", "Connection was killed")
 		},
 	}, nil
 }

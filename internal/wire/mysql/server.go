@@ -78,6 +78,22 @@ func (d *downObserver) Observe(p []byte) error {
 	return err
 }
 
+// errSeq returns the sequence id of a packet sluice sends the client in
+// the server's place now: after the server's latest packet while an
+// answer is under way, else afterCommand (the client's command's + 1).
+// It reports false when the server's bytes stopped inside a packet,
+// where no packet can follow. It is called only once the down pump has
+// stopped.
+func (d *downObserver) errSeq(afterCommand uint8) (uint8, bool) {
+	if d.f.payload || d.f.inside || d.f.nhdr > 0 {
+		return 0, false
+	}
+	if d.active {
+		return d.f.lastSeq + 1, true
+	}
+	return afterCommand, true
+}
+
 // event implements packetHandler: an answer moves on at each packet's
 // end.
 func (d *downObserver) event(ev event) error {

@@ -229,7 +229,16 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 	}
 	upObs, downObs := f.observers(sess, func(k []byte) { f.installKey(sess, k, dial, gate) })
 	upObs.physical = kind == session.KindReplication
-	wc := wire.Conn{Session: sess, Client: conn, Upstream: up, Up: upObs, Down: downObs, InternalError: f.OpenFailure, Terminated: terminated}
+	wc := wire.Conn{Session: sess, Client: conn, Upstream: up, Up: upObs, Down: downObs, InternalError: f.OpenFailure,
+		Terminated: func(reason session.EndReason) []byte {
+			if !downObs.atBoundary() {
+				// The server's bytes stopped inside a message: an error
+				// after them would be read as the rest of it. Close
+				// without one rather than tear the frame.
+				return nil
+			}
+			return terminated(reason)
+		}}
 	if forwards {
 		wc.Up, wc.Down = forwarding(f.forward, f.log, sess, upObs, downObs)
 	} else if gate != nil {

@@ -52,6 +52,12 @@ func (s *serverObserver) Observe(p []byte) error {
 	return s.err
 }
 
+// atBoundary reports whether the server's bytes observed so far end at
+// a message boundary, so that a message sluice sends the client now is
+// read as a message of its own; false after a malformed message. It is
+// called only once the down pump has stopped.
+func (s *serverObserver) atBoundary() bool { return s.err == nil && s.fr.hn == 0 }
+
 // payloadRead implements messageHandler; the server's messages act only
 // once complete.
 func (s *serverObserver) payloadRead() {}
