@@ -507,7 +507,13 @@ func (e *evaluator) cancel(ctx context.Context, f firing) {
 	e.cancelF++
 	e.mu.Unlock()
 	f.st.NoteException("cancel failed: " + err.Error())
-	e.log.Warn("exception rule could not cancel the statement", append(f.attrs(), "err", err)...)
+	attrs := append(f.attrs(), "route", f.st.Session.Info.Route, "err", err)
+	if errors.Is(err, session.ErrNoCanceler) {
+		// Said where the abort needs it: the binding was accepted, since
+		// the user need not have come through this route.
+		attrs = append(attrs, "hint", "give the route kill_user and kill_password, or use action 'penalty'")
+	}
+	e.log.Warn("exception rule could not cancel the statement", attrs...)
 }
 
 // attrs are the log attributes of a firing.

@@ -58,7 +58,7 @@ func (m *Manager) execChange(ctx context.Context, st ddl.Statement) (Result, err
 		notices, err = m.change(ctx, func(c *Catalog) ([]string, error) { return catalog.Create(c, s) })
 	case *ddl.Alter:
 		tag = catalog.Tag("ALTER", s.Kind)
-		_, err = m.change(ctx, func(c *Catalog) ([]string, error) { return nil, catalog.Alter(c, s) })
+		notices, err = m.change(ctx, func(c *Catalog) ([]string, error) { return nil, catalog.Alter(c, s) })
 	case *ddl.Drop:
 		tag = catalog.Tag("DROP", s.Kind)
 		notices, err = m.change(ctx, func(c *Catalog) ([]string, error) { return catalog.Drop(c, s, m.routeUsesLocked()) })
@@ -67,13 +67,13 @@ func (m *Manager) execChange(ctx context.Context, st ddl.Statement) (Result, err
 		if e := catalog.CheckSetting(s.Name, s.NamePos); e != nil {
 			return Result{}, e
 		}
-		_, err = m.change(ctx, func(c *Catalog) ([]string, error) { return nil, catalog.Set(c, s.Name, s.NamePos, s.Value) })
+		notices, err = m.change(ctx, func(c *Catalog) ([]string, error) { return nil, catalog.Set(c, s.Name, s.NamePos, s.Value) })
 	case *ddl.Reset:
 		tag = "RESET"
 		if e := catalog.CheckSetting(s.Name, s.NamePos); s.Name != "all" && e != nil {
 			return Result{}, e
 		}
-		_, err = m.change(ctx, func(c *Catalog) ([]string, error) { return nil, catalog.Reset(c, s) })
+		notices, err = m.change(ctx, func(c *Catalog) ([]string, error) { return nil, catalog.Reset(c, s) })
 	case *ddl.AlterRoute:
 		tag = "ALTER ROUTE"
 		err = m.alterRoute(s)

@@ -324,8 +324,8 @@ func (m *Manager) setRouteLocked(name string, r Route, refuseAbort bool) error {
 			return err
 		}
 	}
-	if v := abortViolations(cur.cat, routes); len(v) > 0 {
-		m.log.Warn("abort rules cannot be enforced on a route that cannot cancel", "route", name, "problem", v[0])
+	if certain, possible := abortViolations(cur.cat, routes); len(certain)+len(possible) > 0 {
+		m.log.Warn("abort rules cannot be enforced on a route that cannot cancel", "route", name, "problem", append(certain, possible...)[0])
 	}
 	m.state.Store(&state{cat: cur.cat, routes: routes, links: cur.links})
 	m.version.Add(1)
@@ -508,9 +508,11 @@ func (m *Manager) changeLocked(ctx context.Context, fn func(c *Catalog) ([]strin
 	if err := next.Validate(); err != nil {
 		return nil, ddl.Errorf(ddl.CodeInvalidParameter, 0, "invalid catalog: %v", err)
 	}
-	if err := checkAbort(cur.cat, next, cur.routes); err != nil {
+	said, err := checkAbort(cur.cat, next, cur.routes)
+	if err != nil {
 		return nil, err
 	}
+	notices = append(notices, said...)
 	rev, err := m.store.Save(ctx, next, m.rev)
 	if errors.Is(err, store.ErrConflict) {
 		return nil, err
@@ -672,13 +674,16 @@ func (m *Manager) reloadLocked(ctx context.Context) error {
 }
 
 // abortViolations lists, for the given catalog and routes, the abort
-// rules that are reachable while a route cannot cancel (blocktime rules
-// excepted: their abort never reaches the server). The test is
-// deliberately simple: a rule is reachable when it is attached to a pool
-// that some user is bound to or that is some route's default pool; it
-// cannot be enforced when any route has CanCancel false (users are not
-// tied to routes, so any of them may connect through it).
-func abortViolations(c *Catalog, routes map[string]route) []string {
+// rules (blocktime rules excepted: their abort never reaches the server)
+// that a route which cannot cancel would have to enforce. A violation is
+// certain when the rule's pool is that route's own default pool: every
+// unbound user's session on it is in the pool. It is only possible when
+// the pool is reached through a user binding: users are not tied to
+// routes, and a bound user may never connect through that route (a MySQL
+// route to another server, say); those are said, not refused (see
+// abortNotices), and an abort that does need the route's cancel is
+// logged with the route's name when it fires.
+func abortViolations(c *Catalog, routes map[string]route) (certain, possible []string) {
 	var blind []string
 	for name, r := range routes {
 		if !r.CanCancel {
@@ -686,45 +691,71 @@ func abortViolations(c *Catalog, routes map[string]route) []string {
 		}
 	}
 	if len(blind) == 0 {
-		return nil
+		return nil, nil
 	}
 	sort.Strings(blind)
-	reached := map[string]bool{}
+	bound := map[string]bool{}
 	for _, u := range c.Users {
-		reached[u.Pool] = true
+		bound[u.Pool] = true
 	}
-	for _, r := range routes {
-		reached[r.Pool] = true
+	for _, pool := range catalog.SortedKeys(c.Pools) {
+		for _, rule := range c.Pools[pool].ExceptRules {
+			r := c.Rules[rule]
+			if r == nil || r.Action != Abort || r.Queued() {
+				continue
+			}
+			for _, name := range blind {
+				rt := routes[name]
+				switch {
+				case rt.Pool == pool:
+					certain = append(certain, fmt.Sprintf("except rule %q of resource pool %q aborts statements, but route %q (%s), whose sessions default to that pool, cannot cancel statements", rule, pool, name, rt.Protocol))
+				case bound[pool]:
+					possible = append(possible, fmt.Sprintf("except rule %q of resource pool %q aborts statements; a user bound to it who connects through route %q (%s) cannot have them cancelled", rule, pool, name, rt.Protocol))
+				}
+			}
+		}
+	}
+	return certain, possible
+}
+
+// checkAbortRoutes refuses a change of routes that makes an abort rule
+// of c certain to need a cancel on a route that cannot cancel, unless
+// that situation existed before.
+func checkAbortRoutes(c *Catalog, old, next map[string]route) error {
+	before, _ := abortViolations(c, old)
+	after, _ := abortViolations(c, next)
+	return abortError(before, after)
+}
+
+// checkAbort refuses a change that makes an abort rule certain to need a
+// cancel on a route that cannot cancel, unless that situation existed
+// before; it returns, as notices, the possible ones the change adds.
+func checkAbort(old, next *Catalog, routes map[string]route) ([]string, error) {
+	before, wasPossible := abortViolations(old, routes)
+	after, possible := abortViolations(next, routes)
+	if err := abortError(before, after); err != nil {
+		return nil, err
+	}
+	return newOnes(wasPossible, possible), nil
+}
+
+// newOnes returns the entries of after that are not in before.
+func newOnes(before, after []string) []string {
+	was := map[string]bool{}
+	for _, v := range before {
+		was[v] = true
 	}
 	var out []string
-	for _, pool := range catalog.SortedKeys(c.Pools) {
-		if !reached[pool] {
-			continue
-		}
-		for _, rule := range c.Pools[pool].ExceptRules {
-			// A blocktime rule's abort ends a wait in the proxy: it needs
-			// no cancel request.
-			if r := c.Rules[rule]; r != nil && r.Action == Abort && !r.Queued() {
-				r := routes[blind[0]]
-				out = append(out, fmt.Sprintf("except rule %q of resource pool %q aborts statements, but route %q (%s) cannot cancel statements", rule, pool, blind[0], r.Protocol))
-			}
+	for _, v := range after {
+		if !was[v] {
+			out = append(out, v+abortHint)
 		}
 	}
 	return out
 }
 
-// checkAbortRoutes refuses a change of routes that makes an abort rule
-// of c reachable on a route that cannot cancel, unless that situation
-// existed before.
-func checkAbortRoutes(c *Catalog, old, next map[string]route) error {
-	return abortError(abortViolations(c, old), abortViolations(c, next))
-}
-
-// checkAbort refuses a change that makes an abort rule reachable on a
-// route that cannot cancel, unless that situation existed before.
-func checkAbort(old, next *Catalog, routes map[string]route) error {
-	return abortError(abortViolations(old, routes), abortViolations(next, routes))
-}
+// abortHint ends a notice of a possible violation.
+const abortHint = " (give the route kill_user and kill_password, or use action 'penalty')"
 
 // abortError is the 0A000 error of the first violation of after that is
 // not in before, or nil.

@@ -410,7 +410,6 @@ func (e *Etcd) check(ctx context.Context, f Follower, clk clock.Clock, log *slog
 // from. It reports false when the reload failed (the next check tries
 // again).
 func (e *Etcd) reset(ctx context.Context, f Follower, log *slog.Logger, why string, restart chan int64) bool {
-	e.resets.Add(1)
 	log.Warn("etcd lost the catalog's history (its data was lost or it is another cluster): reloading the whole catalog",
 		"key", e.key, "reason", why, "applied_revision", f.AppliedRevision())
 	c, rev, at, err := e.load(ctx)
@@ -429,5 +428,6 @@ func (e *Etcd) reset(ctx context.Context, f Follower, log *slog.Logger, why stri
 	default:
 	}
 	restart <- at + 1
+	e.resets.Add(1) // after the reload, so a reader that sees it sees the catalog reloaded
 	return true
 }
