@@ -33,9 +33,18 @@
 // a server setting that reads it differently shows nothing of it. Other
 // literals are read by the dialect's defaults, so under such a setting a
 // literal before a password could hide the PASSWORD keyword from the
-// lexer. A password inside another string (a connection string passed to
-// dblink, say) or a column value (INSERT INTO users VALUES ('x')) is not
-// recognised.
+// lexer.
+//
+// SQL inside a string is read as SQL too, up to four strings deep: a DO
+// block's $$body$$, EXECUTE 'CREATE ROLE u PASSWORD ''x''', MySQL's
+// PREPARE s FROM '...'; its passwords are hidden in the string's own
+// quoting ('...' with doubled quotes, or the dollar quote as it was). A
+// format() string that ends in PASSWORD %L (or %s) makes the argument
+// that fills that placeholder a password: format('ALTER ROLE %I
+// PASSWORD %L', 'bob', 'x') hides 'x'. A password inside a string that
+// is not SQL (a connection string passed to dblink, say), in an E'' or
+// MySQL backslash-escaped string holding SQL, or in a column value
+// (INSERT INTO users VALUES ('x')) is not recognised.
 //
 // SQL is a pure function, safe for concurrent use, and never panics. Text
 // that holds neither PASSWORD nor IDENTIFIED (in any case) is returned as
