@@ -36,14 +36,14 @@
 // lexer.
 //
 // SQL inside a string is read as SQL too, up to four strings deep: a DO
-// block's $$body$$, EXECUTE 'CREATE ROLE u PASSWORD ''x''', MySQL's
-// PREPARE s FROM '...'; its passwords are hidden in the string's own
+// block's $$body$$, the string EXECUTE runs, MySQL's PREPARE s FROM
+// '...'; its passwords are hidden in the string's own
 // quoting ('...' with doubled quotes, or the dollar quote as it was). A
 // format() string that ends in PASSWORD %L (or %s) makes the argument
 // that fills that placeholder a password: format('ALTER ROLE %I
 // PASSWORD %L', 'bob', 'x') hides 'x'. A password inside a string that
-// is not SQL (a connection string passed to dblink, say), in an E'' or
-// MySQL backslash-escaped string holding SQL, or in a column value
+// is not SQL (a connection string passed to dblink, say), in an escape
+// string (E'...') or a MySQL backslash-escaped string holding SQL, or in a column value
 // (INSERT INTO users VALUES ('x')) is not recognised.
 //
 // SQL is a pure function, safe for concurrent use, and never panics. Text
