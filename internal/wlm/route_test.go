@@ -213,3 +213,28 @@ func TestDelayBounded(t *testing.T) {
 		t.Fatalf("a stored delay of 1000000h: %v, want it refused", err)
 	}
 }
+
+// TestEmulationLevelsReplace: a session's emulation is its link's, then
+// its route's, then its pool's, option by option: each level replaces
+// the options it sets and keeps the others; delays do not add up.
+func TestEmulationLevelsReplace(t *testing.T) {
+	m := newTestManager(t, ManagerOptions{})
+	mustExec(t, m, "ALTER LINK default WITH (delay='5ms', jitter='1ms'); CREATE RESOURCE POOL slow WITH (delay='20ms'); CREATE USER reporting RESOURCE POOL 'slow'")
+	if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, m, "ALTER ROUTE pg WITH (delay='25ms', loss='1%')")
+	for _, c := range []struct {
+		user          string
+		delay, jitter time.Duration
+		loss          float64
+	}{
+		{"someone", 25 * time.Millisecond, time.Millisecond, 0.01},   // the route's delay replaces the link's
+		{"reporting", 20 * time.Millisecond, time.Millisecond, 0.01}, // the pool's replaces the route's
+	} {
+		b := m.Bind("pg", c.user)
+		if b.Up.Delay != c.delay || b.Up.Jitter != c.jitter || b.Up.Loss != c.loss {
+			t.Errorf("%s through pg: delay %v, jitter %v, loss %g; want %v, %v, %g", c.user, b.Up.Delay, b.Up.Jitter, b.Up.Loss, c.delay, c.jitter, c.loss)
+		}
+	}
+}
