@@ -177,3 +177,27 @@ func TestManagerAudit(t *testing.T) {
 func actorIn(ctx context.Context) Actor { a, _ := ActorFrom(ctx); return a }
 
 func entryActor(e AuditEntry) Actor { return Actor{Surface: e.Surface, User: e.User, Addr: e.Addr} }
+
+// TestSessionCommandOfNoSessionAudited: a cancel or terminate of a
+// session that does not exist is audited with 42704, the code the
+// console's CANCEL STATEMENT and TERMINATE SESSION answer it with.
+func TestSessionCommandOfNoSessionAudited(t *testing.T) {
+	var buf testenv.Buffer
+	m := auditManager(t, &buf)
+	ctx := WithActor(context.Background(), Actor{Surface: SurfaceConsole, User: "admin"})
+	if done, err := m.CancelSession(ctx, 999999); done || err != nil {
+		t.Fatalf("CancelSession of no session: %v, %v", done, err)
+	}
+	if m.TerminateSession(ctx, 999998) {
+		t.Fatal("TerminateSession of no session: done")
+	}
+	got := map[string]string{}
+	for _, e := range m.Audit() {
+		got[e.Statement] = e.Code
+	}
+	for _, st := range []string{"CANCEL STATEMENT 999999", "TERMINATE SESSION 999998"} {
+		if got[st] != ddl.CodeUndefinedObject {
+			t.Errorf("%s audited with %q, want 42704", st, got[st])
+		}
+	}
+}

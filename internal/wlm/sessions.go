@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
@@ -74,8 +75,9 @@ func (m *Manager) TerminateSession(ctx context.Context, id uint64) (done bool) {
 }
 
 // errNothingToDo is the audit trail's outcome of a session command that
-// found no session, or no statement, to act on.
-var errNothingToDo = errors.New("no such session, or nothing to act on")
+// found no session, or no statement, to act on: 42704, the code the
+// console's CANCEL STATEMENT and TERMINATE SESSION answer with then.
+var errNothingToDo = &ddl.Error{Code: ddl.CodeUndefinedObject, Message: "no such session, or nothing to act on"}
 
 // recordSessionCommand puts a session command in the audit trail: ok when
 // done, else err, or errNothingToDo.
