@@ -114,23 +114,7 @@ func TestAdmitMySQLClientsGoneWhileHeld(t *testing.T) {
 	held := make([]*sql.Conn, goneClients)
 	ids := make([]string, goneClients)
 	for i := range conns {
-		cfg := testenv.MySQLConfig(t)
-		cfg.Addr = lim
-		cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
-			if err == nil {
-				conns[i] = c
-			}
-			return c, err
-		}
-		connector, err := mysql.NewConnector(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db := sql.OpenDB(connector)
-		db.SetMaxOpenConns(1)
-		t.Cleanup(func() { db.Close() })
+		db := mysqlKeepingSocket(t, lim, func(c net.Conn) { conns[i] = c })
 		held[i] = mysqlConn(t, db)
 		var id int64
 		if err := held[i].QueryRowContext(bg, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
@@ -179,4 +163,30 @@ func TestAdmitMySQLClientsGoneWhileHeld(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// mysqlKeepingSocket opens a one-connection pool of go-sql-driver/mysql
+// to the test MariaDB through addr, handing keep the socket it dials, so
+// that a test can reset or close it under the driver. The pool closes
+// when the test ends.
+func mysqlKeepingSocket(t *testing.T, addr string, keep func(net.Conn)) *sql.DB {
+	t.Helper()
+	cfg := testenv.MySQLConfig(t)
+	cfg.Addr = addr
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err == nil {
+			keep(c)
+		}
+		return c, err
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
 }

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/stack"
@@ -193,24 +192,8 @@ func TestAdmitMySQLIdleInTransactionEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	bg := context.Background()
-	cfg := testenv.MySQLConfig(t)
-	cfg.Addr = lim
 	var raw net.Conn
-	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
-		if err == nil {
-			raw = c
-		}
-		return c, err
-	}
-	connector, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(connector)
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { db.Close() })
+	db := mysqlKeepingSocket(t, lim, func(c net.Conn) { raw = c })
 	holder := mysqlConn(t, db)
 	tx, err := holder.BeginTx(bg, nil)
 	if err != nil {
