@@ -242,6 +242,8 @@ func returnsRows(st ddl.Statement) bool {
 		return true
 	case *ddl.SessionCommand:
 		return s.Column != ""
+	case *ddl.SessionQuery:
+		return true
 	}
 	return false
 }
@@ -270,6 +272,10 @@ func (c *conn) Describe(ctx context.Context, m *pgproto3.Describe) error {
 	// A session function acts: its one column is known without running it.
 	if sc, ok := p.st.(*ddl.SessionCommand); ok {
 		c.pc.Send(rowDescription(&answer{Columns: []string{sc.Column}, OIDs: []uint32{boolOID}}, formats))
+		return nil
+	}
+	if sq, ok := p.st.(*ddl.SessionQuery); ok {
+		c.pc.Send(rowDescription(&answer{Columns: []string{sq.Column}, OIDs: []uint32{boolOID}}, formats))
 		return nil
 	}
 	// SHOW and SELECT only read: running them tells their columns.
@@ -364,6 +370,8 @@ func (c *conn) exec(ctx context.Context, st ddl.Statement) (answer, error) {
 		}
 	case *ddl.SessionCommand:
 		return c.sessionCommand(ctx, s)
+	case *ddl.SessionQuery:
+		return c.sessionQuery(ctx, s)
 	case *ddl.Set:
 		if clientParams[s.Name] {
 			c.params[s.Name] = s.Value.Text

@@ -64,7 +64,10 @@
 // SELECT pg_terminate_backend(id) and TERMINATE SESSION id end it
 // (wlm.Manager.TerminateSession: the client reads FATAL 57P01 or MySQL
 // ERR 1927). The functions answer t or f; the commands fail with 42704
-// when there was nothing to act on.
+// when there was nothing to act on (and are audited with it). Over a
+// column, SELECT pg_terminate_backend(id) FROM sessions WHERE ...
+// (ddl.SessionQuery) runs the query for the ids and answers a boolean a
+// row; Describe answers its one column without running it.
 //
 // Fleet (Options.Fleet, package fleet): SHOW INSTANCES lists the live
 // instances sharing the catalog (this one alone without etcd); SHOW

@@ -218,6 +218,36 @@ func (c *conn) sessionCommand(ctx context.Context, s *ddl.SessionCommand) (answe
 	return c.sessionAnswer(s, done, notices)
 }
 
+// sessionQuery runs the session function of s on each session id its
+// query over the views gives (the first column; NULL or a value that is
+// not an id answers f), in the query's order, and answers a boolean a
+// row, as PostgreSQL's pg_terminate_backend(pid) FROM pg_stat_activity
+// does. Each call is audited as the literal form's is.
+func (c *conn) sessionQuery(ctx context.Context, s *ddl.SessionQuery) (answer, error) {
+	ids, err := c.exec(ctx, s.Ids)
+	if err != nil {
+		return answer{}, err
+	}
+	if len(ids.Columns) == 0 {
+		return answer{}, ddl.Errorf(ddl.CodeSyntax, 0, "%s needs a session id", s.Column)
+	}
+	a := answer{Columns: []string{s.Column}, OIDs: []uint32{boolOID}}
+	for _, row := range ids.Rows {
+		v := "f"
+		if id, err := strconv.ParseUint(row[0].String, 10, 64); row[0].Valid && err == nil {
+			one, err := c.sessionCommand(ctx, &ddl.SessionCommand{Terminate: s.Terminate, Session: id, Column: s.Column})
+			if err != nil {
+				return answer{}, err
+			}
+			v = one.Rows[0][0].String
+			a.Notices = append(a.Notices, one.Notices...)
+		}
+		a.Rows = append(a.Rows, []sql.NullString{{String: v, Valid: true}})
+	}
+	a.Tag = "SELECT " + strconv.Itoa(len(a.Rows))
+	return a, nil
+}
+
 // sessionAnswer is the answer of session command s that did (or found
 // nothing to do) with notices: t or f for the SELECT form, 42704 for the
 // commands when there was nothing to act on.

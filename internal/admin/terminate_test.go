@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/sluicelab/sluice/internal/clock"
@@ -142,4 +143,48 @@ func TestTerminateMidResultMySQL(t *testing.T) {
 		}
 	}
 	t.Logf("ERR 1927 in %d of 6 rounds, a closed connection in the others", got1927)
+}
+
+// TestTerminateBackendOverColumn: pg_terminate_backend and
+// pg_cancel_backend take a column, as PostgreSQL's do over
+// pg_stat_activity: SELECT pg_terminate_backend(id) FROM sessions WHERE
+// ... ends every matching session and answers a boolean a row, in the
+// simple and the extended protocol.
+func TestTerminateBackendOverColumn(t *testing.T) {
+	l := startLab(t)
+	adm := l.admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var clients []*pgx.Conn
+	for range 3 {
+		clients = append(clients, testenv.ConnectPG(t, l.pgURL))
+	}
+	testenv.Eventually(t, 10*time.Second, "three sessions on route pg", func() bool {
+		var n int
+		return adm.QueryRow(ctx, "SELECT count(*) FROM sessions WHERE route = 'pg'").Scan(&n) == nil && n == 3
+	})
+	// Nothing runs: each cancel answers f, and no session ends.
+	rows, err := adm.Query(ctx, "SELECT pg_cancel_backend(id) AS cancelled FROM sessions WHERE route = 'pg' ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil || len(got) != 3 || got[0] || got[1] || got[2] || rows.FieldDescriptions()[0].Name != "cancelled" {
+		t.Fatalf("pg_cancel_backend over sessions: %v, %v", got, err)
+	}
+	// Extended protocol (pgx prepares it): every session of the route ends.
+	rows, err = adm.Query(ctx, "SELECT pg_terminate_backend(id) FROM sessions WHERE route = 'pg'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil || len(got) != 3 || !got[0] || !got[1] || !got[2] {
+		t.Fatalf("pg_terminate_backend over sessions: %v, %v", got, err)
+	}
+	for i, c := range clients {
+		var n int
+		if err := c.QueryRow(ctx, "SELECT 1").Scan(&n); err == nil {
+			t.Errorf("client %d still served after its session was terminated", i)
+		}
+	}
 }

@@ -426,8 +426,9 @@ func TestParseSessionCommands(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", tt.sql, *c, tt.want)
 		}
 	}
-	// Anything more than one call is an SQL query, not a command.
-	for _, sql := range []string{"SELECT pg_cancel_backend(id) FROM sessions WHERE id > 1", "SELECT pg_cancel_backend(1), 2"} {
+	// Anything more than one call is an SQL query, not a command (a call
+	// over a column with FROM is a SessionQuery: TestSessionQuery).
+	for _, sql := range []string{"SELECT pg_cancel_backend(1), 2"} {
 		if st, err := ParseOne(sql); err != nil || reflect.TypeOf(st) != reflect.TypeOf(&Query{}) {
 			t.Errorf("%s: %T, %v; want *Query", sql, st, err)
 		}
@@ -458,6 +459,42 @@ func BenchmarkParseReference(b *testing.B) {
 	for b.Loop() {
 		if _, err := Parse(sql); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestSessionQuery: a session function over a column parses as a
+// SessionQuery whose Ids query selects the argument from the same FROM.
+func TestSessionQuery(t *testing.T) {
+	for _, c := range []struct {
+		sql, column, ids string
+		terminate        bool
+	}{
+		{"SELECT pg_terminate_backend(id) FROM sessions WHERE \"user\" = 'etl'", "pg_terminate_backend", "SELECT id FROM sessions WHERE \"user\" = 'etl'", true},
+		{"select pg_cancel_backend(s.id) as c from sessions s join statements t on t.session = s.id where t.elapsed > 60;", "c", "SELECT s.id from sessions s join statements t on t.session = s.id where t.elapsed > 60", false},
+	} {
+		st, err := ParseOne(c.sql)
+		if err != nil {
+			t.Fatalf("%s: %v", c.sql, err)
+		}
+		q, ok := st.(*SessionQuery)
+		if !ok {
+			t.Fatalf("%s: %T, want *SessionQuery", c.sql, st)
+		}
+		if q.Column != c.column || q.Terminate != c.terminate || q.Ids == nil || q.Ids.Text() != c.ids {
+			t.Errorf("%s: column %q, terminate %v, ids %q", c.sql, q.Column, q.Terminate, q.Ids.Text())
+		}
+	}
+	// A literal stays a SessionCommand; a call nested in a query is not
+	// a SessionQuery.
+	if st, err := ParseOne("SELECT pg_terminate_backend(7)"); err != nil {
+		t.Fatal(err)
+	} else if _, ok := st.(*SessionCommand); !ok {
+		t.Errorf("a literal id: %T", st)
+	}
+	if st, err := ParseOne("SELECT count(*) FROM (SELECT pg_terminate_backend(id) FROM sessions)"); err == nil {
+		if _, ok := st.(*SessionQuery); ok {
+			t.Error("a nested call parsed as a SessionQuery")
 		}
 	}
 }

@@ -51,6 +51,10 @@ func (p *parser) selectOrQuery() (node, error) {
 		return n, nil
 	}
 	p.i = start + 1
+	if n, ok := p.sessionQuery(); ok {
+		return n, nil
+	}
+	p.i = start + 1
 	n, err := p.selectStmt()
 	if err == nil && simpleSelect(n.(*Select)) {
 		return n, nil

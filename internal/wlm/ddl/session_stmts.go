@@ -120,3 +120,105 @@ func (p *parser) sessionFunc() (node, bool) {
 	}
 	return c, true
 }
+
+// SessionQuery is SELECT pg_cancel_backend(expr) or
+// pg_terminate_backend(expr) [[AS] name] FROM ...: the session function
+// applied to the session id expr gives on each row of a query over the
+// views (SELECT pg_terminate_backend(id) FROM sessions WHERE user =
+// 'etl'), answering one boolean column, a row per row of the query.
+type SessionQuery struct {
+	base
+	Terminate bool // end the sessions; else cancel their running statements
+	// Column is the name of the boolean column: the function's name or
+	// the alias.
+	Column string
+	// Ids is the same SELECT with the call replaced by its argument: its
+	// first column is the session ids (a *Query or a *Select).
+	Ids Statement
+}
+
+// sessionQuery parses, after SELECT, a session function whose argument
+// is not a literal, followed by FROM: a SessionQuery. It reports false,
+// consuming what it read, for anything else.
+func (p *parser) sessionQuery() (node, bool) {
+	fn := p.peek()
+	if fn.kind != tIdent || fn.val != "pg_cancel_backend" && fn.val != "pg_terminate_backend" {
+		return nil, false
+	}
+	p.next()
+	if !p.acceptOp("(") {
+		return nil, false
+	}
+	argStart, depth := p.peek().start, 1
+	for depth > 0 {
+		t := p.peek()
+		switch {
+		case t.kind == tEOF || p.isOp(";"):
+			return nil, false
+		case p.isOp("("):
+			depth++
+		case p.isOp(")"):
+			depth--
+		}
+		if depth > 0 {
+			p.next()
+		}
+	}
+	argEnd := p.peek().start
+	p.next() // the closing parenthesis
+	if argEnd <= argStart {
+		return nil, false
+	}
+	alias, err := p.alias("from")
+	if err != nil || !p.isKeyword("from") {
+		return nil, false
+	}
+	fromStart, end := p.peek().start, len(p.src)
+	for depth = 0; ; p.next() {
+		t := p.peek()
+		if t.kind == tEOF || depth == 0 && p.isOp(";") {
+			end = t.start
+			break
+		}
+		switch {
+		case p.isOp("("):
+			depth++
+		case p.isOp(")"):
+			depth--
+		}
+	}
+	ids, ok := parseIds("SELECT " + p.src[argStart:argEnd] + " " + p.src[fromStart:end])
+	if !ok {
+		return nil, false
+	}
+	q := &SessionQuery{Terminate: fn.val == "pg_terminate_backend", Column: fn.val, Ids: ids}
+	if alias != "" {
+		q.Column = alias
+	}
+	return q, true
+}
+
+// parseIds parses text, a SELECT, as a query over the views (a *Query or
+// a *Select); false for anything else.
+func parseIds(text string) (Statement, bool) {
+	toks, err := lex(text)
+	if err != nil {
+		return nil, false
+	}
+	ip := &parser{src: text, toks: toks}
+	first := ip.peek()
+	if !ip.accept("select") {
+		return nil, false
+	}
+	n, err := ip.selectOrQuery()
+	if err != nil || ip.peek().kind != tEOF {
+		return nil, false
+	}
+	switch n.(type) {
+	case *Query, *Select:
+	default:
+		return nil, false
+	}
+	n.setBase(base{pos: first.pos, text: text})
+	return n, true
+}
