@@ -173,13 +173,8 @@ func (p *parser) sessionQuery() (node, bool) {
 	if err != nil || !p.isKeyword("from") {
 		return nil, false
 	}
-	fromStart, end := p.peek().start, len(p.src)
-	for depth = 0; ; p.next() {
-		t := p.peek()
-		if t.kind == tEOF || depth == 0 && p.isOp(";") {
-			end = t.start
-			break
-		}
+	fromStart := p.peek().start
+	for depth = 0; p.peek().kind != tEOF && (depth > 0 || !p.isOp(";")); p.next() {
 		switch {
 		case p.isOp("("):
 			depth++
@@ -187,7 +182,7 @@ func (p *parser) sessionQuery() (node, bool) {
 			depth--
 		}
 	}
-	ids, ok := parseIds("SELECT " + p.src[argStart:argEnd] + " " + p.src[fromStart:end])
+	ids, ok := parseIds("SELECT " + p.src[argStart:argEnd] + " " + p.src[fromStart:p.peek().start])
 	if !ok {
 		return nil, false
 	}
