@@ -24,7 +24,10 @@
 //     the work runs at the thread's priority and the extra P still keeps
 //     the relays' Ps free.
 //
-// Runner is safe for concurrent use. It holds no lock while work runs;
-// its one mutex guards the GOMAXPROCS adjustment, which is taken and
-// released around each change and nests in no other lock.
+// Runner is safe for concurrent use. It holds no lock while work runs.
+// GOMAXPROCS is the process's, so its changes are serialised by one
+// package-level mutex (the one state this package keeps outside a
+// Runner), taken and released around each change and nested in no other
+// lock; each running piece adds one P to the value in force and takes
+// it back, so several Runners in one process compose.
 package offpath

@@ -33,10 +33,20 @@ type Runner struct {
 	maxWaiting int64         // immutable
 	nice       int           // immutable; < 0: leave the priority alone
 	waiting    atomic.Int64  // pieces waiting for a token
+}
 
-	mu      sync.Mutex
-	running int // guarded by mu; pieces holding an extra P
-	base    int // guarded by mu; GOMAXPROCS before the first running piece raised it
+// procsMu serialises this package's changes of GOMAXPROCS, which belongs
+// to the process, not to a Runner: each running piece of every Runner
+// adds one P to the value then in force and takes it back when it ends,
+// so Runners in one process (a fleet's instances in one test, the lab)
+// compose.
+var procsMu sync.Mutex
+
+// addProcs changes GOMAXPROCS by n.
+func addProcs(n int) {
+	procsMu.Lock()
+	defer procsMu.Unlock()
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + n)
 }
 
 // New returns a Runner with o's bounds.
@@ -89,8 +99,8 @@ func (r *Runner) Do(ctx context.Context, fn func(context.Context) error) error {
 		}
 	}
 	defer func() { <-r.sem }()
-	r.raise()
-	defer r.lower()
+	addProcs(1)
+	defer addProcs(-1)
 	done := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread, its priority lowered, ends with
@@ -107,25 +117,6 @@ func (r *Runner) Do(ctx context.Context, fn func(context.Context) error) error {
 		done <- fn(ctx)
 	}()
 	return <-done
-}
-
-// raise gives a running piece a P of its own.
-func (r *Runner) raise() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.running == 0 {
-		r.base = runtime.GOMAXPROCS(0)
-	}
-	r.running++
-	runtime.GOMAXPROCS(r.base + r.running)
-}
-
-// lower takes back the P raise gave.
-func (r *Runner) lower() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.running--
-	runtime.GOMAXPROCS(r.base + r.running)
 }
 
 // lowerThread makes the calling thread yield to every other: the

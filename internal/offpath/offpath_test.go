@@ -125,3 +125,28 @@ func TestOwnPAndThread(t *testing.T) {
 		t.Fatalf("after a panic: GOMAXPROCS %d, stats %+v", runtime.GOMAXPROCS(0), r.Stats())
 	}
 }
+
+// TestRunnersCompose: two Runners whose work overlaps, ending in either
+// order, leave GOMAXPROCS as it was.
+func TestRunnersCompose(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	a, b := New(Options{}), New(Options{})
+	releaseA, releaseB := make(chan struct{}), make(chan struct{})
+	doneA, doneB := make(chan error, 1), make(chan error, 1)
+	go func() { doneA <- a.Do(context.Background(), func(context.Context) error { <-releaseA; return nil }) }()
+	testenv.Eventually(t, 5*time.Second, "a running", func() bool { return a.Stats().Running == 1 })
+	go func() { doneB <- b.Do(context.Background(), func(context.Context) error { <-releaseB; return nil }) }()
+	testenv.Eventually(t, 5*time.Second, "both running with a P each", func() bool {
+		return b.Stats().Running == 1 && runtime.GOMAXPROCS(0) == base+2
+	})
+	close(releaseA) // the first to start ends first
+	<-doneA
+	if got := runtime.GOMAXPROCS(0); got != base+1 {
+		t.Fatalf("GOMAXPROCS %d with b still running, want %d", got, base+1)
+	}
+	close(releaseB)
+	<-doneB
+	if got := runtime.GOMAXPROCS(0); got != base {
+		t.Fatalf("GOMAXPROCS %d after both, want %d", got, base)
+	}
+}
