@@ -56,6 +56,11 @@ type Options struct {
 	// StoreResets counts the shared catalog store's resets for /metrics;
 	// nil for a file store.
 	StoreResets metrics.StoreResets
+	// Audit, if not nil, records the changes made through the
+	// Toxiproxy-compatible API (toxics.Options.Audit): the Manager's
+	// audit log (wlm.ManagerOptions.Audit), so they show in SHOW AUDIT
+	// beside the console's.
+	Audit toxics.Auditor
 }
 
 // Server is sluice's HTTP API: metrics, the catalog and session API, the
@@ -108,7 +113,7 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	if o.Proxy != nil {
-		to := toxics.Options{Server: o.Proxy, Manager: o.Manager, Clock: o.Clock, Logger: o.Logger.With("component", "toxics"), Version: o.Version}
+		to := toxics.Options{Server: o.Proxy, Manager: o.Manager, Clock: o.Clock, Logger: o.Logger.With("component", "toxics"), Version: o.Version, Audit: o.Audit}
 		if o.Token == "" {
 			to.CheckListen = loopbackListen
 		}

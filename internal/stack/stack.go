@@ -135,7 +135,9 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	mopts := wlm.ManagerOptions{Clock: o.Clock, Logger: log, Registry: o.Registry, CatalogPath: cfg.Catalog}
+	// One audit log for the console's changes and the Toxiproxy API's.
+	audit := wlm.NewAuditLog(0)
+	mopts := wlm.ManagerOptions{Clock: o.Clock, Logger: log, Registry: o.Registry, CatalogPath: cfg.Catalog, Audit: audit}
 	if catStore != nil {
 		mopts.Store = catStore
 	}
@@ -182,7 +184,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		if s.catStore != nil {
 			resets = s.catStore
 		}
-		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, s.srv, s, s.cluster, resets, o.Clock, log, o.Version); err != nil {
+		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, audit, s.srv, s, s.cluster, resets, o.Clock, log, o.Version); err != nil {
 			return fail(err)
 		}
 	}
@@ -418,7 +420,7 @@ func (s *Stack) serveAdmin(ctx context.Context, addr, auth string) error {
 
 // newHTTP makes the HTTP API of cfg; without a token only a loopback
 // address is accepted. It binds nothing.
-func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl httpapi.Reloader, fl fleet.View, resets metrics.StoreResets, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
+func newHTTP(cfg *config.Config, mgr *wlm.Manager, audit *wlm.AuditLog, srv *proxy.Server, rl httpapi.Reloader, fl fleet.View, resets metrics.StoreResets, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
 	token := cfg.HTTP.Token
 	if token == "" {
 		token = cfg.Fleet.Token
@@ -428,7 +430,7 @@ func newHTTP(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl httpapi
 	}
 	api, err := httpapi.New(httpapi.Options{
 		Manager: mgr, Proxy: srv, Reloader: rl, Clock: clk, Logger: log.With("component", "http"),
-		Token: cfg.HTTP.Token, FleetToken: cfg.Fleet.Token, Fleet: fl, Version: version, StoreResets: resets,
+		Token: cfg.HTTP.Token, FleetToken: cfg.Fleet.Token, Fleet: fl, Version: version, StoreResets: resets, Audit: audit,
 	})
 	if err != nil {
 		return nil, nil, "", err

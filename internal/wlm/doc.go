@@ -60,8 +60,10 @@
 // SQLSTATE and message of a failure. SHOW AUDIT and SELECT ... FROM
 // audit show the ring. SetRoute and RemoveRoute, the configuration's
 // and the Toxiproxy API's route bindings, are not recorded; ALTER ROUTE
-// is. The AuditLog has its own lock, taken with no other lock held (a
-// change is recorded once Manager.mu is released).
+// is. The Toxiproxy API records its own changes (package
+// httpapi/toxics) in the same log, given to the Manager as
+// ManagerOptions.Audit. The AuditLog has its own lock, taken with no
+// other lock held (a change is recorded once Manager.mu is released).
 //
 // # Admission
 //

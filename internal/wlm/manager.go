@@ -57,6 +57,10 @@ type ManagerOptions struct {
 	// AuditSize is how many catalog changes the audit log keeps (SHOW
 	// AUDIT); 0 means DefaultAuditSize.
 	AuditSize int
+	// Audit, if not nil, is the audit log the Manager records in (then
+	// AuditSize is unused): a log it shares with another surface that
+	// records its own changes, such as the Toxiproxy-compatible API.
+	Audit *AuditLog
 }
 
 // Route is a proxy route as the workload manager sees it.
@@ -184,7 +188,10 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		log:      o.Logger,
 		reg:      o.Registry,
 		store:    o.Store,
-		audit:    NewAuditLog(o.AuditSize),
+		audit:    o.Audit,
+	}
+	if m.audit == nil {
+		m.audit = NewAuditLog(o.AuditSize)
 	}
 	if m.clk == nil {
 		m.clk = clock.Real{}

@@ -44,6 +44,30 @@
 // so delays are precise to well under a millisecond and do not add up
 // over chunks, and nothing is reordered.
 //
+// # Audit trail
+//
+// With Options.Audit (package stack gives it the Manager's audit log),
+// every change made through the API is recorded there as the console's
+// are, successful or not, with the Actor of the request (surface http,
+// user token when the API token was presented, the client's address),
+// and logged at INFO as "catalog change". The change is written as text
+// naming the proxy and toxic and the values the request set:
+//
+//	TOXIPROXY CREATE PROXY "db" LISTEN '127.0.0.1:0' UPSTREAM '10.0.0.5:5432' ENABLED true
+//	TOXIPROXY ALTER PROXY "db" ENABLED false
+//	TOXIPROXY DROP PROXY "db"
+//	TOXIPROXY POPULATE PROXY "db" ...; TOXIPROXY POPULATE PROXY "cache" ...
+//	TOXIPROXY ADD TOXIC "lag" ON "db" TYPE 'latency' TOXICITY 1 ATTRIBUTES ("latency" = 100)
+//	TOXIPROXY ALTER TOXIC "lag" ON "db" TOXICITY 0.5 ATTRIBUTES ("jitter" = 10)
+//	TOXIPROXY REMOVE TOXIC "lag" ON "db"
+//	TOXIPROXY RESET
+//
+// None carries a secret: the API has none to set (the token is in a
+// header, never recorded). A refused request is recorded with a SQLSTATE
+// for its HTTP status: 400 as 22023, 403 as 42501, 404 as 42704, 409 as
+// 42710, any other as XX000. The link a proxy creates and drops is
+// recorded as well, as CREATE LINK and DROP LINK.
+//
 // # Differences from Toxiproxy
 //
 //   - A timeout toxic holds the data back (the proxy stops reading; no

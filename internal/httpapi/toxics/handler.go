@@ -191,7 +191,7 @@ func (s *Service) addToxic(w http.ResponseWriter, r *http.Request) {
 	if toxicity == nil {
 		t.Toxicity = 1
 	}
-	out, err := s.AddToxic(r.PathValue("proxy"), t)
+	out, err := s.AddToxic(r.Context(), r.PathValue("proxy"), t)
 	respond(w, http.StatusOK, out, err)
 }
 
@@ -206,12 +206,12 @@ func (s *Service) updateToxic(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out, err := s.UpdateToxic(r.PathValue("proxy"), r.PathValue("toxic"), toxicity, t.Attributes)
+	out, err := s.UpdateToxic(r.Context(), r.PathValue("proxy"), r.PathValue("toxic"), toxicity, t.Attributes)
 	respond(w, http.StatusOK, out, err)
 }
 
 func (s *Service) removeToxic(w http.ResponseWriter, r *http.Request) {
-	noContent(w, s.RemoveToxic(r.PathValue("proxy"), r.PathValue("toxic")))
+	noContent(w, s.RemoveToxic(r.Context(), r.PathValue("proxy"), r.PathValue("toxic")))
 }
 
 func (s *Service) reset(w http.ResponseWriter, r *http.Request) {

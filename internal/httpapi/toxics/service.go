@@ -47,6 +47,11 @@ type Options struct {
 	// with the Service's lock held and must not call back into the
 	// Service.
 	CheckListen func(listen string) error
+	// Audit, if not nil, records every change made through the Service
+	// (create, update, delete and populate of proxies, add, update and
+	// removal of toxics, reset), successful or not, with the Actor of the
+	// request's context: the audit trail of the console's changes.
+	Audit Auditor
 }
 
 // Service runs Toxiproxy-style proxies: tcp routes of a proxy.Server, each
@@ -60,6 +65,7 @@ type Service struct {
 	version string
 	draw    func() float64
 	check   func(listen string) error // nil allows every address
+	aud     Auditor                   // nil records nothing
 
 	mu      sync.Mutex
 	proxies map[string]*proxyState // guarded by mu
@@ -98,7 +104,7 @@ func New(o Options) (*Service, error) {
 		o.Rand = rand.Float64
 	}
 	return &Service{
-		srv: o.Server, mgr: o.Manager, clk: o.Clock, log: o.Logger, version: cmp.Or(o.Version, "dev"), draw: o.Rand, check: o.CheckListen,
+		srv: o.Server, mgr: o.Manager, clk: o.Clock, log: o.Logger, version: cmp.Or(o.Version, "dev"), draw: o.Rand, check: o.CheckListen, aud: o.Audit,
 		proxies: make(map[string]*proxyState),
 	}, nil
 }
@@ -274,7 +280,8 @@ func (s *Service) Proxy(name string) (Proxy, error) {
 // CreateProxy creates a proxy: a tcp route named c.Name from c.Listen
 // (default DefaultListen) to c.Upstream, attached to a link of the same
 // name (created unless it exists), started unless c.Enabled is false.
-func (s *Service) CreateProxy(ctx context.Context, c Config) (Proxy, error) {
+func (s *Service) CreateProxy(ctx context.Context, c Config) (p Proxy, err error) {
+	defer func() { s.audit(ctx, proxyText("CREATE", c.Name, c), err) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.createLocked(ctx, c)
@@ -371,7 +378,8 @@ func (s *Service) stopLocked(px *proxyState) {
 // UpdateProxy changes a proxy as Toxiproxy does: a new listen or upstream
 // address restarts it (closing its connections); enabled false stops it
 // and closes its connections, true starts it.
-func (s *Service) UpdateProxy(ctx context.Context, name string, c Config) (Proxy, error) {
+func (s *Service) UpdateProxy(ctx context.Context, name string, c Config) (_ Proxy, err error) {
+	defer func() { s.audit(ctx, proxyText("ALTER", name, c), err) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	px, err := s.proxyLocked(name)
@@ -414,7 +422,8 @@ func (s *Service) UpdateProxy(ctx context.Context, name string, c Config) (Proxy
 
 // DeleteProxy stops a proxy, closes its connections and forgets it,
 // dropping its link if it created it.
-func (s *Service) DeleteProxy(ctx context.Context, name string) error {
+func (s *Service) DeleteProxy(ctx context.Context, name string) (err error) {
+	defer func() { s.audit(ctx, "TOXIPROXY DROP PROXY "+quoteIdent(name), err) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	px, err := s.proxyLocked(name)
@@ -438,7 +447,14 @@ func (s *Service) deleteLocked(ctx context.Context, px *proxyState) {
 // as it is (toxics included), another one of the same name is replaced.
 // Every entry is checked before any is applied. It returns the proxies
 // of the list, up to the first failure.
-func (s *Service) Populate(ctx context.Context, cs []Config) ([]Proxy, error) {
+func (s *Service) Populate(ctx context.Context, cs []Config) (_ []Proxy, err error) {
+	defer func() {
+		names := make([]string, len(cs))
+		for i, c := range cs {
+			names[i] = proxyText("POPULATE", c.Name, c)
+		}
+		s.audit(ctx, strings.Join(names, "; "), err)
+	}()
 	for i, c := range cs {
 		if c.Name == "" {
 			return nil, errorf(http.StatusBadRequest, fmt.Sprintf("[%d].name", i), "missing required field: name at proxy %d", i+1)
@@ -471,7 +487,8 @@ func (s *Service) Populate(ctx context.Context, cs []Config) ([]Proxy, error) {
 }
 
 // Reset enables every proxy and removes every toxic.
-func (s *Service) Reset(ctx context.Context) error {
+func (s *Service) Reset(ctx context.Context) (err error) {
+	defer func() { s.audit(ctx, "TOXIPROXY RESET", err) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	names := make([]string, 0, len(s.proxies))
@@ -487,7 +504,8 @@ func (s *Service) Reset(ctx context.Context) error {
 		}
 		s.publishLocked(px, nil)
 	}
-	return first
+	err = first
+	return err
 }
 
 // Toxics returns the toxics of a proxy, upstream first.
@@ -514,7 +532,8 @@ func (s *Service) Toxic(proxyName, toxicName string) (Toxic, error) {
 // the live ones. t.Stream defaults to downstream and t.Name to
 // type_stream; t.Toxicity is used as given (0 never applies; the HTTP
 // API defaults it to 1).
-func (s *Service) AddToxic(proxyName string, t Toxic) (Toxic, error) {
+func (s *Service) AddToxic(ctx context.Context, proxyName string, t Toxic) (_ Toxic, err error) {
+	defer func() { s.audit(ctx, toxicText("ADD", proxyName, t, &t.Toxicity), err) }()
 	nt, err := newToxic(t)
 	if err != nil {
 		return Toxic{}, err
@@ -541,7 +560,10 @@ func (s *Service) AddToxic(proxyName string, t Toxic) (Toxic, error) {
 // UpdateToxic changes a toxic's attributes (those given; the others keep
 // their value) and, if toxicity is not nil, its toxicity. Live
 // connections draw the toxicity again, as in Toxiproxy.
-func (s *Service) UpdateToxic(proxyName, toxicName string, toxicity *float64, attrs map[string]int64) (Toxic, error) {
+func (s *Service) UpdateToxic(ctx context.Context, proxyName, toxicName string, toxicity *float64, attrs map[string]int64) (_ Toxic, err error) {
+	defer func() {
+		s.audit(ctx, toxicText("ALTER", proxyName, Toxic{Name: toxicName, Attributes: attrs}, toxicity), err)
+	}()
 	if toxicity != nil {
 		if err := checkToxicity(*toxicity); err != nil {
 			return Toxic{}, err
@@ -573,7 +595,10 @@ func (s *Service) UpdateToxic(proxyName, toxicName string, toxicity *float64, at
 }
 
 // RemoveToxic removes a toxic from a proxy and from its live connections.
-func (s *Service) RemoveToxic(proxyName, toxicName string) error {
+func (s *Service) RemoveToxic(ctx context.Context, proxyName, toxicName string) (err error) {
+	defer func() {
+		s.audit(ctx, "TOXIPROXY REMOVE TOXIC "+quoteIdent(toxicName)+" ON "+quoteIdent(proxyName), err)
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	px, cur, i, err := s.toxicLocked(proxyName, toxicName)
