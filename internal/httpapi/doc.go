@@ -33,7 +33,7 @@
 //	                                      each added RTT (package whatif; default 1,5,10,50ms)
 //	GET    /api/config                    the configuration in force, secrets omitted (config.View)
 //	POST   /api/reload                    re-read and apply it: 200 with the changes, 400 code F0000 when refused
-//	/proxies, /populate, /reset, /version the Toxiproxy API (package toxics)
+//	/proxies, /populate, /reset, /version the Toxiproxy API (package toxics); its changes audited
 //
 // A shard connection of a distributed query has its coordinator's
 // session id in a session's "coordinator" (null otherwise); a statement
