@@ -8,10 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicelab/sluice/internal/wlm/ddl"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
 // CancelSession asks the database to cancel the running statement of
