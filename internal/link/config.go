@@ -1,6 +1,9 @@
 package link
 
-import "maps"
+import (
+	"maps"
+	"time"
+)
 
 // Defaults applied by Configure and New.
 const (
@@ -16,6 +19,18 @@ const (
 	// Config.LowPriorityBandwidth means no limit, not this value; the
 	// setting's owner applies it.
 	DefaultLowPriorityBandwidth = 256_000_000
+	// DefaultLowYieldPercent is the share of Capacity, in percent, the
+	// Low class may enter the FIFO at while Normal or High bytes are on
+	// the link, used when Config.LowYieldPercent is 0.
+	DefaultLowYieldPercent = 25
+	// NoLowYield, as Config.LowYieldPercent, switches yielding off: the
+	// Low class takes all the capacity the other classes leave.
+	NoLowYield = 100
+	// YieldHold is how long the Low class goes on yielding after the
+	// last Normal or High byte admitted has left the FIFO: a request and
+	// its response are a few round trips apart, and a class that came
+	// back at full rate between them would take the host from them.
+	YieldHold = 50 * time.Millisecond
 	// DefaultWeight is the weight of a pool missing from Config.Weights.
 	DefaultWeight = 1
 	// MaxWeight is the largest weight; larger weights are clamped to it.
@@ -57,6 +72,16 @@ type Config struct {
 	// (NoLowQueueBound) switches the bound off. Applies only with
 	// NetworkControl and Capacity > 0.
 	LowPriorityQueueBytes int64
+	// LowYieldPercent is the share of Capacity, in percent, the Low
+	// class may enter the FIFO at while Normal or High bytes are on the
+	// link: from the admission of such a byte until YieldHold after it
+	// has left the FIFO. The link would let Low take every byte the
+	// other classes leave, but moving those bytes costs the host's
+	// processors, which the more important statement's server, proxy and
+	// client then wait for (see the package doc). 0 means
+	// DefaultLowYieldPercent; NoLowYield (100) or more switches yielding
+	// off. Applies only with NetworkControl and Capacity > 0.
+	LowYieldPercent int
 	// Weights maps a pool name to its weight, its share of a class
 	// against the other pools with bytes waiting in that class. Pools not
 	// in the map have DefaultWeight; weights below 1 count as 1 and above
@@ -82,8 +107,23 @@ func (c Config) normalized() Config {
 	case c.LowPriorityQueueBytes < 0:
 		c.LowPriorityQueueBytes = NoLowQueueBound
 	}
+	switch {
+	case c.LowYieldPercent <= 0:
+		c.LowYieldPercent = DefaultLowYieldPercent
+	case c.LowYieldPercent > NoLowYield:
+		c.LowYieldPercent = NoLowYield
+	}
 	c.Weights = maps.Clone(c.Weights)
 	return c
+}
+
+// yieldRate is the bytes/s the Low class may enter at while it yields; 0
+// when it never yields.
+func (c *Config) yieldRate() int64 {
+	if !c.NetworkControl || c.Capacity <= 0 || c.LowYieldPercent >= NoLowYield {
+		return 0
+	}
+	return max(c.Capacity*int64(c.LowYieldPercent)/100, 1)
 }
 
 // weight returns the effective weight of pool.

@@ -118,6 +118,20 @@ func (l *Link) Close() {
 	}
 }
 
+// Engage tells both directions that a statement of a class above Low
+// began (on) or ended (off) at now: the Low class yields while any such
+// statement runs and for YieldHold after the last one ended, as it does
+// around the departures of Normal and High bytes (Config.LowYieldPercent).
+// The statement's own bytes need not be on the link: between its round
+// trips its server and client work, on processors the Low class's bytes
+// would take. Every on must be followed by one off; an off without an
+// on is ignored. Safe for concurrent use.
+func (l *Link) Engage(now time.Time, on bool) {
+	for _, d := range l.dirs {
+		d.engage(now, on)
+	}
+}
+
 // direction is one direction of a link: its scheduler and the goroutine
 // that runs it when time must pass.
 type direction struct {
@@ -148,6 +162,16 @@ func (d *direction) configure(cfg Config) {
 	d.unlimited.Store(cfg.Capacity == 0)
 	d.lowLimited.Store(cfg.lowLimited())
 	d.armLocked(d.s.dispatch(now))
+}
+
+func (d *direction) engage(now time.Time, on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.s.engage(now, on) && !d.closed {
+		// Low flows held by the yield wait for the bucket, not for its
+		// end, while a statement runs: look again now that it may end.
+		d.armLocked(d.s.dispatch(now))
+	}
 }
 
 // armLocked makes sure run wakes by next (the zero time: nothing to wait
@@ -290,6 +314,9 @@ func (f *Flow) wake() {
 
 // Pool returns the name of the flow's pool.
 func (f *Flow) Pool() string { return f.pool.name }
+
+// Link returns the link the flow belongs to.
+func (f *Flow) Link() *Link { return f.d.link }
 
 // Direction returns the flow's direction.
 func (f *Flow) Direction() Direction { return f.dir }

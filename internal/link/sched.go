@@ -170,6 +170,15 @@ type sched struct {
 	arrival flowList         // every waiting flow, in arrival order
 	fifo    fifo
 	low     limit.LeakyBucket
+	// yield meters the Low class while it yields (Config.LowYieldPercent);
+	// only Low admissions made while yielding are reserved in it.
+	yield limit.LeakyBucket
+	// higherUntil is when the Low class stops yielding, if engaged is 0:
+	// YieldHold after the departure of the last Normal or High byte
+	// admitted, or after the last engaged statement ended.
+	higherUntil time.Time
+	// engaged counts the running statements above Low (Link.Engage).
+	engaged int
 	// floor is the virtual time the scheduler has reached: the FIFO is
 	// pruned up to it and no admission is dated before it. It never
 	// exceeds the latest now passed in.
@@ -213,6 +222,7 @@ func (s *sched) configure(now time.Time, cfg Config) {
 	}
 	s.cfg = cfg
 	s.low.SetRate(now, cfg.LowPriorityBandwidth)
+	s.yield.SetRate(now, cfg.yieldRate())
 	for name, p := range s.pools {
 		p.weight = cfg.weight(name)
 	}
@@ -352,7 +362,40 @@ func (s *sched) blockedAt(t time.Time, f *Flow) time.Time {
 			return at
 		}
 	}
+	if s.yielding(t) {
+		if at := s.yield.Next(t, int(f.n)); at.After(t) {
+			if s.engaged == 0 && at.After(s.higherUntil) {
+				return s.higherUntil
+			}
+			return at
+		}
+	}
 	return time.Time{}
+}
+
+// engage counts a statement above Low that began (on) or ended at now
+// (Link.Engage), and reports whether the scheduler should run: the last
+// one ended, so the yield now has an end.
+func (s *sched) engage(now time.Time, on bool) bool {
+	if on {
+		s.engaged++
+		return false
+	}
+	if s.engaged == 0 {
+		return false
+	}
+	s.engaged--
+	if until := now.Add(YieldHold); until.After(s.higherUntil) {
+		s.higherUntil = until
+	}
+	return s.engaged == 0
+}
+
+// yielding reports whether the Low class yields at t: it may, and a
+// statement above Low runs, or one ended or had a byte on the link less
+// than YieldHold before.
+func (s *sched) yielding(t time.Time) bool {
+	return s.cfg.yieldRate() > 0 && (s.engaged > 0 || t.Before(s.higherUntil))
 }
 
 // admissible returns the earliest time, not before f was sent nor before
@@ -411,6 +454,14 @@ func (s *sched) admit(now time.Time, f *Flow, p *poolQueue) {
 	dep := now
 	if s.cfg.Capacity > 0 {
 		dep = s.fifo.push(now, f.n, f.class, s.cfg.Capacity)
+	}
+	switch {
+	case f.class != Low:
+		if until := dep.Add(YieldHold); until.After(s.higherUntil) {
+			s.higherUntil = until
+		}
+	case s.yielding(now):
+		s.yield.Reserve(now, int(f.n))
 	}
 	s.remove(f)
 	f.depart = dep

@@ -650,10 +650,10 @@ func TestLowBandwidthLateRuns(t *testing.T) {
 	}
 }
 
-// TestOccupancyBoundWorkConserving: Low bytes in the FIFO never exceed the
-// bound, a Normal chunk waits behind at most that much Low data, and Low
-// still fills every byte of capacity Normal leaves, also when the
-// scheduler's timer fires up to 1 ms late.
+// TestOccupancyBoundWorkConserving: with yielding off, Low bytes in the
+// FIFO never exceed the bound, a Normal chunk waits behind at most that
+// much Low data, and Low still fills every byte of capacity Normal leaves,
+// also when the scheduler's timer fires up to 1 ms late.
 func TestOccupancyBoundWorkConserving(t *testing.T) {
 	for _, late := range []bool{false, true} {
 		t.Run(fmt.Sprint("late=", late), func(t *testing.T) { testOccupancyBound(t, late) })
@@ -663,7 +663,7 @@ func TestOccupancyBoundWorkConserving(t *testing.T) {
 func testOccupancyBound(t *testing.T, late bool) {
 	const capacity = 100_000_000
 	const bound = 64 * kib
-	cfg := Config{Capacity: capacity, NetworkControl: true}
+	cfg := Config{Capacity: capacity, NetworkControl: true, LowYieldPercent: NoLowYield}
 	normal := &src{name: "app", pool: "app", chunk: 32 * kib, every: ms} // ~33 MB/s offered
 	srcs := append(bulk("bulk", "etl", 10, Low), normal)
 	m := newSim(cfg, srcs...)
@@ -698,6 +698,102 @@ func testOccupancyBound(t *testing.T, late bool) {
 	t.Logf("link carried %.2f%% of its capacity", 100*float64(total)/(float64(capacity)*0.99))
 	if want := float64(capacity) * 0.99; float64(total) < want*0.999 {
 		t.Errorf("link carried %d bytes in 990 ms, capacity allows %.0f", total, want)
+	}
+}
+
+// TestLowYields: while Normal bytes are on the link and for YieldHold
+// after, Low enters at LowYieldPercent of the capacity, also when the
+// scheduler's timer fires up to 1 ms late; once Normal stops, Low takes
+// the whole capacity again. With yielding off it takes all Normal leaves.
+func TestLowYields(t *testing.T) {
+	const capacity = 100_000_000
+	for _, tt := range []struct {
+		pct  int
+		late bool
+		want float64 // Low's share of capacity while Normal runs
+	}{
+		{pct: 0, want: DefaultLowYieldPercent / 100.0},
+		{pct: 0, late: true, want: DefaultLowYieldPercent / 100.0},
+		{pct: 10, want: 0.10},
+		{pct: NoLowYield, want: 1 - 32.768/100}, // what ~33 MB/s of Normal leaves
+	} {
+		t.Run(fmt.Sprintf("pct=%d,late=%v", tt.pct, tt.late), func(t *testing.T) {
+			cfg := Config{Capacity: capacity, NetworkControl: true, LowYieldPercent: tt.pct}
+			// Normal sends 32 KiB per ms for 500 ms, then stops.
+			normal := &src{name: "app", pool: "app", chunk: 32 * kib, every: ms, total: 500 * 32 * kib}
+			srcs := append(bulk("bulk", "etl", 8, Low), normal)
+			m := newSim(cfg, srcs...)
+			if tt.late {
+				m.late = lateTimer(7, ms)
+				for _, x := range srcs {
+					x.turn = 50 * us
+				}
+			}
+			m.run(time.Second)
+			low := func(from, to time.Duration) float64 {
+				var n int64
+				for _, x := range srcs[:8] {
+					n += x.departedBy(t0.Add(from), t0.Add(to))
+				}
+				return float64(n) / (to - from).Seconds() / capacity
+			}
+			if got := low(50*ms, 450*ms); !within(got, tt.want, 0.03) {
+				t.Errorf("low share while normal runs = %.3f, want %.3f", got, tt.want)
+			}
+			if normal.sent != 500*32*kib {
+				t.Errorf("normal sent %d bytes, offered %d", normal.sent, 500*32*kib)
+			}
+			// Normal's last byte leaves about 500 ms in; YieldHold later Low
+			// has the link to itself.
+			if got := low(500*ms+YieldHold+5*ms, time.Second); got < 0.99 {
+				t.Errorf("low share after normal stopped = %.3f, want the whole link", got)
+			}
+		})
+	}
+}
+
+// TestLowYieldsToEngaged: while a statement above Low runs (Link.Engage)
+// Low yields though no Normal byte is on the link, and YieldHold after it
+// ended Low has the whole link again. An unpaired end changes nothing.
+func TestLowYieldsToEngaged(t *testing.T) {
+	const capacity = 100_000_000
+	cfg := Config{Capacity: capacity, NetworkControl: true}
+	srcs := bulk("bulk", "etl", 8, Low)
+	m := newSim(cfg, srcs...)
+	m.s.engage(t0, false) // unpaired: ignored
+	began, ended := false, false
+	m.after = func(m *sim) {
+		switch at := m.now.Sub(t0); {
+		case !began && at >= 100*ms:
+			m.s.engage(m.now, true)
+			began = true
+		case !ended && at >= 400*ms:
+			if m.s.engage(m.now, false) {
+				m.s.dispatch(m.now)
+			}
+			ended = true
+		}
+	}
+	m.run(time.Second)
+	share := func(from, to time.Duration) float64 {
+		var n int64
+		for _, x := range srcs {
+			n += x.departedBy(t0.Add(from), t0.Add(to))
+		}
+		return float64(n) / (to - from).Seconds() / capacity
+	}
+	for _, tt := range []struct {
+		name     string
+		from, to time.Duration
+		want     float64
+	}{
+		{"before", 10 * ms, 90 * ms, 1},
+		{"engaged", 150 * ms, 390 * ms, DefaultLowYieldPercent / 100.0},
+		{"after the hold", 400*ms + YieldHold + 10*ms, time.Second, 1},
+	} {
+		if got := share(tt.from, tt.to); !within(got, tt.want, 0.03) {
+			t.Errorf("%s: low share %.3f, want %.3f", tt.name, got, tt.want)
+		}
 	}
 }
 
@@ -856,14 +952,17 @@ func TestConfigNormalized(t *testing.T) {
 	w := map[string]int{"a": 0, "b": 5, "c": MaxWeight + 1}
 	c := Config{Capacity: -1, QueueSize: -3, LowPriorityBandwidth: -2, LowPriorityQueueBytes: -7, Weights: w}.normalized()
 	w["b"] = 9 // the link keeps its own copy
-	want := Config{QueueSize: DefaultQueueSize, LowPriorityQueueBytes: NoLowQueueBound}
-	if c.Capacity != want.Capacity || c.QueueSize != want.QueueSize || c.LowPriorityBandwidth != 0 || c.LowPriorityQueueBytes != want.LowPriorityQueueBytes {
+	want := Config{QueueSize: DefaultQueueSize, LowPriorityQueueBytes: NoLowQueueBound, LowYieldPercent: DefaultLowYieldPercent}
+	if c.Capacity != want.Capacity || c.QueueSize != want.QueueSize || c.LowPriorityBandwidth != 0 || c.LowPriorityQueueBytes != want.LowPriorityQueueBytes || c.LowYieldPercent != want.LowYieldPercent {
 		t.Errorf("normalized = %+v", c)
 	}
 	for pool, want := range map[string]int64{"a": 1, "b": 5, "c": MaxWeight, "zzz": DefaultWeight} {
 		if got := c.weight(pool); got != want {
 			t.Errorf("weight(%s) = %d, want %d", pool, got, want)
 		}
+	}
+	if c := (Config{LowYieldPercent: 250}).normalized(); c.LowYieldPercent != NoLowYield {
+		t.Errorf("LowYieldPercent 250 normalized to %d, want %d", c.LowYieldPercent, NoLowYield)
 	}
 	if d := (Config{}).normalized(); d.LowPriorityQueueBytes != DefaultLowPriorityQueueBytes || d.QueueSize != DefaultQueueSize {
 		t.Errorf("zero normalized = %+v", d)

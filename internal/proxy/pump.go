@@ -313,6 +313,11 @@ func (p *pump) send(ctx context.Context, b []byte) error {
 	if p.sess.Penalized() {
 		class = link.Low
 	}
+	if p.rs != nil {
+		// The Low class yields while a statement above it runs (see
+		// link.Link.Engage); the pump that sees it begin or end says so.
+		p.rs.engage(p.lnk, class != link.Low && p.sess.Running())
+	}
 	if p.ls != nil {
 		if (p.em == nil || p.em.line == nil) && p.plain {
 			_, ok, err := p.flow.TrySend(len(b), class)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/evloop"
+	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/panics"
 	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
@@ -421,6 +422,39 @@ type relaying struct {
 	reason      atomic.Uint32  // why, a session.EndReason; stored before terminated
 	pending     atomic.Int32   // pumps still running
 	downRunning sync.WaitGroup // the down pump, until it ends
+
+	// engaged is the link on which the session has a statement above the
+	// Low class marked running (link.Link.Engage), nil for none. Read
+	// without engageMu on each chunk; changed, and Engage called, under
+	// it, so that each link sees its ons and offs in pairs and in order.
+	engaged  atomic.Pointer[link.Link]
+	engageMu sync.Mutex
+}
+
+// engage marks on link l that a statement of the session above the Low
+// class runs (on), or that none does (l is then ignored), as the pump
+// that saw the change sends its chunk; a mark moves with the session's
+// link.
+func (rs *relaying) engage(l *link.Link, on bool) {
+	if cur := rs.engaged.Load(); on && cur == l || !on && cur == nil {
+		return
+	}
+	rs.engageMu.Lock()
+	defer rs.engageMu.Unlock()
+	cur := rs.engaged.Load()
+	if on && cur == l || !on && cur == nil {
+		return
+	}
+	now := rs.r.srv.clk.Now()
+	if cur != nil {
+		cur.Engage(now, false)
+	}
+	if on {
+		l.Engage(now, true)
+		rs.engaged.Store(l)
+	} else {
+		rs.engaged.Store(nil)
+	}
 }
 
 // kick is the front end's Injector wake (see pump.kick): the loop runs
@@ -521,6 +555,7 @@ func (rs *relaying) ended(d direction, err error) {
 	if rs.pending.Add(-1) > 0 {
 		return
 	}
+	rs.engage(nil, false)
 	var perr error
 	func() {
 		defer panics.Catch("session", &perr)

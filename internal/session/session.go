@@ -33,6 +33,7 @@ type Session struct {
 	cancelKey string       // guarded by mu
 	canceler  Canceler     // guarded by mu
 	active    []*Statement // guarded by mu; oldest first
+	running   atomic.Int32 // len(active), stored under mu, read without it
 	// lastRan is the statement that ended last after its request had
 	// reached the server (it was not waiting for admission when it
 	// ended); guarded by mu; nil before the first.
@@ -345,6 +346,7 @@ func (s *Session) Begin(sql string, now time.Time) *Statement {
 	closed := s.isClosed
 	if !closed {
 		s.active = append(s.active, st)
+		s.running.Store(int32(len(s.active)))
 	}
 	s.mu.Unlock()
 	s.reg.emit(Event{Kind: StatementStarted, Session: s, Statement: st})
@@ -397,6 +399,10 @@ func (s *Session) Executing() *Statement {
 	return nil
 }
 
+// Running reports whether the session has a running statement. It is one
+// atomic load, for the data path.
+func (s *Session) Running() bool { return s.running.Load() > 0 }
+
 // Active returns the session's running statements, oldest first.
 func (s *Session) Active() []*Statement {
 	s.mu.Lock()
@@ -433,6 +439,7 @@ func (s *Session) Close(now time.Time) {
 	// twice (or nil) as the array shifts under the loop.
 	active := s.active
 	s.active = nil
+	s.running.Store(0)
 	s.mu.Unlock()
 	for _, st := range active {
 		st.End(now, Failed, -1, "08006")

@@ -350,6 +350,7 @@ func (st *Statement) End(now time.Time, o Outcome, rows int64, code string) {
 			n := copy(s.active[i:], s.active[i+1:])
 			s.active[i+n] = nil
 			s.active = s.active[:i+n]
+			s.running.Store(int32(len(s.active)))
 			break
 		}
 	}

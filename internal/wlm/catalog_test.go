@@ -184,6 +184,8 @@ CREATE EXCEPT RULE other WITH (elapsedtime=1);`
 		{"SET low_priority_bandwidth = 'lots'", ddl.CodeInvalidParameter, 30, `"low_priority_bandwidth": "lots"`},
 		{"SET network_control = maybe", ddl.CodeInvalidParameter, 23, `"network_control": "maybe"`},
 		{"SET except_check_period = '1ms'", ddl.CodeInvalidParameter, 27, `"except_check_period": "1ms"`},
+		{"SET low_priority_yield = '0%'", ddl.CodeInvalidParameter, 26, `"low_priority_yield": "0%"`},
+		{"SET low_priority_yield = '150%'", ddl.CodeInvalidParameter, 26, `"low_priority_yield": "150%"`},
 		{"SHOW nonsense", ddl.CodeUndefinedObject, 6, `unrecognized configuration parameter "nonsense"`},
 		{"RESET nonsense", ddl.CodeUndefinedObject, 7, `unrecognized configuration parameter`},
 		{"SELECT * FROM nowhere", ddl.CodeUndefinedTable, 15, `relation "nowhere"`},
@@ -287,7 +289,7 @@ func TestSettings(t *testing.T) {
 		return res.Rows[0][0]
 	}
 	def := m.Link(DefaultLink)
-	if got := def.Config(); got.LowPriorityBandwidth != 256_000_000 || got.LowPriorityQueueBytes != 64<<10 || !got.NetworkControl {
+	if got := def.Config(); got.LowPriorityBandwidth != 256_000_000 || got.LowPriorityQueueBytes != 64<<10 || got.LowYieldPercent != 25 || !got.NetworkControl {
 		t.Errorf("default link config %+v", got)
 	}
 	for _, tt := range []struct{ set, name, want string }{
@@ -297,6 +299,9 @@ func TestSettings(t *testing.T) {
 		{"SET cluster_low_priority_bandwidth = unlimited", "cluster_low_priority_bandwidth", "unlimited"},
 		{"SET low_priority_queue_bytes = '1MiB'", "low_priority_queue_bytes", "1MiB"},
 		{"SET low_priority_queue_bytes = -1", "low_priority_queue_bytes", "-1"},
+		{"SET low_priority_yield = '10%'", "low_priority_yield", "10%"},
+		{"SET low_priority_yield = 100", "low_priority_yield", "100%"},
+		{"SET low_priority_yield TO DEFAULT", "low_priority_yield", "25%"},
 		{"SET network_control = off", "network_control", "off"},
 		{"SET except_check_period = 2", "except_check_period", "2s"},
 		{"SET except_check_period TO '500ms'", "except_check_period", "500ms"},

@@ -23,7 +23,7 @@ CREATE EXCEPT RULE r2 WITH (bandwidth=0.125, action=abort);
 CREATE EXCEPT RULE queued WITH (blocktime=2.5, action=penalty);
 CREATE RESOURCE POOL vip WITH (network_priority=high, weight=9, except_rule='r2,bandwidth_rule1,queued', rate='1GB', active_statements=7, queue_timeout='1.5s', idle_in_transaction='30s');
 CREATE LINK gate WITH (max_active_statements=3);
-SET low_priority_bandwidth = '123456789'; SET cluster_low_priority_bandwidth = '30MB'; SET except_check_period = '1.5s'; SET low_priority_queue_bytes = -1; SET network_control = off`)
+SET low_priority_bandwidth = '123456789'; SET cluster_low_priority_bandwidth = '30MB'; SET except_check_period = '1.5s'; SET low_priority_queue_bytes = -1; SET low_priority_yield = '40%'; SET network_control = off`)
 	data, err := store.Marshal(m.Catalog())
 	if err != nil {
 		t.Fatal(err)

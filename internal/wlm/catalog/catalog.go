@@ -139,6 +139,11 @@ type Settings struct {
 	// LowPriorityQueueBytes bounds Low-class bytes in a link's device
 	// FIFO; -1 switches the bound off.
 	LowPriorityQueueBytes int64
+	// LowPriorityYield is the share of a link's capacity, in percent
+	// within [1, 100], the Low class may use while Normal or High bytes
+	// are on the link and for link.YieldHold after; 100 switches
+	// yielding off (link.Config.LowYieldPercent).
+	LowPriorityYield int
 	// NetworkControl switches the links' priority scheduler on.
 	NetworkControl bool
 	// ExceptCheckPeriod is the interval between two checks of the rules
@@ -160,6 +165,7 @@ func DefaultSettings() Settings {
 	return Settings{
 		LowPriorityBandwidth:  link.DefaultLowPriorityBandwidth,
 		LowPriorityQueueBytes: link.DefaultLowPriorityQueueBytes,
+		LowPriorityYield:      link.DefaultLowYieldPercent,
 		NetworkControl:        true,
 		ExceptCheckPeriod:     5 * time.Second,
 
@@ -224,6 +230,7 @@ func (c *Catalog) LinkConfig(name string) link.Config {
 		NetworkControl:        c.Settings.NetworkControl,
 		LowPriorityBandwidth:  c.Settings.LowPriorityBandwidth,
 		LowPriorityQueueBytes: c.Settings.LowPriorityQueueBytes,
+		LowYieldPercent:       c.Settings.LowPriorityYield,
 		Weights:               w,
 	}
 }

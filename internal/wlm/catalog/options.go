@@ -533,6 +533,23 @@ var settings = []setting{
 		},
 	},
 	{
+		name: "low_priority_yield",
+		desc: "Share of a link's capacity the low-priority class may use while normal or high-priority bytes are on the link and for 50ms after (percentage, e.g. '25%'; '100%' switches yielding off).",
+		def:  func(s Settings) string { return strconv.Itoa(s.LowPriorityYield) + "%" },
+		set: func(s *Settings, v ddl.Value) error {
+			f, err := units.ParsePercentage(v.Text)
+			if err != nil {
+				return err
+			}
+			pct := int(math.Round(f * 100))
+			if pct < 1 {
+				return fmt.Errorf("must be at least 1%%, or 100%% to switch yielding off")
+			}
+			s.LowPriorityYield = pct
+			return nil
+		},
+	},
+	{
 		name: "low_priority_queue_bytes",
 		desc: "Bound on low-priority bytes in a link's device queue (size with a unit; -1 switches it off).",
 		def: func(s Settings) string {
@@ -639,6 +656,8 @@ func (s Settings) Text(name string) string {
 		return strconv.FormatInt(s.ClusterLowPriorityBandwidth, 10)
 	case "low_priority_queue_bytes":
 		return strconv.FormatInt(s.LowPriorityQueueBytes, 10)
+	case "low_priority_yield":
+		return strconv.Itoa(s.LowPriorityYield)
 	case "network_control", "metrics_user_labels", "distributed_application_name":
 		return findSetting(name).def(s)
 	}

@@ -61,7 +61,7 @@ func (c *Catalog) Validate() error {
 		}
 	}
 	s := c.Settings
-	if s.ExceptCheckPeriod <= 0 || s.LowPriorityBandwidth < 0 || s.ClusterLowPriorityBandwidth < 0 || s.LowPriorityQueueBytes == 0 || s.LowPriorityQueueBytes < -1 {
+	if s.ExceptCheckPeriod <= 0 || s.LowPriorityBandwidth < 0 || s.ClusterLowPriorityBandwidth < 0 || s.LowPriorityQueueBytes == 0 || s.LowPriorityQueueBytes < -1 || s.LowPriorityYield < 1 || s.LowPriorityYield > 100 {
 		return errors.New("settings out of range")
 	}
 	if _, err := distname.Parse(s.DistributedApplicationName); err != nil {
