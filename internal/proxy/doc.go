@@ -145,9 +145,12 @@
 //     session the same way: the server side closes, both pumps stop, the
 //     client reads wire.Conn.Terminated (PostgreSQL FATAL 57P01, MySQL ERR
 //     1927, after the server's last packet of a result cut short) and its
-//     socket closes. The front end sends the error only where the server's
-//     bytes stopped at a message boundary; stopped inside a message, the
-//     socket closes without it, so no frame is ever torn. Session.TerminateIdle (a pool's
+//     socket closes. When the down observer can find the end of the
+//     server's message in flight (wire.Remainder), the down pump first
+//     forwards the rest of it (up to maxFinish, within finishWait) and the
+//     server side closes after; the front end sends the error only where
+//     the server's bytes stopped at a message boundary, else the socket
+//     closes without it, so no frame is ever torn. Session.TerminateIdle (a pool's
 //     idle_in_transaction) does the same with its own reason (PostgreSQL
 //     FATAL 25P03). Session.UnsentBytes reads the client
 //     socket's TCP_INFO notsent.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
@@ -81,6 +83,7 @@ type pump struct {
 
 	ctx context.Context // set by start
 	rs  *relaying       // the session, told when the pump ends
+	fin *finish         // down pump: the terminate's finishing of the message in flight; nil when the observer cannot find its end
 	pk  parkState
 	own *[]byte // the read buffer of a reader without ReadPooled; nil until its first read
 
@@ -165,13 +168,24 @@ func (p *pump) run(ctx context.Context, first []byte) (parked bool, err error) {
 	for {
 		buf, n, rerr := p.read()
 		if n > 0 {
-			err := p.chunk(ctx, (*buf)[:n])
+			var err error
+			if p.fin != nil && p.fin.on.Load() {
+				err = p.finishChunk(ctx, (*buf)[:n])
+			} else {
+				err = p.chunk(ctx, (*buf)[:n])
+			}
 			p.release(buf, n)
 			if err != nil {
 				return false, err
 			}
 		} else if buf != nil {
 			p.release(buf, 0)
+		}
+		if rerr != nil && p.fin != nil && p.fin.on.Load() {
+			if p.fin.more(rerr, p.src) {
+				continue
+			}
+			return false, errFinished
 		}
 		if rerr != nil {
 			if parked, retry := p.park(rerr); parked || retry {
@@ -202,6 +216,70 @@ func (p *pump) run(ctx context.Context, first []byte) (parked bool, err error) {
 			closeWrite(p.dst)
 			return false, nil
 		}
+	}
+}
+
+// Finishing the server's message in flight when a session is terminated.
+const (
+	// maxFinish bounds the bytes a terminated session's down pump
+	// forwards to end the message in flight; a longer rest is not
+	// waited for, and the session closes without the protocol's error.
+	maxFinish = 64 << 10
+	// finishWait bounds the wait for the rest of the message.
+	finishWait = time.Second
+)
+
+// errFinished ends a down pump that has forwarded the server's message
+// in flight to its end after a terminate.
+var errFinished = errors.New("terminated at a message boundary")
+
+// finish is the down pump's part in an administrator's terminate: the
+// server's message in flight goes on to its end, so that the protocol's
+// error the client reads after it is a message of its own. on is set by
+// relaying.terminate; the rest belongs to the pump's goroutine.
+type finish struct {
+	on       atomic.Bool
+	rem      wire.Remainder
+	sent     int  // bytes forwarded since on
+	extended bool // the read deadline was pushed out once for the rest
+}
+
+// more reports, for a read that failed with err after the terminate,
+// whether the pump should read on: the deadline that woke it passed, the
+// message in flight has a rest of at most maxFinish bytes, and the
+// deadline has not been pushed out before; it then gives src finishWait.
+func (f *finish) more(err error, src net.Conn) bool {
+	if f.extended || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	n, ok := f.rem.Remaining()
+	if !ok || n == 0 || f.sent+n > maxFinish {
+		return false
+	}
+	f.extended = true
+	return src.SetReadDeadline(clock.SocketDeadline(finishWait)) == nil
+}
+
+// finishChunk forwards of b, read after a terminate, what belongs to the
+// server's message in flight, and returns errFinished once that message
+// has ended (the rest of b, which the client will never read, is
+// dropped), or when it has no end to be found within maxFinish.
+func (p *pump) finishChunk(ctx context.Context, b []byte) error {
+	f := p.fin
+	for {
+		n, ok := f.rem.Remaining()
+		if !ok || n == 0 || f.sent >= maxFinish {
+			return errFinished
+		}
+		if len(b) == 0 {
+			return nil
+		}
+		k := min(n, len(b))
+		if err := p.chunk(ctx, b[:k]); err != nil {
+			return err
+		}
+		f.sent += k
+		b = b[k:]
 	}
 }
 

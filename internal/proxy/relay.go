@@ -151,6 +151,24 @@ func (r *relay) opening() (wire.Conn, bool) {
 		log.Debug("socket option", "route", r.route.Name, "err", err)
 	}
 	dial := r.route.dialer()
+	// The opening's bytes cross the route's emulated path as every later
+	// chunk does (delayedConn), in the unbound user's binding.
+	var client, upDelayed net.Conn = r.client, nil
+	if r.route.Frontend != nil {
+		b := r.srv.policy.Bind(r.route.Name, "")
+		client = newDelayed(ctx, r.client, r.srv.clk, b.Down, b.Down.Seed+int64(dirDown))
+		upParams := b.Up
+		dial = func(dctx context.Context) (net.Conn, error) {
+			c, err := r.route.dialer()(dctx)
+			if err != nil {
+				return nil, err
+			}
+			// The opening's context, not the dial's, which may end with
+			// the dial.
+			upDelayed = newDelayed(ctx, c, r.srv.clk, upParams, upParams.Seed+int64(dirUp))
+			return upDelayed, nil
+		}
+	}
 	trackedDial := func(ctx context.Context) (net.Conn, error) {
 		c, err := dial(ctx)
 		if err != nil {
@@ -182,7 +200,9 @@ func (r *relay) opening() (wire.Conn, bool) {
 		up, err = trackedDial(ctx)
 		conn = wire.Conn{Session: s, Client: r.client, Upstream: up}
 	} else {
-		conn, err = r.open(ctx, register, trackedDial)
+		conn, err = r.open(ctx, client, register, trackedDial)
+		conn.Client = unwrapOpening(conn.Client, client)
+		conn.Upstream = unwrapOpening(conn.Upstream, upDelayed)
 	}
 	if err != nil {
 		if pe := panics.As(err); pe != nil {
@@ -215,9 +235,9 @@ func (r *relay) opening() (wire.Conn, bool) {
 
 // open runs the route's opening exchange, a panic in it returned as an
 // error.
-func (r *relay) open(ctx context.Context, register wire.Register, dial wire.Dialer) (c wire.Conn, err error) {
+func (r *relay) open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (c wire.Conn, err error) {
 	defer panics.Catch("opening exchange", &err)
-	return r.route.Frontend.Open(ctx, r.client, register, dial)
+	return r.route.Frontend.Open(ctx, client, register, dial)
 }
 
 // internalErrorMsg is what a client reads when sluice ends its session for
@@ -280,6 +300,9 @@ func (r *relay) relay(c wire.Conn, finished func()) {
 
 	up := newPump(r.srv, r.route, sess, dirUp, c.Up)
 	down := newPump(r.srv, r.route, sess, dirDown, c.Down)
+	if rem, ok := c.Down.(wire.Remainder); ok && c.Terminated != nil {
+		down.fin = &finish{rem: rem}
+	}
 	rs := &relaying{r: r, c: c, up: up, down: down, cancel: cancel, finished: finished}
 	up.rs, down.rs = rs, rs
 	if up.rw != nil {
@@ -422,6 +445,7 @@ type relaying struct {
 	reason      atomic.Uint32  // why, a session.EndReason; stored before terminated
 	pending     atomic.Int32   // pumps still running
 	downRunning sync.WaitGroup // the down pump, until it ends
+	downEnded   atomic.Bool    // the down pump has ended (set before downRunning is done)
 
 	// engaged is the link on which the session has a statement above the
 	// Low class marked running (link.Link.Engage), nil for none. Read
@@ -497,9 +521,27 @@ func (rs *relaying) terminate() {
 	rs.terminated.Store(true)
 	rs.fatal.Store(true)
 	rs.endWait()
+	if f := rs.down.fin; f != nil {
+		// The down pump forwards the rest of the server's message in
+		// flight, then ends (pump.finishChunk); the past deadline wakes it
+		// from its read. The server side closes when it has ended.
+		f.on.Store(true)
+		rs.stop()
+		c.Upstream.SetReadDeadline(clock.LongAgo)
+		c.Client.SetReadDeadline(clock.LongAgo)
+		return
+	}
 	rs.stop()
 	c.Upstream.Close()
 	c.Client.SetReadDeadline(clock.LongAgo)
+}
+
+// finishing reports whether the down pump is still forwarding the rest of
+// the server's message after a terminate: nothing closes the server side
+// until it has ended.
+func (rs *relaying) finishing() bool {
+	f := rs.down.fin
+	return f != nil && f.on.Load() && !rs.downEnded.Load()
 }
 
 // fail ends the session for err.
@@ -508,6 +550,11 @@ func (rs *relaying) fail(err error) {
 	rs.endWait()
 	rs.errOnce.Do(func() { rs.firstErr = err })
 	rs.stop()
+	if rs.finishing() && panics.As(err) == nil {
+		// The up pump ended for the terminate; the down pump closes
+		// nothing until it has finished the message in flight.
+		return
+	}
 	if panics.As(err) != nil {
 		// Keep the client socket open for the protocol's error, sent once
 		// both pumps have stopped (fatal is set before the upstream
@@ -530,6 +577,13 @@ func (rs *relaying) ended(d direction, err error) {
 	c := rs.c
 	rs.endWait()
 	if d == dirDown {
+		rs.downEnded.Store(true)
+		if errors.Is(err, errFinished) {
+			// The message in flight has gone whole; end the session as a
+			// terminate without finishing would have.
+			rs.c.Upstream.Close()
+			err = nil
+		}
 		if err != nil {
 			rs.fail(err)
 		}

@@ -30,6 +30,20 @@ type Observer interface {
 	Observe(p []byte) error
 }
 
+// Remainder is implemented by a down-direction Observer that can tell
+// where the server's message in flight ends. When an administrator
+// terminates a session, the down pump forwards the rest of that message
+// before the protocol's error, so the client never reads the error as
+// the tail of a torn message.
+type Remainder interface {
+	// Remaining returns how many of the server's next bytes to observe
+	// before asking again: the rest of the message in flight, or of its
+	// header; 0 at a message boundary. ok is false when the stream is
+	// malformed and has no boundary. It is called by the down pump only,
+	// between chunks.
+	Remaining() (n int, ok bool)
+}
+
 // Nop observes nothing.
 type Nop struct{}
 

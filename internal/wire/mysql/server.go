@@ -94,6 +94,21 @@ func (d *downObserver) errSeq(afterCommand uint8) (uint8, bool) {
 	return afterCommand, true
 }
 
+// Remaining implements wire.Remainder: the bytes left of the physical
+// packet's header or payload in flight, or the next header's 4 when a
+// logical packet continues.
+func (d *downObserver) Remaining() (int, bool) {
+	switch f := &d.f; {
+	case f.nhdr > 0:
+		return len(f.hdr) - f.nhdr, true
+	case f.payload:
+		return f.left, true
+	case f.inside:
+		return len(f.hdr), true
+	}
+	return 0, true
+}
+
 // event implements packetHandler: an answer moves on at each packet's
 // end.
 func (d *downObserver) event(ev event) error {

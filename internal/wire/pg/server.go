@@ -58,6 +58,21 @@ func (s *serverObserver) Observe(p []byte) error {
 // called only once the down pump has stopped.
 func (s *serverObserver) atBoundary() bool { return s.err == nil && s.fr.hn == 0 }
 
+// Remaining implements wire.Remainder: the bytes left of the header or
+// the payload of the message in flight.
+func (s *serverObserver) Remaining() (int, bool) {
+	switch f := &s.fr; {
+	case s.err != nil:
+		return 0, false
+	case f.hn == 0:
+		return 0, true
+	case f.inHeader():
+		return headerLen - f.hn, true
+	default:
+		return f.rem, true
+	}
+}
+
 // payloadRead implements messageHandler; the server's messages act only
 // once complete.
 func (s *serverObserver) payloadRead() {}
