@@ -41,9 +41,17 @@
 // quoting ('...' with doubled quotes, or the dollar quote as it was). A
 // format() string that ends in PASSWORD %L (or %s) makes the argument
 // that fills that placeholder a password: format('ALTER ROLE %I
-// PASSWORD %L', 'bob', 'x') hides 'x'. A password inside a string that
-// is not SQL (a connection string passed to dblink, say), in an escape
-// string (E'...') or a MySQL backslash-escaped string holding SQL, or in a column value
+// PASSWORD %L', 'bob', 'x') hides 'x'; a string that ends in PASSWORD
+// makes the literal joined to it with || a password, also through a
+// function's call: 'ALTER ROLE r PASSWORD ' || quote_literal('x') hides
+// 'x'. Inside a string holding SQL that builds a password so (a DO body),
+// the password may sit in a variable: every literal assigned there (:=,
+// DEFAULT) is hidden, whatever the variable. An escape string (E'...')
+// holding SQL is read as SQL too; when it holds a password it is written
+// back as E'...' with its quotes and backslashes escaped and its control
+// bytes as \xhh, the same string in another spelling. A password inside
+// a string that is not SQL (a connection string passed to dblink, say),
+// in a MySQL backslash-escaped string holding SQL, or in a column value
 // (INSERT INTO users VALUES ('x')) is not recognised.
 //
 // SQL is a pure function, safe for concurrent use, and never panics. Text

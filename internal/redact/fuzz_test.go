@@ -19,6 +19,8 @@ var templates = map[redact.Dialect][]string{
 		"CREATE ROLE \"u\" PASSWORD {}; SELECT 'x' AS y",
 		"SELECT $1; ALTER USER u WITH PASSWORD {}",
 		"CREATE USER MAPPING FOR u SERVER s OPTIONS (user 'u', password {})",
+		"SELECT 'PASSWORD' || quote_literal({})",
+		"SELECT 'PASSWORD' || {}",
 	},
 	redact.MySQL: {
 		"CREATE USER 'u'@'%' IDENTIFIED BY {}",

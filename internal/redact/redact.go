@@ -1,6 +1,9 @@
 package redact
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Dialect selects the lexical rules of the SQL text. The zero value is
 // PostgreSQL.
@@ -44,6 +47,10 @@ func redact(sql string, d Dialect, depth int) string {
 	ctx := false          // IDENTIFIED or SET PASSWORD seen in this statement
 	afterSet := false     // the previous token is the word SET
 	fmtLeft := 0          // commas to the argument a format() string's PASSWORD %L takes
+	// In a body that builds a password into dynamic SQL (a string ending
+	// in PASSWORD, filled by format() or ||), the password may come from
+	// a variable: every literal assigned (:=, DEFAULT) is hidden.
+	dyn := depth > 0 && dynamicPassword(sql, l.my)
 	for {
 		t := l.next()
 		set := false
@@ -65,6 +72,11 @@ func redact(sql string, d Dialect, depth int) string {
 				// after it stands where the introducer does.
 			case equalFold(w, "identified"):
 				ctx, prev = true, other
+			case prev == concat:
+				// 'ALTER ROLE r PASSWORD ' || quote_literal('x'): a
+				// function's name between || and its argument.
+			case dyn && equalFold(w, "default"):
+				prev = lead
 			case ctx && (equalFold(w, "by") || equalFold(w, "as") || equalFold(w, "using") || equalFold(w, "replace")):
 				prev = lead
 			default:
@@ -83,6 +95,14 @@ func redact(sql string, d Dialect, depth int) string {
 				}
 			case c == ';':
 				ctx, prev = false, other
+			case c == '|' && (prev == pwString || prev == concat) || c == '(' && prev == concat:
+				// 'ALTER ROLE r PASSWORD ' || 'x', || quote_literal('x'):
+				// the literal the string is joined with is the password.
+				prev = concat
+			case c == ':' && dyn:
+				prev = assign
+			case c == '=' && prev == assign:
+				prev = lead
 			case (c == '(' || c == '=') && prev == password:
 				prev = opened
 			case c == '=' && ctx:
@@ -91,6 +111,9 @@ func redact(sql string, d Dialect, depth int) string {
 				prev = other
 			}
 		case tString, tName, tNumber:
+			if prev == pwString || prev == assign {
+				prev = other
+			}
 			if prev == other || prev == secret && t.kind != tString {
 				prev = other
 				if t.kind != tString || depth >= maxNesting {
@@ -105,6 +128,9 @@ func redact(sql string, d Dialect, depth int) string {
 				if !ok || !hasKeyword(inner) {
 					break
 				}
+				if endsInPassword(inner) {
+					prev = pwString
+				}
 				if red := redact(inner, d, depth+1); red != inner {
 					if b.Len() == 0 {
 						b.Grow(len(sql))
@@ -114,6 +140,10 @@ func redact(sql string, d Dialect, depth int) string {
 					last = t.end
 				}
 				fmtLeft = formatsPassword(inner)
+				break
+			}
+			if prev == concat && t.kind == tName {
+				prev = other
 				break
 			}
 			end := t.end
@@ -143,6 +173,9 @@ const (
 	lead             // BY, AS, USING, REPLACE or "=" after IDENTIFIED or SET PASSWORD
 	secret           // a password literal: a string after it is one too
 	formatted        // a string ending in PASSWORD %L (format()): the string after the comma is one
+	pwString         // a string ending in PASSWORD: a literal joined to it with || is one
+	concat           // || after such a string (and a function's name and "("): the literal is one
+	assign           // ":" in a body that builds a password dynamically: ":=" makes the literal one
 )
 
 // unquote returns the text of the string literal lit: a '...' literal
@@ -156,6 +189,9 @@ func unquote(lit string, my bool) (string, bool) {
 		}
 		return lit[len(tag) : len(lit)-len(tag)], true
 	}
+	if !my && len(lit) >= 3 && (lit[0] == 'e' || lit[0] == 'E') && lit[1] == '\'' {
+		return unescapeE(lit[2 : len(lit)-1])
+	}
 	if len(lit) < 2 || lit[0] != '\'' || lit[len(lit)-1] != '\'' {
 		return "", false
 	}
@@ -167,12 +203,142 @@ func unquote(lit string, my bool) (string, bool) {
 }
 
 // requote writes text in the quoting of the literal lit (which unquote
-// read): a dollar quote as it was, else '...' with its quotes doubled.
+// read): a dollar quote as it was, an escape string as E'...' with
+// backslash escapes (escapeE), else '...' with its quotes doubled.
 func requote(lit, text string) string {
 	if tag := dollarTag(lit, 0); tag != "" {
 		return tag + text + tag
 	}
+	if lit[0] == 'e' || lit[0] == 'E' {
+		return lit[:1] + "'" + escapeE(text) + "'"
+	}
 	return "'" + strings.ReplaceAll(text, "'", "''") + "'"
+}
+
+// unescapeE returns the text of the body of an E'...' string: its
+// backslash escapes (\b \f \n \r \t, octal \ooo, \xhh, \uXXXX,
+// \UXXXXXXXX, \c for any other c) and doubled quotes read as
+// PostgreSQL reads them. It reports false for a body that ends inside an
+// escape or a code point out of range.
+func unescapeE(body string) (string, bool) {
+	var b strings.Builder
+	b.Grow(len(body))
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if c == '\'' {
+			if i+1 >= len(body) || body[i+1] != '\'' {
+				return "", false
+			}
+			b.WriteByte('\'')
+			i++
+			continue
+		}
+		if c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		if i++; i >= len(body) {
+			return "", false
+		}
+		switch e := body[i]; e {
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case '0', '1', '2', '3', '4', '5', '6', '7':
+			v, n := 0, 0
+			for ; n < 3 && i+n < len(body) && '0' <= body[i+n] && body[i+n] <= '7'; n++ {
+				v = v*8 + int(body[i+n]-'0')
+			}
+			b.WriteByte(byte(v))
+			i += n - 1
+		case 'x', 'u', 'U':
+			max := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
+			v, n := 0, 0
+			for ; n < max && i+1+n < len(body) && hexVal(body[i+1+n]) >= 0; n++ {
+				v = v*16 + hexVal(body[i+1+n])
+			}
+			switch {
+			case n == 0 && e == 'x':
+				b.WriteByte('x') // \x with no digit is x
+			case e == 'x':
+				b.WriteByte(byte(v))
+			case n < max || v > utf8.MaxRune:
+				return "", false
+			default:
+				b.WriteRune(rune(v))
+			}
+			i += n
+		default:
+			b.WriteByte(e)
+		}
+	}
+	return b.String(), true
+}
+
+// escapeE writes text as the body of an E'...' string that unescapeE
+// reads back as text: backslashes and quotes escaped, control bytes as
+// \xhh, every other byte as it is.
+func escapeE(text string) string {
+	var b strings.Builder
+	b.Grow(len(text) + 8)
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case c == '\\' || c == '\'':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+			const hex = "0123456789abcdef"
+			b.WriteString(`\x`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func hexVal(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// endsInPassword reports whether s, SQL built in a string, ends with a
+// word ending in PASSWORD (spaces aside): what is joined to it is the
+// password.
+func endsInPassword(s string) bool {
+	s = strings.TrimRight(s, " \t\r\n")
+	return hasSuffixFold(s, "password") && (len(s) == 8 || !isWordPart(s[len(s)-9]))
+}
+
+// dynamicPassword reports whether sql holds a string that builds a
+// password into dynamic SQL: one ending in PASSWORD, or in PASSWORD and a
+// format() placeholder.
+func dynamicPassword(sql string, my bool) bool {
+	l := lexer{sql: sql, my: my}
+	for t := l.next(); t.kind != tEOF; t = l.next() {
+		if t.kind != tString {
+			continue
+		}
+		if inner, ok := unquote(sql[t.start:t.end], my); ok && (endsInPassword(inner) || formatsPassword(inner) > 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // formatsPassword returns, for s a format() string that ends with a

@@ -42,6 +42,21 @@ func TestSQL(t *testing.T) {
 		{pg, `DO $$BEGIN EXECUTE 'CREATE USER u PASSWORD ''secret'''; END$$`, `DO $$BEGIN EXECUTE 'CREATE USER u PASSWORD ''***'''; END$$`},
 		{pg, `DO $body$ BEGIN EXECUTE format('ALTER ROLE %I PASSWORD %L', 'bob', 'secret'); END $body$`, `DO $body$ BEGIN EXECUTE format('ALTER ROLE %I PASSWORD %L', 'bob', '***'); END $body$`},
 		{pg, `SELECT format('ALTER ROLE bob PASSWORD %L', 'secret')`, `SELECT format('ALTER ROLE bob PASSWORD %L', '***')`},
+		// A password joined to the string with ||, straight or through
+		// quote_literal().
+		{pg, `DO $$ BEGIN EXECUTE 'ALTER ROLE r PASSWORD ' || quote_literal('s3cret'); END $$`, `DO $$ BEGIN EXECUTE 'ALTER ROLE r PASSWORD ' || quote_literal('***'); END $$`},
+		{pg, `DO $$ BEGIN EXECUTE 'ALTER ROLE r PASSWORD ' || '''s3cret'''; END $$`, `DO $$ BEGIN EXECUTE 'ALTER ROLE r PASSWORD ' || '***'; END $$`},
+		{pg, `SELECT 'ALTER ROLE r PASSWORD ' || quote_nullable('s3cret')`, `SELECT 'ALTER ROLE r PASSWORD ' || quote_nullable('***')`},
+		{pg, `SELECT 'no password here' || 'kept'`, `SELECT 'no password here' || 'kept'`},
+		// The password in a PL/pgSQL variable: in a body that builds a
+		// password into dynamic SQL, every assigned literal is hidden.
+		{pg, `DO $$ DECLARE p text := 's3cret'; BEGIN EXECUTE format('ALTER ROLE r PASSWORD %L', p); END $$`, `DO $$ DECLARE p text := '***'; BEGIN EXECUTE format('ALTER ROLE r PASSWORD %L', p); END $$`},
+		{pg, `DO $$ DECLARE p text DEFAULT 's3cret'; n int := 3; BEGIN EXECUTE 'ALTER ROLE r PASSWORD ' || quote_literal(p); END $$`, `DO $$ DECLARE p text DEFAULT '***'; n int := '***'; BEGIN EXECUTE 'ALTER ROLE r PASSWORD ' || quote_literal(p); END $$`},
+		{pg, `DO $$ DECLARE p text := 'kept'; BEGIN RAISE NOTICE '%', p; END $$`, `DO $$ DECLARE p text := 'kept'; BEGIN RAISE NOTICE '%', p; END $$`},
+		// SQL in an escape string, quotes escaped with backslashes.
+		{pg, `DO E'BEGIN EXECUTE ''ALTER ROLE r PASSWORD \'\'s3cret\'\'''; END'`, `DO E'BEGIN EXECUTE \'ALTER ROLE r PASSWORD \'\'***\'\'\'; END'`},
+		{pg, `DO E'BEGIN EXECUTE E\'ALTER ROLE r PASSWORD \\\'s3cret\\\'\'; END'`, `DO E'BEGIN EXECUTE E\'ALTER ROLE r PASSWORD \\\'***\\\'\'; END'`},
+		{pg, `SELECT E'ALTER ROLE r PASSWORD \'s3cret\'\n'`, `SELECT E'ALTER ROLE r PASSWORD \'***\'\x0a'`},
 		{pg, `SELECT 'password is short', 'kept'`, `SELECT 'password is short', 'kept'`},
 		{my, `PREPARE s FROM 'CREATE USER u IDENTIFIED BY ''secret'''`, `PREPARE s FROM 'CREATE USER u IDENTIFIED BY ''***'''`},
 		{pg, `-- PASSWORD 'x'` + "\nSELECT 1", `-- PASSWORD 'x'` + "\nSELECT 1"},
