@@ -78,6 +78,9 @@ type Stack struct {
 	srv *proxy.Server
 	fwd forwarders
 	wi  *whatif.Table // every route's sessions' round trips (SHOW WHATIF, /api/whatif)
+	// firings is the exception rules' firing history, in a file beside a
+	// catalog file; closed by Close after the Manager.
+	firings *wlm.FiringLog
 
 	console   *admin.Server // nil without an admin console
 	adminAddr net.Addr      // nil until the console is bound
@@ -137,12 +140,26 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	}
 	// One audit log for the console's changes and the Toxiproxy API's.
 	audit := wlm.NewAuditLog(0)
-	mopts := wlm.ManagerOptions{Clock: o.Clock, Logger: log, Registry: o.Registry, CatalogPath: cfg.Catalog, Audit: audit}
+	// The rule firings' history, kept beside a catalog file across
+	// restarts (in memory with a catalog in etcd or none).
+	firingsPath := ""
+	if catStore == nil && cfg.Catalog != "" {
+		firingsPath = cfg.Catalog + ".firings"
+	}
+	firings, err := wlm.NewFiringLog(0, firingsPath, log)
+	if err != nil {
+		if cli != nil {
+			cli.Close()
+		}
+		return nil, err
+	}
+	mopts := wlm.ManagerOptions{Clock: o.Clock, Logger: log, Registry: o.Registry, CatalogPath: cfg.Catalog, Audit: audit, Firings: firings}
 	if catStore != nil {
 		mopts.Store = catStore
 	}
 	mgr, err := wlm.NewManager(mopts)
 	if err != nil {
+		firings.Close()
 		if cli != nil {
 			cli.Close()
 		}
@@ -151,7 +168,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	lctx, cancel := context.WithCancel(context.Background())
 	s := &Stack{cfg: cfg, clk: o.Clock, log: log, reg: o.Registry, mgr: mgr, cancel: cancel, lctx: lctx,
 		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now(), started: o.Clock.Now(),
-		etcd: cli, catStore: catStore, wi: whatif.New(whatif.Options{})}
+		etcd: cli, catStore: catStore, wi: whatif.New(whatif.Options{}), firings: firings}
 	mgr.SetWhatIf(s.wi)
 	fail := func(err error) (*Stack, error) {
 		s.Close()
@@ -308,6 +325,7 @@ func (s *Stack) Close() error {
 		}
 		s.loops.Wait()
 		errs = append(errs, s.mgr.Close())
+		errs = append(errs, s.firings.Close())
 		if s.etcd != nil {
 			s.etcd.Close()
 		}

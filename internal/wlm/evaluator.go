@@ -103,6 +103,9 @@ type evaluator struct {
 	// audit, when set (before run), records the sessions ended for
 	// idle_in_transaction. It has its own lock, taken with none held.
 	audit *AuditLog
+	// history, when set (before run), records every firing (the
+	// firings view). It has its own lock, taken with none held.
+	history *FiringLog
 }
 
 // newEvaluator returns an evaluator of the statements of reg, timed by
@@ -352,6 +355,9 @@ func (e *evaluator) evaluate(ctx context.Context, now time.Time) (nextDue time.T
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, MaxConcurrentCancels)
 	for _, f := range apply {
+		if e.history != nil {
+			e.history.Record(f.entry(now))
+		}
 		if !e.act(f) {
 			continue
 		}
@@ -514,6 +520,14 @@ func (e *evaluator) cancel(ctx context.Context, f firing) {
 		attrs = append(attrs, "hint", "give the route kill_user and kill_password, or use action 'penalty'")
 	}
 	e.log.Warn("exception rule could not cancel the statement", attrs...)
+}
+
+// entry is the firing as the firing history keeps it, at now.
+func (f firing) entry(now time.Time) Firing {
+	sess := f.st.Session
+	return Firing{Time: now, Rule: f.rule, Action: string(f.action), Statement: f.st.ID, Session: sess.ID,
+		User: sess.User(), Pool: f.pool, Route: sess.Info.Route, Query: f.st.SQL,
+		Bandwidth: f.bw, Elapsed: f.age, BlockTime: f.block, Info: f.info}
 }
 
 // attrs are the log attributes of a firing.

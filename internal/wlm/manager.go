@@ -61,6 +61,10 @@ type ManagerOptions struct {
 	// AuditSize is unused): a log it shares with another surface that
 	// records its own changes, such as the Toxiproxy-compatible API.
 	Audit *AuditLog
+	// Firings, if not nil, is the history the exception rules' firings
+	// are recorded in (the firings view); nil means one in memory of
+	// DefaultFiringsSize. Its owner closes it.
+	Firings *FiringLog
 }
 
 // Route is a proxy route as the workload manager sees it.
@@ -135,7 +139,8 @@ type Manager struct {
 	version0 string // software version for SELECT version()
 	reg      *session.Registry
 	store    Store
-	audit    *AuditLog // own lock, taken with no other held
+	audit    *AuditLog  // own lock, taken with no other held
+	firings  *FiringLog // own lock, taken with no other held
 
 	eval   *evaluator            // reads state through its policy func; own lock
 	adm    *admission.Controller // own lock, a leaf; configured under mu
@@ -189,9 +194,13 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		reg:      o.Registry,
 		store:    o.Store,
 		audit:    o.Audit,
+		firings:  o.Firings,
 	}
 	if m.audit == nil {
 		m.audit = NewAuditLog(o.AuditSize)
+	}
+	if m.firings == nil {
+		m.firings, _ = NewFiringLog(0, "", m.log) // in memory: no error
 	}
 	if m.clk == nil {
 		m.clk = clock.Real{}
@@ -242,6 +251,7 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	m.blocks = newBlockStats()
 	m.eval = newEvaluator(m.clk, m.log, m.reg, func() policy { return m.state.Load() })
 	m.eval.audit = m.audit
+	m.eval.history = m.firings
 	return m, nil
 }
 

@@ -90,6 +90,8 @@ func (r *reading) table(name string) (views.Table, bool) {
 		return views.Settings(cat), true
 	case "audit":
 		return views.Audit(r.m.audit.Entries()), true
+	case "firings":
+		return views.Firings(r.m.firings.Entries()), true
 	case "budget":
 		st, _ := r.m.BudgetView()
 		return views.Budget(st), true

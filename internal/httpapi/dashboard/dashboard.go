@@ -231,19 +231,19 @@ func (d *Dashboard) samplesLocked() []sample {
 
 // Snapshot is what the page shows, as JSON.
 type Snapshot struct {
-	Time       time.Time         `json:"time"`
-	Version    string            `json:"version"`
-	Uptime     float64           `json:"uptime_seconds"`
-	Interval   float64           `json:"interval_seconds"`
-	Window     float64           `json:"window_seconds"` // span the series can cover
-	Series     Series            `json:"series"`
-	Statements []Statement       `json:"statements"` // running, fastest first
-	Exceptions []Statement       `json:"exceptions"` // recently ended with a rule firing, newest first
-	Rules      []Rule            `json:"rules"`
-	Links      []Link            `json:"links"`
-	Settings   map[string]string `json:"settings"`
-	Sessions   int               `json:"sessions"`
-	Running    int               `json:"running"`
+	Time       time.Time           `json:"time"`
+	Version    string              `json:"version"`
+	Uptime     float64             `json:"uptime_seconds"`
+	Interval   float64             `json:"interval_seconds"`
+	Window     float64             `json:"window_seconds"` // span the series can cover
+	Series     Series              `json:"series"`
+	Statements []Statement         `json:"statements"` // running, fastest first
+	Firings    []map[string]string `json:"firings"`    // the latest exception-rule firings, newest first: the firings view's rows by column
+	Rules      []Rule              `json:"rules"`
+	Links      []Link              `json:"links"`
+	Settings   map[string]string   `json:"settings"`
+	Sessions   int                 `json:"sessions"`
+	Running    int                 `json:"running"`
 }
 
 // Series are the sampled rates, one value per sample. A delay is null for
@@ -319,7 +319,6 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 	cat := d.mgr.Catalog()
 	reg := d.mgr.Registry()
 	active := reg.Active()
-	recent := reg.Recent()
 	stats := d.mgr.Stats()
 
 	d.mu.Lock()
@@ -341,7 +340,7 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 			Pools:   map[string][]float64{},
 			DelayMS: map[string][]*float64{},
 		},
-		Statements: []Statement{}, Exceptions: []Statement{}, Rules: []Rule{}, Links: []Link{},
+		Statements: []Statement{}, Firings: []map[string]string{}, Rules: []Rule{}, Links: []Link{},
 		Settings: map[string]string{},
 	}
 	for _, c := range []link.Class{link.High, link.Normal, link.Low} {
@@ -374,16 +373,17 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 	if len(snap.Statements) > d.top {
 		snap.Statements = snap.Statements[:d.top]
 	}
-	for i := len(recent) - 1; i >= 0 && len(snap.Exceptions) < d.top; i-- {
-		s := recent[i].Snapshot()
-		if len(s.Except) == 0 {
-			continue
+	// The firing history, not the ended statements: ordinary traffic
+	// pushes a firing's statement out of the statement history in
+	// seconds.
+	if ft, ok := d.mgr.ViewTables([]string{"firings"})["firings"]; ok {
+		for i := len(ft.Rows) - 1; i >= 0 && len(snap.Firings) < d.top; i-- {
+			row := make(map[string]string, len(ft.Columns))
+			for j, c := range ft.Columns {
+				row[c] = ft.Rows[i][j]
+			}
+			snap.Firings = append(snap.Firings, row)
 		}
-		r := 0.0
-		if el := s.Ended.Sub(s.Started).Seconds(); el > 0 {
-			r = float64(s.BytesUp+s.BytesDown) / el
-		}
-		snap.Exceptions = append(snap.Exceptions, statementView(cat, s, now, r))
 	}
 
 	for _, n := range catalog.SortedKeys(cat.Rules) {

@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -95,6 +96,40 @@ func TestSeries(t *testing.T) {
 	}
 }
 
+// TestSnapshotFirings: the page's rule firings come from the firing
+// history: a firing is listed, newest first, after thousands of ordinary
+// statements have ended since, with the statement's user, pool and text.
+func TestSnapshotFirings(t *testing.T) {
+	f := newFixture(t, 10)
+	ctx := context.Background()
+	if _, err := f.Manager.Exec(ctx, "CREATE USER ann RESOURCE POOL 'bulk'"); err != nil {
+		t.Fatal(err)
+	}
+	s := f.Registry.Open(session.Info{Route: "r", Protocol: "postgres", Link: "wan"}, f.Clock.Now())
+	s.SetIdentity("ann", "db", "")
+	hog := s.Begin("SELECT hog", f.Clock.Now())
+	for range 6 { // the rule is checked every except_check_period, 5 s
+		f.Manager.Evaluate(ctx, f.Clock.Now())
+		hog.AddDown(5_000_000)
+		f.Clock.Advance(time.Second)
+	}
+	f.Manager.Evaluate(ctx, f.Clock.Now())
+	if !hog.Snapshot().Penalized {
+		t.Fatal("the rule did not fire")
+	}
+	hog.End(f.Clock.Now(), session.OK, 1, "")
+	for i := range 3000 {
+		s.Begin(fmt.Sprint("SELECT ", i), f.Clock.Now()).End(f.Clock.Now(), session.OK, 1, "")
+	}
+	snap := f.d.Snapshot(ctx, f.Clock.Now())
+	if len(snap.Firings) != 1 {
+		t.Fatalf("firings = %+v, want the one firing", snap.Firings)
+	}
+	if x := snap.Firings[0]; x["rule"] != "hog" || x["action"] != "penalty" || x["usename"] != "ann" || x["resource_pool"] != "bulk" || x["query"] != "SELECT hog" || x["statement_id"] != fmt.Sprint(hog.ID) {
+		t.Errorf("firing = %v", x)
+	}
+}
+
 // TestSnapshotLists checks the statement, rule, link and setting lists.
 func TestSnapshotLists(t *testing.T) {
 	f := newFixture(t, 10)
@@ -133,8 +168,8 @@ func TestSnapshotLists(t *testing.T) {
 			t.Errorf("the idle statement is listed beyond Top")
 		}
 	}
-	if len(snap.Exceptions) != 1 || snap.Exceptions[0].ID != ended.ID || snap.Exceptions[0].State != "ok" || snap.Exceptions[0].Rate != 100 {
-		t.Errorf("exceptions = %+v", snap.Exceptions)
+	if len(snap.Firings) != 0 {
+		t.Errorf("firings = %+v; no rule fired (a noted exception is not a firing)", snap.Firings)
 	}
 	if len(snap.Rules) != 1 || snap.Rules[0].Name != "hog" || snap.Rules[0].Pools != "bulk" || snap.Rules[0].ElapsedTime != -1 {
 		t.Errorf("rules = %+v", snap.Rules)
@@ -155,7 +190,7 @@ func TestSnapshotLists(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"series", "statements", "exceptions", "rules", "links", "settings", "window_seconds"} {
+	for _, k := range []string{"series", "statements", "firings", "rules", "links", "settings", "window_seconds"} {
 		if _, ok := back[k]; !ok {
 			t.Errorf("snapshot JSON lacks %q", k)
 		}

@@ -1,6 +1,7 @@
 // Package views computes what sluice shows of its workload: the admin
 // console's SHOW SESSIONS, STATEMENTS, POOLS, RULES, LINKS, USERS,
-// ROUTES, AUDIT, BUDGET (a fleet's shared low-priority budget, from a
+// ROUTES, AUDIT, FIRINGS (the exception rules' firing history, from the
+// entries the caller keeps), BUDGET (a fleet's shared low-priority budget, from a
 // BudgetState the caller gathers), WHATIF (round trips per application
 // and predictions at added RTTs, from the whatif.Apps the caller
 // gathers) and ALL, the GaussDB-named views its SELECT reads

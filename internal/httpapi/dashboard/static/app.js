@@ -157,14 +157,17 @@ function render(s) {
     { cls: 'sql', get: x => x.sql, title: x => x.sql + (x.except_info && x.except_info.length ? '\n' + x.except_info.join('\n') : '') },
   ], 'no running statements');
 
-  rows(document.getElementById('exceptions'), s.exceptions, [
-    { get: x => x.id },
-    { get: x => x.user },
-    { get: x => x.pool },
-    { get: x => x.state },
-    { cls: 'num', get: x => fmtBytes(x.bytes) },
-    { cls: 'num', get: x => fmtSecs(x.elapsed_seconds) },
-    { cls: 'info', get: x => (x.except_info || []).join('; ') },
+  rows(document.getElementById('firings'), s.firings, [
+    { get: x => x.time },
+    { get: x => x.rule },
+    { get: x => x.action },
+    { get: x => x.statement_id },
+    { get: x => x.usename },
+    { get: x => x.resource_pool },
+    { cls: 'num', get: x => x.bandwidth_mbps + ' MB/s' },
+    { cls: 'num', get: x => fmtSecs(Number(x.elapsed_s)) },
+    { cls: 'sql', get: x => x.query, title: x => x.query },
+    { cls: 'info', get: x => x.except_info },
   ], 'none yet');
 
   rows(document.getElementById('rules'), s.rules, [
