@@ -133,6 +133,9 @@ func (c *conn) Error(err error) *pgproto3.ErrorResponse {
 }
 
 func (c *conn) sendNotices(res *answer) {
+	for _, n := range res.Warnings {
+		c.pc.Send(&pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: "01000", Message: n})
+	}
 	for _, n := range res.Notices {
 		c.pc.Send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: n})
 	}

@@ -30,6 +30,9 @@ type answer struct {
 	OIDs    []uint32
 	Rows    [][]sql.NullString // Valid false for NULL
 	Notices []string
+	// Warnings are sent as NoticeResponses of severity WARNING (SQLSTATE
+	// 01000), as PostgreSQL warns of a pg_cancel_backend of no backend.
+	Warnings []string
 }
 
 // textAnswer converts a manager's result, whose columns are all text.
@@ -241,6 +244,7 @@ func (c *conn) sessionQuery(ctx context.Context, s *ddl.SessionQuery) (answer, e
 			}
 			v = one.Rows[0][0].String
 			a.Notices = append(a.Notices, one.Notices...)
+			a.Warnings = append(a.Warnings, one.Warnings...)
 		}
 		a.Rows = append(a.Rows, []sql.NullString{{String: v, Valid: true}})
 	}
@@ -257,7 +261,12 @@ func (c *conn) sessionAnswer(s *ddl.SessionCommand, done bool, notices []string)
 		if done {
 			v = "t"
 		}
-		return answer{Tag: "SELECT 1", Columns: []string{s.Column}, OIDs: []uint32{boolOID}, Rows: [][]sql.NullString{{{String: v, Valid: true}}}, Notices: notices}, nil
+		var warnings []string
+		if !done && c.s.mgr.Registry().Session(s.Session) == nil {
+			// PostgreSQL's own: "PID n is not a PostgreSQL backend process".
+			warnings = []string{"session " + strconv.FormatUint(s.Session, 10) + " is not a sluice session"}
+		}
+		return answer{Tag: "SELECT 1", Columns: []string{s.Column}, OIDs: []uint32{boolOID}, Rows: [][]sql.NullString{{{String: v, Valid: true}}}, Notices: notices, Warnings: warnings}, nil
 	}
 	if !done {
 		what := "runs no statement"

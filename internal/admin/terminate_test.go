@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,5 +189,36 @@ func TestTerminateBackendOverColumn(t *testing.T) {
 		if err := c.QueryRow(ctx, "SELECT 1").Scan(&n); err == nil {
 			t.Errorf("client %d still served after its session was terminated", i)
 		}
+	}
+}
+
+// TestCancelMissingWarns: pg_cancel_backend and pg_terminate_backend of an
+// id that names no session answer f with a WARNING, as PostgreSQL's do for
+// a pid that is no backend, read here by psql; of a session that exists
+// but runs nothing, f without one.
+func TestCancelMissingWarns(t *testing.T) {
+	l := startLab(t)
+	for _, fn := range []string{"pg_cancel_backend", "pg_terminate_backend"} {
+		out, stderr, err := l.psql(t, "-c", "SELECT "+fn+"(999999)")
+		if err != nil {
+			t.Fatalf("%s: %v: %s", fn, err, stderr)
+		}
+		if strings.TrimSpace(out) != "f" || !strings.Contains(stderr, "WARNING:  session 999999 is not a sluice session") {
+			t.Errorf("%s(999999): %q, stderr %q; want f and a WARNING", fn, out, stderr)
+		}
+	}
+	client := testenv.ConnectPG(t, l.pgURL)
+	adm := l.admin(t)
+	ctx := context.Background()
+	if err := client.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := adm.QueryRow(ctx, "SELECT id FROM sessions WHERE route = 'pg' LIMIT 1").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := l.psql(t, "-c", fmt.Sprintf("SELECT pg_cancel_backend(%d)", id))
+	if err != nil || strings.TrimSpace(out) != "f" || strings.Contains(stderr, "WARNING") {
+		t.Errorf("pg_cancel_backend of an idle session: %q, stderr %q, %v; want f and no warning", out, stderr, err)
 	}
 }
