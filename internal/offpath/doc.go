@@ -16,13 +16,16 @@
 //   - While work runs, GOMAXPROCS is one higher per running piece, so the
 //     Ps the relays had are still theirs; it is set back when the work
 //     ends.
-//   - The work runs on an OS thread of its own whose scheduling priority
-//     is lowered (Options.Nice, default 10: about a tenth of a default
-//     thread's share when the CPUs are contended); the thread is
+//   - The work runs on an OS thread of its own under the SCHED_IDLE
+//     policy: it runs only on a CPU that nothing else wants, and any
+//     other thread that wakes takes the CPU from it. Where the kernel
+//     refuses SCHED_IDLE, the thread's nice value is raised instead
+//     (Options.Nice, default 19: about a seventieth of a default
+//     thread's share when the CPUs are contended). The thread is
 //     discarded when the work returns, never given back to the runtime's
-//     pool with its lowered priority. Where the priority cannot be set,
-//     the work runs at the thread's priority and the extra P still keeps
-//     the relays' Ps free.
+//     pool with its lowered priority. Where neither can be set, the work
+//     runs at the thread's priority and the extra P still keeps the
+//     relays' Ps free.
 //
 // Runner is safe for concurrent use. It holds no lock while work runs.
 // GOMAXPROCS is the process's, so its changes are serialised by one
