@@ -22,8 +22,9 @@ type Options struct {
 	// negative value means none may wait.
 	MaxWaiting int
 	// Nice is the scheduling priority (nice value, 0 to 19) of the thread
-	// the work runs on; 0 means 10, and a negative value leaves it as it
-	// is.
+	// the work runs on where the kernel refuses SCHED_IDLE; 0 means 19,
+	// and a negative value leaves the thread's policy and priority as
+	// they are.
 	Nice int
 }
 
