@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/lab/svg"
+	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/units"
 )
 
@@ -510,8 +511,9 @@ func (f *FlowReport) writeMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "- **network_control = on**: the penalised bulk statements are in the low class. Their bytes are sent only when no normal-priority bytes wait, "+
 		"and the low-priority bytes inside the FIFO are bounded by low_priority_queue_bytes (%s, %.2f ms at %s), so a normal byte waits behind at most that much bulk data "+
-		"and the normal query runs at nearly its unloaded speed while the bulk sessions take the capacity it leaves idle.%s\n\n",
-		units.FormatBytes(f.LowQueueBytes), drain(f.LowQueueBytes), f.Capacity, onText)
+		"and while the normal query runs (and for %v after) the low class enters at most at low_priority_yield (%d%%) of the capacity, so its bytes do not take the processors "+
+		"the query's server, proxy and client need between round trips: the normal query runs at nearly its unloaded speed, and the bulk sessions have the whole link whenever it does not run.%s\n\n",
+		units.FormatBytes(f.LowQueueBytes), drain(f.LowQueueBytes), f.Capacity, link.YieldHold, link.DefaultLowYieldPercent, onText)
 }
 
 // maxN returns the largest N measured.
