@@ -4,9 +4,7 @@ import (
 	"context"
 	"github.com/sluicelab/sluice/internal/fleet"
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
@@ -32,37 +30,45 @@ type Emulation struct {
 	Seed         string `json:"seed,omitempty"`
 }
 
+// emulationJSON renders e through the catalog's one formatter
+// (catalog.EmulationOptions), so that every option the console shows is
+// here too.
 func emulationJSON(e wlm.Emulation) Emulation {
 	var o Emulation
-	dur := func(d *wlm.Duration) string {
-		if d == nil {
-			return ""
+	for _, opt := range catalog.EmulationOptions(e) {
+		if f := o.field(opt.Name); f != nil {
+			*f = opt.Value
 		}
-		return units.FormatDuration(time.Duration(*d))
-	}
-	o.Delay, o.Jitter, o.RTO = dur(e.Delay), dur(e.Jitter), dur(e.RTO)
-	if e.Distribution != nil {
-		o.Distribution = e.Distribution.String()
-	}
-	if e.Correlation != nil {
-		o.Correlation = strconv.FormatFloat(*e.Correlation, 'f', -1, 64)
-	}
-	if e.Rate != nil {
-		o.Rate = units.FormatRate(*e.Rate)
-	}
-	if e.Burst != nil {
-		o.Burst = units.FormatBytes(*e.Burst)
-	}
-	if e.Loss != nil {
-		o.Loss = strconv.FormatFloat(*e.Loss*100, 'f', -1, 64) + "%"
-	}
-	if e.Window != nil {
-		o.Window = units.FormatBytes(*e.Window)
-	}
-	if e.Seed != nil {
-		o.Seed = strconv.FormatInt(*e.Seed, 10)
 	}
 	return o
+}
+
+// field returns the field of option name; nil for an option Emulation
+// lacks (a test keeps the two lists equal).
+func (o *Emulation) field(name string) *string {
+	switch name {
+	case "delay":
+		return &o.Delay
+	case "jitter":
+		return &o.Jitter
+	case "distribution":
+		return &o.Distribution
+	case "correlation":
+		return &o.Correlation
+	case "rate":
+		return &o.Rate
+	case "burst":
+		return &o.Burst
+	case "loss":
+		return &o.Loss
+	case "rto":
+		return &o.RTO
+	case "window":
+		return &o.Window
+	case "seed":
+		return &o.Seed
+	}
+	return nil
 }
 
 // Link is a link as /api/links shows it. Capacity is a rate ("125MB/s")

@@ -278,6 +278,7 @@ type Rule struct {
 	Action      string  `json:"action"`
 	Bandwidth   float64 `json:"bandwidth"`   // MB/s; -1 unlimited
 	ElapsedTime float64 `json:"elapsedtime"` // s; -1 unlimited
+	BlockTime   float64 `json:"blocktime"`   // s held for admission; 0 none
 	Pools       string  `json:"pools"`
 	Firings     uint64  `json:"firings"`
 }
@@ -389,7 +390,7 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 	for _, n := range catalog.SortedKeys(cat.Rules) {
 		r := cat.Rules[n]
 		snap.Rules = append(snap.Rules, Rule{
-			Name: n, Action: string(r.Action), Bandwidth: r.Bandwidth, ElapsedTime: r.ElapsedTime,
+			Name: n, Action: string(r.Action), Bandwidth: r.Bandwidth, ElapsedTime: r.ElapsedTime, BlockTime: r.BlockTime,
 			Pools: strings.Join(cat.PoolsUsingRule(n), ", "), Firings: stats.RuleFirings(n),
 		})
 	}

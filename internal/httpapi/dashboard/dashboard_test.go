@@ -130,6 +130,25 @@ func TestSnapshotFirings(t *testing.T) {
 	}
 }
 
+// TestSnapshotRuleBlockTime: a blocktime rule shows its threshold in the
+// page's rules, as the console's SHOW RULES does.
+func TestSnapshotRuleBlockTime(t *testing.T) {
+	f := newFixture(t, 10)
+	if _, err := f.Manager.Exec(context.Background(), "CREATE EXCEPT RULE queued WITH (blocktime=2.5, action='abort')"); err != nil {
+		t.Fatal(err)
+	}
+	snap := f.d.Snapshot(context.Background(), f.Clock.Now())
+	for _, r := range snap.Rules {
+		if r.Name == "queued" {
+			if r.BlockTime != 2.5 {
+				t.Errorf("rule queued: blocktime %v, want 2.5", r.BlockTime)
+			}
+			return
+		}
+	}
+	t.Errorf("rules %+v lack queued", snap.Rules)
+}
+
 // TestSnapshotLists checks the statement, rule, link and setting lists.
 func TestSnapshotLists(t *testing.T) {
 	f := newFixture(t, 10)

@@ -194,10 +194,17 @@ func ParseEmulation(opts map[string]string) (Emulation, error) {
 	return e, nil
 }
 
-// FormatEmulation writes the options e sets as "delay=10ms jitter=1ms".
-func FormatEmulation(e Emulation) string {
-	var parts []string
-	add := func(k, v string) { parts = append(parts, k+"="+v) }
+// EmulationOption is one option an Emulation sets, as the console
+// spells it: its name (one of the emulation options) and its value
+// ("10ms", "0.1%", "gemodel 1% 25%").
+type EmulationOption struct{ Name, Value string }
+
+// EmulationOptions returns the options e sets, in the console's order of
+// the options: the one formatter of an emulation, which the console's
+// views, the HTTP API and the dashboard render.
+func EmulationOptions(e Emulation) []EmulationOption {
+	var out []EmulationOption
+	add := func(k, v string) { out = append(out, EmulationOption{k, v}) }
 	if e.Delay != nil {
 		add("delay", units.FormatDuration(time.Duration(*e.Delay)))
 	}
@@ -220,7 +227,7 @@ func FormatEmulation(e Emulation) string {
 		add("loss", formatPercent(*e.Loss))
 	}
 	if e.LossModel != nil {
-		add("loss", "'"+e.LossModel.text(formatPercent)+"'")
+		add("loss", e.LossModel.text(formatPercent))
 	}
 	if e.RTO != nil {
 		add("rto", units.FormatDuration(time.Duration(*e.RTO)))
@@ -230,6 +237,20 @@ func FormatEmulation(e Emulation) string {
 	}
 	if e.Seed != nil {
 		add("seed", strconv.FormatInt(*e.Seed, 10))
+	}
+	return out
+}
+
+// FormatEmulation writes the options e sets as "delay=10ms jitter=1ms",
+// a value with a space quoted ("loss='gemodel 1% 25%'").
+func FormatEmulation(e Emulation) string {
+	var parts []string
+	for _, o := range EmulationOptions(e) {
+		v := o.Value
+		if strings.Contains(v, " ") {
+			v = "'" + v + "'"
+		}
+		parts = append(parts, o.Name+"="+v)
 	}
 	return strings.Join(parts, " ")
 }

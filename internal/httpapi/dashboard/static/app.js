@@ -175,6 +175,7 @@ function render(s) {
     { get: x => x.action },
     { cls: 'num', get: x => x.bandwidth < 0 ? '–' : x.bandwidth + ' MB/s' },
     { cls: 'num', get: x => x.elapsedtime < 0 ? '–' : x.elapsedtime + ' s' },
+    { cls: 'num', get: x => x.blocktime > 0 ? x.blocktime + ' s' : '–' },
     { get: x => x.pools },
     { cls: 'num', get: x => x.firings },
   ], 'no exception rules');
