@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/pgserver"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
@@ -353,6 +354,11 @@ var clientParams = map[string]bool{
 // exec runs st: client parameters, RELOAD and SHOW CONFIG, SQL over the
 // views and session commands here, everything else by the manager.
 func (c *conn) exec(ctx context.Context, st ddl.Statement) (answer, error) {
+	if p := c.s.pace; p != nil {
+		if err := clock.SleepUntil(ctx, c.s.clk, p.Reserve(c.s.clk.Now(), 1)); err != nil {
+			return answer{}, ddl.Errorf(codeQueryCanceled, 0, "the statement waited for its turn until its connection ended: %v", err)
+		}
+	}
 	ctx = wlm.WithActor(ctx, c.actor)
 	if res, ok, err := c.reloadStatement(ctx, st); ok {
 		return textAnswer(res), err

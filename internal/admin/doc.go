@@ -53,7 +53,12 @@
 // turns on the server's offpath.Runner (Options.Engine): one runs, on a
 // P and a lowest-priority thread of its own, so that console SQL never
 // takes the relays' CPU; others wait in order within their timeout
-// (57014), and one beyond the waiting bound is refused with 53000. A query
+// (57014), and one beyond the waiting bound is refused with 53000. Every
+// statement, whatever it is, first takes its turn on a token bucket of
+// Options.StatementRate a second (500, after a burst of StatementBurst,
+// on Options.Clock), shared by all connections: parsing and answering
+// run on the relays' CPUs, which clients looping on trivial statements
+// would otherwise take. A query
 // naming pg_catalog or information_schema gets 0A000 (psql's \d);
 // SQLite's errors get their SQLSTATE (42601, 42P01, 42703, 42883,
 // 42501), with the position of the unknown name where the query has it.
