@@ -31,6 +31,7 @@ type Link struct {
 	clk    clock.Clock
 	dirs   [2]*direction // indexed by Direction
 	closed atomic.Bool
+	yields atomic.Bool // the Low class may yield (Config.yieldRate() > 0); stored under mu
 
 	mu sync.Mutex
 	// Guarded by mu; serializes Configure.
@@ -55,6 +56,7 @@ func New(name string, cfg Config, clk clock.Clock) *Link {
 		d.lowLimited.Store(cfg.lowLimited())
 		l.dirs[i] = d
 	}
+	l.yields.Store(cfg.yieldRate() > 0)
 	return l
 }
 
@@ -72,7 +74,13 @@ func (l *Link) Configure(cfg Config) {
 	for _, d := range l.dirs {
 		d.configure(cfg)
 	}
+	l.yields.Store(cfg.yieldRate() > 0)
 }
+
+// Yields reports whether the Low class may yield on the link (network
+// control, a capacity and LowYieldPercent under 100): whether Engage has
+// an effect. One atomic load, for the data path.
+func (l *Link) Yields() bool { return l.yields.Load() }
 
 // Config returns the configuration in effect, with defaults applied.
 func (l *Link) Config() Config {

@@ -416,3 +416,30 @@ func TestTrySend(t *testing.T) {
 		t.Errorf("TrySend on a closed link: %v", err)
 	}
 }
+
+// TestYields: Engage matters (Yields) only with network control, a
+// capacity and a yield under 100 %, and follows Configure.
+func TestYields(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  Config
+		want bool
+	}{
+		{Config{Capacity: 1e8, NetworkControl: true}, true},
+		{Config{Capacity: 1e8, NetworkControl: true, LowYieldPercent: NoLowYield}, false},
+		{Config{Capacity: 1e8}, false},
+		{Config{NetworkControl: true}, false},
+	} {
+		l := New("y", Config{}, clock.NewFake(t0))
+		if l.Yields() {
+			t.Fatal("a zero link yields")
+		}
+		l.Configure(tt.cfg)
+		if got := l.Yields(); got != tt.want {
+			t.Errorf("%+v: Yields %v, want %v", tt.cfg, got, tt.want)
+		}
+		if got := New("y", tt.cfg, clock.NewFake(t0)).Yields(); got != tt.want {
+			t.Errorf("New(%+v): Yields %v, want %v", tt.cfg, got, tt.want)
+		}
+		l.Close()
+	}
+}

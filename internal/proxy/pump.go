@@ -391,9 +391,10 @@ func (p *pump) send(ctx context.Context, b []byte) error {
 	if p.sess.Penalized() {
 		class = link.Low
 	}
-	if p.rs != nil {
+	if p.rs != nil && (p.lnk.Yields() || p.rs.engaged.Load() != nil) {
 		// The Low class yields while a statement above it runs (see
 		// link.Link.Engage); the pump that sees it begin or end says so.
+		// On a link where it never yields this costs one atomic load.
 		p.rs.engage(p.lnk, class != link.Low && p.sess.Running())
 	}
 	if p.ls != nil {
