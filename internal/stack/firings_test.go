@@ -70,3 +70,22 @@ func mustRead(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestFiringsFileUnusable: a firing history file that cannot be read
+// (here a directory in its place) does not stop the stack: the history
+// is kept in memory and the firings view answers.
+func TestFiringsFileUnusable(t *testing.T) {
+	dir := t.TempDir()
+	catalog := filepath.Join(dir, "catalog.json")
+	if err := os.Mkdir(catalog+".firings", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := configStack(t, "catalog: "+catalog+"\n")
+	res, err := st.Manager().Exec(context.Background(), "SELECT rule FROM firings")
+	if err != nil || len(res.Rows) != 0 {
+		t.Fatalf("firings view: %v, %v; want it empty", res.Rows, err)
+	}
+	if fi, err := os.Stat(catalog + ".firings"); err != nil || !fi.IsDir() {
+		t.Errorf("the directory in the file's place was touched: %v, %v", fi, err)
+	}
+}

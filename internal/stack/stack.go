@@ -141,17 +141,17 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	// One audit log for the console's changes and the Toxiproxy API's.
 	audit := wlm.NewAuditLog(0)
 	// The rule firings' history, kept beside a catalog file across
-	// restarts (in memory with a catalog in etcd or none).
+	// restarts (in memory with a catalog in etcd or none). A file that
+	// cannot be read or written does not stop sluice: the history is
+	// kept in memory, with a WARN, and the file is left as it is.
 	firingsPath := ""
 	if catStore == nil && cfg.Catalog != "" {
 		firingsPath = cfg.Catalog + ".firings"
 	}
 	firings, err := wlm.NewFiringLog(0, firingsPath, log)
 	if err != nil {
-		if cli != nil {
-			cli.Close()
-		}
-		return nil, err
+		log.Warn("the firing history is kept in memory only", "file", firingsPath, "err", err)
+		firings, _ = wlm.NewFiringLog(0, "", log) // in memory: no error
 	}
 	mopts := wlm.ManagerOptions{Clock: o.Clock, Logger: log, Registry: o.Registry, CatalogPath: cfg.Catalog, Audit: audit, Firings: firings}
 	if catStore != nil {

@@ -65,6 +65,35 @@
 // ManagerOptions.Audit. The AuditLog has its own lock, taken with no
 // other lock held (a change is recorded once Manager.mu is released).
 //
+// # Firing history
+//
+// Every exception-rule firing is recorded in a FiringLog, a ring of its
+// own (the last DefaultFiringsSize, 1000), so that ordinary traffic, which
+// pushes an ended statement out of the statement history
+// (gs_wlm_session_history) in seconds, never pushes a firing out. An
+// entry (Firing) has the time of the evaluator's pass, the rule, its
+// action, the statement and session ids, user, pool and route, the
+// statement's text with its password literals masked (as Begin keeps
+// it), what the statement measured (bandwidth, elapsed time, block time,
+// bytes), its except_info and the outcome: penalised, cancel sent,
+// cancel failed with the error, and so on (the Outcome constants). The
+// evaluator records a pass's firings once their actions are done (a
+// cancel within CancelTimeout), in statement order, with none of its
+// locks held. SHOW FIRINGS and SELECT ... FROM firings show the ring, as
+// does the dashboard's "Recent rule firings" panel.
+//
+// NewFiringLog with a path keeps the history across restarts: each
+// firing is appended as a line of JSON (file mode 0600) under the
+// FiringLog's lock, a write of a few hundred bytes with no fsync; once
+// the file holds twice the bound, it is rewritten with the kept entries
+// (to a temporary file, synced and renamed over it), and the next
+// NewFiringLog on the path reads them back. A write that fails is logged
+// once at WARN and the history goes on in memory. Package stack makes
+// the FiringLog, in <catalog>.firings beside a catalog file, in memory
+// only with a catalog in etcd or none (or a file it cannot use, with a
+// WARN), and gives it to the Manager as ManagerOptions.Firings; without
+// one the Manager keeps its own in memory.
+//
 // # Admission
 //
 // A pool's active_statements (GaussDB's; -1 or DEFAULT unlimited, 0

@@ -212,6 +212,7 @@ type firing struct {
 	info   string
 	bw     float64 // MB/s
 	age    time.Duration
+	bytes  int64         // the statement's bytes (up and down, with its shards') then
 	held   bool          // the statement waits for admission: a blocktime rule
 	block  time.Duration // its block time then
 }
@@ -325,7 +326,7 @@ func (e *evaluator) evaluate(ctx context.Context, now time.Time) (nextDue time.T
 			if !ok {
 				continue
 			}
-			fired = append(fired, firing{st: s, rule: name, action: rule.Action, pool: pool, info: info, bw: mbps, age: age, held: waiting, block: block})
+			fired = append(fired, firing{st: s, rule: name, action: rule.Action, pool: pool, info: info, bw: mbps, age: age, bytes: bytes, held: waiting, block: block})
 		}
 	}
 	for s, t := range e.tracked {
@@ -354,20 +355,29 @@ func (e *evaluator) evaluate(ctx context.Context, now time.Time) (nextDue time.T
 	sort.SliceStable(apply, func(i, j int) bool { return apply[i].st.ID < apply[j].st.ID })
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, MaxConcurrentCancels)
-	for _, f := range apply {
-		if e.history != nil {
-			e.history.Record(f.entry(now))
-		}
-		if !e.act(f) {
+	// outcomes[i] is what apply[i] did; a cancel's goroutine writes only
+	// its own, read after wg.Wait.
+	outcomes := make([]string, len(apply))
+	for i, f := range apply {
+		var cancel bool
+		if outcomes[i], cancel = e.act(f); !cancel {
 			continue
 		}
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			e.cancel(ctx, f)
+			outcomes[i] = e.cancel(ctx, f)
 		})
 	}
 	wg.Wait()
+	// The firings go to the history once their outcomes are known (a
+	// cancel is bounded by CancelTimeout), in statement order, with no
+	// lock of the evaluator's held.
+	if e.history != nil {
+		for i, f := range apply {
+			e.history.Record(f.entry(now, outcomes[i]))
+		}
+	}
 	if due := e.endIdle(cat, now); !due.IsZero() && (nextDue.IsZero() || due.Before(nextDue)) {
 		nextDue = due
 	}
@@ -475,39 +485,47 @@ func trim2(f float64) string { return fmt.Sprintf("%.2f", f) }
 
 // act applies a firing: logs it, records it in the statement's
 // except_info, and penalises the statement. It reports whether the
-// firing is an abort, whose cancel request is then up to the caller.
+// firing is an abort, whose cancel request is then up to the caller, and
+// otherwise the firing's outcome for the firing history (one of the
+// Outcome constants).
 //
 // A blocktime firing acts on the wait: a penalty demotes it (Penalize
 // makes the waiter low class), an abort cancels it here, with the
 // *AdmitError naming the rule that Manager.Admit returns; no cancel
 // request is sent, since the server never saw the statement.
-func (e *evaluator) act(f firing) (cancel bool) {
+func (e *evaluator) act(f firing) (outcome string, cancel bool) {
 	e.log.Info("exception rule fired", f.attrs()...)
 	if f.action == Penalty {
 		if !f.st.Penalize(f.info) {
 			f.st.NoteException(f.info)
+			return OutcomeNotPenalized, false
 		}
-		return false
+		return OutcomePenalized, false
 	}
 	f.st.NoteException(f.info)
 	if f.held {
 		if !f.st.CancelWait(blockAbort(f.rule, f.block)) {
 			f.st.NoteException("admitted before the abort could end its wait")
+			return OutcomeAdmitted, false
 		}
-		return false
+		return OutcomeWaitEnded, false
 	}
-	return true
+	return "", true
 }
 
 // cancel sends the cancel request of an abort firing, bounded by
 // CancelTimeout on the evaluator's clock; a failure is counted, logged and
-// noted in the statement's except_info. It is safe to run concurrently.
-func (e *evaluator) cancel(ctx context.Context, f firing) {
+// noted in the statement's except_info. It returns the firing's outcome
+// for the firing history. It is safe to run concurrently.
+func (e *evaluator) cancel(ctx context.Context, f firing) (outcome string) {
 	cctx, stop := clock.WithTimeout(ctx, e.clk, CancelTimeout, errCancelTimeout)
 	err := e.reg.Cancel(cctx, f.st)
 	stop()
-	if err == nil || errors.Is(err, session.ErrNotRunning) {
-		return
+	switch {
+	case err == nil:
+		return OutcomeCancelled
+	case errors.Is(err, session.ErrNotRunning):
+		return OutcomeEnded
 	}
 	e.mu.Lock()
 	e.cancelF++
@@ -520,14 +538,17 @@ func (e *evaluator) cancel(ctx context.Context, f firing) {
 		attrs = append(attrs, "hint", "give the route kill_user and kill_password, or use action 'penalty'")
 	}
 	e.log.Warn("exception rule could not cancel the statement", attrs...)
+	return OutcomeCancelFailed + ": " + err.Error()
 }
 
-// entry is the firing as the firing history keeps it, at now.
-func (f firing) entry(now time.Time) Firing {
+// entry is the firing as the firing history keeps it, at now, with its
+// outcome. The statement's text is st.SQL, its password literals masked
+// by Begin (package redact), as every view shows it.
+func (f firing) entry(now time.Time, outcome string) Firing {
 	sess := f.st.Session
 	return Firing{Time: now, Rule: f.rule, Action: string(f.action), Statement: f.st.ID, Session: sess.ID,
 		User: sess.User(), Pool: f.pool, Route: sess.Info.Route, Query: f.st.SQL,
-		Bandwidth: f.bw, Elapsed: f.age, BlockTime: f.block, Info: f.info}
+		Bandwidth: f.bw, Elapsed: f.age, BlockTime: f.block, Bytes: f.bytes, Info: f.info, Outcome: outcome}
 }
 
 // attrs are the log attributes of a firing.

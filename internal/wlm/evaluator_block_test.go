@@ -160,8 +160,8 @@ func TestEvaluatorBlockAbortRace(t *testing.T) {
 	r := session.NewRegistry(session.Options{})
 	st := r.Open(session.Info{Route: "pg"}, t0).Begin("select 1", t0)
 	ev := newEvaluator(nil, slog.New(slog.DiscardHandler), r, nil)
-	if ev.act(firing{st: st, rule: "r", action: Abort, held: true, block: time.Second, info: "x"}) {
-		t.Error("a held firing asked for a cancel request")
+	if outcome, cancel := ev.act(firing{st: st, rule: "r", action: Abort, held: true, block: time.Second, info: "x"}); cancel || outcome != OutcomeAdmitted {
+		t.Errorf("a held firing: outcome %q, cancel %v; want %q, no cancel request", outcome, cancel, OutcomeAdmitted)
 	}
 	if ex := st.Snapshot().Except; len(ex) != 2 || !strings.Contains(ex[1], "admitted before") {
 		t.Errorf("except_info %q", ex)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/sluicelab/sluice/internal/wlm/views"
 )
@@ -24,6 +25,30 @@ const DefaultFiringsSize = 1000
 
 // maxFiringQuery bounds the statement text a firing keeps, in bytes.
 const maxFiringQuery = 1024
+
+// The outcomes of a firing (Firing.Outcome): what its action came to.
+const (
+	// OutcomePenalized: a penalty moved the statement to the low class
+	// (a held one waits as low class).
+	OutcomePenalized = "penalised"
+	// OutcomeNotPenalized: a penalty found the statement already
+	// penalised, by an earlier rule, or ended.
+	OutcomeNotPenalized = "already penalised or ended"
+	// OutcomeCancelled: an abort's cancel request was sent and accepted.
+	OutcomeCancelled = "cancel sent"
+	// OutcomeEnded: the statement ended before an abort's cancel request
+	// was sent.
+	OutcomeEnded = "ended before the cancel"
+	// OutcomeCancelFailed: an abort's cancel request failed; the outcome
+	// is this, ": " and the error.
+	OutcomeCancelFailed = "cancel failed"
+	// OutcomeWaitEnded: a blocktime abort ended the statement's wait for
+	// admission.
+	OutcomeWaitEnded = "wait ended"
+	// OutcomeAdmitted: a blocktime abort came after the statement was
+	// admitted (or ended); it runs.
+	OutcomeAdmitted = "admitted before the abort"
+)
 
 // FiringLog is the history of exception-rule firings: the last size of
 // them, in a ring of their own, so that however many ordinary statements
@@ -93,7 +118,11 @@ func NewFiringLog(size int, path string, log *slog.Logger) (*FiringLog, error) {
 // dropped.
 func (l *FiringLog) Record(e Firing) {
 	if len(e.Query) > maxFiringQuery {
-		e.Query = e.Query[:maxFiringQuery] + "..."
+		n := maxFiringQuery
+		for n > 0 && !utf8.RuneStart(e.Query[n]) {
+			n-- // not inside a character
+		}
+		e.Query = e.Query[:n] + "..."
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

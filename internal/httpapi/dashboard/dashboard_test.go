@@ -125,7 +125,7 @@ func TestSnapshotFirings(t *testing.T) {
 	if len(snap.Firings) != 1 {
 		t.Fatalf("firings = %+v, want the one firing", snap.Firings)
 	}
-	if x := snap.Firings[0]; x["rule"] != "hog" || x["action"] != "penalty" || x["usename"] != "ann" || x["resource_pool"] != "bulk" || x["query"] != "SELECT hog" || x["statement_id"] != fmt.Sprint(hog.ID) {
+	if x := snap.Firings[0]; x["rule"] != "hog" || x["action"] != "penalty" || x["usename"] != "ann" || x["resource_pool"] != "bulk" || x["query"] != "SELECT hog" || x["statement_id"] != fmt.Sprint(hog.ID) || x["outcome"] != wlm.OutcomePenalized {
 		t.Errorf("firing = %v", x)
 	}
 }

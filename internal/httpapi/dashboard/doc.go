@@ -13,8 +13,10 @@
 //
 // Snapshot assembles what the page shows: the series, the running
 // statements with the highest bytes per second (with pool, class and
-// penalty state), the recently ended statements that a rule fired on,
-// the exception rules with their firings, the links' settings with their
+// penalty state), the latest exception-rule firings from the workload
+// manager's firing history (the firings view's rows, newest first, with
+// their outcome: a firing stays there however many statements end
+// after it), the exception rules with their firings, the links' settings with their
 // current rate, and the global settings. The page draws the series as
 // inline SVG paths (one <path data-series="NAME"> per series) and fills
 // the tables with text nodes only, so statement text is never

@@ -168,6 +168,7 @@ function render(s) {
     { cls: 'num', get: x => fmtSecs(Number(x.elapsed_s)) },
     { cls: 'sql', get: x => x.query, title: x => x.query },
     { cls: 'info', get: x => x.except_info },
+    { get: x => x.outcome },
   ], 'none yet');
 
   rows(document.getElementById('rules'), s.rules, [
