@@ -68,8 +68,11 @@
 // (wlm.Manager.CancelSession: the path an abort rule takes);
 // SELECT pg_terminate_backend(id) and TERMINATE SESSION id end it
 // (wlm.Manager.TerminateSession: the client reads FATAL 57P01 or MySQL
-// ERR 1927). The functions answer t or f; the commands fail with 42704
-// when there was nothing to act on (and are audited with it). Over a
+// ERR 1927). The functions answer t or f, f of an id that names no
+// session with a WARNING (01000) naming it, as PostgreSQL warns of a pid
+// that is no backend (asked of the instance that ran the command); the
+// commands fail with 42704 when there was nothing to act on (and are
+// audited with it). Over a
 // column, SELECT pg_terminate_backend(id) FROM sessions WHERE ...
 // (ddl.SessionQuery) runs the query for the ids and answers a boolean a
 // row; Describe answers its one column without running it.

@@ -75,7 +75,7 @@ func (c *conn) forward(ctx context.Context, s *ddl.SessionCommand) (answer, erro
 	if ans.Notice != "" {
 		notices = append(notices, "instance "+s.Instance+": "+ans.Notice)
 	}
-	return c.sessionAnswer(s, ans.Done, notices)
+	return c.sessionAnswer(s, ans.Done, ans.Missing, notices)
 }
 
 // clusterTables returns the tables of the cluster-wide views q names

@@ -218,7 +218,7 @@ func (c *conn) sessionCommand(ctx context.Context, s *ddl.SessionCommand) (answe
 			return answer{}, ddl.Errorf(ddl.CodeInternal, 0, "%v", err)
 		}
 	}
-	return c.sessionAnswer(s, done, notices)
+	return c.sessionAnswer(s, done, !done && c.s.mgr.Registry().Session(s.Session) == nil, notices)
 }
 
 // sessionQuery runs the session function of s on each session id its
@@ -253,18 +253,23 @@ func (c *conn) sessionQuery(ctx context.Context, s *ddl.SessionQuery) (answer, e
 }
 
 // sessionAnswer is the answer of session command s that did (or found
-// nothing to do) with notices: t or f for the SELECT form, 42704 for the
-// commands when there was nothing to act on.
-func (c *conn) sessionAnswer(s *ddl.SessionCommand, done bool, notices []string) (answer, error) {
+// nothing to do) with notices: t or f for the SELECT form, with a
+// WARNING when missing (no session of the instance that ran it has the
+// id), 42704 for the commands when there was nothing to act on.
+func (c *conn) sessionAnswer(s *ddl.SessionCommand, done, missing bool, notices []string) (answer, error) {
 	if s.Column != "" {
 		v := "f"
 		if done {
 			v = "t"
 		}
 		var warnings []string
-		if !done && c.s.mgr.Registry().Session(s.Session) == nil {
+		if missing {
 			// PostgreSQL's own: "PID n is not a PostgreSQL backend process".
-			warnings = []string{"session " + strconv.FormatUint(s.Session, 10) + " is not a sluice session"}
+			w := "session " + strconv.FormatUint(s.Session, 10) + " is not a sluice session"
+			if s.Instance != "" {
+				w += " on instance " + s.Instance
+			}
+			warnings = []string{w}
 		}
 		return answer{Tag: "SELECT 1", Columns: []string{s.Column}, OIDs: []uint32{boolOID}, Rows: [][]sql.NullString{{{String: v, Valid: true}}}, Notices: notices, Warnings: warnings}, nil
 	}

@@ -453,13 +453,16 @@ func (e *RemoteError) Error() string {
 var ErrUnknownInstance = errors.New("no such live instance")
 
 // SessionAnswer is the body of POST /api/sessions/{id}/cancel and
-// /terminate: whether there was something to act on, and a notice (a
-// route that cannot cancel).
+// /terminate: whether there was something to act on, whether no session
+// had the id there, and a notice (a route that cannot cancel).
 type SessionAnswer struct {
 	Instance string `json:"instance"`
 	Session  uint64 `json:"session"`
 	Done     bool   `json:"done"`
-	Notice   string `json:"notice,omitempty"`
+	// Missing is true when Done is false because no session of the
+	// instance has the id; false from an instance that does not say.
+	Missing bool   `json:"missing,omitempty"`
+	Notice  string `json:"notice,omitempty"`
 }
 
 // Forward sends CANCEL STATEMENT (terminate false) or TERMINATE SESSION

@@ -24,6 +24,7 @@
 //	POST   /api/statements/{id}/cancel    cancel through the protocol (202)
 //	POST   /api/sessions/{id}/cancel      CANCEL STATEMENT id, audited; ?instance= forwards it
 //	POST   /api/sessions/{id}/terminate   TERMINATE SESSION id, audited; ?instance= forwards it
+//	                                      (both answer done, and missing when no session has id)
 //	GET    /api/instances                 the fleet's live instances (package fleet)
 //	GET    /api/views?name=v[&name=w]     this instance's views, as the other instances gather them
 //	GET    /api/cluster/views?name=v      the views of every live instance, merged

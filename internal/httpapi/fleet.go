@@ -100,7 +100,8 @@ func (s *Server) clusterViews(w http.ResponseWriter, r *http.Request) {
 // the session, as the console's CANCEL STATEMENT and TERMINATE SESSION
 // do, recorded in the audit trail; ?instance= names the instance that
 // holds the session, when it is another, to forward the command to.
-// 200 with done true or false (nothing to act on).
+// 200 with done true or false (nothing to act on), and missing true when
+// no session has the id.
 func (s *Server) sessionCommand(w http.ResponseWriter, r *http.Request, terminate bool) {
 	id, e := parseID(r)
 	if e != nil {
@@ -145,5 +146,6 @@ func (s *Server) sessionCommand(w http.ResponseWriter, r *http.Request, terminat
 		}
 		ans.Done = done
 	}
+	ans.Missing = !ans.Done && s.mgr.Registry().Session(id) == nil
 	writeJSON(w, http.StatusOK, ans)
 }

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/fleet"
 	"github.com/sluicelab/sluice/internal/httpapi"
+	"github.com/sluicelab/sluice/internal/session"
 	sstack "github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
@@ -17,8 +20,9 @@ import (
 // TestFleetEndpoints: without etcd the fleet is this instance alone;
 // the fleet's token is accepted beside the API's; the views the others
 // gather and the cluster-wide views carry their columns (the latter an
-// instance column first); a forwarded session command is answered and
-// audited with the forwarding instance as the actor.
+// instance column first); a forwarded session command is answered (with
+// whether the id names a session here) and audited with the forwarding
+// instance as the actor.
 func TestFleetEndpoints(t *testing.T) {
 	cfg := &config.Config{HTTP: config.HTTP{Listen: "127.0.0.1:0", Token: "api"}, Fleet: config.Fleet{Name: "solo", Token: "fleet"}}
 	st, err := sstack.New(context.Background(), sstack.Options{Config: cfg, Logger: testLogger(), Version: "test"})
@@ -76,8 +80,16 @@ func TestFleetEndpoints(t *testing.T) {
 
 	status, body := send("POST", "/api/sessions/999/terminate", "fleet", map[string]string{fleet.InstanceHeader: "peer", "Content-Type": "application/json"})
 	var ans fleet.SessionAnswer
-	if err := json.Unmarshal(body, &ans); status != 200 || err != nil || ans.Done || ans.Session != 999 {
-		t.Fatalf("terminate of no session = %d %s, want 200 done false", status, body)
+	if err := json.Unmarshal(body, &ans); status != 200 || err != nil || ans.Done || ans.Session != 999 || !ans.Missing {
+		t.Fatalf("terminate of no session = %d %s, want 200 done false, missing true", status, body)
+	}
+	// A session with nothing to act on is there: missing false.
+	idle := st.Manager().Registry().Open(session.Info{Route: "r", Protocol: "postgres"}, time.Now())
+	defer idle.Close(time.Now())
+	status, body = send("POST", "/api/sessions/"+strconv.FormatUint(idle.ID, 10)+"/cancel", "fleet", map[string]string{fleet.InstanceHeader: "peer", "Content-Type": "application/json"})
+	ans = fleet.SessionAnswer{}
+	if err := json.Unmarshal(body, &ans); status != 200 || err != nil || ans.Done || ans.Missing {
+		t.Fatalf("cancel of an idle session = %d %s, want 200 done false, missing false", status, body)
 	}
 	found := false
 	for _, e := range st.Manager().Audit() {

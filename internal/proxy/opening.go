@@ -19,6 +19,18 @@ import (
 //
 // The path is the one an unbound user's session gets (its link's, its
 // route's and its route's pool's emulation): the user is not known yet.
+// Everything a netem.Path models applies: the delay with its jitter,
+// distribution and correlation, the rate's shaping and the stalls of lost
+// segments (an RTO each). Knowingly left out, as small next to a round
+// trip: the opening's paths are their own (the pumps start fresh ones, so
+// the jitter's correlation, the token bucket's debt and the loss model's
+// state do not carry over into the session); a write's delay counts from
+// the write, not from the kernel's receive time of the bytes it answers;
+// and the link's scheduler (its capacity, the Low class's limit) does not
+// see the opening's bytes.
+//
+// A wait ends early, with ctx's error, when the opening's context ends:
+// the opening's own end, or the session's abort (Shutdown, RemoveRoute).
 // Once the opening ends, off is set and writes pass straight through, for
 // a TLS connection that keeps the delayedConn underneath it; a plain
 // socket is taken back out (unwrapOpening). Its methods are those of the

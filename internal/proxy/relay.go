@@ -32,6 +32,10 @@ type relay struct {
 	pumps    [2]*pump         // guarded by mu; nil until relaying, by direction
 	ls       *loopSess        // guarded by mu; non-nil while an event loop relays the session
 	aborted  bool             // guarded by mu
+	// endOpening cancels the opening's context; guarded by mu, nil
+	// outside the opening. abort calls it, so that a write of the opening
+	// waiting out the emulated delay (delayedConn) ends at once.
+	endOpening context.CancelFunc
 }
 
 func newRelay(s *Server, r *Route, c net.Conn) *relay {
@@ -43,7 +47,11 @@ func newRelay(s *Server, r *Route, c net.Conn) *relay {
 func (r *relay) abort() {
 	r.mu.Lock()
 	r.aborted = true
+	endOpening := r.endOpening
 	r.mu.Unlock()
+	if endOpening != nil {
+		endOpening()
+	}
 	if !r.onLoopDo(cmdAbort) {
 		r.abortPumps()
 	}
@@ -141,12 +149,24 @@ func (r *relay) run(finished func()) bool {
 
 // opening runs the route's opening exchange (or dials, for a tcp route)
 // and reports whether the session may be relayed; if not, it has closed
-// everything. Its context ends with it: nothing it derives outlives the
-// opening.
+// everything. Its context ends with it, or earlier when the session is
+// aborted (Shutdown, RemoveRoute, DrainRoute): nothing it derives outlives
+// the opening, and a write waiting out the emulated delay ends at once.
 func (r *relay) opening() (wire.Conn, bool) {
 	log := r.srv.log
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	r.mu.Lock()
+	r.endOpening = cancel
+	if r.aborted {
+		cancel()
+	}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.endOpening = nil
+		r.mu.Unlock()
+		cancel()
+	}()
 	if err := setNotSentLowat(r.client, r.route.lowat()); err != nil {
 		log.Debug("socket option", "route", r.route.Name, "err", err)
 	}

@@ -38,15 +38,23 @@
 // SQL inside a string is read as SQL too, up to four strings deep: a DO
 // block's $$body$$, the string EXECUTE runs, MySQL's PREPARE s FROM
 // '...'; its passwords are hidden in the string's own
-// quoting ('...' with doubled quotes, or the dollar quote as it was). A
-// format() string that ends in PASSWORD %L (or %s) makes the argument
-// that fills that placeholder a password: format('ALTER ROLE %I
-// PASSWORD %L', 'bob', 'x') hides 'x'; a string that ends in PASSWORD
-// makes the literal joined to it with || a password, also through a
-// function's call: 'ALTER ROLE r PASSWORD ' || quote_literal('x') hides
-// 'x'. Inside a string holding SQL that builds a password so (a DO body),
-// the password may sit in a variable: every literal assigned there (:=,
-// DEFAULT) is hidden, whatever the variable. An escape string (E'...')
+// quoting ('...' with doubled quotes, or the dollar quote as it was),
+// also when the text is cut short inside the string (it is read as far as
+// it goes and written back still open). A format() string with a
+// placeholder right after PASSWORD (%L, %s, %2$L; comments aside, or in
+// quotes: PASSWORD '%s') makes the argument that fills it a password:
+// format('ALTER ROLE %I PASSWORD %L VALID UNTIL %L', 'bob', 'x', 'y')
+// hides 'x'; a string that ends in PASSWORD (comments aside, or with a
+// quote after it that the string leaves open) makes the literal joined
+// to it with || a password, also through a function's call: 'ALTER ROLE
+// r PASSWORD ' || quote_literal('x') hides 'x'. Inside a string holding SQL that builds a
+// password so (a DO body, a function's body), the password may come from
+// a variable, however it got there (:=, =, DEFAULT, SELECT ... INTO,
+// pieces joined with ||): conservatively, every literal there is hidden
+// but the SQL strings that build the password or held one of their own,
+// so a RAISE NOTICE 'text' or a role's name in such a body is hidden too.
+// Text cut short before the body shows PASSWORD cannot be told from any
+// other and is kept. An escape string (E'...')
 // holding SQL is read as SQL too; when it holds a password it is written
 // back as E'...' with its quotes and backslashes escaped and its control
 // bytes as \xhh, the same string in another spelling. A password inside

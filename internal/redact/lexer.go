@@ -110,6 +110,13 @@ func (l *lexer) secretEnd(t token) int {
 // sql[q], or len(sql) when none does. A doubled quote stands for one;
 // with backslash, a backslash escapes the next byte.
 func quoteEnd(sql string, q int, backslash bool) int {
+	end, _ := quoteScan(sql, q, backslash)
+	return end
+}
+
+// quoteScan is quoteEnd, and reports whether a quote closes the one at
+// sql[q] (false: the literal runs to the end of sql).
+func quoteScan(sql string, q int, backslash bool) (end int, closed bool) {
 	quote := sql[q]
 	for j := q + 1; j < len(sql); j++ {
 		switch c := sql[j]; {
@@ -120,10 +127,26 @@ func quoteEnd(sql string, q int, backslash bool) int {
 				j++
 				continue
 			}
-			return j + 1
+			return j + 1, true
 		}
 	}
-	return len(sql)
+	return len(sql), false
+}
+
+// open reports whether the string t runs to the end of the text without
+// its closing quote (text cut short, or malformed), as the lexer read it.
+func (l *lexer) open(t token) bool {
+	if t.kind != tString || t.end < len(l.sql) {
+		return false
+	}
+	lit := l.sql[t.start:t.end]
+	if t.quote < 0 {
+		tag := dollarTag(lit, 0)
+		return len(lit) < 2*len(tag) || !strings.HasSuffix(lit, tag)
+	}
+	backslash := l.my || t.quote == t.start+1 && toLower(l.sql[t.start]) == 'e'
+	_, closed := quoteScan(l.sql, t.quote, backslash)
+	return !closed
 }
 
 // dollarTag returns the opening $tag$ or $$ of a dollar-quoted string at

@@ -49,7 +49,8 @@ func redact(sql string, d Dialect, depth int) string {
 	fmtLeft := 0          // commas to the argument a format() string's PASSWORD %L takes
 	// In a body that builds a password into dynamic SQL (a string ending
 	// in PASSWORD, filled by format() or ||), the password may come from
-	// a variable: every literal assigned (:=, DEFAULT) is hidden.
+	// a variable: every literal assigned (:=, DEFAULT) is hidden, and
+	// every string literal but the SQL that builds the password.
 	dyn := depth > 0 && dynamicPassword(sql, l.my)
 	for {
 		t := l.next()
@@ -116,33 +117,48 @@ func redact(sql string, d Dialect, depth int) string {
 			}
 			if prev == other || prev == secret && t.kind != tString {
 				prev = other
-				if t.kind != tString || depth >= maxNesting {
+				if t.kind != tString {
 					break
 				}
 				// SQL inside a string: a DO block's body, EXECUTE's
-				// argument, PREPARE ... FROM '...'. Its passwords are
-				// hidden as the string's own quoting writes them; a
-				// format() string ending in PASSWORD %L makes the next
-				// string its password.
-				inner, ok := unquote(l.sql[t.start:t.end], l.my)
-				if !ok || !hasKeyword(inner) {
+				// argument, PREPARE ... FROM '...', also when the text
+				// is cut short inside it. Its passwords are hidden as the
+				// string's own quoting writes them; a format() string
+				// with PASSWORD %L makes an argument after it its
+				// password.
+				lit := l.sql[t.start:t.end]
+				inner, open, ok := l.text(t)
+				sqlText := ok && hasKeyword(inner) && depth < maxNesting
+				red := inner
+				if sqlText {
+					red = redact(inner, d, depth+1)
+				}
+				// In a body that builds a password, any literal may hold
+				// it: every one but the SQL that builds it, or SQL that
+				// held a password of its own, is hidden (below).
+				if !dyn || sqlText && (red != inner || builds(inner, l.my, true)) {
+					if !sqlText {
+						break
+					}
+					if endsInPassword(inner, l.my) {
+						prev = pwString
+					}
+					if red != inner {
+						if b.Len() == 0 {
+							b.Grow(len(sql))
+						}
+						b.WriteString(sql[last:t.start])
+						if open {
+							b.WriteString(requoteOpen(lit, red))
+						} else {
+							b.WriteString(requote(lit, red))
+						}
+						last = t.end
+					}
+					fmtLeft = formatsPassword(inner)
 					break
 				}
-				if endsInPassword(inner) {
-					prev = pwString
-				}
-				if red := redact(inner, d, depth+1); red != inner {
-					if b.Len() == 0 {
-						b.Grow(len(sql))
-					}
-					b.WriteString(sql[last:t.start])
-					b.WriteString(requote(l.sql[t.start:t.end], red))
-					last = t.end
-				}
-				fmtLeft = formatsPassword(inner)
-				break
-			}
-			if prev == concat && t.kind == tName {
+			} else if prev == concat && t.kind == tName {
 				prev = other
 				break
 			}
@@ -317,57 +333,152 @@ func hexVal(c byte) int {
 	return -1
 }
 
-// endsInPassword reports whether s, SQL built in a string, ends with a
-// word ending in PASSWORD (spaces aside): what is joined to it is the
-// password.
-func endsInPassword(s string) bool {
-	s = strings.TrimRight(s, " \t\r\n")
-	return hasSuffixFold(s, "password") && (len(s) == 8 || !isWordPart(s[len(s)-9]))
+// text returns the text of the string t, open when the text ends inside
+// it (cut short): then the text up to the end, read as unquote reads a
+// whole literal (openBody). It reports false for a literal it does not
+// read.
+func (l *lexer) text(t token) (text string, open, ok bool) {
+	lit := l.sql[t.start:t.end]
+	if l.open(t) {
+		text, ok = openBody(lit, l.my)
+		return text, true, ok
+	}
+	text, ok = unquote(lit, l.my)
+	return text, false, ok
+}
+
+// openBody is unquote for a literal the text ends inside: the text after
+// its opening quote (or $tag$), read as far as it goes; an escape string
+// cut inside an escape loses that escape's bytes. It reports false for a
+// prefix unquote does not read.
+func openBody(lit string, my bool) (string, bool) {
+	if tag := dollarTag(lit, 0); tag != "" {
+		return lit[len(tag):], true
+	}
+	if !my && len(lit) >= 2 && (lit[0] == 'e' || lit[0] == 'E') && lit[1] == '\'' {
+		body := lit[2:]
+		// At most \UXXXXXXXX, ten bytes, is cut.
+		for cut := 0; cut <= 10 && cut <= len(body); cut++ {
+			if text, ok := unescapeE(body[:len(body)-cut]); ok {
+				return text, true
+			}
+		}
+		return "", false
+	}
+	if len(lit) < 1 || lit[0] != '\'' {
+		return "", false
+	}
+	body := lit[1:]
+	if my {
+		body = strings.ReplaceAll(body, `\'`, "''")
+	}
+	return strings.ReplaceAll(body, "''", "'"), true
+}
+
+// requoteOpen is requote for a literal the text ends inside (openBody):
+// the same quoting, still open.
+func requoteOpen(lit, text string) string {
+	q := requote(lit, text)
+	if tag := dollarTag(lit, 0); tag != "" {
+		return q[:len(q)-len(tag)]
+	}
+	return q[:len(q)-1]
+}
+
+// endsInPassword reports whether s, SQL built in a string, ends so that
+// what is joined to it is a password: with a word ending in PASSWORD (and
+// "(" or "=" after it), or such a word and a quote s leaves open
+// (PASSWORD '), comments and white space aside.
+func endsInPassword(s string, my bool) bool { return builds(s, my, false) }
+
+// builds reports whether s, SQL built in a string, leaves a password for
+// what is joined to it or, with placeholder, for a format() placeholder
+// in it: a word ending in PASSWORD, perhaps with "(" or "=" after it,
+// followed (comments and white space aside) by the end of s, by a quote
+// that s leaves open, or, with placeholder, by a % (PASSWORD %L).
+func builds(s string, my, placeholder bool) bool {
+	l := lexer{sql: s, my: my}
+	pw := false // the tokens since the last one are PASSWORD and ( or =
+	for {
+		t := l.next()
+		switch {
+		case t.kind == tEOF:
+			return pw
+		case !pw:
+		case t.kind == tString && l.open(t):
+			return true
+		case t.kind == tOp && s[t.start] == '%':
+			if placeholder {
+				return true
+			}
+		case t.kind == tOp && (s[t.start] == '(' || s[t.start] == '='):
+			continue
+		}
+		pw = t.kind == tWord && hasSuffixFold(s[t.start:t.end], "password")
+	}
 }
 
 // dynamicPassword reports whether sql holds a string that builds a
-// password into dynamic SQL: one ending in PASSWORD, or in PASSWORD and a
-// format() placeholder.
+// password into dynamic SQL (builds, with format() placeholders), also
+// a string the text ends inside.
 func dynamicPassword(sql string, my bool) bool {
 	l := lexer{sql: sql, my: my}
 	for t := l.next(); t.kind != tEOF; t = l.next() {
 		if t.kind != tString {
 			continue
 		}
-		if inner, ok := unquote(sql[t.start:t.end], my); ok && (endsInPassword(inner) || formatsPassword(inner) > 0) {
+		if inner, _, ok := l.text(t); ok && hasKeyword(inner) && builds(inner, my, true) {
 			return true
 		}
 	}
 	return false
 }
 
-// formatsPassword returns, for s a format() string that ends with a
-// PASSWORD keyword and a placeholder (%L, %s), which argument fills that
-// placeholder (1 for the first after s), so that argument is a password;
-// 0 for any other string.
+// formatsPassword returns, for s a format() string with a placeholder
+// (%L, %s, %I in either case, or %n$L naming argument n) right after a PASSWORD keyword
+// (comments and white space aside, or in quotes: PASSWORD '%s'), which
+// argument fills that placeholder (1 for the first after s), so that
+// argument is a password; 0 for any other string.
 func formatsPassword(s string) int {
-	f := strings.Fields(strings.ToLower(s))
-	if len(f) < 2 {
+	if !hasKeyword(s) {
 		return 0
 	}
-	last := strings.Trim(f[len(f)-1], "';")
-	if (last != "%l" && last != "%s") || !strings.HasSuffix(f[len(f)-2], "password") {
-		return 0
-	}
-	n := 0
+	next := 1 // the argument the next placeholder without n$ takes
 	for i := 0; i+1 < len(s); i++ {
 		if s[i] != '%' {
 			continue
 		}
-		switch s[i+1] {
-		case '%':
-			i++
-		case 's', 'I', 'L':
-			n++
-			i++
+		j := i + 1
+		if s[j] == '%' {
+			i = j
+			continue
 		}
+		// %[n$][flags][width]type: the argument is n, else the next.
+		arg := next
+		k := j
+		n := 0
+		for k < len(s) && isDigit(s[k]) && n < 1000 {
+			n = n*10 + int(s[k]-'0')
+			k++
+		}
+		if k < len(s) && s[k] == '$' && n > 0 {
+			arg, j = n, k+1
+		}
+		for j < len(s) && (s[j] == '-' || s[j] == '*' || isDigit(s[j])) {
+			j++
+		}
+		// PostgreSQL takes s, I and L; a statement that spells one in
+		// the other case fails, but is still logged.
+		if j >= len(s) || toLower(s[j]) != 's' && toLower(s[j]) != 'i' && toLower(s[j]) != 'l' {
+			continue
+		}
+		next = arg + 1
+		if endsInPassword(s[:i], false) {
+			return arg
+		}
+		i = j
 	}
-	return n
+	return 0
 }
 
 // hasKeyword reports whether s contains PASSWORD or IDENTIFIED, in any

@@ -40,7 +40,7 @@ func TestSQL(t *testing.T) {
 		{pg, `SELECT 'ALTER ROLE a PASSWORD ''x'''`, `SELECT 'ALTER ROLE a PASSWORD ''***'''`},
 		{pg, `SELECT $$ PASSWORD 'x' $$`, `SELECT $$ PASSWORD '***' $$`},
 		{pg, `DO $$BEGIN EXECUTE 'CREATE USER u PASSWORD ''secret'''; END$$`, `DO $$BEGIN EXECUTE 'CREATE USER u PASSWORD ''***'''; END$$`},
-		{pg, `DO $body$ BEGIN EXECUTE format('ALTER ROLE %I PASSWORD %L', 'bob', 'secret'); END $body$`, `DO $body$ BEGIN EXECUTE format('ALTER ROLE %I PASSWORD %L', 'bob', '***'); END $body$`},
+		{pg, `DO $body$ BEGIN EXECUTE format('ALTER ROLE %I PASSWORD %L', 'bob', 'secret'); END $body$`, `DO $body$ BEGIN EXECUTE format('ALTER ROLE %I PASSWORD %L', '***', '***'); END $body$`},
 		{pg, `SELECT format('ALTER ROLE bob PASSWORD %L', 'secret')`, `SELECT format('ALTER ROLE bob PASSWORD %L', '***')`},
 		// A password joined to the string with ||, straight or through
 		// quote_literal().
@@ -58,6 +58,31 @@ func TestSQL(t *testing.T) {
 		{pg, `DO E'BEGIN EXECUTE E\'ALTER ROLE r PASSWORD \\\'s3cret\\\'\'; END'`, `DO E'BEGIN EXECUTE E\'ALTER ROLE r PASSWORD \\\'***\\\'\'; END'`},
 		{pg, `SELECT E'ALTER ROLE r PASSWORD \'s3cret\'\n'`, `SELECT E'ALTER ROLE r PASSWORD \'***\'\x0a'`},
 		{pg, `SELECT 'password is short', 'kept'`, `SELECT 'password is short', 'kept'`},
+		// In a body that builds a password, every literal but SQL is
+		// hidden, however it reaches a variable (=, SELECT ... INTO, ||).
+		{pg, `DO $$ DECLARE p text = 's3cret'; BEGIN EXECUTE format('ALTER ROLE r PASSWORD %L', p); END $$`, `DO $$ DECLARE p text = '***'; BEGIN EXECUTE format('ALTER ROLE r PASSWORD %L', p); END $$`},
+		{pg, `DO $$ DECLARE p text; BEGIN SELECT 's3cret' INTO p; EXECUTE 'ALTER ROLE r PASSWORD ' || quote_literal(p); END $$`, `DO $$ DECLARE p text; BEGIN SELECT '***' INTO p; EXECUTE 'ALTER ROLE r PASSWORD ' || quote_literal(p); END $$`},
+		{pg, `DO $$ DECLARE p text := 's3' || 'cret'; BEGIN EXECUTE format('ALTER ROLE r PASSWORD %L', p); END $$`, `DO $$ DECLARE p text := '***' || '***'; BEGIN EXECUTE format('ALTER ROLE r PASSWORD %L', p); END $$`},
+		{pg, `CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $f$ DECLARE p text := 's3cret'; BEGIN EXECUTE format('ALTER ROLE r PASSWORD %L', p); END $f$`, `CREATE FUNCTION f() RETURNS void LANGUAGE plpgsql AS $f$ DECLARE p text := '***'; BEGIN EXECUTE format('ALTER ROLE r PASSWORD %L', p); END $f$`},
+		{pg, `DO $$ BEGIN EXECUTE 'ALTER ROLE r PASSWORD ''' || 's3cret' || ''''; END $$`, `DO $$ BEGIN EXECUTE 'ALTER ROLE r PASSWORD ''***''' || '***' || '***'; END $$`},
+		// A comment between PASSWORD and the placeholder or the end; a
+		// placeholder that is not the string's last, or names its
+		// argument.
+		{pg, `SELECT 'ALTER ROLE r PASSWORD /* new */ ' || quote_literal('s3cret')`, `SELECT 'ALTER ROLE r PASSWORD /* new */ ' || quote_literal('***')`},
+		{pg, `SELECT format('ALTER ROLE r PASSWORD -- new` + "\n" + `%L', 's3cret')`, `SELECT format('ALTER ROLE r PASSWORD -- new` + "\n" + `%L', '***')`},
+		{pg, `SELECT format('ALTER ROLE r LOGIN PASSWORD %L VALID UNTIL %L', 's3cret', 'infinity')`, `SELECT format('ALTER ROLE r LOGIN PASSWORD %L VALID UNTIL %L', '***', 'infinity')`},
+		{pg, `SELECT format('ALTER ROLE %1$I PASSWORD %2$L', 'bob', 's3cret')`, `SELECT format('ALTER ROLE %1$I PASSWORD %2$L', 'bob', '***')`},
+		{pg, `SELECT format('ALTER ROLE r PASSWORD ''%s''', 's3cret')`, `SELECT format('ALTER ROLE r PASSWORD ''***''', '***')`},
+		{pg, `SELECT format('%s is 100%% PASSWORD-free', 'kept')`, `SELECT format('%s is 100%% PASSWORD-free', 'kept')`},
+		// Cut short inside a string that holds SQL: read as far as it
+		// goes, written back still open.
+		{pg, `DO $$ BEGIN EXECUTE 'CREATE USER u PASSWORD ''secr`, `DO $$ BEGIN EXECUTE 'CREATE USER u PASSWORD ''***''`},
+		{pg, `DO $$ BEGIN EXECUTE 'ALTER ROLE r PASSWORD ' || quote_literal('s3cr`, `DO $$ BEGIN EXECUTE 'ALTER ROLE r PASSWORD ' || quote_literal('***'`},
+		{pg, `DO $$ DECLARE p text := 's3cret'; BEGIN EXECUTE format('ALTER ROLE r PASSWORD %L', p); E`, `DO $$ DECLARE p text := '***'; BEGIN EXECUTE format('ALTER ROLE r PASSWORD %L', p); E`},
+		{pg, `SELECT $x$ PASSWORD 'secr`, `SELECT $x$ PASSWORD '***'`},
+		{pg, `SELECT E'ALTER ROLE r PASSWORD \'s3c`, `SELECT E'ALTER ROLE r PASSWORD \'***\'`},
+		{pg, `SELECT E'ALTER ROLE r PASSWORD \'s3c\x4`, `SELECT E'ALTER ROLE r PASSWORD \'***\'`},
+		{pg, `SELECT 'it''s cut, no password`, `SELECT 'it''s cut, no password`},
 		{my, `PREPARE s FROM 'CREATE USER u IDENTIFIED BY ''secret'''`, `PREPARE s FROM 'CREATE USER u IDENTIFIED BY ''***'''`},
 		{pg, `-- PASSWORD 'x'` + "\nSELECT 1", `-- PASSWORD 'x'` + "\nSELECT 1"},
 		{pg, `SELECT $1 PASSWORD`, `SELECT $1 PASSWORD`},

@@ -304,6 +304,26 @@ func TestFleetThreeInstances(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "b's session is gone", func() bool {
 		return len(rows(t, ca, "SELECT 1 FROM cluster_sessions WHERE instance = 'b' AND id = "+id)) == 0
 	})
+	// b, not a, says whether it has the session: an id b no longer has
+	// answers f with a WARNING naming b, b's idle session f without one,
+	// whatever sessions a itself holds.
+	na.take()
+	if rs := rows(t, ca, "SELECT pg_cancel_backend("+id+", 'b') AS done"); len(rs) != 1 || rs[0]["done"] != "false" {
+		t.Fatalf("pg_cancel_backend(%s, 'b') of an ended session = %v, want false", id, rs)
+	}
+	if n := na.take(); len(n) != 1 || n[0] != "session "+id+" is not a sluice session on instance b" {
+		t.Fatalf("notices of pg_cancel_backend(%s, 'b') of an ended session: %q, want one WARNING naming b", id, n)
+	}
+	idle := rows(t, ca, "SELECT id FROM cluster_sessions WHERE instance = 'b'")
+	if len(idle) != 1 {
+		t.Fatalf("b's sessions after the terminate: %v, want one", idle)
+	}
+	if rs := rows(t, ca, "SELECT pg_cancel_backend("+idle[0]["id"]+", 'b') AS done"); len(rs) != 1 || rs[0]["done"] != "false" {
+		t.Fatalf("pg_cancel_backend(%s, 'b') of b's idle session = %v, want false", idle[0]["id"], rs)
+	}
+	if n := na.take(); len(n) != 0 {
+		t.Fatalf("notices of pg_cancel_backend(%s, 'b') of b's idle session: %q, want none", idle[0]["id"], n)
+	}
 
 	// d is registered but its HTTP API accepts and never answers.
 	silent := testenv.Serve(t, func(c net.Conn) { time.Sleep(5 * time.Second) })
