@@ -228,10 +228,10 @@ links:
 	}
 	st := runApp(t, cfg)
 	want := netem.LossModel{Kind: netem.GilbertElliott, P: 0.02, R: 0.2, BadLoss: 0.9}
-	if got := st.Manager().Bind("r", "u").Up.LossModel; math.Abs(got.P-want.P) > 1e-12 || math.Abs(got.R-want.R) > 1e-12 || math.Abs(got.BadLoss-want.BadLoss) > 1e-12 || got.Kind != want.Kind || got.GoodLoss != 0 {
+	if got := st.Manager().Runtime().Bind("r", "u").Up.LossModel; math.Abs(got.P-want.P) > 1e-12 || math.Abs(got.R-want.R) > 1e-12 || math.Abs(got.BadLoss-want.BadLoss) > 1e-12 || got.Kind != want.Kind || got.GoodLoss != 0 {
 		t.Errorf("route loss model %+v, want %+v", got, want)
 	}
-	if got := st.Manager().Catalog().Links["lossy"].Emulation.Params().LossModel; got.Kind != netem.GilbertElliott || got.P != 0.01 || got.R != 0.99 || got.BadLoss != 1 {
+	if got := st.Manager().Service().Catalog().Links["lossy"].Emulation.Params().LossModel; got.Kind != netem.GilbertElliott || got.P != 0.01 || got.R != 0.99 || got.BadLoss != 1 {
 		t.Errorf("link loss model %+v, want P 1%%, R 99%%, 1-H 100%%", got)
 	}
 

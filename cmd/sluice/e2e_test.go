@@ -139,7 +139,7 @@ func statementRow(t *testing.T, ta *testApp, user string) map[string]string {
 // value, that match accepts; nil if there is none.
 func findStatement(t *testing.T, ta *testApp, match func(map[string]string) bool) map[string]string {
 	t.Helper()
-	res, err := ta.Manager().Exec(context.Background(), "SHOW STATEMENTS")
+	res, err := ta.Manager().Service().Exec(context.Background(), "SHOW STATEMENTS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ CREATE USER user1 RESOURCE POOL 'rp1' PASSWORD 'xxxxxxxx';`)
 }
 
 func lowBytes(ta *testApp) int64 {
-	st := ta.Manager().Link("default").Stats()
+	st := ta.Manager().Runtime().Link("default").Stats()
 	return st.Directions[link.Down].Classes[link.Low].Bytes + st.Directions[link.Up].Classes[link.Low].Bytes
 }
 
@@ -273,7 +273,7 @@ func TestCatalogSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := a.Manager().Exec(context.Background(), "SHOW USERS")
+	res, err := a.Manager().Service().Exec(context.Background(), "SHOW USERS")
 	a.Close()
 	if err != nil || len(res.Rows) != 1 || !strings.Contains(strings.Join(res.Rows[0], " "), "p1") {
 		t.Fatalf("after restart SHOW USERS = %v, %v", res.Rows, err)

@@ -137,10 +137,10 @@ func detail(err error) string { return testenv.PGError(err).Detail }
 // first.
 func waitSameRevision(t *testing.T, apps ...*fleetApp) uint64 {
 	t.Helper()
-	want := apps[0].Manager().AppliedRevision()
+	want := apps[0].Manager().Service().AppliedRevision()
 	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("every instance at revision %d", want), func() bool {
 		for _, a := range apps {
-			if a.Manager().AppliedRevision() != want {
+			if a.Manager().Service().AppliedRevision() != want {
 				return false
 			}
 		}
@@ -225,7 +225,7 @@ CREATE USER user1 RESOURCE POOL 'rp1' PASSWORD 'xxxxxxxx';`)
 		if out := o.psql(t, "SHOW USERS"); !lineHas(out, "user1", "rp1") {
 			t.Errorf("SHOW USERS on %s:\n%s", o.name, out)
 		}
-		if got := o.Manager().Bind("pg", "user1"); got.Pool != "rp1" {
+		if got := o.Manager().Runtime().Bind("pg", "user1"); got.Pool != "rp1" {
 			t.Errorf("binding of user1 on %s: %+v", o.name, got)
 		}
 	}
@@ -233,7 +233,7 @@ CREATE USER user1 RESOURCE POOL 'rp1' PASSWORD 'xxxxxxxx';`)
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "B's open session re-bound to rp1", func() bool {
-		res, err := b.Manager().Exec(ctx, "SHOW SESSIONS")
+		res, err := b.Manager().Service().Exec(ctx, "SHOW SESSIONS")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +279,7 @@ CREATE USER user1 RESOURCE POOL 'rp1' PASSWORD 'xxxxxxxx';`)
 		}
 		waitSameRevision(t, apps...)
 		for _, o := range apps {
-			got := o.Manager().Catalog().Pools["rp1"].Weight
+			got := o.Manager().Service().Catalog().Pools["rp1"].Weight
 			if want != 0 && got != want || got != wa && got != wb {
 				t.Fatalf("round %d: %s holds weight %d (A %d: %v, B %d: %v)", round, o.name, got, wa, errA, wb, errB)
 			}
@@ -296,7 +296,7 @@ CREATE USER user1 RESOURCE POOL 'rp1' PASSWORD 'xxxxxxxx';`)
 	if conflicts == 0 {
 		t.Error("no round of concurrent ALTERs produced a conflict")
 	}
-	if !reflect.DeepEqual(a.Manager().Catalog(), c.Manager().Catalog()) {
+	if !reflect.DeepEqual(a.Manager().Service().Catalog(), c.Manager().Service().Catalog()) {
 		t.Error("A's and C's catalogs differ")
 	}
 }
@@ -356,33 +356,33 @@ func TestFleetCatalogFaults(t *testing.T) {
 		t.Fatalf("DDL with one member stopped: %v (%s)", err, detail(err))
 	}
 	waitSameRevision(t, a, b)
-	if !a.Manager().StaleSince().IsZero() || !b.Manager().StaleSince().IsZero() {
+	if !a.Manager().Service().StaleSince().IsZero() || !b.Manager().Service().StaleSince().IsZero() {
 		t.Error("stale with a quorum")
 	}
 
 	cl.Stop(1)
 	testenv.Eventually(t, 30*time.Second, "both instances stale", func() bool {
-		return !a.Manager().StaleSince().IsZero() && !b.Manager().StaleSince().IsZero()
+		return !a.Manager().Service().StaleSince().IsZero() && !b.Manager().Service().StaleSince().IsZero()
 	})
 	query("without quorum")
-	rev := a.Manager().AppliedRevision()
+	rev := a.Manager().Service().AppliedRevision()
 	err = execConsole(ca, "ALTER RESOURCE POOL rp1 WITH (weight = 4)")
 	if pgCode(err) != wlm.CodeIOError || !strings.Contains(err.Error(), "etcd") || !strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("DDL without quorum: %v", err)
 	}
-	if got := a.Manager().Catalog().Pools["rp1"].Weight; got != 3 || a.Manager().AppliedRevision() != rev {
-		t.Fatalf("a refused change changed A: weight %d, revision %d (was %d)", got, a.Manager().AppliedRevision(), rev)
+	if got := a.Manager().Service().Catalog().Pools["rp1"].Weight; got != 3 || a.Manager().Service().AppliedRevision() != rev {
+		t.Fatalf("a refused change changed A: weight %d, revision %d (was %d)", got, a.Manager().Service().AppliedRevision(), rev)
 	}
-	if b.Manager().Bind("pg", "fleetfault_u").Pool != "rp1" {
+	if b.Manager().Runtime().Bind("pg", "fleetfault_u").Pool != "rp1" {
 		t.Error("B lost its catalog without quorum")
 	}
-	t.Logf("stale since: A %v, B %v", a.Manager().StaleSince(), b.Manager().StaleSince())
+	t.Logf("stale since: A %v, B %v", a.Manager().Service().StaleSince(), b.Manager().Service().StaleSince())
 
 	cl.Start(0)
 	cl.Start(1)
 	cl.WaitHealthy(60 * time.Second)
 	testenv.Eventually(t, 30*time.Second, "both instances fresh", func() bool {
-		return a.Manager().StaleSince().IsZero() && b.Manager().StaleSince().IsZero()
+		return a.Manager().Service().StaleSince().IsZero() && b.Manager().Service().StaleSince().IsZero()
 	})
 	n := b.applied.count()
 	var want []uint64
@@ -390,13 +390,13 @@ func TestFleetCatalogFaults(t *testing.T) {
 		if err := execConsole(ca, fmt.Sprintf("ALTER RESOURCE POOL rp1 WITH (weight = %d)", 10+i)); err != nil {
 			t.Fatalf("change %d after quorum returned: %v (%s)", i, err, detail(err))
 		}
-		want = append(want, a.Manager().AppliedRevision())
+		want = append(want, a.Manager().Service().AppliedRevision())
 	}
 	waitSameRevision(t, a, b)
 	if got := b.applied.since(n); !reflect.DeepEqual(got, want) {
 		t.Fatalf("B applied %v, want A's %v, each once", got, want)
 	}
-	if !reflect.DeepEqual(a.Manager().Catalog(), b.Manager().Catalog()) {
+	if !reflect.DeepEqual(a.Manager().Service().Catalog(), b.Manager().Service().Catalog()) {
 		t.Fatal("B's catalog differs from A's")
 	}
 	query("after the faults")

@@ -64,7 +64,7 @@ func startForwardAppWith(t *testing.T, edit func(*config.Config), log *slog.Logg
 	} else {
 		fa.Stack = runApp(t, c)
 	}
-	if _, err := fa.Manager().Exec(context.Background(), "CREATE RESOURCE POOL p1"); err != nil {
+	if _, err := fa.Manager().Service().Exec(context.Background(), "CREATE RESOURCE POOL p1"); err != nil {
 		t.Fatal(err)
 	}
 	return fa
@@ -76,7 +76,7 @@ func (fa *forwardApp) routeURL(user, password string) string {
 
 // pool returns the catalog binding of user, "-" when there is none.
 func (fa *forwardApp) pool(user string) string {
-	if u := fa.Manager().Catalog().Users[user]; u != nil {
+	if u := fa.Manager().Service().Catalog().Users[user]; u != nil {
 		return u.Pool
 	}
 	return "-"
@@ -154,7 +154,7 @@ func TestForwardUserPostgres(t *testing.T) {
 		if got := fa.pool(u1); got != "p1" {
 			t.Fatalf("catalog binds %s to %q, want p1", u1, got)
 		}
-		res, err := fa.Manager().Exec(ctx, "SHOW USERS")
+		res, err := fa.Manager().Service().Exec(ctx, "SHOW USERS")
 		if err != nil || !strings.Contains(fmt.Sprint(res.Rows), u1+" p1") {
 			t.Fatalf("SHOW USERS = %v, %v", res.Rows, err)
 		}

@@ -48,7 +48,7 @@ func startConsole(t *testing.T, o Options) *console {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mgr.Close() })
-	o.Manager = mgr
+	o.Catalog, o.Views, o.Sessions = mgr.Service(), mgr.Views(), mgr.Runtime()
 	if o.Users == nil && !o.AllowNoPassword {
 		o.Users = map[string]string{"admin": password}
 	}
@@ -122,7 +122,7 @@ func TestPsqlReferenceStatements(t *testing.T) {
 	if out != want {
 		t.Errorf("psql output\n%s\nwant\n%s\nstderr %s", out, want, errOut)
 	}
-	if got := c.mgr.Link(wlm.DefaultLink).Config().LowPriorityBandwidth; got != 64e6 {
+	if got := c.mgr.Runtime().Link(wlm.DefaultLink).Config().LowPriorityBandwidth; got != 64e6 {
 		t.Errorf("low_priority_bandwidth on the link = %d", got)
 	}
 }
@@ -204,7 +204,7 @@ func TestPgx(t *testing.T) {
 		if err := conn.QueryRow(ctx, "SELECT weight FROM pools").Scan(&weight); err != nil {
 			t.Fatal(err)
 		}
-		if p := c.mgr.Catalog().Pools[name]; p == nil || p.Weight != 4 {
+		if p := c.mgr.Service().Catalog().Pools[name]; p == nil || p.Weight != 4 {
 			t.Errorf("pool %s = %+v", name, p)
 		}
 		var v string
@@ -229,7 +229,7 @@ func TestPgx(t *testing.T) {
 			t.Errorf("SELECT 1 = %q, %v", v, err)
 		}
 	})
-	if _, ok := c.mgr.Catalog().Rules["if_not_used"]; !ok {
+	if _, ok := c.mgr.Service().Catalog().Rules["if_not_used"]; !ok {
 		t.Error("rule created through pgx is missing")
 	}
 }
@@ -313,7 +313,7 @@ func TestTrustAndLifecycle(t *testing.T) {
 	}
 
 	// Serve ends with its context.
-	srv, err := New(Options{Manager: c.mgr, AllowNoPassword: true})
+	srv, err := New(Options{Catalog: c.mgr.Service(), Views: c.mgr.Views(), Sessions: c.mgr.Runtime(), AllowNoPassword: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,11 +330,11 @@ func TestTrustAndLifecycle(t *testing.T) {
 		t.Errorf("Serve = %v, want context.Canceled", err)
 	}
 
-	if _, err := New(Options{Manager: c.mgr}); err == nil {
+	if _, err := New(Options{Catalog: c.mgr.Service(), Views: c.mgr.Views()}); err == nil {
 		t.Error("New without users or AllowNoPassword succeeded")
 	}
 	if _, err := New(Options{}); err == nil {
-		t.Error("New without a Manager succeeded")
+		t.Error("New without Sessions succeeded")
 	}
 }
 
@@ -392,7 +392,7 @@ func TestClientParamsAndNegotiation(t *testing.T) {
 		t.Errorf("search_path = %q, %v", v, err)
 	}
 	// Catalog settings are the manager's.
-	if _, err := conn.Exec(ctx, "SET network_control = off"); err != nil || c.mgr.Catalog().Settings.NetworkControl {
+	if _, err := conn.Exec(ctx, "SET network_control = off"); err != nil || c.mgr.Service().Catalog().Settings.NetworkControl {
 		t.Errorf("SET network_control: %v", err)
 	}
 }

@@ -399,6 +399,6 @@ func (c *conn) exec(ctx context.Context, st ddl.Statement) (answer, error) {
 			return textAnswer(wlm.Result{Tag: "SHOW", Columns: []string{s.Name}, Rows: [][]string{{c.params[s.Name]}}}), nil
 		}
 	}
-	res, err := c.s.mgr.ExecStatement(ctx, st)
+	res, err := c.s.catalog.ExecStatement(ctx, st)
 	return textAnswer(res), err
 }

@@ -5,11 +5,12 @@
 //
 // Package pgserver serves the protocol (startup, authentication, the
 // query protocols, error recovery to Sync, size limits); the console
-// supplies its statement handling as a pgserver.Handler. Every statement is parsed by
-// package ddl and run by the wlm.Manager, which owns all state; a
-// connection keeps nothing but its prepared statements and portals, and
+// supplies its statement handling as a pgserver.Handler. Every statement
+// is parsed by package ddl and run by the workload manager's catalog
+// service (wlm.Service, behind the Statements interface), which owns all
+// state; a connection keeps nothing but its prepared statements and portals, and
 // the wlm.Actor (surface console, the authenticated user, the client's
-// address) its statements run under, which the Manager's audit log
+// address) its statements run under, which the catalog service's audit log
 // records. Connections are logged at DEBUG.
 //
 // Startup: SSL and GSS encryption requests are declined (the console is
@@ -65,9 +66,9 @@
 //
 // Session commands: SELECT pg_cancel_backend(id) and CANCEL STATEMENT id
 // cancel the running statement of sluice session id
-// (wlm.Manager.CancelSession: the path an abort rule takes);
+// (wlm.Runtime.CancelSession: the path an abort rule takes);
 // SELECT pg_terminate_backend(id) and TERMINATE SESSION id end it
-// (wlm.Manager.TerminateSession: the client reads FATAL 57P01 or MySQL
+// (wlm.Runtime.TerminateSession: the client reads FATAL 57P01 or MySQL
 // ERR 1927). The functions answer t or f, f of an id that names no
 // session with a WARNING (01000) naming it, as PostgreSQL warns of a pid
 // that is no backend (asked of the instance that ran the command); the

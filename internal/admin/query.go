@@ -123,7 +123,7 @@ func (c *conn) query(ctx context.Context, q *ddl.Query) (answer, error) {
 			names = append(names, n)
 		}
 	}
-	tables := c.s.mgr.ViewTables(names)
+	tables := c.s.views.ViewTables(names)
 	cluster, notices := c.clusterTables(ctx, q)
 	for n, t := range cluster {
 		tables[n] = t
@@ -208,17 +208,17 @@ func (c *conn) sessionCommand(ctx context.Context, s *ddl.SessionCommand) (answe
 	var done bool
 	var notices []string
 	if s.Terminate {
-		done = c.s.mgr.TerminateSession(ctx, s.Session)
+		done = c.s.sessions.TerminateSession(ctx, s.Session)
 	} else {
 		var err error
-		done, err = c.s.mgr.CancelSession(ctx, s.Session)
+		done, err = c.s.sessions.CancelSession(ctx, s.Session)
 		if errors.Is(err, session.ErrNoCanceler) {
 			notices = append(notices, "session "+strconv.FormatUint(s.Session, 10)+"'s route cannot cancel statements (a mysql route needs kill_user and kill_password)")
 		} else if err != nil {
 			return answer{}, ddl.Errorf(ddl.CodeInternal, 0, "%v", err)
 		}
 	}
-	return c.sessionAnswer(s, done, !done && c.s.mgr.Registry().Session(s.Session) == nil, notices)
+	return c.sessionAnswer(s, done, !done && c.s.sessions.Registry().Session(s.Session) == nil, notices)
 }
 
 // sessionQuery runs the session function of s on each session id its

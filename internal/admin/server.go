@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicelab/sluice/internal/limit"
-	"github.com/sluicelab/sluice/internal/offpath"
 	"log/slog"
 	"net"
 	"sync"
@@ -13,8 +11,13 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/fleet"
+	"github.com/sluicelab/sluice/internal/limit"
+	"github.com/sluicelab/sluice/internal/offpath"
 	"github.com/sluicelab/sluice/internal/pgserver"
+	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // Defaults.
@@ -35,10 +38,34 @@ const DefaultUser = "admin"
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("admin: server closed")
 
+// Statements runs a console statement: the workload manager's catalog
+// service. It must be safe for concurrent use.
+type Statements interface {
+	ExecStatement(ctx context.Context, st ddl.Statement) (wlm.Result, error)
+}
+
+// Tables reads the views named (views.Names), all from one reading.
+// It must be safe for concurrent use.
+type Tables interface {
+	ViewTables(names []string) map[string]views.Table
+}
+
+// SessionControl cancels a session's statement or ends the session, as
+// an abort rule does. It must be safe for concurrent use.
+type SessionControl interface {
+	CancelSession(ctx context.Context, id uint64) (done bool, err error)
+	TerminateSession(ctx context.Context, id uint64) (done bool)
+	Registry() *session.Registry
+}
+
 // Options configure a Server.
 type Options struct {
-	// Manager runs the statements. Required.
-	Manager *wlm.Manager
+	// Catalog runs the console's statements (*wlm.Service). Required.
+	Catalog Statements
+	// Views answers SQL over the views (*wlm.Views). Required.
+	Views Tables
+	// Sessions cancels and terminates sessions (*wlm.Runtime). Required.
+	Sessions SessionControl
 	// Reloader runs RELOAD and SHOW CONFIG; nil refuses both (0A000).
 	Reloader Reloader
 	// Fleet answers SHOW INSTANCES, SHOW CLUSTER, the cluster-wide
@@ -103,7 +130,9 @@ func newPace(rate int) *limit.TokenBucket {
 
 // Server is the admin console. It is safe for concurrent use.
 type Server struct {
-	mgr          *wlm.Manager
+	catalog      Statements
+	views        Tables
+	sessions     SessionControl
 	reloader     Reloader   // nil: no RELOAD, no SHOW CONFIG
 	fleet        fleet.View // nil: no fleet statements
 	log          *slog.Logger
@@ -130,11 +159,13 @@ type Server struct {
 // New returns a console for o. It derives the SCRAM credentials of every
 // user, so it fails for a password SASLprep rejects.
 func New(o Options) (*Server, error) {
-	if o.Manager == nil {
-		return nil, errors.New("admin: Options.Manager is nil")
+	if o.Catalog == nil || o.Views == nil || o.Sessions == nil {
+		return nil, errors.New("admin: Options.Catalog, Views and Sessions are required")
 	}
 	s := &Server{
-		mgr:          o.Manager,
+		catalog:      o.Catalog,
+		views:        o.Views,
+		sessions:     o.Sessions,
 		reloader:     o.Reloader,
 		fleet:        o.Fleet,
 		log:          o.Logger,

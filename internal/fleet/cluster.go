@@ -35,7 +35,7 @@ const maxAnswer = 64 << 20
 // InstanceColumn is the column every cluster-wide row begins with.
 const InstanceColumn = "instance"
 
-// Local is this instance's own views (wlm.Manager.ViewTables).
+// Local is this instance's own views (wlm.Views.ViewTables).
 type Local interface {
 	ViewTables(names []string) map[string]views.Table
 }

@@ -201,13 +201,13 @@ func each[V any](m map[string]V, only string, view func(name string, v V) any) [
 
 // sessionsBy counts the open sessions by key (their pool or user).
 func (s *Server) sessionsBy(key func(*session.Session) string) map[string]int {
-	return views.SessionsBy(s.mgr.Registry().Sessions(), key)
+	return views.SessionsBy(s.rt.Registry().Sessions(), key)
 }
 
 // links returns every link, or the one named only.
 func (s *Server) links(only string) []any {
-	routes := s.mgr.RoutesByLink()
-	return each(s.mgr.Catalog().Links, only, func(name string, d *wlm.LinkDef) any {
+	routes := s.rt.RoutesByLink()
+	return each(s.cat.Catalog().Links, only, func(name string, d *wlm.LinkDef) any {
 		l := Link{Name: name, Capacity: units.FormatRate(d.Capacity), Emulation: emulationJSON(d.Emulation),
 			Routes: routes[name], Bytes: map[string]map[string]int64{}, MaxActiveStatements: slotLimit(d.MaxActiveStatements)}
 		if l.Routes == nil {
@@ -216,7 +216,7 @@ func (s *Server) links(only string) []any {
 		if d.QueueSize > 0 {
 			l.QueueSize = units.FormatBytes(d.QueueSize)
 		}
-		if rl := s.mgr.Link(name); rl != nil {
+		if rl := s.rt.Link(name); rl != nil {
 			st := rl.Stats()
 			for i, ds := range st.Directions {
 				by := map[string]int64{}
@@ -233,8 +233,8 @@ func (s *Server) links(only string) []any {
 }
 
 func (s *Server) rules(only string) []any {
-	cat := s.mgr.Catalog()
-	stats := s.mgr.Stats()
+	cat := s.cat.Catalog()
+	stats := s.ruleStats.Stats()
 	return each(cat.Rules, only, func(name string, r *wlm.Rule) any {
 		return Rule{
 			Name: name, Bandwidth: r.Bandwidth, ElapsedTime: r.ElapsedTime, BlockTime: blockTime(r.BlockTime), Action: string(r.Action),
@@ -244,9 +244,9 @@ func (s *Server) rules(only string) []any {
 }
 
 func (s *Server) pools(only string) []any {
-	cat := s.mgr.Catalog()
+	cat := s.cat.Catalog()
 	sessions := s.sessionsBy((*session.Session).Pool)
-	adm := s.mgr.AdmissionStats()
+	adm := s.adm.AdmissionStats()
 	return each(cat.Pools, only, func(name string, p *wlm.Pool) any {
 		out := Pool{
 			Name: name, ExceptRule: append([]string{}, p.ExceptRules...), Weight: p.Weight, NetworkPriority: p.Priority.String(),
@@ -282,7 +282,7 @@ func blockTime(v float64) float64 {
 
 func (s *Server) users(only string) []any {
 	sessions := s.sessionsBy((*session.Session).User)
-	return each(s.mgr.Catalog().Users, only, func(name string, u *wlm.UserDef) any {
+	return each(s.cat.Catalog().Users, only, func(name string, u *wlm.UserDef) any {
 		return User{Name: name, ResourcePool: u.Pool, Sessions: sessions[name]}
 	})
 }
@@ -304,7 +304,7 @@ func (s *Server) actor(r *http.Request) wlm.Actor {
 
 // exec runs one statement built by rq.
 func (s *Server) exec(ctx context.Context, rq *request, st ddl.Statement) (wlm.Result, *Error) {
-	res, err := s.mgr.ExecStatement(ctx, st)
+	res, err := s.cat.ExecStatement(ctx, st)
 	if err != nil {
 		return wlm.Result{}, fromDDL(err, rq)
 	}

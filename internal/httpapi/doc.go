@@ -56,7 +56,7 @@
 // The catalog endpoints change nothing themselves: each request becomes
 // the admin console's statement (CREATE / ALTER / DROP LINK, RESOURCE
 // POOL, EXCEPT RULE, USER; SET, RESET, SHOW), built as a package ddl
-// AST and run by wlm.Manager.ExecStatement, so
+// AST and run by the catalog service (wlm.Service.ExecStatement), so
 // validation, atomicity and persistence are exactly the console's. A
 // request body is a JSON object: "name" names the object, every other
 // field is an option written as the console spells it (capacity, delay,

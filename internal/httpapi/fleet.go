@@ -68,7 +68,7 @@ func (s *Server) localViews(w http.ResponseWriter, r *http.Request) {
 	if s.fleet != nil {
 		ans.Instance = s.fleet.Name()
 	}
-	for n, t := range s.mgr.ViewTables(names) {
+	for n, t := range s.views.ViewTables(names) {
 		ans.Tables[n] = fleet.ToWire(t)
 	}
 	writeJSON(w, http.StatusOK, ans)
@@ -132,11 +132,11 @@ func (s *Server) sessionCommand(w http.ResponseWriter, r *http.Request, terminat
 		ans.Instance = s.fleet.Name()
 	}
 	if terminate {
-		ans.Done = s.mgr.TerminateSession(r.Context(), id)
+		ans.Done = s.rt.TerminateSession(r.Context(), id)
 	} else {
 		ctx, cancel := context.WithTimeout(r.Context(), CancelTimeout)
 		defer cancel()
-		done, err := s.mgr.CancelSession(ctx, id)
+		done, err := s.rt.CancelSession(ctx, id)
 		switch {
 		case errors.Is(err, session.ErrNoCanceler):
 			ans.Notice = "session " + strconv.FormatUint(id, 10) + "'s route cannot cancel statements (a mysql route needs kill_user and kill_password)"
@@ -146,6 +146,6 @@ func (s *Server) sessionCommand(w http.ResponseWriter, r *http.Request, terminat
 		}
 		ans.Done = done
 	}
-	ans.Missing = !ans.Done && s.mgr.Registry().Session(id) == nil
+	ans.Missing = !ans.Done && s.rt.Registry().Session(id) == nil
 	writeJSON(w, http.StatusOK, ans)
 }

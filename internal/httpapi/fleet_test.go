@@ -84,7 +84,7 @@ func TestFleetEndpoints(t *testing.T) {
 		t.Fatalf("terminate of no session = %d %s, want 200 done false, missing true", status, body)
 	}
 	// A session with nothing to act on is there: missing false.
-	idle := st.Manager().Registry().Open(session.Info{Route: "r", Protocol: "postgres"}, time.Now())
+	idle := st.Manager().Runtime().Registry().Open(session.Info{Route: "r", Protocol: "postgres"}, time.Now())
 	defer idle.Close(time.Now())
 	status, body = send("POST", "/api/sessions/"+strconv.FormatUint(idle.ID, 10)+"/cancel", "fleet", map[string]string{fleet.InstanceHeader: "peer", "Content-Type": "application/json"})
 	ans = fleet.SessionAnswer{}
@@ -92,12 +92,12 @@ func TestFleetEndpoints(t *testing.T) {
 		t.Fatalf("cancel of an idle session = %d %s, want 200 done false, missing false", status, body)
 	}
 	found := false
-	for _, e := range st.Manager().Audit() {
+	for _, e := range st.Manager().Service().Audit() {
 		if e.Statement == "TERMINATE SESSION 999" && e.Surface == "http" && e.User == "instance:peer" {
 			found = true
 		}
 	}
 	if !found {
-		t.Fatalf("no audit entry of the forwarded terminate: %+v", st.Manager().Audit())
+		t.Fatalf("no audit entry of the forwarded terminate: %+v", st.Manager().Service().Audit())
 	}
 }

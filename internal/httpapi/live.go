@@ -116,7 +116,7 @@ func sessionJSON(s *session.Session, now time.Time) Session {
 
 func (s *Server) statementJSON(st *session.Statement, now time.Time) Statement {
 	snap := st.Snapshot()
-	cls := views.Class(s.mgr.Catalog(), snap.Pool, snap.Penalized)
+	cls := views.Class(s.cat.Catalog(), snap.Pool, snap.Penalized)
 	out := Statement{
 		ID: snap.ID, Session: snap.SessionID, Route: snap.Route, User: snap.User, Pool: snap.Pool, SQL: snap.SQL,
 		State: snap.Outcome.String(), Class: cls.String(), Penalized: snap.Penalized, CancelRequested: st.CancelRequested(),
@@ -170,7 +170,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	now := s.clk.Now()
 	out := []Session{}
-	for _, ss := range s.mgr.Registry().Sessions() {
+	for _, ss := range s.rt.Registry().Sessions() {
 		j := sessionJSON(ss, now)
 		if !match(q, "route", j.Route) || !match(q, "user", j.User) || !match(q, "pool", j.Pool) || !match(q, "kind", j.Kind) {
 			continue
@@ -192,7 +192,7 @@ func (s *Server) showSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	ss := s.mgr.Registry().Session(id)
+	ss := s.rt.Registry().Session(id)
 	if ss == nil {
 		writeError(w, notFound("session %d is not open", id))
 		return
@@ -226,7 +226,7 @@ func (s *Server) listStatements(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	now := s.clk.Now()
-	reg := s.mgr.Registry()
+	reg := s.rt.Registry()
 	var list []*session.Statement
 	if running {
 		list = append(list, reg.Active()...)
@@ -256,7 +256,7 @@ func (s *Server) findStatement(r *http.Request) (*session.Statement, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	st := s.mgr.Registry().Statement(id)
+	st := s.rt.Registry().Statement(id)
 	if st == nil {
 		return nil, notFound("statement %d is neither running nor among the recently ended ones", id)
 	}
@@ -283,7 +283,7 @@ func (s *Server) cancelStatement(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), CancelTimeout)
 	defer cancel()
-	if err := s.mgr.Registry().Cancel(ctx, st); err != nil {
+	if err := s.rt.Registry().Cancel(ctx, st); err != nil {
 		switch {
 		case errors.Is(err, session.ErrNotRunning):
 			writeError(w, &Error{Status: http.StatusConflict, Message: "statement " + strconv.FormatUint(st.ID, 10) + " is not running"})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/fleet"
@@ -14,17 +15,59 @@ import (
 	"github.com/sluicelab/sluice/internal/httpapi/metrics"
 	"github.com/sluicelab/sluice/internal/httpapi/toxics"
 	"github.com/sluicelab/sluice/internal/proxy"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // MaxBody is the largest request body read, in bytes.
 const MaxBody = 1 << 20
 
+// Catalog is the workload manager's catalog service as the API uses it:
+// the catalog, its statements and what /metrics and the dashboard read.
+type Catalog interface {
+	metrics.Catalog
+	toxics.Catalog
+	ExecStatement(ctx context.Context, st ddl.Statement) (wlm.Result, error)
+}
+
+// Runtime is the binding runtime as the API uses it: sessions, links,
+// routes, and cancelling or ending a session.
+type Runtime interface {
+	metrics.Runtime
+	dashboard.Runtime
+	toxics.Routes
+	CancelSession(ctx context.Context, id uint64) (done bool, err error)
+	TerminateSession(ctx context.Context, id uint64) (done bool)
+}
+
+// Rules is the exception-rule evaluator's counters.
+type Rules interface{ Stats() wlm.Stats }
+
+// WhatIf is the live what-if table (*whatif.Table): its applications
+// over its window. It must be safe for concurrent use.
+type WhatIf interface {
+	Snapshot(now time.Time) []whatif.App
+	Window() time.Duration
+}
+
 // Options configure a Server.
 type Options struct {
-	// Manager holds the catalog, links, rule counters and the session
-	// registry. Required.
-	Manager *wlm.Manager
+	// Catalog, Runtime, Rules, Admission and Views are the workload
+	// manager's roles (*wlm.Service, *wlm.Runtime, *wlm.Rules,
+	// *wlm.Admission, *wlm.Views). Required.
+	Catalog   Catalog
+	Runtime   Runtime
+	Rules     Rules
+	Admission metrics.Admission
+	Views     dashboard.Tables
+	// Budget is the fleet's shared budget for /metrics, false while
+	// there is none; nil without a fleet.
+	Budget func() (views.BudgetState, bool)
+	// WhatIf is the what-if table of GET /api/whatif and /metrics; nil
+	// answers with no applications.
+	WhatIf WhatIf
 	// Proxy runs the routes: it reports the kernel's unsent bytes and
 	// runs the Toxiproxy-compatible proxies. nil leaves both out.
 	Proxy *proxy.Server
@@ -67,16 +110,21 @@ type Options struct {
 // Toxiproxy-compatible API and the dashboard. It is an http.Handler and
 // safe for concurrent use.
 type Server struct {
-	mgr        *wlm.Manager
-	clk        clock.Clock
-	log        *slog.Logger
-	token      string     // the API's token; "" without one (loopback only)
-	fleetToken string     // also accepted; "" for none
-	fleet      fleet.View // nil without a fleet
-	mux        *http.ServeMux
-	metrics    *metrics.Metrics
-	dash       *dashboard.Dashboard
-	toxics     *toxics.Service // nil without Options.Proxy
+	cat         Catalog
+	rt          Runtime
+	ruleStats   Rules
+	adm         metrics.Admission
+	views       dashboard.Tables
+	whatIfTable WhatIf // nil without a table
+	clk         clock.Clock
+	log         *slog.Logger
+	token       string     // the API's token; "" without one (loopback only)
+	fleetToken  string     // also accepted; "" for none
+	fleet       fleet.View // nil without a fleet
+	mux         *http.ServeMux
+	metrics     *metrics.Metrics
+	dash        *dashboard.Dashboard
+	toxics      *toxics.Service // nil without Options.Proxy
 	// reloader is nil without Options.Reloader.
 	reloader Reloader
 }
@@ -84,8 +132,8 @@ type Server struct {
 // New returns a Server. Call Run to sample the dashboard's series, and
 // Close when done.
 func New(o Options) (*Server, error) {
-	if o.Manager == nil {
-		return nil, errors.New("httpapi: Options.Manager is required")
+	if o.Catalog == nil || o.Runtime == nil || o.Rules == nil || o.Admission == nil || o.Views == nil {
+		return nil, errors.New("httpapi: Options.Catalog, Runtime, Rules, Admission and Views are required")
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -96,11 +144,14 @@ func New(o Options) (*Server, error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	s := &Server{mgr: o.Manager, clk: o.Clock, log: o.Logger, token: o.Token, fleetToken: o.FleetToken, fleet: o.Fleet, mux: http.NewServeMux(), reloader: o.Reloader}
+	s := &Server{cat: o.Catalog, rt: o.Runtime, ruleStats: o.Rules, adm: o.Admission, views: o.Views, whatIfTable: o.WhatIf, clk: o.Clock, log: o.Logger, token: o.Token, fleetToken: o.FleetToken, fleet: o.Fleet, mux: http.NewServeMux(), reloader: o.Reloader}
 	if s.token == "" {
 		s.token = o.FleetToken
 	}
-	mo := metrics.Options{Manager: o.Manager, NoProcess: o.NoProcessMetrics, StoreResets: o.StoreResets}
+	mo := metrics.Options{Catalog: o.Catalog, Runtime: o.Runtime, Rules: o.Rules, Admission: o.Admission, Budget: o.Budget, Clock: o.Clock, NoProcess: o.NoProcessMetrics, StoreResets: o.StoreResets}
+	if o.WhatIf != nil {
+		mo.WhatIf = o.WhatIf
+	}
 	if o.Proxy != nil {
 		mo.Unsent, mo.Lateness, mo.Panics, mo.Loops = o.Proxy, o.Proxy, o.Proxy, o.Proxy
 	}
@@ -108,12 +159,12 @@ func New(o Options) (*Server, error) {
 	if s.metrics, err = metrics.New(mo); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	if s.dash, err = dashboard.New(dashboard.Options{Manager: o.Manager, Clock: o.Clock, Version: o.Version}); err != nil {
+	if s.dash, err = dashboard.New(dashboard.Options{Catalog: o.Catalog, Runtime: o.Runtime, Rules: o.Rules, Views: o.Views, Clock: o.Clock, Version: o.Version}); err != nil {
 		s.metrics.Close()
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	if o.Proxy != nil {
-		to := toxics.Options{Server: o.Proxy, Manager: o.Manager, Clock: o.Clock, Logger: o.Logger.With("component", "toxics"), Version: o.Version, Audit: o.Audit}
+		to := toxics.Options{Server: o.Proxy, Catalog: o.Catalog, Routes: o.Runtime, Clock: o.Clock, Logger: o.Logger.With("component", "toxics"), Version: o.Version, Audit: o.Audit}
 		if o.Token == "" {
 			to.CheckListen = loopbackListen
 		}

@@ -57,7 +57,7 @@ func TestToxiproxyChangesAudited(t *testing.T) {
 		{`TOXIPROXY DROP PROXY "aud"`, ""},
 	}
 	var got []wlm.AuditEntry
-	for _, e := range s.mgr.Audit() {
+	for _, e := range s.mgr.Service().Audit() {
 		if strings.HasPrefix(e.Statement, "TOXIPROXY") {
 			got = append(got, e)
 		}
@@ -77,7 +77,7 @@ func TestToxiproxyChangesAudited(t *testing.T) {
 	// The link the proxy made and dropped is audited too, as the console's
 	// CREATE LINK would be.
 	links := 0
-	for _, e := range s.mgr.Audit() {
+	for _, e := range s.mgr.Service().Audit() {
 		if strings.Contains(e.Statement, `LINK`) && strings.Contains(e.Statement, `"aud"`) {
 			links++
 		}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/whatif"
 )
@@ -11,7 +12,7 @@ func (s *Server) registerWhatIf(mux *http.ServeMux) {
 }
 
 // whatIf answers GET /api/whatif[?rtt=1ms,5ms]: the applications of the
-// what-if table (wlm.Manager.WhatIf) with their predictions at each
+// what-if table (Options.WhatIf) with their predictions at each
 // added RTT (whatif.DefaultRTTs without rtt), as a whatif.Report.
 func (s *Server) whatIf(w http.ResponseWriter, r *http.Request) {
 	rtts, err := whatif.ParseRTTs(r.URL.Query().Get("rtt"))
@@ -19,6 +20,10 @@ func (s *Server) whatIf(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("rtt", "%s", err))
 		return
 	}
-	apps, window := s.mgr.WhatIf()
+	var apps []whatif.App
+	var window time.Duration
+	if s.whatIfTable != nil {
+		apps, window = s.whatIfTable.Snapshot(s.clk.Now()), s.whatIfTable.Window()
+	}
 	writeJSON(w, http.StatusOK, whatif.NewReport(apps, rtts, window))
 }

@@ -69,7 +69,7 @@ func (s *sluice) exec(ctx context.Context, stmts ...string) error {
 	ctx = wlm.WithActor(ctx, wlm.Actor{Surface: wlm.SurfaceLab})
 	for _, q := range stmts {
 		s.log.Debug("sluice", "statement", q)
-		if _, err := s.mgr.Exec(ctx, q); err != nil {
+		if _, err := s.mgr.Service().Exec(ctx, q); err != nil {
 			return fmt.Errorf("sluice: %s: %w", q, err)
 		}
 	}
@@ -129,7 +129,7 @@ func stopOnce(stop func(), wg *sync.WaitGroup, drain func()) func() {
 }
 
 func (s *sluice) linkStats() link.Stats {
-	if l := s.mgr.Link(wlm.DefaultLink); l != nil {
+	if l := s.mgr.Runtime().Link(wlm.DefaultLink); l != nil {
 		return l.Stats()
 	}
 	return link.Stats{}
@@ -139,7 +139,7 @@ func (s *sluice) linkStats() link.Stats {
 // and those waiting for one (SHOW POOLS' running and waiting); 0, 0 for a
 // pool admission does not count.
 func (s *sluice) admission(pool string) (running, waiting int) {
-	st := s.mgr.AdmissionStats()[pool]
+	st := s.mgr.Admission().AdmissionStats()[pool]
 	return st.Running, st.Waiting
 }
 

@@ -1,7 +1,7 @@
 // Package proxy owns sluice's listeners, sessions and pumps. A session
 // uses the other packages through small seams: a protocol front end
 // (internal/wire/...), the session registry, the Policy that binds it
-// (the workload manager, *wlm.Manager), the shared links and the path
+// (the workload manager's binding runtime, *wlm.Runtime), the shared links and the path
 // emulation. Package stack assembles them; proxy imports none of the
 // consoles.
 //

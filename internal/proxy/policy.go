@@ -5,7 +5,7 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm"
 )
 
-// Policy binds sessions. *wlm.Manager implements it.
+// Policy binds sessions. The workload manager's binding runtime (*wlm.Runtime) implements it.
 type Policy interface {
 	// Bind returns the binding for a session of user on route.
 	Bind(route, user string) wlm.Binding

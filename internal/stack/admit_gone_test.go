@@ -93,7 +93,7 @@ func TestAdmitPGClientsGoneWhileHeld(t *testing.T) {
 		return routeSessions(st, "lim") == 1 && backends() == 0
 	})
 	t.Logf("%d sessions and backends gone %v after their clients left", goneClients, time.Since(left).Round(time.Millisecond))
-	if s := st.Manager().AdmissionStats()["admw_lim"]; s.Running != 1 || s.Waiting != 0 {
+	if s := st.Manager().Admission().AdmissionStats()["admw_lim"]; s.Running != 1 || s.Waiting != 0 {
 		t.Fatalf("admission %+v, want the holder's slot only", s)
 	}
 	commit()
@@ -157,7 +157,7 @@ func TestAdmitMySQLClientsGoneWhileHeld(t *testing.T) {
 		return routeSessions(st, "lim") == 1 && connections() == 0
 	})
 	t.Logf("%d sessions and server connections gone %v after their clients left", goneClients, time.Since(left).Round(time.Millisecond))
-	if s := st.Manager().AdmissionStats()["admw_lim"]; s.Running != 1 || s.Waiting != 0 {
+	if s := st.Manager().Admission().AdmissionStats()["admw_lim"]; s.Running != 1 || s.Waiting != 0 {
 		t.Fatalf("admission %+v, want the holder's slot only", s)
 	}
 	if err := tx.Commit(); err != nil {

@@ -23,7 +23,7 @@ import (
 // a map from column to value, or nil.
 func viewRow(t *testing.T, st *stack.Stack, show, key, val string) map[string]string {
 	t.Helper()
-	res, err := st.Manager().Exec(context.Background(), show)
+	res, err := st.Manager().Service().Exec(context.Background(), show)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestAdmitMySQLIdleInTransactionVisible(t *testing.T) {
 // auditHas reports whether the audit log has an entry of surface wlm
 // whose statement begins with prefix.
 func auditHas(st *stack.Stack, prefix string) bool {
-	for _, e := range st.Manager().Audit() {
+	for _, e := range st.Manager().Service().Audit() {
 		if e.Surface == "wlm" && strings.HasPrefix(e.Statement, prefix) {
 			return true
 		}
@@ -135,7 +135,7 @@ func auditHas(st *stack.Stack, prefix string) bool {
 func TestAdmitPGIdleInTransactionEnds(t *testing.T) {
 	pc := testenv.PostgresConfig(t)
 	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
-	if _, err := st.Manager().Exec(context.Background(), "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='1s')"); err != nil {
+	if _, err := st.Manager().Service().Exec(context.Background(), "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='1s')"); err != nil {
 		t.Fatal(err)
 	}
 	if p := viewRow(t, st, "SHOW POOLS", "name", "admw_lim"); p["idle_in_transaction"] != "1s" {
@@ -176,9 +176,9 @@ func TestAdmitPGIdleInTransactionEnds(t *testing.T) {
 		t.Fatalf("the ended session's next statement: %v, want FATAL 25P03", err)
 	}
 	if !auditHas(st, "TERMINATE SESSION "+id+": idle in transaction") {
-		t.Errorf("no audit entry for session %s: %v", id, st.Manager().Audit())
+		t.Errorf("no audit entry for session %s: %v", id, st.Manager().Service().Audit())
 	}
-	if got := st.Manager().Stats().IdleInTransactionEnded["admw_lim"]; got != 1 {
+	if got := st.Manager().Rules().Stats().IdleInTransactionEnded["admw_lim"]; got != 1 {
 		t.Errorf("IdleInTransactionEnded = %d, want 1", got)
 	}
 }
@@ -188,7 +188,7 @@ func TestAdmitPGIdleInTransactionEnds(t *testing.T) {
 // 70100) the client reads before the end of the stream.
 func TestAdmitMySQLIdleInTransactionEnds(t *testing.T) {
 	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
-	if _, err := st.Manager().Exec(context.Background(), "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='1s')"); err != nil {
+	if _, err := st.Manager().Service().Exec(context.Background(), "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='1s')"); err != nil {
 		t.Fatal(err)
 	}
 	bg := context.Background()
@@ -234,9 +234,9 @@ func TestAdmitMySQLIdleInTransactionEnds(t *testing.T) {
 	}
 	t.Logf("the idle session read ERR 1927: %s", b[13:])
 	if !auditHas(st, "TERMINATE SESSION "+id+": idle in transaction") {
-		t.Errorf("no audit entry for session %s: %v", id, st.Manager().Audit())
+		t.Errorf("no audit entry for session %s: %v", id, st.Manager().Service().Audit())
 	}
-	if got := st.Manager().Stats().IdleInTransactionEnded["admw_lim"]; got != 1 {
+	if got := st.Manager().Rules().Stats().IdleInTransactionEnded["admw_lim"]; got != 1 {
 		t.Errorf("IdleInTransactionEnded = %d, want 1", got)
 	}
 }

@@ -340,7 +340,7 @@ func TestAdmitMySQLChurn(t *testing.T) {
 	wg.Wait()
 	t.Logf("ops (query, transaction, prepared, kill, drop): %d %d %d %d %d", ops[0].Load(), ops[1].Load(), ops[2].Load(), ops[3].Load(), ops[4].Load())
 	testenv.Eventually(t, 30*time.Second, "every slot back", func() bool {
-		s := st.Manager().AdmissionStats()["admw_lim"]
+		s := st.Manager().Admission().AdmissionStats()["admw_lim"]
 		return s.Running == 0 && s.Waiting == 0 && heldCount(st) == 0
 	})
 	c := mysqlConn(t, mysqlVia(t, lim, 1))

@@ -36,7 +36,7 @@ func admitStack(t *testing.T, protocol, upstream string, limit int, extra string
 		"ALTER ROUTE lim WITH (pool='admw_lim')",
 		"ALTER ROUTE free WITH (pool='admw_free')",
 	} {
-		if _, err := st.Manager().Exec(ctx, q); err != nil {
+		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
@@ -321,7 +321,7 @@ func TestAdmitPGWaitLimits(t *testing.T) {
 			pc := testenv.PostgresConfig(t)
 			st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
 			for _, q := range tc.ddl {
-				if _, err := st.Manager().Exec(context.Background(), q); err != nil {
+				if _, err := st.Manager().Service().Exec(context.Background(), q); err != nil {
 					t.Fatalf("%s: %v", q, err)
 				}
 			}
@@ -371,7 +371,7 @@ func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 	gone.PgConn().Conn().Close()
 	<-done
 	stats := func() (running, waiting int) {
-		s := st.Manager().AdmissionStats()["admw_lim"]
+		s := st.Manager().Admission().AdmissionStats()["admw_lim"]
 		return s.Running, s.Waiting
 	}
 	other := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_other"))
@@ -460,7 +460,7 @@ func TestAdmitPGChurn(t *testing.T) {
 	wg.Wait()
 	t.Logf("ops (query, transaction, batch, cancel, drop): %d %d %d %d %d", ops[0].Load(), ops[1].Load(), ops[2].Load(), ops[3].Load(), ops[4].Load())
 	testenv.Eventually(t, 30*time.Second, "every slot back and every session closed", func() bool {
-		s := st.Manager().AdmissionStats()["admw_lim"]
+		s := st.Manager().Admission().AdmissionStats()["admw_lim"]
 		return s.Running == 0 && s.Waiting == 0 && len(st.Registry().Sessions()) == 0
 	})
 	c := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_churn_after"))

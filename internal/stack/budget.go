@@ -19,15 +19,16 @@ func (s *Stack) startFleetBudget() error {
 		return nil
 	}
 	b, err := budget.New(budget.Options{
-		Client: s.etcd, Key: s.cfg.Etcd.Key, Name: s.Name(), Lease: s.Lease(), Links: s.mgr,
-		Budget: func() int64 { return s.mgr.Catalog().Settings.ClusterLowPriorityBandwidth },
+		Client: s.etcd, Key: s.cfg.Etcd.Key, Name: s.Name(), Lease: s.Lease(), Links: s.mgr.Runtime(),
+		Budget: func() int64 { return s.mgr.Service().Catalog().Settings.ClusterLowPriorityBandwidth },
 		Clock:  s.clk,
 		Logger: s.log.With("component", "budget"),
 	})
 	if err != nil {
 		return err
 	}
-	s.mgr.SetBudgetView(func() views.BudgetState { return budgetView(b.State()) })
+	s.budget.Store(b)
+	s.mgr.Views().Register("budget", views.BudgetSource(func() views.BudgetState { return budgetView(b.State()) }))
 	s.goLoop(func() {
 		if err := b.Run(s.lctx); err != nil && !errors.Is(err, context.Canceled) {
 			s.log.Error("shared low-priority budget stopped", "err", err)
@@ -53,4 +54,15 @@ func budgetView(st budget.State) views.BudgetState {
 		v.Rows = append(v.Rows, self)
 	}
 	return v
+}
+
+// BudgetState is the fleet budget's state as the views show it, false
+// while it has not started (or there is no fleet). Safe for concurrent
+// use.
+func (s *Stack) BudgetState() (views.BudgetState, bool) {
+	b := s.budget.Load()
+	if b == nil {
+		return views.BudgetState{}, false
+	}
+	return budgetView(b.State()), true
 }

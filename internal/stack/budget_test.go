@@ -102,7 +102,7 @@ func TestFleetBudgetAlone(t *testing.T) {
 	if row.rate != 8_000_000 || row.budget != 8_000_000 || row.etcd != "ok" {
 		t.Errorf("SHOW BUDGET: %+v; want a grant of the whole budget, 8000000, etcd ok", row)
 	}
-	if got := st.Manager().Link(wlm.DefaultLink).Config().LowPriorityBandwidth; got != row.rate {
+	if got := st.Manager().Runtime().Link(wlm.DefaultLink).Config().LowPriorityBandwidth; got != row.rate {
 		t.Errorf("default link's Low class at %d, want the grant %d", got, row.rate)
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+st.HTTPAddr().String()+"/metrics", nil)
@@ -141,9 +141,9 @@ func TestFleetBudgetTwoInstances(t *testing.T) {
 			t.Fatalf("a: %s: %v", q, err)
 		}
 	}
-	rev := a.Manager().AppliedRevision()
-	testenv.Eventually(t, 10*time.Second, "b applies a's catalog", func() bool { return b.Manager().AppliedRevision() >= rev })
-	if got := b.Manager().Catalog().Settings.ClusterLowPriorityBandwidth; got != budget {
+	rev := a.Manager().Service().AppliedRevision()
+	testenv.Eventually(t, 10*time.Second, "b applies a's catalog", func() bool { return b.Manager().Service().AppliedRevision() >= rev })
+	if got := b.Manager().Service().Catalog().Settings.ClusterLowPriorityBandwidth; got != budget {
 		t.Fatalf("b's cluster_low_priority_bandwidth is %d, want %d", got, budget)
 	}
 
@@ -209,7 +209,7 @@ func TestFleetBudgetTwoInstances(t *testing.T) {
 	// instant: sampled over a few grant rounds, the two never add up to
 	// more than the budget.
 	for range 40 {
-		held := a.Manager().Link(wlm.DefaultLink).Config().LowPriorityBandwidth + b.Manager().Link(wlm.DefaultLink).Config().LowPriorityBandwidth
+		held := a.Manager().Runtime().Link(wlm.DefaultLink).Config().LowPriorityBandwidth + b.Manager().Runtime().Link(wlm.DefaultLink).Config().LowPriorityBandwidth
 		if held > budget {
 			t.Fatalf("the links' Low classes are held to %d in all, over the budget %d", held, budget)
 		}

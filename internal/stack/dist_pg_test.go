@@ -136,13 +136,13 @@ func startDist(t *testing.T, rows int) *distCluster {
 		"CREATE RESOURCE POOL dist_shard",
 		"ALTER ROUTE coord WITH (pool='dist_coord')",
 	} {
-		if _, err := st.Manager().Exec(ctx, q); err != nil {
+		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
 	for i := 1; i <= distShards; i++ {
 		q := fmt.Sprintf("ALTER ROUTE shard%d WITH (pool='dist_shard')", i)
-		if _, err := st.Manager().Exec(ctx, q); err != nil {
+		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
@@ -468,7 +468,7 @@ func TestDistributedStatementPenalty(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if n := d.st.Manager().Stats().RuleFirings("dist_fat"); n != 1 {
+	if n := d.st.Manager().Rules().Stats().RuleFirings("dist_fat"); n != 1 {
 		t.Errorf("dist_fat fired %d times, want once (for the distributed statement only)", n)
 	}
 	snap := top.Snapshot()
@@ -511,7 +511,7 @@ func TestDistributedStatementAbort(t *testing.T) {
 	if code := testenv.PGError(err).Code; code != "57014" {
 		t.Fatalf("distributed statement: %v (SQLSTATE %q), want 57014", err, code)
 	}
-	if got := d.st.Manager().Stats().RuleFirings("dist_stop"); got != 1 {
+	if got := d.st.Manager().Rules().Stats().RuleFirings("dist_stop"); got != 1 {
 		t.Errorf("dist_stop fired %d times, want once", got)
 	}
 	var one int

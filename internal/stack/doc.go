@@ -72,7 +72,7 @@
 //     next).
 //  3. Apply: the links and settings (to the catalog, as at start; links
 //     the file no longer names stay in the catalog: DROP LINK removes
-//     them); each changed route's binding (wlm.Manager.SetRoute: live
+//     them); each changed route's binding (wlm.Runtime.SetRoute: live
 //     sessions re-bind at their next chunk, so a link, pool or emulation
 //     change reaches them too) and its proxy route (proxy.Server.
 //     ReplaceRoute: new sessions get the new upstream, TLS, front end and
@@ -104,7 +104,7 @@
 // on the stack's one etcd client, under the catalog's prefix, with the
 // instance's name and its membership lease (so its demand key and its
 // candidacy vanish with the instance); it makes SHOW BUDGET and the
-// budget metrics show the budget's state (wlm.Manager.SetBudgetView).
+// budget metrics show the budget's state (registered as the budget view's wlm.Source).
 // The budget reads cluster_low_priority_bandwidth from the catalog on
 // every round (0, the default, keeps it idle) and caps the links
 // through wlm.Manager.SetLowPriorityCaps. With a file or in-memory
@@ -115,7 +115,7 @@
 // The stack owns one whatif.Table (Stack.WhatIf). Every postgres and
 // mysql route's front end gets it (Options.WhatIf), so all client
 // sessions count their round trips in it, and the workload manager
-// serves it (wlm.Manager.SetWhatIf) to SHOW WHATIF, the whatif view,
+// serves it (registered as the whatif view's wlm.Source) to SHOW WHATIF, the whatif view,
 // GET /api/whatif and the sluice_whatif_ metrics.
 //
 // # Shutdown

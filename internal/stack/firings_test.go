@@ -29,7 +29,7 @@ func TestFiringsSurviveRestart(t *testing.T) {
 		"ALTER ROUTE fr WITH (pool='fr_pool')",
 		"SET except_check_period = '100ms'",
 	} {
-		if _, err := st.Manager().Exec(ctx, q); err != nil {
+		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
@@ -43,7 +43,7 @@ func TestFiringsSurviveRestart(t *testing.T) {
 			t.Fatalf("%s: firings %v, want the one of fr_slow", what, rows)
 		}
 	}
-	res, err := st.Manager().Exec(ctx, "SELECT rule, action, query FROM firings")
+	res, err := st.Manager().Service().Exec(ctx, "SELECT rule, action, query FROM firings")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestFiringsSurviveRestart(t *testing.T) {
 	}
 
 	again, _ := configStack(t, mustRead(t, path))
-	res, err = again.Manager().Exec(ctx, "SELECT rule, action, query FROM firings")
+	res, err = again.Manager().Service().Exec(ctx, "SELECT rule, action, query FROM firings")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestFiringsFileUnusable(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := configStack(t, "catalog: "+catalog+"\n")
-	res, err := st.Manager().Exec(context.Background(), "SELECT rule FROM firings")
+	res, err := st.Manager().Service().Exec(context.Background(), "SELECT rule FROM firings")
 	if err != nil || len(res.Rows) != 0 {
 		t.Fatalf("firings view: %v, %v; want it empty", res.Rows, err)
 	}

@@ -22,8 +22,7 @@ import (
 
 // catalogState is what the instance's record says of its catalog: the
 // revision it applies and since when its store is unreachable (zero
-// while it is reachable). A workload manager that does not tell is at
-// revision 0, never stale.
+// while it is reachable): the workload manager's catalog service.
 type catalogState interface {
 	AppliedRevision() uint64
 	StaleSince() time.Time
@@ -47,7 +46,7 @@ func (s *Stack) newCluster(o Options) error {
 		tok = s.cfg.HTTP.Token
 	}
 	c, err := fleet.NewCluster(fleet.ClusterOptions{
-		Self: s.member, Local: s.mgr, Token: tok, Timeout: s.cfg.Fleet.Timeout,
+		Self: s.member, Local: s.mgr.Views(), Token: tok, Timeout: s.cfg.Fleet.Timeout,
 		Clock: s.clk, Logger: s.log.With("component", "fleet"),
 	})
 	if err != nil {
@@ -109,11 +108,10 @@ func (s *Stack) member() fleet.Member {
 	}
 	// By name, so that an unchanged set of routes is an unchanged record.
 	sort.Slice(m.Routes, func(i, j int) bool { return m.Routes[i].Name < m.Routes[j].Name })
-	if cs, ok := any(s.mgr).(catalogState); ok {
-		m.Revision = cs.AppliedRevision()
-		if t := cs.StaleSince(); !t.IsZero() {
-			m.StaleSince = &t
-		}
+	var cs catalogState = s.mgr.Service()
+	m.Revision = cs.AppliedRevision()
+	if t := cs.StaleSince(); !t.IsZero() {
+		m.StaleSince = &t
 	}
 	return m
 }

@@ -429,7 +429,7 @@ func TestFleetAlone(t *testing.T) {
 		t.Fatalf("pg_cancel_backend(5, self) = %v, want false", rs)
 	}
 	// The manager alone does not answer SHOW CLUSTER.
-	if _, err := st.Manager().Exec(context.Background(), "SHOW CLUSTER SESSIONS"); err == nil {
+	if _, err := st.Manager().Service().Exec(context.Background(), "SHOW CLUSTER SESSIONS"); err == nil {
 		t.Fatal("the manager answered SHOW CLUSTER")
 	}
 }

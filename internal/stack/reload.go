@@ -115,7 +115,7 @@ func (s *Stack) planReload(ctx context.Context, cur, next *config.Config) (confi
 			return ch, nil, configErr(&config.Error{File: file, Key: key, Value: name, Msg: "a route of this name was added at run time (the lab, a Toxiproxy proxy); pick another name"})
 		}
 	}
-	scratch, err := scratchManager(s.mgr.Catalog())
+	scratch, err := scratchManager(s.mgr.Service().Catalog())
 	if err != nil {
 		return ch, nil, err
 	}
@@ -235,7 +235,7 @@ func (s *Stack) drain(name string, grace time.Duration) {
 		s.reloadMu.Lock()
 		defer s.reloadMu.Unlock()
 		if !slices.ContainsFunc(s.Config().Routes, func(r config.Route) bool { return r.Name == name }) {
-			s.mgr.RemoveRoute(name)
+			s.mgr.Runtime().RemoveRoute(name)
 		}
 	})
 }

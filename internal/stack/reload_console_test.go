@@ -114,16 +114,16 @@ func TestRoutePool(t *testing.T) {
 	}
 
 	st, path := configStack(t, "routes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
-	if _, err := st.Manager().Exec(context.Background(), "CREATE RESOURCE POOL rp1"); err != nil {
+	if _, err := st.Manager().Service().Exec(context.Background(), "CREATE RESOURCE POOL rp1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := st.Manager().Bind("e", "nobody").Pool; got != "" {
+	if got := st.Manager().Runtime().Bind("e", "nobody").Pool; got != "" {
 		t.Fatalf("pool before the reload = %q", got)
 	}
 	if _, err := reloadFile(t, st, path, route("rp1")); err != nil {
 		t.Fatal(err)
 	}
-	if got := st.Manager().Bind("e", "nobody").Pool; got != "rp1" {
+	if got := st.Manager().Runtime().Bind("e", "nobody").Pool; got != "rp1" {
 		t.Fatalf("pool after the reload = %q, want rp1", got)
 	}
 }
@@ -228,7 +228,7 @@ func TestReloadAudited(t *testing.T) {
 	conn := console(t, st, "consolesecret")
 	last := func() wlm.AuditEntry {
 		t.Helper()
-		a := st.Manager().Audit()
+		a := st.Manager().Service().Audit()
 		if len(a) == 0 {
 			t.Fatal("audit trail is empty")
 		}

@@ -305,7 +305,7 @@ routes:
 		if after.Revision != before.Revision || !after.LoadedAt.Equal(before.LoadedAt) || routeAddr(st, "pg3") != "" {
 			t.Fatalf("%s: the refused configuration changed what runs: revision %d -> %d, pg3 at %q", broken.name, before.Revision, after.Revision, routeAddr(st, "pg3"))
 		}
-		if got := st.Manager().Bind("pg2", pgc.User).Up.Delay; got != 0 {
+		if got := st.Manager().Runtime().Bind("pg2", pgc.User).Up.Delay; got != 0 {
 			t.Fatalf("%s: pg2's delay is %v after a refused reload, want 0", broken.name, got)
 		}
 	}
@@ -326,7 +326,7 @@ routes:
 	if got := routeAddr(st, "pg2"); got != pg2Addr {
 		t.Fatalf("pg2 moved from %s to %s without a listen change", pg2Addr, got)
 	}
-	if got := st.Manager().Bind("pg2", pgc.User).Up.Delay; got != time.Millisecond {
+	if got := st.Manager().Runtime().Bind("pg2", pgc.User).Up.Delay; got != time.Millisecond {
 		t.Fatalf("pg2's binding has delay %v after the reload, want 1ms", got)
 	}
 	oldPG2.progressed(t, oldPG2.counts())
@@ -368,7 +368,7 @@ routes:
 		return true
 	})
 	testenv.Eventually(t, 10*time.Second, "pg2's binding to go", func() bool {
-		_, ok := st.Manager().Routes()["pg2"]
+		_, ok := st.Manager().Runtime().Routes()["pg2"]
 		return !ok
 	})
 	if v := st.ConfigView(); v.Revision != 3 || len(v.Routes) != 2 {

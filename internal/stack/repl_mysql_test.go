@@ -46,7 +46,7 @@ func TestReplicationMySQL(t *testing.T) {
 		"ALTER ROUTE replplain WITH (pool='repl_one')",
 		"ALTER ROUTE repldelay WITH (pool='repl_one')",
 	} {
-		if _, err := st.Manager().Exec(ctx, q); err != nil {
+		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
@@ -141,7 +141,7 @@ func TestReplicationMySQL(t *testing.T) {
 		"CREATE EXCEPT RULE repl_long WITH (elapsedtime=1, action='penalty')",
 		"ALTER RESOURCE POOL repl_one WITH (except_rule='repl_long')",
 	} {
-		if _, err := st.Manager().Exec(ctx, q); err != nil {
+		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}

@@ -209,7 +209,7 @@ func TestReplPGBaseBackup(t *testing.T) {
 		"CREATE RESOURCE POOL replpg_pool WITH (except_rule='replpg_slow', active_statements=1)",
 		"CREATE USER " + replUser + " RESOURCE POOL 'replpg_pool'",
 	} {
-		if _, err := p.st.Manager().Exec(ctx, q); err != nil {
+		if _, err := p.st.Manager().Service().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
@@ -267,7 +267,7 @@ func TestReplPGBaseBackup(t *testing.T) {
 // column name.
 func showRows(t *testing.T, st *stack.Stack, show string) []map[string]string {
 	t.Helper()
-	res, err := st.Manager().Exec(context.Background(), show)
+	res, err := st.Manager().Service().Exec(context.Background(), show)
 	if err != nil {
 		t.Errorf("%s: %v", show, err)
 		return nil
@@ -440,7 +440,7 @@ func TestReplPGStandby(t *testing.T) {
 		"CREATE RESOURCE POOL replpg_repl WITH (except_rule='replpg_cut')",
 		"CREATE USER " + replUser + " RESOURCE POOL 'replpg_repl'",
 	} {
-		if _, err := p.st.Manager().Exec(ctx, q); err != nil {
+		if _, err := p.st.Manager().Service().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}

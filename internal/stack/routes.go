@@ -82,13 +82,13 @@ func (s *Stack) proxyRoute(cfg *config.Config, r Route) (proxy.Route, error) {
 // errors are *ConfigError naming where cfg gave r.
 func setRoute(mgr *wlm.Manager, cfg *config.Config, r Route) error {
 	pool := r.pool()
-	if pool != "" && mgr.Catalog().Pools[pool] == nil {
+	if pool != "" && mgr.Service().Catalog().Pools[pool] == nil {
 		file, key := cfg.RouteKey(r.Route, "pool")
 		return configErr(&config.Error{File: file, Key: key, Value: pool, Msg: fmt.Sprintf("resource pool %q does not exist (CREATE RESOURCE POOL on the console first)", pool)})
 	}
 	canCancel := r.Protocol == "postgres" || (r.Protocol == "mysql" && r.KillUser != "")
 	wr := wlm.Route{Link: r.Link, Protocol: r.Protocol, Pool: pool, Emulation: r.Emulation, CanCancel: canCancel}
-	if err := mgr.SetRoute(r.Name, wr); err != nil {
+	if err := mgr.Runtime().SetRoute(r.Name, wr); err != nil {
 		return configErr(routeError(cfg, r.Route, err))
 	}
 	return nil
@@ -129,10 +129,10 @@ func (s *Stack) frontend(cfg *config.Config, r config.Route) (proxy.Frontend, er
 	rlog := s.log.With("route", r.Name)
 	switch r.Protocol {
 	case "postgres":
-		return pg.New(pg.Options{Clock: s.clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Keys: s.reg, Forward: s.fwd.forwarder(ddl.PostgreSQL), Admit: s.mgr, Coordinators: s.mgr,
+		return pg.New(pg.Options{Clock: s.clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, Keys: s.reg, Forward: s.fwd.forwarder(ddl.PostgreSQL), Admit: s.mgr.Admission(), Coordinators: s.mgr.Runtime(),
 			StartupTimeout: r.StartupTimeout, WhatIf: s.wi}), nil
 	case "mysql":
-		return mysql.New(mysql.Options{Clock: s.clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, KillUser: r.KillUser, KillPassword: r.KillPassword, Forward: s.fwd.forwarder(ddl.MySQL), Admit: s.mgr,
+		return mysql.New(mysql.Options{Clock: s.clk, Logger: rlog, Upstream: r.Upstream, TLS: serverTLS, UpstreamTLS: upTLS, KillUser: r.KillUser, KillPassword: r.KillPassword, Forward: s.fwd.forwarder(ddl.MySQL), Admit: s.mgr.Admission(),
 			StartupTimeout: r.StartupTimeout, ConnectTimeout: r.ConnectTimeout, WhatIf: s.wi}), nil
 	}
 	return nil, nil
@@ -181,7 +181,7 @@ func (f forwarder) Forward(ctx context.Context, sql string) (string, bool, error
 	if sess := wire.SessionFrom(ctx); sess != nil {
 		ctx = wlm.WithActor(ctx, wlm.Actor{Surface: wlm.SurfaceForward, User: sess.User(), Addr: sess.Info.Client})
 	}
-	rest, took, err := f.mgr.ForwardUser(ctx, sql, f.dialect)
+	rest, took, err := f.mgr.Service().ForwardUser(ctx, sql, f.dialect)
 	var e *ddl.Error
 	if errors.As(err, &e) {
 		err = &wire.Refusal{Code: e.Code, Message: e.Message}

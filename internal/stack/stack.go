@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/etcd"
 	"github.com/sluicelab/sluice/internal/fleet"
+	"github.com/sluicelab/sluice/internal/fleet/budget"
 	"github.com/sluicelab/sluice/internal/httpapi"
 	"github.com/sluicelab/sluice/internal/proxy"
 	"github.com/sluicelab/sluice/internal/session"
@@ -28,6 +30,7 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/store"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // httpGrace is how long Close lets the HTTP API's requests in flight
@@ -78,6 +81,9 @@ type Stack struct {
 	srv *proxy.Server
 	fwd forwarders
 	wi  *whatif.Table // every route's sessions' round trips (SHOW WHATIF, /api/whatif)
+	// budget is the fleet's shared low-priority budget once it has
+	// started; nil before, and without a fleet.
+	budget atomic.Pointer[budget.Budget]
 	// firings is the exception rules' firing history, in a file beside a
 	// catalog file; closed by Close after the Manager.
 	firings *wlm.FiringLog
@@ -169,7 +175,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	s := &Stack{cfg: cfg, clk: o.Clock, log: log, reg: o.Registry, mgr: mgr, cancel: cancel, lctx: lctx,
 		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now(), started: o.Clock.Now(),
 		etcd: cli, catStore: catStore, wi: whatif.New(whatif.Options{}), firings: firings}
-	mgr.SetWhatIf(s.wi)
+	mgr.Views().Register("whatif", views.WhatIfSource{Table: s.wi})
 	fail := func(err error) (*Stack, error) {
 		s.Close()
 		return nil, err
@@ -181,7 +187,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	if err := applyCatalogConfig(ctx, mgr, cfg, wlm.SurfaceConfig); err != nil {
 		return fail(configErr(err))
 	}
-	s.srv = proxy.New(proxy.Options{Logger: log, Clock: o.Clock, Registry: o.Registry, Policy: mgr, Loops: o.Loops})
+	s.srv = proxy.New(proxy.Options{Logger: log, Clock: o.Clock, Registry: o.Registry, Policy: mgr.Runtime(), Loops: o.Loops})
 	routes := make([]proxy.Route, 0, len(cfg.Routes))
 	for _, r := range cfg.Routes {
 		pr, err := s.prepare(cfg, Route{Route: r})
@@ -201,7 +207,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		if s.catStore != nil {
 			resets = s.catStore
 		}
-		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, audit, s.srv, s, s.cluster, resets, o.Clock, log, o.Version); err != nil {
+		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, audit, s.srv, s, s.cluster, resets, s.BudgetState, s.wi, o.Clock, log, o.Version); err != nil {
 			return fail(err)
 		}
 	}
@@ -212,7 +218,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		}
 	}
 	s.goLoop(func() {
-		if err := mgr.Run(lctx); err != nil && !errors.Is(err, context.Canceled) {
+		if err := mgr.Rules().Run(lctx); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("workload manager stopped", "err", err)
 		}
 	})
@@ -261,7 +267,7 @@ func (s *Stack) startCatalogFollow() {
 		return
 	}
 	s.goLoop(func() {
-		s.catStore.Follow(s.lctx, s.mgr, s.clk, s.log.With("component", "catalog"))
+		s.catStore.Follow(s.lctx, s.mgr.Service(), s.clk, s.log.With("component", "catalog"))
 	})
 }
 
@@ -346,7 +352,7 @@ func (s *Stack) Close() error {
 func applyCatalogConfig(ctx context.Context, mgr *wlm.Manager, cfg *config.Config, surface string) error {
 	ctx = wlm.WithActor(ctx, configActor(ctx, cfg, surface))
 	for _, l := range cfg.Links {
-		if err := mgr.DefineLink(ctx, l.Name, l.Options); err != nil {
+		if err := mgr.Service().DefineLink(ctx, l.Name, l.Options); err != nil {
 			return &config.Error{File: cfg.Source, Msg: fmt.Sprintf("%s (link %s): %s", l.Key, l.Name, catalogMessage(err))}
 		}
 	}
@@ -356,7 +362,7 @@ func applyCatalogConfig(ctx context.Context, mgr *wlm.Manager, cfg *config.Confi
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if err := mgr.Set(ctx, k, cfg.Settings[k]); err != nil {
+		if err := mgr.Service().Set(ctx, k, cfg.Settings[k]); err != nil {
 			return &config.Error{File: cfg.Source, Key: "settings." + k, Value: cfg.Settings[k], Msg: catalogMessage(err)}
 		}
 	}
@@ -410,7 +416,7 @@ func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, fl fleet.
 	if noPassword && !isLoopback(cfg.Admin.Listen) {
 		return nil, "", configErr(fmt.Errorf("admin console on non-loopback address %s needs a password (SLUICE_ADMIN_PASSWORD or admin.password)", cfg.Admin.Listen))
 	}
-	console, err := admin.New(admin.Options{Manager: mgr, Reloader: rl, Fleet: fl, Logger: log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
+	console, err := admin.New(admin.Options{Catalog: mgr.Service(), Views: mgr.Views(), Sessions: mgr.Runtime(), Reloader: rl, Fleet: fl, Logger: log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
 	if err != nil {
 		return nil, "", configErr(fmt.Errorf("admin console: %w", err))
 	}
@@ -438,7 +444,7 @@ func (s *Stack) serveAdmin(ctx context.Context, addr, auth string) error {
 
 // newHTTP makes the HTTP API of cfg; without a token only a loopback
 // address is accepted. It binds nothing.
-func newHTTP(cfg *config.Config, mgr *wlm.Manager, audit *wlm.AuditLog, srv *proxy.Server, rl httpapi.Reloader, fl fleet.View, resets metrics.StoreResets, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
+func newHTTP(cfg *config.Config, mgr *wlm.Manager, audit *wlm.AuditLog, srv *proxy.Server, rl httpapi.Reloader, fl fleet.View, resets metrics.StoreResets, budget func() (views.BudgetState, bool), wi httpapi.WhatIf, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
 	token := cfg.HTTP.Token
 	if token == "" {
 		token = cfg.Fleet.Token
@@ -447,7 +453,8 @@ func newHTTP(cfg *config.Config, mgr *wlm.Manager, audit *wlm.AuditLog, srv *pro
 		return nil, nil, "", configErr(err)
 	}
 	api, err := httpapi.New(httpapi.Options{
-		Manager: mgr, Proxy: srv, Reloader: rl, Clock: clk, Logger: log.With("component", "http"),
+		Catalog: mgr.Service(), Runtime: mgr.Runtime(), Rules: mgr.Rules(), Admission: mgr.Admission(), Views: mgr.Views(),
+		Budget: budget, WhatIf: wi, Proxy: srv, Reloader: rl, Clock: clk, Logger: log.With("component", "http"),
 		Token: cfg.HTTP.Token, FleetToken: cfg.Fleet.Token, Fleet: fl, Version: version, StoreResets: resets, Audit: audit,
 	})
 	if err != nil {

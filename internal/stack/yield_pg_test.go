@@ -31,11 +31,11 @@ func TestLowYieldsToRunningStatement(t *testing.T) {
 		"CREATE RESOURCE POOL yl_low WITH (network_priority='low')",
 		"ALTER ROUTE bulk WITH (pool='yl_low')",
 	} {
-		if _, err := st.Manager().Exec(ctx, q); err != nil {
+		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	l := st.Manager().Link("yl")
+	l := st.Manager().Runtime().Link("yl")
 	low := func() int64 { return l.Stats().Directions[link.Down].Classes[link.Low].Bytes }
 
 	bulk := testenv.ConnectPGConfig(t, pgVia(t, bulkAddr, "yield_bulk"))

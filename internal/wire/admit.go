@@ -19,7 +19,7 @@ import (
 
 // Admitter admits a session's statements under the limit of statements
 // its resource pool may run at once (GaussDB's active_statements). The
-// workload manager (*wlm.Manager) implements it. It must be safe for
+// workload manager's admission (*wlm.Admission) implements it. It must be safe for
 // concurrent use.
 type Admitter interface {
 	// Admit blocks until st may run, ctx is done or the wait is

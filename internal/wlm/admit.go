@@ -1,6 +1,6 @@
 package wlm
 
-// This file holds admission: Manager.Admit, which holds a statement
+// This file holds admission: Admission.Admit, which holds a statement
 // until its pool (and link) has a free slot, and the errors it fails
 // with.
 
@@ -27,7 +27,7 @@ const (
 	MsgSessionEnded = "canceling statement: the session ended while it waited for admission"
 )
 
-// AdmitError is why Manager.Admit did not admit a statement. The wire
+// AdmitError is why Admission.Admit did not admit a statement. The wire
 // answers the client with Code and Message; the held statement never
 // reached the server.
 type AdmitError struct {
@@ -94,7 +94,7 @@ func noRelease() {}
 // its route's default pool), the class the pool's network_priority, or
 // low when the statement or its session is penalised; a penalised
 // waiter is admitted after the normal and high ones.
-func (m *Manager) Admit(ctx context.Context, st *session.Statement) (release func(), err error) {
+func (m *Admission) Admit(ctx context.Context, st *session.Statement) (release func(), err error) {
 	req, limited := m.request(st)
 	if !limited {
 		return noRelease, nil
@@ -123,7 +123,7 @@ func (m *Manager) Admit(ctx context.Context, st *session.Statement) (release fun
 // held records on sess that it holds slot of pool (session.Slot, which
 // the views show and the idle_in_transaction check reads), and returns
 // the release that gives it back and clears the record.
-func (m *Manager) held(sess *session.Session, pool string, slot *admission.Slot) (release func()) {
+func (m *core) held(sess *session.Session, pool string, slot *admission.Slot) (release func()) {
 	token := sess.TakeSlot(pool, m.clk.Now())
 	return func() {
 		sess.DropSlot(token)
@@ -133,7 +133,7 @@ func (m *Manager) held(sess *session.Session, pool string, slot *admission.Slot)
 
 // request is the admission request of st, and whether its pool or link
 // limits it at all.
-func (m *Manager) request(st *session.Statement) (admission.Request, bool) {
+func (m *core) request(st *session.Statement) (admission.Request, bool) {
 	cur := m.state.Load()
 	sess := st.Session
 	r, ok := cur.routes[sess.Info.Route]
@@ -162,7 +162,7 @@ func (m *Manager) request(st *session.Statement) (admission.Request, bool) {
 // TryAdmit implements wire.TryAdmitter: it admits st as Admit does when
 // that needs no wait (the pool and link have no limit, or a slot is free)
 // and otherwise takes nothing.
-func (m *Manager) TryAdmit(st *session.Statement) (release func(), ok bool) {
+func (m *Admission) TryAdmit(st *session.Statement) (release func(), ok bool) {
 	req, limited := m.request(st)
 	if !limited {
 		return noRelease, true
@@ -206,11 +206,11 @@ func admissionLimits(c *Catalog) admission.Limits {
 
 // AdmissionStats returns the running and waiting statements of every
 // pool that has a limit or holds slots.
-func (m *Manager) AdmissionStats() map[string]admission.PoolStats { return m.adm.Pools() }
+func (m *Admission) AdmissionStats() map[string]admission.PoolStats { return m.adm.Pools() }
 
 // admissionCounts returns the running and waiting statements by pool
 // for the views.
-func (m *Manager) admissionCounts() map[string]views.Admission {
+func (m *core) admissionCounts() map[string]views.Admission {
 	st := m.adm.Pools()
 	out := make(map[string]views.Admission, len(st))
 	for k, v := range st {
@@ -221,7 +221,7 @@ func (m *Manager) admissionCounts() map[string]views.Admission {
 
 // observeBlock records the block time of a statement that was held
 // (nothing for one admitted at once).
-func (m *Manager) observeBlock(pool string, st *session.Statement) {
+func (m *core) observeBlock(pool string, st *session.Statement) {
 	snap := st.Snapshot()
 	if snap.Held.IsZero() {
 		return

@@ -45,7 +45,7 @@ func (e *admitEnv) begin(user string) *session.Statement {
 func (e *admitEnv) admit(ctx context.Context, st *session.Statement) <-chan admitted {
 	ch := make(chan admitted, 1)
 	go func() {
-		r, err := e.m.Admit(ctx, st)
+		r, err := e.m.Admission().Admit(ctx, st)
 		ch <- admitted{r, err}
 	}()
 	synctest.Wait()
@@ -112,7 +112,7 @@ func admitErr(t *testing.T, a admitted, msg string, cause error) *AdmitError {
 
 func (e *admitEnv) stats(pool string, running, waiting int) {
 	e.t.Helper()
-	if got := e.m.AdmissionStats()[pool]; got.Running != running || got.Waiting != waiting {
+	if got := e.m.Admission().AdmissionStats()[pool]; got.Running != running || got.Waiting != waiting {
 		e.t.Errorf("pool %s: %+v, want running %d waiting %d", pool, got, running, waiting)
 	}
 }
@@ -121,7 +121,7 @@ func TestAdmitNoLimit(t *testing.T) {
 	e := newAdmitEnv(t, "CREATE RESOURCE POOL p; CREATE USER u RESOURCE POOL 'p'")
 	for _, user := range []string{"u", "nobody"} {
 		st := e.begin(user)
-		release, err := e.m.Admit(context.Background(), st)
+		release, err := e.m.Admission().Admit(context.Background(), st)
 		if err != nil || release == nil {
 			t.Fatalf("%s: Admit = %v", user, err)
 		}
@@ -131,7 +131,7 @@ func TestAdmitNoLimit(t *testing.T) {
 			t.Errorf("%s: a statement of an unlimited pool was held", user)
 		}
 	}
-	if got := e.m.AdmissionStats(); len(got) != 0 {
+	if got := e.m.Admission().AdmissionStats(); len(got) != 0 {
 		t.Errorf("AdmissionStats = %v, want none", got)
 	}
 }
@@ -168,7 +168,7 @@ func TestAdmitHoldRelease(t *testing.T) {
 		if st2.Waiting() || st2.BlockTime(e.clk.Now()) != 2*time.Second || !st2.ExecStarted().Equal(t0.Add(2*time.Second)) {
 			t.Errorf("after admission: waiting %v, block %v, exec started %v", st2.Waiting(), st2.BlockTime(e.clk.Now()), st2.ExecStarted())
 		}
-		h := e.m.BlockTimes()["p"]
+		h := e.m.Admission().BlockTimes()["p"]
 		if h.Count != 1 || h.Sum != 2 {
 			t.Errorf("block-time histogram of p = %+v, want one 2 s observation", h)
 		}
@@ -317,7 +317,7 @@ func TestAdmitNoLimitAllocs(t *testing.T) {
 	st := e.begin("u")
 	ctx := context.Background()
 	n := testing.AllocsPerRun(100, func() {
-		r, _ := e.m.Admit(ctx, st)
+		r, _ := e.m.Admission().Admit(ctx, st)
 		r()
 	})
 	if n != 0 {
@@ -337,14 +337,14 @@ func BenchmarkAdmit(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer m.Close()
-			if _, err := m.Exec(context.Background(), tt.ddl); err != nil {
+			if _, err := m.Service().Exec(context.Background(), tt.ddl); err != nil {
 				b.Fatal(err)
 			}
 			st := openAs(reg, "pg", "u", t0).Begin("select 1", t0)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				r, err := m.Admit(ctx, st)
+				r, err := m.Admission().Admit(ctx, st)
 				if err != nil {
 					b.Fatal(err)
 				}

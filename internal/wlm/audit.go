@@ -132,16 +132,16 @@ func (l *AuditLog) Counts() map[AuditCount]uint64 {
 }
 
 // Audit returns the kept audit entries, oldest first.
-func (m *Manager) Audit() []AuditEntry { return m.audit.Entries() }
+func (m *Service) Audit() []AuditEntry { return m.audit.Entries() }
 
 // AuditCounts returns the catalog changes recorded since the Manager was
 // made, by surface and outcome.
-func (m *Manager) AuditCounts() map[AuditCount]uint64 { return m.audit.Counts() }
+func (m *Service) AuditCounts() map[AuditCount]uint64 { return m.audit.Counts() }
 
 // record adds a change to the audit log and logs it at INFO. statement
 // must already have its passwords masked. A ctx without an Actor is
 // recorded with an empty one.
-func (m *Manager) record(ctx context.Context, statement string, err error) {
+func (m *core) record(ctx context.Context, statement string, err error) {
 	a, _ := ActorFrom(ctx)
 	e := m.audit.Record(m.clk.Now(), a, statement, err)
 	attrs := []any{"surface", e.Surface, "user", e.User, "client_addr", e.Addr, "statement", e.Statement, "outcome", e.Outcome()}

@@ -87,7 +87,7 @@ func TestManagerAudit(t *testing.T) {
 	m := auditManager(t, &buf)
 	console := Actor{Surface: SurfaceConsole, User: "admin", Addr: "127.0.0.1:40000"}
 	ctx := WithActor(context.Background(), console)
-	run := func(sql string) error { _, err := m.Exec(ctx, sql); return err }
+	run := func(sql string) error { _, err := m.Service().Exec(ctx, sql); return err }
 	if err := run("CREATE RESOURCE POOL p WITH (delay='1ms')"); err != nil {
 		t.Fatal(err)
 	}
@@ -107,18 +107,18 @@ func TestManagerAudit(t *testing.T) {
 		{Name: "password", Value: ddl.Value{Kind: ddl.String, Text: "built-secret"}},
 	}}
 	httpCtx := WithActor(context.Background(), Actor{Surface: SurfaceHTTP, User: "token", Addr: "127.0.0.1:40001"})
-	if _, err := m.ExecStatement(httpCtx, built); err != nil {
+	if _, err := m.Service().ExecStatement(httpCtx, built); err != nil {
 		t.Fatal(err)
 	}
 	fwdCtx := WithActor(context.Background(), Actor{Surface: SurfaceForward, User: "dba", Addr: "127.0.0.1:40002"})
-	if _, took, err := m.ForwardUser(fwdCtx, "ALTER USER w RESOURCE POOL 'p' PASSWORD 'fwd-secret'", ddl.PostgreSQL); !took || err != nil {
+	if _, took, err := m.Service().ForwardUser(fwdCtx, "ALTER USER w RESOURCE POOL 'p' PASSWORD 'fwd-secret'", ddl.PostgreSQL); !took || err != nil {
 		t.Fatalf("forward: took %v, err %v", took, err)
 	}
 	cfgCtx := WithActor(context.Background(), Actor{Surface: SurfaceConfig, Addr: "/etc/sluice.yaml"})
-	if err := m.DefineLink(cfgCtx, "wan", map[string]string{"delay": "5ms"}); err != nil {
+	if err := m.Service().DefineLink(cfgCtx, "wan", map[string]string{"delay": "5ms"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Set(cfgCtx, "low_priority_bandwidth", "bogus"); err == nil {
+	if err := m.Service().Set(cfgCtx, "low_priority_bandwidth", "bogus"); err == nil {
 		t.Fatal("a bad setting was accepted")
 	}
 
@@ -135,7 +135,7 @@ func TestManagerAudit(t *testing.T) {
 		{actorIn(cfgCtx), "CREATE OR ALTER LINK wan WITH (delay='5ms')", ""},
 		{actorIn(cfgCtx), "SET low_priority_bandwidth = 'bogus'", ddl.CodeInvalidParameter},
 	}
-	got := m.Audit()
+	got := m.Service().Audit()
 	if len(got) != len(want) {
 		t.Fatalf("%d entries, want %d (SHOW and SELECT are not audited): %+v", len(got), len(want), got)
 	}
@@ -156,7 +156,7 @@ func TestManagerAudit(t *testing.T) {
 	if r := res.Rows[0]; r[1] != "console" || r[2] != "admin" || r[3] != "127.0.0.1:40000" || r[5] != "ok" {
 		t.Errorf("first entry shows as %q", r)
 	}
-	if n := m.AuditCounts()[AuditCount{SurfaceConsole, "error"}]; n != 1 {
+	if n := m.Service().AuditCounts()[AuditCount{SurfaceConsole, "error"}]; n != 1 {
 		t.Errorf("console errors counted %d, want 1", n)
 	}
 	log := buf.String()
@@ -185,14 +185,14 @@ func TestSessionCommandOfNoSessionAudited(t *testing.T) {
 	var buf testenv.Buffer
 	m := auditManager(t, &buf)
 	ctx := WithActor(context.Background(), Actor{Surface: SurfaceConsole, User: "admin"})
-	if done, err := m.CancelSession(ctx, 999999); done || err != nil {
+	if done, err := m.Runtime().CancelSession(ctx, 999999); done || err != nil {
 		t.Fatalf("CancelSession of no session: %v, %v", done, err)
 	}
-	if m.TerminateSession(ctx, 999998) {
+	if m.Runtime().TerminateSession(ctx, 999998) {
 		t.Fatal("TerminateSession of no session: done")
 	}
 	got := map[string]string{}
-	for _, e := range m.Audit() {
+	for _, e := range m.Service().Audit() {
 		got[e.Statement] = e.Code
 	}
 	for _, st := range []string{"CANCEL STATEMENT 999999", "TERMINATE SESSION 999998"} {

@@ -66,7 +66,7 @@ func (b *blockStats) snapshot(keep func(pool string) bool) map[string]BlockHisto
 // BlockTimes returns the block-time histogram of every pool of the
 // current catalog whose statements were held ("" for statements of no
 // pool held by a link's max_active_statements).
-func (m *Manager) BlockTimes() map[string]BlockHistogram {
+func (m *Admission) BlockTimes() map[string]BlockHistogram {
 	cat := m.state.Load().cat
 	return m.blocks.snapshot(func(pool string) bool { return pool == "" || cat.Pools[pool] != nil })
 }

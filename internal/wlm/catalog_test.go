@@ -32,7 +32,7 @@ func newTestManager(t *testing.T, o ManagerOptions) *Manager {
 
 func mustExec(t *testing.T, m *Manager, sql string) Result {
 	t.Helper()
-	res, err := m.Exec(context.Background(), sql)
+	res, err := m.Service().Exec(context.Background(), sql)
 	if err != nil {
 		t.Fatalf("Exec(%q): %v", sql, err)
 	}
@@ -42,7 +42,7 @@ func mustExec(t *testing.T, m *Manager, sql string) Result {
 // execErr runs sql and returns its *ddl.Error, failing if there is none.
 func execErr(t *testing.T, m *Manager, sql string) *ddl.Error {
 	t.Helper()
-	_, err := m.Exec(context.Background(), sql)
+	_, err := m.Service().Exec(context.Background(), sql)
 	var e *ddl.Error
 	if !errors.As(err, &e) {
 		t.Fatalf("Exec(%q) = %v, want *ddl.Error", sql, err)
@@ -62,7 +62,7 @@ func TestReferenceStatements(t *testing.T) {
 			t.Errorf("%s: tag %q, want %q", sql, res.Tag, tags[i])
 		}
 	}
-	c := m.Catalog()
+	c := m.Service().Catalog()
 	if r := c.Rules["bandwidth_rule1"]; r == nil || *r != (Rule{Bandwidth: 128, ElapsedTime: 60, Action: Penalty}) {
 		t.Errorf("rule = %+v", r)
 	}
@@ -72,7 +72,7 @@ func TestReferenceStatements(t *testing.T) {
 	if u := c.Users["user1"]; u == nil || u.Pool != "rp1" {
 		t.Errorf("user = %+v", u)
 	}
-	if b := m.Bind("r", "user1"); b.Pool != "rp1" || b.Class != link.Normal || b.Link != m.Link(DefaultLink) {
+	if b := m.Runtime().Bind("r", "user1"); b.Pool != "rp1" || b.Class != link.Normal || b.Link != m.Runtime().Link(DefaultLink) {
 		t.Errorf("Bind = %+v", b)
 	}
 }
@@ -95,7 +95,7 @@ func TestAdmissionOptions(t *testing.T) {
 	}
 	for _, s := range steps {
 		mustExec(t, m, s.sql)
-		c := m.Catalog()
+		c := m.Service().Catalog()
 		p := c.Pools["p"]
 		if p.ActiveStatements != s.active || p.QueueTimeout != s.timeout || c.Links["l"].MaxActiveStatements != s.link {
 			t.Errorf("%s: active_statements %d, queue_timeout %v, max_active_statements %d; want %d, %v, %d",
@@ -123,7 +123,7 @@ func TestRuleOptions(t *testing.T) {
 	for i, tt := range tests {
 		m := newTestManager(t, ManagerOptions{})
 		mustExec(t, m, "CREATE EXCEPT RULE r WITH ("+tt.with+")")
-		if got := *m.Catalog().Rules["r"]; got != tt.want {
+		if got := *m.Service().Catalog().Rules["r"]; got != tt.want {
 			t.Errorf("%d: WITH (%s) = %+v, want %+v", i, tt.with, got, tt.want)
 		}
 	}
@@ -198,13 +198,13 @@ CREATE EXCEPT RULE other WITH (elapsedtime=1);`
 	for _, tt := range tests {
 		m := newTestManager(t, ManagerOptions{})
 		mustExec(t, m, setup)
-		before := m.Catalog()
-		v := m.Version()
+		before := m.Service().Catalog()
+		v := m.Runtime().Version()
 		e := execErr(t, m, tt.sql)
 		if e.Code != tt.code || e.Position != tt.pos || !strings.Contains(e.Message, tt.msg) {
 			t.Errorf("%s\n got %s %q at %d\nwant %s %q at %d", tt.sql, e.Code, e.Message, e.Position, tt.code, tt.msg, tt.pos)
 		}
-		if m.Catalog() != before || m.Version() != v {
+		if m.Service().Catalog() != before || m.Runtime().Version() != v {
 			t.Errorf("%s: the failed statement changed the catalog", tt.sql)
 		}
 	}
@@ -213,22 +213,22 @@ CREATE EXCEPT RULE other WITH (elapsedtime=1);`
 func TestAtomicAlter(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
 	mustExec(t, m, "CREATE RESOURCE POOL p WITH (weight=2, delay='1ms')")
-	before := *m.Catalog().Pools["p"]
+	before := *m.Service().Catalog().Pools["p"]
 	// The first option is valid, the second is not: neither applies.
 	e := execErr(t, m, "ALTER RESOURCE POOL p WITH (weight=7, delay='x')")
 	if e.Code != ddl.CodeInvalidParameter {
 		t.Fatalf("code %s", e.Code)
 	}
-	if got := *m.Catalog().Pools["p"]; !reflect.DeepEqual(got, before) {
+	if got := *m.Service().Catalog().Pools["p"]; !reflect.DeepEqual(got, before) {
 		t.Errorf("pool after failed ALTER = %+v, want %+v", got, before)
 	}
 	// Several statements in one Exec stop at the first error; the ones
 	// before it stay applied, each atomically.
-	_, err := m.Exec(context.Background(), "ALTER RESOURCE POOL p WITH (weight=3); ALTER RESOURCE POOL p WITH (weight=-5)")
+	_, err := m.Service().Exec(context.Background(), "ALTER RESOURCE POOL p WITH (weight=3); ALTER RESOURCE POOL p WITH (weight=-5)")
 	if err == nil {
 		t.Fatal("no error")
 	}
-	if w := m.Catalog().Pools["p"].Weight; w != 3 {
+	if w := m.Service().Catalog().Pools["p"].Weight; w != 3 {
 		t.Errorf("weight = %d, want 3", w)
 	}
 }
@@ -237,43 +237,43 @@ func TestDropCascadeAndIfExists(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
 	mustExec(t, m, reference)
 	mustExec(t, m, "CREATE EXCEPT RULE r2 WITH (elapsedtime=30); ALTER RESOURCE POOL rp1 WITH (except_rule='bandwidth_rule1, r2')")
-	if got := m.Catalog().Pools["rp1"].ExceptRules; !reflect.DeepEqual(got, []string{"bandwidth_rule1", "r2"}) {
+	if got := m.Service().Catalog().Pools["rp1"].ExceptRules; !reflect.DeepEqual(got, []string{"bandwidth_rule1", "r2"}) {
 		t.Fatalf("rules = %v", got)
 	}
 	res := mustExec(t, m, "DROP EXCEPT RULE bandwidth_rule1 CASCADE")
 	if res.Tag != "DROP EXCEPT RULE" || len(res.Notices) != 1 {
 		t.Errorf("result %+v", res)
 	}
-	if got := m.Catalog().Pools["rp1"].ExceptRules; !reflect.DeepEqual(got, []string{"r2"}) {
+	if got := m.Service().Catalog().Pools["rp1"].ExceptRules; !reflect.DeepEqual(got, []string{"r2"}) {
 		t.Errorf("rules after cascade = %v", got)
 	}
 	res = mustExec(t, m, "DROP RESOURCE POOL rp1 CASCADE")
-	if m.Catalog().Users["user1"] != nil || m.Catalog().Pools["rp1"] != nil {
+	if m.Service().Catalog().Users["user1"] != nil || m.Service().Catalog().Pools["rp1"] != nil {
 		t.Error("pool or its user survived DROP ... CASCADE")
 	}
-	vDrop := m.Version()
+	vDrop := m.Runtime().Version()
 	res = mustExec(t, m, "DROP USER IF EXISTS ghost, other")
-	if m.Version() != vDrop {
+	if m.Runtime().Version() != vDrop {
 		t.Error("a DROP IF EXISTS that dropped nothing bumped Version")
 	}
 	if res.Tag != "DROP ROLE" || len(res.Notices) != 2 || !strings.Contains(res.Notices[0], `user "ghost" does not exist, skipping`) {
 		t.Errorf("result %+v", res)
 	}
 	mustExec(t, m, "CREATE RESOURCE POOL p; CREATE USER a RESOURCE POOL p; ALTER USER a RESOURCE POOL 'default_pool'")
-	if u := m.Catalog().Users["a"]; u.Pool != "" {
+	if u := m.Service().Catalog().Users["a"]; u.Pool != "" {
 		t.Errorf("user a pool %q after binding to default_pool", u.Pool)
 	}
 	mustExec(t, m, "DROP RESOURCE POOL p; DROP USER a")
-	v := m.Version()
+	v := m.Runtime().Version()
 	res = mustExec(t, m, "CREATE EXCEPT RULE IF NOT EXISTS r2 WITH (bandwidth=1)")
-	if len(res.Notices) != 1 || !strings.Contains(res.Notices[0], `except rule "r2" already exists, skipping`) || m.Catalog().Rules["r2"].ElapsedTime != 30 {
+	if len(res.Notices) != 1 || !strings.Contains(res.Notices[0], `except rule "r2" already exists, skipping`) || m.Service().Catalog().Rules["r2"].ElapsedTime != 30 {
 		t.Errorf("CREATE IF NOT EXISTS of an existing rule: %+v", res)
 	}
-	if m.Version() != v {
+	if m.Runtime().Version() != v {
 		t.Error("a CREATE IF NOT EXISTS that did nothing bumped Version")
 	}
 	mustExec(t, m, "CREATE LINK IF NOT EXISTS wan WITH (delay='1ms')")
-	if m.Link("wan") == nil {
+	if m.Runtime().Link("wan") == nil {
 		t.Error("CREATE LINK IF NOT EXISTS did not create the link")
 	}
 }
@@ -288,7 +288,7 @@ func TestSettings(t *testing.T) {
 		}
 		return res.Rows[0][0]
 	}
-	def := m.Link(DefaultLink)
+	def := m.Runtime().Link(DefaultLink)
 	if got := def.Config(); got.LowPriorityBandwidth != 256_000_000 || got.LowPriorityQueueBytes != 64<<10 || got.LowYieldPercent != 25 || !got.NetworkControl {
 		t.Errorf("default link config %+v", got)
 	}
@@ -316,7 +316,7 @@ func TestSettings(t *testing.T) {
 	}
 	mustExec(t, m, "CREATE LINK wan; SET low_priority_bandwidth = '64MB'")
 	for _, name := range []string{DefaultLink, "wan"} {
-		if got := m.Link(name).Config(); got.LowPriorityBandwidth != 64e6 || got.NetworkControl {
+		if got := m.Runtime().Link(name).Config(); got.LowPriorityBandwidth != 64e6 || got.NetworkControl {
 			t.Errorf("link %s after SET: %+v", name, got)
 		}
 	}
@@ -324,26 +324,26 @@ func TestSettings(t *testing.T) {
 		t.Error("RESET network_control did not restore on")
 	}
 	mustExec(t, m, "RESET ALL")
-	if m.Catalog().Settings != catalog.DefaultSettings() {
-		t.Errorf("settings after RESET ALL: %+v", m.Catalog().Settings)
+	if m.Service().Catalog().Settings != catalog.DefaultSettings() {
+		t.Errorf("settings after RESET ALL: %+v", m.Service().Catalog().Settings)
 	}
 	res := mustExec(t, m, "SHOW ALL")
 	if len(res.Rows) != len(catalog.SettingNames()) || res.Columns[0] != "name" {
 		t.Errorf("SHOW ALL = %+v", res)
 	}
-	if err := m.Set(context.Background(), "Network_Control", "off"); err != nil || m.Catalog().Settings.NetworkControl {
+	if err := m.Service().Set(context.Background(), "Network_Control", "off"); err != nil || m.Service().Catalog().Settings.NetworkControl {
 		t.Errorf("Set: %v", err)
 	}
 }
 
 func TestLinksRuntime(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
-	v := m.Version()
+	v := m.Runtime().Version()
 	mustExec(t, m, "CREATE LINK wan WITH (capacity='1Gbit', queue_size='1MiB', delay='10ms', jitter='1ms', distribution=normal, correlation=0.25, rate='100MB', burst='64KiB', loss='0.1%', window='4MiB', seed=42, rto='300ms')")
-	if m.Version() <= v {
+	if m.Runtime().Version() <= v {
 		t.Error("Version did not increase")
 	}
-	wan := m.Link("wan")
+	wan := m.Runtime().Link("wan")
 	if wan == nil {
 		t.Fatal("no runtime link wan")
 	}
@@ -351,13 +351,13 @@ func TestLinksRuntime(t *testing.T) {
 		t.Errorf("wan config %+v", got)
 	}
 	mustExec(t, m, "ALTER LINK wan WITH (capacity='2Gbit')")
-	if m.Link("wan") != wan || wan.Config().Capacity != 250_000_000 {
+	if m.Runtime().Link("wan") != wan || wan.Config().Capacity != 250_000_000 {
 		t.Errorf("ALTER LINK did not reconfigure the same link: %+v", wan.Config())
 	}
-	if err := m.SetRoute("pg", Route{Link: "wan", Protocol: "postgres", CanCancel: true}); err != nil {
+	if err := m.Runtime().SetRoute("pg", Route{Link: "wan", Protocol: "postgres", CanCancel: true}); err != nil {
 		t.Fatal(err)
 	}
-	b := m.Bind("pg", "anyone")
+	b := m.Runtime().Bind("pg", "anyone")
 	want := netem.Params{Delay: 10 * time.Millisecond, Jitter: time.Millisecond, Distribution: netem.Normal, Correlation: 0.25,
 		Rate: 100e6, Burst: 64 << 10, Loss: 0.001, RTO: 300 * time.Millisecond, Window: 4 << 20, Seed: 42}
 	if b.Link != wan || b.Up != want || b.Down != want {
@@ -367,25 +367,25 @@ func TestLinksRuntime(t *testing.T) {
 	if e.Code != ddl.CodeDependentObjects || !strings.Contains(e.Message, `route "pg"`) {
 		t.Errorf("DROP LINK used by a route: %v", e)
 	}
-	m.RemoveRoute("pg")
+	m.Runtime().RemoveRoute("pg")
 	mustExec(t, m, "DROP LINK wan")
-	if m.Link("wan") != nil {
+	if m.Runtime().Link("wan") != nil {
 		t.Error("link survived DROP LINK")
 	}
 	res := mustExec(t, m, "SHOW LINKS")
 	if len(res.Rows) != 1 || res.Rows[0][0] != DefaultLink || res.Rows[0][1] != "unlimited" {
 		t.Errorf("SHOW LINKS = %+v", res)
 	}
-	if err := m.DefineLink(context.Background(), "lab", map[string]string{"Delay": "2ms", "capacity": "10MB"}); err != nil {
+	if err := m.Service().DefineLink(context.Background(), "lab", map[string]string{"Delay": "2ms", "capacity": "10MB"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.DefineLink(context.Background(), "lab", map[string]string{"delay": "3ms"}); err != nil {
+	if err := m.Service().DefineLink(context.Background(), "lab", map[string]string{"delay": "3ms"}); err != nil {
 		t.Fatal(err)
 	}
-	if d := m.Catalog().Links["lab"]; d.Capacity != 10e6 || *d.Emulation.Delay != Duration(3*time.Millisecond) {
+	if d := m.Service().Catalog().Links["lab"]; d.Capacity != 10e6 || *d.Emulation.Delay != Duration(3*time.Millisecond) {
 		t.Errorf("lab = %+v", d)
 	}
-	if err := m.DefineLink(context.Background(), "lab", map[string]string{"delay": "x"}); err == nil {
+	if err := m.Service().DefineLink(context.Background(), "lab", map[string]string{"delay": "x"}); err == nil {
 		t.Error("DefineLink accepted a bad delay")
 	}
 }
@@ -415,7 +415,7 @@ func TestForwardUser(t *testing.T) {
 		{"ALTER USER U3 RESOURCE POOL 'p1' PASSWORD 'x'", ddl.MySQL, "ALTER USER U3 IDENTIFIED BY 'x'", true, "", "U3", "p1", 0},
 	}
 	for _, s := range steps {
-		rest, took, err := m.ForwardUser(ctx, s.sql, s.d)
+		rest, took, err := m.Service().ForwardUser(ctx, s.sql, s.d)
 		var code string
 		var pos int
 		if err != nil {
@@ -428,7 +428,7 @@ func TestForwardUser(t *testing.T) {
 		if rest != s.rest || took != s.took || code != s.code || pos != s.position {
 			t.Fatalf("ForwardUser(%q) = %q, %v, %v; want %q, %v, %s at %d", s.sql, rest, took, err, s.rest, s.took, s.code, s.position)
 		}
-		u := m.Catalog().Users[s.user]
+		u := m.Service().Catalog().Users[s.user]
 		switch {
 		case s.pool == "-" && u != nil:
 			t.Fatalf("after %q: user %s bound to %q, want no binding", s.sql, s.user, u.Pool)
@@ -449,11 +449,11 @@ CREATE RESOURCE POOL vip WITH (network_priority=high);
 CREATE USER u1 RESOURCE POOL 'slow';
 CREATE USER u2 RESOURCE POOL 'vip'`)
 	route := map[string]string{"jitter": "5ms", "loss": "1%"}
-	v := m.Version()
-	if err := m.SetRoute("r", Route{Link: "wan", Protocol: "postgres", Emulation: route, Pool: "vip", CanCancel: true}); err != nil {
+	v := m.Runtime().Version()
+	if err := m.Runtime().SetRoute("r", Route{Link: "wan", Protocol: "postgres", Emulation: route, Pool: "vip", CanCancel: true}); err != nil {
 		t.Fatal(err)
 	}
-	if m.Version() <= v {
+	if m.Runtime().Version() <= v {
 		t.Error("SetRoute did not bump Version")
 	}
 	tests := []struct {
@@ -467,25 +467,25 @@ CREATE USER u2 RESOURCE POOL 'vip'`)
 		{"stranger", "vip", link.High, netem.Params{Delay: 10 * time.Millisecond, Jitter: 5 * time.Millisecond, Rate: 1e6, Loss: 0.01}},
 	}
 	for _, tt := range tests {
-		b := m.Bind("r", tt.user)
-		if b.Pool != tt.pool || b.Class != tt.class || b.Up != tt.want || b.Down != tt.want || b.Link != m.Link("wan") {
+		b := m.Runtime().Bind("r", tt.user)
+		if b.Pool != tt.pool || b.Class != tt.class || b.Up != tt.want || b.Down != tt.want || b.Link != m.Runtime().Link("wan") {
 			t.Errorf("Bind(r, %s) = %+v", tt.user, b)
 		}
 	}
 	// Unknown routes use the default link, no route options.
-	if b := m.Bind("nope", "stranger"); b.Pool != "" || b.Class != link.Normal || !b.Up.IsZero() || b.Link != m.Link(DefaultLink) {
+	if b := m.Runtime().Bind("nope", "stranger"); b.Pool != "" || b.Class != link.Normal || !b.Up.IsZero() || b.Link != m.Runtime().Link(DefaultLink) {
 		t.Errorf("Bind(nope) = %+v", b)
 	}
-	if got := m.Link("wan").Config().Weights["slow"]; got != 4 {
+	if got := m.Runtime().Link("wan").Config().Weights["slow"]; got != 4 {
 		t.Errorf("pool weight on link = %d", got)
 	}
 	// Unsetting a pool option falls back to the route's / link's.
-	v = m.Version()
+	v = m.Runtime().Version()
 	mustExec(t, m, "ALTER RESOURCE POOL slow WITH (delay=DEFAULT)")
-	if m.Version() <= v {
+	if m.Runtime().Version() <= v {
 		t.Error("ALTER did not bump Version")
 	}
-	if b := m.Bind("r", "u1"); b.Up.Delay != 10*time.Millisecond {
+	if b := m.Runtime().Bind("r", "u1"); b.Up.Delay != 10*time.Millisecond {
 		t.Errorf("delay after unset = %v", b.Up.Delay)
 	}
 	for _, r := range []Route{{Link: "nope"}, {Pool: "nope"}, {Emulation: map[string]string{"delay": "soon"}}, {Emulation: map[string]string{"speed": "1"}}} {
@@ -494,11 +494,11 @@ CREATE USER u2 RESOURCE POOL 'vip'`)
 		if r.Emulation != nil {
 			want = ddl.CodeInvalidParameter
 		}
-		if err := m.SetRoute("bad", r); !errors.As(err, &e) || e.Code != want || !strings.HasPrefix(e.Message, "route bad: ") {
+		if err := m.Runtime().SetRoute("bad", r); !errors.As(err, &e) || e.Code != want || !strings.HasPrefix(e.Message, "route bad: ") {
 			t.Errorf("SetRoute(%+v) = %v", r, err)
 		}
 	}
-	if _, ok := m.Routes()["bad"]; ok {
+	if _, ok := m.Runtime().Routes()["bad"]; ok {
 		t.Error("a refused route was added")
 	}
 	e := execErr(t, m, "DROP RESOURCE POOL vip CASCADE")
@@ -587,7 +587,7 @@ func TestEmulationParams(t *testing.T) {
 
 func TestAbortNeedsCancel(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
-	if err := m.SetRoute("my", Route{Protocol: "mysql", CanCancel: false}); err != nil {
+	if err := m.Runtime().SetRoute("my", Route{Protocol: "mysql", CanCancel: false}); err != nil {
 		t.Fatal(err)
 	}
 	// Binding a user to an abort pool is accepted: the user need not come
@@ -600,23 +600,23 @@ func TestAbortNeedsCancel(t *testing.T) {
 	// A route whose own default pool aborts is certain to need the
 	// cancel: making that pool's rule abort is refused.
 	mustExec(t, m, "ALTER EXCEPT RULE slow WITH (action=penalty)")
-	if err := m.SetRoute("my", Route{Protocol: "mysql", Pool: "p"}); err != nil {
+	if err := m.Runtime().SetRoute("my", Route{Protocol: "mysql", Pool: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	if e := execErr(t, m, "ALTER EXCEPT RULE slow WITH (action=abort)"); e.Code != ddl.CodeNotSupported || !strings.Contains(e.Message, `route "my" (mysql), whose sessions default to that pool`) {
 		t.Errorf("making the default pool of a route that cannot cancel abort: %v, want 0A000", e)
 	}
-	if err := m.SetRoute("my", Route{Protocol: "mysql"}); err != nil {
+	if err := m.Runtime().SetRoute("my", Route{Protocol: "mysql"}); err != nil {
 		t.Fatal(err)
 	}
 	mustExec(t, m, "ALTER EXCEPT RULE slow WITH (action=abort)")
 	// Once the route can cancel, abort rules are accepted.
-	if err := m.SetRoute("my", Route{Protocol: "mysql", CanCancel: true}); err != nil {
+	if err := m.Runtime().SetRoute("my", Route{Protocol: "mysql", CanCancel: true}); err != nil {
 		t.Fatal(err)
 	}
 	mustExec(t, m, "ALTER EXCEPT RULE slow WITH (action=abort)")
 	// A situation created by SetRoute is tolerated: unrelated DDL works.
-	if err := m.SetRoute("tcp", Route{Protocol: "tcp"}); err != nil {
+	if err := m.Runtime().SetRoute("tcp", Route{Protocol: "tcp"}); err != nil {
 		t.Fatal(err)
 	}
 	mustExec(t, m, "SET network_control = off; CREATE RESOURCE POOL q")
@@ -626,7 +626,7 @@ func TestAbortNeedsCancel(t *testing.T) {
 // wait in the proxy, so it is accepted on a route that cannot cancel.
 func TestBlockTimeAbortNeedsNoCancel(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
-	if err := m.SetRoute("my", Route{Protocol: "mysql", CanCancel: false}); err != nil {
+	if err := m.Runtime().SetRoute("my", Route{Protocol: "mysql", CanCancel: false}); err != nil {
 		t.Fatal(err)
 	}
 	mustExec(t, m, "CREATE EXCEPT RULE queued WITH (blocktime=10, action=abort); CREATE RESOURCE POOL p WITH (except_rule='queued', active_statements=2); CREATE USER u RESOURCE POOL 'p'")
@@ -641,7 +641,7 @@ func TestBlockTimeAbortNeedsNoCancel(t *testing.T) {
 func TestShowLists(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
 	mustExec(t, m, reference)
-	if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
+	if err := m.Runtime().SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -680,7 +680,7 @@ func TestShowLists(t *testing.T) {
 func TestLowPriorityCaps(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
 	mustExec(t, m, "CREATE LINK wan; SET low_priority_bandwidth = '64MB'")
-	low := func(name string) int64 { return m.Link(name).Config().LowPriorityBandwidth }
+	low := func(name string) int64 { return m.Runtime().Link(name).Config().LowPriorityBandwidth }
 	for _, tt := range []struct {
 		step      string
 		caps      map[string]int64
@@ -697,7 +697,7 @@ func TestLowPriorityCaps(t *testing.T) {
 		{step: "removed", caps: map[string]int64{}, def: 0, wan: 0, created: "lan", createdBW: 0},
 	} {
 		if tt.caps != nil {
-			m.SetLowPriorityCaps(tt.caps)
+			m.Runtime().SetLowPriorityCaps(tt.caps)
 		}
 		if tt.exec != "" {
 			mustExec(t, m, tt.exec)

@@ -20,7 +20,7 @@ type distPattern struct {
 // when the setting is empty (off), app does not match, or no single session
 // has that pid. It parses the setting once per value and allocates only
 // while matching; it is safe for concurrent use.
-func (m *Manager) Coordinator(app string) *session.Session {
+func (m *Runtime) Coordinator(app string) *session.Session {
 	text := m.state.Load().cat.Settings.DistributedApplicationName
 	if text == "" {
 		return nil

@@ -46,11 +46,11 @@ func TestCoordinator(t *testing.T) {
 		if c.set != "" {
 			mustExec(t, m, c.set)
 		}
-		if got := m.Coordinator(c.app); got != c.want {
+		if got := m.Runtime().Coordinator(c.app); got != c.want {
 			t.Errorf("after %q, Coordinator(%q) = %v, want %v", c.set, c.app, got, c.want)
 		}
 	}
-	if _, err := m.Exec(context.Background(), "SET distributed_application_name = 'fdw'"); err == nil || !strings.Contains(err.Error(), "process id") {
+	if _, err := m.Service().Exec(context.Background(), "SET distributed_application_name = 'fdw'"); err == nil || !strings.Contains(err.Error(), "process id") {
 		t.Errorf("SET of a pattern without a pid: %v", err)
 	}
 	if res := mustExec(t, m, "SHOW distributed_application_name"); len(res.Rows) != 1 || res.Rows[0][0] != "fdw %p" {
@@ -91,12 +91,12 @@ CREATE RESOURCE POOL shards WITH (except_rule='thin'); CREATE USER su RESOURCE P
 		fetches = append(fetches, st)
 	}
 	for sec := 1; sec <= 12; sec++ {
-		m.Evaluate(ctx, t0.Add(time.Duration(sec)*time.Second))
+		m.Rules().Evaluate(ctx, t0.Add(time.Duration(sec)*time.Second))
 	}
 	if !top.Penalized() || alone.Penalized() {
 		t.Fatalf("penalised: distributed %v, alone %v; want true, false", top.Penalized(), alone.Penalized())
 	}
-	if n := m.Stats().Firings[FiringKey{"fat", Penalty}]; n != 1 {
+	if n := m.Rules().Stats().Firings[FiringKey{"fat", Penalty}]; n != 1 {
 		t.Fatalf("rule fired %d times, want once", n)
 	}
 	for _, s := range append([]*session.Session{coord}, shards...) {
@@ -109,7 +109,7 @@ CREATE RESOURCE POOL shards WITH (except_rule='thin'); CREATE USER su RESOURCE P
 	}
 	// thin: 4 and 6 MB/s over the first second are above 3 MB/s, 2 MB/s
 	// is not.
-	if n := m.Stats().Firings[FiringKey{"thin", Penalty}]; n != 2 || fetches[0].Penalized() || !fetches[1].Penalized() || !fetches[2].Penalized() {
+	if n := m.Rules().Stats().Firings[FiringKey{"thin", Penalty}]; n != 2 || fetches[0].Penalized() || !fetches[1].Penalized() || !fetches[2].Penalized() {
 		t.Fatalf("thin fired %d times (penalised %v %v %v), want twice, for shard2 and shard3", n, fetches[0].Penalized(), fetches[1].Penalized(), fetches[2].Penalized())
 	}
 

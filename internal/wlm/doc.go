@@ -13,9 +13,41 @@
 // change the catalog through a Manager; the proxy asks it how to treat a
 // session; the evaluator watches the session registry.
 //
+// # Roles
+//
+// NewManager makes one shared core and hands it out as five roles, each a
+// type of its own with only its methods; a user of the workload manager
+// holds the one it needs, behind a small interface of its own defined
+// where it is used:
+//
+//   - Service, the catalog service: Exec and ExecStatement (the console,
+//     the HTTP API's SQL, the Toxiproxy API's links), ForwardUser and
+//     BindUser (data-port forwarding), DefineLink and Set (the
+//     configuration file), Reload, the stored revision and staleness
+//     (ApplyStored, AppliedRevision, SetStale, StaleSince: a
+//     store.Follower), and the audit log. Each change publishes a new
+//     immutable generation (catalog, routes, runtime links) with one
+//     atomic store.
+//   - Runtime, the binding runtime: Bind and Version (proxy.Policy),
+//     the routes (SetRoute, RemoveRoute, Routes, RoutesByLink), the
+//     runtime links and the fleet's Low-class caps (Link, LinkNames,
+//     SetLowPriorityCaps), the session registry, Coordinator (a shard
+//     connection's distributed statement) and CancelSession /
+//     TerminateSession. It reads the latest generation with one atomic
+//     load.
+//   - Admission: Admit and TryAdmit (wire.Admitter) and the pools'
+//     counts and block times.
+//   - Rules, the exception-rule evaluator: Run, Evaluate and Stats.
+//   - Views: ViewTables, and Register, through which a view the manager
+//     does not compute (the fleet's budget, the what-if table, and the
+//     network estimates) gets its Source; SHOW, SELECT and ViewTables
+//     answer it from there.
+//
+// The Manager itself only hands out the roles and closes the core.
+//
 // # Statements
 //
-// Manager.Exec runs the console's statements (parsed by package ddl):
+// Service.Exec runs the console's statements (parsed by package ddl):
 // CREATE / ALTER / DROP for EXCEPT RULE, RESOURCE POOL, LINK and USER (a
 // user's binding to a pool; the console records no password: a PASSWORD
 // clause is accepted there and dropped, see Data-port forwarding for the
@@ -99,7 +131,7 @@
 // A pool's active_statements (GaussDB's; -1 or DEFAULT unlimited, 0
 // refused with 22023) bounds how many of its statements run at once; a
 // link's max_active_statements bounds those of every session on the link,
-// whatever their pool. Manager.Admit is the protocol front ends' hold
+// whatever their pool. Admission.Admit is the protocol front ends' hold
 // point: it reads the session's pool (its user's binding, else its
 // route's default pool) and link in the current catalog, one atomic load,
 // and returns at once, allocating nothing, when neither has a limit.
@@ -192,7 +224,7 @@
 // wait with the *AdmitError naming the rule, with no cancel request (the
 // server never saw the statement). When an abort and a penalty fire in
 // the same pass, only the abort applies. Every firing is logged, counted
-// (Manager.Stats, by rule and action) and appended to the statement's
+// (Rules.Stats, by rule and action) and appended to the statement's
 // except_info; a failed cancel is counted and noted too.
 //
 // Because abort needs a way to cancel, a statement that would make an
@@ -206,11 +238,11 @@
 //
 // # Bindings
 //
-// Manager.Bind(route, user) returns the user's pool (or the route's
+// Runtime.Bind(route, user) returns the user's pool (or the route's
 // default pool), the pool's network_priority as the link class, the
 // route's runtime link, and the path emulation of each direction: the
 // link's options, overridden by the route's, overridden by the pool's,
-// each option only where set. Manager.Version increases whenever a
+// each option only where set. Runtime.Version increases whenever a
 // binding may have changed (any catalog change, SetRoute); a live session
 // compares it on each chunk, one atomic load, and re-binds when it moved.
 // Runtime links are reconfigured in place: SET low_priority_bandwidth
@@ -225,7 +257,7 @@
 //
 // # Data-port forwarding
 //
-// Manager.ForwardUser serves `CREATE USER u RESOURCE POOL 'p' PASSWORD
+// Service.ForwardUser serves `CREATE USER u RESOURCE POOL 'p' PASSWORD
 // 'x'` sent on a data route (by the users the configuration names): it
 // splits the statement with ddl.SplitUserPool, makes the binding with
 // BindUser and returns the rest (`CREATE USER u PASSWORD 'x'`, or
@@ -301,7 +333,7 @@
 // the database cluster, not one route: one SET reaches every route
 // (a coordinator's session may be on any of them) and, with etcd, every
 // instance of a fleet; the configuration file sets it under settings:,
-// the catalog file keeps it. Manager.Coordinator is the protocol front
+// the catalog file keeps it. Runtime.Coordinator is the protocol front
 // end's lookup: the pattern, parsed once per value, then the registry's
 // backend pid index.
 //
@@ -340,5 +372,10 @@
 // the controller's is taken). The block-time histograms have their own
 // leaf lock.
 //
-// A Manager is safe for concurrent use.
+// core.srcMu, which serialises Views.Register, is a leaf; readers load
+// the registered Sources with one atomic load and call a Source with no
+// lock of the manager's held (a Source must not call back into it).
+// In this section Manager.mu is the core's mu, which every role shares.
+//
+// A Manager and each of its roles are safe for concurrent use.
 package wlm

@@ -41,7 +41,7 @@ func follow(t *testing.T, m *Manager, s *store.Etcd) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Follow(ctx, m, clock.Real{}, testenv.Logger(0))
+		s.Follow(ctx, m.Service(), clock.Real{}, testenv.Logger(0))
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
@@ -49,7 +49,7 @@ func follow(t *testing.T, m *Manager, s *store.Etcd) {
 // waitRevision waits until m applies rev.
 func waitRevision(t *testing.T, m *Manager, rev uint64) {
 	t.Helper()
-	testenv.Eventually(t, 30*time.Second, "revision "+strconv.FormatUint(rev, 10)+" applied", func() bool { return m.AppliedRevision() >= rev })
+	testenv.Eventually(t, 30*time.Second, "revision "+strconv.FormatUint(rev, 10)+" applied", func() bool { return m.Service().AppliedRevision() >= rev })
 }
 
 // TestEtcdConflictIs40001: B changes the catalog on a revision A has
@@ -60,19 +60,19 @@ func waitRevision(t *testing.T, m *Manager, rev uint64) {
 func TestEtcdConflictIs40001(t *testing.T) {
 	ms, _ := etcdManagers(t, 2)
 	a, b := ms[0], ms[1]
-	if a.AppliedRevision() == 0 || a.AppliedRevision() != b.AppliedRevision() {
-		t.Fatalf("revisions at start: %d, %d", a.AppliedRevision(), b.AppliedRevision())
+	if a.Service().AppliedRevision() == 0 || a.Service().AppliedRevision() != b.Service().AppliedRevision() {
+		t.Fatalf("revisions at start: %d, %d", a.Service().AppliedRevision(), b.Service().AppliedRevision())
 	}
 	mustExec(t, a, "CREATE RESOURCE POOL rp WITH (weight = 2)")
 	e := execErr(t, b, "CREATE LINK mine")
 	if e.Code != CodeSerializationFailure || !strings.Contains(e.Message, "could not serialize access") {
 		t.Fatalf("B's change on a stale catalog: %v", e)
 	}
-	if b.Catalog().Links["mine"] != nil || b.Catalog().Pools["rp"] == nil || b.AppliedRevision() != a.AppliedRevision() {
-		t.Fatalf("after 40001 B holds revision %d (A %d), pools %v, links %v", b.AppliedRevision(), a.AppliedRevision(), b.Catalog().Pools, b.Catalog().Links)
+	if b.Service().Catalog().Links["mine"] != nil || b.Service().Catalog().Pools["rp"] == nil || b.Service().AppliedRevision() != a.Service().AppliedRevision() {
+		t.Fatalf("after 40001 B holds revision %d (A %d), pools %v, links %v", b.Service().AppliedRevision(), a.Service().AppliedRevision(), b.Service().Catalog().Pools, b.Service().Catalog().Links)
 	}
 	mustExec(t, b, "ALTER RESOURCE POOL rp WITH (weight = 7)")
-	if got := b.Catalog().Pools["rp"].Weight; got != 7 {
+	if got := b.Service().Catalog().Pools["rp"].Weight; got != 7 {
 		t.Errorf("weight after B's retry: %d", got)
 	}
 }
@@ -90,7 +90,7 @@ func TestEtcdConcurrentAlter(t *testing.T) {
 	}
 	a, b := ms[0], ms[1]
 	mustExec(t, a, "CREATE RESOURCE POOL rp")
-	waitRevision(t, b, a.AppliedRevision())
+	waitRevision(t, b, a.Service().AppliedRevision())
 	conflicts := 0
 	for round := 0; round < 20 && conflicts < 3; round++ {
 		wa, wb := 2*round+2, 2*round+3
@@ -99,18 +99,18 @@ func TestEtcdConcurrentAlter(t *testing.T) {
 			wg     sync.WaitGroup
 			errA   error
 			errB   error
-			before = a.AppliedRevision()
+			before = a.Service().AppliedRevision()
 		)
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			<-start
-			_, errA = a.Exec(context.Background(), "ALTER RESOURCE POOL rp WITH (weight = "+strconv.Itoa(wa)+")")
+			_, errA = a.Service().Exec(context.Background(), "ALTER RESOURCE POOL rp WITH (weight = "+strconv.Itoa(wa)+")")
 		}()
 		go func() {
 			defer wg.Done()
 			<-start
-			_, errB = b.Exec(context.Background(), "ALTER RESOURCE POOL rp WITH (weight = "+strconv.Itoa(wb)+")")
+			_, errB = b.Service().Exec(context.Background(), "ALTER RESOURCE POOL rp WITH (weight = "+strconv.Itoa(wb)+")")
 		}()
 		close(start)
 		wg.Wait()
@@ -127,11 +127,11 @@ func TestEtcdConcurrentAlter(t *testing.T) {
 			t.Fatalf("round %d: A %v, B %v", round, errA, errB)
 		}
 		testenv.Eventually(t, 30*time.Second, "A and B on one revision", func() bool {
-			return a.AppliedRevision() == b.AppliedRevision() && a.AppliedRevision() > before
+			return a.Service().AppliedRevision() == b.Service().AppliedRevision() && a.Service().AppliedRevision() > before
 		})
-		ca, cb := a.Catalog(), b.Catalog()
+		ca, cb := a.Service().Catalog(), b.Service().Catalog()
 		if !reflect.DeepEqual(ca, cb) {
-			t.Fatalf("round %d: catalogs differ at revision %d:\nA %+v\nB %+v", round, a.AppliedRevision(), ca.Pools["rp"], cb.Pools["rp"])
+			t.Fatalf("round %d: catalogs differ at revision %d:\nA %+v\nB %+v", round, a.Service().AppliedRevision(), ca.Pools["rp"], cb.Pools["rp"])
 		}
 		got := ca.Pools["rp"].Weight
 		if want >= 0 && got != want {
@@ -159,27 +159,27 @@ func TestStaleRefusesChanges(t *testing.T) {
 	ms, _ := etcdManagers(t, 1)
 	m := ms[0]
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	m.SetStale(since)
-	if !m.StaleSince().Equal(since) {
-		t.Fatalf("StaleSince %v", m.StaleSince())
+	m.Service().SetStale(since)
+	if !m.Service().StaleSince().Equal(since) {
+		t.Fatalf("StaleSince %v", m.Service().StaleSince())
 	}
-	rev, v := m.AppliedRevision(), m.Version()
+	rev, v := m.Service().AppliedRevision(), m.Runtime().Version()
 	for _, sql := range []string{"CREATE LINK l", "SET low_priority_bandwidth = '1MB'"} {
 		e := execErr(t, m, sql)
 		if e.Code != CodeIOError || !strings.Contains(e.Message, "etcd") || !strings.Contains(e.Message, "read-only") {
 			t.Errorf("%s while stale: %v", sql, e)
 		}
 	}
-	if err := m.Set(context.Background(), "low_priority_bandwidth", "1MB"); err == nil {
+	if err := m.Service().Set(context.Background(), "low_priority_bandwidth", "1MB"); err == nil {
 		t.Error("the configuration's SET went through while stale")
 	}
-	if m.AppliedRevision() != rev || m.Version() != v || m.Catalog().Links["l"] != nil {
+	if m.Service().AppliedRevision() != rev || m.Runtime().Version() != v || m.Service().Catalog().Links["l"] != nil {
 		t.Fatalf("a refused change changed the catalog")
 	}
-	m.SetStale(time.Time{})
+	m.Service().SetStale(time.Time{})
 	mustExec(t, m, "CREATE LINK l")
-	if m.AppliedRevision() <= rev {
-		t.Errorf("revision %d after the change, was %d", m.AppliedRevision(), rev)
+	if m.Service().AppliedRevision() <= rev {
+		t.Errorf("revision %d after the change, was %d", m.Service().AppliedRevision(), rev)
 	}
 }
 
@@ -210,8 +210,8 @@ func TestEtcdDataLoss(t *testing.T) {
 	for i := range 40 {
 		mustExec(t, a, "SET low_priority_bandwidth = '"+strconv.Itoa(i+1)+"MB'")
 	}
-	waitRevision(t, b, a.AppliedRevision())
-	before := b.AppliedRevision()
+	waitRevision(t, b, a.Service().AppliedRevision())
+	before := b.Service().AppliedRevision()
 
 	cl.Wipe(0)
 	cl.Start(0)
@@ -219,16 +219,16 @@ func TestEtcdDataLoss(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "both instances noticed etcd's reset", func() bool {
 		return ss[0].Resets() >= 1 && ss[1].Resets() >= 1
 	})
-	if b.AppliedRevision() >= before {
-		t.Fatalf("b's applied revision %d after the reset, was %d: it still waits for the old history", b.AppliedRevision(), before)
+	if b.Service().AppliedRevision() >= before {
+		t.Fatalf("b's applied revision %d after the reset, was %d: it still waits for the old history", b.Service().AppliedRevision(), before)
 	}
 	// a's next change reaches b.
 	testenv.Eventually(t, 30*time.Second, "a's change after the reset", func() bool {
-		_, err := a.Exec(context.Background(), "CREATE LINK after_reset")
+		_, err := a.Service().Exec(context.Background(), "CREATE LINK after_reset")
 		return err == nil || strings.Contains(err.Error(), "already exists")
 	})
 	testenv.Eventually(t, 30*time.Second, "b applied a's change after the reset", func() bool {
-		return b.Catalog().Links["after_reset"] != nil
+		return b.Service().Catalog().Links["after_reset"] != nil
 	})
 	for i, s := range ss {
 		if n := s.Resets(); n != 1 {

@@ -491,7 +491,7 @@ func trim2(f float64) string { return fmt.Sprintf("%.2f", f) }
 //
 // A blocktime firing acts on the wait: a penalty demotes it (Penalize
 // makes the waiter low class), an abort cancels it here, with the
-// *AdmitError naming the rule that Manager.Admit returns; no cancel
+// *AdmitError naming the rule that Admission.Admit returns; no cancel
 // request is sent, since the server never saw the statement.
 func (e *evaluator) act(f firing) (outcome string, cancel bool) {
 	e.log.Info("exception rule fired", f.attrs()...)

@@ -19,7 +19,7 @@ func stepEvaluator(e *admitEnv, until time.Time) {
 	ctx := context.Background()
 	for now := e.clk.Now(); !now.After(until); now = e.clk.Now() {
 		next := now.Add(SampleInterval)
-		if due := e.m.Evaluate(ctx, now); !due.IsZero() && due.Before(next) {
+		if due := e.m.Rules().Evaluate(ctx, now); !due.IsZero() && due.Before(next) {
 			next = due
 		}
 		synctest.Wait()
@@ -52,7 +52,7 @@ func TestEvaluatorBlockTime(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newAdmitEnv(t, "CREATE EXCEPT RULE r WITH ("+tt.rule+"); CREATE RESOURCE POOL p WITH (except_rule=r, active_statements=1); CREATE USER u RESOURCE POOL 'p'")
-				if err := e.m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
+				if err := e.m.Runtime().SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
 					t.Fatal(err)
 				}
 				ctx := context.Background()
@@ -80,7 +80,7 @@ func TestEvaluatorBlockTime(t *testing.T) {
 					if canc.count() != 0 {
 						t.Errorf("%d cancel requests for a held statement", canc.count())
 					}
-					if s := e.m.Stats(); s.Firings[FiringKey{"r", Abort}] != 1 {
+					if s := e.m.Rules().Stats(); s.Firings[FiringKey{"r", Abort}] != 1 {
 						t.Errorf("firings %v", s.Firings)
 					}
 					if ex := held.Snapshot().Except; len(ex) != 1 || !strings.Contains(ex[0], "blocktime") {
@@ -176,7 +176,7 @@ func TestEvaluatorBlockAbortRace(t *testing.T) {
 // never run) is not checked against the running statements' rules.
 func TestEvaluatorSkipsFailedWait(t *testing.T) {
 	clk, reg, m := newEvalManager(t, "CREATE EXCEPT RULE slow WITH (elapsedtime=1, action=abort); CREATE RESOURCE POOL p WITH (except_rule=slow); CREATE USER u RESOURCE POOL 'p'")
-	if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
+	if err := m.Runtime().SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
 		t.Fatal(err)
 	}
 	s := openAs(reg, "pg", "u", t0)
@@ -187,7 +187,7 @@ func TestEvaluatorSkipsFailedWait(t *testing.T) {
 	st.LeaveWait(t0.Add(time.Second))
 	for range 10 {
 		clk.Advance(time.Second)
-		m.Evaluate(context.Background(), clk.Now())
+		m.Rules().Evaluate(context.Background(), clk.Now())
 	}
 	if canc.count() != 0 || len(st.Snapshot().Except) != 0 {
 		t.Errorf("a statement that never ran: %d cancels, except_info %q", canc.count(), st.Snapshot().Except)

@@ -173,7 +173,7 @@ func TestEvaluatorRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clk, reg, m := newEvalManager(t, tt.ddl+"; CREATE USER u RESOURCE POOL p")
-			if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
+			if err := m.Runtime().SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
 				t.Fatal(err)
 			}
 			s := reg.Open(session.Info{Route: "pg", Protocol: "postgres"}, t0)
@@ -181,7 +181,7 @@ func TestEvaluatorRules(t *testing.T) {
 			// Evaluations happen on whole seconds; the statement begins
 			// 0.3 s after one.
 			ctx := context.Background()
-			m.Evaluate(ctx, t0)
+			m.Rules().Evaluate(ctx, t0)
 			st := s.Begin("COPY big FROM STDIN", t0.Add(start))
 			canc := &fakeCanceler{st: st, now: clk.Now}
 			if tt.canceler {
@@ -192,7 +192,7 @@ func TestEvaluatorRules(t *testing.T) {
 			for now.Before(t0.Add(130 * time.Second)) {
 				// The evaluator's next wake-up, as Run computes it.
 				next := now.Add(SampleInterval)
-				if due := m.Evaluate(ctx, now); !due.IsZero() && due.Before(next) {
+				if due := m.Rules().Evaluate(ctx, now); !due.IsZero() && due.Before(next) {
 					next = due
 				}
 				if firedAt < 0 && (st.Snapshot().Penalized || st.CancelRequested()) {
@@ -208,7 +208,7 @@ func TestEvaluatorRules(t *testing.T) {
 			if math.Abs(firedAt-tt.wantAt) > 1e-9 {
 				t.Fatalf("fired at %v s, want %v s (except_info %q)", firedAt, tt.wantAt, st.Snapshot().Except)
 			}
-			stats := m.Stats()
+			stats := m.Rules().Stats()
 			if tt.wantAt < 0 {
 				if len(stats.Firings) != 0 || len(st.Snapshot().Except) != 0 {
 					t.Errorf("unexpected firings %v, except_info %q", stats.Firings, st.Snapshot().Except)
@@ -245,17 +245,17 @@ func TestEvaluatorCancelFailure(t *testing.T) {
 
 	// No canceler installed.
 	st := openAs(reg, "tcp", "u", t0).Begin("SELECT pg_sleep(10)", t0)
-	m.Evaluate(ctx, t0.Add(time.Second))
+	m.Rules().Evaluate(ctx, t0.Add(time.Second))
 	snap := st.Snapshot()
-	if got := m.Stats(); got.CancelFailures != 1 || got.Firings[FiringKey{"slow", Abort}] != 1 {
+	if got := m.Rules().Stats(); got.CancelFailures != 1 || got.Firings[FiringKey{"slow", Abort}] != 1 {
 		t.Errorf("stats %+v", got)
 	}
 	if len(snap.Except) != 2 || !strings.Contains(snap.Except[1], "cancel failed") || snap.Outcome != session.Running {
 		t.Errorf("except_info %q, outcome %v", snap.Except, snap.Outcome)
 	}
 	// A rule fires once per statement.
-	m.Evaluate(ctx, t0.Add(10*time.Second))
-	if got := m.Stats(); got.Firings[FiringKey{"slow", Abort}] != 1 {
+	m.Rules().Evaluate(ctx, t0.Add(10*time.Second))
+	if got := m.Rules().Stats(); got.Firings[FiringKey{"slow", Abort}] != 1 {
 		t.Errorf("rule fired again: %+v", got)
 	}
 
@@ -263,8 +263,8 @@ func TestEvaluatorCancelFailure(t *testing.T) {
 	s2 := openAs(reg, "pg", "u", t0)
 	st2 := s2.Begin("SELECT 1", t0.Add(10*time.Second))
 	s2.SetCanceler(&fakeCanceler{st: st2, now: clk.Now, err: errors.New("connection refused")})
-	m.Evaluate(ctx, t0.Add(11*time.Second))
-	if got := m.Stats(); got.CancelFailures != 2 {
+	m.Rules().Evaluate(ctx, t0.Add(11*time.Second))
+	if got := m.Rules().Stats(); got.CancelFailures != 2 {
 		t.Errorf("stats %+v", got)
 	}
 }
@@ -279,13 +279,13 @@ CREATE RESOURCE POOL p WITH (except_rule='slow,slower,both'); CREATE USER u RESO
 	st := s.Begin("SELECT pg_sleep(10)", t0)
 	canc := &fakeCanceler{st: st, now: clk.Now}
 	s.SetCanceler(canc)
-	m.Evaluate(ctx, t0.Add(2*time.Second))
+	m.Rules().Evaluate(ctx, t0.Add(2*time.Second))
 	if !st.Snapshot().Penalized || !s.Penalized() {
 		t.Fatal("not penalised at 2 s")
 	}
 	// At 4 s the abort rule and a second penalty rule are due: the abort
 	// wins and the penalty is not applied.
-	m.Evaluate(ctx, t0.Add(4*time.Second))
+	m.Rules().Evaluate(ctx, t0.Add(4*time.Second))
 	snap := st.Snapshot()
 	if canc.count() != 1 || snap.Outcome != session.Cancelled {
 		t.Errorf("cancels %d, outcome %v", canc.count(), snap.Outcome)
@@ -297,7 +297,7 @@ CREATE RESOURCE POOL p WITH (except_rule='slow,slower,both'); CREATE USER u RESO
 		t.Error("session still penalised after its statement ended")
 	}
 	want := map[FiringKey]uint64{{"slow", Penalty}: 1, {"slower", Abort}: 1}
-	got := m.Stats().Firings
+	got := m.Rules().Stats().Firings
 	if len(got) != len(want) || got[FiringKey{"slow", Penalty}] != 1 || got[FiringKey{"slower", Abort}] != 1 {
 		t.Errorf("firings %v, want %v", got, want)
 	}
@@ -339,7 +339,7 @@ func TestRunVirtualTime(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
+	go func() { done <- m.Rules().Run(ctx) }()
 	var fired time.Time
 	for i := 0; i < 10 && fired.IsZero(); i++ {
 		clk.BlockUntil(1) // Run is asleep
@@ -359,7 +359,7 @@ func TestRunVirtualTime(t *testing.T) {
 	if want := t0.Add(2500 * time.Millisecond); !fired.Equal(want) {
 		t.Errorf("penalised at %v, want %v", fired.Sub(t0), want.Sub(t0))
 	}
-	if err := m.Run(ctx); err == nil {
+	if err := m.Rules().Run(ctx); err == nil {
 		t.Error("a second Run started")
 	}
 	cancel()
@@ -376,7 +376,7 @@ func BenchmarkEvaluate(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := m.Exec(context.Background(), reference); err != nil {
+	if _, err := m.Service().Exec(context.Background(), reference); err != nil {
 		b.Fatal(err)
 	}
 	for i := 0; i < 1000; i++ {
@@ -387,7 +387,7 @@ func BenchmarkEvaluate(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		now = now.Add(time.Second)
-		m.Evaluate(ctx, now)
+		m.Rules().Evaluate(ctx, now)
 	}
 }
 
@@ -417,11 +417,11 @@ func TestEvaluateCancelsConcurrently(t *testing.T) {
 			s.SetCanceler(blockingCanceler{})
 			sts = append(sts, s.Begin("SELECT pg_sleep(60)", start))
 		}
-		m.Evaluate(context.Background(), start.Add(2*time.Second))
+		m.Rules().Evaluate(context.Background(), start.Add(2*time.Second))
 		if took := time.Since(start); took != CancelTimeout {
 			t.Errorf("a pass with %d cancels that time out took %v, want %v", n, took, CancelTimeout)
 		}
-		if got := m.Stats().CancelFailures; got != n {
+		if got := m.Rules().Stats().CancelFailures; got != n {
 			t.Errorf("cancel failures %d, want %d", got, n)
 		}
 		for _, st := range sts {

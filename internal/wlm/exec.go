@@ -12,7 +12,7 @@ import (
 // first error. It returns the result of the last statement; an empty
 // text returns a zero Result. Errors are *ddl.Error with a SQLSTATE (and
 // a position within sql when one token is to blame).
-func (m *Manager) Exec(ctx context.Context, sql string) (Result, error) {
+func (m *Service) Exec(ctx context.Context, sql string) (Result, error) {
 	sts, err := ddl.Parse(sql)
 	if err != nil {
 		return Result{}, err
@@ -33,7 +33,7 @@ func (m *Manager) Exec(ctx context.Context, sql string) (Result, error) {
 // it takes effect entirely or not at all. Every statement but SHOW and
 // SELECT is recorded in the audit log, with the Actor of ctx (WithActor)
 // and its outcome.
-func (m *Manager) ExecStatement(ctx context.Context, st ddl.Statement) (Result, error) {
+func (m *Service) ExecStatement(ctx context.Context, st ddl.Statement) (Result, error) {
 	switch s := st.(type) {
 	case *ddl.Show:
 		return m.show(s)
@@ -46,7 +46,7 @@ func (m *Manager) ExecStatement(ctx context.Context, st ddl.Statement) (Result, 
 }
 
 // execChange runs a statement that changes the catalog or a route.
-func (m *Manager) execChange(ctx context.Context, st ddl.Statement) (Result, error) {
+func (m *core) execChange(ctx context.Context, st ddl.Statement) (Result, error) {
 	var (
 		tag     string
 		notices []string
@@ -88,7 +88,7 @@ func (m *Manager) execChange(ctx context.Context, st ddl.Statement) (Result, err
 
 // routeUsesLocked returns what DROP must know of the current routes;
 // m.mu is held.
-func (m *Manager) routeUsesLocked() map[string]catalog.RouteUse {
+func (m *core) routeUsesLocked() map[string]catalog.RouteUse {
 	st := m.state.Load()
 	out := make(map[string]catalog.RouteUse, len(st.routes))
 	for name, r := range st.routes {

@@ -122,7 +122,7 @@ func TestFiringsSurviveTraffic(t *testing.T) {
 CREATE RESOURCE POOL p WITH (except_rule='slow'); CREATE USER u RESOURCE POOL p`)
 	s := openAs(reg, "pg", "u", t0)
 	st := s.Begin("SELECT pg_sleep(10) /* the slow one */", t0)
-	m.Evaluate(context.Background(), t0.Add(2*time.Second))
+	m.Rules().Evaluate(context.Background(), t0.Add(2*time.Second))
 	if !st.Snapshot().Penalized {
 		t.Fatal("the rule did not fire")
 	}
@@ -137,7 +137,7 @@ CREATE RESOURCE POOL p WITH (except_rule='slow'); CREATE USER u RESOURCE POOL p`
 		}
 	}
 	// The console's SELECT: SQL over the views (package viewsql).
-	res, err := viewsql.Query(context.Background(), m.ViewTables([]string{"firings"}),
+	res, err := viewsql.Query(context.Background(), m.Views().ViewTables([]string{"firings"}),
 		"SELECT rule, action, usename, resource_pool, route, query, elapsed_s, outcome FROM firings WHERE rule = 'slow'", viewsql.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ CREATE RESOURCE POOL p WITH (except_rule='slow'); CREATE USER u RESOURCE POOL p`
 				s.SetCanceler(tt.canceler(st, clk))
 			}
 			st.AddDown(12345)
-			m.Evaluate(context.Background(), t0.Add(time.Second))
+			m.Rules().Evaluate(context.Background(), t0.Add(time.Second))
 			rows := mustExec(t, m, "SELECT rule, action, outcome, bytes, elapsed_s FROM firings").Rows
 			if len(rows) != 1 {
 				t.Fatalf("firings %v, want one", rows)

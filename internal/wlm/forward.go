@@ -22,7 +22,7 @@ import (
 // database then refuses the rest, or a transaction around it rolls back,
 // the binding stays (a binding names a user, whether or not the database
 // has one; DROP USER on the console removes it).
-func (m *Manager) ForwardUser(ctx context.Context, sql string, d ddl.Dialect) (rest string, took bool, err error) {
+func (m *Service) ForwardUser(ctx context.Context, sql string, d ddl.Dialect) (rest string, took bool, err error) {
 	s, ok := ddl.SplitUserPool(sql, d)
 	if !ok {
 		return sql, false, nil
@@ -49,14 +49,14 @@ func (m *Manager) ForwardUser(ctx context.Context, sql string, d ddl.Dialect) (r
 // that cannot cancel, 58030 when the catalog file cannot be saved. On
 // error nothing changes. The binding is recorded in the audit log as
 // ALTER USER user RESOURCE POOL pool, with the Actor of ctx.
-func (m *Manager) BindUser(ctx context.Context, user string, pool ddl.Value) error {
+func (m *Service) BindUser(ctx context.Context, user string, pool ddl.Value) error {
 	err := m.bindUser(ctx, user, pool)
 	m.record(ctx, "ALTER USER "+quoteIdent(user)+" RESOURCE POOL "+valueText(pool), err)
 	return err
 }
 
 // bindUser is BindUser without the audit record.
-func (m *Manager) bindUser(ctx context.Context, user string, pool ddl.Value) error {
+func (m *core) bindUser(ctx context.Context, user string, pool ddl.Value) error {
 	_, err := m.change(ctx, func(c *Catalog) ([]string, error) {
 		return nil, catalog.BindUser(c, user, pool)
 	})

@@ -30,7 +30,7 @@ func TestEvaluatorEndsIdleInTransaction(t *testing.T) {
 	idle, busy, noSlot := open(true), open(true), open(false)
 
 	clk.Advance(10 * time.Second)
-	if due := m.eval.evaluate(context.Background(), clk.Now()); !due.Equal(t0.Add(30 * time.Second)) {
+	if due := m.c.eval.evaluate(context.Background(), clk.Now()); !due.Equal(t0.Add(30 * time.Second)) {
 		t.Fatalf("next due %v, want %v", due, t0.Add(30*time.Second))
 	}
 	if len(ended) != 0 {
@@ -40,7 +40,7 @@ func TestEvaluatorEndsIdleInTransaction(t *testing.T) {
 		t.Fatal("LeaveIdle false before any end")
 	}
 	clk.Advance(20 * time.Second)
-	m.eval.evaluate(context.Background(), clk.Now())
+	m.c.eval.evaluate(context.Background(), clk.Now())
 	if len(ended) != 1 || ended[idle.ID] != session.EndIdleInTransaction {
 		t.Fatalf("ended %v, want session %d only, for idle in transaction", ended, idle.ID)
 	}
@@ -48,21 +48,21 @@ func TestEvaluatorEndsIdleInTransaction(t *testing.T) {
 		t.Error("LeaveIdle true for a session ended for idling: its request would go upstream")
 	}
 	_ = noSlot
-	m.eval.evaluate(context.Background(), clk.Now().Add(time.Second))
+	m.c.eval.evaluate(context.Background(), clk.Now().Add(time.Second))
 	if len(ended) != 1 {
 		t.Fatalf("ended again: %v", ended)
 	}
-	if n := m.Stats().IdleInTransactionEnded["p"]; n != 1 {
+	if n := m.Rules().Stats().IdleInTransactionEnded["p"]; n != 1 {
 		t.Errorf("IdleInTransactionEnded = %d, want 1", n)
 	}
 	var found bool
-	for _, e := range m.Audit() {
+	for _, e := range m.Service().Audit() {
 		if e.Surface == SurfaceWLM && strings.HasPrefix(e.Statement, "TERMINATE SESSION ") && strings.Contains(e.Statement, "idle in transaction for 30s") {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("no audit entry: %v", m.Audit())
+		t.Errorf("no audit entry: %v", m.Service().Audit())
 	}
 	// A stale idle time claims nothing.
 	if busy.TerminateIdle(t0) {

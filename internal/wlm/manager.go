@@ -20,7 +20,6 @@ import (
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/store"
-	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // errClosed is the error of a change after Close.
@@ -131,9 +130,63 @@ type Result struct {
 	Notices []string
 }
 
-// Manager owns the catalog, the runtime links made from it and the
-// exception-rule evaluator. It is safe for concurrent use.
+// Manager owns the catalog, the runtime links made from it, admission
+// and the exception-rule evaluator, and hands each of its users the one
+// role it needs: Service (the catalog), Runtime (bindings, routes,
+// links), Admission, Rules (the evaluator) and Views. Every role is safe
+// for concurrent use; they share one core, whose lock order is in the
+// package documentation.
 type Manager struct {
+	c *core
+	// The roles: each a view of c with its own methods.
+	service   Service
+	runtime   Runtime
+	admission Admission
+	rules     Rules
+	views     Views
+}
+
+// Service is the catalog service: it runs the console's statements
+// (DDL, SET, SHOW, SELECT over the views), stores the catalog and
+// reloads it, follows a shared store's revisions and keeps the audit
+// log. Each change publishes a new immutable generation of the catalog
+// with its runtime links; the Runtime reads the latest.
+type Service struct{ *core }
+
+// Runtime binds sessions to pools, classes, links and emulation from the
+// latest generation, holds the proxy's routes and the links' fleet caps,
+// and cancels or terminates sessions.
+type Runtime struct{ *core }
+
+// Admission admits statements to their pool's active_statements and
+// measures how long they wait.
+type Admission struct{ *core }
+
+// Rules is the exception-rule evaluator: it samples running statements
+// and applies the rules that fire.
+type Rules struct{ *core }
+
+// Views answers the views (views.Names) from one reading of the catalog,
+// the sessions and the registered Sources.
+type Views struct{ *core }
+
+// Service returns the catalog service.
+func (m *Manager) Service() *Service { return &m.service }
+
+// Runtime returns the binding runtime.
+func (m *Manager) Runtime() *Runtime { return &m.runtime }
+
+// Admission returns the admission controller.
+func (m *Manager) Admission() *Admission { return &m.admission }
+
+// Rules returns the exception-rule evaluator.
+func (m *Manager) Rules() *Rules { return &m.rules }
+
+// Views returns the view reader.
+func (m *Manager) Views() *Views { return &m.views }
+
+// core is the state the roles share.
+type core struct {
 	clk      clock.Clock
 	log      *slog.Logger
 	version0 string // software version for SELECT version()
@@ -146,14 +199,15 @@ type Manager struct {
 	adm    *admission.Controller // own lock, a leaf; configured under mu
 	blocks *blockStats           // own lock, a leaf
 
-	version    atomic.Uint64
-	state      atomic.Pointer[state]                    // replaced, never modified
-	budgetView atomic.Pointer[func() views.BudgetState] // SetBudgetView's; nil without a fleet
-	whatIf     atomic.Pointer[whatIfHolder]             // SetWhatIf's; nil without
-	dist       atomic.Pointer[distPattern]              // Coordinator's parsed pattern; nil until first use
-	closed     atomic.Bool
+	version atomic.Uint64
+	state   atomic.Pointer[state]       // replaced, never modified
+	sources atomic.Pointer[sources]     // Views.Register's; written under srcMu
+	dist    atomic.Pointer[distPattern] // Coordinator's parsed pattern; nil until first use
+	closed  atomic.Bool
 
 	shared bool // the store is written by other instances too (etcd)
+
+	srcMu sync.Mutex // serialises Views.Register; a leaf
 
 	mu  sync.Mutex     // serialises changes of state; never held with the evaluator's lock
 	rev store.Revision // guarded by mu; the store's revision of state's catalog
@@ -187,7 +241,7 @@ type route struct {
 // NewManager loads the catalog (if o.CatalogPath is set) and creates its
 // runtime links.
 func NewManager(o ManagerOptions) (*Manager, error) {
-	m := &Manager{
+	m := &core{
 		clk:      o.Clock,
 		version0: o.SoftwareVersion,
 		log:      o.Logger,
@@ -252,7 +306,7 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	m.eval = newEvaluator(m.clk, m.log, m.reg, func() policy { return m.state.Load() })
 	m.eval.audit = m.audit
 	m.eval.history = m.firings
-	return m, nil
+	return &Manager{c: m, service: Service{m}, runtime: Runtime{m}, admission: Admission{m}, rules: Rules{m}, views: Views{m}}, nil
 }
 
 // Run evaluates exception rules until ctx ends, then returns ctx.Err().
@@ -260,22 +314,24 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 // a statement's rules are checked when due (see the package
 // documentation), waking up at the exact due time when that comes before
 // the next sample. Only one Run may be active at a time.
-func (m *Manager) Run(ctx context.Context) error { return m.eval.run(ctx) }
+func (m *Rules) Run(ctx context.Context) error { return m.eval.run(ctx) }
 
 // Evaluate runs one pass of the evaluator at now: it samples every
 // running statement and checks the rules that are due, applying the
 // actions of those that fire. It returns the earliest time a rule will be
 // due next (zero if none). Run calls it; tests may call it directly to
 // step the evaluator in virtual time.
-func (m *Manager) Evaluate(ctx context.Context, now time.Time) (nextDue time.Time) {
+func (m *Rules) Evaluate(ctx context.Context, now time.Time) (nextDue time.Time) {
 	return m.eval.evaluate(ctx, now)
 }
 
 // Stats returns a copy of the evaluator's counters.
-func (m *Manager) Stats() Stats { return m.eval.stats() }
+func (m *Rules) Stats() Stats { return m.eval.stats() }
 
 // Close closes the runtime links. It is safe to call more than once.
-func (m *Manager) Close() error {
+func (m *Manager) Close() error { return m.c.close() }
+
+func (m *core) close() error {
 	if !m.closed.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -288,24 +344,24 @@ func (m *Manager) Close() error {
 }
 
 // Catalog returns the current catalog. The caller must not modify it.
-func (m *Manager) Catalog() *Catalog { return m.state.Load().cat }
+func (m *Service) Catalog() *Catalog { return m.state.Load().cat }
 
 // Registry returns the session registry the manager watches.
-func (m *Manager) Registry() *session.Registry { return m.reg }
+func (m *Runtime) Registry() *session.Registry { return m.reg }
 
 // Version increases on every change of the catalog or of the routes, so
 // a live session re-binds only when it differs from the one it bound
 // with. It is one atomic load.
-func (m *Manager) Version() uint64 { return m.version.Load() }
+func (m *Runtime) Version() uint64 { return m.version.Load() }
 
 // Link returns the runtime link name, or nil if the catalog has none.
-func (m *Manager) Link(name string) *link.Link { return m.state.Load().links[name] }
+func (m *Runtime) Link(name string) *link.Link { return m.state.Load().links[name] }
 
 // SetRoute adds or replaces a route. It fails with 42704 if the route's
 // link or pool does not exist and with 22023 for a bad emulation option. A route that cannot cancel while abort
 // rules are reachable is accepted with a logged warning: those aborts
 // will fail (the check that refuses them applies to DDL).
-func (m *Manager) SetRoute(name string, r Route) error {
+func (m *Runtime) SetRoute(name string, r Route) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.setRouteLocked(name, r, false)
@@ -315,7 +371,7 @@ func (m *Manager) SetRoute(name string, r Route) error {
 // that makes an abort rule reachable while a route cannot cancel is
 // refused with 0A000, as the console's statements are, instead of
 // logged.
-func (m *Manager) setRouteLocked(name string, r Route, refuseAbort bool) error {
+func (m *core) setRouteLocked(name string, r Route, refuseAbort bool) error {
 	cur := m.state.Load()
 	if cur.cat.Links[r.linkName()] == nil {
 		return ddl.Errorf(ddl.CodeUndefinedObject, 0, "route %s: link %q does not exist", name, r.linkName())
@@ -350,7 +406,7 @@ func (m *Manager) setRouteLocked(name string, r Route, refuseAbort bool) error {
 }
 
 // RemoveRoute forgets a route; unknown names are ignored.
-func (m *Manager) RemoveRoute(name string) {
+func (m *Runtime) RemoveRoute(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.state.Load()
@@ -364,7 +420,7 @@ func (m *Manager) RemoveRoute(name string) {
 }
 
 // Routes returns a copy of the routes.
-func (m *Manager) Routes() map[string]Route {
+func (m *Runtime) Routes() map[string]Route {
 	st := m.state.Load()
 	out := make(map[string]Route, len(st.routes))
 	for k, r := range st.routes {
@@ -377,7 +433,7 @@ func (m *Manager) Routes() map[string]Route {
 // pool (or the route's default pool), the pool's class, the route's link
 // and the effective path emulation (link, then route, then pool options).
 // An unknown route binds to DefaultLink without route options.
-func (m *Manager) Bind(route, user string) Binding {
+func (m *Runtime) Bind(route, user string) Binding {
 	st := m.state.Load()
 	r := st.routes[route]
 	pool := st.poolOf(r, user)
@@ -414,7 +470,7 @@ func (st *state) sessionPool(route, user string) string { return st.poolOf(st.ro
 // DefineLink creates link name with opts, or alters it if it exists, as
 // CREATE LINK / ALTER LINK would; a configuration file's links use it.
 // Option names and values are spelled as in the console.
-func (m *Manager) DefineLink(ctx context.Context, name string, opts map[string]string) error {
+func (m *Service) DefineLink(ctx context.Context, name string, opts map[string]string) error {
 	_, err := m.changeRetrying(ctx, func(c *Catalog) ([]string, error) {
 		return nil, catalog.DefineLink(c, name, opts)
 	})
@@ -424,7 +480,7 @@ func (m *Manager) DefineLink(ctx context.Context, name string, opts map[string]s
 
 // Set changes a setting as SET name = value would; a configuration
 // file's settings use it.
-func (m *Manager) Set(ctx context.Context, name, value string) error {
+func (m *Service) Set(ctx context.Context, name, value string) error {
 	_, err := m.changeRetrying(ctx, func(c *Catalog) ([]string, error) {
 		return nil, catalog.Set(c, strings.ToLower(strings.TrimSpace(name)), 0, ddl.Value{Kind: ddl.String, Text: value})
 	})
@@ -447,25 +503,25 @@ const maxConflicts = 5
 // changed, so running it again could undo what that instance did
 // without anyone seeing it), and with a file or memory store, whose only
 // writer is this process, it runs fn again on what it loaded.
-func (m *Manager) change(ctx context.Context, fn func(c *Catalog) ([]string, error)) ([]string, error) {
+func (m *core) change(ctx context.Context, fn func(c *Catalog) ([]string, error)) ([]string, error) {
 	return m.changeWith(ctx, fn, !m.shared)
 }
 
 // changeRetrying is change that runs fn again after a conflict whatever
 // the store: for the configuration's links and settings, which declare
 // what the catalog must hold rather than edit what was read.
-func (m *Manager) changeRetrying(ctx context.Context, fn func(c *Catalog) ([]string, error)) ([]string, error) {
+func (m *core) changeRetrying(ctx context.Context, fn func(c *Catalog) ([]string, error)) ([]string, error) {
 	return m.changeWith(ctx, fn, true)
 }
 
-func (m *Manager) changeWith(ctx context.Context, fn func(c *Catalog) ([]string, error), retry bool) ([]string, error) {
+func (m *core) changeWith(ctx context.Context, fn func(c *Catalog) ([]string, error), retry bool) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		if m.closed.Load() {
 			return nil, errClosed
 		}
-		if since := m.StaleSince(); !since.IsZero() {
+		if since := m.staleSince(); !since.IsZero() {
 			return nil, unavailableError(since, nil)
 		}
 		notices, err := m.changeLocked(ctx, fn)
@@ -512,7 +568,7 @@ func unavailableError(since time.Time, err error) *ddl.Error {
 
 // changeLocked is one attempt of change; the error wraps
 // store.ErrConflict when the store refused the save for that reason.
-func (m *Manager) changeLocked(ctx context.Context, fn func(c *Catalog) ([]string, error)) ([]string, error) {
+func (m *core) changeLocked(ctx context.Context, fn func(c *Catalog) ([]string, error)) ([]string, error) {
 	cur := m.state.Load()
 	next := cur.cat.Clone()
 	notices, err := fn(next)
@@ -546,7 +602,7 @@ func (m *Manager) changeLocked(ctx context.Context, fn func(c *Catalog) ([]strin
 // is called after the catalog is swapped in, so a reader that sees
 // AppliedRevision reach a revision sees that revision's catalog (or a
 // later one) in Catalog.
-func (m *Manager) setRevLocked(rev store.Revision) {
+func (m *core) setRevLocked(rev store.Revision) {
 	m.rev = rev
 	m.applied.Store(uint64(rev))
 }
@@ -554,13 +610,15 @@ func (m *Manager) setRevLocked(rev store.Revision) {
 // AppliedRevision is the store's revision of the catalog in force: the
 // etcd revision that wrote it with an etcd store, the file store's count
 // of saves otherwise. It is one atomic load.
-func (m *Manager) AppliedRevision() uint64 { return m.applied.Load() }
+func (m *Service) AppliedRevision() uint64 { return m.applied.Load() }
 
 // StaleSince is when the shared store became unreachable, as its
 // follower last reported (SetStale); the zero time when it answers, and
 // always for a file or memory store. While it is set, changes are
 // refused with 58030.
-func (m *Manager) StaleSince() time.Time {
+func (m *Service) StaleSince() time.Time { return m.staleSince() }
+
+func (m *core) staleSince() time.Time {
 	n := m.stale.Load()
 	if n == 0 {
 		return time.Time{}
@@ -570,7 +628,7 @@ func (m *Manager) StaleSince() time.Time {
 
 // SetStale records since when the shared store has been unreachable; the
 // zero time records that it answers again. store.Etcd's Follow calls it.
-func (m *Manager) SetStale(since time.Time) {
+func (m *Service) SetStale(since time.Time) {
 	if since.IsZero() {
 		m.stale.Store(0)
 		return
@@ -588,7 +646,7 @@ func (m *Manager) SetStale(since time.Time) {
 // revision). c nil means the stored catalog was deleted at rev: the catalog
 // in force stays and the next change writes it again. The stored catalog
 // was validated by the store; routes are not checked against it.
-func (m *Manager) ApplyStored(c *Catalog, rev store.Revision) bool {
+func (m *Service) ApplyStored(c *Catalog, rev store.Revision) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed.Load() {
@@ -609,7 +667,7 @@ func (m *Manager) ApplyStored(c *Catalog, rev store.Revision) bool {
 
 // swapLocked makes next the current catalog: it reconfigures the runtime
 // links (creating and closing them as next says) and bumps Version.
-func (m *Manager) swapLocked(cur *state, next *Catalog) {
+func (m *core) swapLocked(cur *state, next *Catalog) {
 	links := make(map[string]*link.Link, len(next.Links))
 	for name := range next.Links {
 		l := cur.links[name]
@@ -633,7 +691,7 @@ func (m *Manager) swapLocked(cur *state, next *Catalog) {
 // linkConfigLocked is cat's configuration of link name with the link's
 // Low-class cap applied: the Low class runs at min(low_priority_bandwidth,
 // cap), 0 meaning no limit on either side.
-func (m *Manager) linkConfigLocked(cat *Catalog, name string) link.Config {
+func (m *core) linkConfigLocked(cat *Catalog, name string) link.Config {
 	cfg := cat.LinkConfig(name)
 	if c, ok := m.lowCaps[name]; ok && c > 0 && (cfg.LowPriorityBandwidth == 0 || c < cfg.LowPriorityBandwidth) {
 		cfg.LowPriorityBandwidth = c
@@ -647,7 +705,7 @@ func (m *Manager) linkConfigLocked(cat *Catalog, name string) link.Config {
 // and caps <= 0, are uncapped. nil removes every cap. Caps live in
 // memory only, for the fleet's shared budget; they outlast catalog
 // changes and apply to links created later. Safe for concurrent use.
-func (m *Manager) SetLowPriorityCaps(caps map[string]int64) {
+func (m *Runtime) SetLowPriorityCaps(caps map[string]int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed.Load() {
@@ -661,13 +719,13 @@ func (m *Manager) SetLowPriorityCaps(caps map[string]int64) {
 }
 
 // LinkNames returns the names of the runtime links, sorted.
-func (m *Manager) LinkNames() []string { return catalog.SortedKeys(m.state.Load().links) }
+func (m *Runtime) LinkNames() []string { return catalog.SortedKeys(m.state.Load().links) }
 
 // Reload loads the stored catalog and makes it current if its revision
 // differs from the one the Manager holds: what a store that sees other
 // writers' changes calls when one arrives. The stored catalog was
 // validated by the store; routes are not checked against it.
-func (m *Manager) Reload(ctx context.Context) error {
+func (m *Service) Reload(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed.Load() {
@@ -676,7 +734,7 @@ func (m *Manager) Reload(ctx context.Context) error {
 	return m.reloadLocked(ctx)
 }
 
-func (m *Manager) reloadLocked(ctx context.Context) error {
+func (m *core) reloadLocked(ctx context.Context) error {
 	cat, rev, err := m.store.Load(ctx)
 	if err != nil {
 		return err

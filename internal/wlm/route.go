@@ -15,7 +15,7 @@ import (
 // or pool, 22023 naming a bad option, 0A000 when the change makes an
 // abort rule reachable while a route cannot cancel. The next SetRoute of
 // the route (a configuration reload) replaces what it changed.
-func (m *Manager) alterRoute(s *ddl.AlterRoute) error {
+func (m *core) alterRoute(s *ddl.AlterRoute) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed.Load() {

@@ -14,20 +14,20 @@ import (
 func TestAlterRoute(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
 	mustExec(t, m, "CREATE LINK wan WITH (delay='1ms'); CREATE RESOURCE POOL p")
-	if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true, Emulation: map[string]string{"Jitter": "1ms"}}); err != nil {
+	if err := m.Runtime().SetRoute("pg", Route{Protocol: "postgres", CanCancel: true, Emulation: map[string]string{"Jitter": "1ms"}}); err != nil {
 		t.Fatal(err)
 	}
-	v := m.Version()
+	v := m.Runtime().Version()
 	mustExec(t, m, "ALTER ROUTE pg WITH (link=wan, pool='p', delay='5ms', rate='10Mbit', jitter=DEFAULT)")
-	if m.Version() == v {
+	if m.Runtime().Version() == v {
 		t.Error("ALTER ROUTE did not bump Version: live sessions would not re-bind")
 	}
-	r := m.Routes()["pg"]
+	r := m.Runtime().Routes()["pg"]
 	if r.Link != "wan" || r.Pool != "p" || len(r.Emulation) != 2 || r.Emulation["delay"] != "5ms" || r.Emulation["rate"] != "10Mbit" {
 		t.Fatalf("route after ALTER = %+v", r)
 	}
-	b := m.Bind("pg", "anyone")
-	if b.Pool != "p" || b.Link != m.Link("wan") || b.Up.Delay != 5*time.Millisecond || b.Up.Rate != 10e6/8 || b.Up.Jitter != 0 {
+	b := m.Runtime().Bind("pg", "anyone")
+	if b.Pool != "p" || b.Link != m.Runtime().Link("wan") || b.Up.Delay != 5*time.Millisecond || b.Up.Rate != 10e6/8 || b.Up.Jitter != 0 {
 		t.Errorf("binding after ALTER = %+v", b)
 	}
 	res := mustExec(t, m, "SHOW ROUTES")
@@ -35,15 +35,15 @@ func TestAlterRoute(t *testing.T) {
 		t.Errorf("SHOW ROUTES = %q", res.Rows)
 	}
 	mustExec(t, m, "ALTER ROUTE pg RESET (delay, pool)")
-	r = m.Routes()["pg"]
+	r = m.Runtime().Routes()["pg"]
 	if r.Pool != "" || r.Emulation["delay"] != "" || r.Emulation["rate"] != "10Mbit" {
 		t.Errorf("route after RESET = %+v", r)
 	}
-	if b := m.Bind("pg", "anyone"); b.Up.Delay != time.Millisecond {
+	if b := m.Runtime().Bind("pg", "anyone"); b.Up.Delay != time.Millisecond {
 		t.Errorf("after RESET (delay) the link's delay applies: got %v", b.Up.Delay)
 	}
 	mustExec(t, m, "ALTER ROUTE pg WITH (link=DEFAULT)")
-	if r := m.Routes()["pg"]; r.linkName() != DefaultLink {
+	if r := m.Runtime().Routes()["pg"]; r.linkName() != DefaultLink {
 		t.Errorf("link=DEFAULT left %q", r.Link)
 	}
 
@@ -63,7 +63,7 @@ func TestAlterRoute(t *testing.T) {
 			t.Errorf("%s: %v, want %s naming %s", e.sql, got, e.code, e.mention)
 		}
 	}
-	if r := m.Routes()["pg"]; r.Emulation["rate"] != "10Mbit" || len(r.Emulation) != 1 {
+	if r := m.Runtime().Routes()["pg"]; r.Emulation["rate"] != "10Mbit" || len(r.Emulation) != 1 {
 		t.Errorf("failed statements changed the route: %+v", r)
 	}
 }
@@ -71,7 +71,7 @@ func TestAlterRoute(t *testing.T) {
 func TestAlterRouteAbort(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
 	mustExec(t, m, "CREATE EXCEPT RULE slow WITH (elapsedtime=60); CREATE RESOURCE POOL p WITH (except_rule='slow')")
-	if err := m.SetRoute("my", Route{Protocol: "mysql"}); err != nil {
+	if err := m.Runtime().SetRoute("my", Route{Protocol: "mysql"}); err != nil {
 		t.Fatal(err)
 	}
 	if e := execErr(t, m, "ALTER ROUTE my WITH (pool=p)"); e.Code != ddl.CodeNotSupported {
@@ -108,17 +108,17 @@ func lossRuns(p netem.Params, n int) (freq, meanRun float64) {
 func TestGilbertElliottOptions(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
 	// A configuration file's link and route options.
-	if err := m.DefineLink(t.Context(), "lossy", map[string]string{"loss": "gemodel 1% 25%"}); err != nil {
+	if err := m.Service().DefineLink(t.Context(), "lossy", map[string]string{"loss": "gemodel 1% 25%"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.SetRoute("r", Route{Link: "lossy", Emulation: map[string]string{"delay": "1ms"}}); err != nil {
+	if err := m.Runtime().SetRoute("r", Route{Link: "lossy", Emulation: map[string]string{"delay": "1ms"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.SetRoute("bad", Route{Emulation: map[string]string{"loss": "gemodel"}}); err == nil {
+	if err := m.Runtime().SetRoute("bad", Route{Emulation: map[string]string{"loss": "gemodel"}}); err == nil {
 		t.Error("gemodel without P accepted")
 	}
 	// P 1%, R 25%, every bad segment lost: loss rate P/(P+R), bursts of 1/R.
-	b := m.Bind("r", "u")
+	b := m.Runtime().Bind("r", "u")
 	if b.Up.LossModel.Kind != netem.GilbertElliott || b.Up.Delay != time.Millisecond {
 		t.Fatalf("binding %+v", b.Up)
 	}
@@ -132,7 +132,7 @@ func TestGilbertElliottOptions(t *testing.T) {
 
 	// The console, on a route: all four parameters, fractions or percents.
 	mustExec(t, m, "ALTER ROUTE r WITH (loss='gemodel 0.5% 10% 50% 0.2%')")
-	b = m.Bind("r", "u")
+	b = m.Runtime().Bind("r", "u")
 	want := netem.LossModel{Kind: netem.GilbertElliott, P: 0.005, R: 0.1, BadLoss: 0.5, GoodLoss: 0.002}
 	if math.Abs(b.Up.LossModel.P-want.P) > 1e-12 || math.Abs(b.Up.LossModel.GoodLoss-want.GoodLoss) > 1e-12 || b.Up.LossModel.R != want.R || b.Up.LossModel.BadLoss != want.BadLoss {
 		t.Fatalf("loss model %+v, want %+v", b.Up.LossModel, want)
@@ -143,7 +143,7 @@ func TestGilbertElliottOptions(t *testing.T) {
 	}
 	// tc's spelling: bare numbers are percentages.
 	mustExec(t, m, "ALTER ROUTE r WITH (loss='gemodel 1 25')")
-	if b := m.Bind("r", "u"); b.Up.LossModel.Kind != netem.GilbertElliott || math.Abs(b.Up.LossModel.P-0.01) > 1e-12 || b.Up.LossModel.R != 0.25 || b.Up.LossModel.BadLoss != 1 {
+	if b := m.Runtime().Bind("r", "u"); b.Up.LossModel.Kind != netem.GilbertElliott || math.Abs(b.Up.LossModel.P-0.01) > 1e-12 || b.Up.LossModel.R != 0.25 || b.Up.LossModel.BadLoss != 1 {
 		t.Fatalf("gemodel 1 25: %+v, want P 0.01, R 0.25, 1-H 1", b.Up.LossModel)
 	}
 	for _, c := range []struct {
@@ -151,13 +151,13 @@ func TestGilbertElliottOptions(t *testing.T) {
 		want float64
 	}{{"1", 0.01}, {"0.5", 0.005}, {"2 %", 0.02}} {
 		mustExec(t, m, "ALTER ROUTE r WITH (loss='"+c.loss+"')")
-		if b := m.Bind("r", "u"); b.Up.LossModel.Kind != netem.Bernoulli || math.Abs(b.Up.Loss-c.want) > 1e-12 {
+		if b := m.Runtime().Bind("r", "u"); b.Up.LossModel.Kind != netem.Bernoulli || math.Abs(b.Up.Loss-c.want) > 1e-12 {
 			t.Fatalf("loss=%q: %+v, want Bernoulli %g as tc netem reads it", c.loss, b.Up, c.want)
 		}
 	}
 	// Bernoulli loss on the route replaces the link's model.
 	mustExec(t, m, "ALTER ROUTE r WITH (loss='1%')")
-	if b := m.Bind("r", "u"); b.Up.LossModel.Kind != netem.Bernoulli || b.Up.Loss != 0.01 {
+	if b := m.Runtime().Bind("r", "u"); b.Up.LossModel.Kind != netem.Bernoulli || b.Up.Loss != 0.01 {
 		t.Errorf("route Bernoulli over link gemodel: %+v", b.Up)
 	}
 	// A pool and the console's link statements take it too, and SHOW
@@ -168,7 +168,7 @@ func TestGilbertElliottOptions(t *testing.T) {
 		t.Errorf("SHOW LINKS: %q", res.Rows)
 	}
 	// The catalog file keeps the model.
-	data, err := store.Marshal(m.Catalog())
+	data, err := store.Marshal(m.Service().Catalog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestGilbertElliottOptions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}
-	if got, want := back.Pools["gp"].Emulation.Params(), m.Catalog().Pools["gp"].Emulation.Params(); got != want || got.LossModel.Kind != netem.GilbertElliott {
+	if got, want := back.Pools["gp"].Emulation.Params(), m.Service().Catalog().Pools["gp"].Emulation.Params(); got != want || got.LossModel.Kind != netem.GilbertElliott {
 		t.Errorf("stored pool emulation %+v, want %+v", got, want)
 	}
 }
@@ -198,10 +198,10 @@ func TestDelayBounded(t *testing.T) {
 		}
 	}
 	mustExec(t, m, "ALTER LINK default WITH (delay='60 s', jitter='1 ms')")
-	if b := m.Bind("r", "u"); b.Up.Delay != time.Minute || b.Up.Jitter != time.Millisecond {
+	if b := m.Runtime().Bind("r", "u"); b.Up.Delay != time.Minute || b.Up.Jitter != time.Millisecond {
 		t.Fatalf("delay '60 s', jitter '1 ms': %v, %v", b.Up.Delay, b.Up.Jitter)
 	}
-	data, err := store.Marshal(m.Catalog())
+	data, err := store.Marshal(m.Service().Catalog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestDelayBounded(t *testing.T) {
 func TestEmulationLevelsReplace(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
 	mustExec(t, m, "ALTER LINK default WITH (delay='5ms', jitter='1ms'); CREATE RESOURCE POOL slow WITH (delay='20ms'); CREATE USER reporting RESOURCE POOL 'slow'")
-	if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
+	if err := m.Runtime().SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
 		t.Fatal(err)
 	}
 	mustExec(t, m, "ALTER ROUTE pg WITH (delay='25ms', loss='1%')")
@@ -232,7 +232,7 @@ func TestEmulationLevelsReplace(t *testing.T) {
 		{"someone", 25 * time.Millisecond, time.Millisecond, 0.01},   // the route's delay replaces the link's
 		{"reporting", 20 * time.Millisecond, time.Millisecond, 0.01}, // the pool's replaces the route's
 	} {
-		b := m.Bind("pg", c.user)
+		b := m.Runtime().Bind("pg", c.user)
 		if b.Up.Delay != c.delay || b.Up.Jitter != c.jitter || b.Up.Loss != c.loss {
 			t.Errorf("%s through pg: delay %v, jitter %v, loss %g; want %v, %v, %g", c.user, b.Up.Delay, b.Up.Jitter, b.Up.Loss, c.delay, c.jitter, c.loss)
 		}

@@ -21,7 +21,7 @@ import (
 // CancelTimeout. It reports false, with no error, when there is no such
 // session or it runs no statement; an error when the cancel request
 // failed or the route cannot cancel.
-func (m *Manager) CancelSession(ctx context.Context, id uint64) (done bool, err error) {
+func (m *Runtime) CancelSession(ctx context.Context, id uint64) (done bool, err error) {
 	defer func() { m.recordSessionCommand(ctx, "CANCEL STATEMENT", id, done, err) }()
 	s := m.reg.Session(id)
 	if s == nil {
@@ -52,7 +52,7 @@ func (m *Manager) CancelSession(ctx context.Context, id uint64) (done bool, err 
 // does not work on for a client that is gone (PostgreSQL notices a
 // closed client only when it next writes to it). It reports false when
 // there is no such open session or its route cannot end it.
-func (m *Manager) TerminateSession(ctx context.Context, id uint64) (done bool) {
+func (m *Runtime) TerminateSession(ctx context.Context, id uint64) (done bool) {
 	defer func() { m.recordSessionCommand(ctx, "TERMINATE SESSION", id, done, nil) }()
 	s := m.reg.Session(id)
 	if s == nil {
@@ -81,7 +81,7 @@ var errNothingToDo = &ddl.Error{Code: ddl.CodeUndefinedObject, Message: "no such
 
 // recordSessionCommand puts a session command in the audit trail: ok when
 // done, else err, or errNothingToDo.
-func (m *Manager) recordSessionCommand(ctx context.Context, command string, id uint64, done bool, err error) {
+func (m *core) recordSessionCommand(ctx context.Context, command string, id uint64, done bool, err error) {
 	if !done && err == nil {
 		err = errNothingToDo
 	}

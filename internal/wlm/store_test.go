@@ -24,7 +24,7 @@ CREATE EXCEPT RULE queued WITH (blocktime=2.5, action=penalty);
 CREATE RESOURCE POOL vip WITH (network_priority=high, weight=9, except_rule='r2,bandwidth_rule1,queued', rate='1GB', active_statements=7, queue_timeout='1.5s', idle_in_transaction='30s');
 CREATE LINK gate WITH (max_active_statements=3);
 SET low_priority_bandwidth = '123456789'; SET cluster_low_priority_bandwidth = '30MB'; SET except_check_period = '1.5s'; SET low_priority_queue_bytes = -1; SET low_priority_yield = '40%'; SET network_control = off`)
-	data, err := store.Marshal(m.Catalog())
+	data, err := store.Marshal(m.Service().Catalog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,8 +32,8 @@ SET low_priority_bandwidth = '123456789'; SET cluster_low_priority_bandwidth = '
 	if err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}
-	if !reflect.DeepEqual(got, m.Catalog()) {
-		t.Errorf("round trip differs:\n got %+v\nwant %+v\n%s", got, m.Catalog(), data)
+	if !reflect.DeepEqual(got, m.Service().Catalog()) {
+		t.Errorf("round trip differs:\n got %+v\nwant %+v\n%s", got, m.Service().Catalog(), data)
 	}
 	if p := got.Pools["vip"]; p.ActiveStatements != 7 || p.QueueTimeout != 1500*time.Millisecond || p.IdleInTransaction != 30*time.Second || got.Links["gate"].MaxActiveStatements != 3 || got.Rules["queued"].BlockTime != 2.5 {
 		t.Errorf("admission options after the round trip: pool %+v, link %+v, rule %+v", p, got.Links["gate"], got.Rules["queued"])
@@ -66,17 +66,17 @@ func TestCatalogPersistence(t *testing.T) {
 	}
 	mustExec(t, m, reference)
 	mustExec(t, m, "ALTER LINK default WITH (capacity='1Gbit', delay='5ms'); SET low_priority_bandwidth = '64MB'")
-	want := m.Catalog()
+	want := m.Service().Catalog()
 	m.Close()
 
 	m2 := newTestManager(t, ManagerOptions{CatalogPath: path})
-	if !reflect.DeepEqual(m2.Catalog(), want) {
-		t.Errorf("after restart:\n got %+v\nwant %+v", m2.Catalog(), want)
+	if !reflect.DeepEqual(m2.Service().Catalog(), want) {
+		t.Errorf("after restart:\n got %+v\nwant %+v", m2.Service().Catalog(), want)
 	}
-	if c := m2.Link(DefaultLink).Config(); c.Capacity != 125e6 || c.LowPriorityBandwidth != 64e6 {
+	if c := m2.Runtime().Link(DefaultLink).Config(); c.Capacity != 125e6 || c.LowPriorityBandwidth != 64e6 {
 		t.Errorf("runtime link after restart: %+v", c)
 	}
-	if b := m2.Bind("", "user1"); b.Pool != "rp1" {
+	if b := m2.Runtime().Bind("", "user1"); b.Pool != "rp1" {
 		t.Errorf("binding after restart: %+v", b)
 	}
 	// No temporary files are left behind.
@@ -94,23 +94,23 @@ func TestBindUserPersists(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "catalog.json")
 	m := newTestManager(t, ManagerOptions{CatalogPath: path})
 	mustExec(t, m, "CREATE RESOURCE POOL p1")
-	v := m.Version()
-	if err := m.BindUser(context.Background(), "u1", ddl.Value{Kind: ddl.String, Text: "p1"}); err != nil {
+	v := m.Runtime().Version()
+	if err := m.Service().BindUser(context.Background(), "u1", ddl.Value{Kind: ddl.String, Text: "p1"}); err != nil {
 		t.Fatal(err)
 	}
-	if m.Version() == v {
+	if m.Runtime().Version() == v {
 		t.Fatal("Version did not move")
 	}
-	v = m.Version()
-	if err := m.BindUser(context.Background(), "u1", ddl.Value{Kind: ddl.String, Text: "p1"}); err != nil || m.Version() != v {
-		t.Fatalf("binding again: err %v, version %d -> %d; want no change", err, v, m.Version())
+	v = m.Runtime().Version()
+	if err := m.Service().BindUser(context.Background(), "u1", ddl.Value{Kind: ddl.String, Text: "p1"}); err != nil || m.Runtime().Version() != v {
+		t.Fatalf("binding again: err %v, version %d -> %d; want no change", err, v, m.Runtime().Version())
 	}
 	m.Close()
 	again := newTestManager(t, ManagerOptions{CatalogPath: path})
-	if u := again.Catalog().Users["u1"]; u == nil || u.Pool != "p1" {
+	if u := again.Service().Catalog().Users["u1"]; u == nil || u.Pool != "p1" {
 		t.Fatalf("reloaded binding = %+v", u)
 	}
-	if b := again.Bind("any", "u1"); b.Pool != "p1" {
+	if b := again.Runtime().Bind("any", "u1"); b.Pool != "p1" {
 		t.Fatalf("Bind = %+v", b)
 	}
 }
@@ -155,8 +155,8 @@ func TestCatalogCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newTestManager(t, ManagerOptions{CatalogPath: path})
-	if m.Catalog().Links[DefaultLink] == nil || m.Catalog().Settings != catalog.DefaultSettings() {
-		t.Errorf("minimal catalog = %+v", m.Catalog())
+	if m.Service().Catalog().Links[DefaultLink] == nil || m.Service().Catalog().Settings != catalog.DefaultSettings() {
+		t.Errorf("minimal catalog = %+v", m.Service().Catalog())
 	}
 }
 
@@ -168,7 +168,7 @@ func TestCatalogSaveFailure(t *testing.T) {
 	path := filepath.Join(dir, "catalog.json")
 	m := newTestManager(t, ManagerOptions{CatalogPath: path})
 	mustExec(t, m, "CREATE RESOURCE POOL p")
-	before, v := m.Catalog(), m.Version()
+	before, v := m.Service().Catalog(), m.Runtime().Version()
 	// Make the directory unusable: the next change cannot be saved.
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestCatalogSaveFailure(t *testing.T) {
 	if e.Code != CodeIOError || !strings.Contains(e.Detail, path) {
 		t.Errorf("got %+v", e)
 	}
-	if m.Catalog() != before || m.Version() != v {
+	if m.Service().Catalog() != before || m.Runtime().Version() != v {
 		t.Error("a change that could not be saved was applied")
 	}
 	// A catalog path in a missing directory fails at start.
@@ -218,17 +218,17 @@ func (s *racingStore) Save(ctx context.Context, c *Catalog, expected store.Revis
 func TestStoreConflict(t *testing.T) {
 	st := &racingStore{}
 	m := newTestManager(t, ManagerOptions{Store: st})
-	other := m.Catalog().Clone()
+	other := m.Service().Catalog().Clone()
 	other.Links["theirs"] = &LinkDef{}
 	st.other = other
-	v := m.Version()
+	v := m.Runtime().Version()
 	mustExec(t, m, "CREATE LINK ours")
-	c := m.Catalog()
-	if c.Links["theirs"] == nil || c.Links["ours"] == nil || m.Link("theirs") == nil {
+	c := m.Service().Catalog()
+	if c.Links["theirs"] == nil || c.Links["ours"] == nil || m.Runtime().Link("theirs") == nil {
 		t.Fatalf("after the retried change: links %v", catalog.SortedKeys(c.Links))
 	}
-	if st.saved != 2 || m.Version() <= v {
-		t.Errorf("saved %d times, version %d -> %d", st.saved, v, m.Version())
+	if st.saved != 2 || m.Runtime().Version() <= v {
+		t.Errorf("saved %d times, version %d -> %d", st.saved, v, m.Runtime().Version())
 	}
 }
 
@@ -244,11 +244,11 @@ func TestIdleInTransactionOption(t *testing.T) {
 		{"30", 30 * time.Second}, {"'500ms'", 500 * time.Millisecond}, {"0", 0}, {"'1.5s'", 1500 * time.Millisecond}, {"-1", 0}, {"DEFAULT", 0},
 	} {
 		mustExec(t, m, "CREATE RESOURCE POOL IF NOT EXISTS iit WITH (active_statements=1); ALTER RESOURCE POOL iit WITH (idle_in_transaction="+c.set+")")
-		if got := m.Catalog().Pools["iit"].IdleInTransaction; got != c.want {
+		if got := m.Service().Catalog().Pools["iit"].IdleInTransaction; got != c.want {
 			t.Errorf("idle_in_transaction=%s: %v, want %v", c.set, got, c.want)
 		}
 	}
-	if _, err := m.Exec(context.Background(), "ALTER RESOURCE POOL iit WITH (idle_in_transaction='-5s')"); err == nil {
+	if _, err := m.Service().Exec(context.Background(), "ALTER RESOURCE POOL iit WITH (idle_in_transaction='-5s')"); err == nil {
 		t.Error("idle_in_transaction='-5s' accepted")
 	}
 }

@@ -2,6 +2,7 @@ package wlm
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ func (st *state) viewRoutes() []views.Route {
 
 // RoutesByLink returns the names of the routes by the link they attach
 // to, each list in order.
-func (m *Manager) RoutesByLink() map[string][]string {
+func (m *Runtime) RoutesByLink() map[string][]string {
 	return views.RoutesByLink(m.state.Load().viewRoutes())
 }
 
@@ -47,7 +48,7 @@ func (m *Manager) RoutesByLink() map[string][]string {
 // catalog generation, the sessions and statements read once, one time.
 // Statements are read on first use.
 type reading struct {
-	m        *Manager
+	m        *core
 	now      time.Time
 	st       *state
 	sessions []*session.Session
@@ -56,7 +57,7 @@ type reading struct {
 	read     bool // running and ended are read
 }
 
-func (m *Manager) reading() *reading {
+func (m *core) reading() *reading {
 	return &reading{m: m, now: m.clk.Now(), st: m.state.Load(), sessions: m.reg.Sessions()}
 }
 
@@ -79,7 +80,7 @@ func (r *reading) table(name string) (views.Table, bool) {
 	case "pools":
 		return views.Pools(cat, r.sessions, r.m.admissionCounts()), true
 	case "rules":
-		return views.Rules(cat, r.m.Stats().RuleFirings), true
+		return views.Rules(cat, r.m.eval.stats().RuleFirings), true
 	case "links":
 		return views.Links(cat, r.st.viewRoutes(), r.st.links), true
 	case "users":
@@ -92,12 +93,14 @@ func (r *reading) table(name string) (views.Table, bool) {
 		return views.Audit(r.m.audit.Entries()), true
 	case "firings":
 		return views.Firings(r.m.firings.Entries()), true
-	case "budget":
-		st, _ := r.m.BudgetView()
-		return views.Budget(st), true
-	case "whatif":
-		apps, _ := r.m.WhatIf()
-		return views.WhatIf(apps, whatif.DefaultRTTs), true
+	case "budget", "whatif":
+		if t, ok, err := r.m.sourced(name, r.now, ""); ok && err == nil {
+			return t, true
+		}
+		if name == "budget" {
+			return views.Budget(views.BudgetState{}), true
+		}
+		return views.WhatIf(nil, whatif.DefaultRTTs), true
 	case "pg_session_wlmstat":
 		return views.SessionWlmstat(cat, r.sessions, r.now), true
 	case "gs_wlm_session_statistics":
@@ -117,31 +120,56 @@ func (r *reading) table(name string) (views.Table, bool) {
 	return views.Table{}, false
 }
 
-// SetBudgetView makes fn the source of SHOW BUDGET and of the budget
-// metrics: the fleet's shared low-priority budget calls it when it
-// starts. fn must be safe for concurrent use; nil removes it.
-func (m *Manager) SetBudgetView(fn func() views.BudgetState) {
-	if fn == nil {
-		m.budgetView.Store(nil)
-		return
-	}
-	m.budgetView.Store(&fn)
+// Source is a view the workload manager shows but does not compute
+// itself: the fleet's shared budget (views.BudgetSource), the what-if
+// table (views.WhatIfSource), and whatever else another part of the
+// instance owns. Views.Register gives it a
+// name from views.Names; SHOW, SELECT and ViewTables then answer that
+// name from it.
+type Source interface {
+	// Table returns the view at now. param is the view's parameter, ""
+	// for none (SHOW WHATIF RTT '1ms,5ms' passes "1ms,5ms"); an error
+	// about it is the statement's error. It must be safe for concurrent
+	// use and must not call back into the Manager.
+	View(now time.Time, param string) (views.Table, error)
 }
 
-// BudgetView returns the shared budget's state; false without one (no
-// fleet), with the zero state.
-func (m *Manager) BudgetView() (views.BudgetState, bool) {
-	fn := m.budgetView.Load()
-	if fn == nil {
-		return views.BudgetState{}, false
+// sources is the registered Sources by view name; replaced, never
+// modified.
+type sources map[string]Source
+
+// Register makes src the source of the view name (one of views.Names);
+// nil removes it. A view with no source shows no rows.
+func (m *Views) Register(name string, src Source) {
+	m.srcMu.Lock()
+	defer m.srcMu.Unlock()
+	next := sources{}
+	if cur := m.sources.Load(); cur != nil {
+		maps.Copy(next, *cur)
 	}
-	return (*fn)(), true
+	if src == nil {
+		delete(next, name)
+	} else {
+		next[name] = src
+	}
+	m.sources.Store(&next)
+}
+
+// sourced returns the view name from its registered Source with param,
+// and whether one is registered.
+func (m *core) sourced(name string, now time.Time, param string) (views.Table, bool, error) {
+	cur := m.sources.Load()
+	if cur == nil || (*cur)[name] == nil {
+		return views.Table{}, false, nil
+	}
+	t, err := (*cur)[name].View(now, param)
+	return t, true, err
 }
 
 // ViewTables returns the views of names that exist (views.Names; other
 // names are skipped), all from one reading: one catalog generation, the
 // sessions and statements read once, one time.
-func (m *Manager) ViewTables(names []string) map[string]views.Table {
+func (m *Views) ViewTables(names []string) map[string]views.Table {
 	r := m.reading()
 	out := map[string]views.Table{}
 	for _, n := range names {
@@ -152,7 +180,7 @@ func (m *Manager) ViewTables(names []string) map[string]views.Table {
 	return out
 }
 
-func (m *Manager) show(s *ddl.Show) (Result, error) {
+func (m *core) show(s *ddl.Show) (Result, error) {
 	st := m.state.Load()
 	if s.Cluster {
 		return Result{}, ddl.Errorf(ddl.CodeNotSupported, s.Position(), "SHOW CLUSTER is answered by the admin console, which gathers the fleet's instances")
@@ -162,12 +190,15 @@ func (m *Manager) show(s *ddl.Show) (Result, error) {
 		name = "settings"
 	}
 	if s.Name == "whatif" && s.RTT != "" {
-		rtts, err := whatif.ParseRTTs(s.RTT)
+		t, ok, err := m.sourced("whatif", m.clk.Now(), s.RTT)
+		if err == nil && !ok {
+			_, err = whatif.ParseRTTs(s.RTT)
+			t = views.WhatIf(nil, whatif.DefaultRTTs)
+		}
 		if err != nil {
 			return Result{}, ddl.Errorf(ddl.CodeInvalidParameter, s.RTTPos, "SHOW WHATIF: %s", err)
 		}
-		apps, _ := m.WhatIf()
-		return result(views.WhatIf(apps, rtts), "SHOW"), nil
+		return result(t, "SHOW"), nil
 	}
 	if slices.Contains(views.Lists, s.Name) {
 		t, _ := m.reading().table(name)
@@ -184,7 +215,7 @@ func (m *Manager) show(s *ddl.Show) (Result, error) {
 
 // statements returns the running statements, oldest first, then the
 // recently ended ones, newest first, with the evaluator's bandwidth.
-func (m *Manager) statements(now time.Time, running, ended bool) []views.Statement {
+func (m *core) statements(now time.Time, running, ended bool) []views.Statement {
 	var out []views.Statement
 	add := func(s *session.Statement) {
 		snap := s.Snapshot()
@@ -204,7 +235,7 @@ func (m *Manager) statements(now time.Time, running, ended bool) []views.Stateme
 	return out
 }
 
-func (m *Manager) selectRows(s *ddl.Select) (Result, error) {
+func (m *core) selectRows(s *ddl.Select) (Result, error) {
 	st := m.state.Load()
 	if s.From == "" {
 		t, err := views.Values(st.cat, s, m.versionString())
@@ -230,7 +261,7 @@ func (m *Manager) selectRows(s *ddl.Select) (Result, error) {
 	return result(out, ""), nil
 }
 
-func (m *Manager) versionString() string {
+func (m *core) versionString() string {
 	v := m.version0
 	if v == "" {
 		v = "dev"

@@ -31,7 +31,7 @@ func column(t *testing.T, res Result, name string) string {
 
 func TestStatementViews(t *testing.T) {
 	clk, reg, m := newEvalManager(t, "CREATE RESOURCE POOL vip WITH (network_priority=high); CREATE USER u RESOURCE POOL vip")
-	if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
+	if err := m.Runtime().SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
 		t.Fatal(err)
 	}
 	s := reg.Open(session.Info{Route: "pg", Client: "1.2.3.4:5"}, t0)
@@ -47,7 +47,7 @@ func TestStatementViews(t *testing.T) {
 		st.AddDown(int(rate))
 		s.AddDown(int(rate))
 		clk.Advance(time.Second)
-		m.Evaluate(ctx, clk.Now())
+		m.Rules().Evaluate(ctx, clk.Now())
 	}
 	res := mustExec(t, m, "SHOW STATEMENTS")
 	for k, want := range map[string]string{"state": "running", "class": "high", "pool": "vip", "elapsed": "15.000", "bandwidth_mbps": "40.00", "bytes_down": "300000000", "rows": "", "penalised": "no"} {
@@ -105,26 +105,26 @@ func TestConcurrentUse(t *testing.T) {
 				switch w {
 				case 0:
 					name := fmt.Sprintf("p%d", i)
-					if _, err := m.Exec(ctx, "CREATE RESOURCE POOL "+name+" WITH (weight=2); ALTER LINK default WITH (delay='1ms'); SET low_priority_bandwidth = '10MB'"); err != nil {
+					if _, err := m.Service().Exec(ctx, "CREATE RESOURCE POOL "+name+" WITH (weight=2); ALTER LINK default WITH (delay='1ms'); SET low_priority_bandwidth = '10MB'"); err != nil {
 						t.Error(err)
 					}
 				case 1:
-					v := m.Version()
-					if b := m.Bind("pg", "user1"); b.Pool != "rp1" || b.Link == nil {
+					v := m.Runtime().Version()
+					if b := m.Runtime().Bind("pg", "user1"); b.Pool != "rp1" || b.Link == nil {
 						t.Errorf("Bind = %+v", b)
 					}
-					if m.Version() < v {
+					if m.Runtime().Version() < v {
 						t.Error("Version went backwards")
 					}
 				case 2:
 					s := openAs(reg, "pg", "user1", t0)
 					st := s.Begin("SELECT 1", t0)
 					st.AddUp(1000)
-					m.Evaluate(ctx, t0.Add(time.Duration(i)*time.Second))
+					m.Rules().Evaluate(ctx, t0.Add(time.Duration(i)*time.Second))
 					s.Close(t0.Add(time.Duration(i) * time.Second))
 				case 3:
 					for _, q := range []string{"SHOW STATEMENTS", "SHOW LINKS", "SHOW POOLS", "SELECT * FROM pg_session_wlmstat"} {
-						if _, err := m.Exec(ctx, q); err != nil {
+						if _, err := m.Service().Exec(ctx, q); err != nil {
 							t.Error(err)
 						}
 					}
@@ -133,7 +133,7 @@ func TestConcurrentUse(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := len(m.Catalog().Pools); n != 31 {
+	if n := len(m.Service().Catalog().Pools); n != 31 {
 		t.Errorf("%d pools, want 31", n)
 	}
 }
@@ -144,15 +144,15 @@ func BenchmarkBind(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := m.Exec(context.Background(), reference+"ALTER LINK default WITH (delay='5ms'); ALTER RESOURCE POOL rp1 WITH (jitter='1ms')"); err != nil {
+	if _, err := m.Service().Exec(context.Background(), reference+"ALTER LINK default WITH (delay='5ms'); ALTER RESOURCE POOL rp1 WITH (jitter='1ms')"); err != nil {
 		b.Fatal(err)
 	}
-	if err := m.SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
+	if err := m.Runtime().SetRoute("pg", Route{Protocol: "postgres", CanCancel: true}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if m.Bind("pg", "user1").Pool == "" {
+		if m.Runtime().Bind("pg", "user1").Pool == "" {
 			b.Fatal("no pool")
 		}
 	}
@@ -167,7 +167,7 @@ func BenchmarkVersion(b *testing.B) {
 	b.ReportAllocs()
 	var v uint64
 	for b.Loop() {
-		v += m.Version()
+		v += m.Runtime().Version()
 	}
 	_ = strings.TrimSpace(fmt.Sprint(v))
 }
@@ -178,12 +178,12 @@ func BenchmarkExecDDL(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := m.Exec(context.Background(), reference); err != nil {
+	if _, err := m.Service().Exec(context.Background(), reference); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := m.Exec(context.Background(), "ALTER EXCEPT RULE bandwidth_rule1 WITH (bandwidth=100)"); err != nil {
+		if _, err := m.Service().Exec(context.Background(), "ALTER EXCEPT RULE bandwidth_rule1 WITH (bandwidth=100)"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -198,7 +198,7 @@ func TestShowBudget(t *testing.T) {
 		{Instance: "a", Allocator: true, Mode: "grant", Want: 30e6, Rate: 15e6, Version: 4},
 		{Instance: "b", Self: true, Mode: "fallback", Want: 30e6, Rate: 10e6, Version: 2},
 	}}
-	m.SetBudgetView(func() views.BudgetState { return state })
+	m.Views().Register("budget", views.BudgetSource(func() views.BudgetState { return state }))
 	res := mustExec(t, m, "SHOW BUDGET")
 	want := [][]string{
 		{"a", "no", "yes", "grant", "30000000", "15000000", "4", "30000000", ""},
@@ -211,8 +211,8 @@ func TestShowBudget(t *testing.T) {
 	if len(res.Rows) != 2 || res.Rows[1][0] != "b" || res.Rows[1][1] != "10000000" {
 		t.Errorf("SELECT from budget = %+v", res)
 	}
-	m.SetBudgetView(nil)
-	if _, ok := m.BudgetView(); ok {
-		t.Error("BudgetView after SetBudgetView(nil)")
+	m.Views().Register("budget", nil)
+	if res := mustExec(t, m, "SHOW BUDGET"); len(res.Rows) != 0 {
+		t.Errorf("SHOW BUDGET after its source is removed = %+v", res)
 	}
 }

@@ -11,7 +11,7 @@ import (
 func TestViewTables(t *testing.T) {
 	m := newTestManager(t, ManagerOptions{})
 	mustExec(t, m, "CREATE EXCEPT RULE r WITH (elapsedtime=5); CREATE RESOURCE POOL p WITH (except_rule='r')")
-	got := m.ViewTables(append([]string{"nowhere"}, views.Names...))
+	got := m.Views().ViewTables(append([]string{"nowhere"}, views.Names...))
 	if len(got) != len(views.Names) {
 		t.Errorf("%d tables for %d views", len(got), len(views.Names))
 	}

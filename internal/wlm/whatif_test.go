@@ -11,6 +11,7 @@ import (
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
 // TestShowWhatIf: SHOW WHATIF lists each application at the default
@@ -25,7 +26,7 @@ func TestShowWhatIf(t *testing.T) {
 		t.Fatalf("SHOW WHATIF without a table = %+v", res)
 	}
 	tb := whatif.New(whatif.Options{})
-	m.SetWhatIf(tb)
+	m.Views().Register("whatif", views.WhatIfSource{Table: tb})
 	// One session, 10 transactions of 5 round trips of 1 ms, back to
 	// back over 50 ms, and then 950 ms of nothing.
 	c := tb.Open(whatif.Key{Protocol: "postgres", User: "u", Database: "d", Application: "a"}, clk.Now(), nil)
@@ -61,13 +62,13 @@ func TestShowWhatIf(t *testing.T) {
 		t.Errorf("SELECT FROM whatif = %+v", res)
 	}
 	for _, q := range []string{"SHOW WHATIF RTT 'soon'", "SHOW WHATIF RTT '-1ms'"} {
-		_, err := m.Exec(context.Background(), q)
+		_, err := m.Service().Exec(context.Background(), q)
 		var e *ddl.Error
 		if !errors.As(err, &e) || e.Code != ddl.CodeInvalidParameter || e.Position != 17 {
 			t.Errorf("%s: %v, want 22023 at 17", q, err)
 		}
 	}
-	if _, err := m.Exec(context.Background(), "SHOW WHATIF RTT"); err == nil {
+	if _, err := m.Service().Exec(context.Background(), "SHOW WHATIF RTT"); err == nil {
 		t.Error("SHOW WHATIF RTT without a value: no error")
 	}
 }

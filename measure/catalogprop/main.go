@@ -109,7 +109,7 @@ func run(endpoints string, n int, gap, bound time.Duration, svgPath string) erro
 		stacks[name] = st
 	}
 	a := stacks["A"].Manager()
-	if _, err := a.Exec(ctx, "CREATE RESOURCE POOL catalogprop"); err != nil {
+	if _, err := a.Service().Exec(ctx, "CREATE RESOURCE POOL catalogprop"); err != nil {
 		return err
 	}
 	fmt.Printf("catalog %s; %d changes on A, gap %v\n", url, n, gap)
@@ -120,12 +120,12 @@ func run(endpoints string, n int, gap, bound time.Duration, svgPath string) erro
 	changes := make([]change, 0, n)
 	for i := range n {
 		start := time.Now()
-		if _, err := a.Exec(ctx, fmt.Sprintf("ALTER RESOURCE POOL catalogprop WITH (weight = %d)", 1+i%99)); err != nil {
+		if _, err := a.Service().Exec(ctx, fmt.Sprintf("ALTER RESOURCE POOL catalogprop WITH (weight = %d)", 1+i%99)); err != nil {
 			return fmt.Errorf("change %d: %w", i, err)
 		}
-		changes = append(changes, change{rev: a.AppliedRevision(), start: start})
+		changes = append(changes, change{rev: a.Service().AppliedRevision(), start: start})
 		if (i+1)%25 == 0 {
-			fmt.Printf("  %d/%d changes made, revision %d\n", i+1, n, a.AppliedRevision())
+			fmt.Printf("  %d/%d changes made, revision %d\n", i+1, n, a.Service().AppliedRevision())
 		}
 		if gap > 0 {
 			time.Sleep(gap)
@@ -134,9 +134,9 @@ func run(endpoints string, n int, gap, bound time.Duration, svgPath string) erro
 	last := changes[len(changes)-1].rev
 	deadline := time.Now().Add(30 * time.Second)
 	for _, name := range names[1:] {
-		for stacks[name].Manager().AppliedRevision() < last {
+		for stacks[name].Manager().Service().AppliedRevision() < last {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("instance %s stuck at revision %d, want %d", name, stacks[name].Manager().AppliedRevision(), last)
+				return fmt.Errorf("instance %s stuck at revision %d, want %d", name, stacks[name].Manager().Service().AppliedRevision(), last)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

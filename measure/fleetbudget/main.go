@@ -139,11 +139,11 @@ func main() {
 		"CREATE RESOURCE POOL bulk_low WITH (network_priority=low)",
 		"SET cluster_low_priority_bandwidth = '" + *budgetFlag + "'",
 	} {
-		if _, err := insts[0].st.Manager().Exec(ctx, q); err != nil {
+		if _, err := insts[0].st.Manager().Service().Exec(ctx, q); err != nil {
 			log.Fatalf("a: %s: %v", q, err)
 		}
 	}
-	rev := insts[0].st.Manager().AppliedRevision()
+	rev := insts[0].st.Manager().Service().AppliedRevision()
 	t0 := time.Now()
 	if err := waitApplied(insts, rev, 10*time.Second); err != nil {
 		log.Fatal(err)
@@ -161,7 +161,7 @@ func main() {
 			for range time.Tick(time.Second) {
 				var parts []string
 				for _, in := range insts {
-					st, _ := in.st.Manager().BudgetView()
+					st, _ := in.st.BudgetState()
 					for _, r := range st.Rows {
 						if r.Self {
 							parts = append(parts, fmt.Sprintf("%s %s want %.1f rate %.1f v%d alloc %v", r.Instance, r.Mode, float64(r.Want)/1e6, float64(r.Rate)/1e6, r.Version, r.Allocator))
@@ -405,9 +405,9 @@ func (in *instance) addRoute(upstream string) error {
 func waitApplied(insts []*instance, rev uint64, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for _, in := range insts {
-		for in.st.Manager().AppliedRevision() < rev {
+		for in.st.Manager().Service().AppliedRevision() < rev {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%s applies catalog revision %d after %v, want %d", in.name, in.st.Manager().AppliedRevision(), d, rev)
+				return fmt.Errorf("%s applies catalog revision %d after %v, want %d", in.name, in.st.Manager().Service().AppliedRevision(), d, rev)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -553,7 +553,7 @@ func (l *etcdLink) Cut() {
 // lowBytes is the Low-class bytes the instance's default link admitted
 // down (server to client).
 func (in *instance) lowBytes() int64 {
-	l := in.st.Manager().Link(wlm.DefaultLink)
+	l := in.st.Manager().Runtime().Link(wlm.DefaultLink)
 	if l == nil {
 		return 0
 	}
@@ -569,7 +569,7 @@ func (in *instance) rate() int64 {
 	if dead {
 		return 0
 	}
-	st, _ := in.st.Manager().BudgetView()
+	st, _ := in.st.BudgetState()
 	for _, r := range st.Rows {
 		if r.Self {
 			return r.Rate
@@ -586,7 +586,7 @@ func (in *instance) allocator() bool {
 	if dead {
 		return false
 	}
-	st, ok := in.st.Manager().BudgetView()
+	st, ok := in.st.BudgetState()
 	if !ok {
 		return false
 	}
@@ -812,7 +812,7 @@ func controlRun(ctx context.Context, upstream string, budget int64, k int, phase
 			"CREATE RESOURCE POOL bulk_low WITH (network_priority=low)",
 			"SET low_priority_bandwidth = '" + strconv.FormatInt(budget/int64(k), 10) + "'",
 		} {
-			if _, err := st.Manager().Exec(ctx, q); err != nil {
+			if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
 				return phaseResult{}, fmt.Errorf("%s: %s: %w", name, q, err)
 			}
 		}

@@ -54,7 +54,7 @@ func startMember(t *testing.T, cfg etcd.Config, name string, budget int64) *memb
 		for range ka {
 		}
 	}()
-	b, err := New(Options{Client: cli, Key: cfg.Key, Name: name, Lease: lease.ID, Links: mgr,
+	b, err := New(Options{Client: cli, Key: cfg.Key, Name: name, Lease: lease.ID, Links: mgr.Runtime(),
 		Budget: func() int64 { return budget }, GrantTTL: 3 * time.Second, Logger: testenv.Logger(slog.LevelInfo).With("instance", name)})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func startMember(t *testing.T, cfg etcd.Config, name string, budget int64) *memb
 	}()
 	// bulk Low-class traffic on the default link, down
 	for range 2 {
-		f := mgr.Link(wlm.DefaultLink).Flow(link.Down, "bulk")
+		f := mgr.Runtime().Link(wlm.DefaultLink).Flow(link.Down, "bulk")
 		go func() {
 			defer f.Close()
 			for {
@@ -89,7 +89,9 @@ func (m *member) kill() {
 }
 
 // cap is the Low-class rate the member's default link runs at.
-func (m *member) cap() int64 { return m.mgr.Link(wlm.DefaultLink).Config().LowPriorityBandwidth }
+func (m *member) cap() int64 {
+	return m.mgr.Runtime().Link(wlm.DefaultLink).Config().LowPriorityBandwidth
+}
 
 func TestBudgetFailover(t *testing.T) {
 	const budget = 20_000_000

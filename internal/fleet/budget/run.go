@@ -31,7 +31,7 @@ const (
 )
 
 // Links is what the budget drives: the instance's runtime links and
-// their Low-class caps (a *wlm.Manager).
+// their Low-class caps (a *wlm.Runtime).
 type Links interface {
 	// LinkNames returns the links' names, sorted.
 	LinkNames() []string

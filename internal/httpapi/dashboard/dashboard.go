@@ -33,11 +33,33 @@ const (
 //go:embed static
 var static embed.FS
 
+// Catalog is the catalog service: the current catalog.
+type Catalog interface{ Catalog() *wlm.Catalog }
+
+// Runtime is the binding runtime: the links, the sessions and the routes
+// by link.
+type Runtime interface {
+	Link(name string) *link.Link
+	Registry() *session.Registry
+	RoutesByLink() map[string][]string
+}
+
+// Rules is the exception-rule evaluator's counters.
+type Rules interface{ Stats() wlm.Stats }
+
+// Tables reads views by name (views.Names).
+type Tables interface {
+	ViewTables(names []string) map[string]views.Table
+}
+
 // Options configure a Dashboard.
 type Options struct {
-	// Manager provides the links, catalog, rule counters and sessions.
-	// Required.
-	Manager *wlm.Manager
+	// Catalog, Runtime, Rules and Views are the workload manager's roles
+	// (*wlm.Service, *wlm.Runtime, *wlm.Rules, *wlm.Views). Required.
+	Catalog Catalog
+	Runtime Runtime
+	Rules   Rules
+	Views   Tables
 	// Clock times the samples; nil means clock.Real.
 	Clock clock.Clock
 	// Interval is the time between samples; 0 means DefaultInterval.
@@ -54,7 +76,10 @@ type Options struct {
 // Dashboard samples sluice's traffic into short time series and serves a
 // page that shows them. It is safe for concurrent use.
 type Dashboard struct {
-	mgr      *wlm.Manager
+	cat      Catalog
+	rt       Runtime
+	rules    Rules
+	views    Tables
 	clk      clock.Clock
 	interval time.Duration
 	keep     int
@@ -93,8 +118,8 @@ type totals struct {
 
 // New returns a Dashboard with no samples yet; Run (or Sample) takes them.
 func New(o Options) (*Dashboard, error) {
-	if o.Manager == nil {
-		return nil, errors.New("dashboard: Options.Manager is required")
+	if o.Catalog == nil || o.Runtime == nil || o.Rules == nil || o.Views == nil {
+		return nil, errors.New("dashboard: Options.Catalog, Runtime, Rules and Views are required")
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -116,7 +141,7 @@ func New(o Options) (*Dashboard, error) {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	return &Dashboard{
-		mgr: o.Manager, clk: o.Clock, interval: o.Interval, keep: o.Keep, top: o.Top, version: o.Version,
+		cat: o.Catalog, rt: o.Runtime, rules: o.Rules, views: o.Views, clk: o.Clock, interval: o.Interval, keep: o.Keep, top: o.Top, version: o.Version,
 		started:   o.Clock.Now(),
 		files:     files,
 		stmtBytes: map[uint64]int64{},
@@ -136,9 +161,9 @@ func (d *Dashboard) Run(ctx context.Context) error {
 
 func (d *Dashboard) collect(now time.Time) *totals {
 	t := &totals{t: now, pools: map[string]int64{}, links: map[string]int64{}}
-	cat := d.mgr.Catalog()
+	cat := d.cat.Catalog()
 	for name := range cat.Links {
-		l := d.mgr.Link(name)
+		l := d.rt.Link(name)
 		if l == nil {
 			continue
 		}
@@ -175,7 +200,7 @@ func rate(cur, prev int64, dt float64) float64 {
 // counters. Run calls it; tests call it to step in virtual time.
 func (d *Dashboard) Sample(now time.Time) {
 	cur := d.collect(now)
-	active := d.mgr.Registry().Active()
+	active := d.rt.Registry().Active()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	prev := d.prev
@@ -317,10 +342,10 @@ func optDuration(d *wlm.Duration) string {
 
 // Snapshot returns the page's data at now.
 func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
-	cat := d.mgr.Catalog()
-	reg := d.mgr.Registry()
+	cat := d.cat.Catalog()
+	reg := d.rt.Registry()
 	active := reg.Active()
-	stats := d.mgr.Stats()
+	stats := d.rules.Stats()
 
 	d.mu.Lock()
 	samples := d.samplesLocked()
@@ -377,7 +402,7 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 	// The firing history, not the ended statements: ordinary traffic
 	// pushes a firing's statement out of the statement history in
 	// seconds.
-	if ft, ok := d.mgr.ViewTables([]string{"firings"})["firings"]; ok {
+	if ft, ok := d.views.ViewTables([]string{"firings"})["firings"]; ok {
 		for i := len(ft.Rows) - 1; i >= 0 && len(snap.Firings) < d.top; i-- {
 			row := make(map[string]string, len(ft.Columns))
 			for j, c := range ft.Columns {
@@ -395,7 +420,7 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 		})
 	}
 
-	routes := d.mgr.RoutesByLink()
+	routes := d.rt.RoutesByLink()
 	for _, n := range catalog.SortedKeys(cat.Links) {
 		def := cat.Links[n]
 		l := Link{Name: n, Capacity: units.FormatRate(def.Capacity), QueueSize: "default",

@@ -30,7 +30,7 @@ func newFixture(t testing.TB, keep int) *fixture {
 		CREATE EXCEPT RULE hog WITH (bandwidth = 1, action = 'penalty');
 		CREATE RESOURCE POOL bulk WITH (except_rule = 'hog', network_priority = 'low')`)
 	e.SetRoute(t, "r", wlm.Route{Link: "wan", Protocol: "postgres", CanCancel: true})
-	d, err := dashboard.New(dashboard.Options{Manager: e.Manager, Clock: e.Clock, Keep: keep, Top: 2, Version: "v-test"})
+	d, err := dashboard.New(dashboard.Options{Catalog: e.Manager.Service(), Runtime: e.Manager.Runtime(), Rules: e.Manager.Rules(), Views: e.Manager.Views(), Clock: e.Clock, Keep: keep, Top: 2, Version: "v-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func send(t testing.TB, fl *link.Flow, n int, c link.Class) {
 // pool, null delays for silent classes, the ring's size and order.
 func TestSeries(t *testing.T) {
 	f := newFixture(t, 3)
-	def := f.Manager.Link("default")
+	def := f.Manager.Runtime().Link("default")
 	normal := def.Flow(link.Down, "")
 	low := def.Flow(link.Up, "bulk")
 	defer normal.Close()
@@ -102,18 +102,18 @@ func TestSeries(t *testing.T) {
 func TestSnapshotFirings(t *testing.T) {
 	f := newFixture(t, 10)
 	ctx := context.Background()
-	if _, err := f.Manager.Exec(ctx, "CREATE USER ann RESOURCE POOL 'bulk'"); err != nil {
+	if _, err := f.Manager.Service().Exec(ctx, "CREATE USER ann RESOURCE POOL 'bulk'"); err != nil {
 		t.Fatal(err)
 	}
 	s := f.Registry.Open(session.Info{Route: "r", Protocol: "postgres", Link: "wan"}, f.Clock.Now())
 	s.SetIdentity("ann", "db", "")
 	hog := s.Begin("SELECT hog", f.Clock.Now())
 	for range 6 { // the rule is checked every except_check_period, 5 s
-		f.Manager.Evaluate(ctx, f.Clock.Now())
+		f.Manager.Rules().Evaluate(ctx, f.Clock.Now())
 		hog.AddDown(5_000_000)
 		f.Clock.Advance(time.Second)
 	}
-	f.Manager.Evaluate(ctx, f.Clock.Now())
+	f.Manager.Rules().Evaluate(ctx, f.Clock.Now())
 	if !hog.Snapshot().Penalized {
 		t.Fatal("the rule did not fire")
 	}
@@ -134,7 +134,7 @@ func TestSnapshotFirings(t *testing.T) {
 // page's rules, as the console's SHOW RULES does.
 func TestSnapshotRuleBlockTime(t *testing.T) {
 	f := newFixture(t, 10)
-	if _, err := f.Manager.Exec(context.Background(), "CREATE EXCEPT RULE queued WITH (blocktime=2.5, action='abort')"); err != nil {
+	if _, err := f.Manager.Service().Exec(context.Background(), "CREATE EXCEPT RULE queued WITH (blocktime=2.5, action='abort')"); err != nil {
 		t.Fatal(err)
 	}
 	snap := f.d.Snapshot(context.Background(), f.Clock.Now())
@@ -246,7 +246,7 @@ func TestPage(t *testing.T) {
 
 func BenchmarkSnapshot(b *testing.B) {
 	f := newFixture(b, dashboard.DefaultKeep)
-	fl := f.Manager.Link("default").Flow(link.Down, "bulk")
+	fl := f.Manager.Runtime().Link("default").Flow(link.Down, "bulk")
 	defer fl.Close()
 	now := f.Clock.Now()
 	for i := range 20 {

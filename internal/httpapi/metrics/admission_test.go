@@ -17,7 +17,7 @@ import (
 func TestAdmissionMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := wlmtest.New(t, "CREATE RESOURCE POOL p WITH (active_statements=1); CREATE RESOURCE POOL free; CREATE USER u RESOURCE POOL 'p'")
-		m, err := metrics.New(metrics.Options{Manager: e.Manager, NoProcess: true})
+		m, err := metrics.New(metrics.Options{Catalog: e.Manager.Service(), Runtime: e.Manager.Runtime(), Rules: e.Manager.Rules(), Admission: e.Manager.Admission(), NoProcess: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,13 +30,13 @@ func TestAdmissionMetrics(t *testing.T) {
 			s.SetPool("p")
 			return s.Begin("select 1", e.Clock.Now())
 		}
-		release1, err := e.Manager.Admit(ctx, begin())
+		release1, err := e.Manager.Admission().Admit(ctx, begin())
 		if err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan func(), 1)
 		go func() {
-			r, err := e.Manager.Admit(ctx, begin())
+			r, err := e.Manager.Admission().Admit(ctx, begin())
 			if err != nil {
 				t.Error(err)
 			}
@@ -101,7 +101,7 @@ func TestAdmissionMetrics(t *testing.T) {
 // and no such session shows 0.
 func TestIdleInTransactionMetrics(t *testing.T) {
 	e := wlmtest.New(t, "CREATE RESOURCE POOL p WITH (active_statements=1); CREATE RESOURCE POOL q WITH (active_statements=2)")
-	m, err := metrics.New(metrics.Options{Manager: e.Manager, NoProcess: true, Clock: e.Clock})
+	m, err := metrics.New(metrics.Options{Catalog: e.Manager.Service(), Runtime: e.Manager.Runtime(), Rules: e.Manager.Rules(), Admission: e.Manager.Admission(), NoProcess: true, Clock: e.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@
 // unset), not those a route or pool may override.
 //
 // The sluice_whatif_ gauges are SHOW WHATIF's (package whatif, through
-// wlm.Manager.WhatIf): per application with a transaction in the
+// Options.WhatIf): per application with a transaction in the
 // what-if window, its mean round trips per transaction and the share of
 // its latency the network's measured round trips take. The table keeps
 // at most a bounded number of applications (the rest count as one
@@ -104,9 +104,9 @@
 // the times etcd lost the catalog's history (its revisions went back,
 // its cluster ID changed) and the catalog was reloaded whole.
 // sluice_catalog_revision is the store's
-// revision of the catalog in force (Manager.AppliedRevision: the etcd
+// revision of the catalog in force (wlm.Service.AppliedRevision: the etcd
 // revision with an etcd catalog); sluice_catalog_stale_since_seconds
-// the unix time etcd stopped answering (Manager.StaleSince), 0 while it
+// the unix time etcd stopped answering (wlm.Service.StaleSince), 0 while it
 // answers and always with a file catalog.
 //
 // Five metrics are fed by a watcher of the session registry, since they

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -16,7 +17,33 @@ import (
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 )
+
+// Catalog is the catalog service: the catalog, its revision, since when
+// its store is unreachable, and the audit log's counts.
+type Catalog interface {
+	Catalog() *wlm.Catalog
+	AppliedRevision() uint64
+	StaleSince() time.Time
+	AuditCounts() map[wlm.AuditCount]uint64
+}
+
+// Runtime is the binding runtime: the links, the sessions, the routes.
+type Runtime interface {
+	Link(name string) *link.Link
+	Registry() *session.Registry
+	Routes() map[string]wlm.Route
+}
+
+// Rules is the exception-rule evaluator's counters.
+type Rules interface{ Stats() wlm.Stats }
+
+// Admission is the pools' admission counts and block times.
+type Admission interface {
+	AdmissionStats() map[string]admission.PoolStats
+	BlockTimes() map[string]wlm.BlockHistogram
+}
 
 // Unsent reports, per route, the bytes written to client sockets that the
 // kernel has not sent yet. proxy.Server implements it.
@@ -53,9 +80,20 @@ type Loops interface {
 
 // Options configure Metrics.
 type Options struct {
-	// Manager provides the links, the catalog, the rule counters and the
-	// session registry. Required.
-	Manager *wlm.Manager
+	// Catalog, Runtime, Rules and Admission are the workload manager's
+	// roles (*wlm.Service, *wlm.Runtime, *wlm.Rules, *wlm.Admission).
+	// Required.
+	Catalog   Catalog
+	Runtime   Runtime
+	Rules     Rules
+	Admission Admission
+	// Budget is the fleet's shared budget, false while there is none;
+	// without one (nil, or false) the sluice_budget_* gauges are left
+	// out.
+	Budget func() (views.BudgetState, bool)
+	// WhatIf is the what-if table; nil leaves the sluice_whatif_* gauges
+	// out.
+	WhatIf views.WhatIfSnapshotter
 	// Unsent provides the kernel's unsent bytes per route; nil leaves
 	// sluice_route_unsent_bytes out.
 	Unsent Unsent
@@ -91,7 +129,7 @@ var durationBuckets = []float64{
 // safe for concurrent use.
 type Metrics struct {
 	reg     *prometheus.Registry
-	mgr     *wlm.Manager
+	cat     Catalog
 	unwatch func()
 	users   *userLabels
 	bytes   *routeBytes
@@ -106,10 +144,10 @@ type Metrics struct {
 // own, and starts watching the session registry for ended and penalised
 // statements.
 func New(o Options) (*Metrics, error) {
-	if o.Manager == nil {
-		return nil, errors.New("metrics: Options.Manager is required")
+	if o.Catalog == nil || o.Runtime == nil || o.Rules == nil || o.Admission == nil {
+		return nil, errors.New("metrics: Options.Catalog, Runtime, Rules and Admission are required")
 	}
-	m := &Metrics{reg: prometheus.NewRegistry(), mgr: o.Manager, users: &userLabels{}, bytes: newRouteBytes()}
+	m := &Metrics{reg: prometheus.NewRegistry(), cat: o.Catalog, users: &userLabels{}, bytes: newRouteBytes()}
 	labels := []string{"route", "user", "pool"}
 	m.routeStatements = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_route_statements_total",
@@ -143,8 +181,8 @@ func New(o Options) (*Metrics, error) {
 			return nil, err
 		}
 	}
-	m.unwatch = o.Manager.Registry().Watch(session.WatcherFunc(m.observe))
-	for _, s := range o.Manager.Registry().Sessions() {
+	m.unwatch = o.Runtime.Registry().Watch(session.WatcherFunc(m.observe))
+	for _, s := range o.Runtime.Registry().Sessions() {
 		m.bytes.opened(s)
 	}
 	return m, nil
@@ -153,7 +191,7 @@ func New(o Options) (*Metrics, error) {
 // user returns the label of user under the catalog's
 // metrics_user_labels.
 func (m *Metrics) user(user string) string {
-	return m.users.label(user, m.mgr.Catalog().Settings.MetricsUserLabels)
+	return m.users.label(user, m.cat.Catalog().Settings.MetricsUserLabels)
 }
 
 // observe counts statement events. It runs in the goroutine that caused
@@ -199,7 +237,12 @@ func (m *Metrics) Close() error {
 // collector converts the state of links, sessions, rules and routes into
 // metrics at scrape time.
 type collector struct {
-	mgr    *wlm.Manager
+	cat    Catalog
+	rt     Runtime
+	rules  Rules
+	adm    Admission
+	budget func() (views.BudgetState, bool)
+	whatIf views.WhatIfSnapshotter
 	clk    clock.Clock
 	unsent Unsent
 	late   Lateness
@@ -226,7 +269,7 @@ func newCollector(o Options) *collector {
 	ldc := []string{"link", "direction", "class"}
 	srp := []string{"route", "user", "pool"}
 	return &collector{
-		mgr: o.Manager, clk: cmp.Or[clock.Clock](o.Clock, clock.Real{}), unsent: o.Unsent, late: o.Lateness, panics: o.Panics, loops: o.Loops, resets: o.StoreResets,
+		cat: o.Catalog, rt: o.Runtime, rules: o.Rules, adm: o.Admission, budget: o.Budget, whatIf: o.WhatIf, clk: cmp.Or[clock.Clock](o.Clock, clock.Real{}), unsent: o.Unsent, late: o.Lateness, panics: o.Panics, loops: o.Loops, resets: o.StoreResets,
 		storeResets: prometheus.NewDesc("sluice_catalog_store_resets_total",
 			"Times etcd lost the catalog's history (its revisions went back or its cluster ID changed) and the catalog was reloaded whole.", nil, nil),
 		linkBytes: prometheus.NewDesc("sluice_link_bytes_total",
@@ -358,7 +401,10 @@ func histogram(h link.Histogram) (count uint64, sum float64, buckets map[float64
 // collectBudget adds the shared budget's gauges, when the instance is
 // part of a fleet.
 func (c *collector) collectBudget(ch chan<- prometheus.Metric) {
-	st, ok := c.mgr.BudgetView()
+	if c.budget == nil {
+		return
+	}
+	st, ok := c.budget()
 	if !ok {
 		return
 	}
@@ -393,8 +439,10 @@ var whatIfLabels = []string{"protocol", "user", "database", "application"}
 // collectWhatIf adds the what-if gauges of every application with a
 // transaction in the window.
 func (c *collector) collectWhatIf(ch chan<- prometheus.Metric) {
-	apps, _ := c.mgr.WhatIf()
-	for _, a := range apps {
+	if c.whatIf == nil {
+		return
+	}
+	for _, a := range c.whatIf.Snapshot(c.clk.Now()) {
 		ch <- prometheus.MustNewConstMetric(c.whatIfRoundTrips, prometheus.GaugeValue, a.RoundTrips, a.Protocol, a.User, a.Database, a.Application)
 		ch <- prometheus.MustNewConstMetric(c.whatIfNetworkShare, prometheus.GaugeValue, a.NetworkShare, a.Protocol, a.User, a.Database, a.Application)
 	}
@@ -403,10 +451,10 @@ func (c *collector) collectWhatIf(ch chan<- prometheus.Metric) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectBudget(ch)
 	c.collectWhatIf(ch)
-	cat := c.mgr.Catalog()
-	ch <- prometheus.MustNewConstMetric(c.catalogRevision, prometheus.GaugeValue, float64(c.mgr.AppliedRevision()))
+	cat := c.cat.Catalog()
+	ch <- prometheus.MustNewConstMetric(c.catalogRevision, prometheus.GaugeValue, float64(c.cat.AppliedRevision()))
 	stale := 0.0
-	if t := c.mgr.StaleSince(); !t.IsZero() {
+	if t := c.cat.StaleSince(); !t.IsZero() {
 		stale = float64(t.UnixNano()) / 1e9
 	}
 	ch <- prometheus.MustNewConstMetric(c.catalogStale, prometheus.GaugeValue, stale)
@@ -427,7 +475,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, p.Delay.Seconds(), name)
 		ch <- prometheus.MustNewConstMetric(c.jitter, prometheus.GaugeValue, p.Jitter.Seconds(), name)
 		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, float64(p.Rate), name)
-		l := c.mgr.Link(name)
+		l := c.rt.Link(name)
 		if l == nil {
 			continue
 		}
@@ -461,7 +509,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.routeBytes, prometheus.CounterValue, float64(t[0]), route, link.Up.String())
 		ch <- prometheus.MustNewConstMetric(c.routeBytes, prometheus.CounterValue, float64(t[1]), route, link.Down.String())
 	}
-	for k, n := range c.mgr.AuditCounts() {
+	for k, n := range c.cat.AuditCounts() {
 		ch <- prometheus.MustNewConstMetric(c.catalogChanges, prometheus.CounterValue, float64(n), k.Surface, k.Outcome)
 	}
 
@@ -469,7 +517,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	user := func(u string) string { return c.users.label(u, limit) }
 	type key struct{ route, user, pool string }
 	sessions := map[key]int{}
-	reg := c.mgr.Registry()
+	reg := c.rt.Registry()
 	var kinds [session.KindLogical + 1]int
 	for _, s := range reg.Sessions() {
 		sessions[key{s.Info.Route, user(s.User()), s.Pool()}]++
@@ -502,7 +550,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 	c.collectAdmission(ch, cat)
 
-	stats := c.mgr.Stats()
+	stats := c.rules.Stats()
 	for k, n := range stats.Firings {
 		ch <- prometheus.MustNewConstMetric(c.firings, prometheus.CounterValue, float64(n), k.Rule, string(k.Action))
 	}
@@ -511,7 +559,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 	if c.unsent != nil {
 		routes := map[string]int64{}
-		for name := range c.mgr.Routes() {
+		for name := range c.rt.Routes() {
 			routes[name] = 0
 		}
 		for name, n := range c.unsent.UnsentBytes() {
@@ -557,7 +605,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // link), so their labels are bounded by the catalog.
 func (c *collector) collectAdmission(ch chan<- prometheus.Metric, cat *wlm.Catalog) {
 	known := func(pool string) bool { return pool == "" || cat.Pools[pool] != nil }
-	adm := c.mgr.AdmissionStats()
+	adm := c.adm.AdmissionStats()
 	for pool, p := range cat.Pools {
 		ch <- prometheus.MustNewConstMetric(c.admLimit, prometheus.GaugeValue, float64(max(p.ActiveStatements, 0)), pool)
 		if _, ok := adm[pool]; !ok && p.ActiveStatements > 0 {
@@ -578,7 +626,7 @@ func (c *collector) collectAdmission(ch chan<- prometheus.Metric, cat *wlm.Catal
 			holders[pool], oldest[pool] = 0, 0
 		}
 	}
-	for _, s := range c.mgr.Registry().Sessions() {
+	for _, s := range c.rt.Registry().Sessions() {
 		sl := s.Slot()
 		if d, ok := sl.IdleInTransaction(now); ok && known(sl.Pool) {
 			holders[sl.Pool]++
@@ -589,12 +637,12 @@ func (c *collector) collectAdmission(ch chan<- prometheus.Metric, cat *wlm.Catal
 		ch <- prometheus.MustNewConstMetric(c.idleHolders, prometheus.GaugeValue, float64(n), pool)
 		ch <- prometheus.MustNewConstMetric(c.idleOldest, prometheus.GaugeValue, oldest[pool], pool)
 	}
-	for pool, n := range c.mgr.Stats().IdleInTransactionEnded {
+	for pool, n := range c.rules.Stats().IdleInTransactionEnded {
 		if known(pool) {
 			ch <- prometheus.MustNewConstMetric(c.idleEnded, prometheus.CounterValue, float64(n), pool)
 		}
 	}
-	for pool, h := range c.mgr.BlockTimes() {
+	for pool, h := range c.adm.BlockTimes() {
 		buckets := make(map[float64]uint64, len(wlm.BlockTimeBuckets))
 		var cum uint64
 		for i, b := range wlm.BlockTimeBuckets {

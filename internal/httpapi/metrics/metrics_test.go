@@ -35,7 +35,7 @@ func newFixture(t testing.TB, unsent metrics.Unsent) *fixture {
 		CREATE RESOURCE POOL p WITH (except_rule = 'slow', network_priority = 'high');
 		CREATE USER u RESOURCE POOL 'p'`)
 	e.SetRoute(t, "rt", wlm.Route{Protocol: "postgres", CanCancel: true})
-	m, err := metrics.New(metrics.Options{Manager: e.Manager, Unsent: unsent, NoProcess: true})
+	m, err := metrics.New(metrics.Options{Catalog: e.Manager.Service(), Runtime: e.Manager.Runtime(), Rules: e.Manager.Rules(), Admission: e.Manager.Admission(), Unsent: unsent, NoProcess: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +109,8 @@ func TestMetrics(t *testing.T) {
 	ctx := context.Background()
 	t0 := f.Clock.Now()
 
-	down := f.Manager.Link("default").Flow(link.Down, "p")
-	up := f.Manager.Link("default").Flow(link.Up, "")
+	down := f.Manager.Runtime().Link("default").Flow(link.Down, "p")
+	up := f.Manager.Runtime().Link("default").Flow(link.Up, "")
 	defer down.Close()
 	defer up.Close()
 	for _, c := range []struct {
@@ -131,7 +131,7 @@ func TestMetrics(t *testing.T) {
 	rs.SetKind(session.KindReplication)
 	st := s.Begin("SELECT 1", t0)
 	f.Clock.Advance(time.Second)
-	f.Manager.Evaluate(ctx, f.Clock.Now())
+	f.Manager.Rules().Evaluate(ctx, f.Clock.Now())
 	if !st.Snapshot().Penalized {
 		t.Fatal("the rule did not penalise the statement")
 	}
@@ -214,7 +214,7 @@ func TestMetrics(t *testing.T) {
 // and the per-route and per-pool counters do not depend on it.
 func TestUserLabels(t *testing.T) {
 	f := newFixture(t, nil)
-	if _, err := f.Manager.Exec(context.Background(), "SET metrics_user_labels = 2"); err != nil {
+	if _, err := f.Manager.Service().Exec(context.Background(), "SET metrics_user_labels = 2"); err != nil {
 		t.Fatal(err)
 	}
 	now := f.Clock.Now()
@@ -252,7 +252,7 @@ func TestUserLabels(t *testing.T) {
 		t.Error("a third user got a label of its own")
 	}
 	// 0 labels nobody, whoever was seen before.
-	if _, err := f.Manager.Exec(context.Background(), "SET metrics_user_labels = 0"); err != nil {
+	if _, err := f.Manager.Service().Exec(context.Background(), "SET metrics_user_labels = 0"); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := value(f.gather(t), "sluice_sessions", "route", "rt", "user", "other", "pool", "p"); !ok {
@@ -303,7 +303,7 @@ func TestReleaseLateness(t *testing.T) {
 	for _, d := range []time.Duration{-30 * time.Microsecond, 10 * time.Microsecond, 3 * time.Millisecond} {
 		used.Record(d)
 	}
-	m, err := metrics.New(metrics.Options{Manager: f.Manager, NoProcess: true, Lateness: lateness{
+	m, err := metrics.New(metrics.Options{Catalog: f.Manager.Service(), Runtime: f.Manager.Runtime(), Rules: f.Manager.Rules(), Admission: f.Manager.Admission(), NoProcess: true, Lateness: lateness{
 		{"rt", "up", "precise"}: &used,
 		{"rt", "down", "timer"}: &empty,
 	}})
@@ -343,7 +343,7 @@ func (p panicCounts) SessionPanics() map[string]uint64 { return p }
 // that it is absent without Options.Panics.
 func TestSessionPanics(t *testing.T) {
 	f := newFixture(t, nil)
-	m, err := metrics.New(metrics.Options{Manager: f.Manager, NoProcess: true, Panics: panicCounts{"pg": 3, "my": 1}})
+	m, err := metrics.New(metrics.Options{Catalog: f.Manager.Service(), Runtime: f.Manager.Runtime(), Rules: f.Manager.Rules(), Admission: f.Manager.Admission(), NoProcess: true, Panics: panicCounts{"pg": 3, "my": 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func (l loopCounts) LoopSessions() (uint64, uint64) { return l.taken, l.handed }
 // that it is absent without Options.Loops.
 func TestLoopSessions(t *testing.T) {
 	f := newFixture(t, nil)
-	m, err := metrics.New(metrics.Options{Manager: f.Manager, NoProcess: true, Loops: loopCounts{taken: 7, handed: 2}})
+	m, err := metrics.New(metrics.Options{Catalog: f.Manager.Service(), Runtime: f.Manager.Runtime(), Rules: f.Manager.Rules(), Admission: f.Manager.Admission(), NoProcess: true, Loops: loopCounts{taken: 7, handed: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,10 +411,10 @@ func TestCatalogRevisionAndStale(t *testing.T) {
 	f := newFixture(t, nil)
 	fams := f.gather(t)
 	rev, ok := value(fams, "sluice_catalog_revision")
-	if !ok || rev != float64(f.Manager.AppliedRevision()) || rev == 0 {
-		t.Fatalf("revision %v (%v), manager %d", rev, ok, f.Manager.AppliedRevision())
+	if !ok || rev != float64(f.Manager.Service().AppliedRevision()) || rev == 0 {
+		t.Fatalf("revision %v (%v), manager %d", rev, ok, f.Manager.Service().AppliedRevision())
 	}
-	if _, err := f.Manager.Exec(context.Background(), "CREATE LINK more"); err != nil {
+	if _, err := f.Manager.Service().Exec(context.Background(), "CREATE LINK more"); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := value(f.gather(t), "sluice_catalog_revision"); got != rev+1 {
@@ -424,7 +424,7 @@ func TestCatalogRevisionAndStale(t *testing.T) {
 		t.Errorf("stale since %v (%v) while fresh", got, ok)
 	}
 	since := time.Date(2026, 3, 4, 5, 6, 7, 500e6, time.UTC)
-	f.Manager.SetStale(since)
+	f.Manager.Service().SetStale(since)
 	if got, _ := value(f.gather(t), "sluice_catalog_stale_since_seconds"); got != float64(since.UnixNano())/1e9 {
 		t.Errorf("stale since %v, want %v", got, float64(since.UnixNano())/1e9)
 	}
@@ -439,7 +439,12 @@ func TestWhatIf(t *testing.T) {
 		t.Fatal("what-if gauges without a table")
 	}
 	tb := whatif.New(whatif.Options{})
-	f.Manager.SetWhatIf(tb)
+	m, err := metrics.New(metrics.Options{Catalog: f.Manager.Service(), Runtime: f.Manager.Runtime(), Rules: f.Manager.Rules(), Admission: f.Manager.Admission(), WhatIf: tb, Clock: f.Clock, NoProcess: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	f.m = m
 	key := whatif.Key{Protocol: "postgres", User: "u", Database: "d", Application: "pgbench"}
 	// 3 round trips of 10 ms each, with 1 ms client and 1 ms upstream RTT:
 	// network share 3 x 2 / 30.
@@ -476,7 +481,7 @@ func (r resetCount) Resets() uint64 { return uint64(r) }
 // is absent without Options.StoreResets (a file store).
 func TestStoreResets(t *testing.T) {
 	f := newFixture(t, nil)
-	m, err := metrics.New(metrics.Options{Manager: f.Manager, NoProcess: true, StoreResets: resetCount(2)})
+	m, err := metrics.New(metrics.Options{Catalog: f.Manager.Service(), Runtime: f.Manager.Runtime(), Rules: f.Manager.Rules(), Admission: f.Manager.Admission(), NoProcess: true, StoreResets: resetCount(2)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func newEnv(t *testing.T, rnd func() float64) *env {
 		t.Fatal(err)
 	}
 	srv, mgr := st.Proxy(), st.Manager()
-	svc, err := toxics.New(toxics.Options{Server: srv, Manager: mgr, Logger: testLogger(), Version: "test", Rand: rnd})
+	svc, err := toxics.New(toxics.Options{Server: srv, Catalog: mgr.Service(), Routes: mgr.Runtime(), Logger: testLogger(), Version: "test", Rand: rnd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,13 +149,13 @@ func TestLatencyThroughToxiproxyClient(t *testing.T) {
 	if err != nil || len(proxies) != 1 || proxies["pg"] == nil || len(proxies["pg"].ActiveToxics) != 0 {
 		t.Fatalf("proxies = %v, %v", proxies, err)
 	}
-	if l := e.mgr.Link("pg"); l == nil {
+	if l := e.mgr.Runtime().Link("pg"); l == nil {
 		t.Fatal("the proxy has no link named after it")
 	}
 	if err := px.Delete(); err != nil {
 		t.Fatal(err)
 	}
-	if l := e.mgr.Link("pg"); l != nil {
+	if l := e.mgr.Runtime().Link("pg"); l != nil {
 		t.Fatal("the proxy's link survived the proxy")
 	}
 }

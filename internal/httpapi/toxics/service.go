@@ -24,12 +24,29 @@ import (
 // DefaultListen is the listen address of a proxy created without one.
 const DefaultListen = "127.0.0.1:0"
 
+// Catalog runs catalog statements: the workload manager's catalog
+// service. It must be safe for concurrent use.
+type Catalog interface {
+	Exec(ctx context.Context, sql string) (wlm.Result, error)
+}
+
+// Routes holds the proxy routes the workload manager binds: the binding
+// runtime. It must be safe for concurrent use.
+type Routes interface {
+	Routes() map[string]wlm.Route
+	SetRoute(name string, r wlm.Route) error
+	RemoveRoute(name string)
+}
+
 // Options configure a Service.
 type Options struct {
 	// Server runs the proxies' routes. Required.
 	Server *proxy.Server
-	// Manager holds the proxies' links and routes. Required.
-	Manager *wlm.Manager
+	// Catalog creates and drops the proxies' links (*wlm.Service).
+	// Required.
+	Catalog Catalog
+	// Routes holds the proxies' routes (*wlm.Runtime). Required.
+	Routes Routes
 	// Clock times the toxics; nil means clock.Real.
 	Clock clock.Clock
 	// Logger receives proxy and toxic changes; nil discards them.
@@ -59,7 +76,8 @@ type Options struct {
 // concurrent use.
 type Service struct {
 	srv     *proxy.Server
-	mgr     *wlm.Manager
+	cat     Catalog
+	routes  Routes
 	clk     clock.Clock
 	log     *slog.Logger
 	version string
@@ -91,8 +109,8 @@ type proxyState struct {
 
 // New returns a Service with no proxies.
 func New(o Options) (*Service, error) {
-	if o.Server == nil || o.Manager == nil {
-		return nil, errors.New("toxics: Options.Server and Options.Manager are required")
+	if o.Server == nil || o.Catalog == nil || o.Routes == nil {
+		return nil, errors.New("toxics: Options.Server, Catalog and Routes are required")
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -104,7 +122,7 @@ func New(o Options) (*Service, error) {
 		o.Rand = rand.Float64
 	}
 	return &Service{
-		srv: o.Server, mgr: o.Manager, clk: o.Clock, log: o.Logger, version: cmp.Or(o.Version, "dev"), draw: o.Rand, check: o.CheckListen, aud: o.Audit,
+		srv: o.Server, cat: o.Catalog, routes: o.Routes, clk: o.Clock, log: o.Logger, version: cmp.Or(o.Version, "dev"), draw: o.Rand, check: o.CheckListen, aud: o.Audit,
 		proxies: make(map[string]*proxyState),
 	}, nil
 }
@@ -304,7 +322,7 @@ func (s *Service) createLocked(ctx context.Context, c Config) (Proxy, error) {
 	if s.proxies[c.Name] != nil {
 		return Proxy{}, errorf(http.StatusConflict, "name", "proxy already exists: %q", c.Name)
 	}
-	if _, ok := s.mgr.Routes()[c.Name]; ok {
+	if _, ok := s.routes.Routes()[c.Name]; ok {
 		return Proxy{}, errorf(http.StatusConflict, "name", "a route named %q already exists", c.Name)
 	}
 	for _, r := range s.srv.Routes() {
@@ -312,19 +330,19 @@ func (s *Service) createLocked(ctx context.Context, c Config) (Proxy, error) {
 			return Proxy{}, errorf(http.StatusConflict, "name", "a route named %q already exists", c.Name)
 		}
 	}
-	res, err := s.mgr.Exec(ctx, "CREATE LINK IF NOT EXISTS "+quoteIdent(c.Name))
+	res, err := s.cat.Exec(ctx, "CREATE LINK IF NOT EXISTS "+quoteIdent(c.Name))
 	if err != nil {
 		return Proxy{}, errorf(http.StatusInternalServerError, "", "proxy %s: create its link: %v", c.Name, err)
 	}
 	px := &proxyState{svc: s, name: c.Name, listen: listen, upstream: *c.Upstream, ownLink: len(res.Notices) == 0, conns: make(map[*conn]struct{})}
 	px.chain.Store(&chain{})
-	if err := s.mgr.SetRoute(c.Name, wlm.Route{Link: c.Name, Protocol: "tcp"}); err != nil {
+	if err := s.routes.SetRoute(c.Name, wlm.Route{Link: c.Name, Protocol: "tcp"}); err != nil {
 		s.dropLinkLocked(ctx, px)
 		return Proxy{}, errorf(http.StatusInternalServerError, "", "proxy %s: %v", c.Name, err)
 	}
 	if c.Enabled == nil || *c.Enabled {
 		if err := s.startLocked(px); err != nil {
-			s.mgr.RemoveRoute(c.Name)
+			s.routes.RemoveRoute(c.Name)
 			s.dropLinkLocked(ctx, px)
 			return Proxy{}, err
 		}
@@ -338,7 +356,7 @@ func (s *Service) dropLinkLocked(ctx context.Context, px *proxyState) {
 	if !px.ownLink {
 		return
 	}
-	if _, err := s.mgr.Exec(ctx, "DROP LINK IF EXISTS "+quoteIdent(px.name)); err != nil {
+	if _, err := s.cat.Exec(ctx, "DROP LINK IF EXISTS "+quoteIdent(px.name)); err != nil {
 		s.log.Warn("proxy link not dropped", "proxy", px.name, "err", err)
 	}
 }
@@ -436,7 +454,7 @@ func (s *Service) DeleteProxy(ctx context.Context, name string) (err error) {
 
 func (s *Service) deleteLocked(ctx context.Context, px *proxyState) {
 	s.stopLocked(px)
-	s.mgr.RemoveRoute(px.name)
+	s.routes.RemoveRoute(px.name)
 	s.dropLinkLocked(ctx, px)
 	delete(s.proxies, px.name)
 	s.log.Info("proxy deleted", "proxy", px.name)

@@ -37,7 +37,7 @@ type KeyLookup interface {
 // Coordinators finds the coordinator session a shard connection of a
 // distributed query works for, from the application_name of its
 // startup (see the package documentation); nil when it names none.
-// *wlm.Manager implements it. It must be safe for concurrent use and
+// *wlm.Runtime implements it. It must be safe for concurrent use and
 // must not block.
 type Coordinators interface {
 	Coordinator(app string) *session.Session

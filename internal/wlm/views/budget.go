@@ -1,5 +1,7 @@
 package views
 
+import "time"
+
 // BudgetState is what SHOW BUDGET shows: the fleet's shared
 // low-priority budget as this instance sees it.
 type BudgetState struct {
@@ -22,6 +24,13 @@ type BudgetRow struct {
 	Rate      int64  // what its Low class runs at, bytes/s
 	Version   uint64 // the grant version it applies, 0 for none
 }
+
+// BudgetSource shows a fleet's budget as the budget view, a Source of
+// the workload manager's. The function must be safe for concurrent use.
+type BudgetSource func() BudgetState
+
+// View returns the budget view; the view takes no parameter.
+func (f BudgetSource) View(time.Time, string) (Table, error) { return Budget(f()), nil }
 
 // Budget is SHOW BUDGET: one row per instance, want and rate in bytes/s.
 // Without a fleet (no etcd) it has no rows.

@@ -29,3 +29,24 @@ func WhatIf(apps []whatif.App, rtts []time.Duration) Table {
 }
 
 func ftoa3(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+
+// WhatIfSnapshotter is a live what-if table (*whatif.Table). It must be
+// safe for concurrent use.
+type WhatIfSnapshotter interface {
+	Snapshot(now time.Time) []whatif.App
+}
+
+// WhatIfSource shows a what-if table as the whatif view, a Source of
+// the workload manager's: its parameter is SHOW WHATIF's RTT list, ""
+// for whatif.DefaultRTTs.
+type WhatIfSource struct{ Table WhatIfSnapshotter }
+
+// View returns the whatif view of the table at now with the RTTs of
+// rtts (whatif.ParseRTTs), or ParseRTTs' error.
+func (s WhatIfSource) View(now time.Time, rtts string) (Table, error) {
+	xs, err := whatif.ParseRTTs(rtts)
+	if err != nil {
+		return Table{}, err
+	}
+	return WhatIf(s.Table.Snapshot(now), xs), nil
+}

@@ -37,7 +37,7 @@ func New(t testing.TB, ddl string) *Env {
 	t.Cleanup(func() { mgr.Close() })
 	e.Manager = mgr
 	if ddl != "" {
-		if _, err := mgr.Exec(context.Background(), ddl); err != nil {
+		if _, err := mgr.Service().Exec(context.Background(), ddl); err != nil {
 			t.Fatalf("%s: %v", ddl, err)
 		}
 	}
@@ -47,7 +47,7 @@ func New(t testing.TB, ddl string) *Env {
 // SetRoute adds route name; an error fails the test.
 func (e *Env) SetRoute(t testing.TB, name string, r wlm.Route) {
 	t.Helper()
-	if err := e.Manager.SetRoute(name, r); err != nil {
+	if err := e.Manager.Runtime().SetRoute(name, r); err != nil {
 		t.Fatal(err)
 	}
 }
