@@ -75,6 +75,9 @@ func bench(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestIntegrationMySQL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 7s here; runs without -short")
+	}
 	integration(t, mysqlArgs(t), func(t *testing.T) {
 		dsn := strings.TrimPrefix(mysqlArgs(t)[0], "--dsn=")
 		db, err := sql.Open("mysql", dsn)
@@ -95,6 +98,9 @@ func TestIntegrationMySQL(t *testing.T) {
 }
 
 func TestIntegrationPgSQL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 14s here; runs without -short")
+	}
 	integration(t, pgArgs(t), func(t *testing.T) {
 		u, _ := url.Parse(testenv.PostgresURL(t))
 		u.Path = "/" + testDB

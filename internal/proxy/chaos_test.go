@@ -246,7 +246,7 @@ func TestChaos(t *testing.T) {
 	}
 	def := 45 * time.Second
 	if testing.Short() {
-		def = 10 * time.Second
+		def = 3 * time.Second
 	}
 	duration := envDuration(t, "SLUICE_CHAOS_DURATION", def)
 	seed := envUint(t, "SLUICE_CHAOS_SEED", uint64(time.Now().UnixNano()))

@@ -177,6 +177,9 @@ func TestPgbench(t *testing.T) {
 }
 
 func TestSysbench(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 6s here; runs without -short")
+	}
 	db := scratchDB(t, testDB(t))
 	common := func(r *relay, cmd string, extra ...string) []string {
 		_, port, _ := strings.Cut(r.addr, ":")
