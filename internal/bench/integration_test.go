@@ -296,18 +296,21 @@ func TestIntegrationMySQLReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	time.Sleep(500 * time.Millisecond)
-	rows, err := db.Query("SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()", testDB)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ids []int64
-	for rows.Next() {
-		var id int64
-		rows.Scan(&id)
-		ids = append(ids, id)
-	}
-	rows.Close()
+	testenv.Eventually(t, 10*time.Second, "the benchmark's connections in the process list", func() bool {
+		rows, err := db.Query("SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()", testDB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = ids[:0]
+		for rows.Next() {
+			var id int64
+			rows.Scan(&id)
+			ids = append(ids, id)
+		}
+		rows.Close()
+		return len(ids) > 0
+	})
 	for _, id := range ids {
 		db.Exec("KILL ?", id)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -329,7 +330,7 @@ func TestFleetThreeInstances(t *testing.T) {
 	}
 
 	// d is registered but its HTTP API accepts and never answers.
-	silent := testenv.Serve(t, func(c net.Conn) { time.Sleep(5 * time.Second) })
+	silent := testenv.Serve(t, func(c net.Conn) { io.Copy(io.Discard, c) })
 	registerRaw(t, tc, ecfg, fleet.Member{Name: "d", Version: "test", HTTPAddr: silent, StartedAt: time.Now()}, 30)
 	testenv.Eventually(t, 10*time.Second, "a lists d", func() bool { return slices.Contains(instancesOf(t, ca), "d") })
 	na.take()
