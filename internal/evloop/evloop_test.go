@@ -194,7 +194,7 @@ func TestWaitParkedWakesOnInput(t *testing.T) {
 			}
 		}
 	}()
-	testenv.WaitBlocked(t, "evloop.(*Poller).Wait") // parked: nothing is ready
+	testenv.WaitBlocked(t, "evloop.(*Poller).Wait", 1) // parked: nothing is ready
 	if _, err := b.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestClosePoller(t *testing.T) {
 	}
 	done := make(chan int, 1)
 	go func() { done <- p.Wait(make([]unix.EpollEvent, 4)) }()
-	testenv.WaitBlocked(t, "evloop.(*Poller).Wait")
+	testenv.WaitBlocked(t, "evloop.(*Poller).Wait", 1)
 	p.Close()
 	select {
 	case n := <-done:

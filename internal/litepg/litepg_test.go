@@ -415,7 +415,7 @@ func TestCancelRealClock(t *testing.T) {
 		_, err := c.Exec(ctx, "SELECT pg_sleep(30)")
 		done <- err
 	}()
-	testenv.WaitBlocked(t, "litepg.(*Server).fnSleep")
+	testenv.WaitBlocked(t, "litepg.(*Server).fnSleep", 1)
 	if err := c.PgConn().CancelRequest(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ func TestConnDeadlineAndClose(t *testing.T) {
 	}()
 	// A Close that came before the read blocked would pass without
 	// exercising the wake-up.
-	testenv.WaitBlocked(t, "rawconn.(*Conn).Read")
+	testenv.WaitBlocked(t, "rawconn.(*Conn).Read", 1)
 	c.Close()
 	if err := <-done; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("read interrupted by Close: %v", err)

@@ -178,7 +178,7 @@ func TestAcceptClosed(t *testing.T) {
 		_, err := ln.Accept()
 		errc <- err
 	}()
-	testenv.WaitBlocked(t, "rawconn.(*Listener).Accept")
+	testenv.WaitBlocked(t, "rawconn.(*Listener).Accept", 1)
 	ln.Close()
 	if err := <-errc; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("accept on a closed listener: %v", err)

@@ -4,6 +4,7 @@ package testenv
 // sockets, servers or goroutines outside a synctest bubble make true.
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -44,24 +45,25 @@ func Poll(timeout time.Duration, cond func() bool) bool {
 	return true
 }
 
-// WaitBlocked waits until some goroutine whose stack holds frame (a
-// function name as runtime.Stack prints it, e.g. "evloop.(*Poller).Wait")
-// is blocked: parked in the runtime's poller, on a channel or lock, or in
-// a system call (the state the stack dump shows is neither running nor
-// runnable). It fails t after 10 s. A goroutine in a system call is
-// reported as soon as it enters the call, possibly just before the
-// kernel puts it to sleep.
-func WaitBlocked(t testing.TB, frame string) {
+// WaitBlocked waits until n goroutines (at least) whose stacks hold
+// frame (a function name as runtime.Stack prints it, e.g.
+// "evloop.(*Poller).Wait") are blocked at once: parked in the runtime's
+// poller, on a channel or lock, or in a system call (the state the stack
+// dump shows is neither running nor runnable). It fails t after 10 s. A
+// goroutine in a system call is reported as soon as it enters the call,
+// possibly just before the kernel puts it to sleep.
+func WaitBlocked(t testing.TB, frame string, n int) {
 	t.Helper()
 	buf := make([]byte, 1<<20)
-	Eventually(t, 10*time.Second, "a goroutine blocked in "+frame, func() bool {
+	Eventually(t, 10*time.Second, fmt.Sprintf("%d goroutines blocked in %s", n, frame), func() bool {
+		blocked := 0
 		for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
 			header, _, _ := strings.Cut(g, "\n")
 			_, state, _ := strings.Cut(header, "[")
 			if strings.Contains(g, frame) && !strings.HasPrefix(state, "running") && !strings.HasPrefix(state, "runnable") {
-				return true
+				blocked++
 			}
 		}
-		return false
+		return blocked >= n
 	})
 }

@@ -92,7 +92,7 @@ func blockedRead(t *testing.T) (*Conn, <-chan error) {
 	}()
 	// A test that closed before the read blocked would pass without
 	// exercising the wake-up.
-	testenv.WaitBlocked(t, "threadconn.(*Conn).Read")
+	testenv.WaitBlocked(t, "threadconn.(*Conn).Read", 1)
 	return c, errc
 }
 
