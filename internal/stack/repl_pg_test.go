@@ -486,6 +486,9 @@ func TestReplPGStandby(t *testing.T) {
 // changes made on the primary; sluice sees a logical session whose
 // START_REPLICATION runs as one statement.
 func TestReplPGLogical(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 3s here; runs without -short")
+	}
 	p := startReplPrimary(t, "wal_level=logical")
 	host, port, _ := net.SplitHostPort(p.route)
 	common := []string{"-h", host, "-p", port, "-U", replUser, "-d", "postgres", "-S", "replpg_slot"}
