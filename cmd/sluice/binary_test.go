@@ -194,6 +194,9 @@ func waitSession(t *testing.T, p *process, url, addr string) *pgx.Conn {
 // SIGHUP with a broken file logs the refusal at ERROR naming the file,
 // key and value, and changes nothing.
 func TestServeSIGHUPReloads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 5s here; runs without -short")
+	}
 	first, second := freeAddr(t), freeAddr(t)
 	p, path, url := pgServe(t, first)
 	conn := waitSession(t, p, url, first)
@@ -260,6 +263,9 @@ func TestServeSIGHUPReloads(t *testing.T) {
 // key and value and changes nothing, and a removed route stops
 // accepting.
 func TestReloadCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 4s here; runs without -short")
+	}
 	first, second := freeAddr(t), freeAddr(t)
 	adminAddr, httpAddr := freeAddr(t), freeAddr(t)
 	p, path, url := pgServe(t, first, "--admin", adminAddr, "--http", httpAddr)

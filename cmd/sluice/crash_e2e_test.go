@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -135,10 +136,9 @@ func TestPipelinedThenClosedKeepsProcess(t *testing.T) {
 	}
 	// Panic isolation would have kept the process alive; the sessions must
 	// not have panicked at all. Their statements end when they close.
-	deadline := time.Now().Add(10 * time.Second)
-	for len(ta.Proxy().Registry().Active()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "no statement active", func() bool {
+		return len(ta.Proxy().Registry().Active()) == 0
+	})
 	if p := ta.Proxy().SessionPanics(); len(p) != 0 {
 		t.Fatalf("sessions panicked: %v", p)
 	}
@@ -149,14 +149,12 @@ func TestPipelinedThenClosedKeepsProcess(t *testing.T) {
 // Close used to range over a slice that ending each one shifted).
 func waitStatements(t *testing.T, ta *testApp, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("a session running %d statements at once", n), func() bool {
 		for _, s := range ta.Proxy().Registry().Sessions() {
 			if len(s.Active()) >= n {
-				return
+				return true
 			}
 		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("no session ran %d statements at once", n)
+		return false
+	})
 }

@@ -46,6 +46,9 @@ func mysqlHash(ctx context.Context, db *sql.DB, onFirst func()) ([]byte, error) 
 // intact; abort stops it with KILL QUERY, the client gets the server's
 // error and the session goes on.
 func TestExceptRuleEndToEndMySQL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 8s here; runs without -short")
+	}
 	mcfg := testenv.MySQLConfig(t)
 	root, err := sql.Open("mysql", mcfg.FormatDSN())
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/cpuset"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 func TestHelpListsCommands(t *testing.T) {
@@ -94,17 +95,15 @@ func TestServePinsToCPUs(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"serve", "--listen", addr, "--upstream", "127.0.0.1:1", "--cpus", want}, &out, &out)
 	}()
-	for i := 0; ; i++ {
+	if !testenv.Poll(5*time.Second, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
-			break
 		}
-		if i > 200 {
-			cancel()
-			t.Fatalf("serve did not listen: %v (exit %d: %s)", err, <-done, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+		return err == nil
+	}) {
+		cancel()
+		t.Fatalf("serve did not listen (exit %d: %s)", <-done, out.String())
 	}
 	if got := runtime.GOMAXPROCS(0); got != 1 {
 		t.Errorf("GOMAXPROCS = %d while pinned to one CPU, want 1", got)

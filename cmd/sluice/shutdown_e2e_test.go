@@ -18,6 +18,9 @@ import (
 // shutdown_grace: nothing it would tell etcd on the way out (its
 // lease's revoke, the budget's resignation) holds it longer.
 func TestShutdownWithoutEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 3s here; runs without -short")
+	}
 	cl := testenv.StartEtcdCluster(t, 1)
 	url := testenv.PostgresURL(t)
 	path := filepath.Join(t.TempDir(), "sluice.yaml")

@@ -49,6 +49,9 @@ func tlsRoute(t *testing.T) (string, *pgx.Conn) {
 // (CA file) to a PostgreSQL with TLS on; pgx cancels a statement when its
 // context ends, and the statement ends with 57014.
 func TestCancelThroughUpstreamTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 3s here; runs without -short")
+	}
 	route, direct := tlsRoute(t)
 	ctx := context.Background()
 	ccfg, err := pgx.ParseConfig("postgres://postgres:" + direct.Config().Password + "@" + route + "/postgres?sslmode=disable")

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // whatIfTraffic runs, through url, one session named app that loops over
@@ -63,13 +65,9 @@ func TestWhatIfCommand(t *testing.T) {
 		}
 		return b.String()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(whatif(), "postgres wi-cli") {
-		if time.Now().After(deadline) {
-			t.Fatal("the application never showed up")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testenv.Eventually(t, 20*time.Second, "the application in sluice whatif", func() bool {
+		return strings.Contains(whatif(), "postgres wi-cli")
+	})
 	// Rates are over at least a second; let the application fill one.
 	time.Sleep(1500 * time.Millisecond)
 	out := whatif()

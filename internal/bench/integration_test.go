@@ -75,6 +75,9 @@ func bench(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestIntegrationMySQL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 7s here; runs without -short")
+	}
 	integration(t, mysqlArgs(t), func(t *testing.T) {
 		dsn := strings.TrimPrefix(mysqlArgs(t)[0], "--dsn=")
 		db, err := sql.Open("mysql", dsn)
@@ -95,6 +98,9 @@ func TestIntegrationMySQL(t *testing.T) {
 }
 
 func TestIntegrationPgSQL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 14s here; runs without -short")
+	}
 	integration(t, pgArgs(t), func(t *testing.T) {
 		u, _ := url.Parse(testenv.PostgresURL(t))
 		u.Path = "/" + testDB
@@ -290,18 +296,21 @@ func TestIntegrationMySQLReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	time.Sleep(500 * time.Millisecond)
-	rows, err := db.Query("SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()", testDB)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ids []int64
-	for rows.Next() {
-		var id int64
-		rows.Scan(&id)
-		ids = append(ids, id)
-	}
-	rows.Close()
+	testenv.Eventually(t, 10*time.Second, "the benchmark's connections in the process list", func() bool {
+		rows, err := db.Query("SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()", testDB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = ids[:0]
+		for rows.Next() {
+			var id int64
+			rows.Scan(&id)
+			ids = append(ids, id)
+		}
+		rows.Close()
+		return len(ids) > 0
+	})
 	for _, id := range ids {
 		db.Exec("KILL ?", id)
 	}

@@ -194,7 +194,7 @@ func TestWaitParkedWakesOnInput(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(20 * time.Millisecond) // let the waiter park: nothing is ready
+	testenv.WaitBlocked(t, "evloop.(*Poller).Wait", 1) // parked: nothing is ready
 	if _, err := b.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestClosePoller(t *testing.T) {
 	}
 	done := make(chan int, 1)
 	go func() { done <- p.Wait(make([]unix.EpollEvent, 4)) }()
-	time.Sleep(20 * time.Millisecond)
+	testenv.WaitBlocked(t, "evloop.(*Poller).Wait", 1)
 	p.Close()
 	select {
 	case n := <-done:

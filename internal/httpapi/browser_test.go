@@ -53,6 +53,9 @@ func artifactDir(t *testing.T) string {
 // the penalised statement is listed with its pool. It leaves a
 // screenshot in the artifact directory and at /tmp/sluice-dashboard.png.
 func TestDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 7s here; runs without -short")
+	}
 	bin := chromium(t)
 	url := testenv.PostgresURL(t)
 	ensureRole(t, url)
@@ -69,11 +72,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// Wait for the evaluator to penalise the bulk statement.
 	var penalized httpapi.Statement
-	deadline := time.Now().Add(20 * time.Second)
-	for penalized.ID == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no statement was penalised")
-		}
+	testenv.Eventually(t, 20*time.Second, "a penalised statement", func() bool {
 		var sts []httpapi.Statement
 		json.Unmarshal(s.must(t, 200, "GET", "/api/statements?state=running&user="+lowUser, nil), &sts)
 		for _, st := range sts {
@@ -81,8 +80,8 @@ func TestDashboardInBrowser(t *testing.T) {
 				penalized = st
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return penalized.ID != 0
+	})
 
 	bctx, problems := openBrowser(t, bin)
 

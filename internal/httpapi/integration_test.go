@@ -92,6 +92,9 @@ func histogramDelta(a, b *dto.Metric) (count uint64, sum float64) {
 // normal class moves too, both queue-delay
 // histograms fill, and the normal class waits much less than the low one.
 func TestMetricsUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 3s here; runs without -short")
+	}
 	url := testenv.PostgresURL(t)
 	ensureRole(t, url)
 	s := newStack(t, stackOptions{})

@@ -99,6 +99,9 @@ func pathPoints(t *testing.T, d string) [][2]float64 {
 // falling, the chattier application falling further), and replots at
 // the RTTs typed into its input.
 func TestWhatIfPanelInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 5s here; runs without -short")
+	}
 	bin := chromium(t)
 	url := testenv.PostgresURL(t)
 	s := newStack(t, stackOptions{token: "wi-token"})
@@ -112,17 +115,10 @@ func TestWhatIfPanelInBrowser(t *testing.T) {
 
 	stop := whatIfLoad(t, via)
 	defer stop()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.Eventually(t, 20*time.Second, "GET /api/whatif to list wi-txn and wi-auto", func() bool {
 		apps := whatIfApps(t, s, "")
-		if apps["wi-txn"] != nil && apps["wi-auto"] != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /api/whatif does not list both applications: %v", apps)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return apps["wi-txn"] != nil && apps["wi-auto"] != nil
+	})
 
 	bctx, problems := openBrowser(t, bin)
 	tpsPath := func(app string) string {
@@ -181,13 +177,9 @@ func TestWhatIfPanelInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for len(points(tpsPath("wi-txn"))) != 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after asking for 2ms,20ms the throughput line has %d points, want 3", len(points(tpsPath("wi-txn"))))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "3 points on the throughput line after asking for 2ms,20ms", func() bool {
+		return len(points(tpsPath("wi-txn"))) == 3
+	})
 	axis, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(`#chart-whatif-tps`)))
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,9 @@ func tinyBaseBackupPlan() Plan {
 // pgbench and the low class much less, and the report's files agree
 // with its figures. Everything the run made is gone afterwards.
 func TestRunBaseBackup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 72s here; runs without -short")
+	}
 	bin, err := pgtemp.FindBinaries("")
 	if err != nil {
 		testenv.Missing(t, "%v", err)
@@ -533,6 +536,9 @@ func FuzzParsePgbenchOutput(f *testing.F) {
 // returns the cancellation and leaves nothing behind: no backup or log
 // directory, no server directory.
 func TestRunBaseBackupCancelled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 30s here; runs without -short")
+	}
 	if _, err := pgtemp.FindBinaries(""); err != nil {
 		testenv.Missing(t, "%v", err)
 		return

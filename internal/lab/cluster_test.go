@@ -31,6 +31,9 @@ func tinyClusterPlan() Plan {
 // at a small scale: four throwaway servers, postgres_fdw through sluice
 // routes, and the report.
 func TestRunCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 37s here; runs without -short")
+	}
 	if _, err := pgtemp.FindBinaries(""); err != nil {
 		testenv.Missing(t, "%v", err)
 		return
@@ -229,6 +232,9 @@ func privateTmp(t *testing.T) string {
 // TestRunClusterCancelled: a run cancelled while the low-priority joins
 // load the link stops every server and removes its directory.
 func TestRunClusterCancelled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 16s here; runs without -short")
+	}
 	if _, err := pgtemp.FindBinaries(""); err != nil {
 		testenv.Missing(t, "%v", err)
 		return

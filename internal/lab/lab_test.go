@@ -164,6 +164,9 @@ func checkConcurrencyShape(t *testing.T, c *ConcurrencyReport) {
 // TestRunEmbedded is `sluice lab --quick` at a smaller scale on the
 // embedded backend.
 func TestRunEmbedded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 20s here; runs without -short")
+	}
 	rep := runTiny(t, Options{Clock: clock.Real{}})
 	if rep.Backend != BackendEmbedded || rep.Protocol != protoPostgres {
 		t.Errorf("backend %s, protocol %s", rep.Backend, rep.Protocol)
@@ -180,6 +183,9 @@ func TestRunEmbedded(t *testing.T) {
 // small scale on the embedded backend: the experiment alone, with its
 // files and no others.
 func TestRunConcurrencyOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 5s here; runs without -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	plan, err := tinyPlan().Only(ExperimentConcurrency)
@@ -213,6 +219,9 @@ func TestRunConcurrencyOnly(t *testing.T) {
 // TestRunPostgresDSN runs the experiments against the real PostgreSQL,
 // in a database of their own.
 func TestRunPostgresDSN(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 20s here; runs without -short")
+	}
 	admin := testenv.PostgresURL(t)
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, admin)
@@ -263,6 +272,9 @@ func TestRunPostgresDSN(t *testing.T) {
 // TestRunMySQLDSN runs the experiments against the real MariaDB, in a
 // database of their own.
 func TestRunMySQLDSN(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 18s here; runs without -short")
+	}
 	cfg := testenv.MySQLConfig(t)
 	root, err := sql.Open("mysql", testenv.MySQLDSN(t))
 	if err != nil {
@@ -296,6 +308,9 @@ func TestRunMySQLDSN(t *testing.T) {
 // TestRunThrowawayPostgres is `sluice lab --backend postgres`: a server
 // from the installed binaries, where the lab creates its bulk login.
 func TestRunThrowawayPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 20s here; runs without -short")
+	}
 	if _, err := pgtemp.FindBinaries(""); err != nil {
 		testenv.Missing(t, "%v", err)
 		return

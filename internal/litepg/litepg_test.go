@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // startServer runs a Server with opts on a loopback listener for the
@@ -408,13 +409,17 @@ func TestCancelRealClock(t *testing.T) {
 	_, url := startServer(t, Options{})
 	ctx := context.Background()
 	c := connect(t, url, pgx.QueryExecModeCacheStatement)
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		c.PgConn().CancelRequest(ctx)
-	}()
 	start := time.Now()
-	_, err := c.Exec(ctx, "SELECT pg_sleep(30)")
-	if pgCode(err) != "57014" {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, "SELECT pg_sleep(30)")
+		done <- err
+	}()
+	testenv.WaitBlocked(t, "litepg.(*Server).fnSleep", 1)
+	if err := c.PgConn().CancelRequest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; pgCode(err) != "57014" {
 		t.Fatalf("canceled sleep: %v", err)
 	}
 	t.Logf("pg_sleep(30) canceled after %v", time.Since(start))

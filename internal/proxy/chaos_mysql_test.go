@@ -13,6 +13,8 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // myCanaryQuery is the canary's query on MariaDB (its sequence engine).
@@ -305,20 +307,16 @@ func myKillOp(ctx context.Context, c *chaos, conn *sql.Conn, _ *rand.Rand, _ str
 	// the KILL, so that the KILL finds it running.
 	start := time.Now()
 	done := startSleep(ctx, conn, "SELECT SLEEP(10)")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var kerr error
+	if !testenv.Poll(20*time.Second, func() bool {
 		var n int
-		err := killer.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE 'SELECT SLEEP%'", id).Scan(&n)
-		if err != nil {
-			return false, fmt.Errorf("killer: %w", err)
-		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return false, errors.New("SLEEP never showed in the process list")
-		}
-		time.Sleep(2 * time.Millisecond)
+		kerr = killer.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE 'SELECT SLEEP%'", id).Scan(&n)
+		return kerr != nil || n > 0
+	}) {
+		return false, errors.New("SLEEP never showed in the process list")
+	}
+	if kerr != nil {
+		return false, fmt.Errorf("killer: %w", kerr)
 	}
 	if _, err := killer.ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(id, 10)); err != nil {
 		return false, fmt.Errorf("KILL QUERY: %w", err)

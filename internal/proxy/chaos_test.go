@@ -223,18 +223,16 @@ func openFDs(t testing.TB) int {
 	return len(ents)
 }
 
-// settle polls f until it returns at most limit or the deadline passes,
-// and returns the last value.
+// settle polls f (with a GC before each call) until it returns at most
+// limit or d passes, and returns the last value.
 func settle(limit int, d time.Duration, f func() int) int {
-	deadline := time.Now().Add(d)
-	for {
-		n := f()
-		if n <= limit || time.Now().After(deadline) {
-			return n
-		}
+	var n int
+	testenv.Poll(d, func() bool {
 		runtime.GC()
-		time.Sleep(20 * time.Millisecond)
-	}
+		n = f()
+		return n <= limit
+	})
+	return n
 }
 
 func TestChaos(t *testing.T) {
@@ -246,7 +244,7 @@ func TestChaos(t *testing.T) {
 	}
 	def := 45 * time.Second
 	if testing.Short() {
-		def = 10 * time.Second
+		def = 3 * time.Second
 	}
 	duration := envDuration(t, "SLUICE_CHAOS_DURATION", def)
 	seed := envUint(t, "SLUICE_CHAOS_SEED", uint64(time.Now().UnixNano()))
@@ -339,10 +337,7 @@ progress:
 
 	// The proxy must still serve every route.
 	c.alive(ctx)
-	deadline := time.Now().Add(20 * time.Second)
-	for len(reg.Sessions()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Poll(20*time.Second, func() bool { return len(reg.Sessions()) == 0 })
 	left := reg.Sessions()
 	g1 := settle(g0+3, 20*time.Second, runtime.NumGoroutine)
 	fd1 := settle(fd0+3, 20*time.Second, func() int { return openFDs(t) })

@@ -196,9 +196,13 @@ func (f waitFrontend) Open(ctx context.Context, client net.Conn, register wire.R
 func TestRewriteWaitEndsWithSession(t *testing.T) {
 	for _, how := range []string{"terminate", "server closes"} {
 		t.Run(how, func(t *testing.T) {
+			closeUp := make(chan struct{}) // closed once the client pump waits
 			up := testenv.ServeOnce(t, func(c net.Conn) {
 				if how == "server closes" {
-					time.Sleep(50 * time.Millisecond)
+					select {
+					case <-closeUp:
+					case <-t.Context().Done():
+					}
 					return
 				}
 				io.Copy(io.Discard, c)
@@ -222,6 +226,8 @@ func TestRewriteWaitEndsWithSession(t *testing.T) {
 			<-fr.waiting
 			if how == "terminate" {
 				s.Terminate()
+			} else {
+				close(closeUp)
 			}
 			c.SetReadDeadline(clock.SocketDeadline(10 * time.Second))
 			b, err := io.ReadAll(c)

@@ -116,11 +116,16 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 func TestBigTransferByteExact(t *testing.T) {
 	url := testenv.PostgresURL(t)
 	up := upstreamAddr(t, url)
-	// 1,120,000 rows of 240 bytes: 256 MiB plus a little.
-	q := `COPY (SELECT i, md5(i::text) || repeat('x', 200) FROM generate_series(1, 1120000) i) TO STDOUT`
+	// 1,120,000 rows of 240 bytes: 256 MiB plus a little; with -short,
+	// 72,000 rows: 16 MiB plus a little.
+	rows, size := 1120000, 256<<20
+	if testing.Short() {
+		rows, size = 72000, 16<<20
+	}
+	q := fmt.Sprintf(`COPY (SELECT i, md5(i::text) || repeat('x', 200) FROM generate_series(1, %d) i) TO STDOUT`, rows)
 	want, n := copyHash(t, url, q)
-	if n < 256<<20 {
-		t.Fatalf("direct transfer was %d bytes, want >= 256 MiB", n)
+	if n < int64(size) {
+		t.Fatalf("direct transfer was %d bytes, want >= %d MiB", n, size>>20)
 	}
 	for _, proto := range []string{"tcp", "postgres"} {
 		t.Run(proto, func(t *testing.T) {
@@ -139,8 +144,12 @@ func TestBigTransferByteExact(t *testing.T) {
 func TestUploadByteExact(t *testing.T) {
 	url := testenv.PostgresURL(t)
 	up := upstreamAddr(t, url)
+	size := 64 << 20 // bytes uploaded; 4 MiB with -short
+	if testing.Short() {
+		size = 4 << 20
+	}
 	var data bytes.Buffer
-	for i := 0; data.Len() < 64<<20; i++ {
+	for i := 0; data.Len() < size; i++ {
 		fmt.Fprintf(&data, "%d\t%x%s\n", i, sha256.Sum256([]byte(fmt.Sprint(i))), strings.Repeat("y", 100))
 	}
 	for _, proto := range []string{"tcp", "postgres"} {

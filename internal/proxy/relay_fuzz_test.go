@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // The relay fuzz targets drive a whole session through a proxy route:
@@ -260,7 +261,7 @@ func (r *relayRig) replay(t *testing.T, steps []relayStep) replayed {
 		defer r.srv.mu.Unlock()
 		return len(r.srv.conns) > 0
 	}
-	waitFor(t, relayTimeout, "the proxy to accept", relaying)
+	testenv.Eventually(t, relayTimeout, "the proxy to accept", relaying)
 
 	for _, s := range steps {
 		switch s.op {
@@ -309,7 +310,7 @@ func (r *relayRig) replay(t *testing.T, steps []relayStep) replayed {
 	if server != nil {
 		stalled("server socket", server.done)
 	}
-	if !poll(relayTimeout, func() bool { return !relaying() }) {
+	if !testenv.Poll(relayTimeout, func() bool { return !relaying() }) {
 		dumpAll(t)
 		t.Fatalf("the relay still runs %v after both peers' sockets closed", relayTimeout)
 	}
@@ -368,26 +369,6 @@ func (r *relayRig) dropBacklog(t *testing.T) {
 func dumpAll(t *testing.T) {
 	buf := make([]byte, 1<<20)
 	t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
-}
-
-// poll reports whether cond holds within d.
-func poll(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
-}
-
-// waitFor polls cond until it holds or d passes, then fails the test.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	if !poll(d, cond) {
-		t.Fatalf("timed out after %v waiting for %s", d, what)
-	}
 }
 
 // pgNegotiation returns how many SSLRequest and GSSENCRequest packets

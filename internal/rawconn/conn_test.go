@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // rawPair returns a Conn dialled to a loopback listener and the
@@ -85,10 +86,9 @@ func TestConnDeadlineAndClose(t *testing.T) {
 		_, err := c.Read(make([]byte, 1))
 		done <- err
 	}()
-	// Give the read time to block in the kernel: nothing observable says
-	// it has, and a Close that comes first still passes, only without
+	// A Close that came before the read blocked would pass without
 	// exercising the wake-up.
-	time.Sleep(10 * time.Millisecond)
+	testenv.WaitBlocked(t, "rawconn.(*Conn).Read", 1)
 	c.Close()
 	if err := <-done; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("read interrupted by Close: %v", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sluicelab/sluice/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -177,7 +178,7 @@ func TestAcceptClosed(t *testing.T) {
 		_, err := ln.Accept()
 		errc <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	testenv.WaitBlocked(t, "rawconn.(*Listener).Accept", 1)
 	ln.Close()
 	if err := <-errc; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("accept on a closed listener: %v", err)

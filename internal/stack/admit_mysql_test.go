@@ -50,6 +50,9 @@ func mysqlConn(t *testing.T, db *sql.DB) *sql.Conn {
 // every 50 ms, never shows more than 4 of them running, and about 8 end
 // per second. A session of a pool without a limit sees no wait.
 func TestAdmitMySQLBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 8s here; runs without -short")
+	}
 	_, lim, free := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, boundLimit, "")
 	tag := fmt.Sprintf("admw_bound_%d", time.Now().UnixNano())
 	query := "SELECT SLEEP(0.5) /* " + tag + " */"

@@ -61,6 +61,9 @@ func pgVia(t *testing.T, addr, app string) *pgx.ConnConfig {
 // never shows more than 4 of them active, and about 8 statements end per
 // second. A session of a pool without a limit meanwhile sees no wait.
 func TestAdmitPGBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 13s here; runs without -short")
+	}
 	_, lim, free := admitStack(t, "postgres", testenv.PostgresConfig(t).Host+":"+fmt.Sprint(testenv.PostgresConfig(t).Port), boundLimit, "")
 	app := fmt.Sprintf("admw_bound_%d", time.Now().UnixNano())
 	var check boundCheck

@@ -420,6 +420,9 @@ func linkBytesLow(t *testing.T, d *distCluster, name string) int64 {
 // runs: every linked session reads Penalized, and the shard link's Low
 // class carries the shards' bytes.
 func TestDistributedStatementPenalty(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 7s here; runs without -short")
+	}
 	d := startDist(t, 25000) // about 5 MB per shard
 	d.ruleOnCoordinator(t, "dist_fat", "penalty")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -501,6 +504,9 @@ func TestDistributedStatementPenalty(t *testing.T) {
 // coordinator: the client gets 57014 and keeps its session, and
 // PostgreSQL cancels the remote scans itself.
 func TestDistributedStatementAbort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 3s here; runs without -short")
+	}
 	d := startDist(t, 25000)
 	d.ruleOnCoordinator(t, "dist_stop", "abort")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -171,6 +172,9 @@ func instancesOf(t *testing.T, c *pgx.Conn) []string {
 // rows are missing; one that closes leaves at once; one that ended
 // without leaving is named in a NOTICE until its lease expires.
 func TestFleetThreeInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 8s here; runs without -short")
+	}
 	eps := testenv.EtcdEndpoints(t)
 	ecfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
 	tc := testenv.DialEtcd(t, ecfg)
@@ -326,7 +330,7 @@ func TestFleetThreeInstances(t *testing.T) {
 	}
 
 	// d is registered but its HTTP API accepts and never answers.
-	silent := testenv.Serve(t, func(c net.Conn) { time.Sleep(5 * time.Second) })
+	silent := testenv.Serve(t, func(c net.Conn) { io.Copy(io.Discard, c) })
 	registerRaw(t, tc, ecfg, fleet.Member{Name: "d", Version: "test", HTTPAddr: silent, StartedAt: time.Now()}, 30)
 	testenv.Eventually(t, 10*time.Second, "a lists d", func() bool { return slices.Contains(instancesOf(t, ca), "d") })
 	na.take()

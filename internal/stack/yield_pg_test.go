@@ -20,6 +20,9 @@ import (
 // timed by a pg_sleep(1) on a direct connection or through the normal
 // route, so the test waits for no clock of its own.
 func TestLowYieldsToRunningStatement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 3s here; runs without -short")
+	}
 	pg := testenv.PostgresConfig(t)
 	upstream := fmt.Sprintf("%s:%d", pg.Host, pg.Port)
 	bulkAddr, appAddr := testenv.DeadAddr(t), testenv.DeadAddr(t)

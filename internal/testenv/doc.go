@@ -32,7 +32,9 @@
 //
 // It also holds what tests of several packages share: Eventually (poll a
 // condition until a deadline, for waits on real sockets and servers, in
-// place of sleeps), the loopback servers that stand in for an upstream
+// place of sleeps; Poll, the same for code that cannot fail a test;
+// WaitBlocked, until goroutines in a named function are blocked), the
+// loopback servers that stand in for an upstream
 // or a peer (ServeOnce, Serve, Echo; DeadAddr, an address that refuses
 // dials), Buffer (a log sink safe for concurrent writers),
 // Logger (a test logger, verbose with -v) and SVGNode (an SVG read back,

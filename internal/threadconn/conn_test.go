@@ -80,7 +80,7 @@ func TestEOFAfterData(t *testing.T) {
 }
 
 // blockedRead starts a Read on a Conn whose peer never writes, and waits
-// a moment for it to block; the read's error comes on the channel.
+// for it to block; the read's error comes on the channel.
 func blockedRead(t *testing.T) (*Conn, <-chan error) {
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
@@ -90,10 +90,9 @@ func blockedRead(t *testing.T) (*Conn, <-chan error) {
 		_, err := c.Read(make([]byte, 8))
 		errc <- err
 	}()
-	// Give the read time to block in its system call: a thread blocked in
-	// read(2) shows nothing a test can wait on, and a test that closes
-	// first still passes, only without exercising the wake-up.
-	time.Sleep(20 * time.Millisecond)
+	// A test that closed before the read blocked would pass without
+	// exercising the wake-up.
+	testenv.WaitBlocked(t, "threadconn.(*Conn).Read", 1)
 	return c, errc
 }
 

@@ -3,8 +3,12 @@ package wire
 import (
 	"context"
 	"errors"
+	"net"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
@@ -26,7 +30,7 @@ func TestPeerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	client.Close()
-	time.Sleep(20 * time.Millisecond) // the byte and the FIN reach sluice's socket
+	waitFIN(t, sluice) // the byte is ahead of it
 	// The unread byte still comes first: a peek sees it, not the end.
 	if gone() {
 		t.Fatal("gone with a byte unread")
@@ -35,13 +39,26 @@ func TestPeerGone(t *testing.T) {
 	if _, err := sluice.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && !gone() {
-		time.Sleep(time.Millisecond)
+	testenv.Eventually(t, 5*time.Second, "gone after the peer's end of stream", gone)
+}
+
+// waitFIN waits until c's socket has received its peer's end of stream
+// (poll reports POLLRDHUP); it reads nothing.
+func waitFIN(t *testing.T, c net.Conn) {
+	t.Helper()
+	rc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !gone() {
-		t.Fatal("not gone after the peer's end of stream")
-	}
+	testenv.Eventually(t, 5*time.Second, "the peer's FIN", func() bool {
+		var rdhup bool
+		rc.Control(func(fd uintptr) {
+			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+			n, _ := unix.Poll(p, 0)
+			rdhup = n == 1 && p[0].Revents&unix.POLLRDHUP != 0
+		})
+		return rdhup
+	})
 }
 
 // holdingAdmitter holds each statement until release is closed; with
@@ -96,7 +113,7 @@ func TestGateClientGone(t *testing.T) {
 			defer sess.Close(time.Now())
 			st := sess.Begin("SELECT 1", time.Now())
 			client.Close()
-			time.Sleep(10 * time.Millisecond) // the FIN reaches sluice's socket
+			waitFIN(t, sluice)
 			done := make(chan error, 1)
 			go func() { done <- g.Wait(context.Background(), st) }()
 			if tc.wait {

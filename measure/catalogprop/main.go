@@ -14,8 +14,8 @@
 // both, and a verdict line against -bound (p99 < 100 ms by default);
 // every change must be applied once on each instance, in order.
 //
-//	go run ./measure/catalogprop                       # the shared test cluster (SLUICE_TEST_ETCD)
-//	go run ./measure/catalogprop -etcd 10.0.0.1:2379,10.0.0.2:2379 -n 1000 -svg /tmp/prop.svg
+//	go -C measure run ./catalogprop                       # the shared test cluster (SLUICE_TEST_ETCD)
+//	go -C measure run ./catalogprop -etcd 10.0.0.1:2379,10.0.0.2:2379 -n 1000 -svg /tmp/prop.svg
 package main
 
 import (

@@ -31,7 +31,7 @@
 //
 // Run with the test servers up (scripts/testdb start):
 //
-//	go run ./measure/emulation [-exp precision,throughput,sysbench] [-db pgsql,mysql] [-cpu-latency 0s|off] [-cpus last|off|LIST]
+//	go -C measure run ./emulation [-exp precision,throughput,sysbench] [-db pgsql,mysql] [-cpu-latency 0s|off] [-cpus last|off|LIST]
 package main
 
 import (

@@ -17,12 +17,9 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:16507", "address to accept clients on")
 	upstream := flag.String("upstream", "127.0.0.1:15432", "address to relay each client to")
 	var cfg config
-	flag.IntVar(&cfg.loops, "loops", 1, "event loops, each on its own OS thread")
+	flag.IntVar(&cfg.loops, "loops", 1, "event loops, each a goroutine")
 	flag.BoolVar(&cfg.edge, "et", false, "edge-triggered registration")
 	lt := flag.Bool("lt", false, "level-triggered registration (the default; overrides -et)")
-	flag.BoolVar(&cfg.raw, "raw", false, "block in epoll_pwait as a raw system call, keeping the P")
-	flag.BoolVar(&cfg.keep, "keep", false, "leave the sockets in the runtime's netpoller (no detached duplicates)")
-	flag.IntVar(&cfg.spin, "spin", 0, "zero-timeout raw polls before a blocking wait")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file when the process ends")
 	profileSeconds := flag.Int("profile-seconds", 0, "with -cpuprofile: stop profiling after this many seconds (0: at exit)")
 	flag.Parse()
@@ -74,6 +71,6 @@ func run(log *slog.Logger, listen, upstream string, cfg config, cpuprofile strin
 		return err
 	}
 	log.Info("relaying with an event loop", "listen", ln.Addr().String(), "upstream", upstream,
-		"loops", cfg.loops, "edge", cfg.edge, "raw", cfg.raw, "spin", cfg.spin)
+		"loops", cfg.loops, "edge", cfg.edge)
 	return serve(ctx, log, ln, upstream, cfg, nil)
 }

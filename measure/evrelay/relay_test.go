@@ -29,9 +29,7 @@ func TestRelay(t *testing.T) {
 	}{
 		{"lt", config{loops: 1}},
 		{"et", config{loops: 1, edge: true}},
-		{"raw", config{loops: 1, raw: true}},
-		{"spin-2loops", config{loops: 2, spin: 10, edge: true}},
-		{"keep", config{loops: 1, raw: true, keep: true}},
+		{"et-2loops", config{loops: 2, edge: true}},
 	}
 	for _, v := range variants {
 		for _, upstreamFirst := range []bool{false, true} {

@@ -40,7 +40,7 @@
 //
 // Units: MB is 10^6 bytes, as in sluice.
 //
-//	go run ./measure/fleetbudget [-etcd 127.0.0.1:12379,...] [-budget 30MB] [-phase 12s] [-settle 4s] [-sessions 2] [-svg fleetbudget.svg]
+//	go -C measure run ./fleetbudget [-etcd 127.0.0.1:12379,...] [-budget 30MB] [-phase 12s] [-settle 4s] [-sessions 2] [-svg fleetbudget.svg]
 package main
 
 import (

@@ -33,7 +33,7 @@
 // capacity and low_priority_bandwidth sluice reports are the values it
 // set.
 //
-//	go run ./measure/flowcontrol [-n 0,1,2,4,8,10] [-reps 20] [-capacity 100MB] [-settings off,ratelimit,bound] [-direct=true]
+//	go -C measure run ./flowcontrol [-n 0,1,2,4,8,10] [-reps 20] [-capacity 100MB] [-settings off,ratelimit,bound] [-direct=true]
 package main
 
 import (

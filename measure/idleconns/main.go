@@ -13,8 +13,8 @@
 // limit to fit 2N plus a margin, which sluice inherits; past the hard limit
 // that needs root (CAP_SYS_RESOURCE).
 //
-//	go run ./measure/idleconns -n 10000
-//	go run ./measure/idleconns -n 5000 -profile /tmp/idle   # heap profile, goroutines, memory statistics
+//	go -C measure run ./idleconns -n 10000
+//	go -C measure run ./idleconns -n 5000 -profile /tmp/idle   # heap profile, goroutines, memory statistics
 package main
 
 import (

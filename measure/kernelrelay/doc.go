@@ -29,5 +29,5 @@
 // It needs root (CAP_BPF and CAP_NET_ADMIN) and a kernel with
 // CONFIG_BPF_STREAM_PARSER.
 //
-//	go run ./measure/kernelrelay -listen 127.0.0.1:16500 -upstream 127.0.0.1:15432
+//	go -C measure run ./kernelrelay -listen 127.0.0.1:16500 -upstream 127.0.0.1:15432
 package main

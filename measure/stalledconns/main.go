@@ -10,7 +10,7 @@
 // when the clients saw their connections end. The route keeps the
 // default startup timeout (30 s); -wait is how long past it to wait.
 //
-//	go run ./measure/stalledconns -n 150
+//	go -C measure run ./stalledconns -n 150
 package main
 
 import (

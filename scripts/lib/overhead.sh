@@ -39,9 +39,9 @@
 # column counts only part of what it costs.
 #
 # start_evrelay PORT UPSTREAM_PORT [FLAGS...] starts measure/evrelay, a
-# relay written in Go as an epoll event loop (FLAGS choose the variant:
-# -et, -raw, -spin N, -loops N), as a reference for what such a relay
-# costs. EVRELAY_PROFILE=FILE makes it write a CPU profile there when
+# relay written in Go as an epoll event loop on sluice's poller (FLAGS
+# choose the variant: -et, -loops N), as a reference for what such a
+# relay costs. measure/ is a module of its own, built from its directory. EVRELAY_PROFILE=FILE makes it write a CPU profile there when
 # stopped.
 
 overhead_tmp=$(mktemp -d)
@@ -200,7 +200,7 @@ INI
 
 start_kernelrelay() { # port upstream_port
 	[ "$(id -u)" = 0 ] || return 1
-	go build -o "$overhead_tmp/kernelrelay" ./measure/kernelrelay || return 1
+	go -C measure build -o "$overhead_tmp/kernelrelay" ./kernelrelay || return 1
 	"$overhead_tmp/kernelrelay" -listen "127.0.0.1:$1" -upstream "127.0.0.1:$2" >/dev/null 2>"$overhead_tmp/kernelrelay.log" &
 	echo $! >"$overhead_tmp/kernelrelay.pid"
 	for _ in $(seq 1 50); do
@@ -220,7 +220,7 @@ start_evrelay() { # port upstream_port [flags...]
 	shift 2
 	local prof=()
 	[ -n "${EVRELAY_PROFILE:-}" ] && prof=(-cpuprofile "$EVRELAY_PROFILE")
-	go build -o "$overhead_tmp/evrelay" ./measure/evrelay || return 1
+	go -C measure build -o "$overhead_tmp/evrelay" ./evrelay || return 1
 	"$overhead_tmp/evrelay" -listen "127.0.0.1:$port" -upstream "127.0.0.1:$up" "${prof[@]}" "$@" >/dev/null 2>"$overhead_tmp/evrelay-$port.log" &
 	local pid=$!
 	echo $pid >"$overhead_tmp/evrelay-$port.pid"

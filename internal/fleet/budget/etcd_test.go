@@ -94,6 +94,9 @@ func (m *member) cap() int64 {
 }
 
 func TestBudgetFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 6s here; runs without -short")
+	}
 	const budget = 20_000_000
 	eps := testenv.EtcdEndpoints(t)
 	cfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
@@ -174,6 +177,9 @@ func TestBudgetFailover(t *testing.T) {
 }
 
 func TestBudgetFailStatic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 10s here; runs without -short")
+	}
 	const budget = 20_000_000
 	c := testenv.StartEtcdCluster(t, 1)
 	if c == nil {
@@ -218,6 +224,9 @@ func TestBudgetFailStatic(t *testing.T) {
 }
 
 func TestBudgetOwnLeaseAfterExpiry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 5s here; runs without -short")
+	}
 	const budget = 20_000_000
 	eps := testenv.EtcdEndpoints(t)
 	cfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}

@@ -445,7 +445,7 @@ func TestHeldSessionsEnd(t *testing.T) {
 	}
 	c := dial(t, px.Listen)
 	c.Write([]byte("ping"))
-	time.Sleep(200 * time.Millisecond) // both pumps are now held
+	testenv.WaitBlocked(t, "toxics.(*conn).hold", 2) // both pumps are held
 	done := make(chan struct{})
 	go func() { e.srv.Close(); close(done) }()
 	select {

@@ -712,6 +712,9 @@ func exchange(t *testing.T, nc net.Conn, b []byte) []byte {
 // default) through the relay and checks the statements recorded against
 // the counts sysbench reports.
 func TestSysbench(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 5s here; runs without -short")
+	}
 	bin := testenv.Program(t, "sysbench")
 	cfg := testenv.MySQLConfig(t)
 	const db = "wiremysql_sysbench"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -345,9 +346,9 @@ func TestAdmitGateCancel(t *testing.T) {
 		done <- out
 	}()
 	c := up.g.Canceler(nil)
-	for c.Cancel(context.Background()) != nil {
-		time.Sleep(time.Millisecond) // until the wait has begun
-	}
+	testenv.Eventually(t, 10*time.Second, "a cancel of the wait, once it has begun", func() bool {
+		return c.Cancel(context.Background()) == nil
+	})
 	if out := <-done; len(out) != 0 {
 		t.Fatalf("forwarded %q", out)
 	}
