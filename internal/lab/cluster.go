@@ -770,7 +770,7 @@ func count(ctx context.Context, c *pgconn.PgConn, q string) (int64, error) {
 // shardBytes returns the bytes the data nodes sent through the shard
 // link so far.
 func (r *clusterRun) shardBytes() int64 {
-	l := r.s.mgr.Runtime().Link(clusterLink)
+	l := r.s.links.Link(clusterLink)
 	if l == nil {
 		return 0
 	}
@@ -784,7 +784,7 @@ func (r *clusterRun) shardBytes() int64 {
 // shardClassBytes returns the bytes the data nodes sent through the
 // shard link so far in class c.
 func (r *clusterRun) shardClassBytes(c link.Class) int64 {
-	l := r.s.mgr.Runtime().Link(clusterLink)
+	l := r.s.links.Link(clusterLink)
 	if l == nil {
 		return 0
 	}
@@ -1011,7 +1011,7 @@ func (r *clusterRun) drain(ctx context.Context) {
 		if running, _ := r.lowJoins(); running > 0 || r.lowShardRunning() {
 			return false
 		}
-		l := r.s.mgr.Runtime().Link(clusterLink)
+		l := r.s.links.Link(clusterLink)
 		if l == nil {
 			return true
 		}
@@ -1075,7 +1075,7 @@ func (r *clusterRun) point(ctx context.Context, control string, n int) (row Clus
 	}
 
 	var jobs []*lowJob
-	c0, f0 := r.watch.snapshot(), r.s.mgr.Rules().Stats().RuleFirings(clusterRule)
+	c0, f0 := r.watch.snapshot(), r.s.rules.Stats().RuleFirings(clusterRule)
 	defer func() {
 		if serr := r.stopLow(ctx, jobs); serr != nil && err == nil {
 			err = serr
@@ -1084,7 +1084,7 @@ func (r *clusterRun) point(ctx context.Context, control string, n int) (row Clus
 		d := r.watch.snapshot().minus(c0)
 		row.Distributed, row.LowJoins, row.LowPenalised, row.LowFirings, row.LowAllNodes = d.Distributed, d.LowJoins, d.LowPenalised, d.LowFirings, d.LowAllNodes
 		row.ShardStatements, row.ShardPenalised = d.Shard, d.ShardPenalised
-		row.RuleFirings = int(r.s.mgr.Rules().Stats().RuleFirings(clusterRule) - f0)
+		row.RuleFirings = int(r.s.rules.Stats().RuleFirings(clusterRule) - f0)
 	}()
 	for i := 0; i < n; i++ {
 		j, err := r.startLow(ctx, i)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/admission"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/link"
@@ -24,7 +25,15 @@ type sluice struct {
 	log *slog.Logger
 	st  *stack.Stack
 	reg *session.Registry
-	mgr *wlm.Manager
+	// The workload manager's roles, as the lab uses them.
+	catalog interface {
+		Exec(ctx context.Context, sql string) (wlm.Result, error)
+	}
+	links interface{ Link(name string) *link.Link }
+	rules interface{ Stats() wlm.Stats }
+	adm   interface {
+		AdmissionStats() map[string]admission.PoolStats
+	}
 }
 
 // lateness returns the release lateness of every delay line so far, all
@@ -44,7 +53,7 @@ func startSluice(clk clock.Clock, log *slog.Logger, db *database) (*sluice, erro
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}
-	return &sluice{db: db, log: log, st: st, reg: st.Registry(), mgr: st.Manager()}, nil
+	return &sluice{db: db, log: log, st: st, reg: st.Registry(), catalog: st.Manager().Service(), links: st.Manager().Runtime(), rules: st.Manager().Rules(), adm: st.Manager().Admission()}, nil
 }
 
 // addRoute adds a route to the target on a free loopback port and
@@ -69,7 +78,7 @@ func (s *sluice) exec(ctx context.Context, stmts ...string) error {
 	ctx = wlm.WithActor(ctx, wlm.Actor{Surface: wlm.SurfaceLab})
 	for _, q := range stmts {
 		s.log.Debug("sluice", "statement", q)
-		if _, err := s.mgr.Service().Exec(ctx, q); err != nil {
+		if _, err := s.catalog.Exec(ctx, q); err != nil {
 			return fmt.Errorf("sluice: %s: %w", q, err)
 		}
 	}
@@ -129,7 +138,7 @@ func stopOnce(stop func(), wg *sync.WaitGroup, drain func()) func() {
 }
 
 func (s *sluice) linkStats() link.Stats {
-	if l := s.mgr.Runtime().Link(wlm.DefaultLink); l != nil {
+	if l := s.links.Link(wlm.DefaultLink); l != nil {
 		return l.Stats()
 	}
 	return link.Stats{}
@@ -139,7 +148,7 @@ func (s *sluice) linkStats() link.Stats {
 // and those waiting for one (SHOW POOLS' running and waiting); 0, 0 for a
 // pool admission does not count.
 func (s *sluice) admission(pool string) (running, waiting int) {
-	st := s.mgr.Admission().AdmissionStats()[pool]
+	st := s.adm.AdmissionStats()[pool]
 	return st.Running, st.Waiting
 }
 
