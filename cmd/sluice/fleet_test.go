@@ -19,9 +19,9 @@ import (
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/etcd"
 	"github.com/sluicelab/sluice/internal/lab/pgtemp"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/testenv"
-	"github.com/sluicelab/sluice/internal/wlm"
 )
 
 // fleetApp is one sluice of a fleet: a postgres route to its own
@@ -271,9 +271,9 @@ CREATE USER user1 RESOURCE POOL 'rp1' PASSWORD 'xxxxxxxx';`)
 		wg.Wait()
 		want := 0
 		switch {
-		case errA == nil && pgCode(errB) == wlm.CodeSerializationFailure:
+		case errA == nil && pgCode(errB) == sqlstate.SerializationFailure:
 			want = wa
-		case errB == nil && pgCode(errA) == wlm.CodeSerializationFailure:
+		case errB == nil && pgCode(errA) == sqlstate.SerializationFailure:
 			want = wb
 		case errA == nil && errB == nil:
 			// One saw the other's change before deciding: both apply in turn.
@@ -373,7 +373,7 @@ func TestFleetCatalogFaults(t *testing.T) {
 	query("without quorum")
 	rev := a.Manager().Service().AppliedRevision()
 	err = execConsole(ca, "ALTER RESOURCE POOL rp1 WITH (weight = 4)")
-	if pgCode(err) != wlm.CodeIOError || !strings.Contains(err.Error(), "etcd") || !strings.Contains(err.Error(), "read-only") {
+	if pgCode(err) != sqlstate.IOError || !strings.Contains(err.Error(), "etcd") || !strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("DDL without quorum: %v", err)
 	}
 	if got := a.Manager().Service().Catalog().Pools["rp1"].Weight; got != 3 || a.Manager().Service().AppliedRevision() != rev {

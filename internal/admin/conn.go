@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/pgserver"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -125,7 +126,7 @@ func (c *conn) End() {}
 
 // Error converts err, a *ddl.Error or any other (internal_error).
 func (c *conn) Error(err error) *pgproto3.ErrorResponse {
-	e := &ddl.Error{Code: ddl.CodeInternal, Message: err.Error()}
+	e := &ddl.Error{Code: sqlstate.InternalError, Message: err.Error()}
 	errors.As(err, &e)
 	return &pgproto3.ErrorResponse{
 		Severity: "ERROR", SeverityUnlocalized: "ERROR",
@@ -135,10 +136,10 @@ func (c *conn) Error(err error) *pgproto3.ErrorResponse {
 
 func (c *conn) sendNotices(res *answer) {
 	for _, n := range res.Warnings {
-		c.pc.Send(&pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: "01000", Message: n})
+		c.pc.Send(&pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: sqlstate.Warning, Message: n})
 	}
 	for _, n := range res.Notices {
-		c.pc.Send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: n})
+		c.pc.Send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: sqlstate.SuccessfulCompletion, Message: n})
 	}
 }
 
@@ -212,10 +213,10 @@ func (c *conn) Parse(_ context.Context, m *pgproto3.Parse) error {
 		return err
 	}
 	if len(sts) > 1 {
-		return ddl.Errorf(ddl.CodeSyntax, sts[1].Position(), "cannot insert multiple commands into a prepared statement")
+		return ddl.Errorf(sqlstate.SyntaxError, sts[1].Position(), "cannot insert multiple commands into a prepared statement")
 	}
 	if len(m.ParameterOIDs) > 0 {
-		return ddl.Errorf(ddl.CodeNotSupported, 0, "the admin console takes no statement parameters")
+		return ddl.Errorf(sqlstate.FeatureNotSupported, 0, "the admin console takes no statement parameters")
 	}
 	p := &prepared{}
 	if len(sts) == 1 {
@@ -229,10 +230,10 @@ func (c *conn) Parse(_ context.Context, m *pgproto3.Parse) error {
 func (c *conn) Bind(_ context.Context, m *pgproto3.Bind) error {
 	p := c.stmts[m.PreparedStatement]
 	if p == nil {
-		return ddl.Errorf("26000", 0, "prepared statement %q does not exist", m.PreparedStatement)
+		return ddl.Errorf(sqlstate.InvalidSQLStatementName, 0, "prepared statement %q does not exist", m.PreparedStatement)
 	}
 	if len(m.Parameters) > 0 {
-		return ddl.Errorf(ddl.CodeProtocolViolation, 0, "bind message supplies %d parameters, but prepared statement %q requires 0", len(m.Parameters), m.PreparedStatement)
+		return ddl.Errorf(sqlstate.ProtocolViolation, 0, "bind message supplies %d parameters, but prepared statement %q requires 0", len(m.Parameters), m.PreparedStatement)
 	}
 	c.portals[m.DestinationPortal] = &portal{p: p, formats: append([]int16(nil), m.ResultFormatCodes...)}
 	c.pc.Send(&pgproto3.BindComplete{})
@@ -259,13 +260,13 @@ func (c *conn) Describe(ctx context.Context, m *pgproto3.Describe) error {
 	if m.ObjectType == 'S' {
 		p = c.stmts[m.Name]
 		if p == nil {
-			return ddl.Errorf("26000", 0, "prepared statement %q does not exist", m.Name)
+			return ddl.Errorf(sqlstate.InvalidSQLStatementName, 0, "prepared statement %q does not exist", m.Name)
 		}
 		c.pc.Send(&pgproto3.ParameterDescription{})
 	} else {
 		pt = c.portals[m.Name]
 		if pt == nil {
-			return ddl.Errorf("34000", 0, "portal %q does not exist", m.Name)
+			return ddl.Errorf(sqlstate.InvalidCursorName, 0, "portal %q does not exist", m.Name)
 		}
 		p, formats = pt.p, pt.formats
 	}
@@ -297,7 +298,7 @@ func (c *conn) Describe(ctx context.Context, m *pgproto3.Describe) error {
 func (c *conn) Execute(ctx context.Context, m *pgproto3.Execute) error {
 	pt := c.portals[m.Portal]
 	if pt == nil {
-		return ddl.Errorf("34000", 0, "portal %q does not exist", m.Portal)
+		return ddl.Errorf(sqlstate.InvalidCursorName, 0, "portal %q does not exist", m.Portal)
 	}
 	if pt.p.st == nil {
 		c.pc.Send(&pgproto3.EmptyQueryResponse{})
@@ -356,7 +357,7 @@ var clientParams = map[string]bool{
 func (c *conn) exec(ctx context.Context, st ddl.Statement) (answer, error) {
 	if p := c.s.pace; p != nil {
 		if err := clock.SleepUntil(ctx, c.s.clk, p.Reserve(c.s.clk.Now(), 1)); err != nil {
-			return answer{}, ddl.Errorf(codeQueryCanceled, 0, "the statement waited for its turn until its connection ended: %v", err)
+			return answer{}, ddl.Errorf(sqlstate.QueryCanceled, 0, "the statement waited for its turn until its connection ended: %v", err)
 		}
 	}
 	ctx = wlm.WithActor(ctx, c.actor)

@@ -10,14 +10,11 @@ import (
 	"strings"
 
 	"github.com/sluicelab/sluice/internal/fleet"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/views"
 )
-
-// CodeSystemError's sibling for a fleet member that does not answer:
-// PostgreSQL's connection_failure.
-const codeConnectionFailure = "08006"
 
 // fleetStatement runs SHOW INSTANCES and SHOW CLUSTER list; ok is false
 // for any other statement.
@@ -28,13 +25,13 @@ func (c *conn) fleetStatement(ctx context.Context, st ddl.Statement) (answer, bo
 	}
 	f := c.s.fleet
 	if f == nil {
-		return answer{}, true, ddl.Errorf(ddl.CodeNotSupported, st.Position(), "this console has no fleet")
+		return answer{}, true, ddl.Errorf(sqlstate.FeatureNotSupported, st.Position(), "this console has no fleet")
 	}
 	if !s.Cluster {
 		return tableAnswer(fleet.InstancesTable(f.Instances(ctx)), "SHOW", nil), true, nil
 	}
 	if !slices.Contains(views.Lists, s.Name) || s.Name == "all" {
-		e := ddl.Errorf(ddl.CodeUndefinedObject, s.NamePos, "SHOW CLUSTER takes a list, not %q", s.Name)
+		e := ddl.Errorf(sqlstate.UndefinedObject, s.NamePos, "SHOW CLUSTER takes a list, not %q", s.Name)
 		e.Hint = "SHOW CLUSTER " + strings.ToUpper(strings.Join(slices.DeleteFunc(slices.Clone(views.Lists), func(n string) bool { return n == "all" }), " | ")) + "."
 		return answer{}, true, e
 	}
@@ -57,19 +54,19 @@ func tableAnswer(t views.Table, tag string, notices []string) answer {
 func (c *conn) forward(ctx context.Context, s *ddl.SessionCommand) (answer, error) {
 	f := c.s.fleet
 	if f == nil {
-		return answer{}, ddl.Errorf(ddl.CodeNotSupported, s.InstancePos, "this console has no fleet: ON INSTANCE names no one")
+		return answer{}, ddl.Errorf(sqlstate.FeatureNotSupported, s.InstancePos, "this console has no fleet: ON INSTANCE names no one")
 	}
 	ans, err := f.Forward(ctx, s.Instance, s.Session, s.Terminate)
 	var re *fleet.RemoteError
 	switch {
 	case errors.Is(err, fleet.ErrUnknownInstance):
-		e := ddl.Errorf(ddl.CodeUndefinedObject, s.InstancePos, "instance %q is not a live member of the fleet", s.Instance)
+		e := ddl.Errorf(sqlstate.UndefinedObject, s.InstancePos, "instance %q is not a live member of the fleet", s.Instance)
 		e.Hint = "SHOW INSTANCES lists them."
 		return answer{}, e
 	case errors.As(err, &re):
-		return answer{}, ddl.Errorf(CodeSystemError, s.InstancePos, "%v", err)
+		return answer{}, ddl.Errorf(sqlstate.SystemError, s.InstancePos, "%v", err)
 	case err != nil:
-		return answer{}, ddl.Errorf(codeConnectionFailure, s.InstancePos, "instance %s: %v", s.Instance, err)
+		return answer{}, ddl.Errorf(sqlstate.ConnectionFailure, s.InstancePos, "instance %s: %v", s.Instance, err)
 	}
 	var notices []string
 	if ans.Notice != "" {

@@ -8,14 +8,15 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"errors"
-	"github.com/sluicelab/sluice/internal/offpath"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/offpath"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/views"
@@ -112,7 +113,7 @@ func (c *conn) query(ctx context.Context, q *ddl.Query) (answer, error) {
 		schema := qn.Qualifier.Name
 		if schema == "information_schema" || schema == "pg_catalog" && !c.isView(qn.Name.Name) {
 			// psql's \d and friends, drivers' type queries.
-			e := ddl.Errorf(ddl.CodeNotSupported, qn.Name.Pos, "unsupported SELECT: the sluice admin console has no %s.%s", schema, qn.Name.Name)
+			e := ddl.Errorf(sqlstate.FeatureNotSupported, qn.Name.Pos, "unsupported SELECT: the sluice admin console has no %s.%s", schema, qn.Name.Name)
 			e.Hint = "Views: " + strings.Join(views.Names, ", ") + "; and SHOW " + strings.ToUpper(strings.Join(views.Lists, " | ")) + "."
 			return answer{}, e
 		}
@@ -146,12 +147,6 @@ func (c *conn) query(ctx context.Context, q *ddl.Query) (answer, error) {
 	return a, nil
 }
 
-// SQLSTATEs of a query that did not get a turn of the console's engine.
-const (
-	codeInsufficientResources = "53000"
-	codeQueryCanceled         = "57014"
-)
-
 // engineError is the SQLSTATE error of a query that did not get a turn
 // of the console's engine: 53000 when too many wait already, 57014 when
 // its time ran out while it waited; any other error as it is.
@@ -161,18 +156,18 @@ func engineError(ctx context.Context, err error) error {
 	case errors.As(err, &e):
 		return err
 	case errors.Is(err, offpath.ErrBusy):
-		return ddl.Errorf(codeInsufficientResources, 0, "%v; try again later", err)
+		return ddl.Errorf(sqlstate.InsufficientResources, 0, "%v; try again later", err)
 	case ctx.Err() != nil:
-		return ddl.Errorf(codeQueryCanceled, 0, "canceling statement due to statement timeout (it waited for the console's engine)")
+		return ddl.Errorf(sqlstate.QueryCanceled, 0, "canceling statement due to statement timeout (it waited for the console's engine)")
 	}
-	return ddl.Errorf(ddl.CodeInternal, 0, "console query: %v", err)
+	return ddl.Errorf(sqlstate.InternalError, 0, "console query: %v", err)
 }
 
 // placed gives an unknown column or table error the position of its
 // name in q, when q names it.
 func placed(err error, q *ddl.Query) error {
 	var e *ddl.Error
-	if errors.As(err, &e) && e.Position == 0 && (e.Code == ddl.CodeUndefinedColumn || e.Code == ddl.CodeUndefinedTable || e.Code == ddl.CodeNotSupported) {
+	if errors.As(err, &e) && e.Position == 0 && (e.Code == sqlstate.UndefinedColumn || e.Code == sqlstate.UndefinedTable || e.Code == sqlstate.FeatureNotSupported) {
 		if name, ok := quotedName(e.Message); ok {
 			e.Position = q.PosOf(name)
 		}
@@ -215,7 +210,7 @@ func (c *conn) sessionCommand(ctx context.Context, s *ddl.SessionCommand) (answe
 		if errors.Is(err, session.ErrNoCanceler) {
 			notices = append(notices, "session "+strconv.FormatUint(s.Session, 10)+"'s route cannot cancel statements (a mysql route needs kill_user and kill_password)")
 		} else if err != nil {
-			return answer{}, ddl.Errorf(ddl.CodeInternal, 0, "%v", err)
+			return answer{}, ddl.Errorf(sqlstate.InternalError, 0, "%v", err)
 		}
 	}
 	return c.sessionAnswer(s, done, !done && c.s.sessions.Registry().Session(s.Session) == nil, notices)
@@ -232,7 +227,7 @@ func (c *conn) sessionQuery(ctx context.Context, s *ddl.SessionQuery) (answer, e
 		return answer{}, err
 	}
 	if len(ids.Columns) == 0 {
-		return answer{}, ddl.Errorf(ddl.CodeSyntax, 0, "%s needs a session id", s.Column)
+		return answer{}, ddl.Errorf(sqlstate.SyntaxError, 0, "%s needs a session id", s.Column)
 	}
 	a := answer{Columns: []string{s.Column}, OIDs: []uint32{boolOID}}
 	for _, row := range ids.Rows {
@@ -282,7 +277,7 @@ func (c *conn) sessionAnswer(s *ddl.SessionCommand, done, missing bool, notices 
 		if s.Instance != "" {
 			where = " on instance " + s.Instance
 		}
-		e := ddl.Errorf(ddl.CodeUndefinedObject, s.SessionPos, "session %d does not exist%s or %s", s.Session, where, what)
+		e := ddl.Errorf(sqlstate.UndefinedObject, s.SessionPos, "session %d does not exist%s or %s", s.Session, where, what)
 		if len(notices) > 0 {
 			e.Detail = notices[0]
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -22,16 +23,6 @@ type Reloader interface {
 	ConfigView() config.View
 }
 
-// SQLSTATEs of RELOAD.
-const (
-	// CodeConfigFile is PostgreSQL's config_file_error: the
-	// configuration was refused.
-	CodeConfigFile = "F0000"
-	// CodeSystemError is PostgreSQL's system_error: the reload failed
-	// for another reason (an address already in use).
-	CodeSystemError = "58000"
-)
-
 // reloadStatement runs RELOAD and SHOW CONFIG; ok is false for any
 // other statement. Without a Reloader both are 0A000.
 func (c *conn) reloadStatement(ctx context.Context, st ddl.Statement) (res wlm.Result, ok bool, err error) {
@@ -42,7 +33,7 @@ func (c *conn) reloadStatement(ctx context.Context, st ddl.Statement) (res wlm.R
 	}
 	rl := c.s.reloader
 	if rl == nil {
-		return wlm.Result{}, true, ddl.Errorf(ddl.CodeNotSupported, st.Position(), "this console has no configuration to show or reload")
+		return wlm.Result{}, true, ddl.Errorf(sqlstate.FeatureNotSupported, st.Position(), "this console has no configuration to show or reload")
 	}
 	if isShow {
 		res = wlm.Result{Tag: "SHOW", Columns: []string{"key", "value"}}
@@ -54,9 +45,9 @@ func (c *conn) reloadStatement(ctx context.Context, st ddl.Statement) (res wlm.R
 	c.s.log.Info("admin console: RELOAD", "client", c.pc.RemoteAddr().String())
 	ch, err := rl.ReloadConfig(ctx)
 	if err != nil {
-		code := CodeSystemError
+		code := sqlstate.SystemError
 		if errors.As(err, new(*config.Error)) {
-			code = CodeConfigFile
+			code = sqlstate.ConfigFileError
 		}
 		e := ddl.Errorf(code, 0, "reload refused; configuration unchanged: %s", err.Error())
 		return wlm.Result{}, true, e

@@ -9,16 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// PostgreSQL SQLSTATEs the benchmark acts on.
-const (
-	pgDeadlock      = "40P01"
-	pgSerialization = "40001"
-	pgUniqueViolate = "23505"
-	pgUndefinedTab  = "42P01"
-	pgDuplicateTab  = "42P07"
-	pgConnFailure   = "08006"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // pgDialer opens pgx connections and runs statements on the pgconn layer:
@@ -166,15 +158,15 @@ func simpleExec(ctx context.Context, pg *pgconn.PgConn, sql string) (pgconn.Comm
 // does: deadlocks, serialization failures and unique violations are
 // ignorable, everything else is fatal (lost connections included).
 func pgError(err error, st *Statement) *SQLError {
-	se := &SQLError{Query: st.SQL, Err: err, Code: pgConnFailure, Message: err.Error()}
+	se := &SQLError{Query: st.SQL, Err: err, Code: sqlstate.ConnectionFailure, Message: err.Error()}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		se.Code, se.Message = pe.Code, pe.Message
 	}
 	switch se.Code {
-	case pgDeadlock, pgSerialization, pgUniqueViolate:
+	case sqlstate.DeadlockDetected, sqlstate.SerializationFailure, sqlstate.UniqueViolation:
 		se.Ignorable = true
-	case pgUndefinedTab:
+	case sqlstate.UndefinedTable:
 		se.MissingTable = pgQuoted(se.Message)
 	}
 	return se
@@ -214,7 +206,7 @@ func (a *pgAdmin) exec(ctx context.Context, query string) error {
 	var te tableError
 	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
 		te = tableError{code: pe.Code, message: pe.Message,
-			exists: pe.Code == pgDuplicateTab, missing: pe.Code == pgUndefinedTab, table: pgQuoted(pe.Message)}
+			exists: pe.Code == sqlstate.DuplicateTable, missing: pe.Code == sqlstate.UndefinedTable, table: pgQuoted(pe.Message)}
 	}
 	return adminError(ctx, query, err, te)
 }

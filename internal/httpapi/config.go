@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // Reloader is the configuration in force and the way to re-read it, for
@@ -27,10 +28,6 @@ type ReloadResponse struct {
 	Changes config.Changes `json:"changes"`
 	Config  config.View    `json:"config"`
 }
-
-// codeConfigFile is the code of a refused configuration: PostgreSQL's
-// config_file_error, as the console's RELOAD reports it.
-const codeConfigFile = "F0000"
 
 func (s *Server) registerConfig(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/config", s.showConfig)
@@ -64,7 +61,7 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		e := &Error{Status: http.StatusInternalServerError, Message: "reload refused; configuration unchanged: " + err.Error()}
 		if errors.As(err, new(*config.Error)) {
-			e.Status, e.Code = http.StatusBadRequest, codeConfigFile
+			e.Status, e.Code = http.StatusBadRequest, sqlstate.ConfigFileError
 		}
 		writeError(w, e)
 		return

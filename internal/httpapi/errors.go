@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
@@ -40,15 +41,15 @@ func notFound(format string, args ...any) *Error {
 // (40001), a catalog that cannot be saved 500, anything else 400.
 func statusOf(code string) int {
 	switch code {
-	case "40001":
+	case sqlstate.SerializationFailure:
 		return http.StatusConflict
-	case ddl.CodeSyntax, ddl.CodeInvalidParameter, ddl.CodeNotSupported, ddl.CodeUndefinedColumn:
+	case sqlstate.SyntaxError, sqlstate.InvalidParameterValue, sqlstate.FeatureNotSupported, sqlstate.UndefinedColumn:
 		return http.StatusBadRequest
-	case ddl.CodeUndefinedObject, ddl.CodeUndefinedTable:
+	case sqlstate.UndefinedObject, sqlstate.UndefinedTable:
 		return http.StatusNotFound
-	case ddl.CodeDuplicateObject, ddl.CodeDependentObjects:
+	case sqlstate.DuplicateObject, sqlstate.DependentObjectsStillExist:
 		return http.StatusConflict
-	case "58030", ddl.CodeInternal:
+	case sqlstate.IOError, sqlstate.InternalError:
 		return http.StatusInternalServerError
 	}
 	return http.StatusBadRequest
@@ -75,7 +76,7 @@ func fromDDL(err error, rq *request) *Error {
 	if rq != nil {
 		e.Field = rq.fieldAt(de.Position)
 	}
-	if e.Field != "" && e.Field != "name" && de.Code == ddl.CodeUndefinedObject {
+	if e.Field != "" && e.Field != "name" && de.Code == sqlstate.UndefinedObject {
 		e.Status = http.StatusBadRequest
 	}
 	return e

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
@@ -179,11 +180,11 @@ func (r *request) options(b body, alter bool, skip ...string) ([]ddl.Option, err
 		}
 		o := r.option(k, k, v)
 		if k == "" {
-			return nil, ddl.Errorf(ddl.CodeSyntax, o.NamePos, "zero-length delimited identifier at or near \"\"\"\"")
+			return nil, ddl.Errorf(sqlstate.SyntaxError, o.NamePos, "zero-length delimited identifier at or near \"\"\"\"")
 		}
 		for _, prev := range opts {
 			if prev.Name == o.Name {
-				return nil, ddl.Errorf(ddl.CodeSyntax, o.NamePos, "conflicting or redundant options: %s is given twice", o.Name)
+				return nil, ddl.Errorf(sqlstate.SyntaxError, o.NamePos, "conflicting or redundant options: %s is given twice", o.Name)
 			}
 		}
 		opts = append(opts, o)

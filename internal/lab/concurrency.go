@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/units"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -176,7 +177,7 @@ func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, er
 	}()
 	if err := r.s.exec(ctx, activeStatements(0)); err != nil {
 		var de *ddl.Error
-		if errors.As(err, &de) && de.Code == ddl.CodeNotSupported {
+		if errors.As(err, &de) && de.Code == sqlstate.FeatureNotSupported {
 			rep.Unsupported = de.Message
 			p.step("skipped: this build of sluice refuses active_statements (%s)", de.Message)
 			return rep, nil

@@ -11,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/sluicelab/sluice/internal/sqlstate"
+	"github.com/sluicelab/sluice/internal/sqltext"
 )
 
 // binarySignature starts every binary COPY stream.
@@ -206,7 +209,7 @@ func (s *session) copyIn(ctx context.Context, st *stmt) (err error) {
 	spec := st.copy
 	tcols := s.tableColumns(spec.table)
 	if len(tcols) == 0 {
-		return &pgError{code: codeUndefinedTable, msg: fmt.Sprintf("relation %q does not exist", spec.table)}
+		return &pgError{code: sqlstate.UndefinedTable, msg: fmt.Sprintf("relation %q does not exist", spec.table)}
 	}
 	names := spec.columns
 	if names == nil {
@@ -230,7 +233,7 @@ func (s *session) copyIn(ctx context.Context, st *stmt) (err error) {
 			}
 		}
 		if !found {
-			return &pgError{code: codeUndefinedColumn, msg: fmt.Sprintf("column %q of relation %q does not exist", name, spec.table)}
+			return &pgError{code: sqlstate.UndefinedColumn, msg: fmt.Sprintf("column %q of relation %q does not exist", name, spec.table)}
 		}
 		quoted[i] = quoteIdent(name)
 		params[i] = "?" + strconv.Itoa(i+1)
@@ -308,10 +311,10 @@ func (s *session) copyIn(ctx context.Context, st *stmt) (err error) {
 			s.complete(commandTag("COPY", n))
 			return nil
 		case *pgproto3.CopyFail:
-			return &pgError{code: codeQueryCanceled, msg: "COPY from stdin failed: " + m.Message}
+			return &pgError{code: sqlstate.QueryCanceled, msg: "COPY from stdin failed: " + m.Message}
 		case *pgproto3.Flush, *pgproto3.Sync:
 		default:
-			return &pgError{code: codeProtocolViolation, msg: fmt.Sprintf("unexpected message %T during COPY from stdin", msg)}
+			return &pgError{code: sqlstate.ProtocolViolation, msg: fmt.Sprintf("unexpected message %T during COPY from stdin", msg)}
 		}
 	}
 }
@@ -347,7 +350,7 @@ func (d *copyDecoder) feed(data []byte, emit func([]driver.Value) error) error {
 	}
 	d.buf = append(d.buf, data...)
 	if len(d.buf)-d.pos > maxCopyRecord {
-		return &pgError{code: codeProgramLimitExceeded, msg: "COPY record too large"}
+		return &pgError{code: sqlstate.ProgramLimitExceeded, msg: "COPY record too large"}
 	}
 	return d.parse(false, emit)
 }
@@ -369,7 +372,7 @@ func (d *copyDecoder) finish(emit func([]driver.Value) error) error {
 }
 
 func (d *copyDecoder) errorf(format string, args ...any) *pgError {
-	return &pgError{code: codeBadCopyFileFormat, msg: fmt.Sprintf(format, args...) + fmt.Sprintf(" (COPY line %d)", d.line)}
+	return &pgError{code: sqlstate.BadCopyFileFormat, msg: fmt.Sprintf(format, args...) + fmt.Sprintf(" (COPY line %d)", d.line)}
 }
 
 // parse decodes complete records; final treats the end of the buffer as
@@ -499,7 +502,7 @@ func unescapeCopyText(dst, raw []byte) []byte {
 		switch e {
 		case 'x':
 			j := i + 1
-			for j < len(raw) && j < i+3 && isHexDigit(raw[j]) {
+			for j < len(raw) && j < i+3 && sqltext.IsHexDigit(raw[j]) {
 				j++
 			}
 			if j == i+1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/sluicelab/sluice/internal/pgserver"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // execute runs a portal's statement. simple selects the simple query
@@ -53,7 +54,7 @@ func (s *session) executeIn(ctx context.Context, pt *portal, maxRows int64, simp
 		return s.runCopy(ctx, pt)
 	case skBegin:
 		if s.txStatus != 'I' {
-			s.notice(codeActiveSQLTransaction, "there is already a transaction in progress")
+			s.notice(sqlstate.ActiveSQLTransaction, "there is already a transaction in progress")
 		} else {
 			s.txStatus, s.txBegun, s.txWrote = 'T', false, false
 			s.txReadOnly, s.txImmediate = st.readOnly, st.immediate
@@ -63,7 +64,7 @@ func (s *session) executeIn(ctx context.Context, pt *portal, maxRows int64, simp
 	case skCommit:
 		switch s.txStatus {
 		case 'I':
-			s.notice(codeNoActiveSQLTransaction, "there is no transaction in progress")
+			s.notice(sqlstate.NoActiveSQLTransaction, "there is no transaction in progress")
 			s.complete("COMMIT")
 		case 'E':
 			s.endTx(false)
@@ -77,7 +78,7 @@ func (s *session) executeIn(ctx context.Context, pt *portal, maxRows int64, simp
 		return nil
 	case skRollback:
 		if s.txStatus == 'I' {
-			s.notice(codeNoActiveSQLTransaction, "there is no transaction in progress")
+			s.notice(sqlstate.NoActiveSQLTransaction, "there is no transaction in progress")
 		} else {
 			s.endTx(false)
 		}
@@ -108,7 +109,7 @@ func (s *session) executeIn(ctx context.Context, pt *portal, maxRows int64, simp
 			clear(s.stmts)
 		} else {
 			if _, ok := s.stmts[st.name]; !ok {
-				return &pgError{code: codeInvalidSQLStatementName, msg: "prepared statement \"" + st.name + "\" does not exist"}
+				return &pgError{code: sqlstate.InvalidSQLStatementName, msg: "prepared statement \"" + st.name + "\" does not exist"}
 			}
 			delete(s.stmts, st.name)
 		}
@@ -116,7 +117,7 @@ func (s *session) executeIn(ctx context.Context, pt *portal, maxRows int64, simp
 		return nil
 	case skDiscard:
 		if s.txStatus != 'I' {
-			return &pgError{code: codeActiveSQLTransaction, msg: "DISCARD ALL cannot run inside a transaction block"}
+			return &pgError{code: sqlstate.ActiveSQLTransaction, msg: "DISCARD ALL cannot run inside a transaction block"}
 		}
 		s.closePortals()
 		clear(s.stmts)
@@ -129,7 +130,7 @@ func (s *session) executeIn(ctx context.Context, pt *portal, maxRows int64, simp
 		s.complete(st.tag)
 		return nil
 	}
-	return &pgError{code: codeInternalError, msg: "unknown statement kind"}
+	return &pgError{code: sqlstate.InternalError, msg: "unknown statement kind"}
 }
 
 // complete sends CommandComplete with tag.
@@ -160,7 +161,7 @@ func commandTag(tag string, n int64) string {
 func (s *session) beforeStatement(ctx context.Context, st *stmt) (locked bool, err error) {
 	if s.txStatus == 'I' {
 		if st.savepoint {
-			return false, &pgError{code: codeNoActiveSQLTransaction, msg: st.tag + " can only be used in transaction blocks"}
+			return false, &pgError{code: sqlstate.NoActiveSQLTransaction, msg: st.tag + " can only be used in transaction blocks"}
 		}
 		if st.write {
 			if err := s.srv.acquireWrite(ctx); err != nil {
@@ -171,11 +172,11 @@ func (s *session) beforeStatement(ctx context.Context, st *stmt) (locked bool, e
 		return false, nil
 	}
 	if st.noTx {
-		return false, &pgError{code: codeActiveSQLTransaction, msg: st.tag + " cannot run inside a transaction block"}
+		return false, &pgError{code: sqlstate.ActiveSQLTransaction, msg: st.tag + " cannot run inside a transaction block"}
 	}
 	if st.write {
 		if s.txReadOnly {
-			return false, &pgError{code: codeReadOnlySQLTransaction, msg: "cannot execute " + st.tag + " in a read-only transaction"}
+			return false, &pgError{code: sqlstate.ReadOnlySQLTransaction, msg: "cannot execute " + st.tag + " in a read-only transaction"}
 		}
 		s.txWrote = true
 	}
@@ -378,7 +379,7 @@ func (s *session) runRows(ctx context.Context, pt *portal, maxRows int64, simple
 		s.sendRowDescription(cols, nil)
 	} else if len(cols) != ncols {
 		s.closePortal(pt)
-		return &pgError{code: codeFeatureNotSupported, msg: "cached plan must not change result type"}
+		return &pgError{code: sqlstate.FeatureNotSupported, msg: "cached plan must not change result type"}
 	}
 	var sent int64
 	for {
@@ -529,7 +530,7 @@ func (s *session) runShow(st *stmt, simple bool) error {
 	}
 	v, ok := s.params[st.setName]
 	if !ok {
-		return &pgError{code: codeUndefinedObject, msg: "unrecognized configuration parameter \"" + st.setName + "\""}
+		return &pgError{code: sqlstate.UndefinedObject, msg: "unrecognized configuration parameter \"" + st.setName + "\""}
 	}
 	cols := []column{{name: showName(st.setName), oid: oidText}}
 	if simple {
@@ -611,7 +612,7 @@ var readOnlySettings = map[string]bool{
 // recorded for SHOW and otherwise ignored.
 func checkSetting(name, value string) (string, *pgError) {
 	if readOnlySettings[name] {
-		return "", &pgError{code: codeCantChangeRuntimeParam, msg: "parameter \"" + name + "\" cannot be changed"}
+		return "", &pgError{code: sqlstate.CantChangeRuntimeParam, msg: "parameter \"" + name + "\" cannot be changed"}
 	}
 	switch name {
 	case "client_encoding":

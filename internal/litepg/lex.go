@@ -4,6 +4,9 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluicelab/sluice/internal/sqlstate"
+	"github.com/sluicelab/sluice/internal/sqltext"
 )
 
 // tokKind classifies a lexical token of PostgreSQL SQL text.
@@ -65,39 +68,20 @@ func lex(src string) ([]token, error) {
 	for i < len(src) {
 		c := src[i]
 		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+		case sqltext.IsSpace(c):
 			i++
 			space = true
 			continue
-		case c == '-' && i+1 < len(src) && src[i+1] == '-':
-			for i < len(src) && src[i] != '\n' {
-				i++
-			}
+		case sqltext.LineComment(sqltext.PostgreSQL, src, i):
+			i = sqltext.LineEnd(src, i)
 			space = true
 			continue
-		case c == '/' && i+1 < len(src) && src[i+1] == '*':
-			depth := 0
-			j := i
-			for j < len(src) {
-				if src[j] == '/' && j+1 < len(src) && src[j+1] == '*' {
-					depth++
-					j += 2
-					continue
-				}
-				if src[j] == '*' && j+1 < len(src) && src[j+1] == '/' {
-					depth--
-					j += 2
-					if depth == 0 {
-						break
-					}
-					continue
-				}
-				j++
-			}
-			if depth != 0 {
+		case sqltext.BlockComment(src, i):
+			end, closed := sqltext.BlockCommentEnd(sqltext.PostgreSQL, src, i)
+			if !closed {
 				return nil, syntaxErrorf("unterminated /* comment at or near %q", clip(src[i:]))
 			}
-			i = j
+			i = end
 			space = true
 			continue
 		}
@@ -132,11 +116,8 @@ func lex(src string) ([]token, error) {
 			}
 			i += 1 + n
 			tok.kind = tkRaw
-		case isIdentStart(c):
-			i++
-			for i < len(src) && isIdentCont(src[i]) {
-				i++
-			}
+		case sqltext.IsWordStart(c):
+			i = sqltext.WordEnd(src, i+1)
 			tok.kind = tkIdent
 			tok.val = strings.ToLower(src[start:i])
 		case c == '"':
@@ -164,7 +145,7 @@ func lex(src string) ([]token, error) {
 				}
 				n, err := strconv.Atoi(src[i+1 : j])
 				if err != nil || n < 1 || n > maxParam {
-					return nil, &pgError{code: codeUndefinedParameter, msg: "there is no parameter " + clip(src[i:j])}
+					return nil, &pgError{code: sqlstate.UndefinedParameter, msg: "there is no parameter " + clip(src[i:j])}
 				}
 				i = j
 				tok.kind, tok.n = tkParam, n
@@ -172,22 +153,18 @@ func lex(src string) ([]token, error) {
 			}
 			// Dollar quote: $tag$ ... $tag$, tag empty or an identifier
 			// without $.
-			j := i + 1
-			for j < len(src) && src[j] != '$' && isIdentCont(src[j]) {
-				j++
-			}
-			if j >= len(src) || src[j] != '$' || (j > i+1 && !isIdentStart(src[i+1])) {
+			tag := sqltext.DollarTag(src, i)
+			if tag == "" {
 				return nil, syntaxErrorf("syntax error at or near \"$\"")
 			}
-			delim := src[i : j+1]
-			end := strings.Index(src[j+1:], delim)
-			if end < 0 {
+			end, closed := sqltext.DollarEnd(src, i, tag)
+			if !closed {
 				return nil, syntaxErrorf("unterminated dollar-quoted string at or near %q", clip(src[i:]))
 			}
-			tok.kind, tok.val = tkString, src[j+1:j+1+end]
-			i = j + 1 + end + len(delim)
-		case c >= '0' && c <= '9' || c == '.' && i+1 < len(src) && src[i+1] >= '0' && src[i+1] <= '9':
-			i = lexNumber(src, i)
+			tok.kind, tok.val = tkString, src[i+len(tag):end-len(tag)]
+			i = end
+		case sqltext.NumberStart(src, i):
+			i = sqltext.NumberEnd(src, i)
 			tok.kind = tkNumber
 		case c == ':' && i+1 < len(src) && src[i+1] == ':':
 			i += 2
@@ -214,54 +191,7 @@ func lex(src string) ([]token, error) {
 	return toks, nil
 }
 
-func isIdentStart(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c >= 0x80
-}
-
-func isIdentCont(c byte) bool {
-	return isIdentStart(c) || c >= '0' && c <= '9' || c == '$'
-}
-
 func isOpChar(c byte) bool { return strings.IndexByte("+-*/<>=~!@#%^&|`?", c) >= 0 }
-
-// lexNumber returns the end of the numeric constant starting at i:
-// digits (with _ separators), a fraction, an exponent, or a 0x/0o/0b
-// prefixed integer.
-func lexNumber(src string, i int) int {
-	if src[i] == '0' && i+2 < len(src) && strings.IndexByte("xXoObB", src[i+1]) >= 0 && isHexDigit(src[i+2]) {
-		i += 2
-		for i < len(src) && (isHexDigit(src[i]) || src[i] == '_') {
-			i++
-		}
-		return i
-	}
-	for i < len(src) && (src[i] >= '0' && src[i] <= '9' || src[i] == '_') {
-		i++
-	}
-	if i < len(src) && src[i] == '.' && !(i+1 < len(src) && src[i+1] == '.') {
-		i++
-		for i < len(src) && (src[i] >= '0' && src[i] <= '9' || src[i] == '_') {
-			i++
-		}
-	}
-	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
-		j := i + 1
-		if j < len(src) && (src[j] == '+' || src[j] == '-') {
-			j++
-		}
-		if j < len(src) && src[j] >= '0' && src[j] <= '9' {
-			for j < len(src) && src[j] >= '0' && src[j] <= '9' {
-				j++
-			}
-			i = j
-		}
-	}
-	return i
-}
-
-func isHexDigit(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
 
 // lexOperator returns the end of the operator starting at i, applying
 // PostgreSQL's rules: an operator stops before -- or /*, and a
@@ -286,25 +216,14 @@ func lexOperator(src string, i int) int {
 // lexQuoted reads a string delimited by q (either ' or ") with doubled
 // delimiters as escapes. It returns the value and the bytes consumed.
 func lexQuoted(s string, q byte) (string, int, error) {
-	var b strings.Builder
-	i := 1
-	for {
-		j := strings.IndexByte(s[i:], q)
-		if j < 0 {
-			if q == '"' {
-				return "", 0, syntaxErrorf("unterminated quoted identifier at or near %q", clip(s))
-			}
-			return "", 0, syntaxErrorf("unterminated quoted string at or near %q", clip(s))
+	end, closed := sqltext.QuoteEnd(s, 0, false)
+	if !closed {
+		if q == '"' {
+			return "", 0, syntaxErrorf("unterminated quoted identifier at or near %q", clip(s))
 		}
-		b.WriteString(s[i : i+j])
-		i += j + 1
-		if i < len(s) && s[i] == q {
-			b.WriteByte(q)
-			i++
-			continue
-		}
-		return b.String(), i, nil
+		return "", 0, syntaxErrorf("unterminated quoted string at or near %q", clip(s))
 	}
+	return strings.ReplaceAll(s[1:end-1], string([]byte{q, q}), string(q)), end, nil
 }
 
 func lexStandardString(s string) (string, int, error) { return lexQuoted(s, '\'') }
@@ -325,10 +244,10 @@ func lexEscapeString(s string) (string, int, error) {
 			}
 			v := b.String()
 			if strings.IndexByte(v, 0) >= 0 {
-				return "", 0, &pgError{code: codeCharacterNotInRepertoire, msg: "invalid byte sequence for encoding \"UTF8\": 0x00"}
+				return "", 0, &pgError{code: sqlstate.CharacterNotInRepertoire, msg: "invalid byte sequence for encoding \"UTF8\": 0x00"}
 			}
 			if !utf8.ValidString(v) {
-				return "", 0, &pgError{code: codeCharacterNotInRepertoire, msg: "invalid byte sequence for encoding \"UTF8\""}
+				return "", 0, &pgError{code: sqlstate.CharacterNotInRepertoire, msg: "invalid byte sequence for encoding \"UTF8\""}
 			}
 			return v, i + 1, nil
 		case c == '\\' && i+1 < len(s):
@@ -352,7 +271,7 @@ func lexEscapeString(s string) (string, int, error) {
 				i++
 			case 'x':
 				j := i + 1
-				for j < len(s) && j < i+3 && isHexDigit(s[j]) {
+				for j < len(s) && j < i+3 && sqltext.IsHexDigit(s[j]) {
 					j++
 				}
 				if j == i+1 {

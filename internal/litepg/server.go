@@ -19,9 +19,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	sqlite "modernc.org/sqlite"
+
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/pgserver"
-	sqlite "modernc.org/sqlite"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // ServerVersion is the server_version the server reports.
@@ -353,7 +355,7 @@ type backend struct{ s *Server }
 // packet.
 func (backend) Check(st *pgserver.Startup) error {
 	if r := st.Params["replication"]; r != "" && r != "false" && r != "off" && r != "0" {
-		return &pgError{code: codeFeatureNotSupported, msg: "litepg does not support replication connections", fatal: true}
+		return &pgError{code: sqlstate.FeatureNotSupported, msg: "litepg does not support replication connections", fatal: true}
 	}
 	for k, v := range st.Params {
 		if _, _, err := startupSetting(k, v); err != nil {
@@ -401,7 +403,7 @@ func (b backend) Open(ctx context.Context, pc *pgserver.Conn, st *pgserver.Start
 	conn, err := s.drv.Open(s.dsn)
 	if err != nil {
 		s.unregister(sess)
-		return nil, &pgError{code: codeIOError, msg: "could not open database: " + err.Error(), fatal: true}
+		return nil, &pgError{code: sqlstate.IOError, msg: "could not open database: " + err.Error(), fatal: true}
 	}
 	sess.db = conn
 	var params []pgserver.Param
@@ -463,10 +465,10 @@ func (s *Server) register(sess *session) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return &pgError{code: codeAdminShutdown, msg: "the database system is shutting down", fatal: true}
+		return &pgError{code: sqlstate.AdminShutdown, msg: "the database system is shutting down", fatal: true}
 	}
 	if len(s.sessions) >= max {
-		return &pgError{code: codeTooManyConnections, msg: "sorry, too many clients already", fatal: true}
+		return &pgError{code: sqlstate.TooManyConnections, msg: "sorry, too many clients already", fatal: true}
 	}
 	for {
 		pid := s.nextPID.Add(1)
@@ -509,7 +511,7 @@ func (s *Server) acquireWrite(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C():
-		return &pgError{code: codeSerializationFailure, msg: "could not serialize access: timed out waiting for the write lock"}
+		return &pgError{code: sqlstate.SerializationFailure, msg: "could not serialize access: timed out waiting for the write lock"}
 	}
 }
 

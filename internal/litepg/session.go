@@ -14,6 +14,7 @@ import (
 	sqlite "modernc.org/sqlite"
 
 	"github.com/sluicelab/sluice/internal/pgserver"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // Limits of the per-session caches.
@@ -192,7 +193,7 @@ func (s *session) Query(_ context.Context, q string) error {
 	}
 	for _, st := range sts {
 		if st.nparams > 0 {
-			return &pgError{code: codeUndefinedParameter, msg: "there is no parameter $1"}
+			return &pgError{code: sqlstate.UndefinedParameter, msg: "there is no parameter $1"}
 		}
 		pt := &portal{p: &prepared{st: st}}
 		err = s.execute(pt, 0, true)
@@ -218,7 +219,7 @@ func (s *session) closeUnnamed() {
 func (s *session) Parse(_ context.Context, m *pgproto3.Parse) error {
 	if m.Name != "" {
 		if _, exists := s.stmts[m.Name]; exists {
-			return &pgError{code: codeDuplicatePreparedStmt, msg: fmt.Sprintf("prepared statement %q already exists", m.Name)}
+			return &pgError{code: sqlstate.DuplicatePreparedStatement, msg: fmt.Sprintf("prepared statement %q already exists", m.Name)}
 		}
 	}
 	p, err := s.prepare(m.Query, m.ParameterOIDs)
@@ -321,20 +322,20 @@ func (s *session) prepare(query string, oids []uint32) (*prepared, error) {
 func (s *session) Bind(_ context.Context, m *pgproto3.Bind) error {
 	p, ok := s.stmts[m.PreparedStatement]
 	if !ok {
-		return &pgError{code: codeInvalidSQLStatementName, msg: fmt.Sprintf("prepared statement %q does not exist", m.PreparedStatement)}
+		return &pgError{code: sqlstate.InvalidSQLStatementName, msg: fmt.Sprintf("prepared statement %q does not exist", m.PreparedStatement)}
 	}
 	if len(m.Parameters) != len(p.paramOIDs) {
-		return &pgError{code: codeProtocolViolation, msg: fmt.Sprintf("bind message supplies %d parameters, but prepared statement %q requires %d",
+		return &pgError{code: sqlstate.ProtocolViolation, msg: fmt.Sprintf("bind message supplies %d parameters, but prepared statement %q requires %d",
 			len(m.Parameters), m.PreparedStatement, len(p.paramOIDs))}
 	}
 	pf := m.ParameterFormatCodes
 	if len(pf) > 1 && len(pf) != len(m.Parameters) {
-		return &pgError{code: codeProtocolViolation, msg: fmt.Sprintf("bind message has %d parameter formats but %d parameters", len(pf), len(m.Parameters))}
+		return &pgError{code: sqlstate.ProtocolViolation, msg: fmt.Sprintf("bind message has %d parameter formats but %d parameters", len(pf), len(m.Parameters))}
 	}
 	var pt *portal
 	if old, exists := s.portals[m.DestinationPortal]; exists {
 		if m.DestinationPortal != "" {
-			return &pgError{code: codeDuplicateCursor, msg: fmt.Sprintf("cursor %q already exists", m.DestinationPortal)}
+			return &pgError{code: sqlstate.DuplicateCursor, msg: fmt.Sprintf("cursor %q already exists", m.DestinationPortal)}
 		}
 		s.closePortal(old)
 		pt = old // reuse the unnamed portal's memory
@@ -372,11 +373,11 @@ func (s *session) Bind(_ context.Context, m *pgproto3.Bind) error {
 	case len(rf) == ncols:
 		pt.formats = append(pt.formats, rf...)
 	default:
-		return &pgError{code: codeProtocolViolation, msg: fmt.Sprintf("bind message has %d result formats but query has %d columns", len(rf), ncols)}
+		return &pgError{code: sqlstate.ProtocolViolation, msg: fmt.Sprintf("bind message has %d result formats but query has %d columns", len(rf), ncols)}
 	}
 	for _, f := range pt.formats {
 		if f != 0 && f != 1 {
-			return &pgError{code: codeProtocolViolation, msg: fmt.Sprintf("unsupported format code: %d", f)}
+			return &pgError{code: sqlstate.ProtocolViolation, msg: fmt.Sprintf("unsupported format code: %d", f)}
 		}
 	}
 	s.portals[m.DestinationPortal] = pt
@@ -390,7 +391,7 @@ func (s *session) Describe(_ context.Context, m *pgproto3.Describe) error {
 	if m.ObjectType == 'S' {
 		p, ok := s.stmts[m.Name]
 		if !ok {
-			return &pgError{code: codeInvalidSQLStatementName, msg: fmt.Sprintf("prepared statement %q does not exist", m.Name)}
+			return &pgError{code: sqlstate.InvalidSQLStatementName, msg: fmt.Sprintf("prepared statement %q does not exist", m.Name)}
 		}
 		oids := make([]uint32, len(p.paramOIDs))
 		copy(oids, p.paramOIDs)
@@ -400,7 +401,7 @@ func (s *session) Describe(_ context.Context, m *pgproto3.Describe) error {
 	}
 	pt, ok := s.portals[m.Name]
 	if !ok {
-		return &pgError{code: codeInvalidCursorName, msg: fmt.Sprintf("portal %q does not exist", m.Name)}
+		return &pgError{code: sqlstate.InvalidCursorName, msg: fmt.Sprintf("portal %q does not exist", m.Name)}
 	}
 	s.sendRowDescription(pt.p.cols, pt.formats)
 	return nil
@@ -434,7 +435,7 @@ func (s *session) sendRowDescription(cols []column, formats []int16) {
 func (s *session) Execute(_ context.Context, m *pgproto3.Execute) error {
 	pt, ok := s.portals[m.Portal]
 	if !ok {
-		return &pgError{code: codeInvalidCursorName, msg: fmt.Sprintf("portal %q does not exist", m.Portal)}
+		return &pgError{code: sqlstate.InvalidCursorName, msg: fmt.Sprintf("portal %q does not exist", m.Portal)}
 	}
 	maxRows := int64(m.MaxRows)
 	if m.MaxRows > 1<<31-1 {

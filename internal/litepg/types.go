@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // PostgreSQL type OIDs. The server reports only the types below; every
@@ -193,11 +195,11 @@ func parseTime(s string) (time.Time, bool) {
 
 // outOfRange is the error of a value that does not fit the reported type.
 func outOfRange(oid uint32) *pgError {
-	return &pgError{code: codeNumericValueOutOfRange, msg: typeName(oid) + " out of range"}
+	return &pgError{code: sqlstate.NumericValueOutOfRange, msg: typeName(oid) + " out of range"}
 }
 
 func badInput(oid uint32, s string) *pgError {
-	return &pgError{code: codeInvalidTextRepresentation, msg: "invalid input syntax for type " + typeName(oid) + ": " + strconv.Quote(clip(s))}
+	return &pgError{code: sqlstate.InvalidTextRepresentation, msg: "invalid input syntax for type " + typeName(oid) + ": " + strconv.Quote(clip(s))}
 }
 
 // toInt converts an SQLite value to an integer for a column of type oid.
@@ -340,7 +342,7 @@ func toTime(v driver.Value, oid uint32) (time.Time, error) {
 		if t, ok := parseTime(x); ok {
 			return t.UTC(), nil
 		}
-		return time.Time{}, &pgError{code: codeInvalidDatetimeFormat, msg: "invalid input syntax for type " + typeName(oid) + ": " + strconv.Quote(clip(x))}
+		return time.Time{}, &pgError{code: sqlstate.InvalidDatetimeFormat, msg: "invalid input syntax for type " + typeName(oid) + ": " + strconv.Quote(clip(x))}
 	case []byte:
 		return toTime(string(x), oid)
 	case int64:
@@ -448,7 +450,7 @@ func appendText(buf []byte, v driver.Value, oid uint32) ([]byte, error) {
 	case time.Time:
 		return x.UTC().AppendFormat(buf, timestampLayout), nil
 	}
-	return buf, &pgError{code: codeInternalError, msg: "unexpected SQLite value"}
+	return buf, &pgError{code: sqlstate.InternalError, msg: "unexpected SQLite value"}
 }
 
 // appendBinary appends the binary-format encoding of v as type oid.
@@ -525,7 +527,7 @@ func decodeParam(data []byte, oid uint32, format int16) (driver.Value, error) {
 		return decodeTextParam(string(data), oid)
 	}
 	if format != 1 {
-		return nil, &pgError{code: codeProtocolViolation, msg: "unsupported format code: " + strconv.Itoa(int(format))}
+		return nil, &pgError{code: sqlstate.ProtocolViolation, msg: "unsupported format code: " + strconv.Itoa(int(format))}
 	}
 	switch oid {
 	case oidInt2, oidInt4, oidInt8, oidOID:
@@ -540,20 +542,20 @@ func decodeParam(data []byte, oid uint32, format int16) (driver.Value, error) {
 		case 8:
 			return int64(binary.BigEndian.Uint64(data)), nil
 		}
-		return nil, &pgError{code: codeInvalidBinaryRepresent, msg: "incorrect binary data format in bind parameter"}
+		return nil, &pgError{code: sqlstate.InvalidBinaryRepresent, msg: "incorrect binary data format in bind parameter"}
 	case oidFloat4:
 		if len(data) != 4 {
-			return nil, &pgError{code: codeInvalidBinaryRepresent, msg: "incorrect binary data format in bind parameter"}
+			return nil, &pgError{code: sqlstate.InvalidBinaryRepresent, msg: "incorrect binary data format in bind parameter"}
 		}
 		return float64(math.Float32frombits(binary.BigEndian.Uint32(data))), nil
 	case oidFloat8:
 		if len(data) != 8 {
-			return nil, &pgError{code: codeInvalidBinaryRepresent, msg: "incorrect binary data format in bind parameter"}
+			return nil, &pgError{code: sqlstate.InvalidBinaryRepresent, msg: "incorrect binary data format in bind parameter"}
 		}
 		return math.Float64frombits(binary.BigEndian.Uint64(data)), nil
 	case oidBool:
 		if len(data) != 1 {
-			return nil, &pgError{code: codeInvalidBinaryRepresent, msg: "incorrect binary data format in bind parameter"}
+			return nil, &pgError{code: sqlstate.InvalidBinaryRepresent, msg: "incorrect binary data format in bind parameter"}
 		}
 		if data[0] != 0 {
 			return int64(1), nil
@@ -563,19 +565,19 @@ func decodeParam(data []byte, oid uint32, format int16) (driver.Value, error) {
 		return append([]byte{}, data...), nil
 	case oidDate:
 		if len(data) != 4 {
-			return nil, &pgError{code: codeInvalidBinaryRepresent, msg: "incorrect binary data format in bind parameter"}
+			return nil, &pgError{code: sqlstate.InvalidBinaryRepresent, msg: "incorrect binary data format in bind parameter"}
 		}
 		days := int32(binary.BigEndian.Uint32(data))
 		return pgEpoch.AddDate(0, 0, int(days)).Format(dateLayout), nil
 	case oidTimestamp, oidTimestamptz:
 		if len(data) != 8 {
-			return nil, &pgError{code: codeInvalidBinaryRepresent, msg: "incorrect binary data format in bind parameter"}
+			return nil, &pgError{code: sqlstate.InvalidBinaryRepresent, msg: "incorrect binary data format in bind parameter"}
 		}
 		us := int64(binary.BigEndian.Uint64(data))
 		return pgEpoch.Add(time.Duration(us) * time.Microsecond).Format(timestampLayout), nil
 	case oidText, oidVarchar, oidBPChar, oidName, oidUnknown, oidUnknownLit, oidJSON:
 		if !utf8.Valid(data) {
-			return nil, &pgError{code: codeCharacterNotInRepertoire, msg: "invalid byte sequence for encoding \"UTF8\""}
+			return nil, &pgError{code: sqlstate.CharacterNotInRepertoire, msg: "invalid byte sequence for encoding \"UTF8\""}
 		}
 		return string(data), nil
 	case oidJSONB:
@@ -616,7 +618,7 @@ func decodeTextParam(s string, oid uint32) (driver.Value, error) {
 		return decodeByteaText(s)
 	}
 	if !utf8.ValidString(s) {
-		return nil, &pgError{code: codeCharacterNotInRepertoire, msg: "invalid byte sequence for encoding \"UTF8\""}
+		return nil, &pgError{code: sqlstate.CharacterNotInRepertoire, msg: "invalid byte sequence for encoding \"UTF8\""}
 	}
 	return s, nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/xdg-go/scram"
+
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // Method is a client authentication method.
@@ -89,13 +91,13 @@ func storedCredentials(user, password string) (scram.StoredCredentials, error) {
 func (c *Conn) authenticate(ctx context.Context, a *Auth, user string) error {
 	known := a.User == "" || user == a.User
 	fail := func() error {
-		c.fatal(CodeInvalidPassword, fmt.Sprintf("password authentication failed for user %q", user))
+		c.fatal(sqlstate.InvalidPassword, fmt.Sprintf("password authentication failed for user %q", user))
 		return ErrAuthFailed
 	}
 	switch a.Method {
 	case Trust:
 		if !known {
-			c.fatal(CodeInvalidAuthorization, fmt.Sprintf("role %q does not exist", user))
+			c.fatal(sqlstate.InvalidAuthorizationSpecification, fmt.Sprintf("role %q does not exist", user))
 			return ErrAuthFailed
 		}
 		return nil
@@ -122,13 +124,13 @@ func (c *Conn) authenticate(ctx context.Context, a *Auth, user string) error {
 	case SCRAM:
 		return c.scram(ctx, a, user, fail)
 	}
-	c.fatal(CodeInternal, "unknown authentication method")
+	c.fatal(sqlstate.InternalError, "unknown authentication method")
 	return ErrAuthFailed
 }
 
 func (c *Conn) scram(ctx context.Context, a *Auth, user string, fail func() error) error {
 	if a.Credentials == nil {
-		c.fatal(CodeInternal, "authentication setup failed")
+		c.fatal(sqlstate.InternalError, "authentication setup failed")
 		return ErrAuthFailed
 	}
 	creds, known := a.Credentials.users[user]
@@ -138,7 +140,7 @@ func (c *Conn) scram(ctx context.Context, a *Auth, user string, fail func() erro
 	known = known && (a.User == "" || user == a.User)
 	srv, err := scram.SHA256.NewServer(func(string) (scram.StoredCredentials, error) { return creds, nil })
 	if err != nil {
-		c.fatal(CodeInternal, "authentication setup failed")
+		c.fatal(sqlstate.InternalError, "authentication setup failed")
 		return ErrAuthFailed
 	}
 	conv := srv.NewConversation()
@@ -149,7 +151,7 @@ func (c *Conn) scram(ctx context.Context, a *Auth, user string, fail func() erro
 		return err
 	}
 	if first.AuthMechanism != "SCRAM-SHA-256" {
-		c.fatal(CodeProtocolViolation, "client selected an invalid SASL authentication mechanism")
+		c.fatal(sqlstate.ProtocolViolation, "client selected an invalid SASL authentication mechanism")
 		return ErrAuthFailed
 	}
 	out, err := conv.Step(string(first.Data))
@@ -183,7 +185,7 @@ func receiveAuth[M pgproto3.FrontendMessage](ctx context.Context, c *Conn) (M, e
 	}
 	m, ok := msg.(M)
 	if !ok {
-		c.fatal(CodeProtocolViolation, fmt.Sprintf("expected an authentication response, got %T", msg))
+		c.fatal(sqlstate.ProtocolViolation, fmt.Sprintf("expected an authentication response, got %T", msg))
 		return zero, ErrAuthFailed
 	}
 	return m, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/sluicelab/sluice/internal/linger"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // ConnError wraps a failure of the client connection itself: a write
@@ -133,7 +134,7 @@ func (c *Conn) Receive(ctx context.Context) (pgproto3.FrontendMessage, error) {
 	}
 	var tooLong *pgproto3.ExceededMaxBodyLenErr
 	if errors.As(err, &tooLong) {
-		c.fatal(CodeProgramLimitExceeded, fmt.Sprintf("message of %d bytes exceeds the limit of %d bytes", tooLong.ActualBodyLen, tooLong.MaxExpectedBodyLen))
+		c.fatal(sqlstate.ProgramLimitExceeded, fmt.Sprintf("message of %d bytes exceeds the limit of %d bytes", tooLong.ActualBodyLen, tooLong.MaxExpectedBodyLen))
 		linger.Drain(ctx, c.nc, c.cfg.clock(), int64(tooLong.ActualBodyLen), lingerTimeout)
 	}
 	return nil, &ConnError{err}

@@ -4,15 +4,8 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5/pgproto3"
-)
 
-// SQLSTATEs the server itself sends.
-const (
-	CodeInternal             = "XX000" // internal_error
-	CodeProtocolViolation    = "08P01" // protocol_violation
-	CodeInvalidAuthorization = "28000" // invalid_authorization_specification
-	CodeInvalidPassword      = "28P01" // invalid_password
-	CodeProgramLimitExceeded = "54000" // program_limit_exceeded
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // ErrAuthFailed is returned by Serve when the client failed to
@@ -36,7 +29,7 @@ func Response(err error) *pgproto3.ErrorResponse {
 	if errors.As(err, &r) {
 		return r.ErrorResponse()
 	}
-	return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: CodeInternal, Message: err.Error()}
+	return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: sqlstate.InternalError, Message: err.Error()}
 }
 
 // Errorf is an error with a SQLSTATE, severity ERROR.

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // DefaultMaxMessage is the message size limit when Config.MaxMessage is
@@ -179,7 +180,7 @@ func (c *Conn) admit(m *pgproto3.StartupMessage, b Backend) (*Startup, error) {
 		c.Send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknown})
 	}
 	if st.User == "" {
-		c.fatal(CodeInvalidAuthorization, "no PostgreSQL user name specified in startup packet")
+		c.fatal(sqlstate.InvalidAuthorizationSpecification, "no PostgreSQL user name specified in startup packet")
 		return nil, ErrAuthFailed
 	}
 	if err := b.Check(st); err != nil {
@@ -193,7 +194,7 @@ func (c *Conn) admit(m *pgproto3.StartupMessage, b Backend) (*Startup, error) {
 // errUnexpected answers a message the server does not take at this
 // point.
 func errUnexpected(msg pgproto3.FrontendMessage) error {
-	return &Error{Code: CodeProtocolViolation, Message: fmt.Sprintf("unexpected message %T", msg)}
+	return &Error{Code: sqlstate.ProtocolViolation, Message: fmt.Sprintf("unexpected message %T", msg)}
 }
 
 // loop serves messages until Terminate or a connection error.
@@ -206,7 +207,7 @@ func (c *Conn) loop(ctx context.Context, h Handler) error {
 			if errors.As(err, &ce) && !isIOError(ce.Err) {
 				// A message that does not decode: the stream cannot be
 				// trusted further.
-				c.fatal(CodeProtocolViolation, "invalid frontend message: "+ce.Err.Error())
+				c.fatal(sqlstate.ProtocolViolation, "invalid frontend message: "+ce.Err.Error())
 			}
 			return err
 		}
@@ -248,7 +249,7 @@ func (c *Conn) command(ctx context.Context, h Handler, msg pgproto3.FrontendMess
 			err = c.Flush()
 		}
 	case *pgproto3.FunctionCall:
-		c.Send(h.Error(&Error{Code: "0A000", Message: "the function call protocol is not supported"}))
+		c.Send(h.Error(&Error{Code: sqlstate.FeatureNotSupported, Message: "the function call protocol is not supported"}))
 		c.Send(&pgproto3.ReadyForQuery{TxStatus: h.TxStatus()})
 		err = c.Flush()
 	default:

@@ -40,7 +40,7 @@ func redact(sql string, d Dialect, depth int) string {
 	if !hasKeyword(sql) {
 		return sql
 	}
-	l := lexer{sql: sql, my: d == MySQL}
+	l := newLexer(sql, d == MySQL)
 	var b strings.Builder // empty until the first password
 	last := 0             // sql[last:] is not yet copied to b
 	prev := other         // what the previous token makes of a literal
@@ -55,7 +55,7 @@ func redact(sql string, d Dialect, depth int) string {
 	for {
 		t := l.next()
 		set := false
-		switch t.kind {
+		switch t.Kind {
 		case tEOF:
 			if b.Len() == 0 {
 				return sql
@@ -63,7 +63,7 @@ func redact(sql string, d Dialect, depth int) string {
 			b.WriteString(sql[last:])
 			return b.String()
 		case tWord:
-			w := sql[t.start:t.end]
+			w := sql[t.Start:t.End]
 			switch {
 			case hasSuffixFold(w, "password"):
 				ctx = ctx || afterSet
@@ -85,7 +85,7 @@ func redact(sql string, d Dialect, depth int) string {
 				prev = other
 			}
 		case tOp:
-			switch c := sql[t.start]; {
+			switch c := sql[t.Start]; {
 			case c == ',' && fmtLeft > 0:
 				// format('... PASSWORD %L', ...): the argument that
 				// fills the password's placeholder is the password.
@@ -115,9 +115,9 @@ func redact(sql string, d Dialect, depth int) string {
 			if prev == pwString || prev == assign {
 				prev = other
 			}
-			if prev == other || prev == secret && t.kind != tString {
+			if prev == other || prev == secret && t.Kind != tString {
 				prev = other
-				if t.kind != tString {
+				if t.Kind != tString {
 					break
 				}
 				// SQL inside a string: a DO block's body, EXECUTE's
@@ -126,7 +126,7 @@ func redact(sql string, d Dialect, depth int) string {
 				// string's own quoting writes them; a format() string
 				// with PASSWORD %L makes an argument after it its
 				// password.
-				lit := l.sql[t.start:t.end]
+				lit := l.sql[t.Start:t.End]
 				inner, open, ok := l.text(t)
 				sqlText := ok && hasKeyword(inner) && depth < maxNesting
 				red := inner
@@ -147,33 +147,33 @@ func redact(sql string, d Dialect, depth int) string {
 						if b.Len() == 0 {
 							b.Grow(len(sql))
 						}
-						b.WriteString(sql[last:t.start])
+						b.WriteString(sql[last:t.Start])
 						if open {
 							b.WriteString(requoteOpen(lit, red))
 						} else {
 							b.WriteString(requote(lit, red))
 						}
-						last = t.end
+						last = t.End
 					}
 					fmtLeft = formatsPassword(inner)
 					break
 				}
-			} else if prev == concat && t.kind == tName {
+			} else if prev == concat && t.Kind == tName {
 				prev = other
 				break
 			}
-			end := t.end
-			if t.kind == tString {
+			end := t.End
+			if t.Kind == tString {
 				end = l.secretEnd(t)
 			}
 			if b.Len() == 0 {
 				b.Grow(len(sql))
 			}
-			b.WriteString(sql[last:t.start])
+			b.WriteString(sql[last:t.Start])
 			b.WriteString(Mask)
-			last, l.pos = end, end
+			last, l.Pos = end, end
 			prev = other
-			if t.kind == tString {
+			if t.Kind == tString {
 				prev = secret
 			}
 		}
@@ -338,7 +338,7 @@ func hexVal(c byte) int {
 // whole literal (openBody). It reports false for a literal it does not
 // read.
 func (l *lexer) text(t token) (text string, open, ok bool) {
-	lit := l.sql[t.start:t.end]
+	lit := l.sql[t.Start:t.End]
 	if l.open(t) {
 		text, ok = openBody(lit, l.my)
 		return text, true, ok
@@ -397,24 +397,24 @@ func endsInPassword(s string, my bool) bool { return builds(s, my, false) }
 // followed (comments and white space aside) by the end of s, by a quote
 // that s leaves open, or, with placeholder, by a % (PASSWORD %L).
 func builds(s string, my, placeholder bool) bool {
-	l := lexer{sql: s, my: my}
+	l := newLexer(s, my)
 	pw := false // the tokens since the last one are PASSWORD and ( or =
 	for {
 		t := l.next()
 		switch {
-		case t.kind == tEOF:
+		case t.Kind == tEOF:
 			return pw
 		case !pw:
-		case t.kind == tString && l.open(t):
+		case t.Kind == tString && l.open(t):
 			return true
-		case t.kind == tOp && s[t.start] == '%':
+		case t.Kind == tOp && s[t.Start] == '%':
 			if placeholder {
 				return true
 			}
-		case t.kind == tOp && (s[t.start] == '(' || s[t.start] == '='):
+		case t.Kind == tOp && (s[t.Start] == '(' || s[t.Start] == '='):
 			continue
 		}
-		pw = t.kind == tWord && hasSuffixFold(s[t.start:t.end], "password")
+		pw = t.Kind == tWord && hasSuffixFold(s[t.Start:t.End], "password")
 	}
 }
 
@@ -422,9 +422,9 @@ func builds(s string, my, placeholder bool) bool {
 // password into dynamic SQL (builds, with format() placeholders), also
 // a string the text ends inside.
 func dynamicPassword(sql string, my bool) bool {
-	l := lexer{sql: sql, my: my}
-	for t := l.next(); t.kind != tEOF; t = l.next() {
-		if t.kind != tString {
+	l := newLexer(sql, my)
+	for t := l.next(); t.Kind != tEOF; t = l.next() {
+		if t.Kind != tString {
 			continue
 		}
 		if inner, _, ok := l.text(t); ok && hasKeyword(inner) && builds(inner, my, true) {

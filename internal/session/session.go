@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/redact"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // Session is one client connection through a route.
@@ -353,7 +354,7 @@ func (s *Session) Begin(sql string, now time.Time) *Statement {
 	if closed {
 		// An observer may still be finishing a chunk after the session
 		// closed; its statement ends at once, as Close ends the others.
-		st.End(now, Failed, -1, "08006")
+		st.End(now, Failed, -1, sqlstate.ConnectionFailure)
 	}
 	return st
 }
@@ -442,7 +443,7 @@ func (s *Session) Close(now time.Time) {
 	s.running.Store(0)
 	s.mu.Unlock()
 	for _, st := range active {
-		st.End(now, Failed, -1, "08006")
+		st.End(now, Failed, -1, sqlstate.ConnectionFailure)
 	}
 	s.reg.mu.Lock()
 	delete(s.reg.sessions, s.ID)

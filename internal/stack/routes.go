@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/proxy"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wire"
 	"github.com/sluicelab/sluice/internal/wire/mysql"
 	"github.com/sluicelab/sluice/internal/wire/pg"
@@ -147,7 +148,7 @@ func routeError(cfg *config.Config, r config.Route, err error) error {
 		return fmt.Errorf("route %s: %w", r.Name, err)
 	}
 	field, value := "emulation", emulationString(r.Emulation)
-	if e.Code == ddl.CodeUndefinedObject {
+	if e.Code == sqlstate.UndefinedObject {
 		field, value = "link", r.Link
 		if value == "" {
 			value = wlm.DefaultLink

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // Admitter admits a session's statements under the limit of statements
@@ -88,7 +89,7 @@ type SQLStater interface{ SQLState() string }
 // SQLSTATE when it carries one (its text, without a leading "CODE: ", as
 // the message), else 57014 and err's text.
 func Refused(err error) (code, msg string) {
-	code, msg = "57014", err.Error()
+	code, msg = sqlstate.QueryCanceled, err.Error()
 	var s SQLStater
 	if errors.As(err, &s) {
 		code = s.SQLState()

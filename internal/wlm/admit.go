@@ -12,13 +12,9 @@ import (
 	"github.com/sluicelab/sluice/internal/admission"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/views"
 )
-
-// CodeQueryCanceled is SQLSTATE 57014, query_canceled: the code of every
-// failed admission. MySQL front ends answer it as error 1317
-// (ER_QUERY_INTERRUPTED).
-const CodeQueryCanceled = "57014"
 
 // Messages of failed admissions, as the client reads them.
 const (
@@ -31,7 +27,7 @@ const (
 // answers the client with Code and Message; the held statement never
 // reached the server.
 type AdmitError struct {
-	Code    string // SQLSTATE; always CodeQueryCanceled
+	Code    string // SQLSTATE; always sqlstate.QueryCanceled
 	Message string // the client's error message
 	// Rule is the exception rule whose blocktime abort ended the wait, ""
 	// for other causes.
@@ -54,7 +50,7 @@ func (e *AdmitError) SQLState() string { return e.Code }
 // abort rule's blocktime is passed.
 func blockAbort(rule string, held time.Duration) *AdmitError {
 	return &AdmitError{
-		Code:    CodeQueryCanceled,
+		Code:    sqlstate.QueryCanceled,
 		Message: "canceling statement due to exception rule \"" + rule + "\": blocked for " + held.Round(time.Millisecond).String() + " waiting for admission",
 		Rule:    rule,
 	}
@@ -68,11 +64,11 @@ func admitError(err error) *AdmitError {
 	case errors.As(err, &ae):
 		return &AdmitError{Code: ae.Code, Message: ae.Message, Rule: ae.Rule, Err: err}
 	case errors.Is(err, admission.ErrQueueTimeout):
-		return &AdmitError{Code: CodeQueryCanceled, Message: MsgQueueTimeout, Err: err}
+		return &AdmitError{Code: sqlstate.QueryCanceled, Message: MsgQueueTimeout, Err: err}
 	case errors.Is(err, session.ErrCancelRequested):
-		return &AdmitError{Code: CodeQueryCanceled, Message: MsgUserCancel, Err: err}
+		return &AdmitError{Code: sqlstate.QueryCanceled, Message: MsgUserCancel, Err: err}
 	}
-	return &AdmitError{Code: CodeQueryCanceled, Message: MsgSessionEnded, Err: err}
+	return &AdmitError{Code: sqlstate.QueryCanceled, Message: MsgSessionEnded, Err: err}
 }
 
 // noRelease is the release of a statement admitted without a slot.

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicelab/sluice/internal/admission"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // admitted is the outcome of one Manager.Admit run in a goroutine.
@@ -104,7 +105,7 @@ func (e *admitEnv) waits(ch <-chan admitted, st *session.Statement) {
 func admitErr(t *testing.T, a admitted, msg string, cause error) *AdmitError {
 	t.Helper()
 	var ae *AdmitError
-	if !errors.As(a.err, &ae) || ae.Code != CodeQueryCanceled || !strings.Contains(ae.Message, msg) || (cause != nil && !errors.Is(a.err, cause)) || a.release != nil {
+	if !errors.As(a.err, &ae) || ae.Code != sqlstate.QueryCanceled || !strings.Contains(ae.Message, msg) || (cause != nil && !errors.Is(a.err, cause)) || a.release != nil {
 		t.Fatalf("Admit = %v; want 57014 %q wrapping %v", a.err, msg, cause)
 	}
 	return ae

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/views"
 )
@@ -94,7 +95,7 @@ func NewAuditLog(size int) *AuditLog {
 func (l *AuditLog) Record(now time.Time, a Actor, statement string, err error) AuditEntry {
 	e := AuditEntry{Time: now, Surface: a.Surface, User: a.User, Addr: a.Addr, Statement: statement}
 	if err != nil {
-		de := &ddl.Error{Code: ddl.CodeInternal, Message: err.Error()}
+		de := &ddl.Error{Code: sqlstate.InternalError, Message: err.Error()}
 		errors.As(err, &de)
 		e.Code, e.Error = de.Code, de.Message
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -21,7 +22,7 @@ func TestAuditLogBounded(t *testing.T) {
 	for i := range 5 {
 		var err error
 		if i%2 == 1 {
-			err = ddl.Errorf(ddl.CodeUndefinedObject, 0, "no %d", i)
+			err = ddl.Errorf(sqlstate.UndefinedObject, 0, "no %d", i)
 		}
 		l.Record(t0.Add(time.Duration(i)*time.Second), a, fmt.Sprintf("S%d", i), err)
 	}
@@ -36,7 +37,7 @@ func TestAuditLogBounded(t *testing.T) {
 		}
 		wantCode, wantOutcome := "", "ok"
 		if i%2 == 1 {
-			wantCode, wantOutcome = ddl.CodeUndefinedObject, "error"
+			wantCode, wantOutcome = sqlstate.UndefinedObject, "error"
 		}
 		if e.Code != wantCode || e.Outcome() != wantOutcome {
 			t.Errorf("entry %d: code %q outcome %q, want %q %q", k, e.Code, e.Outcome(), wantCode, wantOutcome)
@@ -47,7 +48,7 @@ func TestAuditLogBounded(t *testing.T) {
 		t.Errorf("counts %v, want 3 ok and 2 errors: the ring's drops are counted", c)
 	}
 	// A plain error is an internal error.
-	if e := l.Record(t0, a, "x", errors.New("boom")); e.Code != ddl.CodeInternal || e.Error != "boom" {
+	if e := l.Record(t0, a, "x", errors.New("boom")); e.Code != sqlstate.InternalError || e.Error != "boom" {
 		t.Errorf("plain error recorded as %+v", e)
 	}
 	if n := len(NewAuditLog(0).Entries()); n != 0 {
@@ -129,11 +130,11 @@ func TestManagerAudit(t *testing.T) {
 	}{
 		{console, "CREATE RESOURCE POOL p WITH (delay='1ms')", ""},
 		{console, "CREATE USER u RESOURCE POOL 'p' PASSWORD '***'", ""},
-		{console, "ALTER RESOURCE POOL nosuch WITH (weight=2)", ddl.CodeUndefinedObject},
+		{console, "ALTER RESOURCE POOL nosuch WITH (weight=2)", sqlstate.UndefinedObject},
 		{actorIn(httpCtx), "CREATE USER v RESOURCE POOL 'p' PASSWORD '***'", ""},
 		{actorIn(fwdCtx), "ALTER USER w RESOURCE POOL 'p' PASSWORD '***'", ""},
 		{actorIn(cfgCtx), "CREATE OR ALTER LINK wan WITH (delay='5ms')", ""},
-		{actorIn(cfgCtx), "SET low_priority_bandwidth = 'bogus'", ddl.CodeInvalidParameter},
+		{actorIn(cfgCtx), "SET low_priority_bandwidth = 'bogus'", sqlstate.InvalidParameterValue},
 	}
 	got := m.Service().Audit()
 	if len(got) != len(want) {
@@ -196,7 +197,7 @@ func TestSessionCommandOfNoSessionAudited(t *testing.T) {
 		got[e.Statement] = e.Code
 	}
 	for _, st := range []string{"CANCEL STATEMENT 999999", "TERMINATE SESSION 999998"} {
-		if got[st] != ddl.CodeUndefinedObject {
+		if got[st] != sqlstate.UndefinedObject {
 			t.Errorf("%s audited with %q, want 42704", st, got[st])
 		}
 	}

@@ -3,7 +3,6 @@ package wlm
 import (
 	"context"
 	"errors"
-	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +11,8 @@ import (
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/sqlstate"
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
@@ -139,61 +140,61 @@ CREATE EXCEPT RULE other WITH (elapsedtime=1);`
 		pos  int
 		msg  string
 	}{
-		{"CREATE EXCEPT RULE bandwidth_rule1 WITH (bandwidth=1)", ddl.CodeDuplicateObject, 20, `except rule "bandwidth_rule1" already exists`},
-		{"CREATE RESOURCE POOL rp1", ddl.CodeDuplicateObject, 22, `resource pool "rp1" already exists`},
-		{"CREATE USER user1 RESOURCE POOL 'rp1'", ddl.CodeDuplicateObject, 13, `user "user1" already exists`},
-		{"CREATE LINK default", ddl.CodeDuplicateObject, 13, `link "default" already exists`},
-		{"ALTER EXCEPT RULE nope WITH (bandwidth=1)", ddl.CodeUndefinedObject, 19, `except rule "nope" does not exist`},
-		{"ALTER RESOURCE POOL nope WITH (weight=2)", ddl.CodeUndefinedObject, 21, `resource pool "nope" does not exist`},
-		{"ALTER USER nobody PASSWORD 'x'", ddl.CodeUndefinedObject, 12, `user "nobody" does not exist`},
-		{"ALTER USER nobody RESOURCE POOL 'nopool'", ddl.CodeUndefinedObject, 33, `resource pool "nopool" does not exist`},
-		{"ALTER LINK nope WITH (delay='1ms')", ddl.CodeUndefinedObject, 12, `link "nope" does not exist`},
-		{"DROP EXCEPT RULE nope", ddl.CodeUndefinedObject, 18, `except rule "nope" does not exist`},
-		{"CREATE USER u2 RESOURCE POOL 'rp9'", ddl.CodeUndefinedObject, 30, `resource pool "rp9" does not exist`},
-		{"CREATE RESOURCE POOL p2 WITH (except_rule='other,missing')", ddl.CodeUndefinedObject, 43, `except rule "missing" does not exist`},
-		{"CREATE EXCEPT RULE r WITH (bandwidth='12 parsecs')", ddl.CodeInvalidParameter, 38, `invalid value for parameter "bandwidth": "12 parsecs"`},
-		{"CREATE EXCEPT RULE r WITH (bandwidth=-2)", ddl.CodeInvalidParameter, 38, `invalid value for parameter "bandwidth": "-2"`},
-		{"CREATE EXCEPT RULE r WITH (elapsedtime='soon')", ddl.CodeInvalidParameter, 40, `"elapsedtime": "soon"`},
-		{"CREATE EXCEPT RULE r WITH (elapsedtime=1, action='kill')", ddl.CodeInvalidParameter, 50, `"action": "kill"`},
-		{"CREATE EXCEPT RULE r WITH (action='penalty')", ddl.CodeInvalidParameter, 20, `except rule "r" has no threshold`},
-		{"CREATE EXCEPT RULE r WITH (cputime=10)", ddl.CodeNotSupported, 28, "sluice cannot measure CPU time"},
-		{"CREATE EXCEPT RULE r WITH (elapsedtime=1, spillsize=100)", ddl.CodeNotSupported, 43, "cannot measure spill to disk"},
-		{"CREATE EXCEPT RULE r WITH (blocktime=0)", ddl.CodeInvalidParameter, 38, `invalid value for parameter "blocktime": "0"`},
-		{"CREATE EXCEPT RULE r WITH (blocktime='soon')", ddl.CodeInvalidParameter, 38, `"blocktime": "soon"`},
-		{"CREATE EXCEPT RULE r WITH (blocktime=-1)", ddl.CodeInvalidParameter, 20, `except rule "r" has no threshold`},
-		{"CREATE EXCEPT RULE r WITH (blocktime=5, elapsedtime=1)", ddl.CodeInvalidParameter, 20, "a rule with blocktime sets neither"},
-		{"ALTER EXCEPT RULE bandwidth_rule1 WITH (blocktime=5)", ddl.CodeInvalidParameter, 19, "a rule with blocktime sets neither"},
-		{"CREATE RESOURCE POOL p WITH (active_statements=0)", ddl.CodeInvalidParameter, 48, `invalid value for parameter "active_statements": "0"`},
-		{"CREATE RESOURCE POOL p WITH (active_statements=many)", ddl.CodeInvalidParameter, 48, `"active_statements": "many"`},
-		{"CREATE RESOURCE POOL p WITH (active_statements=-2)", ddl.CodeInvalidParameter, 48, `"active_statements": "-2"`},
-		{"CREATE RESOURCE POOL p WITH (queue_timeout='soon')", ddl.CodeInvalidParameter, 44, `"queue_timeout": "soon"`},
-		{"CREATE LINK l WITH (max_active_statements=0)", ddl.CodeInvalidParameter, 43, `"max_active_statements": "0"`},
-		{"CREATE EXCEPT RULE r WITH (speed=5)", ddl.CodeInvalidParameter, 28, `unrecognized except rule parameter "speed"`},
-		{"CREATE RESOURCE POOL p WITH (weight=0)", ddl.CodeInvalidParameter, 37, `"weight": "0"`},
-		{"CREATE RESOURCE POOL p WITH (network_priority='urgent')", ddl.CodeInvalidParameter, 47, `"network_priority": "urgent"`},
-		{"CREATE RESOURCE POOL p WITH (mem_percent=20)", ddl.CodeNotSupported, 30, "mem_percent is not supported"},
-		{"CREATE RESOURCE POOL p WITH (delay='10')", ddl.CodeInvalidParameter, 36, `"delay": "10"`},
-		{"CREATE LINK l WITH (capacity='fast')", ddl.CodeInvalidParameter, 30, `"capacity": "fast"`},
-		{"CREATE LINK l WITH (loss='200%')", ddl.CodeInvalidParameter, 26, `"loss": "200%"`},
-		{"CREATE LINK l WITH (distribution=weird)", ddl.CodeInvalidParameter, 34, `"distribution": "weird"`},
-		{"CREATE LINK l WITH (colour=red)", ddl.CodeInvalidParameter, 21, `unrecognized link parameter "colour"`},
-		{"DROP EXCEPT RULE bandwidth_rule1", ddl.CodeDependentObjects, 18, "other objects depend on it"},
-		{"DROP RESOURCE POOL rp1", ddl.CodeDependentObjects, 20, "other objects depend on it"},
-		{"DROP LINK default", ddl.CodeDependentObjects, 11, "always exists"},
-		{"SET nonsense = 1", ddl.CodeUndefinedObject, 5, `unrecognized configuration parameter "nonsense"`},
-		{"SET low_priority_bandwidth = 'lots'", ddl.CodeInvalidParameter, 30, `"low_priority_bandwidth": "lots"`},
-		{"SET network_control = maybe", ddl.CodeInvalidParameter, 23, `"network_control": "maybe"`},
-		{"SET except_check_period = '1ms'", ddl.CodeInvalidParameter, 27, `"except_check_period": "1ms"`},
-		{"SET low_priority_yield = '0%'", ddl.CodeInvalidParameter, 26, `"low_priority_yield": "0%"`},
-		{"SET low_priority_yield = '150%'", ddl.CodeInvalidParameter, 26, `"low_priority_yield": "150%"`},
-		{"SHOW nonsense", ddl.CodeUndefinedObject, 6, `unrecognized configuration parameter "nonsense"`},
-		{"RESET nonsense", ddl.CodeUndefinedObject, 7, `unrecognized configuration parameter`},
-		{"SELECT * FROM nowhere", ddl.CodeUndefinedTable, 15, `relation "nowhere"`},
-		{"SELECT * FROM pg_catalog.pg_class", ddl.CodeNotSupported, 15, `relation "pg_class"`},
-		{"SELECT nope FROM pg_session_wlmstat", ddl.CodeUndefinedColumn, 8, `column "nope" does not exist`},
-		{"SELECT version(), now()", ddl.CodeNotSupported, 1, "statement not supported"}, // a ddl.Query: the console's SQL engine runs it
-		{"SELECT * FROM pg_session_wlmstat WHERE usename = 'u'", ddl.CodeNotSupported, 1, "statement not supported"},
-		{"GRANT ALL ON x TO y", ddl.CodeReadOnly, 1, `only read (GRANT)`},
+		{"CREATE EXCEPT RULE bandwidth_rule1 WITH (bandwidth=1)", sqlstate.DuplicateObject, 20, `except rule "bandwidth_rule1" already exists`},
+		{"CREATE RESOURCE POOL rp1", sqlstate.DuplicateObject, 22, `resource pool "rp1" already exists`},
+		{"CREATE USER user1 RESOURCE POOL 'rp1'", sqlstate.DuplicateObject, 13, `user "user1" already exists`},
+		{"CREATE LINK default", sqlstate.DuplicateObject, 13, `link "default" already exists`},
+		{"ALTER EXCEPT RULE nope WITH (bandwidth=1)", sqlstate.UndefinedObject, 19, `except rule "nope" does not exist`},
+		{"ALTER RESOURCE POOL nope WITH (weight=2)", sqlstate.UndefinedObject, 21, `resource pool "nope" does not exist`},
+		{"ALTER USER nobody PASSWORD 'x'", sqlstate.UndefinedObject, 12, `user "nobody" does not exist`},
+		{"ALTER USER nobody RESOURCE POOL 'nopool'", sqlstate.UndefinedObject, 33, `resource pool "nopool" does not exist`},
+		{"ALTER LINK nope WITH (delay='1ms')", sqlstate.UndefinedObject, 12, `link "nope" does not exist`},
+		{"DROP EXCEPT RULE nope", sqlstate.UndefinedObject, 18, `except rule "nope" does not exist`},
+		{"CREATE USER u2 RESOURCE POOL 'rp9'", sqlstate.UndefinedObject, 30, `resource pool "rp9" does not exist`},
+		{"CREATE RESOURCE POOL p2 WITH (except_rule='other,missing')", sqlstate.UndefinedObject, 43, `except rule "missing" does not exist`},
+		{"CREATE EXCEPT RULE r WITH (bandwidth='12 parsecs')", sqlstate.InvalidParameterValue, 38, `invalid value for parameter "bandwidth": "12 parsecs"`},
+		{"CREATE EXCEPT RULE r WITH (bandwidth=-2)", sqlstate.InvalidParameterValue, 38, `invalid value for parameter "bandwidth": "-2"`},
+		{"CREATE EXCEPT RULE r WITH (elapsedtime='soon')", sqlstate.InvalidParameterValue, 40, `"elapsedtime": "soon"`},
+		{"CREATE EXCEPT RULE r WITH (elapsedtime=1, action='kill')", sqlstate.InvalidParameterValue, 50, `"action": "kill"`},
+		{"CREATE EXCEPT RULE r WITH (action='penalty')", sqlstate.InvalidParameterValue, 20, `except rule "r" has no threshold`},
+		{"CREATE EXCEPT RULE r WITH (cputime=10)", sqlstate.FeatureNotSupported, 28, "sluice cannot measure CPU time"},
+		{"CREATE EXCEPT RULE r WITH (elapsedtime=1, spillsize=100)", sqlstate.FeatureNotSupported, 43, "cannot measure spill to disk"},
+		{"CREATE EXCEPT RULE r WITH (blocktime=0)", sqlstate.InvalidParameterValue, 38, `invalid value for parameter "blocktime": "0"`},
+		{"CREATE EXCEPT RULE r WITH (blocktime='soon')", sqlstate.InvalidParameterValue, 38, `"blocktime": "soon"`},
+		{"CREATE EXCEPT RULE r WITH (blocktime=-1)", sqlstate.InvalidParameterValue, 20, `except rule "r" has no threshold`},
+		{"CREATE EXCEPT RULE r WITH (blocktime=5, elapsedtime=1)", sqlstate.InvalidParameterValue, 20, "a rule with blocktime sets neither"},
+		{"ALTER EXCEPT RULE bandwidth_rule1 WITH (blocktime=5)", sqlstate.InvalidParameterValue, 19, "a rule with blocktime sets neither"},
+		{"CREATE RESOURCE POOL p WITH (active_statements=0)", sqlstate.InvalidParameterValue, 48, `invalid value for parameter "active_statements": "0"`},
+		{"CREATE RESOURCE POOL p WITH (active_statements=many)", sqlstate.InvalidParameterValue, 48, `"active_statements": "many"`},
+		{"CREATE RESOURCE POOL p WITH (active_statements=-2)", sqlstate.InvalidParameterValue, 48, `"active_statements": "-2"`},
+		{"CREATE RESOURCE POOL p WITH (queue_timeout='soon')", sqlstate.InvalidParameterValue, 44, `"queue_timeout": "soon"`},
+		{"CREATE LINK l WITH (max_active_statements=0)", sqlstate.InvalidParameterValue, 43, `"max_active_statements": "0"`},
+		{"CREATE EXCEPT RULE r WITH (speed=5)", sqlstate.InvalidParameterValue, 28, `unrecognized except rule parameter "speed"`},
+		{"CREATE RESOURCE POOL p WITH (weight=0)", sqlstate.InvalidParameterValue, 37, `"weight": "0"`},
+		{"CREATE RESOURCE POOL p WITH (network_priority='urgent')", sqlstate.InvalidParameterValue, 47, `"network_priority": "urgent"`},
+		{"CREATE RESOURCE POOL p WITH (mem_percent=20)", sqlstate.FeatureNotSupported, 30, "mem_percent is not supported"},
+		{"CREATE RESOURCE POOL p WITH (delay='10')", sqlstate.InvalidParameterValue, 36, `"delay": "10"`},
+		{"CREATE LINK l WITH (capacity='fast')", sqlstate.InvalidParameterValue, 30, `"capacity": "fast"`},
+		{"CREATE LINK l WITH (loss='200%')", sqlstate.InvalidParameterValue, 26, `"loss": "200%"`},
+		{"CREATE LINK l WITH (distribution=weird)", sqlstate.InvalidParameterValue, 34, `"distribution": "weird"`},
+		{"CREATE LINK l WITH (colour=red)", sqlstate.InvalidParameterValue, 21, `unrecognized link parameter "colour"`},
+		{"DROP EXCEPT RULE bandwidth_rule1", sqlstate.DependentObjectsStillExist, 18, "other objects depend on it"},
+		{"DROP RESOURCE POOL rp1", sqlstate.DependentObjectsStillExist, 20, "other objects depend on it"},
+		{"DROP LINK default", sqlstate.DependentObjectsStillExist, 11, "always exists"},
+		{"SET nonsense = 1", sqlstate.UndefinedObject, 5, `unrecognized configuration parameter "nonsense"`},
+		{"SET low_priority_bandwidth = 'lots'", sqlstate.InvalidParameterValue, 30, `"low_priority_bandwidth": "lots"`},
+		{"SET network_control = maybe", sqlstate.InvalidParameterValue, 23, `"network_control": "maybe"`},
+		{"SET except_check_period = '1ms'", sqlstate.InvalidParameterValue, 27, `"except_check_period": "1ms"`},
+		{"SET low_priority_yield = '0%'", sqlstate.InvalidParameterValue, 26, `"low_priority_yield": "0%"`},
+		{"SET low_priority_yield = '150%'", sqlstate.InvalidParameterValue, 26, `"low_priority_yield": "150%"`},
+		{"SHOW nonsense", sqlstate.UndefinedObject, 6, `unrecognized configuration parameter "nonsense"`},
+		{"RESET nonsense", sqlstate.UndefinedObject, 7, `unrecognized configuration parameter`},
+		{"SELECT * FROM nowhere", sqlstate.UndefinedTable, 15, `relation "nowhere"`},
+		{"SELECT * FROM pg_catalog.pg_class", sqlstate.FeatureNotSupported, 15, `relation "pg_class"`},
+		{"SELECT nope FROM pg_session_wlmstat", sqlstate.UndefinedColumn, 8, `column "nope" does not exist`},
+		{"SELECT version(), now()", sqlstate.FeatureNotSupported, 1, "statement not supported"}, // a ddl.Query: the console's SQL engine runs it
+		{"SELECT * FROM pg_session_wlmstat WHERE usename = 'u'", sqlstate.FeatureNotSupported, 1, "statement not supported"},
+		{"GRANT ALL ON x TO y", sqlstate.InsufficientPrivilege, 1, `only read (GRANT)`},
 	}
 	for _, tt := range tests {
 		m := newTestManager(t, ManagerOptions{})
@@ -216,7 +217,7 @@ func TestAtomicAlter(t *testing.T) {
 	before := *m.Service().Catalog().Pools["p"]
 	// The first option is valid, the second is not: neither applies.
 	e := execErr(t, m, "ALTER RESOURCE POOL p WITH (weight=7, delay='x')")
-	if e.Code != ddl.CodeInvalidParameter {
+	if e.Code != sqlstate.InvalidParameterValue {
 		t.Fatalf("code %s", e.Code)
 	}
 	if got := *m.Service().Catalog().Pools["p"]; !reflect.DeepEqual(got, before) {
@@ -364,7 +365,7 @@ func TestLinksRuntime(t *testing.T) {
 		t.Errorf("Bind = %+v\nwant Up %+v", b, want)
 	}
 	e := execErr(t, m, "DROP LINK wan")
-	if e.Code != ddl.CodeDependentObjects || !strings.Contains(e.Message, `route "pg"`) {
+	if e.Code != sqlstate.DependentObjectsStillExist || !strings.Contains(e.Message, `route "pg"`) {
 		t.Errorf("DROP LINK used by a route: %v", e)
 	}
 	m.Runtime().RemoveRoute("pg")
@@ -411,7 +412,7 @@ func TestForwardUser(t *testing.T) {
 		{"CREATE USER u1 RESOURCE POOL P1", ddl.PostgreSQL, "CREATE USER u1", true, "", "u1", "p1", 0},
 		{"ALTER USER u1 RESOURCE POOL \"P2\"", ddl.PostgreSQL, "ALTER USER u1", true, "", "u1", "P2", 0},
 		{"ALTER USER u1 RESOURCE POOL default_pool", ddl.PostgreSQL, "ALTER USER u1", true, "", "u1", "", 0},
-		{"ALTER USER u9 RESOURCE POOL 'nope' LOGIN", ddl.PostgreSQL, "", true, ddl.CodeUndefinedObject, "u9", "-", 29},
+		{"ALTER USER u9 RESOURCE POOL 'nope' LOGIN", ddl.PostgreSQL, "", true, sqlstate.UndefinedObject, "u9", "-", 29},
 		{"ALTER USER U3 RESOURCE POOL 'p1' PASSWORD 'x'", ddl.MySQL, "ALTER USER U3 IDENTIFIED BY 'x'", true, "", "U3", "p1", 0},
 	}
 	for _, s := range steps {
@@ -436,7 +437,7 @@ func TestForwardUser(t *testing.T) {
 			t.Fatalf("after %q: user %s = %+v, want pool %q", s.sql, s.user, u, s.pool)
 		}
 	}
-	if e := execErr(t, m, "DROP RESOURCE POOL p1"); e.Code != ddl.CodeDependentObjects {
+	if e := execErr(t, m, "DROP RESOURCE POOL p1"); e.Code != sqlstate.DependentObjectsStillExist {
 		t.Fatalf("DROP of a pool a forwarded binding uses: %v", e)
 	}
 }
@@ -490,9 +491,9 @@ CREATE USER u2 RESOURCE POOL 'vip'`)
 	}
 	for _, r := range []Route{{Link: "nope"}, {Pool: "nope"}, {Emulation: map[string]string{"delay": "soon"}}, {Emulation: map[string]string{"speed": "1"}}} {
 		var e *ddl.Error
-		want := ddl.CodeUndefinedObject
+		want := sqlstate.UndefinedObject
 		if r.Emulation != nil {
-			want = ddl.CodeInvalidParameter
+			want = sqlstate.InvalidParameterValue
 		}
 		if err := m.Runtime().SetRoute("bad", r); !errors.As(err, &e) || e.Code != want || !strings.HasPrefix(e.Message, "route bad: ") {
 			t.Errorf("SetRoute(%+v) = %v", r, err)
@@ -502,7 +503,7 @@ CREATE USER u2 RESOURCE POOL 'vip'`)
 		t.Error("a refused route was added")
 	}
 	e := execErr(t, m, "DROP RESOURCE POOL vip CASCADE")
-	if e.Code != ddl.CodeDependentObjects || !strings.Contains(e.Message, `route "r"`) {
+	if e.Code != sqlstate.DependentObjectsStillExist || !strings.Contains(e.Message, `route "r"`) {
 		t.Errorf("dropping a route's default pool: %v", e)
 	}
 	if _, err := catalog.ParseEmulation(map[string]string{"speed": "1"}); err == nil {
@@ -603,7 +604,7 @@ func TestAbortNeedsCancel(t *testing.T) {
 	if err := m.Runtime().SetRoute("my", Route{Protocol: "mysql", Pool: "p"}); err != nil {
 		t.Fatal(err)
 	}
-	if e := execErr(t, m, "ALTER EXCEPT RULE slow WITH (action=abort)"); e.Code != ddl.CodeNotSupported || !strings.Contains(e.Message, `route "my" (mysql), whose sessions default to that pool`) {
+	if e := execErr(t, m, "ALTER EXCEPT RULE slow WITH (action=abort)"); e.Code != sqlstate.FeatureNotSupported || !strings.Contains(e.Message, `route "my" (mysql), whose sessions default to that pool`) {
 		t.Errorf("making the default pool of a route that cannot cancel abort: %v, want 0A000", e)
 	}
 	if err := m.Runtime().SetRoute("my", Route{Protocol: "mysql"}); err != nil {

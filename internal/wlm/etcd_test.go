@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/etcd"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/store"
@@ -65,7 +66,7 @@ func TestEtcdConflictIs40001(t *testing.T) {
 	}
 	mustExec(t, a, "CREATE RESOURCE POOL rp WITH (weight = 2)")
 	e := execErr(t, b, "CREATE LINK mine")
-	if e.Code != CodeSerializationFailure || !strings.Contains(e.Message, "could not serialize access") {
+	if e.Code != sqlstate.SerializationFailure || !strings.Contains(e.Message, "could not serialize access") {
 		t.Fatalf("B's change on a stale catalog: %v", e)
 	}
 	if b.Service().Catalog().Links["mine"] != nil || b.Service().Catalog().Pools["rp"] == nil || b.Service().AppliedRevision() != a.Service().AppliedRevision() {
@@ -149,7 +150,7 @@ func TestEtcdConcurrentAlter(t *testing.T) {
 
 func is40001(err error) bool {
 	var e *ddl.Error
-	return errors.As(err, &e) && e.Code == CodeSerializationFailure
+	return errors.As(err, &e) && e.Code == sqlstate.SerializationFailure
 }
 
 // TestStaleRefusesChanges: while the store is reported unreachable,
@@ -166,7 +167,7 @@ func TestStaleRefusesChanges(t *testing.T) {
 	rev, v := m.Service().AppliedRevision(), m.Runtime().Version()
 	for _, sql := range []string{"CREATE LINK l", "SET low_priority_bandwidth = '1MB'"} {
 		e := execErr(t, m, sql)
-		if e.Code != CodeIOError || !strings.Contains(e.Message, "etcd") || !strings.Contains(e.Message, "read-only") {
+		if e.Code != sqlstate.IOError || !strings.Contains(e.Message, "etcd") || !strings.Contains(e.Message, "read-only") {
 			t.Errorf("%s while stale: %v", sql, e)
 		}
 	}

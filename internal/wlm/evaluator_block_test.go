@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // stepEvaluator runs the evaluator from now to until as Run would (a pass
@@ -167,7 +168,7 @@ func TestEvaluatorBlockAbortRace(t *testing.T) {
 		t.Errorf("except_info %q", ex)
 	}
 	var ae *AdmitError
-	if err := error(blockAbort("r", 1500*time.Millisecond)); !errors.As(err, &ae) || ae.Code != CodeQueryCanceled || !strings.Contains(ae.Message, `"r"`) || !strings.Contains(ae.Message, "1.5s") {
+	if err := error(blockAbort("r", 1500*time.Millisecond)); !errors.As(err, &ae) || ae.Code != sqlstate.QueryCanceled || !strings.Contains(ae.Message, `"r"`) || !strings.Contains(ae.Message, "1.5s") {
 		t.Errorf("blockAbort = %v", err)
 	}
 }

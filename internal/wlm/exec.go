@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluicelab/sluice/internal/redact"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -78,7 +79,7 @@ func (m *core) execChange(ctx context.Context, st ddl.Statement) (Result, error)
 		tag = "ALTER ROUTE"
 		err = m.alterRoute(s)
 	default:
-		return Result{}, ddl.Errorf(ddl.CodeNotSupported, st.Position(), "statement not supported")
+		return Result{}, ddl.Errorf(sqlstate.FeatureNotSupported, st.Position(), "statement not supported")
 	}
 	if err != nil {
 		return Result{}, err

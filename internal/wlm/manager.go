@@ -17,6 +17,7 @@ import (
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/store"
@@ -24,15 +25,6 @@ import (
 
 // errClosed is the error of a change after Close.
 var errClosed = errors.New("workload manager is closed")
-
-// CodeIOError is the SQLSTATE of a failure to save the catalog: the
-// file cannot be written, or etcd cannot be reached.
-const CodeIOError = "58030"
-
-// CodeSerializationFailure is the SQLSTATE of a statement refused
-// because another instance changed a shared catalog since this one read
-// it.
-const CodeSerializationFailure = "40001"
 
 // ManagerOptions configure a Manager.
 type ManagerOptions struct {
@@ -374,17 +366,17 @@ func (m *Runtime) SetRoute(name string, r Route) error {
 func (m *core) setRouteLocked(name string, r Route, refuseAbort bool) error {
 	cur := m.state.Load()
 	if cur.cat.Links[r.linkName()] == nil {
-		return ddl.Errorf(ddl.CodeUndefinedObject, 0, "route %s: link %q does not exist", name, r.linkName())
+		return ddl.Errorf(sqlstate.UndefinedObject, 0, "route %s: link %q does not exist", name, r.linkName())
 	}
 	if r.Pool != "" && cur.cat.Pools[r.Pool] == nil {
-		return ddl.Errorf(ddl.CodeUndefinedObject, 0, "route %s: resource pool %q does not exist", name, r.Pool)
+		return ddl.Errorf(sqlstate.UndefinedObject, 0, "route %s: resource pool %q does not exist", name, r.Pool)
 	}
 	em, err := catalog.ParseEmulation(r.Emulation)
 	if err == nil {
 		err = em.Validate()
 	}
 	if err != nil {
-		e := &ddl.Error{Code: ddl.CodeInvalidParameter}
+		e := &ddl.Error{Code: sqlstate.InvalidParameterValue}
 		if !errors.As(err, &e) {
 			e.Message = err.Error()
 		}
@@ -533,7 +525,7 @@ func (m *core) changeWith(ctx context.Context, fn func(c *Catalog) ([]string, er
 			return nil, saveError(err)
 		}
 		if !retry {
-			e := ddl.Errorf(CodeSerializationFailure, 0, "could not serialize access: the catalog changed since it was read; retry")
+			e := ddl.Errorf(sqlstate.SerializationFailure, 0, "could not serialize access: the catalog changed since it was read; retry")
 			e.Detail = fmt.Sprintf("The statement was decided on catalog revision %d; another instance committed revision %d first.", read, m.rev)
 			return nil, e
 		}
@@ -545,7 +537,7 @@ func saveError(err error) *ddl.Error {
 	if errors.Is(err, store.ErrUnavailable) {
 		return unavailableError(time.Time{}, err)
 	}
-	e := ddl.Errorf(CodeIOError, 0, "could not save the catalog; nothing was changed")
+	e := ddl.Errorf(sqlstate.IOError, 0, "could not save the catalog; nothing was changed")
 	e.Detail = err.Error()
 	return e
 }
@@ -555,7 +547,7 @@ func saveError(err error) *ddl.Error {
 // when the save itself failed), err the save's error (nil when the
 // change was refused without trying).
 func unavailableError(since time.Time, err error) *ddl.Error {
-	e := ddl.Errorf(CodeIOError, 0, "etcd cannot be reached: the catalog is read-only until it is back; nothing was changed")
+	e := ddl.Errorf(sqlstate.IOError, 0, "etcd cannot be reached: the catalog is read-only until it is back; nothing was changed")
 	switch {
 	case err != nil:
 		e.Detail = err.Error()
@@ -579,7 +571,7 @@ func (m *core) changeLocked(ctx context.Context, fn func(c *Catalog) ([]string, 
 		return nil, err
 	}
 	if err := next.Validate(); err != nil {
-		return nil, ddl.Errorf(ddl.CodeInvalidParameter, 0, "invalid catalog: %v", err)
+		return nil, ddl.Errorf(sqlstate.InvalidParameterValue, 0, "invalid catalog: %v", err)
 	}
 	said, err := checkAbort(cur.cat, next, cur.routes)
 	if err != nil {
@@ -841,7 +833,7 @@ func abortError(before, after []string) error {
 	}
 	for _, v := range after {
 		if !was[v] {
-			e := ddl.Errorf(ddl.CodeNotSupported, 0, "%s", v)
+			e := ddl.Errorf(sqlstate.FeatureNotSupported, 0, "%s", v)
 			e.Hint = "Give the route credentials to cancel (kill_user and kill_password for MySQL), or use action 'penalty'."
 			return e
 		}

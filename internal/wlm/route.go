@@ -4,6 +4,7 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -23,7 +24,7 @@ func (m *core) alterRoute(s *ddl.AlterRoute) error {
 	}
 	cur, ok := m.state.Load().routes[s.Name.Name]
 	if !ok {
-		return ddl.Errorf(ddl.CodeUndefinedObject, s.Name.Pos, "route %q does not exist", s.Name.Name)
+		return ddl.Errorf(sqlstate.UndefinedObject, s.Name.Pos, "route %q does not exist", s.Name.Name)
 	}
 	r := cur.Route
 	r.Emulation = maps.Clone(r.Emulation)
@@ -34,13 +35,13 @@ func (m *core) alterRoute(s *ddl.AlterRoute) error {
 			name := objectName(o.Value)
 			if o.Name == "link" {
 				if name != "" && cat.Links[name] == nil {
-					return ddl.Errorf(ddl.CodeUndefinedObject, o.Value.Pos, "link %q does not exist", name)
+					return ddl.Errorf(sqlstate.UndefinedObject, o.Value.Pos, "link %q does not exist", name)
 				}
 				r.Link = name
 				continue
 			}
 			if name != "" && cat.Pools[name] == nil {
-				return ddl.Errorf(ddl.CodeUndefinedObject, o.Value.Pos, "resource pool %q does not exist", name)
+				return ddl.Errorf(sqlstate.UndefinedObject, o.Value.Pos, "resource pool %q does not exist", name)
 			}
 			r.Pool = name
 			continue

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/netem"
-	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/store"
 )
 
@@ -50,12 +50,12 @@ func TestAlterRoute(t *testing.T) {
 	errs := []struct {
 		sql, code, mention string
 	}{
-		{"ALTER ROUTE nosuch WITH (delay='1ms')", ddl.CodeUndefinedObject, `route "nosuch"`},
-		{"ALTER ROUTE pg WITH (speed='1ms')", ddl.CodeInvalidParameter, `"speed"`},
-		{"ALTER ROUTE pg WITH (delay='soon')", ddl.CodeInvalidParameter, `"delay"`},
-		{"ALTER ROUTE pg WITH (loss='gemodel 200%')", ddl.CodeInvalidParameter, `"loss"`},
-		{"ALTER ROUTE pg WITH (link=nolink)", ddl.CodeUndefinedObject, `link "nolink"`},
-		{"ALTER ROUTE pg WITH (pool=nopool)", ddl.CodeUndefinedObject, `pool "nopool"`},
+		{"ALTER ROUTE nosuch WITH (delay='1ms')", sqlstate.UndefinedObject, `route "nosuch"`},
+		{"ALTER ROUTE pg WITH (speed='1ms')", sqlstate.InvalidParameterValue, `"speed"`},
+		{"ALTER ROUTE pg WITH (delay='soon')", sqlstate.InvalidParameterValue, `"delay"`},
+		{"ALTER ROUTE pg WITH (loss='gemodel 200%')", sqlstate.InvalidParameterValue, `"loss"`},
+		{"ALTER ROUTE pg WITH (link=nolink)", sqlstate.UndefinedObject, `link "nolink"`},
+		{"ALTER ROUTE pg WITH (pool=nopool)", sqlstate.UndefinedObject, `pool "nopool"`},
 	}
 	for _, e := range errs {
 		got := execErr(t, m, e.sql)
@@ -74,7 +74,7 @@ func TestAlterRouteAbort(t *testing.T) {
 	if err := m.Runtime().SetRoute("my", Route{Protocol: "mysql"}); err != nil {
 		t.Fatal(err)
 	}
-	if e := execErr(t, m, "ALTER ROUTE my WITH (pool=p)"); e.Code != ddl.CodeNotSupported {
+	if e := execErr(t, m, "ALTER ROUTE my WITH (pool=p)"); e.Code != sqlstate.FeatureNotSupported {
 		t.Errorf("making an abort rule reachable on a route that cannot cancel: %v", e)
 	}
 }
@@ -193,7 +193,7 @@ func TestDelayBounded(t *testing.T) {
 		"CREATE RESOURCE POOL slow WITH (delay='2 min')",
 		"ALTER LINK default WITH (rto='1h')",
 	} {
-		if e := execErr(t, m, sql); e.Code != ddl.CodeInvalidParameter {
+		if e := execErr(t, m, sql); e.Code != sqlstate.InvalidParameterValue {
 			t.Errorf("%s: %v (%s), want 22023", sql, e, e.Code)
 		}
 	}

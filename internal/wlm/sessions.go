@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
@@ -77,7 +78,7 @@ func (m *Runtime) TerminateSession(ctx context.Context, id uint64) (done bool) {
 // errNothingToDo is the audit trail's outcome of a session command that
 // found no session, or no statement, to act on: 42704, the code the
 // console's CANCEL STATEMENT and TERMINATE SESSION answer with then.
-var errNothingToDo = &ddl.Error{Code: ddl.CodeUndefinedObject, Message: "no such session, or nothing to act on"}
+var errNothingToDo = &ddl.Error{Code: sqlstate.UndefinedObject, Message: "no such session, or nothing to act on"}
 
 // recordSessionCommand puts a session command in the audit trail: ok when
 // done, else err, or errNothingToDo.

@@ -3,8 +3,6 @@ package wlm
 import (
 	"context"
 	"errors"
-	"github.com/sluicelab/sluice/internal/wlm/catalog"
-	"github.com/sluicelab/sluice/internal/wlm/store"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/sqlstate"
+	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
+	"github.com/sluicelab/sluice/internal/wlm/store"
 )
 
 func TestCatalogRoundTrip(t *testing.T) {
@@ -174,7 +175,7 @@ func TestCatalogSaveFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := execErr(t, m, "CREATE RESOURCE POOL q")
-	if e.Code != CodeIOError || !strings.Contains(e.Detail, path) {
+	if e.Code != sqlstate.IOError || !strings.Contains(e.Detail, path) {
 		t.Errorf("got %+v", e)
 	}
 	if m.Service().Catalog() != before || m.Runtime().Version() != v {

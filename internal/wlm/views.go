@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
@@ -183,7 +184,7 @@ func (m *Views) ViewTables(names []string) map[string]views.Table {
 func (m *core) show(s *ddl.Show) (Result, error) {
 	st := m.state.Load()
 	if s.Cluster {
-		return Result{}, ddl.Errorf(ddl.CodeNotSupported, s.Position(), "SHOW CLUSTER is answered by the admin console, which gathers the fleet's instances")
+		return Result{}, ddl.Errorf(sqlstate.FeatureNotSupported, s.Position(), "SHOW CLUSTER is answered by the admin console, which gathers the fleet's instances")
 	}
 	name := s.Name
 	if name == "all" {
@@ -196,7 +197,7 @@ func (m *core) show(s *ddl.Show) (Result, error) {
 			t = views.WhatIf(nil, whatif.DefaultRTTs)
 		}
 		if err != nil {
-			return Result{}, ddl.Errorf(ddl.CodeInvalidParameter, s.RTTPos, "SHOW WHATIF: %s", err)
+			return Result{}, ddl.Errorf(sqlstate.InvalidParameterValue, s.RTTPos, "SHOW WHATIF: %s", err)
 		}
 		return result(t, "SHOW"), nil
 	}
@@ -206,7 +207,7 @@ func (m *core) show(s *ddl.Show) (Result, error) {
 	}
 	v, ok := st.cat.Settings.Show(s.Name)
 	if !ok {
-		e := ddl.Errorf(ddl.CodeUndefinedObject, s.NamePos, "unrecognized configuration parameter %q", s.Name)
+		e := ddl.Errorf(sqlstate.UndefinedObject, s.NamePos, "unrecognized configuration parameter %q", s.Name)
 		e.Hint = "SHOW takes a setting (" + strings.Join(catalog.SettingNames(), ", ") + ") or one of " + strings.ToUpper(strings.Join(views.Lists, ", ")) + "."
 		return Result{}, e
 	}
@@ -246,9 +247,9 @@ func (m *core) selectRows(s *ddl.Select) (Result, error) {
 	}
 	t, ok := m.reading().table(s.From)
 	if !ok || s.Schema != "" && s.Schema != "public" {
-		code := ddl.CodeUndefinedTable
+		code := sqlstate.UndefinedTable
 		if strings.HasPrefix(s.From, "pg_") || s.Schema == "information_schema" || s.Schema == "pg_catalog" {
-			code = ddl.CodeNotSupported
+			code = sqlstate.FeatureNotSupported
 		}
 		e := ddl.Errorf(code, s.FromPos, "relation %q is not available in the sluice admin console", s.From)
 		e.Hint = "Views: " + strings.Join(views.Names, ", ") + "; and SHOW " + strings.ToUpper(strings.Join(views.Lists, " | ")) + "."

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/views"
@@ -64,7 +65,7 @@ func TestShowWhatIf(t *testing.T) {
 	for _, q := range []string{"SHOW WHATIF RTT 'soon'", "SHOW WHATIF RTT '-1ms'"} {
 		_, err := m.Service().Exec(context.Background(), q)
 		var e *ddl.Error
-		if !errors.As(err, &e) || e.Code != ddl.CodeInvalidParameter || e.Position != 17 {
+		if !errors.As(err, &e) || e.Code != sqlstate.InvalidParameterValue || e.Position != 17 {
 			t.Errorf("%s: %v, want 22023 at 17", q, err)
 		}
 	}

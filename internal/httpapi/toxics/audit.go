@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -45,16 +46,16 @@ func auditErr(err error) error {
 	if err == nil || !errors.As(err, &e) {
 		return err
 	}
-	code := ddl.CodeInternal
+	code := sqlstate.InternalError
 	switch e.Status {
 	case http.StatusBadRequest:
-		code = ddl.CodeInvalidParameter
+		code = sqlstate.InvalidParameterValue
 	case http.StatusForbidden:
-		code = ddl.CodeReadOnly
+		code = sqlstate.InsufficientPrivilege
 	case http.StatusNotFound:
-		code = ddl.CodeUndefinedObject
+		code = sqlstate.UndefinedObject
 	case http.StatusConflict:
-		code = ddl.CodeDuplicateObject
+		code = sqlstate.DuplicateObject
 	}
 	return &ddl.Error{Code: code, Message: e.Message}
 }

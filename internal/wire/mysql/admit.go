@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -197,7 +198,7 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 			a.g.Start(false, false)
 			b := a.answer
 			if b == nil {
-				b = errPacket(f.lastSeq+1, erQueryInterrupt, "70100", a.errMsg)
+				b = errPacket(f.lastSeq+1, erQueryInterrupt, sqlstate.MySQLInterrupted, a.errMsg)
 			} else {
 				b[3] = f.lastSeq + 1
 			}

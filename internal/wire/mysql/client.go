@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -70,7 +71,7 @@ func (u *upObserver) target(st *session.Statement) {
 func (u *upObserver) fatal(code uint16, msg string) error {
 	return &wire.Fatal{
 		Err:   fmt.Errorf("mysql: %s", msg),
-		Reply: errPacket(u.f.lastSeq+1, code, "08S01", msg),
+		Reply: errPacket(u.f.lastSeq+1, code, sqlstate.MySQLCommunication, msg),
 	}
 }
 

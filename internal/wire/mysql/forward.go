@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -158,7 +159,7 @@ func (f *forwardUp) command(ctx context.Context, pkt []byte) ([]byte, bool) {
 		return nil, false
 	}
 	if err != nil {
-		code, text := wire.RefusalOf(err, "HY000")
+		code, text := wire.RefusalOf(err, sqlstate.MySQLGeneral)
 		f.log.Info("forwarded statement refused", "session", f.sess.ID, "user", f.sess.User(), "code", code, "err", text)
 		rest = signalStatement(code, text)
 	}

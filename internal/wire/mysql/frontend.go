@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -173,7 +174,7 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer, guard *ioGuard) (wc wire.Conn, err error) {
 	up, gp, err := f.connect(ctx, dial)
 	if err != nil {
-		f.refuse(ctx, client, erUpstream, "HY000",
+		f.refuse(ctx, client, erUpstream, sqlstate.MySQLGeneral,
 			fmt.Sprintf("sluice: could not connect to upstream %s: %s", f.o.Upstream, reason(err)))
 		return wire.Conn{}, fmt.Errorf("mysql: upstream %s: %w", f.o.Upstream, err)
 	}
@@ -195,12 +196,12 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 	}
 	g, err := parseGreeting(gp[4:])
 	if err != nil {
-		f.refuse(ctx, client, erHandshake, "08S01",
+		f.refuse(ctx, client, erHandshake, sqlstate.MySQLCommunication,
 			fmt.Sprintf("sluice: malformed greeting from upstream %s", f.o.Upstream))
 		return wire.Conn{}, fmt.Errorf("mysql: greeting from upstream %s: %w", f.o.Upstream, err)
 	}
 	if f.o.UpstreamTLS != nil && g.caps&capSSL == 0 {
-		f.refuse(ctx, client, erUpstream, "HY000",
+		f.refuse(ctx, client, erUpstream, sqlstate.MySQLGeneral,
 			fmt.Sprintf("sluice: upstream %s does not offer TLS", f.o.Upstream))
 		return wire.Conn{}, fmt.Errorf("mysql: upstream %s does not offer TLS", f.o.Upstream)
 	}
@@ -216,7 +217,7 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 	}
 	clientSeq := rp[3]
 	if r.caps&(capCompress|capZstdCompression) != 0 {
-		return wire.Conn{}, f.reject(client, clientSeq+1, erHandshake, "08S01",
+		return wire.Conn{}, f.reject(client, clientSeq+1, erHandshake, sqlstate.MySQLCommunication,
 			"sluice: compression is not supported on this route")
 	}
 
@@ -229,7 +230,7 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		tc, err := f.upstreamTLS(ctx, up)
 		if err != nil {
 			msg := fmt.Sprintf("sluice: TLS with upstream %s failed: %s", f.o.Upstream, reason(err))
-			return wire.Conn{}, f.reject(client, clientSeq+1, erUpstream, "HY000", msg)
+			return wire.Conn{}, f.reject(client, clientSeq+1, erUpstream, sqlstate.MySQLGeneral, msg)
 		}
 		up, upSeq = tc, 2
 	}
@@ -330,7 +331,7 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		Close:    closeConn,
 		Sockets:  socks,
 		// The answer to the client's last command: its sequence id + 1.
-		InternalError: func(msg string) []byte { return errPacket(upObs.f.lastSeq+1, erUnknown, "HY000", msg) },
+		InternalError: func(msg string) []byte { return errPacket(upObs.f.lastSeq+1, erUnknown, sqlstate.MySQLGeneral, msg) },
 		// At a packet boundary, after the server's latest packet when an
 		// answer is under way (a result set cut short, as MariaDB ends a
 		// killed one); inside a packet, nothing: the connection closes
@@ -341,9 +342,9 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 				return nil
 			}
 			if reason == session.EndIdleInTransaction {
-				return errPacket(seq, erConnectionKilled, "70100", MsgIdleInTransaction)
+				return errPacket(seq, erConnectionKilled, sqlstate.MySQLInterrupted, MsgIdleInTransaction)
 			}
-			return errPacket(seq, erConnectionKilled, "70100", "Connection was killed")
+			return errPacket(seq, erConnectionKilled, sqlstate.MySQLInterrupted, "Connection was killed")
 		},
 	}, nil
 }
@@ -435,7 +436,7 @@ func readLogin(client net.Conn) ([]byte, error) {
 // tooLargeReply is the ERR a client gets for a packet over the limit
 // before authentication completes.
 func tooLargeReply(tl *tooLargeError) []byte {
-	return errPacket(tl.seq+1, erNetPacketTooBig, "08S01", fmt.Sprintf(
+	return errPacket(tl.seq+1, erNetPacketTooBig, sqlstate.MySQLCommunication, fmt.Sprintf(
 		"sluice: packet of %d bytes before authentication; at most %d accepted", tl.size, tl.max))
 }
 
@@ -452,7 +453,7 @@ func (f *Frontend) readResponse(ctx context.Context, client net.Conn) (net.Conn,
 	r, err := parseResponse(rp[4:])
 	if err == nil && r.sslOnly {
 		if f.o.TLS == nil {
-			return client, nil, r, f.reject(client, rp[3]+1, erHandshake, "08S01",
+			return client, nil, r, f.reject(client, rp[3]+1, erHandshake, sqlstate.MySQLCommunication,
 				"sluice: TLS is not configured for this route")
 		}
 		tc := tls.Server(client, f.o.TLS)
@@ -473,7 +474,7 @@ func (f *Frontend) readResponse(ctx context.Context, client net.Conn) (net.Conn,
 		if errors.Is(err, errProtocol320) {
 			msg = "sluice: clients must speak protocol 4.1"
 		}
-		return client, nil, r, f.reject(client, rp[3]+1, erHandshake, "08S01", msg)
+		return client, nil, r, f.reject(client, rp[3]+1, erHandshake, sqlstate.MySQLCommunication, msg)
 	}
 	return client, rp, r, nil
 }

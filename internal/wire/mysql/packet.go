@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // maxPayload is the largest payload of one physical packet. A payload of
@@ -311,7 +312,7 @@ const (
 // errPacket builds a protocol 4.1 ERR packet, header included.
 func errPacket(seq uint8, code uint16, state, msg string) []byte {
 	if len(state) != 5 {
-		state = "HY000"
+		state = sqlstate.MySQLGeneral
 	}
 	if len(msg) > 512 {
 		msg = msg[:512]

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -224,7 +225,7 @@ func isBaseBackup(sql string) bool {
 func (c *clientObserver) fatal(msg string) error {
 	return &wire.Fatal{
 		Err:   fmt.Errorf("pg: client protocol violation: %s", msg),
-		Reply: errorResponse(severityFatal, codeProtocolViolation, "sluice: "+msg),
+		Reply: errorResponse(severityFatal, sqlstate.ProtocolViolation, "sluice: "+msg),
 	}
 }
 

@@ -2,6 +2,7 @@ package pg
 
 import (
 	"github.com/jackc/pgx/v5/pgproto3"
+
 	"github.com/sluicelab/sluice/internal/session"
 )
 
@@ -15,14 +16,6 @@ import (
 // batch is skipped by the server until Sync; a simple Query's statement
 // records the code and ends at ReadyForQuery. A FATAL or PANIC error ends
 // every statement in flight: the server is closing the session.
-
-// SQLSTATEs sluice uses.
-const (
-	codeQueryCanceled     = "57014"
-	codeProtocolViolation = "08P01"
-	codeConnectionFailure = "08006"
-	codeInternalError     = "XX000"
-)
 
 // Severities sluice sends.
 const severityFatal = "FATAL"

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -34,9 +35,6 @@ import (
 // MaxForwardQuery is the largest Query message, header included, held
 // back to be inspected for a forwarding user, in bytes.
 const MaxForwardQuery = 1 << 20
-
-// codeInternal is the SQLSTATE of a refusal that carries none.
-const codeInternal = "XX000"
 
 // forwarding returns the observers of a session whose statements fwd
 // inspects.
@@ -97,7 +95,7 @@ func (f *forwardUp) query(ctx context.Context, msg []byte) ([]byte, bool) {
 		return nil, false
 	}
 	if err != nil {
-		code, text := wire.RefusalOf(err, codeInternal)
+		code, text := wire.RefusalOf(err, sqlstate.InternalError)
 		f.log.Info("forwarded statement refused", "session", f.sess.ID, "user", f.sess.User(), "code", code, "err", text)
 		rest = raiseStatement(code, text)
 	}

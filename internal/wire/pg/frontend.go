@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -205,7 +206,7 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 	up, err := f.connect(ctx, dial, pkt.raw)
 	if err != nil {
 		msg := fmt.Sprintf("sluice: could not connect to upstream %s: %s", f.upstreamName(), reason(ctx, err))
-		_, _ = conn.Write(errorResponse(severityFatal, codeConnectionFailure, msg))
+		_, _ = conn.Write(errorResponse(severityFatal, sqlstate.ConnectionFailure, msg))
 		sess.Close(f.clk.Now())
 		return wire.Conn{}, fmt.Errorf("pg: connect to upstream %s: %w", f.upstreamName(), err)
 	}
@@ -268,16 +269,16 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 // it at any point of the opening exchange, and after it whenever the
 // server's last message reached the client whole.
 func (f *Frontend) OpenFailure(msg string) []byte {
-	return errorResponse(severityFatal, codeInternalError, msg)
+	return errorResponse(severityFatal, sqlstate.InternalError, msg)
 }
 
 // terminated returns the ErrorResponse PostgreSQL sends a session that
 // pg_terminate_backend ends: FATAL 57P01 admin_shutdown.
 func terminated(reason session.EndReason) []byte {
 	if reason == session.EndIdleInTransaction {
-		return errorResponse(severityFatal, "25P03", MsgIdleInTransaction)
+		return errorResponse(severityFatal, sqlstate.IdleInTransactionSessionTimeout, MsgIdleInTransaction)
 	}
-	return errorResponse(severityFatal, "57P01", "terminating connection due to administrator command")
+	return errorResponse(severityFatal, sqlstate.AdminShutdown, "terminating connection due to administrator command")
 }
 
 // MsgIdleInTransaction is the message of the FATAL 25P03

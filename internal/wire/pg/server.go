@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -216,7 +217,7 @@ func outcomeOf(code string) session.Outcome {
 	switch code {
 	case "":
 		return session.OK
-	case codeQueryCanceled:
+	case sqlstate.QueryCanceled:
 		return session.Cancelled
 	}
 	return session.Failed

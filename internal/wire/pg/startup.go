@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // The opening packets carry no type byte: a length word (counting itself)
@@ -195,7 +196,7 @@ func (f *Frontend) startup(ctx context.Context, client net.Conn) (net.Conn, star
 		if err != nil {
 			var se *startupError
 			if errors.As(err, &se) {
-				_, _ = conn.Write(errorResponse(severityFatal, codeProtocolViolation, "sluice: "+se.msg))
+				_, _ = conn.Write(errorResponse(severityFatal, sqlstate.ProtocolViolation, "sluice: "+se.msg))
 			}
 			return nil, startupPacket{}, fmt.Errorf("pg: read startup packet: %w", err)
 		}
@@ -208,7 +209,7 @@ func (f *Frontend) startup(ctx context.Context, client net.Conn) (net.Conn, star
 				// As PostgreSQL: direct TLS must say it carries PostgreSQL,
 				// so a TLS client of another protocol is not mistaken for one.
 				msg := "direct TLS connection without ALPN protocol \"" + alpnPostgres + "\""
-				_, _ = tc.Write(errorResponse(severityFatal, codeProtocolViolation, "sluice: "+msg))
+				_, _ = tc.Write(errorResponse(severityFatal, sqlstate.ProtocolViolation, "sluice: "+msg))
 				return nil, startupPacket{}, fmt.Errorf("pg: %s", msg)
 			}
 			conn, secure = tc, true
@@ -221,7 +222,7 @@ func (f *Frontend) startup(ctx context.Context, client net.Conn) (net.Conn, star
 		if err != nil {
 			var se *startupError
 			if errors.As(err, &se) {
-				_, _ = conn.Write(errorResponse(severityFatal, codeProtocolViolation, "sluice: "+se.msg))
+				_, _ = conn.Write(errorResponse(severityFatal, sqlstate.ProtocolViolation, "sluice: "+se.msg))
 			}
 			return nil, startupPacket{}, fmt.Errorf("pg: startup packet: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -35,7 +36,7 @@ func (f *Forwarder) Forward(ctx context.Context, sql string) (string, bool, erro
 		return sql, false, nil
 	}
 	if strings.Contains(sql, " RESOURCE POOL 'nope'") {
-		return "", true, &wire.Refusal{Code: "42704", Message: `resource pool "nope" does not exist`}
+		return "", true, &wire.Refusal{Code: sqlstate.UndefinedObject, Message: `resource pool "nope" does not exist`}
 	}
 	if strings.Contains(sql, " RESOURCE POOL 'bad'") {
 		return "", true, errors.New(f.Failure)

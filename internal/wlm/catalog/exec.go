@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
@@ -33,11 +34,11 @@ func Tag(verb string, k ddl.Kind) string {
 }
 
 func exists(k ddl.Kind, n ddl.Name) *ddl.Error {
-	return ddl.Errorf(ddl.CodeDuplicateObject, n.Pos, "%s %q already exists", k.Noun(), n.Name)
+	return ddl.Errorf(sqlstate.DuplicateObject, n.Pos, "%s %q already exists", k.Noun(), n.Name)
 }
 
 func missing(k ddl.Kind, n ddl.Name) *ddl.Error {
-	return ddl.Errorf(ddl.CodeUndefinedObject, n.Pos, "%s %q does not exist", k.Noun(), n.Name)
+	return ddl.Errorf(sqlstate.UndefinedObject, n.Pos, "%s %q does not exist", k.Noun(), n.Name)
 }
 
 // has reports whether c holds an object of kind k named name.
@@ -72,7 +73,7 @@ func Create(c *Catalog, s *ddl.Create) ([]string, error) {
 			return nil, err
 		}
 		if !r.HasThreshold() {
-			e := ddl.Errorf(ddl.CodeInvalidParameter, s.Name.Pos, "except rule %q has no threshold", s.Name.Name)
+			e := ddl.Errorf(sqlstate.InvalidParameterValue, s.Name.Pos, "except rule %q has no threshold", s.Name.Name)
 			e.Hint = "Set bandwidth (MB/s), elapsedtime (s) or blocktime (s), e.g. WITH (bandwidth=128, elapsedtime=60)."
 			return nil, e
 		}
@@ -128,7 +129,7 @@ func Alter(c *Catalog, s *ddl.Alter) error {
 			return err
 		}
 		if !r.HasThreshold() {
-			return ddl.Errorf(ddl.CodeInvalidParameter, s.Name.Pos, "except rule %q would have no threshold", s.Name.Name)
+			return ddl.Errorf(sqlstate.InvalidParameterValue, s.Name.Pos, "except rule %q would have no threshold", s.Name.Name)
 		}
 		return blockTimeAlone(r, s.Name)
 	case ddl.Pool:
@@ -165,7 +166,7 @@ func invalidEmulation(err error) error {
 	if err == nil {
 		return nil
 	}
-	return ddl.Errorf(ddl.CodeInvalidParameter, 0, "%v", err)
+	return ddl.Errorf(sqlstate.InvalidParameterValue, 0, "%v", err)
 }
 
 func applyPool(c *Catalog, p *Pool, opts []ddl.Option) error {
@@ -176,7 +177,7 @@ func applyPool(c *Catalog, p *Pool, opts []ddl.Option) error {
 		if o.Name == "except_rule" {
 			for _, r := range p.ExceptRules {
 				if c.Rules[r] == nil {
-					return ddl.Errorf(ddl.CodeUndefinedObject, o.Value.Pos, "except rule %q does not exist", r)
+					return ddl.Errorf(sqlstate.UndefinedObject, o.Value.Pos, "except rule %q does not exist", r)
 				}
 			}
 		}
@@ -209,7 +210,7 @@ func applyUser(c *Catalog, u *UserDef, opts []ddl.Option) error {
 				continue
 			}
 			if c.Pools[name] == nil {
-				return ddl.Errorf(ddl.CodeUndefinedObject, o.Value.Pos, "resource pool %q does not exist", name)
+				return ddl.Errorf(sqlstate.UndefinedObject, o.Value.Pos, "resource pool %q does not exist", name)
 			}
 			u.Pool = name
 		case "password":
@@ -251,7 +252,7 @@ func Drop(c *Catalog, s *ddl.Drop, routes map[string]RouteUse) ([]string, error)
 		case ddl.Pool:
 			for _, rn := range slices.Sorted(maps.Keys(routes)) {
 				if routes[rn].Pool == n.Name {
-					return nil, ddl.Errorf(ddl.CodeDependentObjects, n.Pos, "cannot drop resource pool %q because route %q uses it as its default pool", n.Name, rn)
+					return nil, ddl.Errorf(sqlstate.DependentObjectsStillExist, n.Pos, "cannot drop resource pool %q because route %q uses it as its default pool", n.Name, rn)
 				}
 			}
 			if users := c.UsersOfPool(n.Name); len(users) > 0 {
@@ -266,11 +267,11 @@ func Drop(c *Catalog, s *ddl.Drop, routes map[string]RouteUse) ([]string, error)
 			delete(c.Pools, n.Name)
 		case ddl.Link:
 			if n.Name == DefaultLink {
-				return nil, ddl.Errorf(ddl.CodeDependentObjects, n.Pos, "cannot drop link %q: it always exists (alter it instead)", DefaultLink)
+				return nil, ddl.Errorf(sqlstate.DependentObjectsStillExist, n.Pos, "cannot drop link %q: it always exists (alter it instead)", DefaultLink)
 			}
 			for _, rn := range slices.Sorted(maps.Keys(routes)) {
 				if routes[rn].Link == n.Name {
-					return nil, ddl.Errorf(ddl.CodeDependentObjects, n.Pos, "cannot drop link %q because route %q is attached to it", n.Name, rn)
+					return nil, ddl.Errorf(sqlstate.DependentObjectsStillExist, n.Pos, "cannot drop link %q because route %q is attached to it", n.Name, rn)
 				}
 			}
 			delete(c.Links, n.Name)
@@ -285,7 +286,7 @@ func Drop(c *Catalog, s *ddl.Drop, routes map[string]RouteUse) ([]string, error)
 }
 
 func dependents(k ddl.Kind, n ddl.Name, what string, names []string) *ddl.Error {
-	e := ddl.Errorf(ddl.CodeDependentObjects, n.Pos, "cannot drop %s %q because other objects depend on it", k.Noun(), n.Name)
+	e := ddl.Errorf(sqlstate.DependentObjectsStillExist, n.Pos, "cannot drop %s %q because other objects depend on it", k.Noun(), n.Name)
 	lines := make([]string, len(names))
 	for i, d := range names {
 		lines[i] = fmt.Sprintf("%s %q depends on %s %q", what, d, k.Noun(), n.Name)
@@ -301,7 +302,7 @@ func CheckSetting(name string, pos int) *ddl.Error {
 	if findSetting(name) != nil {
 		return nil
 	}
-	e := ddl.Errorf(ddl.CodeUndefinedObject, pos, "unrecognized configuration parameter %q", name)
+	e := ddl.Errorf(sqlstate.UndefinedObject, pos, "unrecognized configuration parameter %q", name)
 	e.Hint = "Settings: " + strings.Join(SettingNames(), ", ") + "."
 	return e
 }
@@ -377,7 +378,7 @@ func blockTimeAlone(r *Rule, name ddl.Name) error {
 	if !r.Queued() || (r.Bandwidth == Unlimited && r.ElapsedTime == Unlimited) {
 		return nil
 	}
-	e := ddl.Errorf(ddl.CodeInvalidParameter, name.Pos, "except rule %q: %s", name.Name, errBlockTimeAlone)
+	e := ddl.Errorf(sqlstate.InvalidParameterValue, name.Pos, "except rule %q: %s", name.Name, errBlockTimeAlone)
 	e.Hint = "Make two rules, one with blocktime and one with bandwidth or elapsedtime, and list both in the pool's except_rule."
 	return e
 }

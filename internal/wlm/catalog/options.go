@@ -12,13 +12,14 @@ import (
 	"github.com/sluicelab/sluice/internal/distname"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/units"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
 // badValue is the 22023 error for option name with value v.
 func badValue(name string, v ddl.Value, why error) *ddl.Error {
-	e := ddl.Errorf(ddl.CodeInvalidParameter, v.Pos, "invalid value for parameter %q: %q", name, v.Text)
+	e := ddl.Errorf(sqlstate.InvalidParameterValue, v.Pos, "invalid value for parameter %q: %q", name, v.Text)
 	if why != nil {
 		e.Detail = why.Error()
 	}
@@ -27,7 +28,7 @@ func badValue(name string, v ddl.Value, why error) *ddl.Error {
 
 // unknownParam is the 22023 error for an option that does not exist.
 func unknownParam(kind ddl.Kind, o ddl.Option, known []string) *ddl.Error {
-	e := ddl.Errorf(ddl.CodeInvalidParameter, o.NamePos, "unrecognized %s parameter %q", kind.Noun(), o.Name)
+	e := ddl.Errorf(sqlstate.InvalidParameterValue, o.NamePos, "unrecognized %s parameter %q", kind.Noun(), o.Name)
 	e.Hint = "Valid parameters: " + strings.Join(known, ", ") + "."
 	return e
 }
@@ -188,7 +189,7 @@ func ParseEmulation(opts map[string]string) (Emulation, error) {
 			return Emulation{}, err
 		}
 		if !ok {
-			return Emulation{}, ddl.Errorf(ddl.CodeInvalidParameter, 0, "unrecognized emulation option %q (valid: %s)", k, strings.Join(emulationOptions, ", "))
+			return Emulation{}, ddl.Errorf(sqlstate.InvalidParameterValue, 0, "unrecognized emulation option %q (valid: %s)", k, strings.Join(emulationOptions, ", "))
 		}
 	}
 	return e, nil
@@ -366,7 +367,7 @@ func setPoolOption(p *Pool, o ddl.Option) error {
 		return setValue(&p.IdleInTransaction, 0, o, parseTimeout)
 	}
 	if gaussPoolOptions[o.Name] {
-		return ddl.Errorf(ddl.CodeNotSupported, o.NamePos, "resource pool parameter %s is not supported: sluice manages network traffic, not the database's %s", o.Name, strings.ReplaceAll(o.Name, "_", " "))
+		return ddl.Errorf(sqlstate.FeatureNotSupported, o.NamePos, "resource pool parameter %s is not supported: sluice manages network traffic, not the database's %s", o.Name, strings.ReplaceAll(o.Name, "_", " "))
 	}
 	return setEmulationOption(&p.Emulation, o, ddl.Pool, poolOptions)
 }
@@ -434,7 +435,7 @@ func setRuleOption(r *Rule, o ddl.Option) error {
 		if f, err := strconv.ParseFloat(strings.TrimSpace(v.Text), 64); (err == nil && f == Unlimited) || v.Kind == ddl.Default {
 			return nil // "no limit" is harmless
 		}
-		e := ddl.Errorf(ddl.CodeNotSupported, o.NamePos, "exception rule parameter %s is not supported: sluice cannot measure %s, only a statement's bytes, elapsed time and block time", o.Name, what)
+		e := ddl.Errorf(sqlstate.FeatureNotSupported, o.NamePos, "exception rule parameter %s is not supported: sluice cannot measure %s, only a statement's bytes, elapsed time and block time", o.Name, what)
 		e.Hint = "Use bandwidth, elapsedtime or blocktime, or set " + o.Name + " to -1."
 		return e
 	}

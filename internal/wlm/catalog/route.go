@@ -3,6 +3,7 @@ package catalog
 import (
 	"strings"
 
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
 
@@ -22,7 +23,7 @@ func CheckRouteEmulation(o ddl.Option) error {
 		return err
 	}
 	if !ok {
-		e := ddl.Errorf(ddl.CodeInvalidParameter, o.NamePos, "unrecognized route parameter %q", o.Name)
+		e := ddl.Errorf(sqlstate.InvalidParameterValue, o.NamePos, "unrecognized route parameter %q", o.Name)
 		e.Hint = "Valid parameters: " + strings.Join(routeOptions, ", ") + "."
 		return e
 	}

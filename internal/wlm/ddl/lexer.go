@@ -1,6 +1,10 @@
 package ddl
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+
+	"github.com/sluicelab/sluice/internal/sqlstate"
+)
 
 // describe returns the token as PostgreSQL quotes it in "at or near".
 func (t token) describe(src string) string {
@@ -28,18 +32,18 @@ func lex(src string) ([]token, error) {
 			}
 			continue
 		case flawEmptyName:
-			return nil, Errorf(CodeSyntax, t.pos, "zero-length delimited identifier at or near \"\"\"\"")
+			return nil, Errorf(sqlstate.SyntaxError, t.pos, "zero-length delimited identifier at or near \"\"\"\"")
 		case flawChar:
 			c, _ := utf8.DecodeRuneInString(rest)
-			return nil, Errorf(CodeSyntax, t.pos, "syntax error at or near \"%c\"", c)
+			return nil, Errorf(sqlstate.SyntaxError, t.pos, "syntax error at or near \"%c\"", c)
 		}
 		switch rest[0] {
 		case '\'':
-			return nil, Errorf(CodeSyntax, t.pos, "unterminated quoted string at or near \"%s\"", clip(rest))
+			return nil, Errorf(sqlstate.SyntaxError, t.pos, "unterminated quoted string at or near \"%s\"", clip(rest))
 		case '"':
-			return nil, Errorf(CodeSyntax, t.pos, "unterminated quoted identifier at or near \"%s\"", clip(rest))
+			return nil, Errorf(sqlstate.SyntaxError, t.pos, "unterminated quoted identifier at or near \"%s\"", clip(rest))
 		}
-		return nil, Errorf(CodeSyntax, t.pos, "unterminated /* comment at or near \"%s\"", clip(rest))
+		return nil, Errorf(sqlstate.SyntaxError, t.pos, "unterminated /* comment at or near \"%s\"", clip(rest))
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // MaxLength is the longest statement text Parse accepts, in characters.
@@ -20,7 +22,7 @@ const MaxLength = 1 << 20
 // Parse never panics.
 func Parse(sql string) ([]Statement, error) {
 	if n := utf8.RuneCountInString(sql); n > MaxLength {
-		return nil, Errorf(CodeSyntax, 0, "statement too long (%d characters; at most %d)", n, MaxLength)
+		return nil, Errorf(sqlstate.SyntaxError, 0, "statement too long (%d characters; at most %d)", n, MaxLength)
 	}
 	src := sql
 	if !utf8.ValidString(src) {
@@ -58,11 +60,11 @@ func ParseOne(sql string) (Statement, error) {
 	}
 	switch len(sts) {
 	case 0:
-		return nil, Errorf(CodeSyntax, 0, "empty statement")
+		return nil, Errorf(sqlstate.SyntaxError, 0, "empty statement")
 	case 1:
 		return sts[0], nil
 	}
-	return nil, Errorf(CodeSyntax, sts[1].Position(), "expected one statement, got %d", len(sts))
+	return nil, Errorf(sqlstate.SyntaxError, sts[1].Position(), "expected one statement, got %d", len(sts))
 }
 
 type parser struct {
@@ -162,9 +164,9 @@ func (p *parser) expectOp(op string) error {
 func (p *parser) syntaxError() *Error {
 	t := p.peek()
 	if t.kind == tEOF {
-		return Errorf(CodeSyntax, t.pos, "syntax error at end of input")
+		return Errorf(sqlstate.SyntaxError, t.pos, "syntax error at end of input")
 	}
-	return Errorf(CodeSyntax, t.pos, "syntax error at or near %s", t.describe(p.src))
+	return Errorf(sqlstate.SyntaxError, t.pos, "syntax error at or near %s", t.describe(p.src))
 }
 
 // text returns the source from the token at index from up to the current
@@ -244,7 +246,7 @@ var schemaObjects = map[string]bool{
 // readOnly is the error of a command the console does not run because
 // it would write.
 func readOnly(pos int, what string) *Error {
-	e := Errorf(CodeReadOnly, pos, "permission denied: the sluice admin console's views only read (%s)", what)
+	e := Errorf(sqlstate.InsufficientPrivilege, pos, "permission denied: the sluice admin console's views only read (%s)", what)
 	e.Hint = "The console changes its catalog with CREATE, ALTER and DROP of EXCEPT RULE, RESOURCE POOL, LINK, USER and ALTER ROUTE."
 	return e
 }
@@ -409,7 +411,7 @@ func (p *parser) optionList(value func(name token) (Value, error)) ([]Option, er
 func addOption(opts []Option, o Option, shown string) ([]Option, error) {
 	for _, prev := range opts {
 		if prev.Name == o.Name {
-			return nil, Errorf(CodeSyntax, o.NamePos, "conflicting or redundant options: %s is given twice", shown)
+			return nil, Errorf(sqlstate.SyntaxError, o.NamePos, "conflicting or redundant options: %s is given twice", shown)
 		}
 	}
 	return append(opts, o), nil
@@ -445,7 +447,7 @@ func (p *parser) userOptions() ([]Option, error) {
 		default:
 			// Role attributes (LOGIN, SYSADMIN, ...) belong to the
 			// database, not to the proxy.
-			return nil, Errorf(CodeNotSupported, t.pos, "user option %s is not supported: sluice records only a user's RESOURCE POOL (and accepts and ignores PASSWORD)", strings.ToUpper(t.val))
+			return nil, Errorf(sqlstate.FeatureNotSupported, t.pos, "user option %s is not supported: sluice records only a user's RESOURCE POOL (and accepts and ignores PASSWORD)", strings.ToUpper(t.val))
 		}
 		p.next()
 		if then != "" {
@@ -595,7 +597,7 @@ func (p *parser) unsupported() *Error {
 	if t.kind == tEOF {
 		return p.syntaxError()
 	}
-	e := Errorf(CodeNotSupported, t.pos, "unsupported SELECT at or near %s", t.describe(p.src))
+	e := Errorf(sqlstate.FeatureNotSupported, t.pos, "unsupported SELECT at or near %s", t.describe(p.src))
 	e.Hint = "The console answers SELECT * FROM pg_session_wlmstat or gs_wlm_session_statistics (with an optional column list and LIMIT), SELECT version() and SELECT of literals."
 	return e
 }
@@ -634,7 +636,7 @@ func (p *parser) selectStmt() (node, error) {
 		}
 		n, err := strconv.ParseInt(t.val, 10, 64)
 		if err != nil || n < 0 {
-			return nil, Errorf(CodeSyntax, t.pos, "LIMIT must be a non-negative integer, not %s", t.describe(p.src))
+			return nil, Errorf(sqlstate.SyntaxError, t.pos, "LIMIT must be a non-negative integer, not %s", t.describe(p.src))
 		}
 		p.next()
 		s.Limit = n

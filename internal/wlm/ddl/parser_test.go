@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 // strip zeroes the source position and text of st, in place, so
@@ -227,49 +229,49 @@ func TestParseErrors(t *testing.T) {
 		pos  int
 		msg  string // substring of the message
 	}{
-		{"FOO BAR", CodeSyntax, 1, `syntax error at or near "FOO"`},
-		{"CREATE EXCEPT RULE", CodeSyntax, 19, "syntax error at end of input"},
-		{"CREATE EXCEPT r", CodeSyntax, 15, `at or near "r"`},
-		{"CREATE LINK IF EXISTS x", CodeSyntax, 16, `at or near "EXISTS"`},
-		{"CREATE TEBLE t (a int)", CodeSyntax, 8, `at or near "TEBLE"`},
+		{"FOO BAR", sqlstate.SyntaxError, 1, `syntax error at or near "FOO"`},
+		{"CREATE EXCEPT RULE", sqlstate.SyntaxError, 19, "syntax error at end of input"},
+		{"CREATE EXCEPT r", sqlstate.SyntaxError, 15, `at or near "r"`},
+		{"CREATE LINK IF EXISTS x", sqlstate.SyntaxError, 16, `at or near "EXISTS"`},
+		{"CREATE TEBLE t (a int)", sqlstate.SyntaxError, 8, `at or near "TEBLE"`},
 		// What would write or reach outside the views is refused as
 		// the query engine refuses it, not as a syntax error.
-		{"CREATE TABLE t (a int)", CodeReadOnly, 8, "only read (TABLE)"},
-		{"DROP VIEW sessions", CodeReadOnly, 6, "only read (VIEW)"},
-		{"PRAGMA query_only = off", CodeReadOnly, 1, "only read (PRAGMA)"},
-		{"ATTACH DATABASE 'x' AS y", CodeReadOnly, 1, "only read (ATTACH)"},
-		{"insert into users values (1)", CodeReadOnly, 1, "only read (INSERT)"},
-		{"UPDATE rules SET a = 1", CodeReadOnly, 1, "only read (UPDATE)"},
-		{"DELETE FROM sessions", CodeReadOnly, 1, "only read (DELETE)"},
-		{"CREATE EXCEPT RULE r WITH (bandwidth 128)", CodeSyntax, 38, `at or near "128"`},
-		{"CREATE EXCEPT RULE r WITH (bandwidth=128", CodeSyntax, 41, "end of input"},
-		{"CREATE EXCEPT RULE r WITH bandwidth=128", CodeSyntax, 27, `at or near "bandwidth"`},
-		{"CREATE EXCEPT RULE r WITH ()", CodeSyntax, 28, `at or near ")"`},
-		{"CREATE EXCEPT RULE r WITH (a=1, A=2)", CodeSyntax, 33, "conflicting or redundant options"},
-		{"CREATE EXCEPT RULE r WITH (a=1) extra", CodeSyntax, 33, `at or near "extra"`},
-		{"CREATE EXCEPT RULE r WITH (a='x)", CodeSyntax, 30, "unterminated quoted string"},
-		{`CREATE RESOURCE POOL "`, CodeSyntax, 22, "unterminated quoted identifier"},
-		{`CREATE RESOURCE POOL ""`, CodeSyntax, 22, "zero-length delimited identifier"},
-		{"SHOW a /* never closed", CodeSyntax, 8, "unterminated /* comment"},
-		{"CREATE RESOURCE POOL p WITH (w=@)", CodeSyntax, 32, `at or near "@"`},
-		{"CREATE USER u LOGIN", CodeNotSupported, 15, "user option LOGIN is not supported"},
-		{"CREATE USER u RESOURCE 'p'", CodeSyntax, 24, `at or near "'p'"`},
-		{"CREATE USER u RESOURCE POOL 'a' RESOURCE POOL 'b'", CodeSyntax, 33, "conflicting or redundant"},
-		{"ALTER RESOURCE POOL p", CodeSyntax, 22, "end of input"},
-		{"ALTER USER u", CodeSyntax, 13, "end of input"},
-		{"DROP EXCEPT RULE", CodeSyntax, 17, "end of input"},
-		{"DROP RESOURCE POOL a,", CodeSyntax, 22, "end of input"},
-		{"DROP RESOURCE POOL a b", CodeSyntax, 22, `at or near "b"`},
-		{"SET = 1", CodeSyntax, 5, `at or near "="`},
-		{"SET a 1", CodeSyntax, 7, `at or near "1"`},
-		{"SET a = ", CodeSyntax, 9, "end of input"},
-		{"SHOW", CodeSyntax, 5, "end of input"},
-		{"SHOW a b", CodeSyntax, 8, `at or near "b"`},
-		{"RESET", CodeSyntax, 6, "end of input"},
-		{"SHOW a; FOO", CodeSyntax, 9, `at or near "FOO"`},
-		{"ÄÖ BAR", CodeSyntax, 1, `"ÄÖ"`},
-		{"SHOW é é", CodeSyntax, 8, `at or near "é"`},
-		{"(", CodeSyntax, 1, `at or near "("`},
+		{"CREATE TABLE t (a int)", sqlstate.InsufficientPrivilege, 8, "only read (TABLE)"},
+		{"DROP VIEW sessions", sqlstate.InsufficientPrivilege, 6, "only read (VIEW)"},
+		{"PRAGMA query_only = off", sqlstate.InsufficientPrivilege, 1, "only read (PRAGMA)"},
+		{"ATTACH DATABASE 'x' AS y", sqlstate.InsufficientPrivilege, 1, "only read (ATTACH)"},
+		{"insert into users values (1)", sqlstate.InsufficientPrivilege, 1, "only read (INSERT)"},
+		{"UPDATE rules SET a = 1", sqlstate.InsufficientPrivilege, 1, "only read (UPDATE)"},
+		{"DELETE FROM sessions", sqlstate.InsufficientPrivilege, 1, "only read (DELETE)"},
+		{"CREATE EXCEPT RULE r WITH (bandwidth 128)", sqlstate.SyntaxError, 38, `at or near "128"`},
+		{"CREATE EXCEPT RULE r WITH (bandwidth=128", sqlstate.SyntaxError, 41, "end of input"},
+		{"CREATE EXCEPT RULE r WITH bandwidth=128", sqlstate.SyntaxError, 27, `at or near "bandwidth"`},
+		{"CREATE EXCEPT RULE r WITH ()", sqlstate.SyntaxError, 28, `at or near ")"`},
+		{"CREATE EXCEPT RULE r WITH (a=1, A=2)", sqlstate.SyntaxError, 33, "conflicting or redundant options"},
+		{"CREATE EXCEPT RULE r WITH (a=1) extra", sqlstate.SyntaxError, 33, `at or near "extra"`},
+		{"CREATE EXCEPT RULE r WITH (a='x)", sqlstate.SyntaxError, 30, "unterminated quoted string"},
+		{`CREATE RESOURCE POOL "`, sqlstate.SyntaxError, 22, "unterminated quoted identifier"},
+		{`CREATE RESOURCE POOL ""`, sqlstate.SyntaxError, 22, "zero-length delimited identifier"},
+		{"SHOW a /* never closed", sqlstate.SyntaxError, 8, "unterminated /* comment"},
+		{"CREATE RESOURCE POOL p WITH (w=@)", sqlstate.SyntaxError, 32, `at or near "@"`},
+		{"CREATE USER u LOGIN", sqlstate.FeatureNotSupported, 15, "user option LOGIN is not supported"},
+		{"CREATE USER u RESOURCE 'p'", sqlstate.SyntaxError, 24, `at or near "'p'"`},
+		{"CREATE USER u RESOURCE POOL 'a' RESOURCE POOL 'b'", sqlstate.SyntaxError, 33, "conflicting or redundant"},
+		{"ALTER RESOURCE POOL p", sqlstate.SyntaxError, 22, "end of input"},
+		{"ALTER USER u", sqlstate.SyntaxError, 13, "end of input"},
+		{"DROP EXCEPT RULE", sqlstate.SyntaxError, 17, "end of input"},
+		{"DROP RESOURCE POOL a,", sqlstate.SyntaxError, 22, "end of input"},
+		{"DROP RESOURCE POOL a b", sqlstate.SyntaxError, 22, `at or near "b"`},
+		{"SET = 1", sqlstate.SyntaxError, 5, `at or near "="`},
+		{"SET a 1", sqlstate.SyntaxError, 7, `at or near "1"`},
+		{"SET a = ", sqlstate.SyntaxError, 9, "end of input"},
+		{"SHOW", sqlstate.SyntaxError, 5, "end of input"},
+		{"SHOW a b", sqlstate.SyntaxError, 8, `at or near "b"`},
+		{"RESET", sqlstate.SyntaxError, 6, "end of input"},
+		{"SHOW a; FOO", sqlstate.SyntaxError, 9, `at or near "FOO"`},
+		{"ÄÖ BAR", sqlstate.SyntaxError, 1, `"ÄÖ"`},
+		{"SHOW é é", sqlstate.SyntaxError, 8, `at or near "é"`},
+		{"(", sqlstate.SyntaxError, 1, `at or near "("`},
 	}
 	for _, tt := range tests {
 		_, err := Parse(tt.sql)
@@ -391,8 +393,8 @@ func TestQueryParameters(t *testing.T) {
 		case tt.param == "" && err != nil:
 			t.Errorf("Parse(%q): %v", tt.sql, err)
 		case tt.param == "":
-		case !errors.As(err, &e) || e.Code != CodeUndefinedParam || !strings.Contains(e.Message, "parameter "+tt.param+":"):
-			t.Errorf("Parse(%q) = %v, want %s naming %s", tt.sql, err, CodeUndefinedParam, tt.param)
+		case !errors.As(err, &e) || e.Code != sqlstate.UndefinedParameter || !strings.Contains(e.Message, "parameter "+tt.param+":"):
+			t.Errorf("Parse(%q) = %v, want %s naming %s", tt.sql, err, sqlstate.UndefinedParameter, tt.param)
 		}
 	}
 }
@@ -447,7 +449,7 @@ func TestKindString(t *testing.T) {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, want)
 		}
 	}
-	e := Errorf(CodeSyntax, 3, "bad %s", "thing")
+	e := Errorf(sqlstate.SyntaxError, 3, "bad %s", "thing")
 	if got := e.Error(); got != "42601: bad thing (at character 3)" {
 		t.Errorf("Error() = %q", got)
 	}

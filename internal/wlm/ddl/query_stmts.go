@@ -4,7 +4,11 @@ package ddl
 // engine (Query) and the entry point of every SELECT, which also
 // recognises the session functions of session_stmts.go.
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/sluicelab/sluice/internal/sqlstate"
+)
 
 // Query is a SELECT (or WITH ... SELECT, or VALUES) that the small
 // Select does not cover (WHERE, ORDER BY, GROUP BY, joins, subqueries,
@@ -101,10 +105,10 @@ func (p *parser) query() (node, error) {
 		}
 		if t.kind != tEOF && !(t.kind == tOp && t.val == ";" && depth == 0) {
 			if t.raw {
-				return nil, Errorf(CodeNotSupported, t.pos, "escape and Unicode string syntax is not supported in console queries; write a plain 'string'")
+				return nil, Errorf(sqlstate.FeatureNotSupported, t.pos, "escape and Unicode string syntax is not supported in console queries; write a plain 'string'")
 			}
 			if name, ok := p.parameterAt(t); ok {
-				return nil, Errorf(CodeUndefinedParam, t.pos, "there is no parameter %s: console queries take no parameters; write the value in the query", name)
+				return nil, Errorf(sqlstate.UndefinedParameter, t.pos, "there is no parameter %s: console queries take no parameters; write the value in the query", name)
 			}
 			if prevEnd >= 0 && t.start > prevEnd {
 				b.WriteByte(' ')

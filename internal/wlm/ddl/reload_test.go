@@ -3,6 +3,8 @@ package ddl
 import (
 	"errors"
 	"testing"
+
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 func TestParseReload(t *testing.T) {
@@ -20,7 +22,7 @@ func TestParseReload(t *testing.T) {
 		st, err := ParseOne(tt.sql)
 		if tt.wantErr {
 			var e *Error
-			if !errors.As(err, &e) || e.Code != CodeSyntax {
+			if !errors.As(err, &e) || e.Code != sqlstate.SyntaxError {
 				t.Errorf("%q: got %v, %v; want a 42601 error", tt.sql, st, err)
 			}
 			continue

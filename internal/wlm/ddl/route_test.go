@@ -3,6 +3,8 @@ package ddl
 import (
 	"reflect"
 	"testing"
+
+	"github.com/sluicelab/sluice/internal/sqlstate"
 )
 
 func TestParseAlterRoute(t *testing.T) {
@@ -54,7 +56,7 @@ func TestParseAlterRouteErrors(t *testing.T) {
 	for _, tt := range tests {
 		_, err := ParseOne(tt.sql)
 		e, ok := err.(*Error)
-		if !ok || e.Code != CodeSyntax || e.Position != tt.pos {
+		if !ok || e.Code != sqlstate.SyntaxError || e.Position != tt.pos {
 			t.Errorf("%s: got %v (%+v), want 42601 at %d", tt.sql, err, e, tt.pos)
 		}
 	}

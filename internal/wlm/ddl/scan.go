@@ -4,6 +4,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sluicelab/sluice/internal/sqltext"
 )
 
 // This file holds the one tokenizer of the package. A scanner reads a
@@ -114,7 +116,7 @@ func (s *scanner) skipBlank() flaw {
 	for s.i < n {
 		c := src[s.i]
 		switch {
-		case isSpaceByte(c):
+		case sqltext.IsSpace(c):
 			s.i++
 		case s.console && c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRuneInString(src[s.i:])
@@ -140,54 +142,21 @@ func (s *scanner) skipBlank() flaw {
 }
 
 // lineComment reports whether a comment that runs to the end of the
-// line starts at src[i]: -- in PostgreSQL; # or -- followed by white
-// space, a control character or the end of the text in MySQL.
-func (s *scanner) lineComment() bool {
-	src, i := s.src, s.i
-	switch {
-	case src[i] == '#':
-		return s.d == MySQL
-	case src[i] != '-' || i+1 >= len(src) || src[i+1] != '-':
-		return false
-	}
-	return s.d == PostgreSQL || i+2 == len(src) || src[i+2] <= ' '
-}
+// line starts at src[i].
+func (s *scanner) lineComment() bool { return sqltext.LineComment(s.d.lexical(), s.src, s.i) }
 
 // commentEnd returns the offset after the /* comment that starts at
 // src[i]. PostgreSQL comments nest; in MySQL the first */ ends the
 // comment, and an executable comment (/*! or /*M!) is a flaw.
 func (s *scanner) commentEnd() (int, flaw) {
-	src, i := s.src, s.i
-	if s.d == MySQL {
-		body := src[i+2:]
-		if strings.HasPrefix(body, "!") || strings.HasPrefix(body, "M!") {
-			return 0, flawExecutable
-		}
-		j := strings.Index(body, "*/")
-		if j < 0 {
-			return 0, flawUnterminated
-		}
-		return i + 2 + j + 2, flawNone
+	if _, ok := sqltext.Executable(s.d.lexical(), s.src, s.i); ok {
+		return 0, flawExecutable
 	}
-	n := len(src)
-	depth := 0
-	for {
-		switch {
-		case i+1 >= n:
-			return 0, flawUnterminated
-		case src[i] == '/' && src[i+1] == '*':
-			depth++
-			i += 2
-		case src[i] == '*' && src[i+1] == '/':
-			depth--
-			i += 2
-		default:
-			i++
-		}
-		if depth == 0 {
-			return i, flawNone
-		}
+	end, closed := sqltext.BlockCommentEnd(s.d.lexical(), s.src, s.i)
+	if !closed {
+		return 0, flawUnterminated
 	}
+	return end, flawNone
 }
 
 // token reads the token that starts at src[i], which is neither white
@@ -225,7 +194,7 @@ func (s *scanner) token() (token, flaw) {
 		}
 		return token{kind: tIdent, start: i, end: j, val: val}, flawNone
 	case c >= '0' && c <= '9' || c == '.' && i+1 < n && src[i+1] >= '0' && src[i+1] <= '9':
-		j := looseNumberEnd(src, i)
+		j := sqltext.LooseNumberEnd(src, i)
 		if s.console {
 			j = unitNumberEnd(src, i)
 		}
@@ -281,70 +250,41 @@ func (s *scanner) wordEnd() int {
 // is raw, its val not the decoded contents, when it has a prefix or
 // holds a backslash escape.
 func quotedToken(src string, start, q int, kind tokKind, backslash bool) (token, flaw) {
+	end, closed := sqltext.QuoteEnd(src, q, backslash)
+	if !closed {
+		return token{}, flawUnterminated
+	}
 	quote := src[q]
 	raw := start < q
 	var b strings.Builder
-	for j := q + 1; j < len(src); j++ {
+	for j := q + 1; j < end-1; j++ {
 		c := src[j]
 		switch {
 		case c == '\\' && backslash:
-			if j+1 >= len(src) {
-				return token{}, flawUnterminated
-			}
 			raw = true
 			b.WriteByte(c)
-			b.WriteByte(src[j+1])
 			j++
-			continue
 		case c == quote:
-			if j+1 < len(src) && src[j+1] == quote {
-				b.WriteByte(quote)
-				j++
-				continue
-			}
-			return token{kind: kind, start: start, end: j + 1, val: b.String(), raw: raw}, flawNone
+			j++ // the first of a doubled quote
 		}
-		b.WriteByte(c)
+		b.WriteByte(src[j])
 	}
-	return token{}, flawUnterminated
+	return token{kind: kind, start: start, end: end, val: b.String(), raw: raw}, flawNone
 }
 
 // dollarToken reads the PostgreSQL token at src[i] == '$': a
 // $tag$dollar-quoted string$tag$, or else a parameter such as $1, read
 // as an operator token.
 func dollarToken(src string, i int) (token, flaw) {
-	if tag, ok := dollarTag(src, i); ok {
-		body := i + len(tag)
-		j := strings.Index(src[body:], tag)
-		if j < 0 {
+	if tag := sqltext.DollarTag(src, i); tag != "" {
+		end, closed := sqltext.DollarEnd(src, i, tag)
+		if !closed {
 			return token{}, flawUnterminated
 		}
-		return token{kind: tString, start: i, end: body + j + len(tag), val: src[body : body+j]}, flawNone
+		return token{kind: tString, start: i, end: end, val: src[i+len(tag) : end-len(tag)]}, flawNone
 	}
-	j := i + 1
-	for j < len(src) && src[j] >= '0' && src[j] <= '9' {
-		j++
-	}
+	j := sqltext.ParamEnd(src, i)
 	return token{kind: tOp, start: i, end: j, val: src[i:j]}, flawNone
-}
-
-// dollarTag returns the opening $tag$ of a dollar-quoted string at
-// src[i] == '$', if one starts there.
-func dollarTag(src string, i int) (string, bool) {
-	j := i + 1
-	if j < len(src) && src[j] == '$' {
-		return "$$", true
-	}
-	if j >= len(src) || !isWordStart(src[j]) {
-		return "", false
-	}
-	for j < len(src) && isWordPart(src[j]) && src[j] != '$' {
-		j++
-	}
-	if j < len(src) && src[j] == '$' {
-		return src[i : j+1], true
-	}
-	return "", false
 }
 
 // unitNumberEnd returns the offset after a console number at src[i]:
@@ -385,37 +325,12 @@ func unitNumberEnd(src string, i int) int {
 	return i
 }
 
-// looseNumberEnd returns the offset after a database number at src[i]:
-// digits, letters, dots and underscores, with a sign after an exponent.
-func looseNumberEnd(src string, i int) int {
-	for i < len(src) {
-		c := src[i]
-		switch {
-		case isDigit(c) || c == '.' || c == '_' || isLetter(c):
-			i++
-			if (c == 'e' || c == 'E') && i+1 < len(src) && (src[i] == '+' || src[i] == '-') && isDigit(src[i+1]) {
-				i++
-			}
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-func isDigit(c byte) bool  { return c >= '0' && c <= '9' }
-func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
-
-func isSpaceByte(c byte) bool {
-	switch c {
-	case ' ', '\t', '\n', '\r', '\f', '\v':
-		return true
-	}
-	return false
-}
-
-func isWordStart(c byte) bool { return isLetter(c) || c == '_' || c >= utf8.RuneSelf }
-func isWordPart(c byte) bool  { return isWordStart(c) || isDigit(c) || c == '$' }
+var (
+	isDigit     = sqltext.IsDigit
+	isLetter    = sqltext.IsLetter
+	isWordStart = sqltext.IsWordStart
+	isWordPart  = sqltext.IsWordPart
+)
 
 // lowerASCII folds ASCII letters only, as PostgreSQL folds identifiers
 // in a multi-byte encoding.
@@ -432,4 +347,12 @@ func lowerASCII(s string) string {
 		}
 	}
 	return s
+}
+
+// lexical returns the sqltext dialect whose rules d reads by.
+func (d Dialect) lexical() sqltext.Dialect {
+	if d == MySQL {
+		return sqltext.MySQL
+	}
+	return sqltext.PostgreSQL
 }

@@ -3,7 +3,11 @@ package ddl
 // This file holds the statements that act on a sluice session: cancel
 // its running statement or end it.
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/sluicelab/sluice/internal/sqlstate"
+)
 
 // SessionCommand is CANCEL STATEMENT id or TERMINATE SESSION id, or
 // their PostgreSQL spellings SELECT pg_cancel_backend(id) and SELECT
@@ -65,7 +69,7 @@ func (p *parser) onInstance(c *SessionCommand) error {
 func (p *parser) instanceName(c *SessionCommand) error {
 	t := p.peek()
 	if t.kind != tString && !isName(t) || t.val == "" {
-		return Errorf(CodeSyntax, t.pos, "instance name must be a string or a name, not %s", t.describe(p.src))
+		return Errorf(sqlstate.SyntaxError, t.pos, "instance name must be a string or a name, not %s", t.describe(p.src))
 	}
 	p.next()
 	c.Instance, c.InstancePos = t.val, t.pos
@@ -77,7 +81,7 @@ func (p *parser) sessionID(c *SessionCommand) (*SessionCommand, error) {
 	t := p.peek()
 	id, err := strconv.ParseUint(t.val, 10, 64)
 	if t.kind != tNumber || err != nil {
-		return nil, Errorf(CodeSyntax, t.pos, "session id must be a non-negative integer, not %s", t.describe(p.src))
+		return nil, Errorf(sqlstate.SyntaxError, t.pos, "session id must be a non-negative integer, not %s", t.describe(p.src))
 	}
 	p.next()
 	c.Session, c.SessionPos = id, t.pos

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicelab/sluice/internal/enum"
+	"github.com/sluicelab/sluice/internal/sqltext"
 )
 
 // Dialect is the SQL dialect of a statement on its way to a database,
@@ -246,14 +247,14 @@ type edit struct {
 // tokens would otherwise touch.
 func removal(sql string, s, e int) edit {
 	e2 := e
-	for e2 < len(sql) && isSpaceByte(sql[e2]) {
+	for e2 < len(sql) && sqltext.IsSpace(sql[e2]) {
 		e2++
 	}
 	if e2 > e {
 		return edit{start: s, end: e2}
 	}
 	s2 := s
-	for s2 > 0 && isSpaceByte(sql[s2-1]) {
+	for s2 > 0 && sqltext.IsSpace(sql[s2-1]) {
 		s2--
 	}
 	if e == len(sql) || sql[e] == ';' {

@@ -3,6 +3,7 @@ package views
 import (
 	"strings"
 
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -28,11 +29,11 @@ func Project(t Table, s *ddl.Select) (Table, error) {
 				cols = append(cols, c)
 			}
 		case tg.Func || tg.Value != nil:
-			return Table{}, ddl.Errorf(ddl.CodeNotSupported, tg.Pos, "only column names and * may be selected from %s", s.From)
+			return Table{}, ddl.Errorf(sqlstate.FeatureNotSupported, tg.Pos, "only column names and * may be selected from %s", s.From)
 		default:
 			i := indexOf(t.Columns, tg.Name)
 			if i < 0 {
-				e := ddl.Errorf(ddl.CodeUndefinedColumn, tg.Pos, "column %q does not exist", tg.Name)
+				e := ddl.Errorf(sqlstate.UndefinedColumn, tg.Pos, "column %q does not exist", tg.Name)
 				e.Hint = "Columns of " + s.From + ": " + strings.Join(t.Columns, ", ") + "."
 				return Table{}, e
 			}
@@ -79,7 +80,7 @@ func Values(cat *catalog.Catalog, s *ddl.Select, version string) (Table, error) 
 		var col, val string
 		switch {
 		case tg.Star:
-			return Table{}, ddl.Errorf(ddl.CodeSyntax, tg.Pos, "SELECT * with no tables specified is not valid")
+			return Table{}, ddl.Errorf(sqlstate.SyntaxError, tg.Pos, "SELECT * with no tables specified is not valid")
 		case tg.Value != nil:
 			col, val = "?column?", tg.Value.Text
 		case tg.Func && tg.Name == "version" && len(tg.Args) == 0:
@@ -87,13 +88,13 @@ func Values(cat *catalog.Catalog, s *ddl.Select, version string) (Table, error) 
 		case tg.Func && tg.Name == "current_setting" && len(tg.Args) == 1:
 			v, ok := cat.Settings.Show(strings.ToLower(tg.Args[0].Text))
 			if !ok {
-				return Table{}, ddl.Errorf(ddl.CodeUndefinedObject, tg.Args[0].Pos, "unrecognized configuration parameter %q", tg.Args[0].Text)
+				return Table{}, ddl.Errorf(sqlstate.UndefinedObject, tg.Args[0].Pos, "unrecognized configuration parameter %q", tg.Args[0].Text)
 			}
 			col, val = "current_setting", v
 		case tg.Func:
-			return Table{}, ddl.Errorf(ddl.CodeNotSupported, tg.Pos, "function %s() is not supported by the sluice admin console", tg.Name)
+			return Table{}, ddl.Errorf(sqlstate.FeatureNotSupported, tg.Pos, "function %s() is not supported by the sluice admin console", tg.Name)
 		default:
-			return Table{}, ddl.Errorf(ddl.CodeUndefinedColumn, tg.Pos, "column %q does not exist", tg.Name)
+			return Table{}, ddl.Errorf(sqlstate.UndefinedColumn, tg.Pos, "column %q does not exist", tg.Name)
 		}
 		if tg.Alias != "" {
 			col = tg.Alias

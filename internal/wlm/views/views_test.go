@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 )
@@ -67,8 +68,8 @@ func TestProject(t *testing.T) {
 		{"SELECT * FROM v", tab, ""},
 		{"SELECT b AS x, a FROM v LIMIT 1", Table{Columns: []string{"x", "a"}, Types: []Type{Text, Integer}, Rows: [][]string{{"2", "1"}}}, ""},
 		{"SELECT a FROM v LIMIT 0", Table{Columns: []string{"a"}, Types: []Type{Integer}, Rows: [][]string{}}, ""},
-		{"SELECT c FROM v", Table{}, ddl.CodeUndefinedColumn},
-		{"SELECT version() FROM v", Table{}, ddl.CodeNotSupported},
+		{"SELECT c FROM v", Table{}, sqlstate.UndefinedColumn},
+		{"SELECT version() FROM v", Table{}, sqlstate.FeatureNotSupported},
 	}
 	for _, tt := range tests {
 		st, err := ddl.ParseOne(tt.sql)

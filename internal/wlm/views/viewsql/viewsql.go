@@ -13,6 +13,7 @@ import (
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/views"
 )
@@ -20,10 +21,6 @@ import (
 // DefaultMaxRows is the most rows a query may return when Options.MaxRows
 // is 0.
 const DefaultMaxRows = 100_000
-
-// CodeTooManyRows is the SQLSTATE of a query that returns more than
-// MaxRows rows (program_limit_exceeded).
-const CodeTooManyRows = "54000"
 
 // Bounds of a query's memory. DefaultMaxValueBytes and
 // DefaultMaxResultBytes apply when Options leave them 0; the heap limits
@@ -56,13 +53,13 @@ const dsn = "file::memory:?cache=private&_dqs=0"
 // Options bound a query.
 type Options struct {
 	// MaxRows is the most rows the query may return; more is an error
-	// (CodeTooManyRows). 0 means DefaultMaxRows.
+	// (sqlstate.ProgramLimitExceeded). 0 means DefaultMaxRows.
 	MaxRows int
 	// MaxValueBytes is the longest string or BLOB the query may make
-	// (CodeTooManyRows beyond); 0 means DefaultMaxValueBytes.
+	// (sqlstate.ProgramLimitExceeded beyond); 0 means DefaultMaxValueBytes.
 	MaxValueBytes int
 	// MaxResultBytes bounds the text of the result's values, summed
-	// (CodeTooManyRows beyond); 0 means DefaultMaxResultBytes.
+	// (sqlstate.ProgramLimitExceeded beyond); 0 means DefaultMaxResultBytes.
 	MaxResultBytes int
 }
 
@@ -302,7 +299,7 @@ func run(ctx context.Context, conn *sql.Conn, query string, o Options) (*Result,
 	var raw [][]any
 	for rows.Next() {
 		if len(raw) == maxRows {
-			return nil, ddl.Errorf(CodeTooManyRows, 0, "query returned more than %d rows", maxRows)
+			return nil, ddl.Errorf(sqlstate.ProgramLimitExceeded, 0, "query returned more than %d rows", maxRows)
 		}
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, convert(ctx, err)
@@ -319,7 +316,7 @@ func run(ctx context.Context, conn *sql.Conn, query string, o Options) (*Result,
 				res.bytes += 8
 			}
 			if res.bytes > o.MaxResultBytes {
-				return nil, ddl.Errorf(CodeTooManyRows, 0, "query result larger than %d bytes", o.MaxResultBytes)
+				return nil, ddl.Errorf(sqlstate.ProgramLimitExceeded, 0, "query result larger than %d bytes", o.MaxResultBytes)
 			}
 			row[i] = v
 			seen[i].note(v)
@@ -407,79 +404,49 @@ func format(t views.Type, v any) sql.NullString {
 func formatReal(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func internal(err error) *ddl.Error {
-	return ddl.Errorf(ddl.CodeInternal, 0, "console query: %v", err)
+	return ddl.Errorf(sqlstate.InternalError, 0, "console query: %v", err)
 }
 
-// SQLSTATEs SQLite's errors map to.
-const (
-	codeUndefinedFunction = "42883"
-	codeInsufficientPriv  = "42501"
-	codeReadOnly          = "25006"
-	codeQueryCanceled     = "57014"
-	codeDatatypeMismatch  = "42804"
-)
-
-// convert maps an SQLite error to an *ddl.Error: 42601 for syntax, 42P01
-// for an unknown table, 42703 for an unknown column, 42883 for an unknown
-// function, 42501 for what the authorizer refused, 25006 for a write,
-// 57014 when ctx ended, else XX000; the message is SQLite's.
+// convert maps an SQLite error to an *ddl.Error with the SQLSTATE
+// sqlstate.FromSQLite gives it (57014 when ctx ended), in the console's
+// words where a query over the views reads better that way: a value or
+// memory past the console's bounds (54000), a refused write or function
+// (42501, 25006), an unknown view (with the list of views; 0A000 for a
+// PostgreSQL or GaussDB catalog) or column.
 func convert(ctx context.Context, err error) *ddl.Error {
 	if ctx.Err() != nil {
-		return ddl.Errorf(codeQueryCanceled, 0, "canceling statement: %v", context.Cause(ctx))
+		return ddl.Errorf(sqlstate.QueryCanceled, 0, "canceling statement: %v", context.Cause(ctx))
 	}
-	msg := err.Error()
 	var se *sqlite.Error
-	code := 0
-	if errors.As(err, &se) {
-		code = se.Code() & 0xff
-		msg = trimCode(msg)
+	if !errors.As(err, &se) {
+		return ddl.Errorf(sqlstate.InternalError, 0, "%s", err.Error())
 	}
-	switch {
-	case code == sqlite3.SQLITE_TOOBIG:
-		return ddl.Errorf(CodeTooManyRows, 0, "a value of the query is longer than the console allows (%s)", msg)
-	case code == sqlite3.SQLITE_NOMEM:
-		return ddl.Errorf(CodeTooManyRows, 0, "the query needs more memory than the console allows (%s)", msg)
-	case code == sqlite3.SQLITE_INTERRUPT:
-		return ddl.Errorf(codeQueryCanceled, 0, "canceling statement due to statement timeout")
-	case code == sqlite3.SQLITE_AUTH:
-		return ddl.Errorf(codeInsufficientPriv, 0, "permission denied: console queries only read (%s)", msg)
-	case code == sqlite3.SQLITE_READONLY:
-		return ddl.Errorf(codeReadOnly, 0, "cannot write in a read-only console query (%s)", msg)
-	case strings.Contains(msg, "syntax error") || strings.Contains(msg, "incomplete input") || strings.Contains(msg, "unrecognized token"):
-		return ddl.Errorf(ddl.CodeSyntax, 0, "%s", msg)
-	case strings.HasPrefix(msg, "no such table: "):
-		name := strings.TrimPrefix(msg, "no such table: ")
-		code := ddl.CodeUndefinedTable
+	msg := sqlstate.Message(err.Error())
+	code := sqlstate.FromSQLite(se.Code(), msg)
+	switch primary := se.Code() & 0xff; {
+	case primary == sqlite3.SQLITE_TOOBIG:
+		return ddl.Errorf(sqlstate.ProgramLimitExceeded, 0, "a value of the query is longer than the console allows (%s)", msg)
+	case primary == sqlite3.SQLITE_NOMEM:
+		return ddl.Errorf(sqlstate.ProgramLimitExceeded, 0, "the query needs more memory than the console allows (%s)", msg)
+	case primary == sqlite3.SQLITE_INTERRUPT:
+		return ddl.Errorf(sqlstate.QueryCanceled, 0, "canceling statement due to statement timeout")
+	case code == sqlstate.InsufficientPrivilege:
+		return ddl.Errorf(code, 0, "permission denied: console queries only read (%s)", msg)
+	case code == sqlstate.ReadOnlySQLTransaction:
+		return ddl.Errorf(code, 0, "cannot write in a read-only console query (%s)", msg)
+	case code == sqlstate.UndefinedTable:
+		_, name, _ := strings.Cut(msg, ": ")
 		if strings.HasPrefix(name, "pg_") || strings.HasPrefix(name, "gs_") || strings.HasPrefix(name, "information_schema.") {
-			code = ddl.CodeNotSupported // a PostgreSQL or GaussDB catalog the console does not have
+			code = sqlstate.FeatureNotSupported // a PostgreSQL or GaussDB catalog the console does not have
 		}
 		e := ddl.Errorf(code, 0, "relation %q does not exist in the sluice admin console", name)
 		e.Hint = "Views: " + strings.Join(views.Names, ", ") + "."
 		return e
-	case strings.HasPrefix(msg, "no such column: "):
+	case code == sqlstate.UndefinedColumn && strings.HasPrefix(msg, "no such column: "):
 		col, _, _ := strings.Cut(strings.TrimPrefix(msg, "no such column: "), " - ")
-		return ddl.Errorf(ddl.CodeUndefinedColumn, 0, "column %q does not exist", strings.Trim(col, `"`))
-	case strings.HasPrefix(msg, "no such function: "), strings.HasPrefix(msg, "wrong number of arguments to function "):
-		return ddl.Errorf(codeUndefinedFunction, 0, "%s", msg)
-	case strings.Contains(msg, "datatype mismatch"):
-		return ddl.Errorf(codeDatatypeMismatch, 0, "%s", msg)
-	case strings.Contains(msg, "not authorized"):
-		return ddl.Errorf(codeInsufficientPriv, 0, "permission denied: console queries only read (%s)", msg)
+		return ddl.Errorf(code, 0, "column %q does not exist", strings.Trim(col, `"`))
+	case code == sqlstate.SyntaxErrorOrAccessRuleViolation:
+		code = sqlstate.InternalError
 	}
-	return ddl.Errorf(ddl.CodeInternal, 0, "%s", msg)
-}
-
-// trimCode drops what modernc puts around SQLite's message: the result
-// code's description before it ("SQL logic error: ") and the code after
-// it (" (1)").
-func trimCode(msg string) string {
-	if i := strings.LastIndex(msg, " ("); i >= 0 && strings.HasSuffix(msg, ")") {
-		if _, err := strconv.Atoi(msg[i+2 : len(msg)-1]); err == nil {
-			msg = msg[:i]
-		}
-	}
-	if i := strings.Index(msg, ": "); i >= 0 {
-		msg = msg[i+2:]
-	}
-	return msg
+	return ddl.Errorf(code, 0, "%s", msg)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/views"
 )
@@ -108,12 +109,12 @@ func code(err error) string {
 // with a SQLSTATE.
 func TestQueryRefused(t *testing.T) {
 	tests := []struct{ sql, code string }{
-		{"SELEC 1", ddl.CodeSyntax},
-		{"SELECT * FROM nowhere", ddl.CodeUndefinedTable},
-		{"SELECT * FROM pg_catalog.pg_class", ddl.CodeNotSupported},
-		{"SELECT * FROM pg_class", ddl.CodeNotSupported},
-		{"SELECT nope FROM statements", ddl.CodeUndefinedColumn},
-		{`SELECT "nope" FROM statements`, ddl.CodeUndefinedColumn}, // not a string, as SQLite's DQS would make it
+		{"SELEC 1", sqlstate.SyntaxError},
+		{"SELECT * FROM nowhere", sqlstate.UndefinedTable},
+		{"SELECT * FROM pg_catalog.pg_class", sqlstate.FeatureNotSupported},
+		{"SELECT * FROM pg_class", sqlstate.FeatureNotSupported},
+		{"SELECT nope FROM statements", sqlstate.UndefinedColumn},
+		{`SELECT "nope" FROM statements`, sqlstate.UndefinedColumn}, // not a string, as SQLite's DQS would make it
 		{"SELECT nosuch(1)", "42883"},
 		{"CREATE TABLE x (a INTEGER)", "42501"},
 		{"INSERT INTO users VALUES ('eve', '')", "42501"},
@@ -135,8 +136,8 @@ func TestQueryRefused(t *testing.T) {
 
 func TestQueryLimits(t *testing.T) {
 	tabs := fixture()
-	if _, err := Query(context.Background(), tabs, "SELECT * FROM statements", Options{MaxRows: 3}); code(err) != CodeTooManyRows {
-		t.Errorf("4 rows over MaxRows 3: %v, want %s", err, CodeTooManyRows)
+	if _, err := Query(context.Background(), tabs, "SELECT * FROM statements", Options{MaxRows: 3}); code(err) != sqlstate.ProgramLimitExceeded {
+		t.Errorf("4 rows over MaxRows 3: %v, want %s", err, sqlstate.ProgramLimitExceeded)
 	}
 	if r, err := Query(context.Background(), tabs, "SELECT * FROM statements", Options{MaxRows: 4}); err != nil || len(r.Rows) != 4 {
 		t.Errorf("4 rows under MaxRows 4: %v", err)
@@ -209,8 +210,8 @@ func TestQueryMemoryBounds(t *testing.T) {
 		"SELECT length(zeroblob(500000000))",
 		"SELECT group_concat(printf('%.*c', 1000000, 'x')) FROM (WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r LIMIT 100) SELECT n FROM r)",
 	} {
-		if _, err := Query(context.Background(), tabs, q, Options{}); code(err) != CodeTooManyRows {
-			t.Errorf("%s: %v, want %s", q, err, CodeTooManyRows)
+		if _, err := Query(context.Background(), tabs, q, Options{}); code(err) != sqlstate.ProgramLimitExceeded {
+			t.Errorf("%s: %v, want %s", q, err, sqlstate.ProgramLimitExceeded)
 		}
 	}
 	if grew := hwm(t) - before; grew > 200<<20 {
@@ -218,14 +219,14 @@ func TestQueryMemoryBounds(t *testing.T) {
 	}
 	// Ten values of 1,000 bytes fit 20,000 bytes, not 5,000.
 	q := "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r LIMIT 10) SELECT printf('%.*c', 1000, 'x') FROM r"
-	if _, err := Query(context.Background(), tabs, q, Options{MaxResultBytes: 5000}); code(err) != CodeTooManyRows {
-		t.Errorf("10 kB over MaxResultBytes 5000: %v, want %s", err, CodeTooManyRows)
+	if _, err := Query(context.Background(), tabs, q, Options{MaxResultBytes: 5000}); code(err) != sqlstate.ProgramLimitExceeded {
+		t.Errorf("10 kB over MaxResultBytes 5000: %v, want %s", err, sqlstate.ProgramLimitExceeded)
 	}
 	if r, err := Query(context.Background(), tabs, q, Options{MaxResultBytes: 20000}); err != nil || len(r.Rows) != 10 {
 		t.Errorf("10 kB under MaxResultBytes 20000: %v", err)
 	}
-	if _, err := Query(context.Background(), tabs, "SELECT length(randomblob(2000))", Options{MaxValueBytes: 1000}); code(err) != CodeTooManyRows {
-		t.Errorf("2000 bytes over MaxValueBytes 1000: %v, want %s", err, CodeTooManyRows)
+	if _, err := Query(context.Background(), tabs, "SELECT length(randomblob(2000))", Options{MaxValueBytes: 1000}); code(err) != sqlstate.ProgramLimitExceeded {
+		t.Errorf("2000 bytes over MaxValueBytes 1000: %v, want %s", err, sqlstate.ProgramLimitExceeded)
 	}
 }
 
