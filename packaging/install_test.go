@@ -302,7 +302,7 @@ func checkArchive(t *testing.T, path, top string) {
 	}
 	for _, want := range []string{"sluice", "LICENSE", "README.md", "man/sluice.1.gz", "man/sluice-serve.1.gz",
 		"man/sluice-bench.1.gz", "completion/bash/sluice", "completion/zsh/_sluice", "completion/fish/sluice.fish",
-		"examples/latency-lab.yaml", "examples/postgres-flow-control.yaml", "examples/mysql-abort-rules.yaml",
+		"doc/config.md", "examples/latency-lab.yaml", "examples/postgres-flow-control.yaml", "examples/mysql-abort-rules.yaml",
 		"systemd/sluice.service", "systemd/sluice.default"} {
 		if !have[top+"/"+want] {
 			t.Errorf("%s lacks %s/%s", filepath.Base(path), top, want)
@@ -347,6 +347,7 @@ func checkDeb(t *testing.T, dpkgDeb, deb string) {
 		"./usr/share/zsh/vendor-completions/_sluice",
 		"./usr/share/fish/vendor_completions.d/sluice.fish",
 		"./usr/share/doc/sluice/copyright",
+		"./usr/share/doc/sluice/doc/config.md",
 	} {
 		if _, ok := listed[want]; !ok {
 			t.Errorf("dpkg-deb --contents lacks %s", want)

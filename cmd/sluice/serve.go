@@ -50,8 +50,8 @@ func newServe() *cobra.Command {
 		Use:   "serve [--config FILE] [--listen ADDR --upstream ADDR --protocol postgres|mysql|tcp]",
 		Short: "Run the proxy",
 		Long: `Run the proxy. Routes come from --config FILE (YAML, several routes) and/or
-from --listen/--upstream/--protocol (one route). Routes given by flags attach
-to the link named "default".
+from --listen/--upstream/--protocol (one route, named "cli"). The route given
+by flags attaches to the link --link names ("default" unless given).
 
 SIGHUP re-reads --config (and the flags and environment given at start) and
 applies it without dropping the sessions of unchanged routes; so do
