@@ -65,12 +65,22 @@ func TestWhatIfCommand(t *testing.T) {
 		}
 		return b.String()
 	}
-	testenv.Eventually(t, 20*time.Second, "the application in sluice whatif", func() bool {
-		return strings.Contains(whatif(), "postgres wi-cli")
+	// Rates are over the last second or more: wait until the
+	// application's rate has settled (two readings within 25 %).
+	todayRE := regexp.MustCompile(`today: \d+ sessions?, ([\d.]+) TPS`)
+	var out string
+	prev := 0.0
+	testenv.Eventually(t, 20*time.Second, "a settled rate of the application in sluice whatif", func() bool {
+		out = whatif()
+		m := todayRE.FindStringSubmatch(out)
+		if m == nil || !strings.Contains(out, "postgres wi-cli") {
+			return false
+		}
+		tps, _ := strconv.ParseFloat(m[1], 64)
+		settled := tps > 0 && prev > 0 && math.Abs(tps-prev) <= 0.25*prev
+		prev = tps
+		return settled
 	})
-	// Rates are over at least a second; let the application fill one.
-	time.Sleep(1500 * time.Millisecond)
-	out := whatif()
 	t.Logf("sluice whatif:\n%s", out)
 	block := strings.TrimSpace(out[strings.Index(out, "postgres wi-cli"):])
 	if i := strings.Index(block, "\n\n"); i >= 0 {

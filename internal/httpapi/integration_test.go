@@ -109,9 +109,14 @@ func TestMetricsUnderLoad(t *testing.T) {
 	stop := startLoad(t, via)
 	defer stop()
 
-	time.Sleep(time.Second)
 	low := map[string]string{"link": "lab", "direction": "down", "class": "low"}
 	normal := map[string]string{"link": "lab", "direction": "down", "class": "normal"}
+	// The window opens once both classes flow and the low class is past
+	// its first burst: half a second's worth of its limit moved.
+	testenv.Eventually(t, 10*time.Second, "both classes flowing on the link", func() bool {
+		m := s.scrape(t)
+		return counterValue(m, "sluice_link_bytes_total", low) >= lowRate/2 && counterValue(m, "sluice_link_bytes_total", normal) > 0
+	})
 	a, t0 := s.scrape(t), time.Now()
 	time.Sleep(2 * time.Second)
 	b, t1 := s.scrape(t), time.Now()
