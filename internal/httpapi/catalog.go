@@ -2,10 +2,11 @@ package httpapi
 
 import (
 	"context"
-	"github.com/sluicelab/sluice/internal/fleet"
+	"encoding/json"
 	"net/http"
 	"strings"
 
+	"github.com/sluicelab/sluice/internal/fleet"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/units"
@@ -16,59 +17,37 @@ import (
 )
 
 // Emulation is a set of path-emulation options, spelled as the console
-// takes them; unset options are absent.
-type Emulation struct {
-	Delay        string `json:"delay,omitempty"`
-	Jitter       string `json:"jitter,omitempty"`
-	Distribution string `json:"distribution,omitempty"`
-	Correlation  string `json:"correlation,omitempty"`
-	Rate         string `json:"rate,omitempty"`
-	Burst        string `json:"burst,omitempty"`
-	Loss         string `json:"loss,omitempty"`
-	RTO          string `json:"rto,omitempty"`
-	Window       string `json:"window,omitempty"`
-	Seed         string `json:"seed,omitempty"`
-}
+// takes them ("delay": "10ms", "loss": "gemodel 1% 25%"), rendered
+// through the catalog's one formatter (catalog.EmulationOptions) so that
+// every option the console shows is here too; unset options are absent.
+// Link and Pool write its entries beside their own fields.
+type Emulation map[string]string
 
-// emulationJSON renders e through the catalog's one formatter
-// (catalog.EmulationOptions), so that every option the console shows is
-// here too.
 func emulationJSON(e wlm.Emulation) Emulation {
-	var o Emulation
+	o := Emulation{}
 	for _, opt := range catalog.EmulationOptions(e) {
-		if f := o.field(opt.Name); f != nil {
-			*f = opt.Value
-		}
+		o[opt.Name] = opt.Value
 	}
 	return o
 }
 
-// field returns the field of option name; nil for an option Emulation
-// lacks (a test keeps the two lists equal).
-func (o *Emulation) field(name string) *string {
-	switch name {
-	case "delay":
-		return &o.Delay
-	case "jitter":
-		return &o.Jitter
-	case "distribution":
-		return &o.Distribution
-	case "correlation":
-		return &o.Correlation
-	case "rate":
-		return &o.Rate
-	case "burst":
-		return &o.Burst
-	case "loss":
-		return &o.Loss
-	case "rto":
-		return &o.RTO
-	case "window":
-		return &o.Window
-	case "seed":
-		return &o.Seed
+// withEmulation marshals v, a struct, as a JSON object with e's entries
+// added to its fields.
+func withEmulation(v any, e Emulation) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || len(e) == 0 {
+		return b, err
 	}
-	return nil
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for k, val := range e {
+		if m[k], err = json.Marshal(val); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(m)
 }
 
 // Link is a link as /api/links shows it. Capacity is a rate ("125MB/s")
@@ -80,12 +59,12 @@ type Link struct {
 	QueueSize string `json:"queue_size,omitempty"`
 	// MaxActiveStatements bounds the statements of the link's sessions
 	// running at once; -1 unlimited.
-	MaxActiveStatements int `json:"max_active_statements"`
-	Emulation
-	Routes  []string                    `json:"routes"`
-	Bytes   map[string]map[string]int64 `json:"bytes"`
-	Waiting int64                       `json:"waiting_bytes"`
-	Queued  int64                       `json:"device_queue_bytes"`
+	MaxActiveStatements int                         `json:"max_active_statements"`
+	Emulation           Emulation                   `json:"-"`
+	Routes              []string                    `json:"routes"`
+	Bytes               map[string]map[string]int64 `json:"bytes"`
+	Waiting             int64                       `json:"waiting_bytes"`
+	Queued              int64                       `json:"device_queue_bytes"`
 }
 
 // Rule is an exception rule. Bandwidth is in MB/s, ElapsedTime and
@@ -114,12 +93,24 @@ type Pool struct {
 	ActiveStatements int      `json:"active_statements"`
 	QueueTimeout     string   `json:"queue_timeout,omitempty"`
 	// IdleInTransaction is absent when there is none.
-	IdleInTransaction string `json:"idle_in_transaction,omitempty"`
-	Emulation
-	Users    []string `json:"users"`
-	Sessions int      `json:"sessions"`
-	Running  int      `json:"running"`
-	Waiting  int      `json:"waiting"`
+	IdleInTransaction string    `json:"idle_in_transaction,omitempty"`
+	Emulation         Emulation `json:"-"`
+	Users             []string  `json:"users"`
+	Sessions          int       `json:"sessions"`
+	Running           int       `json:"running"`
+	Waiting           int       `json:"waiting"`
+}
+
+// MarshalJSON writes l with its emulation options among its fields.
+func (l Link) MarshalJSON() ([]byte, error) {
+	type fields Link
+	return withEmulation(fields(l), l.Emulation)
+}
+
+// MarshalJSON writes p with its emulation options among its fields.
+func (p Pool) MarshalJSON() ([]byte, error) {
+	type fields Pool
+	return withEmulation(fields(p), p.Emulation)
 }
 
 // User is a user's binding to a resource pool ("" for none). Sessions is
