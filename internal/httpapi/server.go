@@ -38,6 +38,7 @@ type Runtime interface {
 	metrics.Runtime
 	dashboard.Runtime
 	toxics.Routes
+	RoutesByLink() map[string][]string
 	CancelSession(ctx context.Context, id uint64) (done bool, err error)
 	TerminateSession(ctx context.Context, id uint64) (done bool)
 }
@@ -159,7 +160,7 @@ func New(o Options) (*Server, error) {
 	if s.metrics, err = metrics.New(mo); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	if s.dash, err = dashboard.New(dashboard.Options{Catalog: o.Catalog, Runtime: o.Runtime, Rules: o.Rules, Views: o.Views, Clock: o.Clock, Version: o.Version}); err != nil {
+	if s.dash, err = dashboard.New(dashboard.Options{Catalog: o.Catalog, Runtime: o.Runtime, Views: o.Views, Clock: o.Clock, Version: o.Version}); err != nil {
 		s.metrics.Close()
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}

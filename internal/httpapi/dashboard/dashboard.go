@@ -10,16 +10,13 @@ import (
 	"math"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
-	"github.com/sluicelab/sluice/internal/units"
 	"github.com/sluicelab/sluice/internal/wlm"
-	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
@@ -36,16 +33,11 @@ var static embed.FS
 // Catalog is the catalog service: the current catalog.
 type Catalog interface{ Catalog() *wlm.Catalog }
 
-// Runtime is the binding runtime: the links, the sessions and the routes
-// by link.
+// Runtime is the binding runtime: the links and the sessions.
 type Runtime interface {
 	Link(name string) *link.Link
 	Registry() *session.Registry
-	RoutesByLink() map[string][]string
 }
-
-// Rules is the exception-rule evaluator's counters.
-type Rules interface{ Stats() wlm.Stats }
 
 // Tables reads views by name (views.Names).
 type Tables interface {
@@ -54,11 +46,12 @@ type Tables interface {
 
 // Options configure a Dashboard.
 type Options struct {
-	// Catalog, Runtime, Rules and Views are the workload manager's roles
-	// (*wlm.Service, *wlm.Runtime, *wlm.Rules, *wlm.Views). Required.
+	// Catalog, Runtime and Views are the workload manager's roles
+	// (*wlm.Service, *wlm.Runtime, *wlm.Views). Required. The rules and
+	// links lists are the views' rows, so that the page shows every
+	// column the console does.
 	Catalog Catalog
 	Runtime Runtime
-	Rules   Rules
 	Views   Tables
 	// Clock times the samples; nil means clock.Real.
 	Clock clock.Clock
@@ -78,7 +71,6 @@ type Options struct {
 type Dashboard struct {
 	cat      Catalog
 	rt       Runtime
-	rules    Rules
 	views    Tables
 	clk      clock.Clock
 	interval time.Duration
@@ -118,8 +110,8 @@ type totals struct {
 
 // New returns a Dashboard with no samples yet; Run (or Sample) takes them.
 func New(o Options) (*Dashboard, error) {
-	if o.Catalog == nil || o.Runtime == nil || o.Rules == nil || o.Views == nil {
-		return nil, errors.New("dashboard: Options.Catalog, Runtime, Rules and Views are required")
+	if o.Catalog == nil || o.Runtime == nil || o.Views == nil {
+		return nil, errors.New("dashboard: Options.Catalog, Runtime and Views are required")
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -141,7 +133,7 @@ func New(o Options) (*Dashboard, error) {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	return &Dashboard{
-		cat: o.Catalog, rt: o.Runtime, rules: o.Rules, views: o.Views, clk: o.Clock, interval: o.Interval, keep: o.Keep, top: o.Top, version: o.Version,
+		cat: o.Catalog, rt: o.Runtime, views: o.Views, clk: o.Clock, interval: o.Interval, keep: o.Keep, top: o.Top, version: o.Version,
 		started:   o.Clock.Now(),
 		files:     files,
 		stmtBytes: map[uint64]int64{},
@@ -264,11 +256,13 @@ type Snapshot struct {
 	Series     Series              `json:"series"`
 	Statements []Statement         `json:"statements"` // running, fastest first
 	Firings    []map[string]string `json:"firings"`    // the latest exception-rule firings, newest first: the firings view's rows by column
-	Rules      []Rule              `json:"rules"`
-	Links      []Link              `json:"links"`
-	Settings   map[string]string   `json:"settings"`
-	Sessions   int                 `json:"sessions"`
-	Running    int                 `json:"running"`
+	Rules      []map[string]string `json:"rules"`      // the rules view's rows by column
+	// Links is the links view's rows by column, each with
+	// "bytes_per_second", the link's last sampled rate.
+	Links    []map[string]any  `json:"links"`
+	Settings map[string]string `json:"settings"`
+	Sessions int               `json:"sessions"`
+	Running  int               `json:"running"`
 }
 
 // Series are the sampled rates, one value per sample. A delay is null for
@@ -297,29 +291,6 @@ type Statement struct {
 	Except    []string `json:"except_info"`
 }
 
-// Rule is an exception rule with its firings.
-type Rule struct {
-	Name        string  `json:"name"`
-	Action      string  `json:"action"`
-	Bandwidth   float64 `json:"bandwidth"`   // MB/s; -1 unlimited
-	ElapsedTime float64 `json:"elapsedtime"` // s; -1 unlimited
-	BlockTime   float64 `json:"blocktime"`   // s held for admission; 0 none
-	Pools       string  `json:"pools"`
-	Firings     uint64  `json:"firings"`
-}
-
-// Link is a link's settings and its last sampled rate.
-type Link struct {
-	Name      string  `json:"name"`
-	Capacity  string  `json:"capacity"`
-	QueueSize string  `json:"queue_size"`
-	Delay     string  `json:"delay"`
-	Jitter    string  `json:"jitter"`
-	Rate      string  `json:"rate"`
-	Routes    string  `json:"routes"`
-	Current   float64 `json:"bytes_per_second"`
-}
-
 func statementView(cat *wlm.Catalog, s session.Snapshot, now time.Time, rate float64) Statement {
 	sql := s.SQL
 	if len(sql) > 300 {
@@ -333,19 +304,11 @@ func statementView(cat *wlm.Catalog, s session.Snapshot, now time.Time, rate flo
 	}
 }
 
-func optDuration(d *wlm.Duration) string {
-	if d == nil {
-		return ""
-	}
-	return units.FormatDuration(time.Duration(*d))
-}
-
 // Snapshot returns the page's data at now.
 func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 	cat := d.cat.Catalog()
 	reg := d.rt.Registry()
 	active := reg.Active()
-	stats := d.rules.Stats()
 
 	d.mu.Lock()
 	samples := d.samplesLocked()
@@ -366,7 +329,7 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 			Pools:   map[string][]float64{},
 			DelayMS: map[string][]*float64{},
 		},
-		Statements: []Statement{}, Firings: []map[string]string{}, Rules: []Rule{}, Links: []Link{},
+		Statements: []Statement{}, Firings: []map[string]string{}, Rules: []map[string]string{}, Links: []map[string]any{},
 		Settings: map[string]string{},
 	}
 	for _, c := range []link.Class{link.High, link.Normal, link.Low} {
@@ -402,42 +365,40 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 	// The firing history, not the ended statements: ordinary traffic
 	// pushes a firing's statement out of the statement history in
 	// seconds.
-	if ft, ok := d.views.ViewTables([]string{"firings"})["firings"]; ok {
+	tables := d.views.ViewTables([]string{"firings", "rules", "links"})
+	if ft, ok := tables["firings"]; ok {
 		for i := len(ft.Rows) - 1; i >= 0 && len(snap.Firings) < d.top; i-- {
-			row := make(map[string]string, len(ft.Columns))
-			for j, c := range ft.Columns {
-				row[c] = ft.Rows[i][j]
+			snap.Firings = append(snap.Firings, rowMap(ft, i))
+		}
+	}
+	if rt, ok := tables["rules"]; ok {
+		for i := range rt.Rows {
+			snap.Rules = append(snap.Rules, rowMap(rt, i))
+		}
+	}
+	if lt, ok := tables["links"]; ok {
+		for i := range lt.Rows {
+			l := map[string]any{"bytes_per_second": 0.0}
+			for c, v := range rowMap(lt, i) {
+				l[c] = v
 			}
-			snap.Firings = append(snap.Firings, row)
+			l["bytes_per_second"] = last.links[lt.Rows[i][0]]
+			snap.Links = append(snap.Links, l)
 		}
-	}
-
-	for _, n := range catalog.SortedKeys(cat.Rules) {
-		r := cat.Rules[n]
-		snap.Rules = append(snap.Rules, Rule{
-			Name: n, Action: string(r.Action), Bandwidth: r.Bandwidth, ElapsedTime: r.ElapsedTime, BlockTime: r.BlockTime,
-			Pools: strings.Join(cat.PoolsUsingRule(n), ", "), Firings: stats.RuleFirings(n),
-		})
-	}
-
-	routes := d.rt.RoutesByLink()
-	for _, n := range catalog.SortedKeys(cat.Links) {
-		def := cat.Links[n]
-		l := Link{Name: n, Capacity: units.FormatRate(def.Capacity), QueueSize: "default",
-			Delay: optDuration(def.Emulation.Delay), Jitter: optDuration(def.Emulation.Jitter), Current: last.links[n]}
-		if def.QueueSize > 0 {
-			l.QueueSize = units.FormatBytes(def.QueueSize)
-		}
-		if def.Emulation.Rate != nil {
-			l.Rate = units.FormatRate(*def.Emulation.Rate)
-		}
-		l.Routes = strings.Join(routes[n], ", ")
-		snap.Links = append(snap.Links, l)
 	}
 	for _, row := range views.Settings(cat).Rows {
 		snap.Settings[row[0]] = row[1]
 	}
 	return snap
+}
+
+// rowMap returns row i of t by column name.
+func rowMap(t views.Table, i int) map[string]string {
+	row := make(map[string]string, len(t.Columns))
+	for j, c := range t.Columns {
+		row[c] = t.Rows[i][j]
+	}
+	return row
 }
 
 // ServeSnapshot answers GET with the snapshot as JSON.

@@ -30,7 +30,7 @@ func newFixture(t testing.TB, keep int) *fixture {
 		CREATE EXCEPT RULE hog WITH (bandwidth = 1, action = 'penalty');
 		CREATE RESOURCE POOL bulk WITH (except_rule = 'hog', network_priority = 'low')`)
 	e.SetRoute(t, "r", wlm.Route{Link: "wan", Protocol: "postgres", CanCancel: true})
-	d, err := dashboard.New(dashboard.Options{Catalog: e.Manager.Service(), Runtime: e.Manager.Runtime(), Rules: e.Manager.Rules(), Views: e.Manager.Views(), Clock: e.Clock, Keep: keep, Top: 2, Version: "v-test"})
+	d, err := dashboard.New(dashboard.Options{Catalog: e.Manager.Service(), Runtime: e.Manager.Runtime(), Views: e.Manager.Views(), Clock: e.Clock, Keep: keep, Top: 2, Version: "v-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,9 +139,9 @@ func TestSnapshotRuleBlockTime(t *testing.T) {
 	}
 	snap := f.d.Snapshot(context.Background(), f.Clock.Now())
 	for _, r := range snap.Rules {
-		if r.Name == "queued" {
-			if r.BlockTime != 2.5 {
-				t.Errorf("rule queued: blocktime %v, want 2.5", r.BlockTime)
+		if r["name"] == "queued" {
+			if r["blocktime"] != "2.5s" {
+				t.Errorf("rule queued: blocktime %q, want 2.5s", r["blocktime"])
 			}
 			return
 		}
@@ -190,10 +190,11 @@ func TestSnapshotLists(t *testing.T) {
 	if len(snap.Firings) != 0 {
 		t.Errorf("firings = %+v; no rule fired (a noted exception is not a firing)", snap.Firings)
 	}
-	if len(snap.Rules) != 1 || snap.Rules[0].Name != "hog" || snap.Rules[0].Pools != "bulk" || snap.Rules[0].ElapsedTime != -1 {
+	if len(snap.Rules) != 1 || snap.Rules[0]["name"] != "hog" || snap.Rules[0]["pools"] != "bulk" || snap.Rules[0]["elapsedtime"] != "-1" {
 		t.Errorf("rules = %+v", snap.Rules)
 	}
-	if len(snap.Links) != 2 || snap.Links[1].Name != "wan" || snap.Links[1].Capacity != "125MB/s" || snap.Links[1].Delay != "5ms" || snap.Links[1].Rate != "10MB/s" || snap.Links[1].Routes != "r" {
+	if len(snap.Links) != 2 || snap.Links[1]["name"] != "wan" || snap.Links[1]["capacity"] != "125MB/s" ||
+		snap.Links[1]["emulation"] != "delay=5ms rate=10MB/s" || snap.Links[1]["routes"] != "r" {
 		t.Errorf("links = %+v", snap.Links)
 	}
 	if snap.Settings["low_priority_bandwidth"] != "unlimited" || snap.Settings["network_control"] != "on" {

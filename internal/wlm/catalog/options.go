@@ -3,6 +3,7 @@ package catalog
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -694,4 +695,19 @@ func (s *Settings) Set(name string, v ddl.Value) error {
 		return fmt.Errorf("unknown setting %q", name)
 	}
 	return x.set(s, v)
+}
+
+// OptionNames returns the options CREATE and ALTER take for objects of
+// kind k (Link, Pool or Rule), in the console's order; nil for another
+// kind. The slice is the caller's.
+func OptionNames(k ddl.Kind) []string {
+	switch k {
+	case ddl.Link:
+		return slices.Clone(linkOptions)
+	case ddl.Pool:
+		return slices.Clone(poolOptions)
+	case ddl.Rule:
+		return slices.Clone(ruleOptions)
+	}
+	return nil
 }

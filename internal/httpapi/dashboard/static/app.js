@@ -171,12 +171,14 @@ function render(s) {
     { get: x => x.outcome },
   ], 'none yet');
 
+  // Rules and links are the console's views, row by row, column by column.
+  const unset = v => (v === undefined || v === '' || v === '-1') ? '–' : v;
   rows(document.getElementById('rules'), s.rules, [
     { get: x => x.name },
     { get: x => x.action },
-    { cls: 'num', get: x => x.bandwidth < 0 ? '–' : x.bandwidth + ' MB/s' },
-    { cls: 'num', get: x => x.elapsedtime < 0 ? '–' : x.elapsedtime + ' s' },
-    { cls: 'num', get: x => x.blocktime > 0 ? x.blocktime + ' s' : '–' },
+    { cls: 'num', get: x => unset(x.bandwidth) },
+    { cls: 'num', get: x => unset(x.elapsedtime) },
+    { cls: 'num', get: x => unset(x.blocktime) },
     { get: x => x.pools },
     { cls: 'num', get: x => x.firings },
   ], 'no exception rules');
@@ -191,9 +193,8 @@ function render(s) {
     { get: x => x.name },
     { get: x => x.capacity },
     { get: x => x.queue_size },
-    { get: x => x.delay || '–' },
-    { get: x => x.jitter || '–' },
-    { get: x => x.rate || '–' },
+    { get: x => x.emulation || '–' },
+    { cls: 'num', get: x => unset(x.max_active_statements) },
     { get: x => x.routes || '–' },
     { cls: 'num', get: x => fmtRate(x.bytes_per_second) },
   ], 'no links');
