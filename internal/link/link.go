@@ -126,6 +126,24 @@ func (l *Link) Close() {
 	}
 }
 
+// SetLowRate holds the Low class of direction dir to rate bytes/s on
+// top of Config.LowPriorityBandwidth (the lower of the two applies),
+// while NetworkControl is on: what a controller that watches the path
+// beyond the link sets. 0 removes the hold. It applies at once and
+// outlasts Configure. Safe for concurrent use.
+func (l *Link) SetLowRate(dir Direction, rate int64) {
+	if dir > Down {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.dirs[dir]
+	d.mu.Lock()
+	d.autoLow = max(rate, 0)
+	d.mu.Unlock()
+	d.configure(l.cfg)
+}
+
 // Engage tells both directions that a statement of a class above Low
 // began (on) or ended (off) at now: the Low class yields while any such
 // statement runs and for YieldHold after the last one ended, as it does
@@ -154,6 +172,7 @@ type direction struct {
 	mu sync.Mutex
 	// Guarded by mu.
 	s       *sched
+	autoLow int64 // SetLowRate's rate for the Low class, bytes/s; 0 none
 	closed  bool
 	running bool      // run has been started
 	wakeAt  time.Time // when run's timer fires; zero when run is idle
@@ -164,6 +183,9 @@ func (d *direction) configure(cfg Config) {
 	defer d.mu.Unlock()
 	if d.closed {
 		return
+	}
+	if d.autoLow > 0 && cfg.NetworkControl && (cfg.LowPriorityBandwidth == 0 || d.autoLow < cfg.LowPriorityBandwidth) {
+		cfg.LowPriorityBandwidth = d.autoLow
 	}
 	now := d.link.clk.Now()
 	d.s.configure(now, cfg)

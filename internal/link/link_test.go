@@ -443,3 +443,34 @@ func TestYields(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestSetLowRate: a held rate limits the Low class of its direction
+// alone, the lower of it and LowPriorityBandwidth applies, it outlasts
+// Configure, and 0 releases it.
+func TestSetLowRate(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := New("wan", Config{NetworkControl: true}, clk)
+	defer l.Close()
+	down, up := l.Flow(Down, "etl"), l.Flow(Up, "etl")
+	l.SetLowRate(Down, 1000)
+	mustSend(t, down, 1000, Low, t0) // the bucket leaks it until 1 s
+	mustSend(t, up, 1<<20, Low, t0)  // Up is not held
+	ch := sendAsync(context.Background(), down, 1000, Low)
+	clk.BlockUntil(1)
+	if next, _ := clk.Next(); !next.Equal(t0.Add(time.Second)) {
+		t.Fatalf("scheduler sleeps until %v, want 1s", next.Sub(t0))
+	}
+	// A configured limit above the held rate does not lift it.
+	l.Configure(Config{NetworkControl: true, LowPriorityBandwidth: 1_000_000})
+	clk.Advance(500 * ms)
+	select {
+	case <-ch:
+		t.Fatal("the held rate was lifted by Configure")
+	default:
+	}
+	l.SetLowRate(Down, 0)
+	expect(t, ch, t0.Add(500*ms), nil)
+	if got := l.Config().LowPriorityBandwidth; got != 1_000_000 {
+		t.Errorf("Config().LowPriorityBandwidth = %d, want the configured 1e6", got)
+	}
+}

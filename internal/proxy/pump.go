@@ -75,6 +75,7 @@ type pump struct {
 	lnk     *link.Link // link of the current flow
 	pool    string     // pool of the current flow
 	flow    *link.Flow
+	detach  func()     // ends the socket watcher's watch of dst for flow; nil: none
 	em      *emulation // nil until a binding carries emulation or a chunk must wait
 
 	ls     *loopSess // the loop that runs this pump's chunks; nil once the pump runs itself (attach)
@@ -88,12 +89,13 @@ type pump struct {
 	own *[]byte // the read buffer of a reader without ReadPooled; nil until its first read
 
 	// Small fields together, so that a pump fits a smaller allocation.
-	dir      direction
-	class    link.Class // class from the binding
-	bound    bool       // a binding has been made
-	plain    bool       // this direction's emulation is zero, kept by bind
-	owedShut bool       // end dst's write side after owed: the direction ended on the loop
-	large    bool       // own came from readPool
+	dir        direction
+	class      link.Class    // class from the binding
+	boundClass atomic.Uint32 // class, for the socket watcher's goroutine
+	bound      bool          // a binding has been made
+	plain      bool          // this direction's emulation is zero, kept by bind
+	owedShut   bool          // end dst's write side after owed: the direction ended on the loop
+	large      bool          // own came from readPool
 }
 
 // emulation is the state of a pump whose binding carries emulation or
@@ -542,6 +544,7 @@ func (p *pump) bind(v uint64) {
 	if p.sess.Pool() != b.Pool {
 		p.sess.SetPool(b.Pool)
 	}
+	p.boundClass.Store(uint32(p.class))
 	if p.flow == nil || l != p.lnk || b.Pool != p.pool {
 		if p.flow != nil {
 			p.flow.Close()
@@ -552,7 +555,39 @@ func (p *pump) bind(v uint64) {
 		}
 		p.flow = l.Flow(d, b.Pool)
 		p.lnk, p.pool = l, b.Pool
+		if p.detach != nil {
+			p.detach()
+		}
+		if w := p.srv.sockets; w != nil {
+			p.detach = w.Attach(l, d, p.sendSocket(), p.watchedClass)
+		}
 	}
+}
+
+// sendSocket returns the socket the pump writes to: dst's, or the event
+// loop's socket of that side while the loop runs the pump; nil when it
+// has none.
+func (p *pump) sendSocket() rawconn.Controller {
+	if ls := p.ls; ls != nil {
+		for i := range ls.sides {
+			if ls.sides[i].wr == p && ls.sides[i].sock != nil {
+				return ls.sides[i].sock
+			}
+		}
+	}
+	if p.dst == nil {
+		return nil
+	}
+	return rawconn.ControllerOf(p.dst)
+}
+
+// watchedClass is the class the pump's bytes go at now, for the socket
+// watcher; safe for concurrent use.
+func (p *pump) watchedClass() link.Class {
+	if p.sess.Penalized() {
+		return link.Low
+	}
+	return link.Class(p.boundClass.Load())
 }
 
 // close releases the pump's resources once run has returned.
@@ -566,6 +601,9 @@ func (p *pump) close() {
 	}
 	if p.flow != nil {
 		p.flow.Close()
+	}
+	if p.detach != nil {
+		p.detach()
 	}
 	for _, b := range [2]**[]byte{&p.owed, &p.unsent} {
 		if *b != nil {

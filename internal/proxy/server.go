@@ -30,14 +30,27 @@ type Options struct {
 	// pump of their own (see the package comment); 0 means one, a
 	// negative number none (every session runs on its pumps).
 	Loops int
+	// Sockets, if not nil, is told which socket each link direction
+	// sends on, for as long as it does: a network controller watching
+	// the path beyond the link (netctl.Watcher).
+	Sockets SocketWatcher
+}
+
+// SocketWatcher watches the sockets a link direction sends on.
+type SocketWatcher interface {
+	// Attach watches sock, which l's direction dir sends on, until
+	// detach is called (more than once is harmless). class tells, when
+	// asked from any goroutine, the class the socket's bytes go at now.
+	Attach(l *link.Link, dir link.Direction, sock rawconn.Controller, class func() link.Class) (detach func())
 }
 
 // Server runs routes. It is safe for concurrent use.
 type Server struct {
-	log    *slog.Logger
-	clk    clock.Clock
-	reg    *session.Registry
-	policy Policy
+	log     *slog.Logger
+	clk     clock.Clock
+	reg     *session.Registry
+	policy  Policy
+	sockets SocketWatcher // nil: none
 
 	linkOnce sync.Once
 	link     *link.Link // used when a binding names none; see defaultLink
@@ -72,14 +85,15 @@ func New(o Options) *Server {
 		o.Loops = 1
 	}
 	s := &Server{
-		log:    o.Logger,
-		clk:    o.Clock,
-		reg:    o.Registry,
-		policy: o.Policy,
-		routes: make(map[string]*listener),
-		conns:  make(map[*relay]*listener),
-		late:   make(map[string]*[2]dirLateness),
-		panics: make(map[string]uint64),
+		sockets: o.Sockets,
+		log:     o.Logger,
+		clk:     o.Clock,
+		reg:     o.Registry,
+		policy:  o.Policy,
+		routes:  make(map[string]*listener),
+		conns:   make(map[*relay]*listener),
+		late:    make(map[string]*[2]dirLateness),
+		panics:  make(map[string]uint64),
 	}
 	s.loops.n = o.Loops
 	return s

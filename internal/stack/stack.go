@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicelab/sluice/internal/httpapi/metrics"
 	"log/slog"
 	"maps"
 	"net"
@@ -24,6 +23,8 @@ import (
 	"github.com/sluicelab/sluice/internal/fleet"
 	"github.com/sluicelab/sluice/internal/fleet/budget"
 	"github.com/sluicelab/sluice/internal/httpapi"
+	"github.com/sluicelab/sluice/internal/httpapi/metrics"
+	"github.com/sluicelab/sluice/internal/netctl"
 	"github.com/sluicelab/sluice/internal/proxy"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/whatif"
@@ -81,6 +82,9 @@ type Stack struct {
 	srv *proxy.Server
 	fwd forwarders
 	wi  *whatif.Table // every route's sessions' round trips (SHOW WHATIF, /api/whatif)
+	// net watches the sockets each link direction sends on and holds the
+	// Low class below a bottleneck beyond the link (SHOW NETWORK).
+	net *netctl.Watcher
 	// budget is the fleet's shared low-priority budget once it has
 	// started; nil before, and without a fleet.
 	budget atomic.Pointer[budget.Budget]
@@ -174,8 +178,10 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	lctx, cancel := context.WithCancel(context.Background())
 	s := &Stack{cfg: cfg, clk: o.Clock, log: log, reg: o.Registry, mgr: mgr, cancel: cancel, lctx: lctx,
 		fwd: newForwarders(mgr, cfg.Admin.ForwardUsers), load: o.Load, loadedAt: o.Clock.Now(), started: o.Clock.Now(),
-		etcd: cli, catStore: catStore, wi: whatif.New(whatif.Options{}), firings: firings}
+		etcd: cli, catStore: catStore, wi: whatif.New(whatif.Options{}), firings: firings,
+		net: netctl.NewWatcher(netctl.WatcherOptions{Clock: o.Clock, Logger: log})}
 	mgr.Views().Register("whatif", views.WhatIfSource{Table: s.wi})
+	mgr.Views().Register("network", views.NetworkSource(s.networkRows))
 	fail := func(err error) (*Stack, error) {
 		s.Close()
 		return nil, err
@@ -187,7 +193,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	if err := applyCatalogConfig(ctx, mgr, cfg, wlm.SurfaceConfig); err != nil {
 		return fail(configErr(err))
 	}
-	s.srv = proxy.New(proxy.Options{Logger: log, Clock: o.Clock, Registry: o.Registry, Policy: mgr.Runtime(), Loops: o.Loops})
+	s.srv = proxy.New(proxy.Options{Logger: log, Clock: o.Clock, Registry: o.Registry, Policy: mgr.Runtime(), Loops: o.Loops, Sockets: s.net})
 	routes := make([]proxy.Route, 0, len(cfg.Routes))
 	for _, r := range cfg.Routes {
 		pr, err := s.prepare(cfg, Route{Route: r})
@@ -222,6 +228,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 			log.Error("workload manager stopped", "err", err)
 		}
 	})
+	s.goLoop(func() { s.net.Run(lctx) })
 	if s.console != nil {
 		if err := s.serveAdmin(lctx, cfg.Admin.Listen, adminAuth); err != nil {
 			return fail(err)
@@ -514,4 +521,16 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// networkRows is the network controller's estimates as the network view
+// shows them.
+func (s *Stack) networkRows() []views.NetworkRow {
+	ests := s.net.Estimates()
+	rows := make([]views.NetworkRow, len(ests))
+	for i, e := range ests {
+		rows[i] = views.NetworkRow{Link: e.Link, Direction: e.Direction.String(), State: e.State.String(),
+			Bottleneck: e.Bottleneck, BaseRTT: e.BaseRTT, QueueDelay: e.QueueDelay, LowRate: e.LowRate}
+	}
+	return rows
 }

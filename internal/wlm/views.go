@@ -94,6 +94,11 @@ func (r *reading) table(name string) (views.Table, bool) {
 		return views.Audit(r.m.audit.Entries()), true
 	case "firings":
 		return views.Firings(r.m.firings.Entries()), true
+	case "network":
+		if t, ok, err := r.m.sourced(name, r.now, ""); ok && err == nil {
+			return t, true
+		}
+		return views.Network(nil), true
 	case "budget", "whatif":
 		if t, ok, err := r.m.sourced(name, r.now, ""); ok && err == nil {
 			return t, true

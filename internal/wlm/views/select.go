@@ -10,7 +10,7 @@ import (
 
 // Names are the views SELECT reads: sluice's lists (SHOW ALL is
 // settings), the audit trail, and GaussDB's views, with GaussDB's names.
-var Names = []string{"sessions", "statements", "pools", "rules", "links", "users", "routes", "settings", "audit", "firings", "budget", "whatif",
+var Names = []string{"sessions", "statements", "pools", "rules", "links", "users", "routes", "settings", "audit", "firings", "budget", "whatif", "network",
 	"pg_session_wlmstat", "gs_wlm_session_statistics", "gs_wlm_session_history",
 	"pg_resource_pool", "gs_respool_exception_info", "pg_total_user_resource_info"}
 

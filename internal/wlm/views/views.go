@@ -76,7 +76,7 @@ func newTable(spec string) Table {
 }
 
 // Lists are the SHOW names that return a list instead of a setting.
-var Lists = []string{"sessions", "statements", "pools", "rules", "links", "users", "routes", "audit", "firings", "budget", "whatif", "all"}
+var Lists = []string{"sessions", "statements", "pools", "rules", "links", "users", "routes", "audit", "firings", "budget", "whatif", "network", "all"}
 
 // Route is a proxy route as the views show it.
 type Route struct {

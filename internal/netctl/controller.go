@@ -1,0 +1,236 @@
+package netctl
+
+import (
+	"time"
+)
+
+// Sample is what the kernel says of one of a link direction's sockets
+// (TCP_INFO), read at one instant.
+type Sample struct {
+	RTT    time.Duration // smoothed round-trip time (tcpi_rtt)
+	MinRTT time.Duration // the lowest round trip seen (tcpi_min_rtt); 0 unknown
+	// Acked is the socket's bytes acknowledged so far (tcpi_bytes_acked);
+	// it only grows. Key tells one socket's samples from another's.
+	Acked uint64
+	Key   uint64
+	// InFlight reports bytes sent and not acknowledged (tcpi_unacked >
+	// 0): only then does RTT say anything about a queue now.
+	InFlight bool
+	// Low reports that the socket's bytes go at the Low class: its
+	// round trips tell the queue the Low class builds. Other sockets
+	// count for the delivery rate only; their own bursts are theirs.
+	Low bool
+}
+
+// State is what the controller believes about a direction.
+type State uint8
+
+const (
+	// Unknown: no bottleneck found; the Low class is not limited.
+	Unknown State = iota
+	// Found: a queue builds somewhere on the path; the Low class is
+	// held to a rate that keeps it short.
+	Found
+)
+
+func (s State) String() string {
+	if s == Found {
+		return "bottleneck"
+	}
+	return "none"
+}
+
+// Estimate is the controller's view of a direction after a step.
+type Estimate struct {
+	State State
+	// Bottleneck is the highest rate delivered through the path lately
+	// (bytes/s, all classes), the estimate of its capacity; 0 before any
+	// delivery.
+	Bottleneck int64
+	// BaseRTT is the lowest round trip of the sockets; QueueDelay the
+	// smallest excess over their own lowest of the Low-class sockets
+	// with bytes in flight: the standing queue the Low class keeps on
+	// the path.
+	BaseRTT, QueueDelay time.Duration
+	// LowRate is the rate the Low class may enter the link at (bytes/s);
+	// 0 means unlimited.
+	LowRate int64
+}
+
+// Options tune a Controller; the zero Options are the defaults.
+type Options struct {
+	// Target is the queueing delay the Low class may cause; 0 means
+	// DefaultTarget.
+	Target time.Duration
+	// Ceiling is a configured capacity (bytes/s) the Low class never
+	// exceeds; 0 means none.
+	Ceiling int64
+}
+
+// DefaultTarget is the standing queue, in queueing delay, the Low class
+// may build at a bottleneck, as the smoothed round trips of its sockets
+// show it (so it holds the bursts TCP sends, and the peers' delayed
+// acknowledgements, too): about a millisecond is what a more important
+// byte waits behind it.
+const DefaultTarget = 2 * time.Millisecond
+
+const (
+	// window is how long the bottleneck estimate remembers a rate.
+	window = 2 * time.Second
+	// rateSpan is the span a delivery rate is measured over: long
+	// enough to smooth the bursts of acknowledgements.
+	rateSpan = 100 * time.Millisecond
+	// floorShare is the least share of the bottleneck the Low class
+	// keeps, so that its flows still measure the path.
+	floorShare = 0.02
+	// recoverTime is how long the Low class takes, with no queue, to
+	// climb from nothing back to the whole bottleneck.
+	recoverTime = time.Second
+	// probeTime and probeGain: with no queue, the Low rate grows by
+	// probeGain of itself per probeTime.
+	probeTime = 100 * time.Millisecond
+	probeGain = 0.25
+	// lostAfter is how long the Low class may run above lostFactor
+	// times the rate it was last held to, with no queue, before the
+	// bottleneck counts as gone.
+	lostAfter  = 2 * time.Second
+	lostFactor = 1.5
+)
+
+// Controller holds the Low class of one link direction below the
+// capacity of a bottleneck it is not told about: a delay-based
+// controller (LEDBAT, RFC 6817, with a sub-millisecond target) whose
+// rate is bounded by a windowed maximum of the delivery rate (as BBR
+// estimates a bottleneck's bandwidth). It is pure logic: Step is given
+// the time and the samples. Not safe for concurrent use.
+type Controller struct {
+	o Options
+
+	last  time.Time         // the previous step; zero before the first
+	acked map[uint64]uint64 // Acked by socket at the previous step
+	total uint64            // bytes delivered since the first step
+	hist  []totalAt         // total at recent steps, oldest first, spanning rateSpan
+	rates []rateAt          // delivery rates within window, newest last
+	est   Estimate
+	// congested is the bottleneck estimate at the last step with a queue
+	// above the target; aboveFor how long the Low rate has since run
+	// above lostFactor times it, with no such queue.
+	congested int64
+	aboveFor  time.Duration
+}
+
+type totalAt struct {
+	at    time.Time
+	total uint64
+}
+
+type rateAt struct {
+	at   time.Time
+	rate int64
+}
+
+// NewController returns a controller with options o.
+func NewController(o Options) *Controller {
+	if o.Target <= 0 {
+		o.Target = DefaultTarget
+	}
+	return &Controller{o: o, acked: map[uint64]uint64{}}
+}
+
+// Step takes the direction's sockets at now and returns the estimate.
+// Steps should come every few milliseconds to some tens; now never goes
+// back.
+func (c *Controller) Step(now time.Time, samples []Sample) Estimate {
+	dt := now.Sub(c.last)
+	first := c.last.IsZero()
+	c.last = now
+	var delivered uint64
+	acked := make(map[uint64]uint64, len(samples))
+	qdelay, base := time.Duration(-1), time.Duration(0)
+	for _, s := range samples {
+		acked[s.Key] = s.Acked
+		if prev, ok := c.acked[s.Key]; ok && s.Acked > prev {
+			delivered += s.Acked - prev
+		}
+		if s.MinRTT > 0 && (base == 0 || s.MinRTT < base) {
+			base = s.MinRTT
+		}
+		if s.Low && s.InFlight && s.MinRTT > 0 {
+			if q := max(s.RTT-s.MinRTT, 0); qdelay < 0 || q < qdelay {
+				qdelay = q
+			}
+		}
+	}
+	c.acked = acked
+	c.est.BaseRTT = base
+	c.est.QueueDelay = max(qdelay, 0)
+	if first || dt <= 0 {
+		return c.est
+	}
+	c.total += delivered
+	c.addRate(now)
+	b := c.est.Bottleneck
+	switch {
+	case qdelay > c.o.Target && b > 0:
+		if c.est.State == Unknown {
+			c.est.State = Found
+			c.est.LowRate = b
+		}
+		// Back off in proportion to the excess delay, at most halving
+		// per step, as LEDBAT's window falls with the delay above target.
+		excess := min(float64(qdelay-c.o.Target)/float64(c.o.Target), 1)
+		c.est.LowRate = int64(float64(c.est.LowRate) * (1 - excess/2))
+		c.congested, c.aboveFor = b, 0
+	case c.est.State == Found:
+		// Below target: climb by the whole bottleneck per recoverTime,
+		// or by a quarter per probeTime, whichever is more, so that a
+		// class held far down gets its share back within a second or two.
+		up := max(float64(b)*dt.Seconds()/recoverTime.Seconds(), float64(c.est.LowRate)*probeGain*dt.Seconds()/probeTime.Seconds())
+		c.est.LowRate += int64(up)
+		// The bottleneck is gone when the path delivers well beyond what
+		// it did under the last queue, and the Low class is let past that
+		// with no queue: more capacity, not less demand.
+		if float64(c.est.LowRate) > lostFactor*float64(c.congested) && float64(b) > lostFactor*float64(c.congested) {
+			c.aboveFor += dt
+		} else {
+			c.aboveFor = 0
+		}
+		if c.aboveFor >= lostAfter {
+			c.est.State, c.est.LowRate, c.aboveFor = Unknown, 0, 0
+		}
+	}
+	if c.est.State == Found {
+		c.est.LowRate = max(c.est.LowRate, int64(float64(b)*floorShare), 1)
+		c.est.LowRate = min(c.est.LowRate, 2*b)
+	}
+	if c.o.Ceiling > 0 && (c.est.LowRate == 0 || c.est.LowRate > c.o.Ceiling) {
+		c.est.LowRate = c.o.Ceiling
+	}
+	return c.est
+}
+
+// addRate measures the delivery rate over the last rateSpan and
+// updates the windowed maximum.
+func (c *Controller) addRate(now time.Time) {
+	c.hist = append(c.hist, totalAt{now, c.total})
+	i := 0
+	for i+1 < len(c.hist) && now.Sub(c.hist[i+1].at) >= rateSpan {
+		i++
+	}
+	c.hist = c.hist[i:]
+	span := now.Sub(c.hist[0].at)
+	if span < rateSpan/2 {
+		return
+	}
+	r := int64(float64(c.total-c.hist[0].total) / span.Seconds())
+	j := 0
+	for j < len(c.rates) && now.Sub(c.rates[j].at) > window {
+		j++
+	}
+	c.rates = append(c.rates[j:], rateAt{now, r})
+	b := int64(0)
+	for _, x := range c.rates {
+		b = max(b, x.rate)
+	}
+	c.est.Bottleneck = b
+}

@@ -1,0 +1,122 @@
+package netctl
+
+import (
+	"testing"
+	"time"
+)
+
+// path is a fluid model of a bottleneck for the controller's tests: a
+// queue that drains at capacity bytes/s, fed by flows that send as fast
+// as they are let (offered bytes/s; 0 means unlimited demand, bounded by
+// what the queue holds).
+type path struct {
+	capacity float64       // bytes/s
+	base     time.Duration // round trip with an empty queue
+	limit    float64       // queue bytes
+	backlog  float64
+	acked    [2]uint64 // per socket
+}
+
+// step moves dt: the flows offer send bytes/s, the queue drains, and
+// the sockets' samples come back.
+func (p *path) step(dt time.Duration, send float64) []Sample {
+	in := send * dt.Seconds()
+	p.backlog = min(p.backlog+in, p.limit)
+	out := min(p.backlog, p.capacity*dt.Seconds())
+	p.backlog -= out
+	p.acked[0] += uint64(out / 2)
+	p.acked[1] += uint64(out - out/2)
+	rtt := p.base + time.Duration(p.backlog/p.capacity*float64(time.Second))
+	return []Sample{
+		{Key: 1, RTT: rtt, MinRTT: p.base, Acked: p.acked[0], InFlight: p.backlog > 0 || in > 0, Low: true},
+		{Key: 2, RTT: rtt, MinRTT: p.base, Acked: p.acked[1], InFlight: p.backlog > 0 || in > 0, Low: true},
+	}
+}
+
+// run drives a controller over p for d, the flows offering demand
+// bytes/s or what the Low rate lets through, whichever is less, and
+// returns the last estimate and the mean delivery over the last second.
+func run(t *testing.T, c *Controller, p *path, demand float64, start time.Time, d time.Duration) (Estimate, float64, time.Time) {
+	t.Helper()
+	const dt = 10 * time.Millisecond
+	now := start
+	var est Estimate
+	var lastSec uint64
+	for el := time.Duration(0); el < d; el += dt {
+		send := demand
+		if est.LowRate > 0 {
+			send = min(send, float64(est.LowRate))
+		}
+		before := p.acked[0] + p.acked[1]
+		samples := p.step(dt, send)
+		if el >= d-time.Second {
+			lastSec += p.acked[0] + p.acked[1] - before
+		}
+		now = now.Add(dt)
+		est = c.Step(now, samples)
+	}
+	return est, float64(lastSec), now
+}
+
+// TestControllerFindsBottleneck: at several rates and queue depths,
+// bulk Low traffic that would fill the queue is held to a rate that
+// keeps the queue near the target, and still delivers most of the
+// capacity.
+func TestControllerFindsBottleneck(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		capacity float64 // bytes/s
+		queue    time.Duration
+	}{
+		{"50Mbit 20ms", 50e6 / 8, 20 * time.Millisecond},
+		{"200Mbit 100ms", 200e6 / 8, 100 * time.Millisecond},
+		{"1Gbit 300ms", 1e9 / 8, 300 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &path{capacity: tt.capacity, base: 100 * time.Microsecond, limit: tt.capacity * tt.queue.Seconds()}
+			c := NewController(Options{})
+			est, delivered, _ := run(t, c, p, 4*tt.capacity, time.Unix(0, 0), 10*time.Second) // a bulk load that would fill any queue
+			if est.State != Found {
+				t.Fatalf("state %v after 10 s of a full queue; estimate %+v", est.State, est)
+			}
+			if est.QueueDelay > 4*DefaultTarget {
+				t.Errorf("standing queue %v, want at most %v", est.QueueDelay, 4*DefaultTarget)
+			}
+			if delivered < 0.85*tt.capacity {
+				t.Errorf("delivered %.0f B/s of %.0f B/s in the last second", delivered, tt.capacity)
+			}
+			if est.Bottleneck < int64(0.85*tt.capacity) || est.Bottleneck > int64(1.05*tt.capacity) {
+				t.Errorf("bottleneck estimate %d B/s, capacity %.0f", est.Bottleneck, tt.capacity)
+			}
+		})
+	}
+}
+
+// TestControllerLosesBottleneck: when the path's capacity grows far
+// beyond what was found, the queue never builds again and the Low class
+// goes back to unlimited.
+func TestControllerLosesBottleneck(t *testing.T) {
+	p := &path{capacity: 50e6 / 8, base: 100 * time.Microsecond, limit: 50e6 / 8 * 0.05}
+	c := NewController(Options{})
+	demand := 4 * p.capacity
+	est, _, now := run(t, c, p, demand, time.Unix(0, 0), 5*time.Second)
+	if est.State != Found {
+		t.Fatalf("no bottleneck found: %+v", est)
+	}
+	p.capacity, p.limit = 100e9, 100e9
+	est, _, _ = run(t, c, p, demand, now, 10*time.Second)
+	if est.State != Unknown || est.LowRate != 0 {
+		t.Errorf("after the bottleneck went: %+v, want state none and no limit", est)
+	}
+}
+
+// TestControllerCeiling: a configured capacity caps the Low class even
+// with no bottleneck found.
+func TestControllerCeiling(t *testing.T) {
+	c := NewController(Options{Ceiling: 1e6})
+	est := c.Step(time.Unix(1, 0), nil)
+	est = c.Step(time.Unix(2, 0), nil)
+	if est.LowRate != 1e6 {
+		t.Errorf("LowRate %d, want the ceiling 1e6", est.LowRate)
+	}
+}

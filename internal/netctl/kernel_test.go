@@ -1,0 +1,123 @@
+package netctl_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/netctl"
+	"github.com/sluicelab/sluice/internal/netlab"
+	"github.com/sluicelab/sluice/internal/rawconn"
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+// TestFindsKernelBottleneck: Low-class bulk senders through a link with
+// network control and no capacity, over a real tbf queue the link is
+// not told about, make the Watcher find the bottleneck, estimate its
+// rate, and hold the Low class so that the kernel's queue does not stay
+// full.
+func TestFindsKernelBottleneck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 4 s of traffic over a real queue; runs without -short")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tb, err := netlab.New(ctx)
+	if err != nil {
+		testenv.Missing(t, "a real-network testbed: %v", err)
+	}
+	defer tb.Close()
+	a, _ := tb.Namespace(ctx, "snd")
+	b, _ := tb.Namespace(ctx, "rcv")
+	l, err := tb.Connect(ctx, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rate = 50e6 / 8 // bytes/s
+	const queue = 50 * time.Millisecond
+	if err := l.A.Shape(ctx, rate, queue); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := b.Listen(ctx, "tcp", netip.AddrPortFrom(l.B.Addr, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+
+	lk := link.New("wan", link.Config{NetworkControl: true}, clock.Real{})
+	defer lk.Close()
+	w := netctl.NewWatcher(netctl.WatcherOptions{Logger: testenv.Logger(0)})
+	go w.Run(ctx)
+	low := func() link.Class { return link.Low }
+	var wg sync.WaitGroup
+	for range 4 {
+		c, err := a.Dial(ctx, "tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		detach := w.Attach(lk, link.Down, rawconn.ControllerOf(c), low)
+		defer detach()
+		wg.Add(1)
+		go func(c net.Conn) {
+			defer wg.Done()
+			f := lk.Flow(link.Down, "bulk")
+			defer f.Close()
+			buf := make([]byte, 16<<10)
+			for ctx.Err() == nil {
+				if _, err := f.Send(ctx, len(buf), link.Low); err != nil {
+					return
+				}
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		}(c)
+	}
+	limit := rate * queue.Seconds()
+	var est netctl.LinkEstimate
+	var backlog []int64
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond) // a sampling period of the measurement, not a wait for a condition
+		if es := w.Estimates(); len(es) == 1 {
+			est = es[0]
+		}
+		if q, err := l.A.Qdisc(ctx); err == nil {
+			backlog = append(backlog, q.Backlog)
+		}
+	}
+	cancel()
+	wg.Wait()
+	t.Logf("estimate %+v; tbf backlog over the last 2 s %v bytes (queue limit %.0f)", est, backlog[len(backlog)-20:], limit)
+	if est.State != netctl.Found {
+		t.Fatalf("no bottleneck found: %+v", est)
+	}
+	if est.Bottleneck < rate/2 || est.Bottleneck > rate*1.3 {
+		t.Errorf("bottleneck estimate %d B/s, the queue's rate %d B/s", est.Bottleneck, int64(rate))
+	}
+	full := 0
+	for _, q := range backlog[len(backlog)-20:] {
+		if float64(q) > limit/2 {
+			full++
+		}
+	}
+	if full > 5 {
+		t.Errorf("the kernel's queue was over half full in %d of the last 20 samples", full)
+	}
+}

@@ -1,0 +1,42 @@
+package views
+
+import (
+	"strconv"
+	"time"
+)
+
+// NetworkRow is one link direction as the network controller sees the
+// path beyond it.
+type NetworkRow struct {
+	Link, Direction string
+	State           string // "bottleneck" or "none"
+	// Bottleneck is the estimated rate of the path's bottleneck, bytes/s
+	// (the highest delivery rate lately); 0 before any delivery.
+	Bottleneck int64
+	// BaseRTT is the path's lowest round trip; QueueDelay the standing
+	// queue on it now.
+	BaseRTT, QueueDelay time.Duration
+	// LowRate is the rate the Low class is held to, bytes/s; 0 none.
+	LowRate int64
+}
+
+// NetworkSource shows a network controller's estimates as the network
+// view, a Source of the workload manager.
+type NetworkSource func() []NetworkRow
+
+// View returns the network view of the current estimates.
+func (f NetworkSource) View(time.Time, string) (Table, error) { return Network(f()), nil }
+
+// Network returns the network view: per link and direction with network
+// control, what sluice believes about the path beyond it.
+func Network(rows []NetworkRow) Table {
+	t := newTable("link, direction, state, bottleneck_bytes_per_second int, base_rtt_ms real, queue_delay_ms real, low_rate_bytes_per_second int")
+	ms := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
+	}
+	for _, r := range rows {
+		t.Rows = append(t.Rows, []string{r.Link, r.Direction, r.State, strconv.FormatInt(r.Bottleneck, 10),
+			ms(r.BaseRTT), ms(r.QueueDelay), strconv.FormatInt(r.LowRate, 10)})
+	}
+	return t
+}
