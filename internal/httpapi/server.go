@@ -66,6 +66,9 @@ type Options struct {
 	// Budget is the fleet's shared budget for /metrics, false while
 	// there is none; nil without a fleet.
 	Budget func() (views.BudgetState, bool)
+	// Network is the network controller's estimates for /metrics; nil
+	// leaves them out.
+	Network func() []views.NetworkRow
 	// WhatIf is the what-if table of GET /api/whatif and /metrics; nil
 	// answers with no applications.
 	WhatIf WhatIf
@@ -149,7 +152,7 @@ func New(o Options) (*Server, error) {
 	if s.token == "" {
 		s.token = o.FleetToken
 	}
-	mo := metrics.Options{Catalog: o.Catalog, Runtime: o.Runtime, Rules: o.Rules, Admission: o.Admission, Budget: o.Budget, Clock: o.Clock, NoProcess: o.NoProcessMetrics, StoreResets: o.StoreResets}
+	mo := metrics.Options{Catalog: o.Catalog, Runtime: o.Runtime, Rules: o.Rules, Admission: o.Admission, Budget: o.Budget, Network: o.Network, Clock: o.Clock, NoProcess: o.NoProcessMetrics, StoreResets: o.StoreResets}
 	if o.WhatIf != nil {
 		mo.WhatIf = o.WhatIf
 	}

@@ -16,6 +16,10 @@ type Sample struct {
 	// InFlight reports bytes sent and not acknowledged (tcpi_unacked >
 	// 0): only then does RTT say anything about a queue now.
 	InFlight bool
+	// RwndLimited is how long the socket has been held by its peer's
+	// receive window (tcpi_rwnd_limited): while it grows, a slow reader,
+	// not a queue, is what the round trips show.
+	RwndLimited time.Duration
 	// Low reports that the socket's bytes go at the Low class: its
 	// round trips tell the queue the Low class builds. Other sockets
 	// count for the delivery rate only; their own bursts are theirs.
@@ -62,8 +66,8 @@ type Options struct {
 	// Target is the queueing delay the Low class may cause; 0 means
 	// DefaultTarget.
 	Target time.Duration
-	// Ceiling is a configured capacity (bytes/s) the Low class never
-	// exceeds; 0 means none.
+	// Ceiling is a rate (bytes/s) the Low class never exceeds; 0 means
+	// none.
 	Ceiling int64
 }
 
@@ -99,18 +103,20 @@ const (
 
 // Controller holds the Low class of one link direction below the
 // capacity of a bottleneck it is not told about: a delay-based
-// controller (LEDBAT, RFC 6817, with a sub-millisecond target) whose
+// controller (LEDBAT, RFC 6817, with a target of milliseconds, not
+// LEDBAT's 100) whose
 // rate is bounded by a windowed maximum of the delivery rate (as BBR
 // estimates a bottleneck's bandwidth). It is pure logic: Step is given
 // the time and the samples. Not safe for concurrent use.
 type Controller struct {
 	o Options
 
-	last  time.Time         // the previous step; zero before the first
-	acked map[uint64]uint64 // Acked by socket at the previous step
-	total uint64            // bytes delivered since the first step
-	hist  []totalAt         // total at recent steps, oldest first, spanning rateSpan
-	rates []rateAt          // delivery rates within window, newest last
+	last  time.Time                // the previous step; zero before the first
+	acked map[uint64]uint64        // Acked by socket at the previous step
+	rwnd  map[uint64]time.Duration // RwndLimited by socket at the previous step
+	total uint64                   // bytes delivered since the first step
+	hist  []totalAt                // total at recent steps, oldest first, spanning rateSpan
+	rates []rateAt                 // delivery rates within window, newest last
 	est   Estimate
 	// congested is the bottleneck estimate at the last step with a queue
 	// above the target; aboveFor how long the Low rate has since run
@@ -134,7 +140,7 @@ func NewController(o Options) *Controller {
 	if o.Target <= 0 {
 		o.Target = DefaultTarget
 	}
-	return &Controller{o: o, acked: map[uint64]uint64{}}
+	return &Controller{o: o, acked: map[uint64]uint64{}, rwnd: map[uint64]time.Duration{}}
 }
 
 // Step takes the direction's sockets at now and returns the estimate.
@@ -146,22 +152,25 @@ func (c *Controller) Step(now time.Time, samples []Sample) Estimate {
 	c.last = now
 	var delivered uint64
 	acked := make(map[uint64]uint64, len(samples))
+	rwnd := make(map[uint64]time.Duration, len(samples))
 	qdelay, base := time.Duration(-1), time.Duration(0)
 	for _, s := range samples {
-		acked[s.Key] = s.Acked
+		acked[s.Key], rwnd[s.Key] = s.Acked, s.RwndLimited
+		prevRwnd, seen := c.rwnd[s.Key]
+		readerHeld := !seen || s.RwndLimited > prevRwnd
 		if prev, ok := c.acked[s.Key]; ok && s.Acked > prev {
 			delivered += s.Acked - prev
 		}
 		if s.MinRTT > 0 && (base == 0 || s.MinRTT < base) {
 			base = s.MinRTT
 		}
-		if s.Low && s.InFlight && s.MinRTT > 0 {
+		if s.Low && s.InFlight && s.MinRTT > 0 && !readerHeld {
 			if q := max(s.RTT-s.MinRTT, 0); qdelay < 0 || q < qdelay {
 				qdelay = q
 			}
 		}
 	}
-	c.acked = acked
+	c.acked, c.rwnd = acked, rwnd
 	c.est.BaseRTT = base
 	c.est.QueueDelay = max(qdelay, 0)
 	if first || dt <= 0 {

@@ -9,9 +9,9 @@
 // rate is the highest rate the sockets delivered over the last two
 // seconds (as BBR estimates a bottleneck's bandwidth); the standing
 // queue is the smallest excess of a Low-class socket's smoothed round
-// trip over its lowest, among those with bytes in flight (a delay
-// signal, as LEDBAT's, RFC 6817, with a target of DefaultTarget rather
-// than 100 ms). Above the target the Low rate falls in proportion to the
+// trip over its lowest, among those with bytes in flight and not held
+// by their reader's window (a delay signal, as LEDBAT's, RFC 6817, with
+// a target of DefaultTarget rather than 100 ms). Above the target the Low rate falls in proportion to the
 // excess; below it the rate climbs back to the whole path within a
 // second or two; when the path delivers well past what it did under the
 // last queue, with the Low class let past it and no queue, for two
@@ -23,8 +23,11 @@
 // low_priority_bandwidth, so a fleet's shared budget still caps the
 // sum). Estimates feed the network view (SHOW NETWORK).
 //
+// A link with a capacity is sluice's own model of its bottleneck, which
+// the link schedules itself; the Watcher leaves it alone.
+//
 // Invariants: a direction's hold is lifted when network control goes
-// off and when Run returns; the Watcher never holds a link of a closed
+// off or a capacity is set, and when Run returns; the Watcher never holds a link of a closed
 // Stack. The controller watches the direction sluice sends in; a
 // bottleneck where sluice receives is not controlled here.
 //

@@ -160,7 +160,9 @@ func (w *Watcher) step(now time.Time) {
 	samples := make([]Sample, 0, 16)
 	for _, j := range jobs {
 		cfg := j.k.l.Config()
-		if !cfg.NetworkControl {
+		// A link with a capacity is sluice's own model of the
+		// bottleneck, scheduled by the link itself.
+		if !cfg.NetworkControl || cfg.Capacity > 0 {
 			if j.d.last.LowRate != 0 {
 				j.k.l.SetLowRate(j.k.dir, 0)
 			}
@@ -174,7 +176,6 @@ func (w *Watcher) step(now time.Time) {
 				samples = append(samples, s)
 			}
 		}
-		j.d.ctl.o.Ceiling = cfg.Capacity
 		est := j.d.ctl.Step(now, samples)
 		if est.LowRate != j.d.last.LowRate {
 			j.k.l.SetLowRate(j.k.dir, est.LowRate)
@@ -223,9 +224,10 @@ func sample(rc rawconn.Controller) (Sample, bool) {
 		return Sample{}, false
 	}
 	return Sample{
-		RTT:      time.Duration(info.Rtt) * time.Microsecond,
-		MinRTT:   time.Duration(info.Min_rtt) * time.Microsecond,
-		Acked:    info.Bytes_acked,
-		InFlight: info.Unacked > 0,
+		RTT:         time.Duration(info.Rtt) * time.Microsecond,
+		MinRTT:      time.Duration(info.Min_rtt) * time.Microsecond,
+		Acked:       info.Bytes_acked,
+		InFlight:    info.Unacked > 0,
+		RwndLimited: time.Duration(info.Rwnd_limited) * time.Microsecond,
 	}, true
 }

@@ -213,7 +213,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 		if s.catStore != nil {
 			resets = s.catStore
 		}
-		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, audit, s.srv, s, s.cluster, resets, s.BudgetState, s.wi, o.Clock, log, o.Version); err != nil {
+		if s.api, s.hs, httpAuth, err = newHTTP(cfg, mgr, audit, s.srv, s, s.cluster, resets, s.BudgetState, s.networkRows, s.wi, o.Clock, log, o.Version); err != nil {
 			return fail(err)
 		}
 	}
@@ -451,7 +451,7 @@ func (s *Stack) serveAdmin(ctx context.Context, addr, auth string) error {
 
 // newHTTP makes the HTTP API of cfg; without a token only a loopback
 // address is accepted. It binds nothing.
-func newHTTP(cfg *config.Config, mgr *wlm.Manager, audit *wlm.AuditLog, srv *proxy.Server, rl httpapi.Reloader, fl fleet.View, resets metrics.StoreResets, budget func() (views.BudgetState, bool), wi httpapi.WhatIf, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
+func newHTTP(cfg *config.Config, mgr *wlm.Manager, audit *wlm.AuditLog, srv *proxy.Server, rl httpapi.Reloader, fl fleet.View, resets metrics.StoreResets, budget func() (views.BudgetState, bool), network func() []views.NetworkRow, wi httpapi.WhatIf, clk clock.Clock, log *slog.Logger, version string) (*httpapi.Server, *http.Server, string, error) {
 	token := cfg.HTTP.Token
 	if token == "" {
 		token = cfg.Fleet.Token
@@ -461,7 +461,7 @@ func newHTTP(cfg *config.Config, mgr *wlm.Manager, audit *wlm.AuditLog, srv *pro
 	}
 	api, err := httpapi.New(httpapi.Options{
 		Catalog: mgr.Service(), Runtime: mgr.Runtime(), Rules: mgr.Rules(), Admission: mgr.Admission(), Views: mgr.Views(),
-		Budget: budget, WhatIf: wi, Proxy: srv, Reloader: rl, Clock: clk, Logger: log.With("component", "http"),
+		Budget: budget, Network: network, WhatIf: wi, Proxy: srv, Reloader: rl, Clock: clk, Logger: log.With("component", "http"),
 		Token: cfg.HTTP.Token, FleetToken: cfg.Fleet.Token, Fleet: fl, Version: version, StoreResets: resets, Audit: audit,
 	})
 	if err != nil {

@@ -94,6 +94,9 @@ type Options struct {
 	// WhatIf is the what-if table; nil leaves the sluice_whatif_* gauges
 	// out.
 	WhatIf views.WhatIfSnapshotter
+	// Network is the network controller's estimates (SHOW NETWORK); nil
+	// leaves the sluice_network_* gauges out.
+	Network func() []views.NetworkRow
 	// Unsent provides the kernel's unsent bytes per route; nil leaves
 	// sluice_route_unsent_bytes out.
 	Unsent Unsent
@@ -237,20 +240,21 @@ func (m *Metrics) Close() error {
 // collector converts the state of links, sessions, rules and routes into
 // metrics at scrape time.
 type collector struct {
-	cat    Catalog
-	rt     Runtime
-	rules  Rules
-	adm    Admission
-	budget func() (views.BudgetState, bool)
-	whatIf views.WhatIfSnapshotter
-	clk    clock.Clock
-	unsent Unsent
-	late   Lateness
-	panics Panics
-	loops  Loops
-	resets StoreResets
-	users  *userLabels // the Metrics' own
-	bytes  *routeBytes // the Metrics' own
+	cat     Catalog
+	rt      Runtime
+	rules   Rules
+	adm     Admission
+	budget  func() (views.BudgetState, bool)
+	network func() []views.NetworkRow
+	whatIf  views.WhatIfSnapshotter
+	clk     clock.Clock
+	unsent  Unsent
+	late    Lateness
+	panics  Panics
+	loops   Loops
+	resets  StoreResets
+	users   *userLabels // the Metrics' own
+	bytes   *routeBytes // the Metrics' own
 
 	linkBytes, poolBytes, queueDelay, waiting, queued      *prometheus.Desc
 	capacity, delay, jitter, rate, sessions, running, pens *prometheus.Desc
@@ -263,13 +267,14 @@ type collector struct {
 	idleHolders, idleOldest, idleEnded                     *prometheus.Desc
 	budgetGrant, budgetDemand, budgetAllocator, budgetMode *prometheus.Desc
 	whatIfRoundTrips, whatIfNetworkShare                   *prometheus.Desc
+	netBottleneck, netBaseRTT, netQueueDelay, netLowRate   *prometheus.Desc
 }
 
 func newCollector(o Options) *collector {
 	ldc := []string{"link", "direction", "class"}
 	srp := []string{"route", "user", "pool"}
 	return &collector{
-		cat: o.Catalog, rt: o.Runtime, rules: o.Rules, adm: o.Admission, budget: o.Budget, whatIf: o.WhatIf, clk: cmp.Or[clock.Clock](o.Clock, clock.Real{}), unsent: o.Unsent, late: o.Lateness, panics: o.Panics, loops: o.Loops, resets: o.StoreResets,
+		cat: o.Catalog, rt: o.Runtime, rules: o.Rules, adm: o.Admission, budget: o.Budget, network: o.Network, whatIf: o.WhatIf, clk: cmp.Or[clock.Clock](o.Clock, clock.Real{}), unsent: o.Unsent, late: o.Lateness, panics: o.Panics, loops: o.Loops, resets: o.StoreResets,
 		storeResets: prometheus.NewDesc("sluice_catalog_store_resets_total",
 			"Times etcd lost the catalog's history (its revisions went back or its cluster ID changed) and the catalog was reloaded whole.", nil, nil),
 		linkBytes: prometheus.NewDesc("sluice_link_bytes_total",
@@ -357,6 +362,14 @@ func newCollector(o Options) *collector {
 			"This instance's Low-class demand as reported to the fleet's allocator.", nil, nil),
 		budgetAllocator: prometheus.NewDesc("sluice_budget_allocator",
 			"1 while this instance is the fleet's elected budget allocator.", nil, nil),
+		netBottleneck: prometheus.NewDesc("sluice_network_bottleneck_bytes_per_second",
+			"The estimated rate of the bottleneck on the path beyond a link, per direction: the highest rate its sockets delivered lately; 0 before any delivery.", netLabels, nil),
+		netBaseRTT: prometheus.NewDesc("sluice_network_base_rtt_seconds",
+			"The lowest round trip of a link direction's sockets (tcpi_min_rtt).", netLabels, nil),
+		netQueueDelay: prometheus.NewDesc("sluice_network_queue_delay_seconds",
+			"The standing queue the Low class keeps on the path beyond a link direction, as its sockets' round trips show it.", netLabels, nil),
+		netLowRate: prometheus.NewDesc("sluice_network_low_rate_bytes_per_second",
+			"The rate the network controller holds a link direction's Low class to; 0 while it does not hold it.", netLabels, nil),
 		whatIfRoundTrips: prometheus.NewDesc("sluice_whatif_round_trips_per_transaction",
 			"Mean round trips per transaction of an application over the what-if window (SHOW WHATIF).",
 			whatIfLabels, nil),
@@ -379,6 +392,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.idleHolders, c.idleOldest, c.idleEnded,
 		c.budgetGrant, c.budgetDemand, c.budgetAllocator, c.budgetMode,
 		c.whatIfRoundTrips, c.whatIfNetworkShare,
+		c.netBottleneck, c.netBaseRTT, c.netQueueDelay, c.netLowRate,
 	} {
 		ch <- d
 	}
@@ -448,9 +462,29 @@ func (c *collector) collectWhatIf(ch chan<- prometheus.Metric) {
 	}
 }
 
+// netLabels label the network controller's gauges: a series per link
+// and direction.
+var netLabels = []string{"link", "direction"}
+
+// collectNetwork adds the network controller's gauges.
+func (c *collector) collectNetwork(ch chan<- prometheus.Metric) {
+	if c.network == nil {
+		return
+	}
+	for _, r := range c.network() {
+		for d, v := range map[*prometheus.Desc]float64{
+			c.netBottleneck: float64(r.Bottleneck), c.netBaseRTT: r.BaseRTT.Seconds(),
+			c.netQueueDelay: r.QueueDelay.Seconds(), c.netLowRate: float64(r.LowRate),
+		} {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, r.Link, r.Direction)
+		}
+	}
+}
+
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectBudget(ch)
 	c.collectWhatIf(ch)
+	c.collectNetwork(ch)
 	cat := c.cat.Catalog()
 	ch <- prometheus.MustNewConstMetric(c.catalogRevision, prometheus.GaugeValue, float64(c.cat.AppliedRevision()))
 	stale := 0.0
