@@ -28,6 +28,9 @@ import (
 type Route struct {
 	config.Route
 	Pool string
+	// Listener, if set, is used instead of listening on Listen (a
+	// listener opened inside a network namespace, say).
+	Listener net.Listener
 }
 
 // pool is the route's default pool: Pool, else the configuration's.
@@ -73,7 +76,7 @@ func (s *Stack) proxyRoute(cfg *config.Config, r Route) (proxy.Route, error) {
 		return proxy.Route{}, configErr(err)
 	}
 	return proxy.Route{
-		Name: r.Name, Listen: r.Listen, Upstream: r.Upstream, Protocol: r.Protocol, Link: r.Link,
+		Name: r.Name, Listen: r.Listen, Listener: r.Listener, Upstream: r.Upstream, Protocol: r.Protocol, Link: r.Link,
 		Frontend: fe, DialTimeout: r.DialTimeout, NotSentLowat: r.NotSentLowat,
 	}, nil
 }

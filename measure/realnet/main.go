@@ -1,0 +1,238 @@
+// Command realnet measures sluice's flow control on a real kernel
+// bottleneck: a client network namespace reaches a sluice route whose
+// listener lives in a second namespace, over a veth pair whose egress
+// toward the client goes through a tbf queue of the given rate and
+// depth (netlab). sluice runs in this process and reaches PostgreSQL on
+// the host's loopback. N sessions of a user in a network_priority='low'
+// pool each pull a large result over and over, and a 100 kB query from
+// an ordinary user is timed with pgbench, alone and beside them, for
+// each setting:
+//
+//   - off: network_control = off;
+//   - on: network_control = on, nothing configured about the link;
+//   - capacity: on, with the link's capacity at 95 % of the tbf rate.
+//
+// Every address is in 198.18.0.0/15, inside namespaces it makes and
+// removes. Needs root, pgbench and psql, and PostgreSQL with a role
+// sluice (password sluice) that may create roles (scripts/testdb start).
+//
+//	go -C measure run ./realnet -rate 200mbit -queue 100ms -n 8
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/netlab"
+	"github.com/sluicelab/sluice/internal/stack"
+	"github.com/sluicelab/sluice/internal/units"
+)
+
+func main() {
+	rate := flag.String("rate", "200mbit", "the bottleneck's rate (units: 50mbit, 1gbit, 25MB)")
+	queue := flag.Duration("queue", 100*time.Millisecond, "the bottleneck's queue, in time at its rate")
+	n := flag.Int("n", 8, "bulk sessions")
+	dur := flag.Duration("time", 5*time.Second, "pgbench run per measurement")
+	modes := flag.String("modes", "off,on,capacity", "settings to measure")
+	pg := flag.String("pg", "127.0.0.1:"+envOr("SLUICE_TEST_PG_PORT", "15432"), "PostgreSQL host:port")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *rate, *queue, *n, *dur, strings.Split(*modes, ","), *pg); err != nil {
+		fmt.Fprintln(os.Stderr, "realnet:", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseRate reads "200mbit" (bits/s) or a sluice rate ("25MB").
+func parseRate(s string) (int64, error) {
+	l := strings.ToLower(s)
+	for _, u := range []struct {
+		suffix string
+		mul    float64
+	}{{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}} {
+		if strings.HasSuffix(l, u.suffix) {
+			v, err := strconv.ParseFloat(strings.TrimSuffix(l, u.suffix), 64)
+			return int64(v * u.mul / 8), err
+		}
+	}
+	return units.ParseRate(s)
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, rateS string, queue time.Duration, n int, dur time.Duration, modes []string, pg string) error {
+	rate, err := parseRate(rateS)
+	if err != nil {
+		return err
+	}
+	if err := ensureRole(ctx, pg); err != nil {
+		return err
+	}
+	tb, err := netlab.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer tb.Close()
+	cli, err := tb.Namespace(ctx, "cli")
+	if err != nil {
+		return err
+	}
+	prx, err := tb.Namespace(ctx, "prx")
+	if err != nil {
+		return err
+	}
+	l, err := tb.Connect(ctx, prx, cli)
+	if err != nil {
+		return err
+	}
+	if err := l.A.Shape(ctx, rate, queue); err != nil {
+		return err
+	}
+	progress("bottleneck: %s (%d B/s), queue %v, toward %v; %d bulk sessions", rateS, rate, queue, l.B.Addr, n)
+	fmt.Printf("%-10s %10s %12s %9s %9s  %s\n", "setting", "alone ms", "beside ms", "slowdown", "link use", "controller")
+	for _, m := range modes {
+		r, err := measure(ctx, prx, cli, l, rate, n, dur, m, pg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m, err)
+		}
+		fmt.Printf("%-10s %10.2f %12.2f %8.2fx %8.0f%%  %s\n", m, r.alone, r.loaded, r.loaded/r.alone, 100*r.use, r.network)
+	}
+	return nil
+}
+
+type result struct {
+	alone, loaded float64 // ms
+	use           float64 // of the bottleneck's rate, while loaded
+	network       string  // SHOW NETWORK's row at the end
+}
+
+func measure(ctx context.Context, prx, cli *netlab.Namespace, l *netlab.Link, rate int64, n int, dur time.Duration, mode, pg string) (result, error) {
+	var res result
+	cfg := &config.Config{}
+	st, err := stack.New(ctx, stack.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Version: "realnet"})
+	if err != nil {
+		return res, err
+	}
+	defer st.Close()
+	svc := st.Manager().Service()
+	control := map[string]string{"off": "off", "on": "on", "capacity": "on"}[mode]
+	if control == "" {
+		return res, fmt.Errorf("unknown setting %q", mode)
+	}
+	link := "CREATE LINK l"
+	if mode == "capacity" {
+		link += fmt.Sprintf(" WITH (capacity='%d')", rate*95/100)
+	}
+	for _, q := range []string{link, "SET network_control = " + control,
+		"CREATE RESOURCE POOL lowpool WITH (network_priority='low')", "CREATE USER bulk RESOURCE POOL 'lowpool'"} {
+		if _, err := svc.Exec(ctx, q); err != nil {
+			return res, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	ln, err := prx.Listen(ctx, "tcp", netip.AddrPortFrom(l.A.Addr, 7432).String())
+	if err != nil {
+		return res, err
+	}
+	if _, err := st.AddRoute(stack.Route{Route: config.Route{Name: "pg", Upstream: pg, Protocol: "postgres", Link: "l"}, Listener: ln}); err != nil {
+		return res, err
+	}
+	host := l.A.Addr.String()
+	query, err := os.CreateTemp("", "realnet-*.sql")
+	if err != nil {
+		return res, err
+	}
+	defer os.Remove(query.Name())
+	fmt.Fprintln(query, "select repeat('a', 100000);")
+	query.Close()
+	lat := func() (float64, error) {
+		out, err := cli.Command(ctx, "env", "PGPASSWORD=sluice", "pgbench", "-n", "-h", host, "-p", "7432", "-U", "sluice",
+			"-c", "1", "-T", strconv.Itoa(int(dur.Seconds())), "-f", query.Name(), "sluice").CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("pgbench: %w: %s", err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) >= 4 && f[0] == "latency" && f[1] == "average" {
+				return strconv.ParseFloat(f[3], 64)
+			}
+		}
+		return 0, fmt.Errorf("pgbench printed no latency: %s", out)
+	}
+	progress("%s: the 100 kB query alone", mode)
+	if res.alone, err = lat(); err != nil {
+		return res, err
+	}
+	bctx, stopBulk := context.WithCancel(ctx)
+	defer stopBulk()
+	for range n {
+		go func() {
+			for bctx.Err() == nil {
+				cli.Command(bctx, "env", "PGPASSWORD=bulk", "psql", "-h", host, "-p", "7432", "-U", "bulk", "-d", "sluice", "-qAtc",
+					"select repeat('b',7000) from generate_series(1,3000)").Run()
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second) // the bulk sessions get going
+	q0, err := l.A.Qdisc(ctx)
+	if err != nil {
+		return res, err
+	}
+	t0 := time.Now()
+	progress("%s: the 100 kB query beside %d bulk sessions", mode, n)
+	if res.loaded, err = lat(); err != nil {
+		return res, err
+	}
+	q1, err := l.A.Qdisc(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.use = float64(q1.Bytes-q0.Bytes) / time.Since(t0).Seconds() / float64(rate)
+	if t, ok := st.Manager().Views().ViewTables([]string{"network"})["network"]; ok {
+		for _, row := range t.Rows {
+			res.network += strings.Join(row, "|") + " "
+		}
+	}
+	stopBulk()
+	return res, nil
+}
+
+// ensureRole makes the bulk role the low-priority sessions log in as.
+func ensureRole(ctx context.Context, pg string) error {
+	c, err := pgx.Connect(ctx, "postgres://sluice:sluice@"+pg+"/sluice")
+	if err != nil {
+		return fmt.Errorf("PostgreSQL at %s: %w", pg, err)
+	}
+	defer c.Close(ctx)
+	var exists bool
+	if err := c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'bulk')").Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := c.Exec(ctx, "CREATE ROLE bulk LOGIN PASSWORD 'bulk'"); err != nil {
+			return err
+		}
+	}
+	_, err = c.Exec(ctx, "GRANT CONNECT ON DATABASE sluice TO bulk")
+	return err
+}
