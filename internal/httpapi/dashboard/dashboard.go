@@ -259,10 +259,13 @@ type Snapshot struct {
 	Rules      []map[string]string `json:"rules"`      // the rules view's rows by column
 	// Links is the links view's rows by column, each with
 	// "bytes_per_second", the link's last sampled rate.
-	Links    []map[string]any  `json:"links"`
-	Settings map[string]string `json:"settings"`
-	Sessions int               `json:"sessions"`
-	Running  int               `json:"running"`
+	Links []map[string]any `json:"links"`
+	// Network is the network view's rows by column: what sluice
+	// believes about the path beyond each link with network control.
+	Network  []map[string]string `json:"network"`
+	Settings map[string]string   `json:"settings"`
+	Sessions int                 `json:"sessions"`
+	Running  int                 `json:"running"`
 }
 
 // Series are the sampled rates, one value per sample. A delay is null for
@@ -329,7 +332,7 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 			Pools:   map[string][]float64{},
 			DelayMS: map[string][]*float64{},
 		},
-		Statements: []Statement{}, Firings: []map[string]string{}, Rules: []map[string]string{}, Links: []map[string]any{},
+		Statements: []Statement{}, Firings: []map[string]string{}, Rules: []map[string]string{}, Links: []map[string]any{}, Network: []map[string]string{},
 		Settings: map[string]string{},
 	}
 	for _, c := range []link.Class{link.High, link.Normal, link.Low} {
@@ -365,7 +368,12 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 	// The firing history, not the ended statements: ordinary traffic
 	// pushes a firing's statement out of the statement history in
 	// seconds.
-	tables := d.views.ViewTables([]string{"firings", "rules", "links"})
+	tables := d.views.ViewTables([]string{"firings", "rules", "links", "network"})
+	if nt, ok := tables["network"]; ok {
+		for i := range nt.Rows {
+			snap.Network = append(snap.Network, rowMap(nt, i))
+		}
+	}
 	if ft, ok := tables["firings"]; ok {
 		for i := len(ft.Rows) - 1; i >= 0 && len(snap.Firings) < d.top; i-- {
 			snap.Firings = append(snap.Firings, rowMap(ft, i))

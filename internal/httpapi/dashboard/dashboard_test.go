@@ -13,6 +13,7 @@ import (
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
+	"github.com/sluicelab/sluice/internal/wlm/views"
 	"github.com/sluicelab/sluice/internal/wlm/wlmtest"
 )
 
@@ -273,5 +274,23 @@ func BenchmarkSample(b *testing.B) {
 	for b.Loop() {
 		f.Clock.Advance(time.Second)
 		f.d.Sample(f.Clock.Now())
+	}
+}
+
+// TestSnapshotNetwork: the page shows the network view's rows, as SHOW
+// NETWORK does.
+func TestSnapshotNetwork(t *testing.T) {
+	f := newFixture(t, 10)
+	f.Manager.Views().Register("network", views.NetworkSource(func() []views.NetworkRow {
+		return []views.NetworkRow{{Link: "wan", Direction: "down", State: "bottleneck", Bottleneck: 25_000_000,
+			BaseRTT: 100 * time.Microsecond, QueueDelay: time.Millisecond, LowRate: 5_000_000}}
+	}))
+	snap := f.d.Snapshot(context.Background(), f.Clock.Now())
+	if len(snap.Network) != 1 {
+		t.Fatalf("network = %+v, want one row", snap.Network)
+	}
+	r := snap.Network[0]
+	if r["link"] != "wan" || r["state"] != "bottleneck" || r["bottleneck_bytes_per_second"] != "25000000" || r["queue_delay_ms"] != "1.000" || r["low_rate_bytes_per_second"] != "5000000" {
+		t.Errorf("network row %v", r)
 	}
 }

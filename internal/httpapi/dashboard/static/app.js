@@ -199,6 +199,16 @@ function render(s) {
     { cls: 'num', get: x => fmtRate(x.bytes_per_second) },
   ], 'no links');
 
+  rows(document.getElementById('network'), s.network, [
+    { get: x => x.link },
+    { get: x => x.direction },
+    { get: x => x.state },
+    { cls: 'num', get: x => fmtRate(Number(x.bottleneck_bytes_per_second)) },
+    { cls: 'num', get: x => x.base_rtt_ms + ' ms' },
+    { cls: 'num', get: x => x.queue_delay_ms + ' ms' },
+    { cls: 'num', get: x => x.low_rate_bytes_per_second === '0' ? '–' : fmtRate(Number(x.low_rate_bytes_per_second)) },
+  ], 'no link with network control carries traffic');
+
   document.getElementById('meta').textContent =
     'version ' + s.version + ' · up ' + fmtSecs(s.uptime_seconds) + ' · ' + s.sessions + ' sessions · ' + s.running + ' running statements';
 }
