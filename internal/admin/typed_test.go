@@ -8,8 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // TestTypedResults reads int8, float8, text, NULL and bool columns of
@@ -92,7 +90,7 @@ func TestQueryTimeout(t *testing.T) {
 	c := startConsole(t, Options{QueryTimeout: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn := testenv.ConnectPG(t, c.url("admin", password))
+	conn := c.connect(t)
 	_, err := conn.Exec(ctx, "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT count(*) FROM c")
 	if pe, ok := err.(*pgconn.PgError); !ok || pe.Code != "57014" {
 		t.Errorf("endless query: %v, want 57014", err)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/rawconn"
-	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -48,14 +47,10 @@ func TestOpeningSocketsAreRaw(t *testing.T) {
 			return c
 		}
 	}
-	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{}), Policy: delayPolicy{}})
-	t.Cleanup(func() { srv.Close() })
-	addr, err := srv.AddRoute(Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: up, Protocol: "tcp",
-		DialTimeout: 2 * time.Second, Frontend: f, WrapClient: record("wrap client"), WrapUpstream: record("wrap upstream")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ping(t, testenv.Dial(t, addr.String()))
+	srv := newTestServer(t, Options{Policy: delayPolicy{}})
+	addr := addTestRoute(t, srv, Route{Name: "echo", Upstream: up, DialTimeout: 2 * time.Second,
+		Frontend: f, WrapClient: record("wrap client"), WrapUpstream: record("wrap upstream")})
+	ping(t, testenv.Dial(t, addr))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	raw, sock := fmt.Sprintf("%T", &rawconn.Conn{}), fmt.Sprintf("%T", &rawconn.TCPSocket{})
