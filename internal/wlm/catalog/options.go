@@ -268,12 +268,7 @@ var linkOptions = append([]string{"capacity", "queue_size", "max_active_statemen
 func setLinkOption(d *LinkDef, o ddl.Option) error {
 	switch o.Name {
 	case "capacity":
-		return setValue(&d.Capacity, 0, o, func(v ddl.Value) (int64, error) {
-			if isUnlimitedWord(v) {
-				return 0, nil
-			}
-			return parseRate(v)
-		})
+		return setValue(&d.Capacity, 0, o, parseRateOrUnlimited)
 	case "queue_size":
 		return setValue(&d.QueueSize, 0, o, parseSize)
 	case "max_active_statements":
@@ -284,6 +279,28 @@ func setLinkOption(d *LinkDef, o ddl.Option) error {
 
 func isUnlimitedWord(v ddl.Value) bool {
 	return strings.EqualFold(strings.TrimSpace(v.Text), "unlimited") || strings.TrimSpace(v.Text) == "-1"
+}
+
+// parseRateOrUnlimited reads a rate in bytes/s; -1 or "unlimited" is 0,
+// no limit.
+func parseRateOrUnlimited(v ddl.Value) (int64, error) {
+	if isUnlimitedWord(v) {
+		return 0, nil
+	}
+	return parseRate(v)
+}
+
+// setRate is the set function of the setting whose bytes/s field field
+// returns, read by parseRateOrUnlimited.
+func setRate(field func(*Settings) *int64) func(*Settings, ddl.Value) error {
+	return func(s *Settings, v ddl.Value) error {
+		r, err := parseRateOrUnlimited(v)
+		if err != nil {
+			return err
+		}
+		*field(s) = r
+		return nil
+	}
 }
 
 // poolOptions are the options of CREATE/ALTER RESOURCE POOL.
@@ -508,18 +525,7 @@ var settings = []setting{
 		name: "cluster_low_priority_bandwidth",
 		desc: "Rate limit of the low-priority class over every instance of a fleet sharing an etcd catalog, split by demand (bytes/s with a unit, e.g. '30MB'; 0 is off).",
 		def:  func(s Settings) string { return units.FormatRate(s.ClusterLowPriorityBandwidth) },
-		set: func(s *Settings, v ddl.Value) error {
-			if isUnlimitedWord(v) {
-				s.ClusterLowPriorityBandwidth = 0
-				return nil
-			}
-			r, err := parseRate(v)
-			if err != nil {
-				return err
-			}
-			s.ClusterLowPriorityBandwidth = r
-			return nil
-		},
+		set:  setRate(func(s *Settings) *int64 { return &s.ClusterLowPriorityBandwidth }),
 	},
 	{
 		name: "except_check_period",
@@ -541,18 +547,7 @@ var settings = []setting{
 		name: "low_priority_bandwidth",
 		desc: "Rate limit of the low-priority class on each link (bytes/s with a unit, e.g. '256MB'; 0 is unlimited).",
 		def:  func(s Settings) string { return units.FormatRate(s.LowPriorityBandwidth) },
-		set: func(s *Settings, v ddl.Value) error {
-			if isUnlimitedWord(v) {
-				s.LowPriorityBandwidth = 0
-				return nil
-			}
-			r, err := parseRate(v)
-			if err != nil {
-				return err
-			}
-			s.LowPriorityBandwidth = r
-			return nil
-		},
+		set:  setRate(func(s *Settings) *int64 { return &s.LowPriorityBandwidth }),
 	},
 	{
 		name: "low_priority_yield",
