@@ -30,6 +30,14 @@ type member struct {
 	done   chan struct{}
 }
 
+// etcdConfig is a client configuration for the test etcd cluster under
+// a prefix of this test's own, removed when the test ends.
+func etcdConfig(t *testing.T) etcd.Config {
+	t.Helper()
+	eps := testenv.EtcdEndpoints(t)
+	return etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
+}
+
 func startMember(t *testing.T, cfg etcd.Config, name string, budget int64) *member {
 	t.Helper()
 	mgr, err := wlm.NewManager(wlm.ManagerOptions{})
@@ -98,14 +106,9 @@ func TestBudgetFailover(t *testing.T) {
 		t.Skip("takes 6s here; runs without -short")
 	}
 	const budget = 20_000_000
-	eps := testenv.EtcdEndpoints(t)
-	cfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
+	cfg := etcdConfig(t)
 	ctx := context.Background()
-	watcher, err := etcd.Dial(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close()
+	watcher := testenv.DialEtcd(t, cfg)
 
 	// Poll the grants throughout: their sum never exceeds the budget.
 	var (
@@ -228,8 +231,7 @@ func TestBudgetOwnLeaseAfterExpiry(t *testing.T) {
 		t.Skip("takes 5s here; runs without -short")
 	}
 	const budget = 20_000_000
-	eps := testenv.EtcdEndpoints(t)
-	cfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
+	cfg := etcdConfig(t)
 	ctx := context.Background()
 	a := startMember(t, cfg, "a", budget)
 	testenv.Eventually(t, 20*time.Second, "a granted", func() bool { return a.b.State().Mode == ModeGrant && a.cap() == budget })
