@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // TestTypedResults reads int8, float8, text, NULL and bool columns of
@@ -67,19 +68,12 @@ func eachMode(t *testing.T, c *console, f func(t *testing.T, mode pgx.QueryExecM
 		pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol,
 	} {
 		t.Run(mode.String(), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
 			cfg, err := pgx.ParseConfig(c.url("admin", password))
 			if err != nil {
 				t.Fatal(err)
 			}
 			cfg.DefaultQueryExecMode = mode
-			conn, err := pgx.ConnectConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(context.Background())
-			f(t, mode, conn)
+			f(t, mode, testenv.ConnectPGConfig(t, cfg))
 		})
 	}
 }

@@ -290,16 +290,22 @@ func parseRateOrUnlimited(v ddl.Value) (int64, error) {
 	return parseRate(v)
 }
 
-// setRate is the set function of the setting whose bytes/s field field
-// returns, read by parseRateOrUnlimited.
-func setRate(field func(*Settings) *int64) func(*Settings, ddl.Value) error {
-	return func(s *Settings, v ddl.Value) error {
-		r, err := parseRateOrUnlimited(v)
-		if err != nil {
-			return err
-		}
-		*field(s) = r
-		return nil
+// rateSetting is the setting name of the bytes/s field field returns:
+// it reads a value with parseRateOrUnlimited and shows it with
+// units.FormatRate.
+func rateSetting(name, desc string, field func(*Settings) *int64) setting {
+	return setting{
+		name: name,
+		desc: desc,
+		def:  func(s Settings) string { return units.FormatRate(*field(&s)) },
+		set: func(s *Settings, v ddl.Value) error {
+			r, err := parseRateOrUnlimited(v)
+			if err != nil {
+				return err
+			}
+			*field(s) = r
+			return nil
+		},
 	}
 }
 
@@ -521,12 +527,9 @@ var settings = []setting{
 			return nil
 		},
 	},
-	{
-		name: "cluster_low_priority_bandwidth",
-		desc: "Rate limit of the low-priority class over every instance of a fleet sharing an etcd catalog, split by demand (bytes/s with a unit, e.g. '30MB'; 0 is off).",
-		def:  func(s Settings) string { return units.FormatRate(s.ClusterLowPriorityBandwidth) },
-		set:  setRate(func(s *Settings) *int64 { return &s.ClusterLowPriorityBandwidth }),
-	},
+	rateSetting("cluster_low_priority_bandwidth",
+		"Rate limit of the low-priority class over every instance of a fleet sharing an etcd catalog, split by demand (bytes/s with a unit, e.g. '30MB'; 0 is off).",
+		func(s *Settings) *int64 { return &s.ClusterLowPriorityBandwidth }),
 	{
 		name: "except_check_period",
 		desc: "Interval between two checks of a statement's exception rules (seconds, or with a unit).",
@@ -543,12 +546,9 @@ var settings = []setting{
 			return nil
 		},
 	},
-	{
-		name: "low_priority_bandwidth",
-		desc: "Rate limit of the low-priority class on each link (bytes/s with a unit, e.g. '256MB'; 0 is unlimited).",
-		def:  func(s Settings) string { return units.FormatRate(s.LowPriorityBandwidth) },
-		set:  setRate(func(s *Settings) *int64 { return &s.LowPriorityBandwidth }),
-	},
+	rateSetting("low_priority_bandwidth",
+		"Rate limit of the low-priority class on each link (bytes/s with a unit, e.g. '256MB'; 0 is unlimited).",
+		func(s *Settings) *int64 { return &s.LowPriorityBandwidth }),
 	{
 		name: "low_priority_yield",
 		desc: "Share of a link's capacity the low-priority class may use while normal or high-priority bytes are on the link and for 50ms after (percentage, e.g. '25%'; '100%' switches yielding off).",
