@@ -36,7 +36,7 @@ func TestGrantCheck(t *testing.T) {
 // and never applied: the instance keeps the grant it had.
 func TestBudgetRefusesGarbageGrants(t *testing.T) {
 	cfg := etcdConfig(t)
-	m := startMember(t, cfg, "a", 20_000_000)
+	m := startMember(t, cfg, "a", testBudget)
 	testenv.Eventually(t, 20*time.Second, "a's first grant", func() bool { return m.b.State().Grant.Version > 0 })
 	ctx := context.Background()
 	for i, g := range []Grant{
