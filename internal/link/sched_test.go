@@ -106,6 +106,16 @@ func TestSchedSteps(t *testing.T) {
 		f(&c)
 		return c
 	}
+	// lowBound bounds the Low bytes in the queue at 2000; lowFull fills
+	// that bound before more: L1 and L2 go in at once, L3 waits.
+	lowBound := with(func(c *Config) { c.QueueSize = 100_000; c.LowPriorityQueueBytes = 2000 })
+	lowFull := func(more ...op) []op {
+		return append([]op{
+			{at: 0, send: "L1", n: 1000, class: Low, want: []adm{{"L1", 1 * ms}}, next: -1},
+			{at: 0, send: "L2", n: 1000, class: Low, want: []adm{{"L2", 2 * ms}}, next: -1},
+			{at: 0, send: "L3", n: 1000, class: Low, next: 1 * ms},
+		}, more...)
+	}
 	tests := []struct {
 		name  string
 		cfg   Config
@@ -150,15 +160,12 @@ func TestSchedSteps(t *testing.T) {
 		},
 		{
 			name: "occupancy bound",
-			cfg:  with(func(c *Config) { c.QueueSize = 100_000; c.LowPriorityQueueBytes = 2000 }),
-			ops: []op{
-				{at: 0, send: "L1", n: 1000, class: Low, want: []adm{{"L1", 1 * ms}}, next: -1},
-				{at: 0, send: "L2", n: 1000, class: Low, want: []adm{{"L2", 2 * ms}}, next: -1},
-				{at: 0, send: "L3", n: 1000, class: Low, next: 1 * ms},
+			cfg:  lowBound,
+			ops: lowFull(
 				// Normal waits behind at most 2000 Low bytes.
-				{at: 500 * us, send: "N1", n: 1000, want: []adm{{"N1", 3 * ms}}, next: 1 * ms},
-				{at: 1 * ms, want: []adm{{"L3", 4 * ms}}, next: -1},
-			},
+				op{at: 500 * us, send: "N1", n: 1000, want: []adm{{"N1", 3 * ms}}, next: 1 * ms},
+				op{at: 1 * ms, want: []adm{{"L3", 4 * ms}}, next: -1},
+			),
 		},
 		{
 			name: "a late run admits at the time space freed",
@@ -176,27 +183,21 @@ func TestSchedSteps(t *testing.T) {
 		},
 		{
 			name: "a late run admits what was due before a later arrival",
-			cfg:  with(func(c *Config) { c.QueueSize = 100_000; c.LowPriorityQueueBytes = 2000 }),
-			ops: []op{
-				{at: 0, send: "L1", n: 1000, class: Low, want: []adm{{"L1", 1 * ms}}, next: -1},
-				{at: 0, send: "L2", n: 1000, class: Low, want: []adm{{"L2", 2 * ms}}, next: -1},
-				{at: 0, send: "L3", n: 1000, class: Low, next: 1 * ms},
+			cfg:  lowBound,
+			ops: lowFull(
 				// The run meant for 1 ms has not come when N1 arrives at
 				// 2.5 ms. L3 went in at 1 ms, before N1 existed; the link
 				// does not idle from 2 ms to 2.5 ms, and N1 still waits
 				// behind at most 2000 Low bytes.
-				{at: 2500 * us, send: "N1", n: 1000, want: []adm{{"L3", 3 * ms}, {"N1", 4 * ms}}, next: -1},
-			},
+				op{at: 2500 * us, send: "N1", n: 1000, want: []adm{{"L3", 3 * ms}, {"N1", 4 * ms}}, next: -1},
+			),
 		},
 		{
 			name: "at the same instant priority decides",
-			cfg:  with(func(c *Config) { c.QueueSize = 100_000; c.LowPriorityQueueBytes = 2000 }),
-			ops: []op{
-				{at: 0, send: "L1", n: 1000, class: Low, want: []adm{{"L1", 1 * ms}}, next: -1},
-				{at: 0, send: "L2", n: 1000, class: Low, want: []adm{{"L2", 2 * ms}}, next: -1},
-				{at: 0, send: "L3", n: 1000, class: Low, next: 1 * ms},
-				{at: 1 * ms, send: "N1", n: 1000, want: []adm{{"N1", 3 * ms}, {"L3", 4 * ms}}, next: -1},
-			},
+			cfg:  lowBound,
+			ops: lowFull(
+				op{at: 1 * ms, send: "N1", n: 1000, want: []adm{{"N1", 3 * ms}, {"L3", 4 * ms}}, next: -1},
+			),
 		},
 		{
 			name: "configure admits what was due under the old settings",
