@@ -54,16 +54,28 @@ type slowObserver struct{ d time.Duration }
 
 func (o slowObserver) Observe([]byte) error { time.Sleep(o.d); return nil }
 
-// slowFrontend opens raw sessions whose client bytes pass a slowObserver.
-type slowFrontend struct{ d time.Duration }
-
-func (f slowFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
+// openRaw registers the session and dials the upstream, as a frontend
+// that speaks no protocol does, and returns the connection of the two
+// sockets, without observers.
+func openRaw(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
 	s := register()
 	up, err := dial(ctx)
 	if err != nil {
 		return wire.Conn{}, err
 	}
-	return wire.Conn{Session: s, Client: client, Upstream: up, Up: slowObserver(f)}, nil
+	return wire.Conn{Session: s, Client: client, Upstream: up}, nil
+}
+
+// slowFrontend opens raw sessions whose client bytes pass a slowObserver.
+type slowFrontend struct{ d time.Duration }
+
+func (f slowFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
+	c, err := openRaw(ctx, client, register, dial)
+	if err != nil {
+		return c, err
+	}
+	c.Up = slowObserver(f)
+	return c, nil
 }
 
 // TestDelayCountsFromReceipt: a delayed flow's bytes are released one

@@ -70,14 +70,14 @@ func (d *dropBang) Rewrite(_ context.Context, p []byte) ([]byte, error) {
 type injectFrontend struct{ injectors chan *testInjector }
 
 func (f injectFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
-	s := register()
-	up, err := dial(ctx)
+	c, err := openRaw(ctx, client, register, dial)
 	if err != nil {
-		return wire.Conn{}, err
+		return c, err
 	}
 	inj := &testInjector{}
 	f.injectors <- inj
-	return wire.Conn{Session: s, Client: client, Upstream: up, Up: &dropBang{inj: inj}, Inject: inj}, nil
+	c.Up, c.Inject = &dropBang{inj: inj}, inj
+	return c, nil
 }
 
 // injectProxy starts a server whose sweeper runs on a fake clock, with a
@@ -172,14 +172,14 @@ type waitFrontend struct {
 }
 
 func (f waitFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
-	s := register()
-	up, err := dial(ctx)
+	c, err := openRaw(ctx, client, register, dial)
 	if err != nil {
-		return wire.Conn{}, err
+		return c, err
 	}
-	f.sess <- s
-	return wire.Conn{Session: s, Client: client, Upstream: up, Up: waitRewriter{f.waiting},
-		Terminated: func(session.EndReason) []byte { return []byte("terminated") }}, nil
+	f.sess <- c.Session
+	c.Up = waitRewriter{f.waiting}
+	c.Terminated = func(session.EndReason) []byte { return []byte("terminated") }
+	return c, nil
 }
 
 // TestRewriteWaitEndsWithSession: a client pump waiting in its rewriter

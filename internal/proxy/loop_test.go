@@ -307,14 +307,14 @@ func (r gateRewriter) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 type gateFrontend struct{ adm wire.Admitter }
 
 func (f gateFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
-	s := register()
-	up, err := dial(ctx)
+	c, err := openRaw(ctx, client, register, dial)
 	if err != nil {
-		return wire.Conn{}, err
+		return c, err
 	}
 	g := wire.NewGate(f.adm)
 	g.SetPeer(client)
-	return wire.Conn{Session: s, Client: client, Upstream: up, Up: gateRewriter{g}, Close: g.Close}, nil
+	c.Up, c.Close = gateRewriter{g}, g.Close
+	return c, nil
 }
 
 // TestLoopYieldsForAdmission: a statement that must wait for admission

@@ -22,15 +22,14 @@ type typeFrontend struct {
 }
 
 func (f typeFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
-	s := register()
-	up, err := dial(ctx)
+	c, err := openRaw(ctx, client, register, dial)
 	if err != nil {
-		return wire.Conn{}, err
+		return c, err
 	}
 	f.mu.Lock()
-	f.types["client"], f.types["upstream"] = fmt.Sprintf("%T", client), fmt.Sprintf("%T", up)
+	f.types["client"], f.types["upstream"] = fmt.Sprintf("%T", client), fmt.Sprintf("%T", c.Upstream)
 	f.mu.Unlock()
-	return wire.Conn{Session: s, Client: client, Upstream: up}, nil
+	return c, nil
 }
 
 // TestOpeningSocketsAreRaw: the opening exchange gets the accepted and
