@@ -75,6 +75,13 @@ func (c *console) url(user, pw string) string {
 	return "postgres://" + user + ":" + strings.ReplaceAll(pw, " ", "%20") + "@" + c.addr.String() + "/sluice?sslmode=disable"
 }
 
+// connect opens a pgx connection to the console as admin, within 30 s;
+// it closes when the test ends.
+func (c *console) connect(t *testing.T) *pgx.Conn {
+	t.Helper()
+	return testenv.ConnectPG(t, c.url("admin", password))
+}
+
 // psql runs the real psql against the console.
 func (c *console) psql(t *testing.T, pw string, args ...string) (string, string, error) {
 	t.Helper()
@@ -238,7 +245,7 @@ func TestShowSessionsAndStatements(t *testing.T) {
 	c := startConsole(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn := testenv.ConnectPG(t, c.url("admin", password))
+	conn := c.connect(t)
 	if _, err := conn.Exec(ctx, reference); err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +377,7 @@ func TestGarbageInput(t *testing.T) {
 		nc.Close()
 	}
 	// The console still works.
-	testenv.ConnectPG(t, c.url("admin", password)).Close(context.Background())
+	c.connect(t).Close(context.Background())
 }
 
 func TestClientParamsAndNegotiation(t *testing.T) {
@@ -465,7 +472,7 @@ func TestOversizedMessage(t *testing.T) {
 	pgtest.ExpectFatal(t, nc, "54000", strconv.Itoa(maxMessage))
 
 	// pgx writes the whole message before it reads the answer.
-	conn := testenv.ConnectPG(t, c.url("admin", password))
+	conn := c.connect(t)
 	_, err = conn.Exec(ctx, "SHOW RULES -- "+strings.Repeat("x", maxMessage))
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "54000" {

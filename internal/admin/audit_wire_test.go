@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -19,11 +18,7 @@ func TestMissingSessionAuditedAsAnswered(t *testing.T) {
 	c := startConsole(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, c.url("admin", password))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := c.connect(t)
 	answered := map[string]string{}
 	for _, sql := range []string{"CANCEL STATEMENT 987654", "TERMINATE SESSION 987653"} {
 		_, err := conn.Exec(ctx, sql)

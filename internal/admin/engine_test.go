@@ -26,11 +26,7 @@ func TestEngineBounded(t *testing.T) {
 	defer cancel()
 	conns := make([]*pgx.Conn, consoles)
 	for i := range conns {
-		conn, err := pgx.Connect(ctx, c.url("admin", password))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(context.Background())
+		conn := c.connect(t)
 		conns[i] = conn
 	}
 	var wg sync.WaitGroup
@@ -72,16 +68,8 @@ func TestEngineTrivialWaitsItsTurn(t *testing.T) {
 	c := startConsole(t, Options{QueryTimeout: 2 * time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	heavy, err := pgx.Connect(ctx, c.url("admin", password))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer heavy.Close(context.Background())
-	light, err := pgx.Connect(ctx, c.url("admin", password))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer light.Close(context.Background())
+	heavy := c.connect(t)
+	light := c.connect(t)
 	done := make(chan error, 1)
 	go func() {
 		var n int64
@@ -110,11 +98,7 @@ func TestWritesRefused(t *testing.T) {
 	c := startConsole(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, c.url("admin", password))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := c.connect(t)
 	for _, sql := range []string{
 		"PRAGMA query_only = off",
 		"ATTACH DATABASE '/tmp/x' AS x",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/fleet"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
@@ -64,11 +65,7 @@ func TestSessionFunctionMissingWarns(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := testenv.ConnectPGConfig(t, cfg)
 
 	const missing = 999999
 	cases := []struct {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
-	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // TestStatementPace: the console's statements pass StatementBurst at
@@ -15,7 +14,7 @@ import (
 func TestStatementPace(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1000, 0))
 	c := startConsole(t, Options{Clock: clk, StatementRate: 1})
-	conn := testenv.ConnectPG(t, c.url("admin", password))
+	conn := c.connect(t)
 	ctx := context.Background()
 	for i := range StatementBurst {
 		if _, err := conn.Exec(ctx, "SHOW network_control"); err != nil {

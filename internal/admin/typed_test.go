@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -69,19 +68,12 @@ func eachMode(t *testing.T, c *console, f func(t *testing.T, mode pgx.QueryExecM
 		pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol,
 	} {
 		t.Run(mode.String(), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
 			cfg, err := pgx.ParseConfig(c.url("admin", password))
 			if err != nil {
 				t.Fatal(err)
 			}
 			cfg.DefaultQueryExecMode = mode
-			conn, err := pgx.ConnectConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(context.Background())
-			f(t, mode, conn)
+			f(t, mode, testenv.ConnectPGConfig(t, cfg))
 		})
 	}
 }
@@ -92,7 +84,7 @@ func TestQueryTimeout(t *testing.T) {
 	c := startConsole(t, Options{QueryTimeout: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn := testenv.ConnectPG(t, c.url("admin", password))
+	conn := c.connect(t)
 	_, err := conn.Exec(ctx, "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT count(*) FROM c")
 	if pe, ok := err.(*pgconn.PgError); !ok || pe.Code != "57014" {
 		t.Errorf("endless query: %v, want 57014", err)

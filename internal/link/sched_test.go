@@ -106,6 +106,27 @@ func TestSchedSteps(t *testing.T) {
 		f(&c)
 		return c
 	}
+	// fourClasses sends L1 and L2 (Low), N1 (Normal) and H1 (High), 1000
+	// bytes each, within 400 µs before more: L1 goes in at once, the
+	// others wait.
+	fourClasses := func(more ...op) []op {
+		return append([]op{
+			{at: 0, send: "L1", n: 1000, class: Low, want: []adm{{"L1", 1 * ms}}, next: -1},
+			{at: 0, send: "L2", n: 1000, class: Low, next: 1 * ms},
+			{at: 200 * us, send: "N1", n: 1000, class: Normal, next: 1 * ms},
+			{at: 400 * us, send: "H1", n: 1000, class: High, next: 1 * ms},
+		}, more...)
+	}
+	// lowBound bounds the Low bytes in the queue at 2000; lowFull fills
+	// that bound before more: L1 and L2 go in at once, L3 waits.
+	lowBound := with(func(c *Config) { c.QueueSize = 100_000; c.LowPriorityQueueBytes = 2000 })
+	lowFull := func(more ...op) []op {
+		return append([]op{
+			{at: 0, send: "L1", n: 1000, class: Low, want: []adm{{"L1", 1 * ms}}, next: -1},
+			{at: 0, send: "L2", n: 1000, class: Low, want: []adm{{"L2", 2 * ms}}, next: -1},
+			{at: 0, send: "L3", n: 1000, class: Low, next: 1 * ms},
+		}, more...)
+	}
 	tests := []struct {
 		name  string
 		cfg   Config
@@ -115,28 +136,20 @@ func TestSchedSteps(t *testing.T) {
 		{
 			name: "strict priority",
 			cfg:  base,
-			ops: []op{
-				{at: 0, send: "L1", n: 1000, class: Low, want: []adm{{"L1", 1 * ms}}, next: -1},
-				{at: 0, send: "L2", n: 1000, class: Low, next: 1 * ms},
-				{at: 200 * us, send: "N1", n: 1000, class: Normal, next: 1 * ms},
-				{at: 400 * us, send: "H1", n: 1000, class: High, next: 1 * ms},
-				{at: 1 * ms, want: []adm{{"H1", 2 * ms}}, next: 2 * ms},
-				{at: 2 * ms, want: []adm{{"N1", 3 * ms}}, next: 3 * ms},
-				{at: 3 * ms, want: []adm{{"L2", 4 * ms}}, next: -1},
-			},
+			ops: fourClasses(
+				op{at: 1 * ms, want: []adm{{"H1", 2 * ms}}, next: 2 * ms},
+				op{at: 2 * ms, want: []adm{{"N1", 3 * ms}}, next: 3 * ms},
+				op{at: 3 * ms, want: []adm{{"L2", 4 * ms}}, next: -1},
+			),
 		},
 		{
 			name: "control off is one fifo",
 			cfg:  with(func(c *Config) { c.NetworkControl = false }),
-			ops: []op{
-				{at: 0, send: "L1", n: 1000, class: Low, want: []adm{{"L1", 1 * ms}}, next: -1},
-				{at: 0, send: "L2", n: 1000, class: Low, next: 1 * ms},
-				{at: 200 * us, send: "N1", n: 1000, class: Normal, next: 1 * ms},
-				{at: 400 * us, send: "H1", n: 1000, class: High, next: 1 * ms},
-				{at: 1 * ms, want: []adm{{"L2", 2 * ms}}, next: 2 * ms},
-				{at: 2 * ms, want: []adm{{"N1", 3 * ms}}, next: 3 * ms},
-				{at: 3 * ms, want: []adm{{"H1", 4 * ms}}, next: -1},
-			},
+			ops: fourClasses(
+				op{at: 1 * ms, want: []adm{{"L2", 2 * ms}}, next: 2 * ms},
+				op{at: 2 * ms, want: []adm{{"N1", 3 * ms}}, next: 3 * ms},
+				op{at: 3 * ms, want: []adm{{"H1", 4 * ms}}, next: -1},
+			),
 		},
 		{
 			name: "a waiting high chunk holds lower classes back",
@@ -150,15 +163,12 @@ func TestSchedSteps(t *testing.T) {
 		},
 		{
 			name: "occupancy bound",
-			cfg:  with(func(c *Config) { c.QueueSize = 100_000; c.LowPriorityQueueBytes = 2000 }),
-			ops: []op{
-				{at: 0, send: "L1", n: 1000, class: Low, want: []adm{{"L1", 1 * ms}}, next: -1},
-				{at: 0, send: "L2", n: 1000, class: Low, want: []adm{{"L2", 2 * ms}}, next: -1},
-				{at: 0, send: "L3", n: 1000, class: Low, next: 1 * ms},
+			cfg:  lowBound,
+			ops: lowFull(
 				// Normal waits behind at most 2000 Low bytes.
-				{at: 500 * us, send: "N1", n: 1000, want: []adm{{"N1", 3 * ms}}, next: 1 * ms},
-				{at: 1 * ms, want: []adm{{"L3", 4 * ms}}, next: -1},
-			},
+				op{at: 500 * us, send: "N1", n: 1000, want: []adm{{"N1", 3 * ms}}, next: 1 * ms},
+				op{at: 1 * ms, want: []adm{{"L3", 4 * ms}}, next: -1},
+			),
 		},
 		{
 			name: "a late run admits at the time space freed",
@@ -176,27 +186,21 @@ func TestSchedSteps(t *testing.T) {
 		},
 		{
 			name: "a late run admits what was due before a later arrival",
-			cfg:  with(func(c *Config) { c.QueueSize = 100_000; c.LowPriorityQueueBytes = 2000 }),
-			ops: []op{
-				{at: 0, send: "L1", n: 1000, class: Low, want: []adm{{"L1", 1 * ms}}, next: -1},
-				{at: 0, send: "L2", n: 1000, class: Low, want: []adm{{"L2", 2 * ms}}, next: -1},
-				{at: 0, send: "L3", n: 1000, class: Low, next: 1 * ms},
+			cfg:  lowBound,
+			ops: lowFull(
 				// The run meant for 1 ms has not come when N1 arrives at
 				// 2.5 ms. L3 went in at 1 ms, before N1 existed; the link
 				// does not idle from 2 ms to 2.5 ms, and N1 still waits
 				// behind at most 2000 Low bytes.
-				{at: 2500 * us, send: "N1", n: 1000, want: []adm{{"L3", 3 * ms}, {"N1", 4 * ms}}, next: -1},
-			},
+				op{at: 2500 * us, send: "N1", n: 1000, want: []adm{{"L3", 3 * ms}, {"N1", 4 * ms}}, next: -1},
+			),
 		},
 		{
 			name: "at the same instant priority decides",
-			cfg:  with(func(c *Config) { c.QueueSize = 100_000; c.LowPriorityQueueBytes = 2000 }),
-			ops: []op{
-				{at: 0, send: "L1", n: 1000, class: Low, want: []adm{{"L1", 1 * ms}}, next: -1},
-				{at: 0, send: "L2", n: 1000, class: Low, want: []adm{{"L2", 2 * ms}}, next: -1},
-				{at: 0, send: "L3", n: 1000, class: Low, next: 1 * ms},
-				{at: 1 * ms, send: "N1", n: 1000, want: []adm{{"N1", 3 * ms}, {"L3", 4 * ms}}, next: -1},
-			},
+			cfg:  lowBound,
+			ops: lowFull(
+				op{at: 1 * ms, send: "N1", n: 1000, want: []adm{{"N1", 3 * ms}, {"L3", 4 * ms}}, next: -1},
+			),
 		},
 		{
 			name: "configure admits what was due under the old settings",

@@ -1,12 +1,11 @@
 package proxy
 
 import (
-	"github.com/sluicelab/sluice/internal/testenv"
 	"io"
 	"net"
 	"testing"
 
-	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // benchRoute starts a server with a tcp route to upstream and returns a
@@ -14,18 +13,8 @@ import (
 // session on the event loop, -1 on its own pumps.
 func benchRoute(b *testing.B, upstream string, loops int) net.Conn {
 	b.Helper()
-	srv := New(Options{Logger: testLogger(b), Registry: session.NewRegistry(session.Options{}), Loops: loops})
-	b.Cleanup(func() { srv.Close() })
-	addr, err := srv.AddRoute(Route{Name: "bench", Listen: "127.0.0.1:0", Upstream: upstream, Protocol: "tcp"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := net.Dial("tcp", addr.String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	return c
+	srv := newTestServer(b, Options{Loops: loops})
+	return testenv.Dial(b, addTestRoute(b, srv, Route{Name: "bench", Upstream: upstream}))
 }
 
 // relayModes are the two ways a session is relayed: on the event loop and

@@ -113,13 +113,7 @@ func (c *chaos) myCanaryOpen(ctx context.Context) (canaryConn, error) {
 	}, nil
 }
 
-// myOp is one step of a valid mysql session, as pgOp is for postgres.
-type myOp struct {
-	name string
-	run  func(ctx context.Context, c *chaos, conn *sql.Conn, rng *rand.Rand, tag string) (closed bool, err error)
-}
-
-var myOps = []myOp{
+var myOps = []sessionOp[*sql.Conn]{
 	{"mysql-query", myQueryOp},
 	{"mysql-prepared", myPreparedOp},
 	{"mysql-multi", myMultiOp},
@@ -142,19 +136,14 @@ func (c *chaos) mySession(ctx context.Context, rng *rand.Rand, w, n int) error {
 		return err
 	}
 	defer db.Close()
-	steps := 1 + rng.IntN(8)
-	for i := range steps {
-		op := myOps[rng.IntN(len(myOps))]
-		c.stats.op(op.name)
-		closed, err := op.run(ctx, c, conn, rng, fmt.Sprintf("chaos_%d_%d_%d", w, n, i))
-		if err != nil {
-			conn.Close()
-			return fmt.Errorf("%s (interpolate %v): %w", op.name, cfg.InterpolateParams, err)
-		}
-		if closed {
-			conn.Close()
-			return nil
-		}
+	failed, closed, err := runSteps(ctx, c, rng, w, n, myOps, conn, func() bool { return false })
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("%s (interpolate %v): %w", failed, cfg.InterpolateParams, err)
+	}
+	if closed {
+		conn.Close()
+		return nil
 	}
 	if rng.IntN(2) == 0 {
 		c.stats.ends[endFIN].Add(1)

@@ -75,15 +75,36 @@ func (c *chaos) pgCanaryOpen(ctx context.Context) (canaryConn, error) {
 	}, nil
 }
 
-// pgOp is one step of a valid postgres session. It returns an error for
+// sessionOp is one step of a valid session on a connection of type C
+// (*pgx.Conn for postgres, *sql.Conn for mysql). It returns an error for
 // a wrong answer; closed reports that the step ended the connection, as
 // a context cancel without a cancel request does.
-type pgOp struct {
+type sessionOp[C any] struct {
 	name string
-	run  func(ctx context.Context, c *chaos, conn *pgx.Conn, rng *rand.Rand, tag string) (closed bool, err error)
+	run  func(ctx context.Context, c *chaos, conn C, rng *rand.Rand, tag string) (closed bool, err error)
 }
 
-var pgOps = []pgOp{
+// runSteps runs 1 to 8 steps picked at random from ops on conn, the n-th
+// session of worker w, until one fails or ends the connection (its
+// closed result, or ended reporting true). It returns the failed step's
+// name and error, or whether the connection ended.
+func runSteps[C any](ctx context.Context, c *chaos, rng *rand.Rand, w, n int, ops []sessionOp[C], conn C, ended func() bool) (failed string, closed bool, err error) {
+	steps := 1 + rng.IntN(8)
+	for i := range steps {
+		op := ops[rng.IntN(len(ops))]
+		c.stats.op(op.name)
+		closed, err := op.run(ctx, c, conn, rng, fmt.Sprintf("chaos_%d_%d_%d", w, n, i))
+		if err != nil {
+			return op.name, false, err
+		}
+		if closed || ended() {
+			return "", true, nil
+		}
+	}
+	return "", false, nil
+}
+
+var pgOps = []sessionOp[*pgx.Conn]{
 	{"pg-query", pgQueryOp},
 	{"pg-multi", pgMultiOp},
 	{"pg-batch", pgBatchOp},
@@ -116,19 +137,14 @@ func (c *chaos) pgSession(ctx context.Context, rng *rand.Rand, w, n int) error {
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	steps := 1 + rng.IntN(8)
-	for i := range steps {
-		op := pgOps[rng.IntN(len(pgOps))]
-		c.stats.op(op.name)
-		closed, err := op.run(ctx, c, conn, rng, fmt.Sprintf("chaos_%d_%d_%d", w, n, i))
-		if err != nil {
-			conn.Close(context.Background())
-			return fmt.Errorf("%s (mode %v): %w", op.name, cfg.DefaultQueryExecMode, err)
-		}
-		if closed || conn.IsClosed() {
-			conn.Close(context.Background())
-			return nil
-		}
+	failed, closed, err := runSteps(ctx, c, rng, w, n, pgOps, conn, conn.IsClosed)
+	if err != nil {
+		conn.Close(context.Background())
+		return fmt.Errorf("%s (mode %v): %w", failed, cfg.DefaultQueryExecMode, err)
+	}
+	if closed {
+		conn.Close(context.Background())
+		return nil
 	}
 	if rng.IntN(2) == 0 {
 		c.stats.ends[endFIN].Add(1)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/netem"
-	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wire"
 	"github.com/sluicelab/sluice/internal/wlm"
@@ -55,16 +54,28 @@ type slowObserver struct{ d time.Duration }
 
 func (o slowObserver) Observe([]byte) error { time.Sleep(o.d); return nil }
 
-// slowFrontend opens raw sessions whose client bytes pass a slowObserver.
-type slowFrontend struct{ d time.Duration }
-
-func (f slowFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
+// openRaw registers the session and dials the upstream, as a frontend
+// that speaks no protocol does, and returns the connection of the two
+// sockets, without observers.
+func openRaw(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
 	s := register()
 	up, err := dial(ctx)
 	if err != nil {
 		return wire.Conn{}, err
 	}
-	return wire.Conn{Session: s, Client: client, Upstream: up, Up: slowObserver(f)}, nil
+	return wire.Conn{Session: s, Client: client, Upstream: up}, nil
+}
+
+// slowFrontend opens raw sessions whose client bytes pass a slowObserver.
+type slowFrontend struct{ d time.Duration }
+
+func (f slowFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
+	c, err := openRaw(ctx, client, register, dial)
+	if err != nil {
+		return c, err
+	}
+	c.Up = slowObserver(f)
+	return c, nil
 }
 
 // TestDelayCountsFromReceipt: a delayed flow's bytes are released one
@@ -101,19 +112,9 @@ func (delayPolicy) Version() uint64                       { return 1 }
 func echoRoute(t *testing.T, policy Policy, frontend Frontend) (*Server, net.Conn) {
 	t.Helper()
 	up := testenv.ServeOnce(t, func(c net.Conn) { io.Copy(c, c) })
-	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{}), Policy: policy})
-	t.Cleanup(func() { srv.Close() })
-	addr, err := srv.AddRoute(Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: up, Protocol: "tcp",
-		DialTimeout: 2 * time.Second, Frontend: frontend})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("tcp", addr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return srv, c
+	srv := newTestServer(t, Options{Policy: policy})
+	addr := addTestRoute(t, srv, Route{Name: "echo", Upstream: up, DialTimeout: 2 * time.Second, Frontend: frontend})
+	return srv, testenv.Dial(t, addr)
 }
 
 // ping writes "ping" on c, a connection to an echo server, and reads the

@@ -70,14 +70,14 @@ func (d *dropBang) Rewrite(_ context.Context, p []byte) ([]byte, error) {
 type injectFrontend struct{ injectors chan *testInjector }
 
 func (f injectFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
-	s := register()
-	up, err := dial(ctx)
+	c, err := openRaw(ctx, client, register, dial)
 	if err != nil {
-		return wire.Conn{}, err
+		return c, err
 	}
 	inj := &testInjector{}
 	f.injectors <- inj
-	return wire.Conn{Session: s, Client: client, Upstream: up, Up: &dropBang{inj: inj}, Inject: inj}, nil
+	c.Up, c.Inject = &dropBang{inj: inj}, inj
+	return c, nil
 }
 
 // injectProxy starts a server whose sweeper runs on a fake clock, with a
@@ -85,19 +85,11 @@ func (f injectFrontend) Open(ctx context.Context, client net.Conn, register wire
 func injectProxy(t *testing.T) (*Server, *clock.Fake, net.Conn, *testInjector) {
 	t.Helper()
 	fake := clock.NewFake(time.Unix(0, 0))
-	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{})})
+	up := echoUpstream(t)
+	srv := newTestServer(t, Options{})
 	srv.parking.clk = fake
 	fr := injectFrontend{injectors: make(chan *testInjector, 1)}
-	addr, err := srv.AddRoute(Route{Name: "inject", Listen: "127.0.0.1:0", Upstream: echoUpstream(t), Protocol: "tcp", Frontend: fr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	c, err := net.Dial("tcp", addr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := testenv.Dial(t, addTestRoute(t, srv, Route{Name: "inject", Upstream: up, Frontend: fr}))
 	return srv, fake, c, <-fr.injectors
 }
 
@@ -180,14 +172,14 @@ type waitFrontend struct {
 }
 
 func (f waitFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
-	s := register()
-	up, err := dial(ctx)
+	c, err := openRaw(ctx, client, register, dial)
 	if err != nil {
-		return wire.Conn{}, err
+		return c, err
 	}
-	f.sess <- s
-	return wire.Conn{Session: s, Client: client, Upstream: up, Up: waitRewriter{f.waiting},
-		Terminated: func(session.EndReason) []byte { return []byte("terminated") }}, nil
+	f.sess <- c.Session
+	c.Up = waitRewriter{f.waiting}
+	c.Terminated = func(session.EndReason) []byte { return []byte("terminated") }
+	return c, nil
 }
 
 // TestRewriteWaitEndsWithSession: a client pump waiting in its rewriter
@@ -207,18 +199,9 @@ func TestRewriteWaitEndsWithSession(t *testing.T) {
 				}
 				io.Copy(io.Discard, c)
 			})
-			srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{})})
-			t.Cleanup(func() { srv.Close() })
+			srv := newTestServer(t, Options{})
 			fr := waitFrontend{waiting: make(chan struct{}, 1), sess: make(chan *session.Session, 1)}
-			addr, err := srv.AddRoute(Route{Name: "wait", Listen: "127.0.0.1:0", Upstream: up, Protocol: "tcp", Frontend: fr})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := net.Dial("tcp", addr.String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := testenv.Dial(t, addTestRoute(t, srv, Route{Name: "wait", Upstream: up, Frontend: fr}))
 			s := <-fr.sess
 			if _, err := c.Write([]byte("held")); err != nil {
 				t.Fatal(err)

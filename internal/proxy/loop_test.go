@@ -37,14 +37,8 @@ func echoServer(t *testing.T) string {
 // policy (nil: none) and frontend (nil: none).
 func loopProxy(t *testing.T, upstream string, policy Policy, frontend Frontend) (*Server, string) {
 	t.Helper()
-	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{}), Policy: policy})
-	t.Cleanup(func() { srv.Close() })
-	addr, err := srv.AddRoute(Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: upstream, Protocol: "tcp",
-		DialTimeout: 2 * time.Second, Frontend: frontend})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return srv, addr.String()
+	srv := newTestServer(t, Options{Policy: policy})
+	return srv, addTestRoute(t, srv, Route{Name: "echo", Upstream: upstream, DialTimeout: 2 * time.Second, Frontend: frontend})
 }
 
 // echoExact writes n random bytes on c while reading the echo, then
@@ -313,14 +307,14 @@ func (r gateRewriter) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 type gateFrontend struct{ adm wire.Admitter }
 
 func (f gateFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
-	s := register()
-	up, err := dial(ctx)
+	c, err := openRaw(ctx, client, register, dial)
 	if err != nil {
-		return wire.Conn{}, err
+		return c, err
 	}
 	g := wire.NewGate(f.adm)
 	g.SetPeer(client)
-	return wire.Conn{Session: s, Client: client, Upstream: up, Up: gateRewriter{g}, Close: g.Close}, nil
+	c.Up, c.Close = gateRewriter{g}, g.Close
+	return c, nil
 }
 
 // TestLoopYieldsForAdmission: a statement that must wait for admission

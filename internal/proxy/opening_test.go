@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/netem"
-	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wire"
 )
 
@@ -43,19 +43,9 @@ func (f greetFrontend) Open(ctx context.Context, client net.Conn, register wire.
 func greetProxy(t *testing.T, delay time.Duration) (*Server, *clock.Fake, greetFrontend, net.Conn) {
 	t.Helper()
 	fake := clock.NewFake(time.Unix(0, 0))
-	srv := New(Options{Logger: testLogger(t), Clock: fake, Registry: session.NewRegistry(session.Options{}),
-		Policy: delayPolicy{netem.Params{Delay: delay}}})
-	t.Cleanup(func() { srv.Close() })
+	srv := newTestServer(t, Options{Clock: fake, Policy: delayPolicy{netem.Params{Delay: delay}}})
 	fr := greetFrontend{wrote: make(chan error, 1)}
-	addr, err := srv.AddRoute(Route{Name: "greet", Listen: "127.0.0.1:0", Upstream: echoUpstream(t), Protocol: "tcp", Frontend: fr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("tcp", addr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := testenv.Dial(t, addTestRoute(t, srv, Route{Name: "greet", Upstream: echoUpstream(t), Frontend: fr}))
 	return srv, fake, fr, c
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
-	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -31,14 +30,10 @@ func echoUpstream(t testing.TB) string {
 func parkedProxy(t testing.TB) (*Server, *clock.Fake, string) {
 	t.Helper()
 	fake := clock.NewFake(time.Unix(0, 0))
-	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{}), Loops: -1})
+	up := echoUpstream(t)
+	srv := newTestServer(t, Options{Loops: -1})
 	srv.parking.clk = fake
-	addr, err := srv.AddRoute(Route{Name: "park", Listen: "127.0.0.1:0", Upstream: echoUpstream(t), Protocol: "tcp"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv, fake, addr.String()
+	return srv, fake, addTestRoute(t, srv, Route{Name: "park", Upstream: up})
 }
 
 // sweepUntilParked advances the sweeper's clock until want pumps are

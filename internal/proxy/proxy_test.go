@@ -32,18 +32,42 @@ import (
 // stderr with -v, silent otherwise.
 func testLogger(t testing.TB) *slog.Logger { return testenv.Logger(slog.LevelDebug) }
 
+// newTestServer is New(o) with the test logger and a fresh session
+// registry where o names none; the server closes when the test ends.
+func newTestServer(t testing.TB, o Options) *Server {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = testLogger(t)
+	}
+	if o.Registry == nil {
+		o.Registry = session.NewRegistry(session.Options{})
+	}
+	srv := New(o)
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// addTestRoute adds r to srv, listening on a loopback port unless r
+// names one and relaying tcp unless r names a protocol, and returns the
+// route's address. A failure fails t.
+func addTestRoute(t testing.TB, srv *Server, r Route) string {
+	t.Helper()
+	r.Listen = cmp.Or(r.Listen, "127.0.0.1:0")
+	r.Protocol = cmp.Or(r.Protocol, "tcp")
+	addr, err := srv.AddRoute(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr.String()
+}
+
 // startProxy starts a server with one route to upstream and returns its
 // address.
 func startProxy(t testing.TB, protocol, upstream string) (*Server, string) {
 	t.Helper()
 	reg := session.NewRegistry(session.Options{})
-	srv := New(Options{Logger: testLogger(t), Registry: reg})
-	addr, err := srv.AddRoute(testRoute(t, testLogger(t), reg, "r", protocol, upstream))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv, addr.String()
+	srv := newTestServer(t, Options{Registry: reg})
+	return srv, addTestRoute(t, srv, testRoute(t, testLogger(t), reg, "r", protocol, upstream))
 }
 
 // testRoute returns a loopback route named name to upstream with the

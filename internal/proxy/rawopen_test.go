@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/rawconn"
-	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -23,15 +22,14 @@ type typeFrontend struct {
 }
 
 func (f typeFrontend) Open(ctx context.Context, client net.Conn, register wire.Register, dial wire.Dialer) (wire.Conn, error) {
-	s := register()
-	up, err := dial(ctx)
+	c, err := openRaw(ctx, client, register, dial)
 	if err != nil {
-		return wire.Conn{}, err
+		return c, err
 	}
 	f.mu.Lock()
-	f.types["client"], f.types["upstream"] = fmt.Sprintf("%T", client), fmt.Sprintf("%T", up)
+	f.types["client"], f.types["upstream"] = fmt.Sprintf("%T", client), fmt.Sprintf("%T", c.Upstream)
 	f.mu.Unlock()
-	return wire.Conn{Session: s, Client: client, Upstream: up}, nil
+	return c, nil
 }
 
 // TestOpeningSocketsAreRaw: the opening exchange gets the accepted and
@@ -48,14 +46,10 @@ func TestOpeningSocketsAreRaw(t *testing.T) {
 			return c
 		}
 	}
-	srv := New(Options{Logger: testLogger(t), Registry: session.NewRegistry(session.Options{}), Policy: delayPolicy{}})
-	t.Cleanup(func() { srv.Close() })
-	addr, err := srv.AddRoute(Route{Name: "echo", Listen: "127.0.0.1:0", Upstream: up, Protocol: "tcp",
-		DialTimeout: 2 * time.Second, Frontend: f, WrapClient: record("wrap client"), WrapUpstream: record("wrap upstream")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ping(t, testenv.Dial(t, addr.String()))
+	srv := newTestServer(t, Options{Policy: delayPolicy{}})
+	addr := addTestRoute(t, srv, Route{Name: "echo", Upstream: up, DialTimeout: 2 * time.Second,
+		Frontend: f, WrapClient: record("wrap client"), WrapUpstream: record("wrap upstream")})
+	ping(t, testenv.Dial(t, addr))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	raw, sock := fmt.Sprintf("%T", &rawconn.Conn{}), fmt.Sprintf("%T", &rawconn.TCPSocket{})

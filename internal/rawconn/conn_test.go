@@ -15,11 +15,12 @@ import (
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
-// rawPair returns a Conn dialled to a loopback listener and the
-// accepted end.
-func rawPair(t testing.TB) (net.Conn, net.Conn) {
+// dialPair listens on network and address, connects to the listener
+// with dial and returns the dialled end and the accepted one; both close
+// when the test ends.
+func dialPair(t testing.TB, network, address string, dial func(ctx context.Context, network, address string) (net.Conn, error)) (net.Conn, net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen(network, address)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,15 +30,23 @@ func rawPair(t testing.TB) (net.Conn, net.Conn) {
 		c, _ := ln.Accept()
 		accepted <- c
 	}()
-	c, err := Dial(context.Background(), "tcp", ln.Addr().String())
+	c, err := dial(context.Background(), network, ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := <-accepted
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c, s
+}
+
+// rawPair returns a Conn dialled to a loopback listener and the
+// accepted end.
+func rawPair(t testing.TB) (net.Conn, net.Conn) {
+	t.Helper()
+	c, s := dialPair(t, "tcp", "127.0.0.1:0", Dial)
 	if _, ok := c.(*Conn); !ok {
 		t.Fatalf("Dial returned %T", c)
 	}
-	s := <-accepted
-	t.Cleanup(func() { c.Close(); s.Close() })
 	return c, s
 }
 

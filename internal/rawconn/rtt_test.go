@@ -8,23 +8,8 @@ import (
 )
 
 func TestRTT(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		done <- c
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	srv := <-done
-	defer srv.Close()
+	var d net.Dialer
+	c, srv := dialPair(t, "tcp", "127.0.0.1:0", d.DialContext)
 	// One exchange so the kernel has measured a round trip.
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
@@ -52,22 +37,7 @@ func TestRTT(t *testing.T) {
 		}
 	}
 
-	path := filepath.Join(t.TempDir(), "s")
-	ul, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ul.Close()
-	go func() {
-		c, _ := ul.Accept()
-		done <- c
-	}()
-	uc, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer uc.Close()
-	defer (<-done).Close()
+	uc, _ := dialPair(t, "unix", filepath.Join(t.TempDir(), "s"), d.DialContext)
 	if d := RTT(Wrap(uc)); d != 0 {
 		t.Errorf("unix socket RTT = %v, want 0", d)
 	}

@@ -11,12 +11,21 @@ func key(pid uint32, secret byte) string {
 	return string([]byte{byte(pid >> 24), byte(pid >> 16), byte(pid >> 8), byte(pid), secret, secret, secret, secret})
 }
 
-func TestByBackendPID(t *testing.T) {
+// openSessions opens a session for each route, in order, on a new
+// registry at now.
+func openSessions(now time.Time, routes ...string) (*Registry, []*Session) {
 	r := NewRegistry(Options{})
+	ss := make([]*Session, len(routes))
+	for i, route := range routes {
+		ss[i] = r.Open(Info{Route: route}, now)
+	}
+	return r, ss
+}
+
+func TestByBackendPID(t *testing.T) {
 	now := time.Unix(100, 0)
-	a := r.Open(Info{Route: "a"}, now)
-	b := r.Open(Info{Route: "b"}, now)
-	c := r.Open(Info{Route: "c"}, now)
+	r, ss := openSessions(now, "a", "b", "c")
+	a, b, c := ss[0], ss[1], ss[2]
 	a.SetCancelKey(key(1000, 1))
 	b.SetCancelKey(key(2000, 2))
 	c.SetCancelKey("abc") // too short to carry a pid
@@ -49,11 +58,8 @@ func TestByBackendPID(t *testing.T) {
 }
 
 func TestLink(t *testing.T) {
-	r := NewRegistry(Options{})
-	now := time.Unix(100, 0)
-	coord := r.Open(Info{Route: "coord"}, now)
-	shard := r.Open(Info{Route: "s1"}, now)
-	deep := r.Open(Info{Route: "s2"}, now)
+	_, ss := openSessions(time.Unix(100, 0), "coord", "s1", "s2")
+	coord, shard, deep := ss[0], ss[1], ss[2]
 	for _, c := range []struct {
 		name        string
 		from, to    *Session
@@ -80,13 +86,10 @@ func TestLink(t *testing.T) {
 // of the coordinator statement demotes every linked session while it
 // runs.
 func TestDistributedStatement(t *testing.T) {
-	r := NewRegistry(Options{})
 	now := time.Unix(100, 0)
-	coord := r.Open(Info{Route: "coord"}, now)
-	s1 := r.Open(Info{Route: "shard1"}, now)
-	s2 := r.Open(Info{Route: "shard2"}, now)
-	s3 := r.Open(Info{Route: "shard2"}, now) // a second connection to one node
-	deep := r.Open(Info{Route: "shard3"}, now)
+	// s3 is a second connection to s2's node.
+	_, ss := openSessions(now, "coord", "shard1", "shard2", "shard2", "shard3")
+	coord, s1, s2, s3, deep := ss[0], ss[1], ss[2], ss[3], ss[4]
 	for _, s := range []*Session{s1, s2, s3} {
 		s.Link(coord)
 	}

@@ -35,6 +35,14 @@ func newAdmitEnv(t *testing.T, ddl string) *admitEnv {
 	return &admitEnv{t: t, clk: clk, reg: reg, m: m}
 }
 
+// inAdmitBubble runs f in a synctest bubble on an admitEnv of a manager
+// that ran ddl, with a background context.
+func inAdmitBubble(t *testing.T, ddl string, f func(ctx context.Context, t *testing.T, e *admitEnv)) {
+	synctest.Test(t, func(t *testing.T) {
+		f(context.Background(), t, newAdmitEnv(t, ddl))
+	})
+}
+
 // begin opens a session of user and begins a statement in it.
 func (e *admitEnv) begin(user string) *session.Statement {
 	s := openAs(e.reg, "pg", user, e.clk.Now())
@@ -138,9 +146,7 @@ func TestAdmitNoLimit(t *testing.T) {
 }
 
 func TestAdmitHoldRelease(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newAdmitEnv(t, onePool)
-		ctx := context.Background()
+	inAdmitBubble(t, onePool, func(ctx context.Context, t *testing.T, e *admitEnv) {
 		st1 := e.begin("u")
 		a1 := e.done(e.admit(ctx, st1))
 		if a1.err != nil {
@@ -179,9 +185,7 @@ func TestAdmitHoldRelease(t *testing.T) {
 }
 
 func TestAdmitFailures(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newAdmitEnv(t, onePool)
-		ctx := context.Background()
+	inAdmitBubble(t, onePool, func(ctx context.Context, t *testing.T, e *admitEnv) {
 		a1 := e.take(ctx, "u")
 
 		// A cancel request for a held statement ends its wait; the
@@ -233,9 +237,7 @@ func TestAdmitFailures(t *testing.T) {
 }
 
 func TestAdmitReconfigure(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newAdmitEnv(t, onePool)
-		ctx := context.Background()
+	inAdmitBubble(t, onePool, func(ctx context.Context, t *testing.T, e *admitEnv) {
 		first := e.take(ctx, "u")
 		var sts []*session.Statement
 		var chs []<-chan admitted
@@ -271,14 +273,12 @@ func TestAdmitReconfigure(t *testing.T) {
 }
 
 func TestAdmitClassOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		// Pools on one link of max_active_statements 1: the high pool's
-		// waiter goes first, then normal ones by arrival, then the
-		// penalised one and the low pool's.
-		e := newAdmitEnv(t, `ALTER LINK default WITH (max_active_statements=1);
+	// Pools on one link of max_active_statements 1: the high pool's
+	// waiter goes first, then normal ones by arrival, then the
+	// penalised one and the low pool's.
+	inAdmitBubble(t, `ALTER LINK default WITH (max_active_statements=1);
 CREATE RESOURCE POOL hi WITH (network_priority=high); CREATE RESOURCE POOL lo WITH (network_priority=low); CREATE RESOURCE POOL mid;
-CREATE USER h RESOURCE POOL 'hi'; CREATE USER l RESOURCE POOL 'lo'; CREATE USER n RESOURCE POOL 'mid'`)
-		ctx := context.Background()
+CREATE USER h RESOURCE POOL 'hi'; CREATE USER l RESOURCE POOL 'lo'; CREATE USER n RESOURCE POOL 'mid'`, func(ctx context.Context, t *testing.T, e *admitEnv) {
 		run := e.done(e.admit(ctx, e.begin("n")))
 		order := []string{"l", "pen", "n", "h", "none"}
 		chs := map[string]<-chan admitted{}

@@ -30,6 +30,17 @@ type member struct {
 	done   chan struct{}
 }
 
+// testBudget is the fleet's Low-class budget in the tests, in bytes/s.
+const testBudget = 20_000_000
+
+// etcdConfig is a client configuration for the test etcd cluster under
+// a prefix of this test's own, removed when the test ends.
+func etcdConfig(t *testing.T) etcd.Config {
+	t.Helper()
+	eps := testenv.EtcdEndpoints(t)
+	return etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
+}
+
 func startMember(t *testing.T, cfg etcd.Config, name string, budget int64) *member {
 	t.Helper()
 	mgr, err := wlm.NewManager(wlm.ManagerOptions{})
@@ -97,15 +108,9 @@ func TestBudgetFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes 6s here; runs without -short")
 	}
-	const budget = 20_000_000
-	eps := testenv.EtcdEndpoints(t)
-	cfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
+	cfg := etcdConfig(t)
 	ctx := context.Background()
-	watcher, err := etcd.Dial(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close()
+	watcher := testenv.DialEtcd(t, cfg)
 
 	// Poll the grants throughout: their sum never exceeds the budget.
 	var (
@@ -138,13 +143,13 @@ func TestBudgetFailover(t *testing.T) {
 		}
 	}()
 
-	a := startMember(t, cfg, "a", budget)
+	a := startMember(t, cfg, "a", testBudget)
 	testenv.Eventually(t, 20*time.Second, "a granted the whole budget", func() bool {
-		return a.cap() == budget && a.b.State().Mode == ModeGrant
+		return a.cap() == testBudget && a.b.State().Mode == ModeGrant
 	})
-	b := startMember(t, cfg, "b", budget)
+	b := startMember(t, cfg, "b", testBudget)
 	half := func(m *member) func() bool {
-		return func() bool { c := m.cap(); return c >= budget/2-1 && c <= budget/2+1 }
+		return func() bool { c := m.cap(); return c >= testBudget/2-1 && c <= testBudget/2+1 }
 	}
 	testenv.Eventually(t, 20*time.Second, "a at half the budget", half(a))
 	testenv.Eventually(t, 20*time.Second, "b at half the budget", half(b))
@@ -157,12 +162,12 @@ func TestBudgetFailover(t *testing.T) {
 		t.Fatalf("allocator: a %v, b %v", a.b.State().Allocator, b.b.State().Allocator)
 	}
 	st := other.b.State()
-	if st.Live != 2 || len(st.Peers) != 2 || st.Want != budget {
+	if st.Live != 2 || len(st.Peers) != 2 || st.Want != testBudget {
 		t.Errorf("state of %s: %+v", other.name, st)
 	}
 	leader.kill()
 	testenv.Eventually(t, 20*time.Second, other.name+" elected allocator", func() bool { return other.b.State().Allocator })
-	testenv.Eventually(t, 20*time.Second, other.name+" granted the whole budget", func() bool { return other.cap() == budget })
+	testenv.Eventually(t, 20*time.Second, other.name+" granted the whole budget", func() bool { return other.cap() == testBudget })
 	stop()
 	pwg.Wait()
 	mu.Lock()
@@ -170,8 +175,8 @@ func TestBudgetFailover(t *testing.T) {
 	if polls == 0 {
 		t.Fatal("no grant listing succeeded")
 	}
-	if maxSum > budget {
-		t.Errorf("grants summed to %d at one reading, over the budget %d", maxSum, budget)
+	if maxSum > testBudget {
+		t.Errorf("grants summed to %d at one reading, over the budget %d", maxSum, testBudget)
 	}
 	t.Logf("%d readings of the grants, largest sum %d", polls, maxSum)
 }
@@ -180,18 +185,13 @@ func TestBudgetFailStatic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes 10s here; runs without -short")
 	}
-	const budget = 20_000_000
 	c := testenv.StartEtcdCluster(t, 1)
 	if c == nil {
 		return
 	}
 	cfg := etcd.Config{Endpoints: c.Endpoints(), Prefix: "/failstatic"}
 	ctx := context.Background()
-	cli, err := etcd.Dial(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := testenv.DialEtcd(t, cfg)
 	// A second instance that wants little, so the equal share differs
 	// from a's grant: grants a 15, ghost 5; the fallback is 20/2.
 	lease, err := cli.Grant(ctx, 60)
@@ -202,7 +202,7 @@ func TestBudgetFailStatic(t *testing.T) {
 	if _, err := cli.Put(ctx, cfg.Key("budget", "demand", "ghost"), string(v), clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
-	a := startMember(t, cfg, "a", budget)
+	a := startMember(t, cfg, "a", testBudget)
 	testenv.Eventually(t, 20*time.Second, "a granted 15 MB/s", func() bool {
 		st := a.b.State()
 		return st.Mode == ModeGrant && a.cap() == 15_000_000 && st.Live == 2
@@ -213,7 +213,7 @@ func TestBudgetFailStatic(t *testing.T) {
 		t.Errorf("a before its grant expired: cap %d, state %+v", a.cap(), st)
 	}
 	testenv.Eventually(t, 20*time.Second, "a falls back to an equal share", func() bool {
-		return a.b.State().Mode == ModeFallback && a.cap() == budget/2
+		return a.b.State().Mode == ModeFallback && a.cap() == testBudget/2
 	})
 	c.Start(0)
 	c.WaitHealthy(30 * time.Second)
@@ -227,12 +227,10 @@ func TestBudgetOwnLeaseAfterExpiry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes 5s here; runs without -short")
 	}
-	const budget = 20_000_000
-	eps := testenv.EtcdEndpoints(t)
-	cfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
+	cfg := etcdConfig(t)
 	ctx := context.Background()
-	a := startMember(t, cfg, "a", budget)
-	testenv.Eventually(t, 20*time.Second, "a granted", func() bool { return a.b.State().Mode == ModeGrant && a.cap() == budget })
+	a := startMember(t, cfg, "a", testBudget)
+	testenv.Eventually(t, 20*time.Second, "a granted", func() bool { return a.b.State().Mode == ModeGrant && a.cap() == testBudget })
 	// The instance's lease goes (membership lost it): the demand key goes
 	// with it and comes back under a lease of the budget's own.
 	if _, err := a.cli.Revoke(ctx, a.lease); err != nil {
@@ -245,6 +243,6 @@ func TestBudgetOwnLeaseAfterExpiry(t *testing.T) {
 	})
 	testenv.Eventually(t, 20*time.Second, "a allocator and granted again", func() bool {
 		st := a.b.State()
-		return st.Allocator && st.Mode == ModeGrant && a.cap() == budget
+		return st.Allocator && st.Mode == ModeGrant && a.cap() == testBudget
 	})
 }

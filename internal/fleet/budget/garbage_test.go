@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicelab/sluice/internal/etcd"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -36,9 +35,8 @@ func TestGrantCheck(t *testing.T) {
 // key by hand, with a negative rate or an expiry far ahead, is counted
 // and never applied: the instance keeps the grant it had.
 func TestBudgetRefusesGarbageGrants(t *testing.T) {
-	eps := testenv.EtcdEndpoints(t)
-	cfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
-	m := startMember(t, cfg, "a", 20_000_000)
+	cfg := etcdConfig(t)
+	m := startMember(t, cfg, "a", testBudget)
 	testenv.Eventually(t, 20*time.Second, "a's first grant", func() bool { return m.b.State().Grant.Version > 0 })
 	ctx := context.Background()
 	for i, g := range []Grant{

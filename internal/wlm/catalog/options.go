@@ -269,12 +269,7 @@ var linkOptions = append([]string{"capacity", "queue_size", "max_active_statemen
 func setLinkOption(d *LinkDef, o ddl.Option) error {
 	switch o.Name {
 	case "capacity":
-		return setValue(&d.Capacity, 0, o, func(v ddl.Value) (int64, error) {
-			if isUnlimitedWord(v) {
-				return 0, nil
-			}
-			return parseRate(v)
-		})
+		return setValue(&d.Capacity, 0, o, parseRateOrUnlimited)
 	case "queue_size":
 		return setValue(&d.QueueSize, 0, o, parseSize)
 	case "max_active_statements":
@@ -285,6 +280,34 @@ func setLinkOption(d *LinkDef, o ddl.Option) error {
 
 func isUnlimitedWord(v ddl.Value) bool {
 	return strings.EqualFold(strings.TrimSpace(v.Text), "unlimited") || strings.TrimSpace(v.Text) == "-1"
+}
+
+// parseRateOrUnlimited reads a rate in bytes/s; -1 or "unlimited" is 0,
+// no limit.
+func parseRateOrUnlimited(v ddl.Value) (int64, error) {
+	if isUnlimitedWord(v) {
+		return 0, nil
+	}
+	return parseRate(v)
+}
+
+// rateSetting is the setting name of the bytes/s field field returns:
+// it reads a value with parseRateOrUnlimited and shows it with
+// units.FormatRate.
+func rateSetting(name, desc string, field func(*Settings) *int64) setting {
+	return setting{
+		name: name,
+		desc: desc,
+		def:  func(s Settings) string { return units.FormatRate(*field(&s)) },
+		set: func(s *Settings, v ddl.Value) error {
+			r, err := parseRateOrUnlimited(v)
+			if err != nil {
+				return err
+			}
+			*field(s) = r
+			return nil
+		},
+	}
 }
 
 // poolOptions are the options of CREATE/ALTER RESOURCE POOL.
@@ -505,23 +528,9 @@ var settings = []setting{
 			return nil
 		},
 	},
-	{
-		name: "cluster_low_priority_bandwidth",
-		desc: "Rate limit of the low-priority class over every instance of a fleet sharing an etcd catalog, split by demand (bytes/s with a unit, e.g. '30MB'; 0 is off).",
-		def:  func(s Settings) string { return units.FormatRate(s.ClusterLowPriorityBandwidth) },
-		set: func(s *Settings, v ddl.Value) error {
-			if isUnlimitedWord(v) {
-				s.ClusterLowPriorityBandwidth = 0
-				return nil
-			}
-			r, err := parseRate(v)
-			if err != nil {
-				return err
-			}
-			s.ClusterLowPriorityBandwidth = r
-			return nil
-		},
-	},
+	rateSetting("cluster_low_priority_bandwidth",
+		"Rate limit of the low-priority class over every instance of a fleet sharing an etcd catalog, split by demand (bytes/s with a unit, e.g. '30MB'; 0 is off).",
+		func(s *Settings) *int64 { return &s.ClusterLowPriorityBandwidth }),
 	{
 		name: "except_check_period",
 		desc: "Interval between two checks of a statement's exception rules (seconds, or with a unit).",
@@ -538,23 +547,9 @@ var settings = []setting{
 			return nil
 		},
 	},
-	{
-		name: "low_priority_bandwidth",
-		desc: "Rate limit of the low-priority class on each link (bytes/s with a unit, e.g. '256MB'; 0 is unlimited).",
-		def:  func(s Settings) string { return units.FormatRate(s.LowPriorityBandwidth) },
-		set: func(s *Settings, v ddl.Value) error {
-			if isUnlimitedWord(v) {
-				s.LowPriorityBandwidth = 0
-				return nil
-			}
-			r, err := parseRate(v)
-			if err != nil {
-				return err
-			}
-			s.LowPriorityBandwidth = r
-			return nil
-		},
-	},
+	rateSetting("low_priority_bandwidth",
+		"Rate limit of the low-priority class on each link (bytes/s with a unit, e.g. '256MB'; 0 is unlimited).",
+		func(s *Settings) *int64 { return &s.LowPriorityBandwidth }),
 	{
 		name: "low_priority_yield",
 		desc: "Share of a link's capacity the low-priority class may use while normal or high-priority bytes are on the link and for 50ms after (percentage, e.g. '25%'; '100%' switches yielding off).",

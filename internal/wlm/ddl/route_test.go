@@ -24,13 +24,9 @@ func TestParseAlterRoute(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		st, err := ParseOne(tt.sql)
-		if err != nil {
-			t.Fatalf("%s: %v", tt.sql, err)
-		}
-		a, ok := st.(*AlterRoute)
+		a, ok := parseOneAs[*AlterRoute](t, tt.sql)
 		if !ok {
-			t.Fatalf("%s: got %T", tt.sql, st)
+			continue
 		}
 		if a.Name.Name != tt.name || !reflect.DeepEqual(a.Options, tt.opts) {
 			t.Errorf("%s: got %q %+v, want %q %+v", tt.sql, a.Name.Name, a.Options, tt.name, tt.opts)
