@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
+	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
 func TestStartupSessionKind(t *testing.T) {
@@ -105,7 +106,7 @@ func TestOpenReplicationKindAndAdmission(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			adm := &fakeAdmitter{decide: func(*session.Statement) bool { return false }}
+			adm := &wiretest.Admitter{Refuse: func(*session.Statement) bool { return true }}
 			r := startOpen(t, Options{Upstream: "db:5432", Admit: adm}, nil)
 			params := map[string]string{"user": "rep"}
 			if tt.repl != "" {
@@ -136,8 +137,8 @@ func TestOpenReplicationKindAndAdmission(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if asked := len(adm.asked) > 0; asked != tt.admitted {
-				t.Errorf("Admitter asked %v, want %v", adm.asked, tt.admitted)
+			if asked := len(adm.Asked) > 0; asked != tt.admitted {
+				t.Errorf("Admitter asked %v, want %v", adm.Asked, tt.admitted)
 			}
 			if !tt.admitted && string(fwd) != string(b) {
 				t.Errorf("forwarded %q, want the Query as sent", fwd)
