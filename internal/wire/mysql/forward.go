@@ -44,7 +44,9 @@ const MaxForwardQuery = 1 << 20
 // it); otherwise the returned server observer watches for the server's
 // OK.
 func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up *upObserver, down *downObserver, authed bool) (*forwardUp, wire.Observer) {
-	fu := &forwardUp{obs: up, fwd: fwd, log: log, sess: sess, authed: new(atomic.Bool)}
+	fu := &forwardUp{obs: up, authed: new(atomic.Bool), Forwarding: wire.Forwarding{
+		Fwd: fwd, Log: log, Sess: sess, Fallback: sqlstate.MySQLGeneral, Raise: signalStatement,
+	}}
 	fu.hold = wire.Holdback{HeaderLen: 4, Header: fu.header, Inspect: fu.command, Start: fu.start}
 	if authed {
 		fu.authed.Store(true)
@@ -59,10 +61,8 @@ func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up 
 // one the ordinary observer has reached there. It is used by the client
 // pump only.
 type forwardUp struct {
+	wire.Forwarding
 	obs    *upObserver
-	fwd    wire.Forwarder
-	log    *slog.Logger
-	sess   *session.Session
 	authed *atomic.Bool // the server has accepted the login
 
 	hold     wire.Holdback // the framing: holds back the commands to inspect
@@ -135,7 +135,7 @@ func (f *forwardUp) mayInspect() bool {
 	c.mu.Lock()
 	ph := c.phase
 	c.mu.Unlock()
-	return ph == phCommand && f.fwd.Forwards(f.sess.User())
+	return ph == phCommand && f.Fwd.Forwards(f.Sess.User())
 }
 
 // command shows the statement of a COM_QUERY packet pkt (header
@@ -154,14 +154,9 @@ func (f *forwardUp) command(ctx context.Context, pkt []byte) ([]byte, bool) {
 		}
 	}
 	attrs := body[:len(body)-len(sql)]
-	rest, took, err := f.fwd.Forward(wire.WithSession(ctx, f.sess), string(sql))
+	rest, took := f.Statement(ctx, string(sql))
 	if !took {
 		return nil, false
-	}
-	if err != nil {
-		code, text := wire.RefusalOf(err, sqlstate.MySQLGeneral)
-		f.log.Info("forwarded statement refused", "session", f.sess.ID, "user", f.sess.User(), "code", code, "err", text)
-		rest = signalStatement(code, text)
 	}
 	n := 1 + len(attrs) + len(rest)
 	if n >= maxPayload {

@@ -171,6 +171,32 @@ func harnessObservers(caps, ext uint32, auth bool) (*session.Registry, *session.
 	return reg, sess, u, d
 }
 
+// defaultObservers returns the observers of a new session with the
+// default limits and testCaps, logging nowhere.
+func defaultObservers() (*session.Session, *upObserver, *downObserver) {
+	sess := session.NewRegistry(session.Options{}).Open(session.Info{}, t0)
+	u, d := newObservers(connConfig{
+		sess: sess, clock: clock.NewFake(t0), log: slog.New(slog.DiscardHandler),
+		maxSQL: defaultMaxSQL, maxPacket: defaultMaxPacket, caps: testCaps,
+	})
+	return sess, u, d
+}
+
+// bigResult returns a new session and its server observer, to which the
+// session's "SELECT * FROM big" has been sent and the server's column
+// definitions observed: what comes next is its rows, from sequence id 4.
+func bigResult(tb testing.TB) (*session.Session, *downObserver) {
+	tb.Helper()
+	sess, u, d := defaultObservers()
+	if err := run([]step{
+		up(query("SELECT * FROM big")),
+		down(pk(1, []byte{2}), pk(2, colDef("a")), pk(3, colDef("b"))),
+	}, u, d, 0); err != nil {
+		tb.Fatal(err)
+	}
+	return sess, d
+}
+
 // run feeds steps to the observers in chunks of at most chunk bytes (0:
 // whole steps) and returns the first error.
 func run(steps []step, u *upObserver, d *downObserver, chunk int) error {

@@ -160,13 +160,7 @@ func TestAdmitRefusedRecords(t *testing.T) {
 // TestAdmitWaitEndsWithSession: a wait whose context ends returns the
 // context's error and forwards nothing.
 func TestAdmitWaitEndsWithSession(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1000, 0))
-	reg := session.NewRegistry(session.Options{})
-	sess := reg.Open(session.Info{Protocol: "postgres"}, clk.Now())
-	up, downObs := gated(sess, clk, blockingAdmitter{})
-	if err := downObs.Observe(startupDown); err != nil {
-		t.Fatal(err)
-	}
+	up := blocked(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var out []byte
@@ -181,6 +175,18 @@ func TestAdmitWaitEndsWithSession(t *testing.T) {
 	}
 }
 
+// blocked returns the client observer of a session past its startup
+// whose Admitter admits nothing.
+func blocked(t *testing.T) *admitUp {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	sess := session.NewRegistry(session.Options{}).Open(session.Info{Protocol: "postgres"}, clk.Now())
+	up, downObs := gated(sess, clk, blockingAdmitter{})
+	if err := downObs.Observe(startupDown); err != nil {
+		t.Fatal(err)
+	}
+	return up
+}
+
 // blockingAdmitter admits nothing until ctx ends.
 type blockingAdmitter struct{}
 
@@ -193,13 +199,7 @@ func (blockingAdmitter) Admit(ctx context.Context, _ *session.Statement) (func()
 // (as a client's CancelRequest does), and the client reads 57014 "due to
 // user request".
 func TestAdmitGateCancel(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1000, 0))
-	reg := session.NewRegistry(session.Options{})
-	sess := reg.Open(session.Info{Protocol: "postgres"}, clk.Now())
-	up, downObs := gated(sess, clk, blockingAdmitter{})
-	if err := downObs.Observe(startupDown); err != nil {
-		t.Fatal(err)
-	}
+	up := blocked(t)
 	done := make(chan []byte, 1)
 	go func() {
 		out, err := up.Rewrite(context.Background(), q("select 1"))

@@ -40,7 +40,9 @@ const MaxForwardQuery = 1 << 20
 // inspects.
 func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up *clientObserver, down *serverObserver) (*forwardUp, *forwardDown) {
 	ready := new(atomic.Bool)
-	fu := &forwardUp{obs: up, fwd: fwd, log: log, sess: sess, ready: ready}
+	fu := &forwardUp{obs: up, ready: ready, Forwarding: wire.Forwarding{
+		Fwd: fwd, Log: log, Sess: sess, Fallback: sqlstate.InternalError, Raise: raiseStatement,
+	}}
 	fu.hold = wire.Holdback{HeaderLen: headerLen, Header: fu.header, Inspect: fu.query}
 	return fu, &forwardDown{obs: down, ready: ready, fr: framer{max: down.fr.max}}
 }
@@ -48,10 +50,8 @@ func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up 
 // forwardUp observes the client's bytes with the ordinary observer and
 // rewrites its Query messages. It is used by the client pump only.
 type forwardUp struct {
+	wire.Forwarding
 	obs   *clientObserver
-	fwd   wire.Forwarder
-	log   *slog.Logger
-	sess  *session.Session
 	ready *atomic.Bool // the server has sent its first ReadyForQuery
 
 	hold wire.Holdback // the framing: holds back the Queries to inspect
@@ -90,14 +90,9 @@ func (f *forwardUp) query(ctx context.Context, msg []byte) ([]byte, bool) {
 	if len(body) == 0 || bytes.IndexByte(body, 0) != len(body)-1 {
 		return nil, false // malformed: the server will say so
 	}
-	rest, took, err := f.fwd.Forward(wire.WithSession(ctx, f.sess), string(body[:len(body)-1]))
+	rest, took := f.Statement(ctx, string(body[:len(body)-1]))
 	if !took {
 		return nil, false
-	}
-	if err != nil {
-		code, text := wire.RefusalOf(err, sqlstate.InternalError)
-		f.log.Info("forwarded statement refused", "session", f.sess.ID, "user", f.sess.User(), "code", code, "err", text)
-		rest = raiseStatement(code, text)
 	}
 	f.msg = append(f.msg[:0], 'Q', 0, 0, 0, 0)
 	f.msg = append(f.msg, rest...)

@@ -3,7 +3,6 @@ package pg
 import (
 	"bytes"
 	"context"
-	"io"
 	"strings"
 	"testing"
 
@@ -179,22 +178,13 @@ func TestOpenForwardsOnlyNamedUsers(t *testing.T) {
 		want bool
 	}{{"admin", true}, {"app", false}} {
 		r := startOpen(t, Options{Forward: newFakeForwarder()}, nil)
-		startup := startupBytes(map[string]string{"user": tt.user})
-		r.send(t, startup)
-		up := <-r.upstream
-		if _, err := io.ReadFull(up, make([]byte, len(startup))); err != nil {
-			t.Fatal(err)
-		}
-		res := <-r.done
-		if res.err != nil {
-			t.Fatal(res.err)
-		}
-		_, isRewriter := res.c.Up.(wire.Rewriter)
+		c := r.startup(t, map[string]string{"user": tt.user})
+		_, isRewriter := c.Up.(wire.Rewriter)
 		if isRewriter != tt.want {
 			t.Errorf("user %s: rewriter %v, want %v", tt.user, isRewriter, tt.want)
 		}
-		if _, ok := res.c.Up.(*clientObserver); ok == tt.want {
-			t.Errorf("user %s: up observer %T", tt.user, res.c.Up)
+		if _, ok := c.Up.(*clientObserver); ok == tt.want {
+			t.Errorf("user %s: up observer %T", tt.user, c.Up)
 		}
 	}
 }

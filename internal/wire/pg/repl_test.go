@@ -2,7 +2,6 @@ package pg
 
 import (
 	"context"
-	"io"
 	"testing"
 
 	"github.com/sluicelab/sluice/internal/session"
@@ -112,26 +111,17 @@ func TestOpenReplicationKindAndAdmission(t *testing.T) {
 			if tt.repl != "" {
 				params["replication"] = tt.repl
 			}
-			startup := startupBytes(params)
-			r.send(t, startup)
-			up := <-r.upstream
-			if _, err := io.ReadFull(up, make([]byte, len(startup))); err != nil {
-				t.Fatal(err)
-			}
-			res := <-r.done
-			if res.err != nil {
-				t.Fatal(res.err)
-			}
-			s := res.c.Session
+			c := r.startup(t, params)
+			s := c.Session
 			if got := s.Kind(); got != tt.kind {
 				t.Fatalf("kind after startup %v, want %v", got, tt.kind)
 			}
 			b := q(tt.sql)
-			if err := res.c.Up.Observe(b); err != nil {
+			if err := c.Up.Observe(b); err != nil {
 				t.Fatal(err)
 			}
 			fwd := b
-			if rw, ok := res.c.Up.(wire.Rewriter); ok {
+			if rw, ok := c.Up.(wire.Rewriter); ok {
 				var err error
 				if fwd, err = rw.Rewrite(context.Background(), b); err != nil {
 					t.Fatal(err)
