@@ -160,6 +160,11 @@ func (o *Output) Buffer() []byte {
 	return o.out
 }
 
+// MaxForwardQuery is the largest statement message, header included,
+// that a protocol's data-port forwarding holds back to show the
+// Forwarder, in bytes; a longer one passes untouched.
+const MaxForwardQuery = 1 << 20
+
 // Forwarding is what a protocol's data-port forwarding shows its
 // Forwarder: the statements of one session. Set the fields before the
 // first Statement and do not change them after.

@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"net"
 )
 
 // WalkMode is what a Walk does with the client bytes being walked.
@@ -108,3 +109,20 @@ func (w *Walk) flush(b []byte) {
 func Ending(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || errors.Is(err, ErrClientGone) || errors.Is(err, ErrGateClosed)
 }
+
+// Admitting is what a protocol's client observer under admission keeps
+// besides its own framing: the session's gate and the walk of the
+// client's bytes. Its Observe does nothing: the observer observes in
+// Rewrite, which knows which bytes go upstream.
+type Admitting struct {
+	Gate *Gate
+	Walk Walk
+}
+
+// Observe implements Observer. It does nothing; see Admitting.
+func (a *Admitting) Observe([]byte) error { return nil }
+
+// SetPeer tells the gate which socket the client is on now (the proxy's
+// event loop handing the session to its pumps); see Gate.SetPeer.
+// Rewrite blocks only in the gate's Wait.
+func (a *Admitting) SetPeer(client net.Conn) { a.Gate.SetPeer(client) }

@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"sync"
 
@@ -84,13 +83,12 @@ func (g *gates) get(id uint32) *wire.Gate {
 // admitUp is the client observer of a session under admission. It is
 // used by the client pump only.
 type admitUp struct {
+	wire.Admitting
 	u     *upObserver
-	g     *wire.Gate
 	inj   *injector
 	route *gates
 	err   error // sticky
 
-	w        wire.Walk
 	pktStart int // where the current packet began in the chunk; negative: in an earlier one
 	decv     pending
 	decided  bool     // the current command's fate is settled
@@ -100,15 +98,6 @@ type admitUp struct {
 	dropSt   *session.Statement
 }
 
-// Observe implements wire.Observer; the bytes are observed in Rewrite,
-// which knows which of them go upstream.
-func (a *admitUp) Observe([]byte) error { return nil }
-
-// SetPeer tells the gate which socket the client is on now (the proxy's
-// event loop handing the session to its pumps); see wire.Gate.SetPeer.
-// Rewrite blocks only in the gate's Wait.
-func (a *admitUp) SetPeer(client net.Conn) { a.g.SetPeer(client) }
-
 // Rewrite implements wire.Rewriter: it observes p and returns the bytes
 // to forward now, blocking while a command waits for admission.
 func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
@@ -116,10 +105,10 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		return nil, a.err
 	}
 	if len(p) == 0 {
-		return a.w.End(), nil
+		return a.Walk.End(), nil
 	}
 	u, f := a.u, &a.u.f
-	a.w.Begin(p)
+	a.Walk.Begin(p)
 	i := 0
 	for {
 		n, ev := f.feed(p[i:])
@@ -130,15 +119,15 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 			a.pktStart = i - 4 // negative: the header began in an earlier chunk
 			switch {
 			case u.mode != phCommand:
-				if a.w.Mode() == wire.WalkHold {
-					a.g.Start(false, false)
-					a.w.Set(i, wire.WalkPass)
+				if a.Walk.Mode() == wire.WalkHold {
+					a.Gate.Start(false, false)
+					a.Walk.Set(i, wire.WalkPass)
 				}
-			case a.w.Mode() == wire.WalkPass && !u.c.replica():
+			case a.Walk.Mode() == wire.WalkPass && !u.c.replica():
 				// open until decided: the slot cannot go back under a
 				// command being read.
-				if a.g.Start(false, true) {
-					a.w.Set(max(a.pktStart, a.w.Start()), wire.WalkHold)
+				if a.Gate.Start(false, true) {
+					a.Walk.Set(max(a.pktStart, a.Walk.Start()), wire.WalkHold)
 				}
 			}
 		}
@@ -160,9 +149,9 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 				return nil, err
 			}
 		}
-		if ev == evEnd && a.w.Mode() == wire.WalkDrop {
-			a.w.Set(i, wire.WalkPass)
-			a.g.Start(false, false)
+		if ev == evEnd && a.Walk.Mode() == wire.WalkDrop {
+			a.Walk.Set(i, wire.WalkPass)
+			a.Gate.Start(false, false)
 			b := a.answer
 			if b == nil {
 				b = errPacket(f.lastSeq+1, erQueryInterrupt, sqlstate.MySQLInterrupted, a.errMsg)
@@ -177,49 +166,49 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		}
 	}
 	u.flush()
-	if a.w.Mode() == wire.WalkPass && !f.inside && f.nhdr > 0 {
+	if a.Walk.Mode() == wire.WalkPass && !f.inside && f.nhdr > 0 {
 		// A header begun at the end of the chunk: hold it until the packet
 		// says what it is.
-		if u.c.commandPhase() && !u.c.replica() && a.g.Start(false, true) {
-			a.w.Set(len(p)-f.nhdr, wire.WalkHold)
+		if u.c.commandPhase() && !u.c.replica() && a.Gate.Start(false, true) {
+			a.Walk.Set(len(p)-f.nhdr, wire.WalkHold)
 		}
 	}
-	return a.w.Result(), nil
+	return a.Walk.Result(), nil
 }
 
 // decide settles the fate of the command just decoded, at stream
 // position i of the chunk.
 func (a *admitUp) decide(ctx context.Context, d *pending, i int) error {
 	earns := d.kind != respNone
-	admit := a.g.Start(earns, false)
-	if id, ok := killQuery(d); ok && (a.w.Mode() == wire.WalkHold || a.pktStart >= 0) {
-		if t := a.route.get(id); t != nil && t != a.g && t.CancelWait() {
+	admit := a.Gate.Start(earns, false)
+	if id, ok := killQuery(d); ok && (a.Walk.Mode() == wire.WalkHold || a.pktStart >= 0) {
+		if t := a.route.get(id); t != nil && t != a.Gate && t.CancelWait() {
 			// Answered here: the server never sees the KILL.
-			if a.w.Mode() == wire.WalkPass {
-				a.w.Set(a.pktStart, wire.WalkDrop)
+			if a.Walk.Mode() == wire.WalkPass {
+				a.Walk.Set(a.pktStart, wire.WalkDrop)
 			} else {
-				a.w.Set(i, wire.WalkDrop)
+				a.Walk.Set(i, wire.WalkDrop)
 			}
 			a.answer, a.dropSt = okPacket(uint16(a.inj.d.status.Load())), d.st
 			return nil
 		}
 	}
-	if a.w.Mode() != wire.WalkHold {
+	if a.Walk.Mode() != wire.WalkHold {
 		return nil
 	}
 	if !admit || d.st == nil || !heldCommand(d) {
-		a.w.Set(i, wire.WalkPass)
+		a.Walk.Set(i, wire.WalkPass)
 		return nil
 	}
-	err := a.g.Wait(ctx, d.st)
+	err := a.Gate.Wait(ctx, d.st)
 	switch {
 	case err == nil:
-		a.w.Set(i, wire.WalkPass)
+		a.Walk.Set(i, wire.WalkPass)
 	case wire.Ending(ctx, err):
 		// The session is ending: nobody to answer.
 		return err
 	default:
-		a.w.Set(i, wire.WalkDrop)
+		a.Walk.Set(i, wire.WalkDrop)
 		_, msg := wire.Refused(err)
 		if d.st.CancelRequested() || msg == "canceling statement due to user request" {
 			msg = errInterruptedMsg

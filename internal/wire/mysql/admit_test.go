@@ -26,7 +26,7 @@ func newAdmitRig(t testing.TB, routes *gates, connID uint32) *admitRig {
 	if routes == nil {
 		routes = &gates{}
 	}
-	up := &admitUp{u: u, g: gate, inj: inj, route: routes}
+	up := &admitUp{Admitting: wire.Admitting{Gate: gate}, u: u, inj: inj, route: routes}
 	u.adm = up
 	d.gate, d.inj = gate, inj
 	routes.add(connID, gate)

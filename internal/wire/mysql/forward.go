@@ -22,7 +22,7 @@ import (
 //	COM_QUERY: int<3> length, int<1> sequence id, 0x03, [query attributes], sql
 //
 // A command is held back only while it is incomplete, and only up to
-// MaxForwardQuery bytes; longer ones, and every other packet (prepared
+// wire.MaxForwardQuery bytes; longer ones, and every other packet (prepared
 // statements, LOCAL INFILE data, authentication), pass untouched. The
 // Forwarder's rest translates PASSWORD 'x' to IDENTIFIED BY 'x'. When
 // the Forwarder refuses a statement, sluice sends instead
@@ -34,10 +34,6 @@ import (
 // SQLSTATE and message) with the sequence ids the exchange expects, and
 // the session goes on. The user is checked again at each command, so
 // COM_CHANGE_USER to a user the Forwarder does not name stops it.
-
-// MaxForwardQuery is the largest command packet, header included, held
-// back to be inspected for a forwarding user, in bytes.
-const MaxForwardQuery = 1 << 20
 
 // forwarding returns the observers of a session whose statements fwd
 // inspects. authed says the login has already succeeded (Open relayed
@@ -114,13 +110,13 @@ func (f *forwardUp) start(before []byte) error {
 // header decides what to do with the physical packet whose header is
 // hdr: its whole size, and whether to inspect it: it is the only
 // physical packet of an eligible logical packet, not empty, and at most
-// MaxForwardQuery bytes.
+// wire.MaxForwardQuery bytes.
 func (f *forwardUp) header(hdr []byte) (size int, inspect bool) {
 	length := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
 	first := !f.cont
 	f.cont = length == maxPayload
 	size = 4 + length
-	return size, first && f.eligible && !f.cont && length != 0 && size <= MaxForwardQuery
+	return size, first && f.eligible && !f.cont && length != 0 && size <= wire.MaxForwardQuery
 }
 
 // mayInspect reports whether the logical packet starting now may be a
@@ -160,7 +156,7 @@ func (f *forwardUp) command(ctx context.Context, pkt []byte) ([]byte, bool) {
 	}
 	n := 1 + len(attrs) + len(rest)
 	if n >= maxPayload {
-		// Not reachable from a packet under MaxForwardQuery; send the
+		// Not reachable from a packet under wire.MaxForwardQuery; send the
 		// original, which the server refuses as a syntax error.
 		return nil, false
 	}

@@ -304,6 +304,22 @@ func binlogStream(seq uint8, n int) ([]byte, uint8) {
 	return out, seq
 }
 
+// cursorFetch is the scenario of a statement prepared, executed with a
+// cursor and fetched from, under caps, given the server's answers to the
+// three.
+func cursorFetch(name string, caps uint32, exec, fetch, prepAnswer, execAnswer, fetchAnswer []byte) scenario {
+	return scenario{name: name, caps: caps, steps: []step{
+		up(pk(0, []byte{comStmtPrepare}, []byte("SELECT c FROM t WHERE a=? AND b=?"))),
+		down(prepAnswer),
+		up(exec), down(execAnswer),
+		up(fetch), down(fetchAnswer),
+	}, want: []record{
+		{"COM_STMT_PREPARE SELECT c FROM t WHERE a=? AND b=?", session.OK, -1, "", 38, int64(len(prepAnswer))},
+		{"SELECT c FROM t WHERE a=? AND b=?", session.OK, -1, "", int64(len(exec)), int64(len(execAnswer))},
+		{"COM_STMT_FETCH SELECT c FROM t WHERE a=? AND b=?", session.OK, 2, "", int64(len(fetch)), int64(len(fetchAnswer))},
+	}}
+}
+
 func scenarios() []scenario {
 	classic := uint32(testCaps &^ capDeprecateEOF)
 	rs3, _ := resultSet(1, false, 2, [][]string{{"1", "a"}, {"2", "b"}, {"3", ""}}, 0x0002)
@@ -387,26 +403,8 @@ func scenarios() []scenario {
 			{"SELECT c FROM t WHERE a=? AND b=?", session.OK, 2, "", int64(len(execute)), int64(len(binRows))},
 			{"COM_STMT_EXECUTE 7", session.OK, 2, "", int64(len(execute) + len(closeStmt)), int64(len(binRows))},
 		}},
-		{name: "cursor fetch", caps: classic, steps: []step{
-			up(pk(0, []byte{comStmtPrepare}, []byte("SELECT c FROM t WHERE a=? AND b=?"))),
-			down(prepAnswer),
-			up(cursorExec), down(cursorAnswer),
-			up(fetch), down(fetchAnswer),
-		}, want: []record{
-			{"COM_STMT_PREPARE SELECT c FROM t WHERE a=? AND b=?", session.OK, -1, "", 38, int64(len(prepAnswer))},
-			{"SELECT c FROM t WHERE a=? AND b=?", session.OK, -1, "", int64(len(cursorExec)), int64(len(cursorAnswer))},
-			{"COM_STMT_FETCH SELECT c FROM t WHERE a=? AND b=?", session.OK, 2, "", int64(len(fetch)), int64(len(fetchAnswer))},
-		}},
-		{name: "cursor fetch deprecate eof", caps: testCaps, steps: []step{
-			up(pk(0, []byte{comStmtPrepare}, []byte("SELECT c FROM t WHERE a=? AND b=?"))),
-			down(prepAnswerNew),
-			up(cursorExec), down(cursorAnswerNew),
-			up(fetch), down(fetchAnswerNew),
-		}, want: []record{
-			{"COM_STMT_PREPARE SELECT c FROM t WHERE a=? AND b=?", session.OK, -1, "", 38, int64(len(prepAnswerNew))},
-			{"SELECT c FROM t WHERE a=? AND b=?", session.OK, -1, "", int64(len(cursorExec)), int64(len(cursorAnswerNew))},
-			{"COM_STMT_FETCH SELECT c FROM t WHERE a=? AND b=?", session.OK, 2, "", int64(len(fetch)), int64(len(fetchAnswerNew))},
-		}},
+		cursorFetch("cursor fetch", classic, cursorExec, fetch, prepAnswer, cursorAnswer, fetchAnswer),
+		cursorFetch("cursor fetch deprecate eof", testCaps, cursorExec, fetch, prepAnswerNew, cursorAnswerNew, fetchAnswerNew),
 		{name: "pipelined prepare execute", caps: classic, steps: []step{
 			up(pk(0, []byte{comStmtPrepare}, []byte("SELECT c FROM t WHERE a=? AND b=?")), executeLast),
 			down(prepAnswer, binRows),

@@ -2,7 +2,6 @@ package pg
 
 import (
 	"context"
-	"net"
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -35,26 +34,16 @@ import (
 // admitUp is the client observer of a session under admission. It is
 // used by the client pump only.
 type admitUp struct {
+	wire.Admitting
 	obs *clientObserver
-	g   *wire.Gate
 	inj *injector
 	err error // sticky
 
-	w          wire.Walk
 	open       bool               // mirror of the gate's in-a-request state (Gate.Start)
 	dropSimple bool               // WalkDrop: the refused request is a Query (drop to its end); else through Sync
 	begun      *session.Statement // set by clientObserver.begin, taken by the walk
 	begunKind  entryKind
 }
-
-// Observe implements wire.Observer; the bytes are observed in Rewrite,
-// which knows which of them go upstream.
-func (a *admitUp) Observe([]byte) error { return nil }
-
-// SetPeer tells the gate which socket the client is on now (the proxy's
-// event loop handing the session to its pumps); see wire.Gate.SetPeer.
-// Rewrite blocks only in the gate's Wait.
-func (a *admitUp) SetPeer(client net.Conn) { a.g.SetPeer(client) }
 
 // Rewrite implements wire.Rewriter: it observes p and returns the bytes
 // to forward now, blocking while a request waits for admission.
@@ -63,16 +52,16 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		return nil, a.err
 	}
 	if len(p) == 0 {
-		return a.w.End(), nil
+		return a.Walk.End(), nil
 	}
-	a.w.Begin(p)
+	a.Walk.Begin(p)
 	c, f := a.obs, &a.obs.fr
 	for i := 0; i < len(p); {
-		if f.hn == 0 && a.w.Mode() != wire.WalkDrop {
+		if f.hn == 0 && a.Walk.Mode() != wire.WalkDrop {
 			if earns, open, ok := requestStart(p[i], a.open); ok {
 				a.open = open
-				if a.g.Start(earns, open) && a.w.Mode() == wire.WalkPass {
-					a.w.Set(i, wire.WalkHold)
+				if a.Gate.Start(earns, open) && a.Walk.Mode() == wire.WalkPass {
+					a.Walk.Set(i, wire.WalkHold)
 				}
 			}
 		}
@@ -99,17 +88,17 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		}
 		if st := a.begun; st != nil {
 			a.begun = nil
-			if a.w.Mode() == wire.WalkHold {
-				err := a.g.Wait(ctx, st)
+			if a.Walk.Mode() == wire.WalkHold {
+				err := a.Gate.Wait(ctx, st)
 				switch {
 				case err == nil:
-					a.w.Set(i, wire.WalkPass)
+					a.Walk.Set(i, wire.WalkPass)
 				case wire.Ending(ctx, err):
 					// The session is ending: nobody to answer.
 					a.err = err
 					return nil, err
 				default:
-					a.w.Set(i, wire.WalkDrop)
+					a.Walk.Set(i, wire.WalkDrop)
 					a.dropSimple = a.begunKind == kindSimple
 					code, msg := wire.Refused(err)
 					a.inj.add(errorResponse(severityError, code, msg), st)
@@ -120,21 +109,21 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 			continue
 		}
 		switch {
-		case a.w.Mode() == wire.WalkHold && (typ == 'S' || typ == 'H' || typ == 'F' || typ == 'X'):
+		case a.Walk.Mode() == wire.WalkHold && (typ == 'S' || typ == 'H' || typ == 'F' || typ == 'X'):
 			// The batch ended, or the client flushed it and waits for the
 			// answers, without a statement: nothing to admit yet (the
 			// batch's next message, with no slot, is held again).
-			a.w.Set(i, wire.WalkPass)
-		case a.w.Mode() == wire.WalkDrop && (typ == 'S' || a.dropSimple && typ == 'Q'):
-			a.w.Set(i, wire.WalkPass)
+			a.Walk.Set(i, wire.WalkPass)
+		case a.Walk.Mode() == wire.WalkDrop && (typ == 'S' || a.dropSimple && typ == 'Q'):
+			a.Walk.Set(i, wire.WalkPass)
 			a.open = false
 			// The ReadyForQuery sluice sends answers the discarded Sync
 			// (a discarded Query was counted when it began).
-			a.g.Start(typ == 'S', false)
+			a.Gate.Start(typ == 'S', false)
 			a.inj.add(readyIdle, nil)
 		}
 	}
-	return a.w.Result(), nil
+	return a.Walk.Result(), nil
 }
 
 // requestStart classifies a client message by its type byte: ok when it

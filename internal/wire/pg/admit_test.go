@@ -35,7 +35,7 @@ func newAdmitRig(t testing.TB, refuse func(st *session.Statement) bool) *admitRi
 	adm := &wiretest.Admitter{Refuse: refuse}
 	up, down := gated(sess, clk, adm)
 	r := &admitRig{
-		AdmitRig: &wiretest.AdmitRig{T: t, Adm: adm, Gate: up.g, Up: up, Down: down, Inj: up.inj},
+		AdmitRig: &wiretest.AdmitRig{T: t, Adm: adm, Gate: up.Gate, Up: up, Down: down, Inj: up.inj},
 		reg:      reg, up: up, down: down,
 	}
 	r.Server(startupDown)
@@ -48,7 +48,7 @@ func gated(sess *session.Session, clk clock.Clock, adm wire.Admitter) (*admitUp,
 	upObs, downObs := New(Options{Clock: clk}).observers(sess, func([]byte) {})
 	g := wire.NewGate(adm)
 	inj := &injector{s: downObs}
-	up := &admitUp{obs: upObs, g: g, inj: inj}
+	up := &admitUp{Admitting: wire.Admitting{Gate: g}, obs: upObs, inj: inj}
 	upObs.adm = up
 	downObs.gate, downObs.inj = g, inj
 	return up, downObs
@@ -208,7 +208,7 @@ func TestAdmitGateCancel(t *testing.T) {
 		}
 		done <- out
 	}()
-	c := up.g.Canceler(nil)
+	c := up.Gate.Canceler(nil)
 	testenv.Eventually(t, 10*time.Second, "a cancel of the wait, once it has begun", func() bool {
 		return c.Cancel(context.Background()) == nil
 	})
@@ -321,7 +321,7 @@ func BenchmarkAdmitObserve(b *testing.B) {
 		b.Run(fmt.Sprintf("admission=%v", admit), func(b *testing.B) {
 			r := newAdmitRig(b, nil)
 			r.Gate = wire.NewGate(freeAdmitter{})
-			r.up.g, r.down.gate = r.Gate, r.Gate
+			r.up.Gate, r.down.gate = r.Gate, r.Gate
 			if !admit {
 				r.down.gate, r.down.inj = nil, nil
 			}

@@ -23,7 +23,7 @@ import (
 //	Query: 'Q' int32 len, string sql
 //
 // A Query is held back only while it is incomplete, and only up to
-// MaxForwardQuery bytes: a longer one passes untouched, as does
+// wire.MaxForwardQuery bytes: a longer one passes untouched, as does
 // everything else (the extended protocol's Parse, COPY data, ...). When
 // the Forwarder refuses a statement, sluice sends instead a DO block
 // that raises the error with its SQLSTATE, so the client gets the
@@ -31,10 +31,6 @@ import (
 // stays in step. Until the first ReadyForQuery (the end of
 // authentication) nothing is inspected: a client cannot act before it
 // has logged in.
-
-// MaxForwardQuery is the largest Query message, header included, held
-// back to be inspected for a forwarding user, in bytes.
-const MaxForwardQuery = 1 << 20
 
 // forwarding returns the observers of a session whose statements fwd
 // inspects.
@@ -80,7 +76,7 @@ func (f *forwardUp) header(h []byte) (size int, inspect bool) {
 		return 0, false
 	}
 	size = int(n) + 1
-	return size, h[0] == 'Q' && size <= MaxForwardQuery && f.ready.Load()
+	return size, h[0] == 'Q' && size <= wire.MaxForwardQuery && f.ready.Load()
 }
 
 // query shows the Query message msg to the Forwarder. It returns the
