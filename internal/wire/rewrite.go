@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/sluicelab/sluice/internal/session"
 )
@@ -157,4 +158,41 @@ func (o *Output) Buffer() []byte {
 		return o.out[:0]
 	}
 	return o.out
+}
+
+// MaxForwardQuery is the largest statement message, header included,
+// that a protocol's data-port forwarding holds back to show the
+// Forwarder, in bytes; a longer one passes untouched.
+const MaxForwardQuery = 1 << 20
+
+// Forwarding is what a protocol's data-port forwarding shows its
+// Forwarder: the statements of one session. Set the fields before the
+// first Statement and do not change them after.
+type Forwarding struct {
+	Fwd  Forwarder
+	Log  *slog.Logger
+	Sess *session.Session
+	// Fallback is the SQLSTATE reported for a refusal that carries none.
+	Fallback string
+	// Raise returns the statement that makes the server raise an error
+	// with SQLSTATE code and message msg, so that the client reads the
+	// refusal in the protocol's own way.
+	Raise func(code, msg string) string
+}
+
+// Statement shows sql to the Forwarder under the session's context and
+// returns the statement to send in its place, or took false to send sql
+// as it is. A refusal is logged at Info and replaced by its Raise
+// statement.
+func (f *Forwarding) Statement(ctx context.Context, sql string) (rest string, took bool) {
+	rest, took, err := f.Fwd.Forward(WithSession(ctx, f.Sess), sql)
+	if !took {
+		return "", false
+	}
+	if err != nil {
+		code, text := RefusalOf(err, f.Fallback)
+		f.Log.Info("forwarded statement refused", "session", f.Sess.ID, "user", f.Sess.User(), "code", code, "err", text)
+		rest = f.Raise(code, text)
+	}
+	return rest, true
 }

@@ -2,8 +2,6 @@ package mysql
 
 import (
 	"context"
-	"errors"
-	"net"
 	"strconv"
 	"sync"
 
@@ -46,19 +44,6 @@ import (
 // it to the server (where it would hit whatever that connection runs
 // next).
 
-// holdMode is what happens to the client bytes being walked.
-type holdMode uint8
-
-const (
-	modePass holdMode = iota // forwarded
-	modeHold                 // held back until the command is admitted
-	modeDrop                 // discarded: the command was refused or answered by sluice
-)
-
-// maxHold bounds the bytes of a command held back before it is decoded,
-// in bytes (the decode needs at most the captured prefix).
-const maxHold = 1 << 20
-
 // statusInTrans is SERVER_STATUS_IN_TRANS.
 const statusInTrans = 0x0001
 
@@ -98,32 +83,20 @@ func (g *gates) get(id uint32) *wire.Gate {
 // admitUp is the client observer of a session under admission. It is
 // used by the client pump only.
 type admitUp struct {
+	wire.Admitting
 	u     *upObserver
-	g     *wire.Gate
 	inj   *injector
 	route *gates
 	err   error // sticky
 
-	mode     holdMode
 	pktStart int // where the current packet began in the chunk; negative: in an earlier one
 	decv     pending
 	decided  bool     // the current command's fate is settled
-	held     []byte   // modeHold: bytes held back from earlier chunks
-	out      []byte   // what Rewrite returns when it is not p itself
 	dec      *pending // &decv once upObserver.decode has decoded the current command
-	answer   []byte   // modeDrop: sluice's answer, sent at the packet's end (nil: ERR)
-	errMsg   string   // modeDrop: the ERR's message
+	answer   []byte   // WalkDrop: sluice's answer, sent at the packet's end (nil: ERR)
+	errMsg   string   // WalkDrop: the ERR's message
 	dropSt   *session.Statement
 }
-
-// Observe implements wire.Observer; the bytes are observed in Rewrite,
-// which knows which of them go upstream.
-func (a *admitUp) Observe([]byte) error { return nil }
-
-// SetPeer tells the gate which socket the client is on now (the proxy's
-// event loop handing the session to its pumps); see wire.Gate.SetPeer.
-// Rewrite blocks only in the gate's Wait.
-func (a *admitUp) SetPeer(client net.Conn) { a.g.SetPeer(client) }
 
 // Rewrite implements wire.Rewriter: it observes p and returns the bytes
 // to forward now, blocking while a command waits for admission.
@@ -132,27 +105,10 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		return nil, a.err
 	}
 	if len(p) == 0 {
-		out := a.held
-		a.held = nil
-		if a.mode == modeDrop {
-			out = nil
-		}
-		return out, nil
+		return a.Walk.End(), nil
 	}
 	u, f := a.u, &a.u.f
-	a.out = a.out[:0]
-	start := 0
-	setMode := func(i int, m holdMode) {
-		a.flush(p[start:i])
-		if a.mode == modeHold && m == modePass {
-			a.out = append(a.out, a.held...)
-			a.held = a.held[:0]
-		}
-		if m == modeDrop {
-			a.held = a.held[:0]
-		}
-		a.mode, start = m, i
-	}
+	a.Walk.Begin(p)
 	i := 0
 	for {
 		n, ev := f.feed(p[i:])
@@ -163,15 +119,15 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 			a.pktStart = i - 4 // negative: the header began in an earlier chunk
 			switch {
 			case u.mode != phCommand:
-				if a.mode == modeHold {
-					a.g.Start(false, false)
-					setMode(i, modePass)
+				if a.Walk.Mode() == wire.WalkHold {
+					a.Gate.Start(false, false)
+					a.Walk.Set(i, wire.WalkPass)
 				}
-			case a.mode == modePass && !u.c.replica():
+			case a.Walk.Mode() == wire.WalkPass && !u.c.replica():
 				// open until decided: the slot cannot go back under a
 				// command being read.
-				if a.g.Start(false, true) {
-					setMode(max(a.pktStart, start), modeHold)
+				if a.Gate.Start(false, true) {
+					a.Walk.Set(max(a.pktStart, a.Walk.Start()), wire.WalkHold)
 				}
 			}
 		}
@@ -187,15 +143,15 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		}
 		if d := a.dec; d != nil && !a.decided {
 			a.decided = true
-			if err := a.decide(ctx, d, i, setMode); err != nil {
+			if err := a.decide(ctx, d, i); err != nil {
 				u.flush()
 				a.err = err
 				return nil, err
 			}
 		}
-		if ev == evEnd && a.mode == modeDrop {
-			setMode(i, modePass)
-			a.g.Start(false, false)
+		if ev == evEnd && a.Walk.Mode() == wire.WalkDrop {
+			a.Walk.Set(i, wire.WalkPass)
+			a.Gate.Start(false, false)
 			b := a.answer
 			if b == nil {
 				b = errPacket(f.lastSeq+1, erQueryInterrupt, sqlstate.MySQLInterrupted, a.errMsg)
@@ -210,53 +166,49 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		}
 	}
 	u.flush()
-	if a.mode == modePass && !f.inside && f.nhdr > 0 {
+	if a.Walk.Mode() == wire.WalkPass && !f.inside && f.nhdr > 0 {
 		// A header begun at the end of the chunk: hold it until the packet
 		// says what it is.
-		if u.c.commandPhase() && !u.c.replica() && a.g.Start(false, true) {
-			setMode(len(p)-f.nhdr, modeHold)
+		if u.c.commandPhase() && !u.c.replica() && a.Gate.Start(false, true) {
+			a.Walk.Set(len(p)-f.nhdr, wire.WalkHold)
 		}
 	}
-	if start == 0 && a.mode == modePass {
-		return p, nil
-	}
-	a.flush(p[start:])
-	return a.out, nil
+	return a.Walk.Result(), nil
 }
 
 // decide settles the fate of the command just decoded, at stream
 // position i of the chunk.
-func (a *admitUp) decide(ctx context.Context, d *pending, i int, setMode func(int, holdMode)) error {
+func (a *admitUp) decide(ctx context.Context, d *pending, i int) error {
 	earns := d.kind != respNone
-	admit := a.g.Start(earns, false)
-	if id, ok := killQuery(d); ok && (a.mode == modeHold || a.pktStart >= 0) {
-		if t := a.route.get(id); t != nil && t != a.g && t.CancelWait() {
+	admit := a.Gate.Start(earns, false)
+	if id, ok := killQuery(d); ok && (a.Walk.Mode() == wire.WalkHold || a.pktStart >= 0) {
+		if t := a.route.get(id); t != nil && t != a.Gate && t.CancelWait() {
 			// Answered here: the server never sees the KILL.
-			if a.mode == modePass {
-				setMode(a.pktStart, modeDrop)
+			if a.Walk.Mode() == wire.WalkPass {
+				a.Walk.Set(a.pktStart, wire.WalkDrop)
 			} else {
-				setMode(i, modeDrop)
+				a.Walk.Set(i, wire.WalkDrop)
 			}
 			a.answer, a.dropSt = okPacket(uint16(a.inj.d.status.Load())), d.st
 			return nil
 		}
 	}
-	if a.mode != modeHold {
+	if a.Walk.Mode() != wire.WalkHold {
 		return nil
 	}
 	if !admit || d.st == nil || !heldCommand(d) {
-		setMode(i, modePass)
+		a.Walk.Set(i, wire.WalkPass)
 		return nil
 	}
-	err := a.g.Wait(ctx, d.st)
+	err := a.Gate.Wait(ctx, d.st)
 	switch {
 	case err == nil:
-		setMode(i, modePass)
-	case ctx.Err() != nil || errors.Is(err, wire.ErrClientGone) || errors.Is(err, wire.ErrGateClosed):
+		a.Walk.Set(i, wire.WalkPass)
+	case wire.Ending(ctx, err):
 		// The session is ending: nobody to answer.
 		return err
 	default:
-		setMode(i, modeDrop)
+		a.Walk.Set(i, wire.WalkDrop)
 		_, msg := wire.Refused(err)
 		if d.st.CancelRequested() || msg == "canceling statement due to user request" {
 			msg = errInterruptedMsg
@@ -264,22 +216,6 @@ func (a *admitUp) decide(ctx context.Context, d *pending, i int, setMode func(in
 		a.errMsg, a.answer, a.dropSt = msg, nil, d.st
 	}
 	return nil
-}
-
-// flush disposes of a run of bytes walked in the current mode.
-func (a *admitUp) flush(b []byte) {
-	switch a.mode {
-	case modePass:
-		a.out = append(a.out, b...)
-	case modeHold:
-		if len(a.held)+len(b) > maxHold {
-			a.out = append(append(a.out, a.held...), b...)
-			a.held = a.held[:0]
-			a.mode = modePass
-			return
-		}
-		a.held = append(a.held, b...)
-	}
 }
 
 // heldCommand reports whether d waits for admission: a command that runs

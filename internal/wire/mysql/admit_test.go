@@ -2,108 +2,37 @@ package mysql
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"testing"
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
+	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
-
-// refusal is what the fake Admitter refuses with.
-type refusal struct{}
-
-func (refusal) Error() string    { return "57014: canceling statement due to statement queue timeout" }
-func (refusal) SQLState() string { return "57014" }
-
-// fakeAdmitter admits or refuses at once and counts the slots held. It
-// is used by one goroutine.
-type fakeAdmitter struct {
-	refuse  map[string]bool // SQL refused
-	asked   []string
-	held    int
-	maxHeld int
-}
-
-func (a *fakeAdmitter) Admit(_ context.Context, st *session.Statement) (func(), error) {
-	a.asked = append(a.asked, st.SQL)
-	if a.refuse[st.SQL] {
-		return nil, refusal{}
-	}
-	a.held++
-	a.maxHeld = max(a.maxHeld, a.held)
-	done := false
-	return func() {
-		if !done {
-			done = true
-			a.held--
-		}
-	}, nil
-}
 
 // admitRig is one session's observers under admission without a proxy.
 type admitRig struct {
-	t    testing.TB
-	adm  *fakeAdmitter
-	reg  *session.Registry
+	*wiretest.AdmitRig
 	up   *admitUp
 	down *downObserver
 	inj  *injector
-	gate *wire.Gate
-
-	forwarded, answered []byte
 }
 
 func newAdmitRig(t testing.TB, routes *gates, connID uint32) *admitRig {
-	reg, _, u, d := harnessObservers(testCaps, 0, false)
-	r := &admitRig{t: t, adm: &fakeAdmitter{refuse: map[string]bool{}}, reg: reg, down: d}
-	r.gate = wire.NewGate(r.adm)
-	r.inj = &injector{d: d}
+	_, _, u, d := harnessObservers(testCaps, 0, false)
+	adm := &wiretest.Admitter{}
+	gate := wire.NewGate(adm)
+	inj := &injector{d: d}
 	if routes == nil {
 		routes = &gates{}
 	}
-	r.up = &admitUp{u: u, g: r.gate, inj: r.inj, route: routes}
-	u.adm = r.up
-	d.gate, d.inj = r.gate, r.inj
-	routes.add(connID, r.gate)
-	return r
-}
-
-func (r *admitRig) client(b []byte, sizes ...int) error {
-	for len(b) > 0 {
-		n := len(b)
-		if len(sizes) > 0 {
-			if sizes[0] > 0 && sizes[0] < n {
-				n = sizes[0]
-			}
-			sizes = sizes[1:]
-		}
-		out, err := r.up.Rewrite(context.Background(), b[:n])
-		if err != nil {
-			return err
-		}
-		r.forwarded = append(r.forwarded, out...)
-		b = b[n:]
-		r.drain()
-	}
-	return nil
-}
-
-func (r *admitRig) server(b []byte) {
-	r.t.Helper()
-	if err := r.down.Observe(b); err != nil {
-		r.t.Fatalf("server observe: %v", err)
-	}
-	r.drain()
-}
-
-func (r *admitRig) drain() {
-	for b := r.inj.Pending(); len(b) > 0; b = r.inj.Pending() {
-		b = bytes.Clone(b)
-		if err := r.down.Observe(b); err != nil {
-			r.t.Fatalf("observe sluice's answer: %v", err)
-		}
-		r.answered = append(r.answered, b...)
+	up := &admitUp{Admitting: wire.Admitting{Gate: gate}, u: u, inj: inj, route: routes}
+	u.adm = up
+	d.gate, d.inj = gate, inj
+	routes.add(connID, gate)
+	return &admitRig{
+		AdmitRig: &wiretest.AdmitRig{T: t, Adm: adm, Gate: gate, Up: up, Down: d, Inj: inj},
+		up:       up, down: d, inj: inj,
 	}
 }
 
@@ -121,13 +50,6 @@ func interrupted(seq uint8) []byte {
 	return errPacket(seq, erQueryInterrupt, "70100", "canceling statement due to statement queue timeout")
 }
 
-type admitStep struct {
-	cli, srv []byte
-	fwd      []byte
-	answered []byte
-	held     int
-}
-
 // TestAdmitSteps: which commands wait, what goes upstream, what sluice
 // answers and when the slot goes back, with the client's bytes also cut
 // at every offset.
@@ -136,108 +58,51 @@ func TestAdmitSteps(t *testing.T) {
 	prepareOK := bytes.Join([][]byte{pk(1, []byte{0x00}, le32(7), le16(0), le16(1), []byte{0}, le16(0)),
 		pk(2, colDef("?")), pk(3, eofPayload(autocommit))}, nil)
 	replStream, _ := binlogStream(1, 7)
-	tests := []struct {
-		name   string
-		refuse []string
-		steps  []admitStep
-		asked  []string
-	}{
-		{"a query outside a transaction", nil, []admitStep{
-			{cli: query("select 1"), fwd: query("select 1"), held: 1},
-			{srv: ok(autocommit), held: 0},
-		}, []string{"select 1"}},
-		{"a transaction keeps its slot until its status ends", nil, []admitStep{
-			{cli: query("begin"), fwd: query("begin"), srv: ok(autocommit | inTrans), held: 1},
-			{cli: query("update"), fwd: query("update"), srv: ok(autocommit | inTrans), held: 1},
-			{cli: query("bad"), fwd: query("bad"), srv: pk(1, errPayload(1064, "42000", "syntax")), held: 1},
-			{cli: query("commit"), fwd: query("commit"), srv: ok(autocommit), held: 0},
-		}, []string{"begin"}},
-		{"pings and prepares do not wait", nil, []admitStep{
-			{cli: pk(0, []byte{comPing}), fwd: pk(0, []byte{comPing}), srv: ok(autocommit)},
-			{cli: prepare, fwd: prepare, srv: prepareOK},
-			{cli: execute(7), fwd: execute(7), held: 1},
-			{srv: ok(autocommit), held: 0},
-		}, []string{"SELECT ?"}},
-		{"pipelined commands take one slot", nil, []admitStep{
-			{cli: append(query("a"), query("b")...), fwd: append(query("a"), query("b")...), held: 1},
-			{srv: ok(autocommit), held: 1},
-			{srv: ok(autocommit), held: 0},
-		}, []string{"a"}},
-		{"a refused query never goes upstream", []string{"x"}, []admitStep{
-			{cli: query("x"), answered: interrupted(1)},
-			{cli: query("y"), fwd: query("y"), srv: ok(autocommit)},
-		}, []string{"x", "y"}},
-		{"a replica is never held once it registers", nil, []admitStep{
-			{cli: query("SET @a=1"), fwd: query("SET @a=1"), held: 1},
-			{srv: ok(autocommit), held: 0},
-			{cli: registerSlave(), fwd: registerSlave(), srv: ok(autocommit)},
-			{cli: query("SET @b=1"), fwd: query("SET @b=1"), srv: ok(autocommit)},
-			{cli: binlogDump(), fwd: binlogDump(), srv: replStream},
-			{cli: query("SELECT 1"), fwd: query("SELECT 1")},
-		}, []string{"SET @a=1"}},
-		{"a refused registration keeps a client", nil, []admitStep{
-			{cli: registerSlave(), fwd: registerSlave(), srv: pk(1, errPayload(1227, "42000", "Access denied"))},
-			{cli: query("SELECT 1"), fwd: query("SELECT 1"), held: 1},
-			{srv: ok(autocommit), held: 0},
-		}, []string{"SELECT 1"}},
-		{"a refused execute, then a pipelined query waits again", []string{"COM_STMT_EXECUTE 9"}, []admitStep{
-			{cli: append(execute(9), query("y")...), fwd: query("y"), answered: interrupted(1), held: 1},
-			{srv: ok(autocommit), held: 0},
-		}, []string{"COM_STMT_EXECUTE 9", "y"}},
+	tests := []wiretest.AdmitCase{
+		{Name: "a query outside a transaction", Steps: []wiretest.AdmitStep{
+			{Cli: query("select 1"), Fwd: query("select 1"), Held: 1},
+			{Srv: ok(autocommit), Held: 0},
+		}, Asked: []string{"select 1"}},
+		{Name: "a transaction keeps its slot until its status ends", Steps: []wiretest.AdmitStep{
+			{Cli: query("begin"), Fwd: query("begin"), Srv: ok(autocommit | inTrans), Held: 1},
+			{Cli: query("update"), Fwd: query("update"), Srv: ok(autocommit | inTrans), Held: 1},
+			{Cli: query("bad"), Fwd: query("bad"), Srv: pk(1, errPayload(1064, "42000", "syntax")), Held: 1},
+			{Cli: query("commit"), Fwd: query("commit"), Srv: ok(autocommit), Held: 0},
+		}, Asked: []string{"begin"}},
+		{Name: "pings and prepares do not wait", Steps: []wiretest.AdmitStep{
+			{Cli: pk(0, []byte{comPing}), Fwd: pk(0, []byte{comPing}), Srv: ok(autocommit)},
+			{Cli: prepare, Fwd: prepare, Srv: prepareOK},
+			{Cli: execute(7), Fwd: execute(7), Held: 1},
+			{Srv: ok(autocommit), Held: 0},
+		}, Asked: []string{"SELECT ?"}},
+		{Name: "pipelined commands take one slot", Steps: []wiretest.AdmitStep{
+			{Cli: append(query("a"), query("b")...), Fwd: append(query("a"), query("b")...), Held: 1},
+			{Srv: ok(autocommit), Held: 1},
+			{Srv: ok(autocommit), Held: 0},
+		}, Asked: []string{"a"}},
+		{Name: "a refused query never goes upstream", Refuse: []string{"x"}, Steps: []wiretest.AdmitStep{
+			{Cli: query("x"), Answered: interrupted(1)},
+			{Cli: query("y"), Fwd: query("y"), Srv: ok(autocommit)},
+		}, Asked: []string{"x", "y"}},
+		{Name: "a replica is never held once it registers", Steps: []wiretest.AdmitStep{
+			{Cli: query("SET @a=1"), Fwd: query("SET @a=1"), Held: 1},
+			{Srv: ok(autocommit), Held: 0},
+			{Cli: registerSlave(), Fwd: registerSlave(), Srv: ok(autocommit)},
+			{Cli: query("SET @b=1"), Fwd: query("SET @b=1"), Srv: ok(autocommit)},
+			{Cli: binlogDump(), Fwd: binlogDump(), Srv: replStream},
+			{Cli: query("SELECT 1"), Fwd: query("SELECT 1")},
+		}, Asked: []string{"SET @a=1"}},
+		{Name: "a refused registration keeps a client", Steps: []wiretest.AdmitStep{
+			{Cli: registerSlave(), Fwd: registerSlave(), Srv: pk(1, errPayload(1227, "42000", "Access denied"))},
+			{Cli: query("SELECT 1"), Fwd: query("SELECT 1"), Held: 1},
+			{Srv: ok(autocommit), Held: 0},
+		}, Asked: []string{"SELECT 1"}},
+		{Name: "a refused execute, then a pipelined query waits again", Refuse: []string{"COM_STMT_EXECUTE 9"}, Steps: []wiretest.AdmitStep{
+			{Cli: append(execute(9), query("y")...), Fwd: query("y"), Answered: interrupted(1), Held: 1},
+			{Srv: ok(autocommit), Held: 0},
+		}, Asked: []string{"COM_STMT_EXECUTE 9", "y"}},
 	}
-	for _, tt := range tests {
-		var whole []byte
-		for _, s := range tt.steps {
-			whole = append(whole, s.cli...)
-		}
-		for cut := -1; cut < len(whole); cut++ {
-			name := tt.name
-			if cut >= 0 {
-				name = fmt.Sprintf("%s/cut%d", tt.name, cut)
-			}
-			t.Run(name, func(t *testing.T) {
-				r := newAdmitRig(t, nil, 1)
-				for _, s := range tt.refuse {
-					r.adm.refuse[s] = true
-				}
-				sent := 0
-				for i, s := range tt.steps {
-					var sizes []int
-					if cut > sent && cut < sent+len(s.cli) {
-						sizes = []int{cut - sent}
-					}
-					sent += len(s.cli)
-					r.forwarded, r.answered = nil, nil
-					if err := r.client(s.cli, sizes...); err != nil {
-						t.Fatalf("step %d: %v", i, err)
-					}
-					if !bytes.Equal(r.forwarded, s.fwd) {
-						t.Fatalf("step %d: forwarded %q, want %q", i, r.forwarded, s.fwd)
-					}
-					r.server(s.srv)
-					if !bytes.Equal(r.answered, s.answered) {
-						t.Fatalf("step %d: sluice answered %q, want %q", i, r.answered, s.answered)
-					}
-					if r.adm.held != s.held {
-						t.Fatalf("step %d: %d slots held, want %d", i, r.adm.held, s.held)
-					}
-				}
-				if fmt.Sprint(r.adm.asked) != fmt.Sprint(tt.asked) {
-					t.Fatalf("admission asked for %q, want %q", r.adm.asked, tt.asked)
-				}
-				if r.adm.maxHeld > 1 {
-					t.Fatalf("the session held %d slots", r.adm.maxHeld)
-				}
-				r.gate.Close()
-				if r.adm.held != 0 {
-					t.Fatalf("%d slots after Close", r.adm.held)
-				}
-			})
-			if cut >= 0 && testing.Short() {
-				break
-			}
-		}
-	}
+	wiretest.RunAdmitCases(t, tests, func(t *testing.T) *wiretest.AdmitRig { return newAdmitRig(t, nil, 1).AdmitRig })
 }
 
 // TestKillQuery: KILL QUERY is never held, is answered by sluice when it
@@ -269,13 +134,13 @@ func TestKillQuery(t *testing.T) {
 	killer := newAdmitRig(t, routes, 1)
 	// No command of connection 42 is held: the KILL goes to the server.
 	kill := query("KILL QUERY 42")
-	if err := killer.client(kill); err != nil {
+	if err := killer.Client(kill); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(killer.forwarded, kill) || len(killer.adm.asked) != 0 {
-		t.Fatalf("forwarded %q, asked %q; want the KILL upstream, not held", killer.forwarded, killer.adm.asked)
+	if !bytes.Equal(killer.Forwarded, kill) || len(killer.Adm.Asked) != 0 {
+		t.Fatalf("forwarded %q, asked %q; want the KILL upstream, not held", killer.Forwarded, killer.Adm.Asked)
 	}
-	killer.server(ok(autocommit))
+	killer.Server(ok(autocommit))
 }
 
 // FuzzAdmitLifecycle drives a MySQL session under admission with
@@ -295,6 +160,8 @@ func FuzzAdmitLifecycle(f *testing.F) {
 			ops = ops[:64]
 		}
 		r := newAdmitRig(t, nil, 1)
+		refuse := map[string]bool{}
+		r.Adm.Refuse = func(st *session.Statement) bool { return refuse[st.SQL] }
 		var cli, wantFwd, wantAns []byte
 		var answers [][]byte
 		// replica: the server has answered a COM_REGISTER_SLAVE (with OK);
@@ -324,7 +191,7 @@ func FuzzAdmitLifecycle(f *testing.F) {
 				status |= inTrans
 			}
 			refused := held && op&0x80 != 0 && !inTx && len(answers) == 0
-			r.adm.refuse[sql] = refused
+			refuse[sql] = refused
 			cli = append(cli, cmd...)
 			if refused {
 				wantAns = append(wantAns, interrupted(1)...)
@@ -334,36 +201,20 @@ func FuzzAdmitLifecycle(f *testing.F) {
 				inTx = status&inTrans != 0
 			}
 			if op&0x40 != 0 || i == len(ops)-1 {
-				sizes := make([]int, len(chunks))
-				for k, c := range chunks {
-					sizes[k] = int(c)
-				}
-				if err := r.client(cli, sizes...); err != nil {
+				if err := r.Client(cli, wiretest.Sizes(chunks)...); err != nil {
 					t.Fatal(err)
 				}
 				cli = nil
 				for _, a := range answers {
-					r.server(a)
+					r.Server(a)
 				}
 				answers = nil
 				replica = registered
 			}
-			if r.adm.maxHeld > 1 {
-				t.Fatalf("the session held %d slots", r.adm.maxHeld)
+			if r.Adm.MaxHeld > 1 {
+				t.Fatalf("the session held %d slots", r.Adm.MaxHeld)
 			}
 		}
-		if !bytes.Equal(r.forwarded, wantFwd) {
-			t.Fatalf("forwarded\n %q\nwant\n %q", r.forwarded, wantFwd)
-		}
-		if !bytes.Equal(r.answered, wantAns) {
-			t.Fatalf("answered\n %q\nwant\n %q", r.answered, wantAns)
-		}
-		if !inTx && r.adm.held != 0 {
-			t.Fatalf("idle session holds %d slots", r.adm.held)
-		}
-		r.gate.Close()
-		if r.adm.held != 0 {
-			t.Fatalf("%d slots after Close", r.adm.held)
-		}
+		r.Finish(wantFwd, wantAns, !inTx)
 	})
 }

@@ -32,18 +32,7 @@ func BenchmarkObserve(b *testing.B) {
 	b.Run("point-select", func(b *testing.B) { benchPointSelect(b, nil) })
 	b.Run("point-select/whatif", func(b *testing.B) { benchPointSelect(b, whatif.New(whatif.Options{})) })
 	b.Run("large-result", func(b *testing.B) {
-		reg := session.NewRegistry(session.Options{})
-		sess := reg.Open(session.Info{}, t0)
-		u, d := newObservers(connConfig{
-			sess: sess, clock: clock.NewFake(t0), log: slog.New(slog.DiscardHandler),
-			maxSQL: defaultMaxSQL, maxPacket: defaultMaxPacket, caps: testCaps,
-		})
-		if err := run([]step{
-			up(query("SELECT * FROM big")),
-			down(pk(1, []byte{2}), pk(2, colDef("a")), pk(3, colDef("b"))),
-		}, u, d, 0); err != nil {
-			b.Fatal(err)
-		}
+		sess, d := bigResult(b)
 		// A stream of rows, cut into 32 KiB chunks at arbitrary offsets.
 		var rows []byte
 		for i := 0; len(rows) < 1<<20; i++ {
@@ -55,12 +44,7 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	})
 	b.Run("binlog-stream", func(b *testing.B) {
-		reg := session.NewRegistry(session.Options{})
-		sess := reg.Open(session.Info{}, t0)
-		u, d := newObservers(connConfig{
-			sess: sess, clock: clock.NewFake(t0), log: slog.New(slog.DiscardHandler),
-			maxSQL: defaultMaxSQL, maxPacket: defaultMaxPacket, caps: testCaps,
-		})
+		sess, u, d := defaultObservers()
 		if err := run([]step{up(binlogDump())}, u, d, 0); err != nil {
 			b.Fatal(err)
 		}

@@ -188,7 +188,7 @@
 // With Options.Forward set, a session whose user the Forwarder names gets
 // a client observer that is also a wire.Rewriter (forward.go): once the
 // server has accepted the login, each COM_QUERY of at most
-// MaxForwardQuery bytes sent in the command phase is shown whole to the
+// wire.MaxForwardQuery bytes sent in the command phase is shown whole to the
 // Forwarder, and a statement it takes is replaced by a COM_QUERY of the
 // rest (same sequence id, new length); a refused one by a SIGNAL that
 // makes the server send the ERR (SQLSTATE kept, error 1644). Prepared

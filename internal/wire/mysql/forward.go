@@ -22,7 +22,7 @@ import (
 //	COM_QUERY: int<3> length, int<1> sequence id, 0x03, [query attributes], sql
 //
 // A command is held back only while it is incomplete, and only up to
-// MaxForwardQuery bytes; longer ones, and every other packet (prepared
+// wire.MaxForwardQuery bytes; longer ones, and every other packet (prepared
 // statements, LOCAL INFILE data, authentication), pass untouched. The
 // Forwarder's rest translates PASSWORD 'x' to IDENTIFIED BY 'x'. When
 // the Forwarder refuses a statement, sluice sends instead
@@ -35,16 +35,14 @@ import (
 // the session goes on. The user is checked again at each command, so
 // COM_CHANGE_USER to a user the Forwarder does not name stops it.
 
-// MaxForwardQuery is the largest command packet, header included, held
-// back to be inspected for a forwarding user, in bytes.
-const MaxForwardQuery = 1 << 20
-
 // forwarding returns the observers of a session whose statements fwd
 // inspects. authed says the login has already succeeded (Open relayed
 // it); otherwise the returned server observer watches for the server's
 // OK.
 func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up *upObserver, down *downObserver, authed bool) (*forwardUp, wire.Observer) {
-	fu := &forwardUp{obs: up, fwd: fwd, log: log, sess: sess, authed: new(atomic.Bool)}
+	fu := &forwardUp{obs: up, authed: new(atomic.Bool), Forwarding: wire.Forwarding{
+		Fwd: fwd, Log: log, Sess: sess, Fallback: sqlstate.MySQLGeneral, Raise: signalStatement,
+	}}
 	fu.hold = wire.Holdback{HeaderLen: 4, Header: fu.header, Inspect: fu.command, Start: fu.start}
 	if authed {
 		fu.authed.Store(true)
@@ -59,10 +57,8 @@ func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up 
 // one the ordinary observer has reached there. It is used by the client
 // pump only.
 type forwardUp struct {
+	wire.Forwarding
 	obs    *upObserver
-	fwd    wire.Forwarder
-	log    *slog.Logger
-	sess   *session.Session
 	authed *atomic.Bool // the server has accepted the login
 
 	hold     wire.Holdback // the framing: holds back the commands to inspect
@@ -114,13 +110,13 @@ func (f *forwardUp) start(before []byte) error {
 // header decides what to do with the physical packet whose header is
 // hdr: its whole size, and whether to inspect it: it is the only
 // physical packet of an eligible logical packet, not empty, and at most
-// MaxForwardQuery bytes.
+// wire.MaxForwardQuery bytes.
 func (f *forwardUp) header(hdr []byte) (size int, inspect bool) {
 	length := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
 	first := !f.cont
 	f.cont = length == maxPayload
 	size = 4 + length
-	return size, first && f.eligible && !f.cont && length != 0 && size <= MaxForwardQuery
+	return size, first && f.eligible && !f.cont && length != 0 && size <= wire.MaxForwardQuery
 }
 
 // mayInspect reports whether the logical packet starting now may be a
@@ -135,7 +131,7 @@ func (f *forwardUp) mayInspect() bool {
 	c.mu.Lock()
 	ph := c.phase
 	c.mu.Unlock()
-	return ph == phCommand && f.fwd.Forwards(f.sess.User())
+	return ph == phCommand && f.Fwd.Forwards(f.Sess.User())
 }
 
 // command shows the statement of a COM_QUERY packet pkt (header
@@ -154,18 +150,13 @@ func (f *forwardUp) command(ctx context.Context, pkt []byte) ([]byte, bool) {
 		}
 	}
 	attrs := body[:len(body)-len(sql)]
-	rest, took, err := f.fwd.Forward(wire.WithSession(ctx, f.sess), string(sql))
+	rest, took := f.Statement(ctx, string(sql))
 	if !took {
 		return nil, false
 	}
-	if err != nil {
-		code, text := wire.RefusalOf(err, sqlstate.MySQLGeneral)
-		f.log.Info("forwarded statement refused", "session", f.sess.ID, "user", f.sess.User(), "code", code, "err", text)
-		rest = signalStatement(code, text)
-	}
 	n := 1 + len(attrs) + len(rest)
 	if n >= maxPayload {
-		// Not reachable from a packet under MaxForwardQuery; send the
+		// Not reachable from a packet under wire.MaxForwardQuery; send the
 		// original, which the server refuses as a syntax error.
 		return nil, false
 	}

@@ -63,7 +63,7 @@ func (h *forwardHarness) server(t testing.TB, b ...[]byte) {
 }
 
 func TestForwardRewrite(t *testing.T) {
-	long := "CREATE USER x RESOURCE POOL 'p' PASSWORD '" + strings.Repeat("z", MaxForwardQuery) + "'"
+	long := "CREATE USER x RESOURCE POOL 'p' PASSWORD '" + strings.Repeat("z", wire.MaxForwardQuery) + "'"
 	// One command at a time, each answered, as a client sends them.
 	steps := []struct {
 		in, want, answer []byte
@@ -260,18 +260,7 @@ func FuzzForwardRewrite(f *testing.F) {
 func BenchmarkForwardRewritePassThrough(b *testing.B) {
 	h := newForwardHarness(b, true)
 	in := query("SELECT c FROM sbtest1 WHERE id = 4711")
-	ans := pk(1, okPayload(0, 2))
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.SetBytes(int64(len(in)))
-	for b.Loop() {
-		if _, err := h.up.Rewrite(ctx, in); err != nil {
-			b.Fatal(err)
-		}
-		if err := h.down.Observe(ans); err != nil {
-			b.Fatal(err)
-		}
-	}
+	wiretest.BenchRewrite(b, h.up, in, h.down, pk(1, okPayload(0, 2)))
 }
 
 // At the end of the stream an incomplete packet held back goes on as it

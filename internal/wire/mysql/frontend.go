@@ -292,7 +292,7 @@ func (f *Frontend) open(ctx context.Context, client net.Conn, register wire.Regi
 		gate.SetFarewell(farewell)
 		gate.Track(sess, f.o.Clock)
 		inj = &injector{d: downObs}
-		adm := &admitUp{u: upObs, g: gate, inj: inj, route: &f.gates}
+		adm := &admitUp{Admitting: wire.Admitting{Gate: gate}, u: upObs, inj: inj, route: &f.gates}
 		upObs.adm = adm
 		downObs.gate, downObs.inj = gate, inj
 		upRelay = adm

@@ -171,6 +171,32 @@ func harnessObservers(caps, ext uint32, auth bool) (*session.Registry, *session.
 	return reg, sess, u, d
 }
 
+// defaultObservers returns the observers of a new session with the
+// default limits and testCaps, logging nowhere.
+func defaultObservers() (*session.Session, *upObserver, *downObserver) {
+	sess := session.NewRegistry(session.Options{}).Open(session.Info{}, t0)
+	u, d := newObservers(connConfig{
+		sess: sess, clock: clock.NewFake(t0), log: slog.New(slog.DiscardHandler),
+		maxSQL: defaultMaxSQL, maxPacket: defaultMaxPacket, caps: testCaps,
+	})
+	return sess, u, d
+}
+
+// bigResult returns a new session and its server observer, to which the
+// session's "SELECT * FROM big" has been sent and the server's column
+// definitions observed: what comes next is its rows, from sequence id 4.
+func bigResult(tb testing.TB) (*session.Session, *downObserver) {
+	tb.Helper()
+	sess, u, d := defaultObservers()
+	if err := run([]step{
+		up(query("SELECT * FROM big")),
+		down(pk(1, []byte{2}), pk(2, colDef("a")), pk(3, colDef("b"))),
+	}, u, d, 0); err != nil {
+		tb.Fatal(err)
+	}
+	return sess, d
+}
+
 // run feeds steps to the observers in chunks of at most chunk bytes (0:
 // whole steps) and returns the first error.
 func run(steps []step, u *upObserver, d *downObserver, chunk int) error {
@@ -278,6 +304,22 @@ func binlogStream(seq uint8, n int) ([]byte, uint8) {
 	return out, seq
 }
 
+// cursorFetch is the scenario of a statement prepared, executed with a
+// cursor and fetched from, under caps, given the server's answers to the
+// three.
+func cursorFetch(name string, caps uint32, exec, fetch, prepAnswer, execAnswer, fetchAnswer []byte) scenario {
+	return scenario{name: name, caps: caps, steps: []step{
+		up(pk(0, []byte{comStmtPrepare}, []byte("SELECT c FROM t WHERE a=? AND b=?"))),
+		down(prepAnswer),
+		up(exec), down(execAnswer),
+		up(fetch), down(fetchAnswer),
+	}, want: []record{
+		{"COM_STMT_PREPARE SELECT c FROM t WHERE a=? AND b=?", session.OK, -1, "", 38, int64(len(prepAnswer))},
+		{"SELECT c FROM t WHERE a=? AND b=?", session.OK, -1, "", int64(len(exec)), int64(len(execAnswer))},
+		{"COM_STMT_FETCH SELECT c FROM t WHERE a=? AND b=?", session.OK, 2, "", int64(len(fetch)), int64(len(fetchAnswer))},
+	}}
+}
+
 func scenarios() []scenario {
 	classic := uint32(testCaps &^ capDeprecateEOF)
 	rs3, _ := resultSet(1, false, 2, [][]string{{"1", "a"}, {"2", "b"}, {"3", ""}}, 0x0002)
@@ -361,26 +403,8 @@ func scenarios() []scenario {
 			{"SELECT c FROM t WHERE a=? AND b=?", session.OK, 2, "", int64(len(execute)), int64(len(binRows))},
 			{"COM_STMT_EXECUTE 7", session.OK, 2, "", int64(len(execute) + len(closeStmt)), int64(len(binRows))},
 		}},
-		{name: "cursor fetch", caps: classic, steps: []step{
-			up(pk(0, []byte{comStmtPrepare}, []byte("SELECT c FROM t WHERE a=? AND b=?"))),
-			down(prepAnswer),
-			up(cursorExec), down(cursorAnswer),
-			up(fetch), down(fetchAnswer),
-		}, want: []record{
-			{"COM_STMT_PREPARE SELECT c FROM t WHERE a=? AND b=?", session.OK, -1, "", 38, int64(len(prepAnswer))},
-			{"SELECT c FROM t WHERE a=? AND b=?", session.OK, -1, "", int64(len(cursorExec)), int64(len(cursorAnswer))},
-			{"COM_STMT_FETCH SELECT c FROM t WHERE a=? AND b=?", session.OK, 2, "", int64(len(fetch)), int64(len(fetchAnswer))},
-		}},
-		{name: "cursor fetch deprecate eof", caps: testCaps, steps: []step{
-			up(pk(0, []byte{comStmtPrepare}, []byte("SELECT c FROM t WHERE a=? AND b=?"))),
-			down(prepAnswerNew),
-			up(cursorExec), down(cursorAnswerNew),
-			up(fetch), down(fetchAnswerNew),
-		}, want: []record{
-			{"COM_STMT_PREPARE SELECT c FROM t WHERE a=? AND b=?", session.OK, -1, "", 38, int64(len(prepAnswerNew))},
-			{"SELECT c FROM t WHERE a=? AND b=?", session.OK, -1, "", int64(len(cursorExec)), int64(len(cursorAnswerNew))},
-			{"COM_STMT_FETCH SELECT c FROM t WHERE a=? AND b=?", session.OK, 2, "", int64(len(fetch)), int64(len(fetchAnswerNew))},
-		}},
+		cursorFetch("cursor fetch", classic, cursorExec, fetch, prepAnswer, cursorAnswer, fetchAnswer),
+		cursorFetch("cursor fetch deprecate eof", testCaps, cursorExec, fetch, prepAnswerNew, cursorAnswerNew, fetchAnswerNew),
 		{name: "pipelined prepare execute", caps: classic, steps: []step{
 			up(pk(0, []byte{comStmtPrepare}, []byte("SELECT c FROM t WHERE a=? AND b=?")), executeLast),
 			down(prepAnswer, binRows),

@@ -3,11 +3,9 @@ package mysql
 import (
 	"bytes"
 	"fmt"
-	"log/slog"
 	"testing"
 
-	"github.com/sluicelab/sluice/internal/clock"
-	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
 // TestDownRemaining: a result set's rows, cut at every offset, then
@@ -22,48 +20,10 @@ func TestDownRemaining(t *testing.T) {
 	}
 	ends[0] = true
 	for cut := range len(rows) + 1 {
-		reg := session.NewRegistry(session.Options{})
-		sess := reg.Open(session.Info{}, t0)
-		u, d := newObservers(connConfig{
-			sess: sess, clock: clock.NewFake(t0), log: slog.New(slog.DiscardHandler),
-			maxSQL: defaultMaxSQL, maxPacket: defaultMaxPacket, caps: testCaps,
-		})
-		if err := run([]step{
-			up(query("SELECT * FROM big")),
-			down(pk(1, []byte{2}), pk(2, colDef("a")), pk(3, colDef("b"))),
-		}, u, d, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Observe(rows[:cut]); err != nil {
-			t.Fatalf("cut %d: %v", cut, err)
-		}
-		at := cut
-		for {
-			n, ok := d.Remaining()
-			if !ok {
-				t.Fatalf("cut %d, at %d: no boundary", cut, at)
-			}
-			if n == 0 {
-				break
-			}
-			if at+n > len(rows) {
-				t.Fatalf("cut %d, at %d: Remaining %d runs past the %d bytes", cut, at, n, len(rows))
-			}
-			if err := d.Observe(rows[at : at+n]); err != nil {
-				t.Fatalf("cut %d: %v", cut, err)
-			}
-			at += n
-		}
-		if !ends[at] {
-			t.Fatalf("cut %d: Remaining reached 0 at %d, inside a packet", cut, at)
-		}
-		for want := cut; ; want++ {
-			if ends[want] {
-				if at != want {
-					t.Errorf("cut %d: finished at %d, want the packet's end at %d", cut, at, want)
-				}
-				break
-			}
+		_, d := bigResult(t)
+		at := wiretest.WalkRemaining(t, d, rows, cut, ends)
+		if want := wiretest.NextEnd(ends, cut); at != want {
+			t.Errorf("cut %d: finished at %d, want the packet's end at %d", cut, at, want)
 		}
 		if _, ok := d.errSeq(0); !ok {
 			t.Errorf("cut %d: errSeq finds no place for an ERR at the boundary %d", cut, at)

@@ -2,8 +2,6 @@ package pg
 
 import (
 	"context"
-	"errors"
-	"net"
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -22,7 +20,7 @@ import (
 // Gate admits it; the client pump blocks meanwhile, so it stops reading
 // the client (backpressure) while the server pump goes on. A batch that
 // reaches its Sync without an Execute (a prepare round trip), or whose
-// held bytes pass maxHold before one, goes on without waiting.
+// held bytes pass 1 MiB before one, goes on without waiting (wire.Walk).
 //
 // A refused statement (the client's CancelRequest, the console's cancel,
 // a blocktime abort rule, queue_timeout) never reaches the server: its
@@ -33,44 +31,19 @@ import (
 // every earlier request. The tracker sees those answers as the server's,
 // so the records stay in step.
 
-// maxHold bounds the bytes of a request held back before its statement
-// begins, in bytes.
-const maxHold = 1 << 20
-
-// holdMode is what happens to the client bytes being walked.
-type holdMode uint8
-
-const (
-	modePass holdMode = iota // forwarded
-	modeHold                 // held back until the request's statement is admitted
-	modeDrop                 // discarded: the request was refused
-)
-
 // admitUp is the client observer of a session under admission. It is
 // used by the client pump only.
 type admitUp struct {
+	wire.Admitting
 	obs *clientObserver
-	g   *wire.Gate
 	inj *injector
 	err error // sticky
 
-	mode       holdMode
 	open       bool               // mirror of the gate's in-a-request state (Gate.Start)
-	dropSimple bool               // modeDrop: the refused request is a Query (drop to its end); else through Sync
-	held       []byte             // modeHold: bytes held back from earlier chunks
-	out        []byte             // what Rewrite returns when it is not p itself
+	dropSimple bool               // WalkDrop: the refused request is a Query (drop to its end); else through Sync
 	begun      *session.Statement // set by clientObserver.begin, taken by the walk
 	begunKind  entryKind
 }
-
-// Observe implements wire.Observer; the bytes are observed in Rewrite,
-// which knows which of them go upstream.
-func (a *admitUp) Observe([]byte) error { return nil }
-
-// SetPeer tells the gate which socket the client is on now (the proxy's
-// event loop handing the session to its pumps); see wire.Gate.SetPeer.
-// Rewrite blocks only in the gate's Wait.
-func (a *admitUp) SetPeer(client net.Conn) { a.g.SetPeer(client) }
 
 // Rewrite implements wire.Rewriter: it observes p and returns the bytes
 // to forward now, blocking while a request waits for admission.
@@ -79,34 +52,16 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		return nil, a.err
 	}
 	if len(p) == 0 {
-		// End of stream: what is held goes on as it is.
-		out := a.held
-		a.held = nil
-		if a.mode == modeDrop {
-			out = nil
-		}
-		return out, nil
+		return a.Walk.End(), nil
 	}
-	a.out = a.out[:0]
+	a.Walk.Begin(p)
 	c, f := a.obs, &a.obs.fr
-	start := 0 // where the run of bytes in the current mode began
-	setMode := func(i int, m holdMode) {
-		a.flush(p[start:i])
-		if a.mode == modeHold && m == modePass {
-			a.out = append(a.out, a.held...)
-			a.held = a.held[:0]
-		}
-		if m == modeDrop {
-			a.held = a.held[:0]
-		}
-		a.mode, start = m, i
-	}
 	for i := 0; i < len(p); {
-		if f.hn == 0 && a.mode != modeDrop {
+		if f.hn == 0 && a.Walk.Mode() != wire.WalkDrop {
 			if earns, open, ok := requestStart(p[i], a.open); ok {
 				a.open = open
-				if a.g.Start(earns, open) && a.mode == modePass {
-					setMode(i, modeHold)
+				if a.Gate.Start(earns, open) && a.Walk.Mode() == wire.WalkPass {
+					a.Walk.Set(i, wire.WalkHold)
 				}
 			}
 		}
@@ -133,17 +88,17 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		}
 		if st := a.begun; st != nil {
 			a.begun = nil
-			if a.mode == modeHold {
-				err := a.g.Wait(ctx, st)
+			if a.Walk.Mode() == wire.WalkHold {
+				err := a.Gate.Wait(ctx, st)
 				switch {
 				case err == nil:
-					setMode(i, modePass)
-				case ctx.Err() != nil || errors.Is(err, wire.ErrClientGone) || errors.Is(err, wire.ErrGateClosed):
+					a.Walk.Set(i, wire.WalkPass)
+				case wire.Ending(ctx, err):
 					// The session is ending: nobody to answer.
 					a.err = err
 					return nil, err
 				default:
-					setMode(i, modeDrop)
+					a.Walk.Set(i, wire.WalkDrop)
 					a.dropSimple = a.begunKind == kindSimple
 					code, msg := wire.Refused(err)
 					a.inj.add(errorResponse(severityError, code, msg), st)
@@ -154,43 +109,21 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 			continue
 		}
 		switch {
-		case a.mode == modeHold && (typ == 'S' || typ == 'H' || typ == 'F' || typ == 'X'):
+		case a.Walk.Mode() == wire.WalkHold && (typ == 'S' || typ == 'H' || typ == 'F' || typ == 'X'):
 			// The batch ended, or the client flushed it and waits for the
 			// answers, without a statement: nothing to admit yet (the
 			// batch's next message, with no slot, is held again).
-			setMode(i, modePass)
-		case a.mode == modeDrop && (typ == 'S' || a.dropSimple && typ == 'Q'):
-			setMode(i, modePass)
+			a.Walk.Set(i, wire.WalkPass)
+		case a.Walk.Mode() == wire.WalkDrop && (typ == 'S' || a.dropSimple && typ == 'Q'):
+			a.Walk.Set(i, wire.WalkPass)
 			a.open = false
 			// The ReadyForQuery sluice sends answers the discarded Sync
 			// (a discarded Query was counted when it began).
-			a.g.Start(typ == 'S', false)
+			a.Gate.Start(typ == 'S', false)
 			a.inj.add(readyIdle, nil)
 		}
 	}
-	if start == 0 && a.mode == modePass {
-		return p, nil
-	}
-	a.flush(p[start:])
-	return a.out, nil
-}
-
-// flush disposes of a run of bytes walked in the current mode.
-func (a *admitUp) flush(b []byte) {
-	switch a.mode {
-	case modePass:
-		a.out = append(a.out, b...)
-	case modeHold:
-		if len(a.held)+len(b) > maxHold {
-			// Too much to hold before the statement begins: the batch goes
-			// on without waiting.
-			a.out = append(append(a.out, a.held...), b...)
-			a.held = a.held[:0]
-			a.mode = modePass
-			return
-		}
-		a.held = append(a.held, b...)
-	}
+	return a.Walk.Result(), nil
 }
 
 // requestStart classifies a client message by its type byte: ok when it

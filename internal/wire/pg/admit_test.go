@@ -14,63 +14,31 @@ import (
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wire"
+	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
-// refusal is what the fake Admitter refuses with: a 57014 with a message
-// of its own, as the workload manager's errors are.
-type refusal struct{}
-
-func (refusal) Error() string    { return "57014: canceling statement due to statement queue timeout" }
-func (refusal) SQLState() string { return "57014" }
-
-// fakeAdmitter admits or refuses at once, as decide says, and counts the
-// slots held. It is used by one goroutine.
-type fakeAdmitter struct {
-	decide  func(st *session.Statement) bool // true admits; nil admits all
-	asked   []string                         // SQL of each statement asked for
-	held    int                              // slots held now
-	maxHeld int
-}
-
-func (a *fakeAdmitter) Admit(_ context.Context, st *session.Statement) (func(), error) {
-	a.asked = append(a.asked, st.SQL)
-	if a.decide != nil && !a.decide(st) {
-		return nil, refusal{}
-	}
-	a.held++
-	a.maxHeld = max(a.maxHeld, a.held)
-	done := false
-	return func() {
-		if !done {
-			done = true
-			a.held--
-		}
-	}, nil
-}
-
-// admitRig is one session's observers under admission, without a proxy:
-// client bytes go through Rewrite, server bytes through Observe, and
-// sluice's own answers are taken with Pending.
+// admitRig is one session's observers under admission, without a proxy,
+// with the protocol's own parts besides the rig's.
 type admitRig struct {
-	t    testing.TB
-	adm  *fakeAdmitter
+	*wiretest.AdmitRig
 	reg  *session.Registry
 	up   *admitUp
 	down *serverObserver
-	inj  *injector
-	gate *wire.Gate
-
-	forwarded []byte // what went upstream
-	answered  []byte // what sluice answered itself
 }
 
-func newAdmitRig(t testing.TB, decide func(st *session.Statement) bool) *admitRig {
+// newAdmitRig builds a rig whose Admitter refuses the statements refuse
+// says are refused (nil: none).
+func newAdmitRig(t testing.TB, refuse func(st *session.Statement) bool) *admitRig {
 	clk := clock.NewFake(time.Unix(1000, 0))
-	r := &admitRig{t: t, adm: &fakeAdmitter{decide: decide}, reg: session.NewRegistry(session.Options{KeepStatements: 1 << 16})}
-	sess := r.reg.Open(session.Info{Route: "test", Protocol: "postgres"}, clk.Now())
-	r.up, r.down = gated(sess, clk, r.adm)
-	r.gate, r.inj = r.up.g, r.up.inj
-	r.server(startupDown)
+	reg := session.NewRegistry(session.Options{KeepStatements: 1 << 16})
+	sess := reg.Open(session.Info{Route: "test", Protocol: "postgres"}, clk.Now())
+	adm := &wiretest.Admitter{Refuse: refuse}
+	up, down := gated(sess, clk, adm)
+	r := &admitRig{
+		AdmitRig: &wiretest.AdmitRig{T: t, Adm: adm, Gate: up.Gate, Up: up, Down: down, Inj: up.inj},
+		reg:      reg, up: up, down: down,
+	}
+	r.Server(startupDown)
 	return r
 }
 
@@ -80,52 +48,10 @@ func gated(sess *session.Session, clk clock.Clock, adm wire.Admitter) (*admitUp,
 	upObs, downObs := New(Options{Clock: clk}).observers(sess, func([]byte) {})
 	g := wire.NewGate(adm)
 	inj := &injector{s: downObs}
-	up := &admitUp{obs: upObs, g: g, inj: inj}
+	up := &admitUp{Admitting: wire.Admitting{Gate: g}, obs: upObs, inj: inj}
 	upObs.adm = up
 	downObs.gate, downObs.inj = g, inj
 	return up, downObs
-}
-
-// client sends b in chunks of the given sizes (0 or past the end: the rest).
-func (r *admitRig) client(b []byte, sizes ...int) error {
-	for len(b) > 0 {
-		n := len(b)
-		if len(sizes) > 0 {
-			if sizes[0] > 0 && sizes[0] < n {
-				n = sizes[0]
-			}
-			sizes = sizes[1:]
-		}
-		out, err := r.up.Rewrite(context.Background(), b[:n])
-		if err != nil {
-			return err
-		}
-		r.forwarded = append(r.forwarded, out...)
-		b = b[n:]
-		r.drain()
-	}
-	return nil
-}
-
-// server delivers the server's bytes, then what sluice answers.
-func (r *admitRig) server(b []byte) {
-	r.t.Helper()
-	if err := r.down.Observe(b); err != nil {
-		r.t.Fatalf("server observe: %v", err)
-	}
-	r.drain()
-}
-
-// drain takes sluice's answers as the down pump does: observed, then
-// sent.
-func (r *admitRig) drain() {
-	for b := r.inj.Pending(); len(b) > 0; b = r.inj.Pending() {
-		b = bytes.Clone(b)
-		if err := r.down.Observe(b); err != nil {
-			r.t.Fatalf("observe sluice's answer: %v", err)
-		}
-		r.answered = append(r.answered, b...)
-	}
 }
 
 func q(sql string) []byte { return enc(&pgproto3.Query{String: sql}) }
@@ -145,143 +71,80 @@ func batchAnswer(status byte) []byte {
 // cancelled is what sluice answers for a refused statement.
 var cancelled = append(errorResponse(severityError, "57014", "canceling statement due to statement queue timeout"), readyIdle...)
 
-// step is one exchange of an admission scenario.
-type step struct {
-	cli, srv []byte // client bytes sent, then server bytes answered
-	fwd      []byte // client bytes expected upstream after cli
-	answered []byte // sluice's answers expected after srv (nil: none)
-	held     int    // slots held after the step
-}
-
 // TestAdmitSteps: which request waits, what goes upstream, what sluice
 // answers and when the slot goes back, in step tables; every table also
 // runs with the client's bytes cut at every offset.
 func TestAdmitSteps(t *testing.T) {
-	refuseX := func(st *session.Statement) bool { return st.SQL != "x" }
-	tests := []struct {
-		name   string
-		decide func(*session.Statement) bool
-		steps  []step
-		asked  []string
-	}{
-		{"a query outside a transaction", nil, []step{
-			{cli: q("select 1"), fwd: q("select 1"), held: 1},
-			{srv: answer('I'), held: 0},
-		}, []string{"select 1"}},
-		{"a transaction holds one slot from BEGIN to COMMIT", nil, []step{
-			{cli: q("begin"), fwd: q("begin"), held: 1},
-			{srv: answer('T'), held: 1},
-			{cli: q("update"), fwd: q("update"), srv: answer('T'), held: 1},
-			{cli: q("commit"), fwd: q("commit"), srv: answer('I'), held: 0},
-			{cli: q("select 2"), fwd: q("select 2"), srv: answer('I'), held: 0},
-		}, []string{"begin", "select 2"}},
-		{"a failed transaction keeps its slot", nil, []step{
-			{cli: q("begin"), fwd: q("begin"), srv: answer('T'), held: 1},
-			{cli: q("bad"), fwd: q("bad"), srv: append(enc(pgErr("42601")), rfq('E')...), held: 1},
-			{cli: q("rollback"), fwd: q("rollback"), srv: answer('I'), held: 0},
-		}, []string{"begin"}},
-		{"pipelined queries take one slot", nil, []step{
-			{cli: append(q("a"), q("b")...), fwd: append(q("a"), q("b")...), held: 1},
-			{srv: answer('I'), held: 1},
-			{srv: answer('I'), held: 0},
-		}, []string{"a"}},
-		{"an extended batch", nil, []step{
-			{cli: batch("select 1"), fwd: batch("select 1"), held: 1},
-			{srv: batchAnswer('I'), held: 0},
-		}, []string{"select 1"}},
-		{"a prepare round trip does not wait", nil, []step{
-			{cli: enc(&pgproto3.Parse{Name: "s", Query: "p"}, &pgproto3.Describe{ObjectType: 'S', Name: "s"}, &pgproto3.Sync{}),
-				fwd: enc(&pgproto3.Parse{Name: "s", Query: "p"}, &pgproto3.Describe{ObjectType: 'S', Name: "s"}, &pgproto3.Sync{}),
-				srv: append(enc(&pgproto3.ParseComplete{}, &pgproto3.ParameterDescription{}, &pgproto3.NoData{}), rfq('I')...)},
-		}, nil},
-		{"a flushed describe goes on; the batch's execute waits", nil, []step{
-			{cli: enc(&pgproto3.Parse{Query: "d"}, &pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Flush{}),
-				fwd: enc(&pgproto3.Parse{Query: "d"}, &pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Flush{}),
-				srv: enc(&pgproto3.ParseComplete{}, &pgproto3.ParameterDescription{}, &pgproto3.NoData{})},
-			{cli: enc(&pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{}), fwd: enc(&pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{}), held: 1},
-			{srv: append(enc(&pgproto3.BindComplete{}, complete("SELECT 1")), rfq('I')...), held: 0},
-		}, []string{"d"}},
-		{"a refused query never goes upstream", refuseX, []step{
-			{cli: q("x"), answered: cancelled},
-			{cli: q("y"), fwd: q("y"), srv: answer('I')},
-		}, []string{"x", "y"}},
-		{"a refused batch is discarded through its Sync; the next request waits again", refuseX, []step{
-			{cli: append(batch("x"), q("y")...), fwd: q("y"), answered: cancelled, held: 1},
-			{srv: answer('I'), held: 0},
-		}, []string{"x", "y"}},
-		{"the refusal waits for the server's earlier answers", refuseX, []step{
-			{cli: enc(&pgproto3.Parse{Name: "s", Query: "p"}, &pgproto3.Sync{}), fwd: enc(&pgproto3.Parse{Name: "s", Query: "p"}, &pgproto3.Sync{})},
-			{cli: q("x")},
-			{srv: append(enc(&pgproto3.ParseComplete{}), rfq('I')...), answered: cancelled},
-		}, []string{"x"}},
-		{"a COPY goes on inside its admitted statement", nil, []step{
-			{cli: q("copy t from stdin"), fwd: q("copy t from stdin"), srv: enc(&pgproto3.CopyInResponse{}), held: 1},
-			{cli: enc(&pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.CopyDone{}), fwd: enc(&pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.CopyDone{}), held: 1},
-			{srv: answer('I'), held: 0},
-		}, []string{"copy t from stdin"}},
+	tests := []wiretest.AdmitCase{
+		{Name: "a query outside a transaction", Steps: []wiretest.AdmitStep{
+			{Cli: q("select 1"), Fwd: q("select 1"), Held: 1},
+			{Srv: answer('I'), Held: 0},
+		}, Asked: []string{"select 1"}},
+		{Name: "a transaction holds one slot from BEGIN to COMMIT", Steps: []wiretest.AdmitStep{
+			{Cli: q("begin"), Fwd: q("begin"), Held: 1},
+			{Srv: answer('T'), Held: 1},
+			{Cli: q("update"), Fwd: q("update"), Srv: answer('T'), Held: 1},
+			{Cli: q("commit"), Fwd: q("commit"), Srv: answer('I'), Held: 0},
+			{Cli: q("select 2"), Fwd: q("select 2"), Srv: answer('I'), Held: 0},
+		}, Asked: []string{"begin", "select 2"}},
+		{Name: "a failed transaction keeps its slot", Steps: []wiretest.AdmitStep{
+			{Cli: q("begin"), Fwd: q("begin"), Srv: answer('T'), Held: 1},
+			{Cli: q("bad"), Fwd: q("bad"), Srv: append(enc(pgErr("42601")), rfq('E')...), Held: 1},
+			{Cli: q("rollback"), Fwd: q("rollback"), Srv: answer('I'), Held: 0},
+		}, Asked: []string{"begin"}},
+		{Name: "pipelined queries take one slot", Steps: []wiretest.AdmitStep{
+			{Cli: append(q("a"), q("b")...), Fwd: append(q("a"), q("b")...), Held: 1},
+			{Srv: answer('I'), Held: 1},
+			{Srv: answer('I'), Held: 0},
+		}, Asked: []string{"a"}},
+		{Name: "an extended batch", Steps: []wiretest.AdmitStep{
+			{Cli: batch("select 1"), Fwd: batch("select 1"), Held: 1},
+			{Srv: batchAnswer('I'), Held: 0},
+		}, Asked: []string{"select 1"}},
+		{Name: "a prepare round trip does not wait", Steps: []wiretest.AdmitStep{
+			{Cli: enc(&pgproto3.Parse{Name: "s", Query: "p"}, &pgproto3.Describe{ObjectType: 'S', Name: "s"}, &pgproto3.Sync{}),
+				Fwd: enc(&pgproto3.Parse{Name: "s", Query: "p"}, &pgproto3.Describe{ObjectType: 'S', Name: "s"}, &pgproto3.Sync{}),
+				Srv: append(enc(&pgproto3.ParseComplete{}, &pgproto3.ParameterDescription{}, &pgproto3.NoData{}), rfq('I')...)},
+		}},
+		{Name: "a flushed describe goes on; the batch's execute waits", Steps: []wiretest.AdmitStep{
+			{Cli: enc(&pgproto3.Parse{Query: "d"}, &pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Flush{}),
+				Fwd: enc(&pgproto3.Parse{Query: "d"}, &pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Flush{}),
+				Srv: enc(&pgproto3.ParseComplete{}, &pgproto3.ParameterDescription{}, &pgproto3.NoData{})},
+			{Cli: enc(&pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{}), Fwd: enc(&pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{}), Held: 1},
+			{Srv: append(enc(&pgproto3.BindComplete{}, complete("SELECT 1")), rfq('I')...), Held: 0},
+		}, Asked: []string{"d"}},
+		{Name: "a refused query never goes upstream", Refuse: []string{"x"}, Steps: []wiretest.AdmitStep{
+			{Cli: q("x"), Answered: cancelled},
+			{Cli: q("y"), Fwd: q("y"), Srv: answer('I')},
+		}, Asked: []string{"x", "y"}},
+		{Name: "a refused batch is discarded through its Sync; the next request waits again", Refuse: []string{"x"}, Steps: []wiretest.AdmitStep{
+			{Cli: append(batch("x"), q("y")...), Fwd: q("y"), Answered: cancelled, Held: 1},
+			{Srv: answer('I'), Held: 0},
+		}, Asked: []string{"x", "y"}},
+		{Name: "the refusal waits for the server's earlier answers", Refuse: []string{"x"}, Steps: []wiretest.AdmitStep{
+			{Cli: enc(&pgproto3.Parse{Name: "s", Query: "p"}, &pgproto3.Sync{}), Fwd: enc(&pgproto3.Parse{Name: "s", Query: "p"}, &pgproto3.Sync{})},
+			{Cli: q("x")},
+			{Srv: append(enc(&pgproto3.ParseComplete{}), rfq('I')...), Answered: cancelled},
+		}, Asked: []string{"x"}},
+		{Name: "a COPY goes on inside its admitted statement", Steps: []wiretest.AdmitStep{
+			{Cli: q("copy t from stdin"), Fwd: q("copy t from stdin"), Srv: enc(&pgproto3.CopyInResponse{}), Held: 1},
+			{Cli: enc(&pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.CopyDone{}), Fwd: enc(&pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.CopyDone{}), Held: 1},
+			{Srv: answer('I'), Held: 0},
+		}, Asked: []string{"copy t from stdin"}},
 	}
-	for _, tt := range tests {
-		var whole []byte
-		for _, s := range tt.steps {
-			whole = append(whole, s.cli...)
-		}
-		for cut := -1; cut < len(whole); cut++ {
-			name := tt.name
-			if cut >= 0 {
-				name = fmt.Sprintf("%s/cut%d", tt.name, cut)
-			}
-			t.Run(name, func(t *testing.T) {
-				r := newAdmitRig(t, tt.decide)
-				sent := 0
-				for i, s := range tt.steps {
-					var sizes []int
-					if cut >= sent && cut < sent+len(s.cli) && cut > sent {
-						sizes = []int{cut - sent}
-					}
-					sent += len(s.cli)
-					r.forwarded, r.answered = nil, nil
-					if err := r.client(s.cli, sizes...); err != nil {
-						t.Fatalf("step %d: %v", i, err)
-					}
-					if !bytes.Equal(r.forwarded, s.fwd) {
-						t.Fatalf("step %d: forwarded %q, want %q", i, r.forwarded, s.fwd)
-					}
-					r.server(s.srv)
-					if !bytes.Equal(r.answered, s.answered) {
-						t.Fatalf("step %d: sluice answered %q, want %q", i, r.answered, s.answered)
-					}
-					if r.adm.held != s.held {
-						t.Fatalf("step %d: %d slots held, want %d", i, r.adm.held, s.held)
-					}
-				}
-				if fmt.Sprint(r.adm.asked) != fmt.Sprint(tt.asked) {
-					t.Fatalf("admission asked for %q, want %q", r.adm.asked, tt.asked)
-				}
-				if r.adm.maxHeld > 1 {
-					t.Fatalf("the session held %d slots at once", r.adm.maxHeld)
-				}
-				r.gate.Close()
-				if r.adm.held != 0 {
-					t.Fatalf("%d slots held after Close", r.adm.held)
-				}
-			})
-			if cut >= 0 && testing.Short() {
-				break
-			}
-		}
-	}
+	wiretest.RunAdmitCases(t, tests, func(t *testing.T) *wiretest.AdmitRig { return newAdmitRig(t, nil).AdmitRig })
 }
 
 // TestAdmitRefusedRecords: a refused statement is recorded as cancelled
 // with 57014, and the statements of the discarded batch with it.
 func TestAdmitRefusedRecords(t *testing.T) {
-	r := newAdmitRig(t, func(st *session.Statement) bool { return false })
+	r := newAdmitRig(t, func(*session.Statement) bool { return true })
 	two := enc(&pgproto3.Parse{Query: "x"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
-	if err := r.client(two); err != nil {
+	if err := r.Client(two); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.forwarded) != 0 {
-		t.Fatalf("forwarded %q", r.forwarded)
+	if len(r.Forwarded) != 0 {
+		t.Fatalf("forwarded %q", r.Forwarded)
 	}
 	sts := r.reg.Recent()
 	if len(sts) != 2 || len(r.reg.Active()) != 0 {
@@ -297,13 +160,7 @@ func TestAdmitRefusedRecords(t *testing.T) {
 // TestAdmitWaitEndsWithSession: a wait whose context ends returns the
 // context's error and forwards nothing.
 func TestAdmitWaitEndsWithSession(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1000, 0))
-	reg := session.NewRegistry(session.Options{})
-	sess := reg.Open(session.Info{Protocol: "postgres"}, clk.Now())
-	up, downObs := gated(sess, clk, blockingAdmitter{})
-	if err := downObs.Observe(startupDown); err != nil {
-		t.Fatal(err)
-	}
+	up := blocked(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var out []byte
@@ -318,6 +175,18 @@ func TestAdmitWaitEndsWithSession(t *testing.T) {
 	}
 }
 
+// blocked returns the client observer of a session past its startup
+// whose Admitter admits nothing.
+func blocked(t *testing.T) *admitUp {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	sess := session.NewRegistry(session.Options{}).Open(session.Info{Protocol: "postgres"}, clk.Now())
+	up, downObs := gated(sess, clk, blockingAdmitter{})
+	if err := downObs.Observe(startupDown); err != nil {
+		t.Fatal(err)
+	}
+	return up
+}
+
 // blockingAdmitter admits nothing until ctx ends.
 type blockingAdmitter struct{}
 
@@ -330,13 +199,7 @@ func (blockingAdmitter) Admit(ctx context.Context, _ *session.Statement) (func()
 // (as a client's CancelRequest does), and the client reads 57014 "due to
 // user request".
 func TestAdmitGateCancel(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1000, 0))
-	reg := session.NewRegistry(session.Options{})
-	sess := reg.Open(session.Info{Protocol: "postgres"}, clk.Now())
-	up, downObs := gated(sess, clk, blockingAdmitter{})
-	if err := downObs.Observe(startupDown); err != nil {
-		t.Fatal(err)
-	}
+	up := blocked(t)
 	done := make(chan []byte, 1)
 	go func() {
 		out, err := up.Rewrite(context.Background(), q("select 1"))
@@ -345,7 +208,7 @@ func TestAdmitGateCancel(t *testing.T) {
 		}
 		done <- out
 	}()
-	c := up.g.Canceler(nil)
+	c := up.Gate.Canceler(nil)
 	testenv.Eventually(t, 10*time.Second, "a cancel of the wait, once it has begun", func() bool {
 		return c.Cancel(context.Background()) == nil
 	})
@@ -373,7 +236,7 @@ func FuzzAdmitLifecycle(f *testing.F) {
 			ops = ops[:64]
 		}
 		refuse := map[string]bool{}
-		r := newAdmitRig(t, func(st *session.Statement) bool { return !refuse[st.SQL] })
+		r := newAdmitRig(t, func(st *session.Statement) bool { return refuse[st.SQL] })
 		var cli, wantFwd, wantAns []byte
 		inTx := false
 		type pendingAnswer struct{ srv []byte }
@@ -418,41 +281,25 @@ func FuzzAdmitLifecycle(f *testing.F) {
 			inTx = status != 'I'
 			if op&0x40 != 0 || i == len(ops)-1 {
 				// The client waits: send what it has, then the answers.
-				sizes := make([]int, len(chunks))
-				for k, c := range chunks {
-					sizes[k] = int(c)
-				}
-				if err := r.client(cli, sizes...); err != nil {
+				if err := r.Client(cli, wiretest.Sizes(chunks)...); err != nil {
 					t.Fatal(err)
 				}
 				cli = nil
 				for _, a := range answers {
-					r.server(a.srv)
+					r.Server(a.srv)
 				}
 				answers = nil
 			}
-			if r.adm.maxHeld > 1 {
-				t.Fatalf("the session held %d slots at once", r.adm.maxHeld)
+			if r.Adm.MaxHeld > 1 {
+				t.Fatalf("the session held %d slots at once", r.Adm.MaxHeld)
 			}
 		}
 		if len(cli) > 0 {
-			if err := r.client(cli); err != nil {
+			if err := r.Client(cli); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if !bytes.Equal(r.forwarded, wantFwd) {
-			t.Fatalf("forwarded\n %q\nwant\n %q", r.forwarded, wantFwd)
-		}
-		if !bytes.Equal(r.answered, wantAns) {
-			t.Fatalf("answered\n %q\nwant\n %q", r.answered, wantAns)
-		}
-		if !inTx && len(answers) == 0 && r.adm.held != 0 {
-			t.Fatalf("idle session holds %d slots", r.adm.held)
-		}
-		r.gate.Close()
-		if r.adm.held != 0 {
-			t.Fatalf("%d slots after Close", r.adm.held)
-		}
+		r.Finish(wantFwd, wantAns, !inTx && len(answers) == 0)
 	})
 }
 
@@ -473,8 +320,8 @@ func BenchmarkAdmitObserve(b *testing.B) {
 	for _, admit := range []bool{false, true} {
 		b.Run(fmt.Sprintf("admission=%v", admit), func(b *testing.B) {
 			r := newAdmitRig(b, nil)
-			r.gate = wire.NewGate(freeAdmitter{})
-			r.up.g, r.down.gate = r.gate, r.gate
+			r.Gate = wire.NewGate(freeAdmitter{})
+			r.up.Gate, r.down.gate = r.Gate, r.Gate
 			if !admit {
 				r.down.gate, r.down.inj = nil, nil
 			}

@@ -105,7 +105,7 @@
 //
 // With Options.Forward set, a session whose user the Forwarder names gets
 // a client observer that is also a wire.Rewriter (forward.go): after the
-// first ReadyForQuery, each simple Query of at most MaxForwardQuery bytes
+// first ReadyForQuery, each simple Query of at most wire.MaxForwardQuery bytes
 // is shown whole to the Forwarder, and a statement it takes is replaced
 // by a Query of the rest; a refused one by a DO block that makes the
 // server raise the error (SQLSTATE kept), so ErrorResponse and

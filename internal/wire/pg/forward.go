@@ -23,7 +23,7 @@ import (
 //	Query: 'Q' int32 len, string sql
 //
 // A Query is held back only while it is incomplete, and only up to
-// MaxForwardQuery bytes: a longer one passes untouched, as does
+// wire.MaxForwardQuery bytes: a longer one passes untouched, as does
 // everything else (the extended protocol's Parse, COPY data, ...). When
 // the Forwarder refuses a statement, sluice sends instead a DO block
 // that raises the error with its SQLSTATE, so the client gets the
@@ -32,15 +32,13 @@ import (
 // authentication) nothing is inspected: a client cannot act before it
 // has logged in.
 
-// MaxForwardQuery is the largest Query message, header included, held
-// back to be inspected for a forwarding user, in bytes.
-const MaxForwardQuery = 1 << 20
-
 // forwarding returns the observers of a session whose statements fwd
 // inspects.
 func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up *clientObserver, down *serverObserver) (*forwardUp, *forwardDown) {
 	ready := new(atomic.Bool)
-	fu := &forwardUp{obs: up, fwd: fwd, log: log, sess: sess, ready: ready}
+	fu := &forwardUp{obs: up, ready: ready, Forwarding: wire.Forwarding{
+		Fwd: fwd, Log: log, Sess: sess, Fallback: sqlstate.InternalError, Raise: raiseStatement,
+	}}
 	fu.hold = wire.Holdback{HeaderLen: headerLen, Header: fu.header, Inspect: fu.query}
 	return fu, &forwardDown{obs: down, ready: ready, fr: framer{max: down.fr.max}}
 }
@@ -48,10 +46,8 @@ func forwarding(fwd wire.Forwarder, log *slog.Logger, sess *session.Session, up 
 // forwardUp observes the client's bytes with the ordinary observer and
 // rewrites its Query messages. It is used by the client pump only.
 type forwardUp struct {
+	wire.Forwarding
 	obs   *clientObserver
-	fwd   wire.Forwarder
-	log   *slog.Logger
-	sess  *session.Session
 	ready *atomic.Bool // the server has sent its first ReadyForQuery
 
 	hold wire.Holdback // the framing: holds back the Queries to inspect
@@ -80,7 +76,7 @@ func (f *forwardUp) header(h []byte) (size int, inspect bool) {
 		return 0, false
 	}
 	size = int(n) + 1
-	return size, h[0] == 'Q' && size <= MaxForwardQuery && f.ready.Load()
+	return size, h[0] == 'Q' && size <= wire.MaxForwardQuery && f.ready.Load()
 }
 
 // query shows the Query message msg to the Forwarder. It returns the
@@ -90,14 +86,9 @@ func (f *forwardUp) query(ctx context.Context, msg []byte) ([]byte, bool) {
 	if len(body) == 0 || bytes.IndexByte(body, 0) != len(body)-1 {
 		return nil, false // malformed: the server will say so
 	}
-	rest, took, err := f.fwd.Forward(wire.WithSession(ctx, f.sess), string(body[:len(body)-1]))
+	rest, took := f.Statement(ctx, string(body[:len(body)-1]))
 	if !took {
 		return nil, false
-	}
-	if err != nil {
-		code, text := wire.RefusalOf(err, sqlstate.InternalError)
-		f.log.Info("forwarded statement refused", "session", f.sess.ID, "user", f.sess.User(), "code", code, "err", text)
-		rest = raiseStatement(code, text)
 	}
 	f.msg = append(f.msg[:0], 'Q', 0, 0, 0, 0)
 	f.msg = append(f.msg, rest...)

@@ -3,7 +3,6 @@ package pg
 import (
 	"bytes"
 	"context"
-	"io"
 	"strings"
 	"testing"
 
@@ -55,7 +54,7 @@ func pump(t testing.TB, fu *forwardUp, chunks ...[]byte) []byte {
 }
 
 func TestForwardRewrite(t *testing.T) {
-	long := "CREATE USER x RESOURCE POOL 'p' PASSWORD '" + strings.Repeat("z", MaxForwardQuery) + "'"
+	long := "CREATE USER x RESOURCE POOL 'p' PASSWORD '" + strings.Repeat("z", wire.MaxForwardQuery) + "'"
 	in := bytes.Join([][]byte{
 		query("CREATE USER u1 RESOURCE POOL 'p' PASSWORD 'pw1'"),
 		query("SELECT 1"),
@@ -104,7 +103,7 @@ func TestForwardRewrite(t *testing.T) {
 		check("split", in[:k], in[k:])
 	}
 	start := bytes.Index(in, query(long)[:20])
-	for _, k := range []int{start + 2, start + 4096, start + MaxForwardQuery} {
+	for _, k := range []int{start + 2, start + 4096, start + wire.MaxForwardQuery} {
 		check("split long", in[:k], in[k:])
 	}
 	var bytewise [][]byte
@@ -179,22 +178,13 @@ func TestOpenForwardsOnlyNamedUsers(t *testing.T) {
 		want bool
 	}{{"admin", true}, {"app", false}} {
 		r := startOpen(t, Options{Forward: newFakeForwarder()}, nil)
-		startup := startupBytes(map[string]string{"user": tt.user})
-		r.send(t, startup)
-		up := <-r.upstream
-		if _, err := io.ReadFull(up, make([]byte, len(startup))); err != nil {
-			t.Fatal(err)
-		}
-		res := <-r.done
-		if res.err != nil {
-			t.Fatal(res.err)
-		}
-		_, isRewriter := res.c.Up.(wire.Rewriter)
+		c := r.startup(t, map[string]string{"user": tt.user})
+		_, isRewriter := c.Up.(wire.Rewriter)
 		if isRewriter != tt.want {
 			t.Errorf("user %s: rewriter %v, want %v", tt.user, isRewriter, tt.want)
 		}
-		if _, ok := res.c.Up.(*clientObserver); ok == tt.want {
-			t.Errorf("user %s: up observer %T", tt.user, res.c.Up)
+		if _, ok := c.Up.(*clientObserver); ok == tt.want {
+			t.Errorf("user %s: up observer %T", tt.user, c.Up)
 		}
 	}
 }
@@ -248,14 +238,7 @@ func BenchmarkForwardRewritePassThrough(b *testing.B) {
 		b.Fatal(err)
 	}
 	in := bytes.Join([][]byte{query("SELECT c FROM sbtest1 WHERE id = 4711"), enc(&pgproto3.Sync{})}, nil)
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.SetBytes(int64(len(in)))
-	for b.Loop() {
-		if _, err := fu.Rewrite(ctx, in); err != nil {
-			b.Fatal(err)
-		}
-	}
+	wiretest.BenchRewrite(b, fu, in, nil, nil)
 }
 
 // At the end of the stream an incomplete message held back goes on as it

@@ -247,7 +247,7 @@ func (f *Frontend) Open(ctx context.Context, client net.Conn, register wire.Regi
 		gate.SetFarewell(farewell)
 		gate.Track(sess, f.clk)
 		inj := &injector{s: downObs}
-		adm := &admitUp{obs: upObs, g: gate, inj: inj}
+		adm := &admitUp{Admitting: wire.Admitting{Gate: gate}, obs: upObs, inj: inj}
 		upObs.adm = adm
 		downObs.gate, downObs.inj = gate, inj
 		wc.Up, wc.Inject, wc.Close = adm, inj, gate.Close

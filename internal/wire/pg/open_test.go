@@ -63,6 +63,23 @@ func startOpen(t *testing.T, o Options, upstreamErr error) *openRig {
 	return r
 }
 
+// startup sends a StartupMessage with params, reads it on the upstream
+// side and returns the wire.Conn Open made of the session.
+func (r *openRig) startup(t *testing.T, params map[string]string) wire.Conn {
+	t.Helper()
+	startup := startupBytes(params)
+	r.send(t, startup)
+	up := <-r.upstream
+	if _, err := io.ReadFull(up, make([]byte, len(startup))); err != nil {
+		t.Fatal(err)
+	}
+	res := <-r.done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	return res.c
+}
+
 func (r *openRig) send(t *testing.T, b []byte) {
 	t.Helper()
 	go func() { _, _ = r.client.Write(b) }()

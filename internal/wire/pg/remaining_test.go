@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
 // TestServerRemaining: fed a stream cut at every offset, the server
@@ -26,30 +27,8 @@ func TestServerRemaining(t *testing.T) {
 		reg := session.NewRegistry(session.Options{})
 		sess := reg.Open(session.Info{}, remT0)
 		_, s := New(Options{Clock: clock.NewFake(remT0)}).observers(sess, func([]byte) {})
-		if err := s.Observe(stream[:cut]); err != nil {
-			t.Fatalf("cut %d: %v", cut, err)
-		}
-		at := cut
-		for {
-			n, ok := s.Remaining()
-			if !ok {
-				t.Fatalf("cut %d, at %d: no boundary in a well-formed stream", cut, at)
-			}
-			if n == 0 {
-				if !ends[at] {
-					t.Fatalf("cut %d: Remaining says boundary at %d, inside a message", cut, at)
-				}
-				break
-			}
-			if at+n > len(stream) {
-				t.Fatalf("cut %d, at %d: Remaining %d runs past the stream's %d bytes", cut, at, n, len(stream))
-			}
-			if err := s.Observe(stream[at : at+n]); err != nil {
-				t.Fatalf("cut %d: %v", cut, err)
-			}
-			at += n
-		}
-		if want := nextEnd(ends, cut); at != want {
+		at := wiretest.WalkRemaining(t, s, stream, cut, ends)
+		if want := wiretest.NextEnd(ends, cut); at != want {
 			t.Errorf("cut %d: finished at %d, want the message's end at %d", cut, at, want)
 		}
 	}
@@ -63,11 +42,3 @@ func TestServerRemaining(t *testing.T) {
 
 // remT0 is the tests' fixed time.
 var remT0 = time.Unix(1000, 0)
-
-// nextEnd returns the first message end at or after at.
-func nextEnd(ends map[int]bool, at int) int {
-	for !ends[at] {
-		at++
-	}
-	return at
-}

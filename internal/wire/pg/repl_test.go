@@ -2,11 +2,11 @@ package pg
 
 import (
 	"context"
-	"io"
 	"testing"
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
+	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
 func TestStartupSessionKind(t *testing.T) {
@@ -105,39 +105,30 @@ func TestOpenReplicationKindAndAdmission(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			adm := &fakeAdmitter{decide: func(*session.Statement) bool { return false }}
+			adm := &wiretest.Admitter{Refuse: func(*session.Statement) bool { return true }}
 			r := startOpen(t, Options{Upstream: "db:5432", Admit: adm}, nil)
 			params := map[string]string{"user": "rep"}
 			if tt.repl != "" {
 				params["replication"] = tt.repl
 			}
-			startup := startupBytes(params)
-			r.send(t, startup)
-			up := <-r.upstream
-			if _, err := io.ReadFull(up, make([]byte, len(startup))); err != nil {
-				t.Fatal(err)
-			}
-			res := <-r.done
-			if res.err != nil {
-				t.Fatal(res.err)
-			}
-			s := res.c.Session
+			c := r.startup(t, params)
+			s := c.Session
 			if got := s.Kind(); got != tt.kind {
 				t.Fatalf("kind after startup %v, want %v", got, tt.kind)
 			}
 			b := q(tt.sql)
-			if err := res.c.Up.Observe(b); err != nil {
+			if err := c.Up.Observe(b); err != nil {
 				t.Fatal(err)
 			}
 			fwd := b
-			if rw, ok := res.c.Up.(wire.Rewriter); ok {
+			if rw, ok := c.Up.(wire.Rewriter); ok {
 				var err error
 				if fwd, err = rw.Rewrite(context.Background(), b); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if asked := len(adm.asked) > 0; asked != tt.admitted {
-				t.Errorf("Admitter asked %v, want %v", adm.asked, tt.admitted)
+			if asked := len(adm.Asked) > 0; asked != tt.admitted {
+				t.Errorf("Admitter asked %v, want %v", adm.Asked, tt.admitted)
 			}
 			if !tt.admitted && string(fwd) != string(b) {
 				t.Errorf("forwarded %q, want the Query as sent", fwd)

@@ -1,6 +1,7 @@
 package wiretest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/sluicelab/sluice/internal/wire"
@@ -30,5 +31,25 @@ func BenchStream(b *testing.B, o wire.Observer, stream []byte, chunk int) {
 			b.Fatal(err)
 		}
 		off = end
+	}
+}
+
+// BenchRewrite benchmarks rw on in, one whole request per iteration;
+// when down is not nil, down then observes answer, the server's answer
+// to it. A failed Rewrite or Observe fails b.
+func BenchRewrite(b *testing.B, rw wire.Rewriter, in []byte, down wire.Observer, answer []byte) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		if _, err := rw.Rewrite(ctx, in); err != nil {
+			b.Fatal(err)
+		}
+		if down == nil {
+			continue
+		}
+		if err := down.Observe(answer); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
