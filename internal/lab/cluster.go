@@ -21,6 +21,7 @@ import (
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/redact"
 	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/units"
 )
@@ -536,6 +537,10 @@ func adminExec(ctx context.Context, n *pgtemp.Server, stmts ...string) error {
 	return nil
 }
 
+// maskPasswords returns q with every password literal masked
+// (redact.Mask), as redact.SQL finds them in PostgreSQL's SQL.
+func maskPasswords(q string) string { return redact.SQL(q, redact.PostgreSQL) }
+
 // firstLine returns q up to its first newline, at most 100 bytes, for
 // error messages.
 func firstLine(q string) string {
@@ -659,29 +664,6 @@ func (r *clusterRun) build(ctx context.Context) ([]string, error) {
 		return shown, fmt.Errorf("coordinator: %w", err)
 	}
 	return shown, nil
-}
-
-// maskPasswords replaces the literal after every PASSWORD keyword or
-// password option with '***'.
-func maskPasswords(q string) string {
-	var b strings.Builder
-	for {
-		i := strings.Index(strings.ToLower(q), "password '")
-		if i < 0 {
-			b.WriteString(q)
-			return b.String()
-		}
-		i += len("password '")
-		b.WriteString(q[:i])
-		q = q[i:]
-		j := strings.IndexByte(q, '\'')
-		if j < 0 {
-			b.WriteString("***")
-			return b.String()
-		}
-		b.WriteString("***")
-		q = q[j:]
-	}
 }
 
 // explain records what each query's foreign scans fetch, and the

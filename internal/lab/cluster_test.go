@@ -536,7 +536,7 @@ func TestMaskPasswords(t *testing.T) {
 		{"CREATE ROLE a LOGIN PASSWORD 'secret'", "CREATE ROLE a LOGIN PASSWORD '***'"},
 		{"CREATE USER MAPPING FOR a SERVER s OPTIONS (user 'a', password 'x1')", "CREATE USER MAPPING FOR a SERVER s OPTIONS (user 'a', password '***')"},
 		{"password 'a' and PASSWORD 'b'", "password '***' and PASSWORD '***'"},
-		{"PASSWORD 'unterminated", "PASSWORD '***"},
+		{"ALTER ROLE a WITH ENCRYPTED PASSWORD E'it''s \\\\ secret' VALID UNTIL 'infinity'", "ALTER ROLE a WITH ENCRYPTED PASSWORD '***' VALID UNTIL 'infinity'"},
 		{"no secret here", "no secret here"},
 	} {
 		if got := maskPasswords(tt.in); got != tt.want {
