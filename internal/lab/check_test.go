@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"encoding/xml"
-	"github.com/sluicelab/sluice/internal/testenv"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // The helpers here check a written report: its files, that report.md's

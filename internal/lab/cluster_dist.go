@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -225,4 +226,56 @@ func (w *distWatch) penalised() *ClusterDistStatement {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.lastPenalised
+}
+
+// distTable returns what sluice saw of the distributed statements at
+// each point: one row per point, off first.
+func (c *ClusterReport) distTable() table {
+	t := table{head: []string{"network_control", "N", "distributed statements", "low joins ended", "low joins penalised", "rule firings",
+		"in their except_info", "low joins on every shard", "shard statements", "shard statements penalised", "high join's shard bytes in high class"}}
+	for _, r := range c.Rows {
+		t.rows = append(t.rows, []string{r.Control, fmt.Sprint(r.N), fmt.Sprint(r.Distributed), fmt.Sprint(r.LowJoins), fmt.Sprint(r.LowPenalised),
+			fmt.Sprint(r.RuleFirings), fmt.Sprint(r.LowFirings), fmt.Sprint(r.LowAllNodes), fmt.Sprint(r.ShardStatements), fmt.Sprint(r.ShardPenalised),
+			fmt.Sprintf("%.0f%%", 100*r.HighClassShare)})
+	}
+	return t
+}
+
+// nodeTable returns a distributed statement's bytes per node, its own
+// route first.
+func (d *ClusterDistStatement) nodeTable() table {
+	t := table{head: []string{"route", "statements", "bytes up", "bytes down"}}
+	t.rows = append(t.rows, []string{clusterCoord + " (its own)", "1", fmt.Sprint(d.BytesUp), fmt.Sprint(d.BytesDown)})
+	stmts := int64(1)
+	for _, n := range d.PerNode {
+		t.rows = append(t.rows, []string{n.Route, fmt.Sprint(n.Statements), fmt.Sprint(n.BytesUp), fmt.Sprint(n.BytesDown)})
+		stmts += n.Statements
+	}
+	t.rows = append(t.rows, []string{"total", fmt.Sprint(stmts), fmt.Sprint(d.TotalUp), fmt.Sprint(d.TotalDown)})
+	return t
+}
+
+// writeMarkdown writes one distributed statement: its nodes column and
+// its bytes per node.
+func (d *ClusterDistStatement) writeMarkdown(w io.Writer) {
+	pen := "not penalised"
+	if d.Penalised {
+		pen = fmt.Sprintf("penalised (except_info `%s`)", strings.Join(d.Except, "; "))
+	}
+	fmt.Fprintf(w, "user %s, pool %s, %s after %.0f ms, %s; SHOW STATEMENTS' nodes column:\n\n```\n%s\n```\n\n", d.User, d.Pool, d.Outcome, d.ElapsedMs, pen, d.Nodes)
+	d.nodeTable().markdown(w)
+	fmt.Fprintln(w)
+}
+
+// lowFirings sums the on points' low-priority joins: penalised, rule
+// firings in their except_info, and the manager's firings.
+func (c *ClusterReport) lowFirings(control string) (penalised, inExcept, firings int) {
+	for _, r := range c.Rows {
+		if r.Control == control {
+			penalised += r.LowPenalised
+			inExcept += r.LowFirings
+			firings += r.RuleFirings
+		}
+	}
+	return penalised, inExcept, firings
 }

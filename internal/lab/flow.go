@@ -7,9 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
-	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,20 +19,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/units"
 )
-
-// headroom is how many times the calibrated single-session rate must
-// exceed the link capacity. When the database, sluice and every client
-// share a small machine, bulk traffic costs processor time that the
-// normal query's server, proxy and client then wait for, whatever the
-// link does; a link well below what the machine can move keeps the link,
-// not the processor, the bottleneck being measured. On two cores, 20 MB/s
-// keeps that cost within a few percent of the normal query's time where
-// 100 MB/s more than doubles it.
-const headroom = 10
 
 // The statements of the flow-control experiment.
 const (
@@ -213,36 +205,6 @@ func runFlow(ctx context.Context, r *flowRun) (rep *FlowReport, err error) {
 	return rep, nil
 }
 
-// pickCapacity returns the largest of 100, 50, 20, 10, 5, 2 and 1 MB/s
-// that is at most max and at most rate/headroom (rate in bytes/s), or
-// 1 MB/s.
-// linkCapacity returns planned when it is positive; otherwise it runs
-// calibrate (one bulk session's stream rate, bytes/s through an
-// unlimited link), says what it measured on p, and returns the capacity
-// pickCapacity chooses from it, at most max, with the rate in MB/s
-// (mbps is 0 when planned was used).
-func linkCapacity(planned, max int64, calibrate func() (float64, error), p *printer) (capacity int64, mbps float64, err error) {
-	if planned > 0 {
-		return planned, 0, nil
-	}
-	rate, err := calibrate()
-	if err != nil {
-		return 0, 0, err
-	}
-	capacity = pickCapacity(rate, max)
-	p.step("calibration: one bulk session streams %.0f MB/s through an unlimited link; link capacity %s", rate/1e6, units.FormatRate(capacity))
-	return capacity, rate / 1e6, nil
-}
-
-func pickCapacity(rate float64, max int64) int64 {
-	for _, c := range []int64{100e6, 50e6, 20e6, 10e6, 5e6, 2e6, 1e6} {
-		if c <= max && float64(c) <= rate/headroom {
-			return c
-		}
-	}
-	return 1e6
-}
-
 // setupBulk binds the bulk sessions to the bulk pool: through a login
 // named bulk bound with CREATE USER where the database allows one (the
 // embedded one takes any user name), else through a second route whose
@@ -361,54 +323,6 @@ func (r *flowRun) createLogin(ctx context.Context) (password string, drop func(c
 // streamRate).
 func (r *flowRun) calibrate(ctx context.Context) (float64, error) {
 	return streamRate(ctx, r.s, r.db, r.route, r.clk, r.p)
-}
-
-// streamRate streams the bulk statement on one session to route with the
-// default link's capacity removed and returns the best rate it reached
-// over three 0.5 s windows after 0.5 s of warm-up, in bytes/s. It leaves
-// the capacity removed.
-func streamRate(ctx context.Context, s *sluice, db *database, route string, clk clock.Clock, p *printer) (float64, error) {
-	p.step("calibration: streaming the bulk statement on one session through an unlimited link")
-	if err := s.setCapacity(ctx, 0); err != nil {
-		return 0, err
-	}
-	c, err := db.connect(ctx, route, "", "")
-	if err != nil {
-		return 0, err
-	}
-	defer c.close()
-	bctx, cancel := context.WithCancel(ctx)
-	var n atomic.Int64
-	done := make(chan error, 1)
-	go func() {
-		for {
-			if err := c.bulk(bctx, &n); err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
-	// The best of a few short windows after a warm-up: what the machine
-	// can stream, not what a neighbour's burst of work left of it.
-	const warm, window, windows = 500 * time.Millisecond, 500 * time.Millisecond, 3
-	var rate float64
-	err = clock.Sleep(ctx, clk, warm)
-	for i := 0; i < windows && err == nil; i++ {
-		n0, t0 := n.Load(), clk.Now()
-		err = clock.Sleep(ctx, clk, window)
-		if secs := clk.Now().Sub(t0).Seconds(); secs > 0 {
-			rate = max(rate, float64(n.Load()-n0)/secs)
-		}
-	}
-	cancel()
-	berr := <-done
-	if err != nil {
-		return 0, err
-	}
-	if rate == 0 {
-		return 0, fmt.Errorf("calibration: the bulk statement streamed nothing (%v)", berr)
-	}
-	return rate, nil
 }
 
 // point measures the normal query under n bulk sessions and returns the
@@ -556,39 +470,162 @@ func (r *flowRun) drain(ctx context.Context) {
 	})
 }
 
-// summarize returns the median, mean, minimum and maximum of v.
-func summarize(v []float64) (median, mean, lo, hi float64) {
-	if len(v) == 0 {
-		return 0, 0, 0, 0
+// table returns the flow-control points, one row per N with both
+// settings side by side.
+func (f *FlowReport) table() table {
+	t := table{head: []string{"bulk sessions N", "off: elapsed (ms)", "off: FIFO model (ms)", "off: slowdown", "on: elapsed (ms)", "on: slowdown", "off: bulk MB/s", "on: bulk MB/s"}}
+	for _, n := range f.ns() {
+		off, on := f.row("off", n), f.row("on", n)
+		cells := []string{fmt.Sprint(n), "-", "-", "-", "-", "-", "-", "-"}
+		if off != nil {
+			cells[1], cells[2], cells[3], cells[6] = f1(off.ElapsedMs), f1(off.ModelMs), x2(off.Slowdown), f1(off.BulkMBps)
+		}
+		if on != nil {
+			cells[4], cells[5], cells[7] = f1(on.ElapsedMs), x2(on.Slowdown), f1(on.BulkMBps)
+		}
+		t.rows = append(t.rows, cells)
 	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		median = s[len(s)/2]
-	} else {
-		median = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	var sum float64
-	for _, x := range s {
-		sum += x
-	}
-	return median, sum / float64(len(s)), s[0], s[len(s)-1]
+	return t
 }
 
-// fmtNum writes v with up to three decimals and no trailing zeros.
-func fmtNum(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "-"
+// ns returns the Ns measured, in order.
+func (f *FlowReport) ns() []int {
+	var out []int
+	seen := map[int]bool{}
+	for _, r := range f.Rows {
+		if !seen[r.N] {
+			seen[r.N] = true
+			out = append(out, r.N)
+		}
 	}
-	s := fmt.Sprintf("%.3f", v)
-	for len(s) > 1 && s[len(s)-1] == '0' {
-		s = s[:len(s)-1]
+	return out
+}
+
+// row returns the point for control and n, or nil.
+func (f *FlowReport) row(control string, n int) *FlowRow {
+	for i := range f.Rows {
+		if f.Rows[i].Control == control && f.Rows[i].N == n {
+			return &f.Rows[i]
+		}
 	}
-	if s[len(s)-1] == '.' {
-		s = s[:len(s)-1]
+	return nil
+}
+
+// maxN returns the largest N measured.
+func (f *FlowReport) maxN() int {
+	n := 0
+	for _, r := range f.Rows {
+		n = max(n, r.N)
 	}
-	if s == "-0" {
-		s = "0"
+	return n
+}
+
+// SlowdownChart is the chart of the normal query's slowdown against the
+// number of bulk sessions, with network control off and on.
+func (f *FlowReport) SlowdownChart() *svg.Chart {
+	c := &svg.Chart{
+		Title:  fmt.Sprintf("Slowdown of a %s query under N bulk sessions (link %s)", units.FormatBytes(roundMB(f.NormalBytes)), f.Capacity),
+		XLabel: "concurrent bulk sessions N",
+		YLabel: "slowdown (elapsed / elapsed at N = 0)",
+		ZeroX:  true, ZeroY: true,
+		Guides: []svg.Guide{{Y: 6, Label: "target with control off: >= 6x"}, {Y: 1.2, Label: "target with control on: <= 1.2x"}},
 	}
-	return s
+	model := svg.Series{Name: "off: FIFO model", Dashed: true}
+	for _, control := range []string{"off", "on"} {
+		s := svg.Series{Name: "network_control " + control}
+		for _, r := range f.Rows {
+			if r.Control != control {
+				continue
+			}
+			s.Points = append(s.Points, svg.Point{X: float64(r.N), Y: r.Slowdown})
+			if base := f.row("off", 0); control == "off" && base != nil && base.ElapsedMs > 0 && r.ModelMs > 0 {
+				model.Points = append(model.Points, svg.Point{X: float64(r.N), Y: r.ModelMs / base.ElapsedMs})
+			}
+		}
+		c.Series = append(c.Series, s)
+	}
+	if len(model.Points) > 0 {
+		c.Series = append(c.Series, model)
+	}
+	return c
+}
+
+// roundMB rounds a byte count to whole MB when it is within 5% of one,
+// so a 1,000,000-byte result reads "1MB".
+func roundMB(b int64) int64 {
+	mb := math.Round(float64(b) / 1e6)
+	if mb >= 1 && math.Abs(float64(b)-mb*1e6) <= 0.05*mb*1e6 {
+		return int64(mb * 1e6)
+	}
+	return b
+}
+
+func (f *FlowReport) writeMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "## Experiment 2: flow control\n\n")
+	drain := func(b int64) float64 { return float64(b) / float64(f.CapacityBytes) * 1000 }
+	fmt.Fprintf(w, "The route's link has a capacity of %s and a device FIFO of %s, the NIC ring plus kernel socket buffers of a busy host "+
+		"(%.1f ms to drain at that capacity). ", f.Capacity, units.FormatBytes(f.QueueBytes), drain(f.QueueBytes))
+	if f.Calibrated {
+		fmt.Fprintf(w, "The capacity was chosen so that one bulk session saturates it many times over: one session streamed %.0f MB/s through an unlimited link. "+
+			"The margin matters when the database, sluice and every client share one machine: bulk bytes cost processor time that the normal query "+
+			"would otherwise wait for, and a link well below what the machine can move keeps the link, not the processor, the bottleneck. ", f.StreamMBps)
+	}
+	fmt.Fprintf(w, "N bulk sessions pull a large result in a loop:\n\n```sql\n%s\n```\n\n"+
+		"while one normal-priority session runs a query returning about %s, measured %d times per point "+
+		"(elapsed is the median):\n\n```sql\n%s\n```\n\n",
+		f.BulkSQL, units.FormatBytes(roundMB(f.NormalBytes)), f.Reps, f.NormalSQL)
+	fmt.Fprintf(w, "The bulk sessions are %s, with the exception rule that demotes them:\n\n```sql\n%s;\n```\n\n",
+		f.Binding, strings.Join(f.Setup, ";\n"))
+	fmt.Fprintf(w, "Each point waits until every bulk statement has been penalised (SHOW STATEMENTS shows `penalised = yes`, class `low`) before it measures. "+
+		"Slowdown is the elapsed time over the elapsed time at N = 0 with the same setting.\n\n")
+	f.table().markdown(w)
+	fmt.Fprintf(w, "\n![slowdown vs N](%s)\n\n", FileSlowdown)
+	off, on := f.row("off", f.maxN()), f.row("on", f.maxN())
+	fmt.Fprintf(w, "What the numbers show:\n\n")
+	offText := ""
+	if off != nil {
+		offText = fmt.Sprintf(" At N = %d the query took %.1f ms, %.2fx its time on an idle link.", off.N, off.ElapsedMs, off.Slowdown)
+	}
+	fmt.Fprintf(w, "- **network_control = off**: the link is one FIFO, as an unmanaged network is. The slowdown comes from the shared %s device FIFO: "+
+		"the normal query's bytes get about one admission in N+1 as space frees (N+1 flows share the capacity), and each of its chunks "+
+		"queues behind whatever the bulk flows already put in the FIFO (%s is %.1f ms at %s). Its time grows roughly as (N+1) times its unloaded transfer time plus that queueing; "+
+		"the FIFO model column is that arithmetic, elapsed at N = 0 plus (N x %s + %s) / capacity.%s\n",
+		units.FormatBytes(f.QueueBytes), units.FormatBytes(f.QueueBytes), drain(f.QueueBytes), f.Capacity,
+		units.FormatBytes(roundMB(f.NormalBytes)), units.FormatBytes(f.QueueBytes), offText)
+	onText := ""
+	if on != nil {
+		onText = fmt.Sprintf(" At N = %d the query took %.1f ms, %.2fx.", on.N, on.ElapsedMs, on.Slowdown)
+	}
+	fmt.Fprintf(w, "- **network_control = on**: the penalised bulk statements are in the low class. Their bytes are sent only when no normal-priority bytes wait, "+
+		"and the low-priority bytes inside the FIFO are bounded by low_priority_queue_bytes (%s, %.2f ms at %s), so a normal byte waits behind at most that much bulk data "+
+		"and while the normal query runs (and for %v after) the low class enters at most at low_priority_yield (%d%%) of the capacity, so its bytes do not take the processors "+
+		"the query's server, proxy and client need between round trips: the normal query runs at nearly its unloaded speed, and the bulk sessions have the whole link whenever it does not run.%s\n\n",
+		units.FormatBytes(f.LowQueueBytes), drain(f.LowQueueBytes), f.Capacity, link.YieldHold, link.DefaultLowYieldPercent, onText)
+}
+
+// FlowPlan is the scale of the flow-control experiment.
+type FlowPlan struct {
+	// Ns are the numbers of concurrent bulk sessions; 0 is always
+	// measured (it is the base of the slowdown) and added when missing.
+	// Empty skips the experiment.
+	Ns []int
+	// Reps is how many times the normal query is measured per point.
+	Reps int
+	// Capacity is the link capacity in bytes/s; 0 calibrates it: the
+	// largest of 100, 50, 20, 10, 5, 2 or 1 MB/s, at most MaxCapacity,
+	// that is at most a tenth of what one bulk session streams through
+	// an unlimited link, so that one session saturates it and the
+	// processor time the bulk traffic costs stays small (see the
+	// report).
+	Capacity int64
+	// MaxCapacity caps the calibrated capacity; 0 means 100 MB/s.
+	MaxCapacity int64
+	// RuleBandwidth and RuleElapsed are the exception rule's thresholds,
+	// in MB/s and seconds.
+	RuleBandwidth, RuleElapsed float64
+	// CheckPeriod is except_check_period.
+	CheckPeriod time.Duration
+	// PenaltyTimeout bounds the wait for the bulk statements to be
+	// penalised before measuring.
+	PenaltyTimeout time.Duration
 }

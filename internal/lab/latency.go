@@ -3,12 +3,14 @@ package lab
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/bench"
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/lab/svg"
 )
 
 // LatencyReport is the latency experiment's outcome.
@@ -246,9 +248,6 @@ func runLatency(ctx context.Context, r *latencyRun) (*LatencyReport, error) {
 	return rep, nil
 }
 
-// pings is how many round trips ping times.
-const pings = 25
-
 // ping returns the median time in ms of a minimal round trip through the
 // route, on a connection of its own.
 func (r *latencyRun) ping(ctx context.Context) (float64, error) {
@@ -260,45 +259,117 @@ func (r *latencyRun) ping(ctx context.Context) (float64, error) {
 	return medianPing(ctx, r.clk, c)
 }
 
-// medianPing returns the median time in ms of a minimal round trip on c
-// (pings of them, after one untimed).
-func medianPing(ctx context.Context, clk clock.Clock, c conn) (float64, error) {
-	if err := c.ping(ctx); err != nil {
-		return 0, err
-	}
-	times := make([]float64, 0, pings)
-	for range pings {
-		t0 := clk.Now()
-		if err := c.ping(ctx); err != nil {
-			return 0, err
+// table returns the latency runs.
+func (l *LatencyReport) table() table {
+	t := table{head: []string{"added RTT (ms)", "ping (ms)", "TPS", "predicted TPS", "deviation", "QPS", "avg latency (ms)", "95th pct (ms)", "round trips/txn", "release late (µs)"}}
+	for _, r := range l.Rows {
+		late := "-"
+		if r.Releases > 0 {
+			late = fmt.Sprintf("%+.1f", r.LateUs)
 		}
-		times = append(times, durMs(clk.Now().Sub(t0)))
+		t.rows = append(t.rows, []string{
+			fmtNum(r.RTTMs), f2(r.PingMs), f1(r.TPS), f1(r.PredictedTPS), fmt.Sprintf("%+.1f%%", 100*r.Deviation),
+			f1(r.QPS), f2(r.AvgMs), f2(r.P95Ms), f1(r.RoundTrips), late,
+		})
 	}
-	median, _, _, _ := summarize(times)
-	return median, nil
+	return t
 }
 
-// plural writes "1 thread", "4 threads".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
+// prepareTable returns the timed loads.
+func (l *LatencyReport) prepareTable() table {
+	t := table{head: []string{"added RTT (ms)", "prepare (s)", "rows"}}
+	for _, r := range l.Prepare {
+		t.rows = append(t.rows, []string{fmtNum(r.RTTMs), f2(r.Seconds), fmt.Sprint(r.Rows)})
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return t
 }
 
-// fmtRTT writes an RTT in milliseconds: "0.3 ms".
-func fmtRTT(d time.Duration) string { return fmtNum(rttMs(d)) + " ms" }
-
-func rttMs(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// TPSChart is the chart of TPS against added RTT, measured and
+// predicted, on a logarithmic TPS axis.
+func (l *LatencyReport) TPSChart() *svg.Chart {
+	c := &svg.Chart{
+		Title:  fmt.Sprintf("%s: TPS vs added RTT (%s)", l.Workload, plural(l.Threads, "thread")),
+		XLabel: "added round-trip time (ms)",
+		YLabel: "throughput (transactions/s, log scale)",
+		ZeroX:  true,
+		LogY:   true,
 	}
-	return 0
+	measured := svg.Series{Name: "measured"}
+	model := svg.Series{Name: fmt.Sprintf("model: threads / (%.2f ms + %.1f round trips x RTT)", l.BaseLatencyMs, l.RoundTrips), Dashed: true}
+	for _, r := range l.Rows {
+		measured.Points = append(measured.Points, svg.Point{X: r.RTTMs, Y: r.TPS})
+		model.Points = append(model.Points, svg.Point{X: r.RTTMs, Y: r.PredictedTPS})
+	}
+	c.Series = []svg.Series{measured, model}
+	return c
+}
+
+func (l *LatencyReport) writeMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "## Experiment 1: latency\n\n")
+	fmt.Fprintf(w, "An OLTP transaction is a chain of round trips: the client sends a statement and waits for the answer before it sends the next. "+
+		"`%s` (sysbench's statements, %s, %s of %d rows, %.0f s per run after %.0f s of warm-up) "+
+		"made %.1f round trips per transaction, counted by the benchmark. "+
+		"sluice adds a round-trip time to the route with path emulation on its link (`ALTER LINK default WITH (delay='RTT/2')`: the delay is one-way and applies to each direction), "+
+		"so every round trip costs that much more.\n\n",
+		l.Workload, plural(l.Threads, "thread"), plural(l.Tables, "table"), l.TableSize, l.RunSeconds, l.WarmupSeconds, l.RoundTrips)
+	fmt.Fprintf(w, "The model: **predicted TPS = threads / (base latency + round trips x RTT)**, with base latency = %.2f ms "+
+		"(the average transaction latency at added RTT 0) and %.1f round trips per transaction. "+
+		"The ping column is the median of %d minimal round trips through the route at each setting: what a round trip really cost, emulation included.\n\n",
+		l.BaseLatencyMs, l.RoundTrips, pings)
+	l.table().markdown(w)
+	fmt.Fprintf(w, "\nEach run: `%s`\n\n", l.Command)
+	fmt.Fprintf(w, "![TPS vs added RTT](%s)\n\n", FileTPSChart)
+	var base, at10 *LatencyRow
+	for i := range l.Rows {
+		switch l.Rows[i].RTTMs {
+		case 0:
+			base = &l.Rows[i]
+		case 10:
+			at10 = &l.Rows[i]
+		}
+	}
+	if base != nil && at10 != nil && at10.TPS > 0 {
+		fmt.Fprintf(w, "What the numbers show: 10 ms of RTT took the benchmark from %.1f to %.1f TPS (%.0fx fewer), "+
+			"because each transaction now waits %.1f x 10 ms = %.0f ms on the network against %.2f ms of work. "+
+			"The model predicted %.1f TPS (%+.1f%%). Throughput at a given RTT is bounded by threads / (round trips x RTT): "+
+			"more round trips per transaction or more distance cost the same way, and only fewer round trips "+
+			"(batching, stored procedures) or more concurrency buy it back.\n\n",
+			base.TPS, at10.TPS, base.TPS/at10.TPS, l.RoundTrips, l.RoundTrips*10, l.BaseLatencyMs, at10.PredictedTPS, 100*at10.Deviation)
+		if at10.Deviation < -0.05 {
+			modelMs := l.BaseLatencyMs + l.RoundTrips*10
+			fmt.Fprintf(w, "Where TPS falls short of the model, the difference is time per round trip that the model does not count. "+
+				"Part is the emulation itself: a round trip took %.2f ms at 10 ms (ping). "+
+				"The rest is waiting to run: after each delayed message the client, sluice and the server must be scheduled again, "+
+				"which costs more on a busy machine; the fastest transaction at 10 ms took %.1f ms against the model's %.1f ms, the average %.1f ms.\n\n",
+				at10.PingMs, at10.MinMs, modelMs, at10.AvgMs)
+		}
+	}
+	if len(l.Prepare) > 0 {
+		fmt.Fprintf(w, "Loading the tables (`prepare`) at each RTT:\n\n")
+		l.prepareTable().markdown(w)
+		fmt.Fprintf(w, "\nA bulk load streams large messages (COPY or multi-row INSERTs) over a handful of round trips, "+
+			"so added RTT barely moves it; it is the chatty, row-at-a-time path that latency punishes.\n\n")
+	}
+}
+
+// LatencyPlan is the scale of the latency experiment.
+type LatencyPlan struct {
+	// RTTs are the added round-trip times; 0 is always measured (it is
+	// the model's base) and added when missing. Empty skips the
+	// experiment.
+	RTTs []time.Duration
+	// PrepareRTTs are the added RTTs at which the table load (sluice
+	// bench prepare) is timed.
+	PrepareRTTs []time.Duration
+	// Threads is --threads; 0 picks 1 on the embedded backend (SQLite
+	// admits one writer at a time, so more threads would queue on its
+	// lock instead of on the network) and 4 on a server.
+	Threads int
+	// Tables and TableSize are --tables and --table-size.
+	Tables, TableSize int
+	// Time and Warmup are --time and --warmup-time of each run.
+	Time, Warmup time.Duration
+	// ReportInterval is --report-interval: how often a run prints a
+	// progress line. 0 prints none.
+	ReportInterval time.Duration
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/admission"
@@ -108,33 +107,6 @@ func (s *sluice) setCapacity(ctx context.Context, bps int64) error {
 func (s *sluice) queuedBytes() int64 {
 	st := s.linkStats()
 	return st.Directions[link.Down].QueueBytes() + st.Directions[link.Up].QueueBytes()
-}
-
-// waitIdle polls idle every 20 ms of clk, for up to 10 s, until it
-// reports true; the end of ctx ends the wait early. It reports nothing:
-// a point that starts on a busy link is measured all the same.
-func waitIdle(ctx context.Context, clk clock.Clock, idle func() bool) {
-	deadline := clk.Now().Add(10 * time.Second)
-	for clk.Now().Before(deadline) && !idle() {
-		if clock.Sleep(ctx, clk, 20*time.Millisecond) != nil {
-			return
-		}
-	}
-}
-
-// stopOnce returns a function that, the first time it is called, calls
-// stop (which ends the background sessions), waits for wg and then calls
-// drain; later calls do nothing. Not safe for concurrent use.
-func stopOnce(stop func(), wg *sync.WaitGroup, drain func()) func() {
-	stopped := false
-	return func() {
-		if !stopped {
-			stopped = true
-			stop()
-			wg.Wait()
-			drain()
-		}
-	}
 }
 
 func (s *sluice) linkStats() link.Stats {

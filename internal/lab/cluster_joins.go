@@ -1,0 +1,324 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/link"
+)
+
+// shardBytes returns the bytes the data nodes sent through the shard
+// link so far.
+func (r *clusterRun) shardBytes() int64 {
+	l := r.s.links.Link(clusterLink)
+	if l == nil {
+		return 0
+	}
+	var n int64
+	for _, c := range l.Stats().Directions[link.Down].Classes {
+		n += c.Bytes
+	}
+	return n
+}
+
+// shardClassBytes returns the bytes the data nodes sent through the
+// shard link so far in class c.
+func (r *clusterRun) shardClassBytes(c link.Class) int64 {
+	l := r.s.links.Link(clusterLink)
+	if l == nil {
+		return 0
+	}
+	return l.Stats().Directions[link.Down].Classes[c].Bytes
+}
+
+// shardUserBytes returns the bytes the data nodes sent so far to the
+// open shard sessions of the shard role user. A shard session's pool is
+// its own (the same for both roles), its class its coordinator's, so the
+// sessions' counters tell the two jobs apart where the link's cannot.
+func (r *clusterRun) shardUserBytes(user string) int64 {
+	var n int64
+	for _, s := range r.s.reg.Sessions() {
+		if r.shards[s.Info.Route] && s.User() == user {
+			n += s.BytesDown()
+		}
+	}
+	return n
+}
+
+// measureOnce runs q once as user and returns the bytes the data nodes
+// sent for it and the count it returned.
+func (r *clusterRun) measureOnce(ctx context.Context, user, q string) (bytes, n int64, err error) {
+	c, err := r.connect(ctx, user)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	b0 := r.shardBytes()
+	n, err = count(ctx, c, q)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", q, err)
+	}
+	if r.app == "" {
+		// The coordinator backend keeps its shard connections while
+		// its client's session lasts.
+		r.app = r.shardApplication()
+	}
+	return r.shardBytes() - b0, n, nil
+}
+
+// shardApplication returns the application_name of an open shard
+// session, "" if there is none.
+func (r *clusterRun) shardApplication() string {
+	for _, s := range r.s.reg.Sessions() {
+		if r.shards[s.Info.Route] {
+			return s.Application()
+		}
+	}
+	return ""
+}
+
+// calibrate runs the low-priority join in a loop on one session through
+// the unlimited shard link and returns the best rate the data nodes sent
+// at over three 0.5 s windows after 0.5 s of warm-up, in bytes/s.
+func (r *clusterRun) calibrate(ctx context.Context) (float64, error) {
+	r.p.step("calibration: one low-priority join in a loop through an unlimited shard link")
+	j, err := r.startLow(ctx, 0)
+	if err != nil {
+		return 0, err
+	}
+	const warm, window, windows = 500 * time.Millisecond, 500 * time.Millisecond, 3
+	var rate float64
+	err = clock.Sleep(ctx, r.clk, warm)
+	for i := 0; i < windows && err == nil; i++ {
+		n0, t0 := r.shardBytes(), r.clk.Now()
+		err = clock.Sleep(ctx, r.clk, window)
+		if secs := r.clk.Now().Sub(t0).Seconds(); secs > 0 {
+			rate = max(rate, float64(r.shardBytes()-n0)/secs)
+		}
+	}
+	jerr := r.stopLow(ctx, []*lowJob{j})
+	r.drain(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if jerr != nil {
+		return 0, jerr
+	}
+	if rate == 0 {
+		return 0, errors.New("calibration: the low-priority join moved nothing")
+	}
+	return rate, nil
+}
+
+// lowJob is one client session running the low-priority join in a loop.
+type lowJob struct {
+	c *pgconn.PgConn
+	// cancel ends the loop's context: stopLow's last resort.
+	cancel  context.CancelFunc
+	stopped atomic.Bool
+	done    chan struct{}
+	err     error // set before done is closed
+}
+
+// startLow connects a low-priority session and starts its loop. i
+// numbers it in errors.
+func (r *clusterRun) startLow(ctx context.Context, i int) (*lowJob, error) {
+	c, err := r.connect(ctx, clusterLowUser)
+	if err != nil {
+		return nil, err
+	}
+	jctx, cancel := context.WithCancel(ctx)
+	j := &lowJob{c: c, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		ctx := jctx
+		for !j.stopped.Load() {
+			n, err := count(ctx, c, clusterLowSQL)
+			switch {
+			case err != nil && j.stopped.Load():
+				return
+			case err != nil:
+				j.err = fmt.Errorf("low-priority join %d: %w", i, err)
+				return
+			case n != int64(r.plan.LowRows):
+				j.err = fmt.Errorf("low-priority join %d counted %d rows, want %d", i, n, r.plan.LowRows)
+				return
+			}
+		}
+	}()
+	return j, nil
+}
+
+// failed returns the job's error once it has ended on one, else nil.
+func (j *lowJob) failed() error {
+	select {
+	case <-j.done:
+		return j.err
+	default:
+		return nil
+	}
+}
+
+// stopLow ends the jobs. A data node's backend that is sending a
+// partition into the congested link acts on a cancel only once its
+// answer is sent, which can take a minute, so stopLow terminates the
+// low-priority user's backends on the data nodes (the coordinator's
+// statements then fail at once) and cancels the coordinator's
+// statements, again every 250 ms until every loop has ended, for up to
+// 30 s, then ends the loops' contexts. It closes the sessions and
+// returns the first error a job met before it was stopped.
+func (r *clusterRun) stopLow(ctx context.Context, jobs []*lowJob) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	for _, j := range jobs {
+		j.stopped.Store(true)
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	kill := fmt.Sprintf("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '%s'", clusterLowShardUser)
+	for {
+		pending := 0
+		for _, j := range jobs {
+			select {
+			case <-j.done:
+			default:
+				pending++
+			}
+		}
+		if pending == 0 || cctx.Err() != nil {
+			break
+		}
+		for _, n := range r.nodes[1:] {
+			if err := adminExec(cctx, n, kill); err != nil {
+				r.log.Warn("terminate low-priority shard backends", "err", err)
+			}
+		}
+		for _, j := range jobs {
+			select {
+			case <-j.done:
+			default:
+				j.c.CancelRequest(cctx)
+			}
+		}
+		if clock.Sleep(cctx, r.clk, 250*time.Millisecond) != nil {
+			break
+		}
+	}
+	var first error
+	for _, j := range jobs {
+		j.cancel()
+		<-j.done
+		j.c.Close(context.WithoutCancel(ctx))
+		if j.err != nil && first == nil {
+			first = j.err
+		}
+	}
+	return first
+}
+
+// lowJoins counts the low-priority joins running on the coordinator
+// (their client statements, each a distributed statement) and how many
+// of them are penalised.
+func (r *clusterRun) lowJoins() (running, penalised int) {
+	for _, st := range r.s.reg.Active() {
+		snap := st.Snapshot()
+		if snap.User == clusterLowUser && snap.Route == clusterCoord {
+			running++
+			if snap.Penalized {
+				penalised++
+			}
+		}
+	}
+	return running, penalised
+}
+
+// lowShardRunning reports whether a statement of the low-priority shard
+// role runs on a shard route.
+func (r *clusterRun) lowShardRunning() bool {
+	for _, st := range r.s.reg.Active() {
+		if s := st.Session; r.shards[s.Info.Route] && s.User() == clusterLowShardUser {
+			return true
+		}
+	}
+	return false
+}
+
+// drain waits, for up to 10 s, until no low-priority join and none of
+// its shard statements runs and the shard link's queues are empty.
+func (r *clusterRun) drain(ctx context.Context) {
+	waitIdle(ctx, r.clk, func() bool {
+		if running, _ := r.lowJoins(); running > 0 || r.lowShardRunning() {
+			return false
+		}
+		l := r.s.links.Link(clusterLink)
+		if l == nil {
+			return true
+		}
+		st := l.Stats()
+		return st.Directions[link.Down].QueueBytes()+st.Directions[link.Up].QueueBytes() == 0
+	})
+}
+
+// waitPenalised waits until every job's low-priority join runs and is
+// penalised (the rule fired on the distributed statement), printing
+// progress when verbose. After PenaltyTimeout it prints a warning and
+// lets the measurement go on; it fails when a low-priority job fails.
+func (r *clusterRun) waitPenalised(ctx context.Context, jobs []*lowJob, verbose bool) error {
+	deadline := r.clk.Now().Add(r.plan.PenaltyTimeout)
+	next := r.clk.Now().Add(2 * time.Second)
+	for {
+		for _, j := range jobs {
+			if err := j.failed(); err != nil {
+				return err
+			}
+		}
+		running, pen := r.lowJoins()
+		if running == len(jobs) && pen == running {
+			return nil
+		}
+		now := r.clk.Now()
+		if now.After(deadline) {
+			r.p.step("  warning: %d of %d low-priority joins penalised after %s (%d running); measuring anyway", pen, len(jobs), r.plan.PenaltyTimeout, running)
+			return nil
+		}
+		if verbose && now.After(next) {
+			r.p.step("  %d/%d low-priority joins running, %d penalised", running, len(jobs), pen)
+			next = now.Add(2 * time.Second)
+		}
+		if err := clock.Sleep(ctx, r.clk, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// highStatements counts the high-priority join's statements on the shard
+// connections that began at or after since, and them by first word.
+func (r *clusterRun) highStatements(since time.Time) (n int, kinds string) {
+	by := map[string]int{}
+	var order []string
+	for _, st := range r.s.reg.Recent() {
+		snap := st.Snapshot()
+		if snap.User != clusterHighShardUser || !r.shards[snap.Route] || snap.Started.Before(since) {
+			continue
+		}
+		n++
+		w, _, _ := strings.Cut(strings.TrimSpace(snap.SQL), " ")
+		w = strings.ToUpper(w)
+		if by[w] == 0 {
+			order = append(order, w)
+		}
+		by[w]++
+	}
+	parts := make([]string, len(order))
+	for i, w := range order {
+		parts[i] = fmt.Sprintf("%d %s", by[w], w)
+	}
+	return n, strings.Join(parts, ", ")
+}
