@@ -260,12 +260,12 @@ func (r *bbRun) condition(ctx context.Context, cond string, maxRate int64) (Base
 		}
 	}
 	for _, w := range []string{WorkloadSelectOnly, WorkloadTPCB} {
-		l0, t0 := r.linkBytes(), r.clk.Now()
+		l0, t0 := r.s.linkBytes(), r.clk.Now()
 		run, err := r.pgbench(ctx, cond, w)
 		if err != nil {
 			return c, err
 		}
-		l1, t1 := r.linkBytes(), r.clk.Now()
+		l1, t1 := r.s.linkBytes(), r.clk.Now()
 		run.LinkBytesPerSec = rate(l1.total-l0.total, t1.Sub(t0))
 		run.LowBytesPerSec = rate(l1.low-l0.low, t1.Sub(t0))
 		run.IdleBytesPerSec = float64(r.capacity) - run.LinkBytesPerSec
@@ -286,12 +286,12 @@ func (r *bbRun) condition(ctx context.Context, cond string, maxRate int64) (Base
 		return c, nil
 	}
 	// The backup on its own, OLTP quiet.
-	l0, t0 := r.linkBytes(), r.clk.Now()
+	l0, t0 := r.s.linkBytes(), r.clk.Now()
 	res, err := bk.wait(ctx)
 	if err != nil {
 		return c, err
 	}
-	l1, t1 := r.linkBytes(), r.clk.Now()
+	l1, t1 := r.s.linkBytes(), r.clk.Now()
 	*c.Backup = res
 	if q := t1.Sub(t0); bk.endedAfter(t0) && q >= 200*time.Millisecond {
 		c.Backup.QuietSeconds = q.Seconds()

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
@@ -193,16 +192,9 @@ type ClusterReport struct {
 type ClusterRow struct {
 	Control string `json:"network_control"` // "off" or "on"
 	N       int    `json:"low_joins"`
-	// ElapsedMs is the median elapsed time of the high-priority join as
-	// its client saw it; MeanMs, MinMs and MaxMs describe the same
-	// measurements.
-	ElapsedMs float64 `json:"elapsed_ms"`
-	MeanMs    float64 `json:"mean_ms"`
-	MinMs     float64 `json:"min_ms"`
-	MaxMs     float64 `json:"max_ms"`
-	// Slowdown is ElapsedMs over ElapsedMs at N = 0 with the same
-	// network_control.
-	Slowdown float64 `json:"slowdown"`
+	// PointTimes are the high-priority join's elapsed times as its
+	// client saw them.
+	PointTimes
 	// ModelMs, with network_control off, is what a shared FIFO that the
 	// low-priority joins keep full predicts: elapsed at N = 0 plus
 	// (N x the join's shard bytes + its shard statements x FIFO size) /
@@ -326,11 +318,7 @@ func runCluster(ctx context.Context, r *clusterRun) (rep *ClusterReport, err err
 	if err := r.s.exec(ctx, rep.Setup...); err != nil {
 		return nil, err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		r.s.exec(cctx, fmt.Sprintf("ALTER LINK %s WITH (capacity=DEFAULT)", clusterLink), "RESET network_control")
-	}()
+	defer r.s.restore(ctx, fmt.Sprintf("ALTER LINK %s WITH (capacity=DEFAULT)", clusterLink), "RESET network_control")
 	if err := r.addRoutes(); err != nil {
 		return nil, err
 	}
@@ -385,41 +373,29 @@ func runCluster(ctx context.Context, r *clusterRun) (rep *ClusterReport, err err
 	}
 	p.step("shard link %s: capacity %s, 10GE scaled down %.0fx", clusterLink, rep.Capacity, rep.Scale)
 
-	for _, control := range []string{"off", "on"} {
-		if err := r.s.exec(ctx, "SET network_control = "+control); err != nil {
-			return nil, err
+	maxN := slices.Max(r.plan.Ns)
+	err = sweep(ctx, r.s, r.plan.Ns, func(control string, n int, base float64) (float64, error) {
+		pen := r.watch.penalised()
+		row, one, err := r.point(ctx, control, n)
+		if err != nil {
+			return 0, err
 		}
-		var base float64
-		for _, n := range r.plan.Ns {
-			pen := r.watch.penalised()
-			row, one, err := r.point(ctx, control, n)
-			if err != nil {
-				return nil, fmt.Errorf("network_control %s, N=%d: %w", control, n, err)
-			}
-			if last := r.watch.penalised(); control == "on" && n == slices.Max(r.plan.Ns) && last != pen {
-				rep.PenalisedStatement = last
-			}
-			if n == 0 {
-				base = row.ElapsedMs
-				if rep.HighBytes == 0 {
-					rep.HighBytes, rep.HighStatements, rep.HighStatementKinds = one.bytes, one.statements, one.kinds
-				}
-			}
-			if base > 0 {
-				row.Slowdown = row.ElapsedMs / base
-			}
-			if control == "off" {
-				row.ModelMs = base
-				if n > 0 {
-					row.ModelMs += float64(int64(n)*rep.HighBytes+int64(rep.HighStatements)*rep.QueueBytes) / float64(capacity) * 1000
-				}
-			}
-			rep.Rows = append(rep.Rows, row)
-			p.step("network_control %s, N=%d: high-priority join %.1f ms (median; mean %.1f, min %.1f, max %.1f) = %.2fx; low-priority joins %.1f MB/s; unpenalised low-priority joins in %.0f%% of samples",
-				control, n, row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs, row.Slowdown, row.LowMBps, 100*row.Unpenalised)
-			p.step("network_control %s, N=%d: %d distributed statements; %d low-priority joins ended, %d penalised, rule fired %d times (%d in their except_info); %d shard statements, %d penalised in their own right",
-				control, n, row.Distributed, row.LowJoins, row.LowPenalised, row.RuleFirings, row.LowFirings, row.ShardStatements, row.ShardPenalised)
+		if last := r.watch.penalised(); control == "on" && n == maxN && last != pen {
+			rep.PenalisedStatement = last
 		}
+		if n == 0 && rep.HighBytes == 0 {
+			rep.HighBytes, rep.HighStatements, rep.HighStatementKinds = one.bytes, one.statements, one.kinds
+		}
+		row.ModelMs = row.against(control, n, base, rep.HighBytes, int64(rep.HighStatements), rep.QueueBytes, capacity)
+		rep.Rows = append(rep.Rows, row)
+		p.step("network_control %s, N=%d: high-priority join %.1f ms (median; mean %.1f, min %.1f, max %.1f) = %.2fx; low-priority joins %.1f MB/s; unpenalised low-priority joins in %.0f%% of samples",
+			control, n, row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs, row.Slowdown, row.LowMBps, 100*row.Unpenalised)
+		p.step("network_control %s, N=%d: %d distributed statements; %d low-priority joins ended, %d penalised, rule fired %d times (%d in their except_info); %d shard statements, %d penalised in their own right",
+			control, n, row.Distributed, row.LowJoins, row.LowPenalised, row.RuleFirings, row.LowFirings, row.ShardStatements, row.ShardPenalised)
+		return row.ElapsedMs, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	total := r.watch.snapshot()
 	rep.Distributed, rep.ShardStatements, rep.ShardUnlinked, rep.UnlinkedKinds = total.Distributed, total.Shard, total.ShardUnlinked, total.kinds()
@@ -470,74 +446,66 @@ func (r *clusterRun) point(ctx context.Context, control string, n int) (row Clus
 		}
 		jobs = append(jobs, j)
 	}
+	w := r.penaltyWait(jobs)
 	if n > 0 {
 		r.p.step("network_control %s, N=%d: started %s; waiting until each is penalised", control, n, plural(n, "low-priority join"))
-		t0 := r.clk.Now()
-		if err := r.waitPenalised(ctx, jobs, true); err != nil {
-			return row, one, err
-		}
-		row.PenaltySeconds = r.clk.Now().Sub(t0).Seconds()
-		// Let the bytes queued before the penalty leave the FIFO.
-		settle := max(100*time.Millisecond, 2*time.Duration(float64(link.DefaultQueueSize)/float64(r.capacity)*float64(time.Second)))
-		if err := clock.Sleep(ctx, r.clk, settle); err != nil {
+		if row.PenaltySeconds, err = w.penalise(ctx, n, r.capacity); err != nil {
 			return row, one, err
 		}
 	}
 
-	var done atomic.Int64
-	prog := r.p.every(ctx, 2*time.Second, func() string {
-		return fmt.Sprintf("network_control %s, N=%d: measured %d/%d", control, n, done.Load(), r.plan.Reps)
-	})
-	defer prog()
-	var times []float64
 	var samples, unpen int
 	var measured time.Duration
 	var lowBytes, highBytes, highClass int64
-	for i := 0; i < r.plan.Reps; i++ {
-		if n > 0 {
-			if err := r.waitPenalised(ctx, jobs, false); err != nil {
-				return row, one, err
+	times, err := measureReps(ctx, r.p, fmt.Sprintf("network_control %s, N=%d", control, n), r.plan.Reps,
+		func() error {
+			if n == 0 {
+				return nil
 			}
-		}
-		// Sample the low-priority joins while the high-priority one runs.
-		sctx, stopSampling := context.WithCancel(ctx)
-		sampled := make(chan [2]int, 1)
-		go func() {
-			var s, u int
-			for {
-				if running, pen := r.lowJoins(); running > pen {
-					u++
+			return w.wait(ctx, n, false)
+		}, nil,
+		func() (time.Duration, error) {
+			// Sample the low-priority joins while the high-priority one runs.
+			sctx, stopSampling := context.WithCancel(ctx)
+			sampled := make(chan [2]int, 1)
+			go func() {
+				var s, u int
+				for {
+					if running, pen := r.lowJoins(); running > pen {
+						u++
+					}
+					s++
+					if clock.Sleep(sctx, r.clk, 20*time.Millisecond) != nil {
+						sampled <- [2]int{s, u}
+						return
+					}
 				}
-				s++
-				if clock.Sleep(sctx, r.clk, 20*time.Millisecond) != nil {
-					sampled <- [2]int{s, u}
-					return
-				}
+			}()
+			b0, l0, h0, t0 := r.shardUserBytes(clusterHighShardUser), r.shardUserBytes(clusterLowShardUser), r.shardClassBytes(link.High), r.clk.Now()
+			got, err := count(ctx, high, clusterHighSQL)
+			d := r.clk.Now().Sub(t0)
+			stopSampling()
+			su := <-sampled
+			if err != nil {
+				return 0, fmt.Errorf("high-priority join: %w", err)
 			}
-		}()
-		b0, l0, h0, t0 := r.shardUserBytes(clusterHighShardUser), r.shardUserBytes(clusterLowShardUser), r.shardClassBytes(link.High), r.clk.Now()
-		got, err := count(ctx, high, clusterHighSQL)
-		d := r.clk.Now().Sub(t0)
-		stopSampling()
-		su := <-sampled
-		if err != nil {
-			return row, one, fmt.Errorf("high-priority join: %w", err)
-		}
-		if got != int64(r.plan.HighRows) {
-			return row, one, fmt.Errorf("high-priority join counted %d rows, want %d", got, r.plan.HighRows)
-		}
-		one.bytes = r.shardUserBytes(clusterHighShardUser) - b0
-		highBytes += one.bytes
-		highClass += r.shardClassBytes(link.High) - h0
-		if n == 0 {
-			one.statements, one.kinds = r.highStatements(t0)
-		}
-		lowBytes += r.shardUserBytes(clusterLowShardUser) - l0
-		measured += d
-		samples += su[0]
-		unpen += su[1]
-		times = append(times, durMs(d))
-		done.Add(1)
+			if got != int64(r.plan.HighRows) {
+				return 0, fmt.Errorf("high-priority join counted %d rows, want %d", got, r.plan.HighRows)
+			}
+			one.bytes = r.shardUserBytes(clusterHighShardUser) - b0
+			highBytes += one.bytes
+			highClass += r.shardClassBytes(link.High) - h0
+			if n == 0 {
+				one.statements, one.kinds = r.highStatements(t0)
+			}
+			lowBytes += r.shardUserBytes(clusterLowShardUser) - l0
+			measured += d
+			samples += su[0]
+			unpen += su[1]
+			return d, nil
+		})
+	if err != nil {
+		return row, one, err
 	}
 	if n > 0 && measured > 0 {
 		row.LowMBps = float64(lowBytes) / 1e6 / measured.Seconds()
@@ -548,8 +516,7 @@ func (r *clusterRun) point(ctx context.Context, control string, n int) (row Clus
 	if n > 0 && samples > 0 {
 		row.Unpenalised = float64(unpen) / float64(samples)
 	}
-	row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs = summarize(times)
-	row.SamplesMs = times
+	row.PointTimes, row.SamplesMs = pointTimes(times), times
 	return row, one, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/session"
 )
 
 // shardBytes returns the bytes the data nodes sent through the shard
@@ -85,23 +86,14 @@ func (r *clusterRun) shardApplication() string {
 
 // calibrate runs the low-priority join in a loop on one session through
 // the unlimited shard link and returns the best rate the data nodes sent
-// at over three 0.5 s windows after 0.5 s of warm-up, in bytes/s.
+// at, in bytes/s (see bestRate).
 func (r *clusterRun) calibrate(ctx context.Context) (float64, error) {
 	r.p.step("calibration: one low-priority join in a loop through an unlimited shard link")
 	j, err := r.startLow(ctx, 0)
 	if err != nil {
 		return 0, err
 	}
-	const warm, window, windows = 500 * time.Millisecond, 500 * time.Millisecond, 3
-	var rate float64
-	err = clock.Sleep(ctx, r.clk, warm)
-	for i := 0; i < windows && err == nil; i++ {
-		n0, t0 := r.shardBytes(), r.clk.Now()
-		err = clock.Sleep(ctx, r.clk, window)
-		if secs := r.clk.Now().Sub(t0).Seconds(); secs > 0 {
-			rate = max(rate, float64(r.shardBytes()-n0)/secs)
-		}
-	}
+	rate, err := bestRate(ctx, r.clk, r.shardBytes)
 	jerr := r.stopLow(ctx, []*lowJob{j})
 	r.drain(ctx)
 	if err != nil {
@@ -227,16 +219,7 @@ func (r *clusterRun) stopLow(ctx context.Context, jobs []*lowJob) error {
 // (their client statements, each a distributed statement) and how many
 // of them are penalised.
 func (r *clusterRun) lowJoins() (running, penalised int) {
-	for _, st := range r.s.reg.Active() {
-		snap := st.Snapshot()
-		if snap.User == clusterLowUser && snap.Route == clusterCoord {
-			running++
-			if snap.Penalized {
-				penalised++
-			}
-		}
-	}
-	return running, penalised
+	return r.s.statements(func(s *session.Snapshot) bool { return s.User == clusterLowUser && s.Route == clusterCoord })
 }
 
 // lowShardRunning reports whether a statement of the low-priority shard
@@ -266,36 +249,21 @@ func (r *clusterRun) drain(ctx context.Context) {
 	})
 }
 
-// waitPenalised waits until every job's low-priority join runs and is
-// penalised (the rule fired on the distributed statement), printing
-// progress when verbose. After PenaltyTimeout it prints a warning and
-// lets the measurement go on; it fails when a low-priority job fails.
-func (r *clusterRun) waitPenalised(ctx context.Context, jobs []*lowJob, verbose bool) error {
-	deadline := r.clk.Now().Add(r.plan.PenaltyTimeout)
-	next := r.clk.Now().Add(2 * time.Second)
-	for {
-		for _, j := range jobs {
-			if err := j.failed(); err != nil {
-				return err
+// penaltyWait waits until every job's low-priority join runs and is
+// penalised (the rule fired on the distributed statement); it fails
+// when a low-priority job fails.
+func (r *clusterRun) penaltyWait(jobs []*lowJob) *penaltyWait {
+	return &penaltyWait{clk: r.clk, p: r.p, timeout: r.plan.PenaltyTimeout, period: 2 * time.Second, noun: "low-priority joins",
+		state: func() (int, int, error) {
+			for _, j := range jobs {
+				if err := j.failed(); err != nil {
+					return 0, 0, err
+				}
 			}
-		}
-		running, pen := r.lowJoins()
-		if running == len(jobs) && pen == running {
-			return nil
-		}
-		now := r.clk.Now()
-		if now.After(deadline) {
-			r.p.step("  warning: %d of %d low-priority joins penalised after %s (%d running); measuring anyway", pen, len(jobs), r.plan.PenaltyTimeout, running)
-			return nil
-		}
-		if verbose && now.After(next) {
-			r.p.step("  %d/%d low-priority joins running, %d penalised", running, len(jobs), pen)
-			next = now.Add(2 * time.Second)
-		}
-		if err := clock.Sleep(ctx, r.clk, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
+			running, pen := r.lowJoins()
+			return running, pen, nil
+		},
+		done: func(n, running, pen int) bool { return running == n && pen == running }}
 }
 
 // highStatements counts the high-priority join's statements on the shard

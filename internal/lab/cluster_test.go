@@ -408,7 +408,7 @@ func sampleCluster() *ClusterReport {
 			} else {
 				e += 15 * float64(n)
 			}
-			row := ClusterRow{Control: control, N: n, ElapsedMs: e, MeanMs: e, MinMs: e - 1, MaxMs: e + 1, Slowdown: e / 300,
+			row := ClusterRow{Control: control, N: n, PointTimes: PointTimes{ElapsedMs: e, MeanMs: e, MinMs: e - 1, MaxMs: e + 1, Slowdown: e / 300},
 				SamplesMs: []float64{e - 1, e, e + 1}}
 			row.Distributed, row.ShardStatements = 4+n, 100+300*n
 			if control == "on" {

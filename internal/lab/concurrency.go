@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -297,48 +296,29 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 		return row, 0, err
 	}
 
-	octx, stop := context.WithCancel(ctx)
 	var bytes, stmts, stmtNanos, resultBytes atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, r.plan.Sessions)
-	for i := 0; i < r.plan.Sessions; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := r.db.connect(octx, r.ordinary, "", "")
+	errs, stopOrdinary := sessions(ctx, r.plan.Sessions, "ordinary session",
+		func(ctx context.Context) (conn, error) { return r.db.connect(ctx, r.ordinary, "", "") },
+		func(ctx context.Context, c conn) error {
+			t0 := r.clk.Now()
+			n, err := c.run(ctx, ordinarySQL, &bytes)
 			if err != nil {
-				if octx.Err() == nil {
-					errs <- fmt.Errorf("ordinary session: %w", err)
-				}
-				return
+				return err
 			}
-			defer c.close()
-			for octx.Err() == nil {
-				t0 := r.clk.Now()
-				n, err := c.run(octx, ordinarySQL, &bytes)
-				if err != nil {
-					if octx.Err() == nil {
-						errs <- fmt.Errorf("ordinary session: %w", err)
-					}
-					return
-				}
-				stmts.Add(1)
-				stmtNanos.Add(int64(r.clk.Now().Sub(t0)))
-				resultBytes.Store(n)
-			}
-		}()
-	}
-	stopOrdinary := stopOnce(stop, &wg, func() { r.drain(ctx) })
+			stmts.Add(1)
+			stmtNanos.Add(int64(r.clk.Now().Sub(t0)))
+			resultBytes.Store(n)
+			return nil
+		},
+		func() { r.drain(ctx) })
 	defer stopOrdinary()
 
 	r.p.step("active_statements %s: started %s; measuring after %s", limitName(limit), plural(r.plan.Sessions, "ordinary session"), r.plan.Settle)
 	if err := clock.Sleep(ctx, r.clk, r.plan.Settle); err != nil {
 		return row, 0, err
 	}
-	select {
-	case err := <-errs:
+	if err := failed(errs); err != nil {
 		return row, 0, err
-	default:
 	}
 
 	// The device queue, sampled until the measurements end.
@@ -361,35 +341,28 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 			wsum.Add(int64(waiting))
 		}
 	}()
-	var done atomic.Int64
-	prog := r.p.every(ctx, 2*time.Second, func() string {
-		return fmt.Sprintf("active_statements %s: measured %d/%d", limitName(limit), done.Load(), r.plan.Reps)
-	})
-	finish := func() { prog(); stopSampling(); <-sampled }
+	finish := func() { stopSampling(); <-sampled }
 	b0, s0, n0, m0 := bytes.Load(), stmts.Load(), stmtNanos.Load(), r.clk.Now()
-	times := make([]float64, 0, r.plan.Reps)
-	for i := 0; i < r.plan.Reps; i++ {
-		select {
-		case err := <-errs:
-			finish()
-			return row, 0, err
-		default:
-		}
-		t0 := r.clk.Now()
-		_, err := high.run(ctx, highSQL, nil)
-		d := r.clk.Now().Sub(t0)
-		if err != nil {
-			finish()
-			return row, 0, fmt.Errorf("high-priority query: %w", err)
-		}
-		times = append(times, durMs(d))
-		done.Add(1)
-	}
-	if rest := m0.Add(r.measure()).Sub(r.clk.Now()); rest > 0 {
-		if err := clock.Sleep(ctx, r.clk, rest); err != nil {
-			finish()
-			return row, 0, err
-		}
+	times, err := measureReps(ctx, r.p, "active_statements "+limitName(limit), r.plan.Reps,
+		func() error { return failed(errs) },
+		func() error {
+			// The ordinary sessions go on until the least measuring time
+			// has passed.
+			if rest := m0.Add(r.measure()).Sub(r.clk.Now()); rest > 0 {
+				return clock.Sleep(ctx, r.clk, rest)
+			}
+			return nil
+		},
+		func() (time.Duration, error) {
+			t0 := r.clk.Now()
+			if _, err := high.run(ctx, highSQL, nil); err != nil {
+				return 0, fmt.Errorf("high-priority query: %w", err)
+			}
+			return r.clk.Now().Sub(t0), nil
+		})
+	if err != nil {
+		finish()
+		return row, 0, err
 	}
 	secs := r.clk.Now().Sub(m0).Seconds()
 	b1, s1, n1 := bytes.Load(), stmts.Load(), stmtNanos.Load()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,29 +26,6 @@ func randomPassword() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// linkCounts are bytes that left the default link, server to client.
-type linkCounts struct{ total, low int64 }
-
-// linkBytes returns the bytes that have left the default link's device
-// queue, server to client (admitted minus still queued), in all and in
-// the low class.
-func (r *bbRun) linkBytes() linkCounts {
-	d := r.s.linkStats().Directions[link.Down]
-	var in int64
-	for _, c := range d.Classes {
-		in += c.Bytes
-	}
-	return linkCounts{total: in - d.QueueBytes(), low: d.Classes[link.Low].Bytes - d.Queue[link.Low]}
-}
-
-// rate is n bytes over d in bytes/s; 0 for no time.
-func rate(n int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / d.Seconds()
-}
-
 // headroom is how many times the calibrated single-session rate must
 // exceed the link capacity. When the database, sluice and every client
 // share a small machine, bulk traffic costs processor time that the
@@ -58,9 +36,6 @@ func rate(n int64, d time.Duration) float64 {
 // 100 MB/s more than doubles it.
 const headroom = 10
 
-// pickCapacity returns the largest of 100, 50, 20, 10, 5, 2 and 1 MB/s
-// that is at most max and at most rate/headroom (rate in bytes/s), or
-// 1 MB/s.
 // linkCapacity returns planned when it is positive; otherwise it runs
 // calibrate (one bulk session's stream rate, bytes/s through an
 // unlimited link), says what it measured on p, and returns the capacity
@@ -79,6 +54,9 @@ func linkCapacity(planned, max int64, calibrate func() (float64, error), p *prin
 	return capacity, rate / 1e6, nil
 }
 
+// pickCapacity returns the largest of 100, 50, 20, 10, 5, 2 and 1 MB/s
+// that is at most max and at most rate/headroom (rate in bytes/s), or
+// 1 MB/s.
 func pickCapacity(rate float64, max int64) int64 {
 	for _, c := range []int64{100e6, 50e6, 20e6, 10e6, 5e6, 2e6, 1e6} {
 		if c <= max && float64(c) <= rate/headroom {
@@ -89,9 +67,8 @@ func pickCapacity(rate float64, max int64) int64 {
 }
 
 // streamRate streams the bulk statement on one session to route with the
-// default link's capacity removed and returns the best rate it reached
-// over three 0.5 s windows after 0.5 s of warm-up, in bytes/s. It leaves
-// the capacity removed.
+// default link's capacity removed and returns the best rate it reached,
+// in bytes/s (see bestRate). It leaves the capacity removed.
 func streamRate(ctx context.Context, s *sluice, db *database, route string, clk clock.Clock, p *printer) (float64, error) {
 	p.step("calibration: streaming the bulk statement on one session through an unlimited link")
 	if err := s.setCapacity(ctx, 0); err != nil {
@@ -113,18 +90,7 @@ func streamRate(ctx context.Context, s *sluice, db *database, route string, clk 
 			}
 		}
 	}()
-	// The best of a few short windows after a warm-up: what the machine
-	// can stream, not what a neighbour's burst of work left of it.
-	const warm, window, windows = 500 * time.Millisecond, 500 * time.Millisecond, 3
-	var rate float64
-	err = clock.Sleep(ctx, clk, warm)
-	for i := 0; i < windows && err == nil; i++ {
-		n0, t0 := n.Load(), clk.Now()
-		err = clock.Sleep(ctx, clk, window)
-		if secs := clk.Now().Sub(t0).Seconds(); secs > 0 {
-			rate = max(rate, float64(n.Load()-n0)/secs)
-		}
-	}
+	rate, err := bestRate(ctx, clk, n.Load)
 	cancel()
 	berr := <-done
 	if err != nil {
@@ -134,6 +100,24 @@ func streamRate(ctx context.Context, s *sluice, db *database, route string, clk 
 		return 0, fmt.Errorf("calibration: the bulk statement streamed nothing (%v)", berr)
 	}
 	return rate, nil
+}
+
+// bestRate returns the best rate, in bytes/s, at which the byte counter
+// count grew over three 0.5 s windows of clk after 0.5 s of warm-up: what
+// the machine can stream, not what a neighbour's burst of work left of
+// it. It returns the end of ctx as an error.
+func bestRate(ctx context.Context, clk clock.Clock, count func() int64) (float64, error) {
+	const warm, window, windows = 500 * time.Millisecond, 500 * time.Millisecond, 3
+	var rate float64
+	err := clock.Sleep(ctx, clk, warm)
+	for i := 0; i < windows && err == nil; i++ {
+		n0, t0 := count(), clk.Now()
+		err = clock.Sleep(ctx, clk, window)
+		if secs := clk.Now().Sub(t0).Seconds(); secs > 0 {
+			rate = max(rate, float64(count()-n0)/secs)
+		}
+	}
+	return rate, err
 }
 
 // summarize returns the median, mean, minimum and maximum of v.
@@ -201,17 +185,231 @@ func waitIdle(ctx context.Context, clk clock.Clock, idle func() bool) {
 	}
 }
 
-// stopOnce returns a function that, the first time it is called, calls
-// stop (which ends the background sessions), waits for wg and then calls
-// drain; later calls do nothing. Not safe for concurrent use.
-func stopOnce(stop func(), wg *sync.WaitGroup, drain func()) func() {
+// sessions runs n background sessions until the returned stop is
+// called: each connects with open, then calls one again and again. stop
+// ends them, waits for them and then calls drain; later calls do
+// nothing (stop is not safe for concurrent use). A session's error, but
+// one stop caused, goes to errs, named what ("bulk session: ...").
+func sessions(ctx context.Context, n int, what string, open func(context.Context) (conn, error), one func(context.Context, conn) error, drain func()) (errs <-chan error, stop func()) {
+	sctx, cancel := context.WithCancel(ctx)
+	ch := make(chan error, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := open(sctx)
+			if err != nil {
+				if sctx.Err() == nil {
+					ch <- fmt.Errorf("%s: %w", what, err)
+				}
+				return
+			}
+			defer c.close()
+			for sctx.Err() == nil {
+				if err := one(sctx, c); err != nil && sctx.Err() == nil {
+					ch <- fmt.Errorf("%s: %w", what, err)
+					return
+				}
+			}
+		}()
+	}
 	stopped := false
-	return func() {
+	return ch, func() {
 		if !stopped {
 			stopped = true
-			stop()
+			cancel()
 			wg.Wait()
 			drain()
 		}
 	}
+}
+
+// failed returns an error waiting on errs, else nil.
+func failed(errs <-chan error) error {
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// measureReps measures reps repetitions of a point's job and returns
+// their times in ms: before each it calls before (nil: nothing), then
+// rep, which returns the time it measured; after the last it calls
+// after (nil: nothing). Until then it prints "label: measured i/reps"
+// every 2 s.
+func measureReps(ctx context.Context, p *printer, label string, reps int, before, after func() error, rep func() (time.Duration, error)) ([]float64, error) {
+	var done atomic.Int64 // len(times), for the progress goroutine
+	defer p.every(ctx, 2*time.Second, func() string {
+		return fmt.Sprintf("%s: measured %d/%d", label, done.Load(), reps)
+	})()
+	times := make([]float64, 0, reps)
+	for range reps {
+		if before != nil {
+			if err := before(); err != nil {
+				return times, err
+			}
+		}
+		d, err := rep()
+		if err != nil {
+			return times, err
+		}
+		times = append(times, durMs(d))
+		done.Add(1)
+	}
+	if after != nil {
+		return times, after()
+	}
+	return times, nil
+}
+
+// penaltyWait waits, at a point of an off/on sweep, until the
+// statements of the point's background jobs are penalised.
+type penaltyWait struct {
+	clk clock.Clock
+	p   *printer
+	// timeout bounds a wait: after it the wait warns and lets the point
+	// go on; period is the time between progress lines.
+	timeout, period time.Duration
+	// noun names the statements in the progress lines ("bulk
+	// statements"); only comes before the warning's count ("only ").
+	noun, only string
+	// state counts the jobs' running statements and the penalised ones,
+	// and returns a job's error.
+	state func() (running, penalised int, err error)
+	// done reports whether n jobs' statements are all penalised.
+	done func(n, running, penalised int) bool
+}
+
+// wait waits until n jobs' statements are penalised, printing progress
+// when verbose. After the timeout it prints a warning and lets the
+// measurement go on (the report then shows what the unpenalised
+// statements did); it fails when a job fails.
+func (w *penaltyWait) wait(ctx context.Context, n int, verbose bool) error {
+	deadline := w.clk.Now().Add(w.timeout)
+	next := w.clk.Now().Add(w.period)
+	for {
+		running, pen, err := w.state()
+		if err != nil {
+			return err
+		}
+		if w.done(n, running, pen) {
+			return nil
+		}
+		now := w.clk.Now()
+		if now.After(deadline) {
+			w.p.step("  warning: %s%d of %d %s penalised after %s (%d running); measuring anyway", w.only, pen, n, w.noun, w.timeout, running)
+			return nil
+		}
+		if verbose && now.After(next) {
+			w.p.step("  %d/%d %s running, %d penalised", running, n, w.noun, pen)
+			next = now.Add(w.period)
+		}
+		if err := clock.Sleep(ctx, w.clk, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// penalise waits, printing progress, until n jobs' statements are
+// penalised, then until the bytes queued before the penalty have left
+// the device FIFO (twice its drain time at capacity bytes/s, at least
+// 100 ms). It returns how long the penalty took, in seconds.
+func (w *penaltyWait) penalise(ctx context.Context, n int, capacity int64) (float64, error) {
+	t0 := w.clk.Now()
+	if err := w.wait(ctx, n, true); err != nil {
+		return 0, err
+	}
+	secs := w.clk.Now().Sub(t0).Seconds()
+	settle := max(100*time.Millisecond, 2*time.Duration(float64(link.DefaultQueueSize)/float64(capacity)*float64(time.Second)))
+	return secs, clock.Sleep(ctx, w.clk, settle)
+}
+
+// sweep measures with network_control off, then on, a point at each n
+// of ns in order: point gets the setting, n, and the elapsed time in ms
+// that the same setting measured at N = 0 (0 while it measures N = 0),
+// and returns its own. An error names the point.
+func sweep(ctx context.Context, s *sluice, ns []int, point func(control string, n int, baseMs float64) (float64, error)) error {
+	for _, control := range []string{"off", "on"} {
+		if err := s.exec(ctx, "SET network_control = "+control); err != nil {
+			return err
+		}
+		var base float64
+		for _, n := range ns {
+			ms, err := point(control, n, base)
+			if err != nil {
+				return fmt.Errorf("network_control %s, N=%d: %w", control, n, err)
+			}
+			if n == 0 {
+				base = ms
+			}
+		}
+	}
+	return nil
+}
+
+// PointTimes are the measured job's times at one point of an off/on
+// sweep, in ms, and its slowdown.
+type PointTimes struct {
+	// ElapsedMs is the median of the measurements; MeanMs, MinMs and
+	// MaxMs describe the same measurements.
+	ElapsedMs float64 `json:"elapsed_ms"`
+	MeanMs    float64 `json:"mean_ms"`
+	MinMs     float64 `json:"min_ms"`
+	MaxMs     float64 `json:"max_ms"`
+	// Slowdown is ElapsedMs over ElapsedMs at N = 0 with the same
+	// network_control.
+	Slowdown float64 `json:"slowdown"`
+}
+
+// pointTimes summarises the measurements times, in ms.
+func pointTimes(times []float64) PointTimes {
+	var t PointTimes
+	t.ElapsedMs, t.MeanMs, t.MinMs, t.MaxMs = summarize(times)
+	return t
+}
+
+// against sets t's slowdown against baseMs, the elapsed time at N = 0
+// with the same setting (t's own at N = 0), and returns, with control
+// off, what a device FIFO of queue bytes that n flows keep full
+// predicts for a job that moves bytes bytes in waits round trips on a
+// link of capacity bytes/s: baseMs plus (n x bytes + waits x queue) /
+// capacity, the extra transfer of sharing the link with n flows and a
+// wait behind the full FIFO per round trip, in ms (baseMs at n = 0). It
+// returns 0 with control on.
+func (t *PointTimes) against(control string, n int, baseMs float64, bytes, waits, queue, capacity int64) (modelMs float64) {
+	if n == 0 {
+		baseMs = t.ElapsedMs
+	}
+	if baseMs > 0 {
+		t.Slowdown = t.ElapsedMs / baseMs
+	}
+	if control != "off" {
+		return 0
+	}
+	if n == 0 {
+		return baseMs
+	}
+	return baseMs + float64(int64(n)*bytes+waits*queue)/float64(capacity)*1000
+}
+
+// restore runs console statements that undo an experiment's settings,
+// for up to 30 s, even when ctx has ended; it reports nothing (the
+// stack is stopped at the end of the run anyway).
+func (s *sluice) restore(ctx context.Context, stmts ...string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	s.exec(cctx, stmts...)
+}
+
+// prepareError is the error of a failed table load (sluice bench
+// prepare) with driver; when the tables exist already it says how to
+// drop them.
+func prepareError(err error, driver string) error {
+	if strings.Contains(err.Error(), "already exists") {
+		return fmt.Errorf("prepare: %w (the database already has sbtest tables; drop them with `sluice bench oltp_read_write cleanup --db-driver=%s --dsn=URL` or use another database)", err, driver)
+	}
+	return fmt.Errorf("prepare: %w", err)
 }

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"math"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,15 +68,8 @@ type FlowReport struct {
 type FlowRow struct {
 	Control string `json:"network_control"` // "off" or "on"
 	N       int    `json:"bulk_sessions"`
-	// ElapsedMs is the median elapsed time of the normal query; MeanMs,
-	// MinMs and MaxMs describe the same measurements.
-	ElapsedMs float64 `json:"elapsed_ms"`
-	MeanMs    float64 `json:"mean_ms"`
-	MinMs     float64 `json:"min_ms"`
-	MaxMs     float64 `json:"max_ms"`
-	// Slowdown is ElapsedMs over ElapsedMs at N = 0 with the same
-	// network_control.
-	Slowdown float64 `json:"slowdown"`
+	// PointTimes are the normal query's elapsed times.
+	PointTimes
 	// BulkMBps is what the bulk sessions received together while the
 	// normal query was measured.
 	BulkMBps float64 `json:"bulk_mb_per_s"`
@@ -153,17 +145,19 @@ func runFlow(ctx context.Context, r *flowRun) (rep *FlowReport, err error) {
 	rep.Binding = acc.binding
 	p.step("bulk sessions: %s", acc.binding)
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		r.s.exec(cctx, "ALTER LINK default WITH (capacity=DEFAULT)", "RESET network_control")
+		r.s.restore(ctx, "ALTER LINK default WITH (capacity=DEFAULT)", "RESET network_control")
 		if acc.drop != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
 			if derr := acc.drop(cctx); derr != nil {
 				p.step("could not drop the %s login: %v", bulkUser, derr)
 			}
 		}
 	}()
 
-	capacity, mbps, err := linkCapacity(r.plan.Capacity, r.plan.MaxCapacity, func() (float64, error) { return r.calibrate(ctx) }, p)
+	capacity, mbps, err := linkCapacity(r.plan.Capacity, r.plan.MaxCapacity, func() (float64, error) {
+		return streamRate(ctx, r.s, r.db, r.route, r.clk, p)
+	}, p)
 	if err != nil {
 		return nil, err
 	}
@@ -174,33 +168,22 @@ func runFlow(ctx context.Context, r *flowRun) (rep *FlowReport, err error) {
 		return nil, err
 	}
 
-	for _, control := range []string{"off", "on"} {
-		if err := r.s.exec(ctx, "SET network_control = "+control); err != nil {
-			return nil, err
+	err = sweep(ctx, r.s, r.plan.Ns, func(control string, n int, base float64) (float64, error) {
+		row, nb, err := r.point(ctx, control, n)
+		if err != nil {
+			return 0, err
 		}
-		var base float64
-		for _, n := range r.plan.Ns {
-			row, nb, err := r.point(ctx, control, n)
-			if err != nil {
-				return nil, fmt.Errorf("network_control %s, N=%d: %w", control, n, err)
-			}
-			if n == 0 {
-				base = row.ElapsedMs
-				rep.NormalBytes = nb
-			}
-			if base > 0 {
-				row.Slowdown = row.ElapsedMs / base
-			}
-			if control == "off" {
-				row.ModelMs = base
-				if n > 0 {
-					row.ModelMs += float64(int64(n)*rep.NormalBytes+rep.QueueBytes) / float64(capacity) * 1000
-				}
-			}
-			rep.Rows = append(rep.Rows, row)
-			p.step("network_control %s, N=%d: normal query %.1f ms (median; mean %.1f, min %.1f, max %.1f) = %.2fx; bulk %.1f MB/s",
-				control, n, row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs, row.Slowdown, row.BulkMBps)
+		if n == 0 {
+			rep.NormalBytes = nb
 		}
+		row.ModelMs = row.against(control, n, base, rep.NormalBytes, 1, rep.QueueBytes, capacity)
+		rep.Rows = append(rep.Rows, row)
+		p.step("network_control %s, N=%d: normal query %.1f ms (median; mean %.1f, min %.1f, max %.1f) = %.2fx; bulk %.1f MB/s",
+			control, n, row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs, row.Slowdown, row.BulkMBps)
+		return row.ElapsedMs, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return rep, nil
 }
@@ -318,13 +301,6 @@ func (r *flowRun) createLogin(ctx context.Context) (password string, drop func(c
 	}
 }
 
-// calibrate streams the bulk statement on one session through the
-// unlimited link and returns the best rate it reached, in bytes/s (see
-// streamRate).
-func (r *flowRun) calibrate(ctx context.Context) (float64, error) {
-	return streamRate(ctx, r.s, r.db, r.route, r.clk, r.p)
-}
-
 // point measures the normal query under n bulk sessions and returns the
 // row and the normal result's payload bytes.
 func (r *flowRun) point(ctx context.Context, control string, n int) (FlowRow, int64, error) {
@@ -338,134 +314,63 @@ func (r *flowRun) point(ctx context.Context, control string, n int) (FlowRow, in
 		return row, 0, err
 	}
 
-	bctx, stop := context.WithCancel(ctx)
 	var bulkBytes atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := r.db.connect(bctx, r.acc.addr, r.acc.user, r.acc.password)
-			if err != nil {
-				if bctx.Err() == nil {
-					errs <- fmt.Errorf("bulk session: %w", err)
-				}
-				return
-			}
-			defer c.close()
-			for bctx.Err() == nil {
-				if err := c.bulk(bctx, &bulkBytes); err != nil && bctx.Err() == nil {
-					errs <- fmt.Errorf("bulk session: %w", err)
-					return
-				}
-			}
-		}()
-	}
-	stopBulk := stopOnce(stop, &wg, func() { r.drain(ctx) })
+	errs, stopBulk := sessions(ctx, n, "bulk session",
+		func(ctx context.Context) (conn, error) {
+			return r.db.connect(ctx, r.acc.addr, r.acc.user, r.acc.password)
+		},
+		func(ctx context.Context, c conn) error { return c.bulk(ctx, &bulkBytes) },
+		func() { r.drain(ctx) })
 	defer stopBulk()
-
+	w := &penaltyWait{clk: r.clk, p: r.p, timeout: r.plan.PenaltyTimeout, period: time.Second, noun: "bulk statements", only: "only ",
+		state: func() (int, int, error) {
+			running, pen := r.s.statements(r.acc.isBulk)
+			if pen >= n {
+				return running, pen, nil
+			}
+			return running, pen, failed(errs)
+		},
+		done: func(n, _, pen int) bool { return pen >= n }}
 	if n > 0 {
 		r.p.step("network_control %s, N=%d: started %s; waiting until their statements are penalised", control, n, plural(n, "bulk session"))
-		t0 := r.clk.Now()
-		if err := r.waitPenalised(ctx, n, errs, true); err != nil {
-			return row, 0, err
-		}
-		row.PenaltySeconds = r.clk.Now().Sub(t0).Seconds()
-		// Let the bytes queued before the penalty leave the FIFO.
-		settle := max(100*time.Millisecond, 2*time.Duration(float64(link.DefaultQueueSize)/float64(r.capacity)*float64(time.Second)))
-		if err := clock.Sleep(ctx, r.clk, settle); err != nil {
+		if row.PenaltySeconds, err = w.penalise(ctx, n, r.capacity); err != nil {
 			return row, 0, err
 		}
 	}
-	var times []float64
 	var nb int64
-	var done atomic.Int64 // len(times), for the progress goroutine
-	prog := r.p.every(ctx, 2*time.Second, func() string {
-		return fmt.Sprintf("network_control %s, N=%d: measured %d/%d", control, n, done.Load(), r.plan.Reps)
-	})
 	b0, m0 := bulkBytes.Load(), r.clk.Now()
-	for i := 0; i < r.plan.Reps; i++ {
-		if n > 0 {
-			if err := r.waitPenalised(ctx, n, errs, false); err != nil {
-				prog()
-				return row, 0, err
+	times, err := measureReps(ctx, r.p, fmt.Sprintf("network_control %s, N=%d", control, n), r.plan.Reps,
+		func() error {
+			if n == 0 {
+				return nil
 			}
-		}
-		t0 := r.clk.Now()
-		got, err := normal.normal(ctx)
-		d := r.clk.Now().Sub(t0)
-		if err != nil {
-			prog()
-			return row, 0, fmt.Errorf("normal query: %w", err)
-		}
-		nb = got
-		times = append(times, durMs(d))
-		done.Add(1)
+			return w.wait(ctx, n, false)
+		}, nil,
+		func() (time.Duration, error) {
+			t0 := r.clk.Now()
+			got, err := normal.normal(ctx)
+			if err != nil {
+				return 0, fmt.Errorf("normal query: %w", err)
+			}
+			nb = got
+			return r.clk.Now().Sub(t0), nil
+		})
+	if err != nil {
+		return row, 0, err
 	}
-	prog()
 	if secs := r.clk.Now().Sub(m0).Seconds(); secs > 0 {
 		row.BulkMBps = float64(bulkBytes.Load()-b0) / 1e6 / secs
 	}
 	stopBulk()
-	row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs = summarize(times)
-	row.SamplesMs = times
+	row.PointTimes, row.SamplesMs = pointTimes(times), times
 	return row, nb, nil
-}
-
-// waitPenalised waits until n running bulk statements are penalised,
-// printing progress when verbose. After PenaltyTimeout it prints a warning
-// and lets the measurement go on (the report then shows what the
-// unpenalised statements did); it fails when a bulk session reports an
-// error.
-func (r *flowRun) waitPenalised(ctx context.Context, n int, errs <-chan error, verbose bool) error {
-	deadline := r.clk.Now().Add(r.plan.PenaltyTimeout)
-	next := r.clk.Now().Add(time.Second)
-	for {
-		running, pen := r.bulkStatements()
-		if pen >= n {
-			return nil
-		}
-		select {
-		case err := <-errs:
-			return err
-		default:
-		}
-		now := r.clk.Now()
-		if now.After(deadline) {
-			r.p.step("  warning: only %d of %d bulk statements penalised after %s (%d running); measuring anyway", pen, n, r.plan.PenaltyTimeout, running)
-			return nil
-		}
-		if verbose && now.After(next) {
-			r.p.step("  %d/%d bulk statements running, %d penalised", running, n, pen)
-			next = now.Add(time.Second)
-		}
-		if err := clock.Sleep(ctx, r.clk, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
-
-// bulkStatements counts the bulk sessions' running statements and how
-// many of them are penalised.
-func (r *flowRun) bulkStatements() (running, penalised int) {
-	for _, st := range r.s.reg.Active() {
-		snap := st.Snapshot()
-		if r.acc.isBulk(&snap) {
-			running++
-			if snap.Penalized {
-				penalised++
-			}
-		}
-	}
-	return running, penalised
 }
 
 // drain waits, for up to 10 s, until no bulk statement runs and the
 // link's queues are empty, so the next point starts on an idle link.
 func (r *flowRun) drain(ctx context.Context) {
 	waitIdle(ctx, r.clk, func() bool {
-		running, _ := r.bulkStatements()
+		running, _ := r.s.statements(r.acc.isBulk)
 		return running == 0 && r.s.queuedBytes() == 0
 	})
 }

@@ -38,8 +38,8 @@ func sampleReport() *Report {
 			} else {
 				e += 0.4 * float64(n)
 			}
-			r.Flow.Rows = append(r.Flow.Rows, FlowRow{Control: c, N: n, ElapsedMs: e, MeanMs: e, MinMs: e, MaxMs: e,
-				Slowdown: e / 52, SamplesMs: []float64{e, e, e}})
+			r.Flow.Rows = append(r.Flow.Rows, FlowRow{Control: c, N: n, PointTimes: PointTimes{ElapsedMs: e, MeanMs: e, MinMs: e, MaxMs: e,
+				Slowdown: e / 52}, SamplesMs: []float64{e, e, e}})
 		}
 	}
 	r.Concurrency = sampleConcurrency()

@@ -125,3 +125,54 @@ func (s *sluice) admission(pool string) (running, waiting int) {
 }
 
 func (s *sluice) close() { s.st.Close() }
+
+// linkCounts are bytes that left the default link, server to client.
+type linkCounts struct{ total, low int64 }
+
+// linkBytes returns the bytes that have left the default link's device
+// queue, server to client (admitted minus still queued), in all and in
+// the low class.
+func (s *sluice) linkBytes() linkCounts {
+	d := s.linkStats().Directions[link.Down]
+	var in int64
+	for _, c := range d.Classes {
+		in += c.Bytes
+	}
+	return linkCounts{total: in - d.QueueBytes(), low: d.Classes[link.Low].Bytes - d.Queue[link.Low]}
+}
+
+// rate is n bytes over d in bytes/s; 0 for no time.
+func rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// releasedSince returns how many chunks the delay lines released since
+// before, a lateness snapshot, and how late they left after their
+// emulated release times on average, in µs (negative: early; 0 for no
+// chunk).
+func (s *sluice) releasedSince(before netem.LatenessSnapshot) (chunks uint64, lateUs float64) {
+	late := s.lateness()
+	chunks = late.Count - before.Count
+	if chunks > 0 {
+		lateUs = float64(late.Sum-before.Sum) / float64(chunks) / float64(time.Microsecond)
+	}
+	return chunks, lateUs
+}
+
+// statements counts the running statements that match picks out and how
+// many of them are penalised.
+func (s *sluice) statements(match func(*session.Snapshot) bool) (running, penalised int) {
+	for _, st := range s.reg.Active() {
+		snap := st.Snapshot()
+		if match(&snap) {
+			running++
+			if snap.Penalized {
+				penalised++
+			}
+		}
+	}
+	return running, penalised
+}
