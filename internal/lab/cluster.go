@@ -527,84 +527,33 @@ const referenceSlowdown = 55
 // table returns the cluster points, one row per N with both settings
 // side by side.
 func (c *ClusterReport) table() table {
-	t := table{head: []string{"low-priority joins N", "off: elapsed (ms)", "off: FIFO model (ms)", "off: slowdown", "on: elapsed (ms)", "on: slowdown",
-		"off: low MB/s", "on: low MB/s", "on: unpenalised"}}
-	for _, n := range c.ns() {
-		off, on := c.row("off", n), c.row("on", n)
-		cells := []string{fmt.Sprint(n), "-", "-", "-", "-", "-", "-", "-", "-"}
-		if off != nil {
-			cells[1], cells[2], cells[3], cells[6] = f1(off.ElapsedMs), f1(off.ModelMs), x2(off.Slowdown), f1(off.LowMBps)
-		}
+	mb := func(r *ClusterRow) float64 { return r.LowMBps }
+	return sweepTable(c.Rows, "low-priority joins N", []string{"off: low MB/s", "on: low MB/s", "on: unpenalised"}, func(off, on *ClusterRow) []string {
+		unpen := "-"
 		if on != nil {
-			cells[4], cells[5], cells[7], cells[8] = f1(on.ElapsedMs), x2(on.Slowdown), f1(on.LowMBps), fmt.Sprintf("%.0f%%", 100*on.Unpenalised)
+			unpen = fmt.Sprintf("%.0f%%", 100*on.Unpenalised)
 		}
-		t.rows = append(t.rows, cells)
-	}
-	return t
+		return []string{mbpsCell(off, mb), mbpsCell(on, mb), unpen}
+	})
 }
 
 // ns returns the Ns measured, in order.
-func (c *ClusterReport) ns() []int {
-	var out []int
-	seen := map[int]bool{}
-	for _, r := range c.Rows {
-		if !seen[r.N] {
-			seen[r.N] = true
-			out = append(out, r.N)
-		}
-	}
-	return out
-}
+func (c *ClusterReport) ns() []int { return sweepNs(c.Rows) }
 
 // row returns the point for control and n, or nil.
-func (c *ClusterReport) row(control string, n int) *ClusterRow {
-	for i := range c.Rows {
-		if c.Rows[i].Control == control && c.Rows[i].N == n {
-			return &c.Rows[i]
-		}
-	}
-	return nil
-}
-
-// maxN returns the largest N measured.
-func (c *ClusterReport) maxN() int {
-	n := 0
-	for _, r := range c.Rows {
-		n = max(n, r.N)
-	}
-	return n
-}
+func (c *ClusterReport) row(control string, n int) *ClusterRow { return sweepAt(c.Rows, control, n) }
 
 // SlowdownChart is the chart of the high-priority join's slowdown
 // against the number of low-priority joins, with network control off
 // and on.
 func (c *ClusterReport) SlowdownChart() *svg.Chart {
-	ch := &svg.Chart{
+	return sweepChart(&svg.Chart{
 		Title:  fmt.Sprintf("Cluster: high-priority join under N low-priority joins (link %s)", c.Capacity),
 		XLabel: "concurrent low-priority joins N",
 		YLabel: "slowdown (elapsed / elapsed at N = 0)",
 		ZeroX:  true, ZeroY: true,
 		Guides: []svg.Guide{{Y: referenceSlowdown, Label: fmt.Sprintf("reference, control off, N = 10: %dx", referenceSlowdown)}},
-	}
-	model := svg.Series{Name: "off: FIFO model", Dashed: true}
-	base := c.row("off", 0)
-	for _, control := range []string{"off", "on"} {
-		s := svg.Series{Name: "network_control " + control}
-		for _, r := range c.Rows {
-			if r.Control != control {
-				continue
-			}
-			s.Points = append(s.Points, svg.Point{X: float64(r.N), Y: r.Slowdown})
-			if control == "off" && base != nil && base.ElapsedMs > 0 && r.ModelMs > 0 {
-				model.Points = append(model.Points, svg.Point{X: float64(r.N), Y: r.ModelMs / base.ElapsedMs})
-			}
-		}
-		ch.Series = append(ch.Series, s)
-	}
-	if len(model.Points) > 0 {
-		ch.Series = append(ch.Series, model)
-	}
-	return ch
+	}, c.Rows)
 }
 
 func (c *ClusterReport) writeMarkdown(w io.Writer) {
@@ -737,7 +686,7 @@ func unpenalisedText(r *ClusterRow) string {
 // writeDiscussion says where the figures differ from the reference's and
 // why.
 func (c *ClusterReport) writeDiscussion(w io.Writer) {
-	n := c.maxN()
+	n := sweepMaxN(c.Rows)
 	off, on, base, onBase := c.row("off", n), c.row("on", n), c.row("off", 0), c.row("on", 0)
 	if off == nil || on == nil || base == nil || onBase == nil || n == 0 || c.CapacityBytes <= 0 {
 		return

@@ -378,81 +378,28 @@ func (r *flowRun) drain(ctx context.Context) {
 // table returns the flow-control points, one row per N with both
 // settings side by side.
 func (f *FlowReport) table() table {
-	t := table{head: []string{"bulk sessions N", "off: elapsed (ms)", "off: FIFO model (ms)", "off: slowdown", "on: elapsed (ms)", "on: slowdown", "off: bulk MB/s", "on: bulk MB/s"}}
-	for _, n := range f.ns() {
-		off, on := f.row("off", n), f.row("on", n)
-		cells := []string{fmt.Sprint(n), "-", "-", "-", "-", "-", "-", "-"}
-		if off != nil {
-			cells[1], cells[2], cells[3], cells[6] = f1(off.ElapsedMs), f1(off.ModelMs), x2(off.Slowdown), f1(off.BulkMBps)
-		}
-		if on != nil {
-			cells[4], cells[5], cells[7] = f1(on.ElapsedMs), x2(on.Slowdown), f1(on.BulkMBps)
-		}
-		t.rows = append(t.rows, cells)
-	}
-	return t
+	mb := func(r *FlowRow) float64 { return r.BulkMBps }
+	return sweepTable(f.Rows, "bulk sessions N", []string{"off: bulk MB/s", "on: bulk MB/s"}, func(off, on *FlowRow) []string {
+		return []string{mbpsCell(off, mb), mbpsCell(on, mb)}
+	})
 }
 
 // ns returns the Ns measured, in order.
-func (f *FlowReport) ns() []int {
-	var out []int
-	seen := map[int]bool{}
-	for _, r := range f.Rows {
-		if !seen[r.N] {
-			seen[r.N] = true
-			out = append(out, r.N)
-		}
-	}
-	return out
-}
+func (f *FlowReport) ns() []int { return sweepNs(f.Rows) }
 
 // row returns the point for control and n, or nil.
-func (f *FlowReport) row(control string, n int) *FlowRow {
-	for i := range f.Rows {
-		if f.Rows[i].Control == control && f.Rows[i].N == n {
-			return &f.Rows[i]
-		}
-	}
-	return nil
-}
-
-// maxN returns the largest N measured.
-func (f *FlowReport) maxN() int {
-	n := 0
-	for _, r := range f.Rows {
-		n = max(n, r.N)
-	}
-	return n
-}
+func (f *FlowReport) row(control string, n int) *FlowRow { return sweepAt(f.Rows, control, n) }
 
 // SlowdownChart is the chart of the normal query's slowdown against the
 // number of bulk sessions, with network control off and on.
 func (f *FlowReport) SlowdownChart() *svg.Chart {
-	c := &svg.Chart{
+	return sweepChart(&svg.Chart{
 		Title:  fmt.Sprintf("Slowdown of a %s query under N bulk sessions (link %s)", units.FormatBytes(roundMB(f.NormalBytes)), f.Capacity),
 		XLabel: "concurrent bulk sessions N",
 		YLabel: "slowdown (elapsed / elapsed at N = 0)",
 		ZeroX:  true, ZeroY: true,
 		Guides: []svg.Guide{{Y: 6, Label: "target with control off: >= 6x"}, {Y: 1.2, Label: "target with control on: <= 1.2x"}},
-	}
-	model := svg.Series{Name: "off: FIFO model", Dashed: true}
-	for _, control := range []string{"off", "on"} {
-		s := svg.Series{Name: "network_control " + control}
-		for _, r := range f.Rows {
-			if r.Control != control {
-				continue
-			}
-			s.Points = append(s.Points, svg.Point{X: float64(r.N), Y: r.Slowdown})
-			if base := f.row("off", 0); control == "off" && base != nil && base.ElapsedMs > 0 && r.ModelMs > 0 {
-				model.Points = append(model.Points, svg.Point{X: float64(r.N), Y: r.ModelMs / base.ElapsedMs})
-			}
-		}
-		c.Series = append(c.Series, s)
-	}
-	if len(model.Points) > 0 {
-		c.Series = append(c.Series, model)
-	}
-	return c
+	}, f.Rows)
 }
 
 // roundMB rounds a byte count to whole MB when it is within 5% of one,
@@ -485,7 +432,7 @@ func (f *FlowReport) writeMarkdown(w io.Writer) {
 		"Slowdown is the elapsed time over the elapsed time at N = 0 with the same setting.\n\n")
 	f.table().markdown(w)
 	fmt.Fprintf(w, "\n![slowdown vs N](%s)\n\n", FileSlowdown)
-	off, on := f.row("off", f.maxN()), f.row("on", f.maxN())
+	off, on := f.row("off", sweepMaxN(f.Rows)), f.row("on", sweepMaxN(f.Rows))
 	fmt.Fprintf(w, "What the numbers show:\n\n")
 	offText := ""
 	if off != nil {
