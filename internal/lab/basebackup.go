@@ -122,12 +122,7 @@ func baseBackup(ctx context.Context, o *Options, db *database, s *sluice, clk cl
 		p.step("skipped: %s", why)
 		return &BaseBackupReport{Skipped: why}, nil
 	}
-	rep, err := runBaseBackup(ctx, &bbRun{plan: o.Plan.BaseBackup, db: db, s: s, bin: bin, clk: clk, p: p})
-	if err != nil {
-		return nil, err
-	}
-	rep.tables(p)
-	return rep, nil
+	return runBaseBackup(ctx, &bbRun{plan: o.Plan.BaseBackup, db: db, s: s, bin: bin, clk: clk, p: p})
 }
 
 // runBaseBackup runs the four conditions. Whatever it makes it removes
@@ -575,4 +570,12 @@ func (b *BaseBackupReport) writeFindings(w io.Writer) {
 		verdict = "did not check"
 	}
 	fmt.Fprintf(w, "\n- pg_verifybackup %s the low-class backup.\n\n", verdict)
+}
+
+// charts returns the latency and duration charts.
+func (b *BaseBackupReport) charts() []chartFile {
+	if len(b.Conditions) == 0 {
+		return nil
+	}
+	return []chartFile{{FileBBLatency, b.LatencyChart()}, {FileBBDuration, b.DurationChart()}}
 }

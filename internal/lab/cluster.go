@@ -725,3 +725,18 @@ func (c *ClusterReport) writeDiscussion(w io.Writer) {
 		1+float64(n)+float64(c.HighStatements)*float64(c.QueueBytes)/float64(max(c.HighBytes, 1)), n,
 		c.Scale, units.FormatBytes(c.QueueBytes), fifo, float64(c.QueueBytes)/tenGE*1000, units.FormatBytes(c.ReferenceBytes))
 }
+
+// tables prints the points, unless the experiment was skipped.
+func (c *ClusterReport) tables(p *printer) {
+	if c.Skipped == "" {
+		p.table(c.table())
+	}
+}
+
+// charts returns the slowdown chart.
+func (c *ClusterReport) charts() []chartFile {
+	if len(c.Rows) == 0 {
+		return nil
+	}
+	return []chartFile{{FileClusterSlowdown, c.SlowdownChart()}}
+}

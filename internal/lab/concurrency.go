@@ -577,3 +577,45 @@ type ConcurrencyPlan struct {
 	// statements at the link's capacity; 0 means 2 s.
 	Measure time.Duration
 }
+
+// Target names of the concurrency experiment.
+const (
+	TargetConcLatency = "high_p50_active4_vs_unlimited"
+	TargetConcTput    = "throughput_active4_vs_unlimited"
+)
+
+// concTargetLimit is the active_statements the concurrency targets are
+// about.
+const concTargetLimit = 4
+
+// targets returns the concurrency experiment's targets: with
+// active_statements 4 against unlimited, the high-priority p50 at most
+// 0.5x and the ordinary throughput at least 0.85x. A nil report
+// (experiment not run) leaves them unmeasured.
+func (c *ConcurrencyReport) targets() []Target {
+	cl := Target{Name: TargetConcLatency, Description: "high-priority p50 with active_statements=4 vs unlimited", Want: "<= 0.5x"}
+	ct := Target{Name: TargetConcTput, Description: "ordinary throughput with active_statements=4 vs unlimited", Want: ">= 0.85x"}
+	if c == nil || c.row(0) == nil {
+		return []Target{cl, ct}
+	}
+	if row := c.row(concTargetLimit); row != nil {
+		cl.Measured, cl.Value, cl.Met = true, row.P50Ratio, row.P50Ratio <= 0.5
+		ct.Measured, ct.Value, ct.Met = true, row.ThroughputRatio, row.ThroughputRatio >= 0.85
+	}
+	return []Target{cl, ct}
+}
+
+// tables prints the points, unless nothing was measured.
+func (c *ConcurrencyReport) tables(p *printer) {
+	if c.Unsupported == "" {
+		p.table(c.table())
+	}
+}
+
+// charts returns the latency and throughput charts.
+func (c *ConcurrencyReport) charts() []chartFile {
+	if len(c.Rows) == 0 {
+		return nil
+	}
+	return []chartFile{{FileConcLatency, c.LatencyChart()}, {FileConcThroughput, c.ThroughputChart()}}
+}

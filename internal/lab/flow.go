@@ -481,3 +481,33 @@ type FlowPlan struct {
 	// penalised before measuring.
 	PenaltyTimeout time.Duration
 }
+
+// Target names of the flow-control experiment.
+const (
+	TargetSlowdownOff = "slowdown_n10_control_off"
+	TargetSlowdownOn  = "slowdown_n10_control_on"
+)
+
+// targets returns the flow-control experiment's targets: the slowdown
+// at N = 10 at least 6x with network_control off and at most 1.2x with
+// it on. A nil report (experiment not run) leaves them unmeasured.
+func (f *FlowReport) targets() []Target {
+	off := Target{Name: TargetSlowdownOff, Description: "slowdown at N=10 with network_control off", Want: ">= 6x"}
+	on := Target{Name: TargetSlowdownOn, Description: "slowdown at N=10 with network_control on", Want: "<= 1.2x"}
+	if f == nil {
+		return []Target{off, on}
+	}
+	if r := f.row("off", 10); r != nil {
+		off.Measured, off.Value, off.Met = true, r.Slowdown, r.Slowdown >= 6
+	}
+	if r := f.row("on", 10); r != nil {
+		on.Measured, on.Value, on.Met = true, r.Slowdown, r.Slowdown <= 1.2
+	}
+	return []Target{off, on}
+}
+
+// tables prints the points.
+func (f *FlowReport) tables(p *printer) { p.table(f.table()) }
+
+// charts returns the slowdown chart.
+func (f *FlowReport) charts() []chartFile { return []chartFile{{FileSlowdown, f.SlowdownChart()}} }

@@ -291,56 +291,51 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	p.printf("sluice lab (%s plan): %s\n", planName(o.Plan), db.describe)
 	p.printf("sluice route %s -> %s (protocol %s); every measured byte goes through it\n\n", route, db.upstream, db.protocol)
 
-	if len(o.Plan.Latency.RTTs) > 0 {
-		lr, err := runLatency(ctx, &latencyRun{plan: o.Plan.Latency, db: db, s: s, route: route, clk: clk, p: p})
+	pl := o.Plan
+	for _, x := range []struct {
+		name string // in errors: "latency experiment: ..."
+		run  bool
+		exec func() (section, error)
+	}{
+		{"latency", len(pl.Latency.RTTs) > 0, func() (section, error) {
+			r, err := runLatency(ctx, &latencyRun{plan: pl.Latency, db: db, s: s, route: route, clk: clk, p: p})
+			rep.Latency = r
+			return r, err
+		}},
+		{"flow-control", len(pl.Flow.Ns) > 0, func() (section, error) {
+			r, err := runFlow(ctx, &flowRun{plan: pl.Flow, db: db, s: s, route: route, clk: clk, log: log, p: p})
+			rep.Flow = r
+			return r, err
+		}},
+		{"concurrency", len(pl.Concurrency.Limits) > 0, func() (section, error) {
+			r, err := runConcurrency(ctx, &concRun{plan: pl.Concurrency, db: db, s: s, clk: clk, p: p})
+			rep.Concurrency = r
+			return r, err
+		}},
+		{"what-if", len(pl.WhatIf.RTTs) > 0, func() (section, error) {
+			r, err := runWhatIf(ctx, &whatIfRun{plan: pl.WhatIf, db: db, s: s, route: route, clk: clk, p: p})
+			rep.WhatIf = r
+			return r, err
+		}},
+		{"cluster", len(pl.Cluster.Ns) > 0, func() (section, error) {
+			r, err := runCluster(ctx, &clusterRun{plan: pl.Cluster, db: db, bin: o.PostgresBin, s: s, clk: clk, log: log, p: p})
+			rep.Cluster = r
+			return r, err
+		}},
+		{"base-backup", pl.BaseBackup.DatabaseBytes > 0, func() (section, error) {
+			r, err := baseBackup(ctx, &o, db, s, clk, p)
+			rep.BaseBackup = r
+			return r, err
+		}},
+	} {
+		if !x.run {
+			continue
+		}
+		sec, err := x.exec()
 		if err != nil {
-			return nil, fmt.Errorf("latency experiment: %w", err)
+			return nil, fmt.Errorf("%s experiment: %w", x.name, err)
 		}
-		rep.Latency = lr
-		p.table(lr.table())
-	}
-	if len(o.Plan.Flow.Ns) > 0 {
-		fr, err := runFlow(ctx, &flowRun{plan: o.Plan.Flow, db: db, s: s, route: route, clk: clk, log: log, p: p})
-		if err != nil {
-			return nil, fmt.Errorf("flow-control experiment: %w", err)
-		}
-		rep.Flow = fr
-		p.table(fr.table())
-	}
-	if len(o.Plan.Concurrency.Limits) > 0 {
-		cr, err := runConcurrency(ctx, &concRun{plan: o.Plan.Concurrency, db: db, s: s, clk: clk, p: p})
-		if err != nil {
-			return nil, fmt.Errorf("concurrency experiment: %w", err)
-		}
-		rep.Concurrency = cr
-		if cr.Unsupported == "" {
-			p.table(cr.table())
-		}
-	}
-	if len(o.Plan.WhatIf.RTTs) > 0 {
-		wr, err := runWhatIf(ctx, &whatIfRun{plan: o.Plan.WhatIf, db: db, s: s, route: route, clk: clk, p: p})
-		if err != nil {
-			return nil, fmt.Errorf("what-if experiment: %w", err)
-		}
-		rep.WhatIf = wr
-		p.table(wr.table())
-	}
-	if len(o.Plan.Cluster.Ns) > 0 {
-		cr, err := runCluster(ctx, &clusterRun{plan: o.Plan.Cluster, db: db, bin: o.PostgresBin, s: s, clk: clk, log: log, p: p})
-		if err != nil {
-			return nil, fmt.Errorf("cluster experiment: %w", err)
-		}
-		rep.Cluster = cr
-		if cr.Skipped == "" {
-			p.table(cr.table())
-		}
-	}
-	if o.Plan.BaseBackup.DatabaseBytes > 0 {
-		br, err := baseBackup(ctx, &o, db, s, clk, p)
-		if err != nil {
-			return nil, fmt.Errorf("base-backup experiment: %w", err)
-		}
-		rep.BaseBackup = br
+		sec.tables(p)
 	}
 	rep.Seconds = clk.Now().Sub(start).Seconds()
 	rep.Targets = rep.evaluate()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -373,3 +374,29 @@ type LatencyPlan struct {
 	// progress line. 0 prints none.
 	ReportInterval time.Duration
 }
+
+// TargetModel names the latency experiment's target.
+const TargetModel = "tps_at_10ms_vs_model"
+
+// targets returns the latency experiment's target: TPS at added RTT
+// 10 ms within 15% of the model's prediction. A nil report (experiment
+// not run) leaves it unmeasured.
+func (l *LatencyReport) targets() []Target {
+	t := Target{Name: TargetModel, Description: "TPS at added RTT 10 ms vs the model's prediction", Want: "within 15%"}
+	if l == nil {
+		return []Target{t}
+	}
+	for _, row := range l.Rows {
+		if row.RTTMs == 10 {
+			t.Measured, t.Value = true, row.Deviation
+			t.Met = math.Abs(row.Deviation) <= 0.15
+		}
+	}
+	return []Target{t}
+}
+
+// tables prints the runs.
+func (l *LatencyReport) tables(p *printer) { p.table(l.table()) }
+
+// charts returns the TPS chart.
+func (l *LatencyReport) charts() []chartFile { return []chartFile{{FileTPSChart, l.TPSChart()}} }

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/lab/svg"
 )
 
 // Files Report.WriteFiles writes.
@@ -87,54 +89,44 @@ func (r *Report) targetTable() table {
 	return t
 }
 
-// Target names.
-const (
-	TargetModel       = "tps_at_10ms_vs_model"
-	TargetSlowdownOff = "slowdown_n10_control_off"
-	TargetSlowdownOn  = "slowdown_n10_control_on"
-	TargetConcLatency = "high_p50_active4_vs_unlimited"
-	TargetConcTput    = "throughput_active4_vs_unlimited"
-)
-
-// concTargetLimit is the active_statements the concurrency targets are
-// about.
-const concTargetLimit = 4
-
-// evaluate checks the targets against what was measured.
+// evaluate checks the targets against what was measured; an experiment
+// not run leaves its targets unmeasured.
 func (r *Report) evaluate() []Target {
-	model := Target{Name: TargetModel, Description: "TPS at added RTT 10 ms vs the model's prediction", Want: "within 15%"}
-	off := Target{Name: TargetSlowdownOff, Description: "slowdown at N=10 with network_control off", Want: ">= 6x"}
-	on := Target{Name: TargetSlowdownOn, Description: "slowdown at N=10 with network_control on", Want: "<= 1.2x"}
-	if r.Latency != nil {
-		for _, row := range r.Latency.Rows {
-			if row.RTTMs == 10 {
-				model.Measured, model.Value = true, row.Deviation
-				model.Met = math.Abs(row.Deviation) <= 0.15
-			}
+	return slices.Concat(r.Latency.targets(), r.Flow.targets(), r.Concurrency.targets(), r.WhatIf.targets())
+}
+
+// section is one experiment's part of the report.
+type section interface {
+	// tables prints the experiment's tables as the run goes.
+	tables(p *printer)
+	// writeMarkdown writes the experiment's section of report.md.
+	writeMarkdown(w io.Writer)
+	// charts returns the experiment's charts, in order; none when it
+	// measured nothing.
+	charts() []chartFile
+}
+
+// chartFile is a chart and the name of its file.
+type chartFile struct {
+	name  string
+	chart *svg.Chart
+}
+
+// sections returns the experiments the report holds, in order.
+func (r *Report) sections() []section {
+	var out []section
+	add := func(run bool, s section) {
+		if run {
+			out = append(out, s)
 		}
 	}
-	if r.Flow != nil {
-		for _, row := range r.Flow.Rows {
-			if row.N != 10 {
-				continue
-			}
-			switch row.Control {
-			case "off":
-				off.Measured, off.Value, off.Met = true, row.Slowdown, row.Slowdown >= 6
-			case "on":
-				on.Measured, on.Value, on.Met = true, row.Slowdown, row.Slowdown <= 1.2
-			}
-		}
-	}
-	cl := Target{Name: TargetConcLatency, Description: "high-priority p50 with active_statements=4 vs unlimited", Want: "<= 0.5x"}
-	ct := Target{Name: TargetConcTput, Description: "ordinary throughput with active_statements=4 vs unlimited", Want: ">= 0.85x"}
-	if c := r.Concurrency; c != nil && c.row(0) != nil {
-		if row := c.row(concTargetLimit); row != nil {
-			cl.Measured, cl.Value, cl.Met = true, row.P50Ratio, row.P50Ratio <= 0.5
-			ct.Measured, ct.Value, ct.Met = true, row.ThroughputRatio, row.ThroughputRatio >= 0.85
-		}
-	}
-	return append([]Target{model, off, on, cl, ct}, r.WhatIf.targets()...)
+	add(r.Latency != nil, r.Latency)
+	add(r.Flow != nil, r.Flow)
+	add(r.Concurrency != nil, r.Concurrency)
+	add(r.WhatIf != nil, r.WhatIf)
+	add(r.Cluster != nil, r.Cluster)
+	add(r.BaseBackup != nil, r.BaseBackup)
+	return out
 }
 
 // WriteFiles writes report.md, report.json and the charts into dir,
@@ -143,43 +135,28 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	files := map[string][]byte{}
 	var md bytes.Buffer
 	r.WriteMarkdown(&md)
-	files[FileMarkdown] = md.Bytes()
 	js, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	files[FileJSON] = append(js, '\n')
-	if r.Latency != nil {
-		files[FileTPSChart] = []byte(r.Latency.TPSChart().String())
-	}
-	if r.Flow != nil {
-		files[FileSlowdown] = []byte(r.Flow.SlowdownChart().String())
-	}
-	if c := r.Concurrency; c != nil && len(c.Rows) > 0 {
-		files[FileConcLatency] = []byte(c.LatencyChart().String())
-		files[FileConcThroughput] = []byte(c.ThroughputChart().String())
-	}
-	if r.WhatIf != nil {
-		files[FileWhatIf] = []byte(r.WhatIf.Chart().String())
-	}
-	if c := r.Cluster; c != nil && len(c.Rows) > 0 {
-		files[FileClusterSlowdown] = []byte(c.SlowdownChart().String())
-	}
-	if b := r.BaseBackup; b != nil && len(b.Conditions) > 0 {
-		files[FileBBLatency] = []byte(b.LatencyChart().String())
-		files[FileBBDuration] = []byte(b.DurationChart().String())
+	files := []struct {
+		name string
+		data []byte
+	}{{FileMarkdown, md.Bytes()}, {FileJSON, append(js, '\n')}}
+	for _, s := range r.sections() {
+		for _, c := range s.charts() {
+			files = append(files, struct {
+				name string
+				data []byte
+			}{c.name, []byte(c.chart.String())})
+		}
 	}
 	var written []string
-	for _, name := range []string{FileMarkdown, FileJSON, FileTPSChart, FileSlowdown, FileConcLatency, FileConcThroughput, FileWhatIf, FileClusterSlowdown, FileBBLatency, FileBBDuration} {
-		data, ok := files[name]
-		if !ok {
-			continue
-		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, data, 0o644); err != nil {
+	for _, f := range files {
+		path := filepath.Join(dir, f.name)
+		if err := os.WriteFile(path, f.data, 0o644); err != nil {
 			return written, fmt.Errorf("report: %w", err)
 		}
 		written = append(written, path)
@@ -203,22 +180,7 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	r.targetTable().markdown(w)
 	fmt.Fprintln(w)
 
-	if l := r.Latency; l != nil {
-		l.writeMarkdown(w)
-	}
-	if f := r.Flow; f != nil {
-		f.writeMarkdown(w)
-	}
-	if c := r.Concurrency; c != nil {
-		c.writeMarkdown(w)
-	}
-	if wi := r.WhatIf; wi != nil {
-		wi.writeMarkdown(w)
-	}
-	if c := r.Cluster; c != nil {
-		c.writeMarkdown(w)
-	}
-	if b := r.BaseBackup; b != nil {
-		b.writeMarkdown(w)
+	for _, s := range r.sections() {
+		s.writeMarkdown(w)
 	}
 }

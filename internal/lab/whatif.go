@@ -692,3 +692,9 @@ func (w *WhatIfReport) explain(out io.Writer) {
 	fmt.Fprintf(out, "\nThe hours are each loader's measured time per INSERT at that RTT x the INSERTs a 4 GB table needs "+
 		"(4 GB / bytes per row / rows per INSERT), with the same transaction size; bytes per row is the SQL the loader sent.\n\n")
 }
+
+// tables prints the predictions beside the measurements.
+func (w *WhatIfReport) tables(p *printer) { p.table(w.table()) }
+
+// charts returns the predicted-against-measured chart.
+func (w *WhatIfReport) charts() []chartFile { return []chartFile{{FileWhatIf, w.Chart()}} }
