@@ -96,12 +96,9 @@ const (
 
 // bbRun is the state of one base-backup experiment.
 type bbRun struct {
+	*env
 	plan BaseBackupPlan
-	db   *database
-	s    *sluice
 	bin  string // the server's bin directory: pgbench, pg_basebackup, pg_verifybackup
-	clk  clock.Clock
-	p    *printer
 	// oltp and backup are the routes' addresses.
 	oltp, backup string
 	// rolePassword is the replication role's.
@@ -115,14 +112,15 @@ type bbRun struct {
 
 // baseBackup runs the experiment on db through s, or says in one line
 // why it cannot and returns a report that says so.
-func baseBackup(ctx context.Context, o *Options, db *database, s *sluice, clk clock.Clock, p *printer) (*BaseBackupReport, error) {
-	bin, why := baseBackupSkip(db, o.PostgresBin)
+func baseBackup(ctx context.Context, e *env) (*BaseBackupReport, error) {
+	p := e.p
+	bin, why := baseBackupSkip(e.db, e.pgBin)
 	if why != "" {
 		p.printf("\n== Experiment 6: base backup ==\n")
 		p.step("skipped: %s", why)
 		return &BaseBackupReport{Skipped: why}, nil
 	}
-	return runBaseBackup(ctx, &bbRun{plan: o.Plan.BaseBackup, db: db, s: s, bin: bin, clk: clk, p: p})
+	return runBaseBackup(ctx, &bbRun{env: e, plan: e.plan.BaseBackup, bin: bin})
 }
 
 // runBaseBackup runs the four conditions. Whatever it makes it removes

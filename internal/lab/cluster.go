@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -245,13 +244,8 @@ type ClusterRow struct {
 
 // clusterRun is the state of one cluster experiment.
 type clusterRun struct {
+	*env
 	plan ClusterPlan
-	db   *database
-	bin  string // PostgreSQL's bin directory; "" searches
-	s    *sluice
-	clk  clock.Clock
-	log  *slog.Logger
-	p    *printer
 
 	// nodes are the servers, coordinator first.
 	nodes []*pgtemp.Server
@@ -280,7 +274,8 @@ func clusterSkip(db *database) string {
 	return "it starts its own PostgreSQL servers (coordinator and data nodes), so it runs with --backend postgres, not on a --dsn"
 }
 
-func runCluster(ctx context.Context, r *clusterRun) (rep *ClusterReport, err error) {
+func runCluster(ctx context.Context, e *env) (rep *ClusterReport, err error) {
+	r := &clusterRun{env: e, plan: e.plan.Cluster}
 	p := r.p
 	p.printf("\n== Experiment 5: cluster ==\n")
 	if why := clusterSkip(r.db); why != "" {

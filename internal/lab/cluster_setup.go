@@ -48,7 +48,7 @@ func (r *clusterRun) startNodes(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.nodes[i], errs[i] = pgtemp.Start(ctx, pgtemp.Options{BinDir: r.bin, Clock: r.clk, Logger: r.log, Settings: settings})
+			r.nodes[i], errs[i] = pgtemp.Start(ctx, pgtemp.Options{BinDir: r.pgBin, Clock: r.clk, Logger: r.log, Settings: settings})
 		}()
 	}
 	wg.Wait()

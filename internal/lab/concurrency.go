@@ -123,11 +123,8 @@ type ConcurrencyRow struct {
 
 // concRun is the state of one concurrency experiment.
 type concRun struct {
+	*env
 	plan ConcurrencyPlan
-	db   *database
-	s    *sluice
-	clk  clock.Clock
-	p    *printer
 	// ordinary and high are the routes whose sessions default to the
 	// ordinary and the high-priority pool.
 	ordinary, high string
@@ -151,7 +148,8 @@ func activeStatements(n int) string {
 	return fmt.Sprintf("ALTER RESOURCE POOL %s WITH (active_statements=%s)", concPool, v)
 }
 
-func runConcurrency(ctx context.Context, r *concRun) (rep *ConcurrencyReport, err error) {
+func runConcurrency(ctx context.Context, e *env) (rep *ConcurrencyReport, err error) {
+	r := &concRun{env: e, plan: e.plan.Concurrency}
 	p := r.p
 	ordinarySQL, highSQL := r.sql()
 	rep = &ConcurrencyReport{

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -16,6 +17,30 @@ import (
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/units"
 )
+
+// env is what every experiment runs with.
+type env struct {
+	plan Plan
+	// pgBin is the directory of PostgreSQL's programs; "" searches.
+	pgBin string
+	db    *database
+	s     *sluice
+	// route is the lab's route to the database, on the default link.
+	route string
+	clk   clock.Clock
+	log   *slog.Logger
+	p     *printer
+}
+
+// experiment adapts run, an experiment, to Run's loop: it stores the
+// report run returns in *field and returns it as a section.
+func experiment[R section](run func(context.Context, *env) (R, error), field *R) func(context.Context, *env) (section, error) {
+	return func(ctx context.Context, e *env) (section, error) {
+		r, err := run(ctx, e)
+		*field = r
+		return r, err
+	}
+}
 
 // randomPassword is 24 random hex digits.
 func randomPassword() (string, error) {

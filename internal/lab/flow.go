@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
@@ -87,14 +85,9 @@ type FlowRow struct {
 
 // flowRun is the state of one flow-control experiment.
 type flowRun struct {
-	plan  FlowPlan
-	db    *database
-	s     *sluice
-	route string
-	clk   clock.Clock
-	log   *slog.Logger
-	p     *printer
-	acc   *bulkAccess
+	*env
+	plan FlowPlan
+	acc  *bulkAccess
 	// capacity is the link capacity in bytes/s, once chosen.
 	capacity int64
 }
@@ -116,7 +109,8 @@ func (r *flowRun) sql() (bulk, normal string) {
 	return pgBulkSQL, pgNormalSQL
 }
 
-func runFlow(ctx context.Context, r *flowRun) (rep *FlowReport, err error) {
+func runFlow(ctx context.Context, e *env) (rep *FlowReport, err error) {
+	r := &flowRun{env: e, plan: e.plan.Flow}
 	p := r.p
 	bulkSQL, normalSQL := r.sql()
 	rep = &FlowReport{

@@ -291,47 +291,24 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	p.printf("sluice lab (%s plan): %s\n", planName(o.Plan), db.describe)
 	p.printf("sluice route %s -> %s (protocol %s); every measured byte goes through it\n\n", route, db.upstream, db.protocol)
 
+	e := &env{plan: o.Plan, pgBin: o.PostgresBin, db: db, s: s, route: route, clk: clk, log: log, p: p}
 	pl := o.Plan
 	for _, x := range []struct {
 		name string // in errors: "latency experiment: ..."
 		run  bool
-		exec func() (section, error)
+		exec func(context.Context, *env) (section, error)
 	}{
-		{"latency", len(pl.Latency.RTTs) > 0, func() (section, error) {
-			r, err := runLatency(ctx, &latencyRun{plan: pl.Latency, db: db, s: s, route: route, clk: clk, p: p})
-			rep.Latency = r
-			return r, err
-		}},
-		{"flow-control", len(pl.Flow.Ns) > 0, func() (section, error) {
-			r, err := runFlow(ctx, &flowRun{plan: pl.Flow, db: db, s: s, route: route, clk: clk, log: log, p: p})
-			rep.Flow = r
-			return r, err
-		}},
-		{"concurrency", len(pl.Concurrency.Limits) > 0, func() (section, error) {
-			r, err := runConcurrency(ctx, &concRun{plan: pl.Concurrency, db: db, s: s, clk: clk, p: p})
-			rep.Concurrency = r
-			return r, err
-		}},
-		{"what-if", len(pl.WhatIf.RTTs) > 0, func() (section, error) {
-			r, err := runWhatIf(ctx, &whatIfRun{plan: pl.WhatIf, db: db, s: s, route: route, clk: clk, p: p})
-			rep.WhatIf = r
-			return r, err
-		}},
-		{"cluster", len(pl.Cluster.Ns) > 0, func() (section, error) {
-			r, err := runCluster(ctx, &clusterRun{plan: pl.Cluster, db: db, bin: o.PostgresBin, s: s, clk: clk, log: log, p: p})
-			rep.Cluster = r
-			return r, err
-		}},
-		{"base-backup", pl.BaseBackup.DatabaseBytes > 0, func() (section, error) {
-			r, err := baseBackup(ctx, &o, db, s, clk, p)
-			rep.BaseBackup = r
-			return r, err
-		}},
+		{"latency", len(pl.Latency.RTTs) > 0, experiment(runLatency, &rep.Latency)},
+		{"flow-control", len(pl.Flow.Ns) > 0, experiment(runFlow, &rep.Flow)},
+		{"concurrency", len(pl.Concurrency.Limits) > 0, experiment(runConcurrency, &rep.Concurrency)},
+		{"what-if", len(pl.WhatIf.RTTs) > 0, experiment(runWhatIf, &rep.WhatIf)},
+		{"cluster", len(pl.Cluster.Ns) > 0, experiment(runCluster, &rep.Cluster)},
+		{"base-backup", pl.BaseBackup.DatabaseBytes > 0, experiment(baseBackup, &rep.BaseBackup)},
 	} {
 		if !x.run {
 			continue
 		}
-		sec, err := x.exec()
+		sec, err := x.exec(ctx, e)
 		if err != nil {
 			return nil, fmt.Errorf("%s experiment: %w", x.name, err)
 		}

@@ -419,7 +419,7 @@ func BenchmarkEmbeddedOLTP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lr := &latencyRun{plan: LatencyPlan{Tables: 1, TableSize: 10000, Threads: 10}, db: db, s: s, route: route, clk: clock.Real{}}
+	lr := &latencyRun{env: &env{db: db, s: s, route: route, clk: clock.Real{}}, plan: LatencyPlan{Tables: 1, TableSize: 10000, Threads: 10}}
 	o := lr.options()
 	o.Time, o.Format = 0, bench.FormatJSON
 	if err := bench.Prepare(ctx, o, io.Discard); err != nil {

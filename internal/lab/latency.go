@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/bench"
-	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/lab/svg"
 )
 
@@ -76,12 +75,8 @@ type PrepareRow struct {
 
 // latencyRun is the state of one latency experiment.
 type latencyRun struct {
-	plan  LatencyPlan
-	db    *database
-	s     *sluice
-	route string
-	clk   clock.Clock
-	p     *printer
+	*env
+	plan LatencyPlan
 }
 
 // options returns the benchmark options of a run through the route.
@@ -127,7 +122,8 @@ func command(o bench.Options, dsn string) string {
 	return b.String()
 }
 
-func runLatency(ctx context.Context, r *latencyRun) (*LatencyReport, error) {
+func runLatency(ctx context.Context, e *env) (*LatencyReport, error) {
+	r := &latencyRun{env: e, plan: e.plan.Latency}
 	o := r.options()
 	p := r.p
 	shown := o.DSN

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/bench"
-	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/whatif"
 )
@@ -158,12 +157,8 @@ type WhatIfRow struct {
 
 // whatIfRun is the state of one what-if experiment.
 type whatIfRun struct {
+	*env
 	plan  WhatIfPlan
-	db    *database
-	s     *sluice
-	route string
-	clk   clock.Clock
-	p     *printer
 	basis map[string]predictBasis // by job, from its unshaped run
 }
 
@@ -176,8 +171,8 @@ func (r *whatIfRun) options(app string) bench.Options {
 	if threads == 0 && r.db.kind != BackendEmbedded {
 		threads = min(4, runtime.NumCPU())
 	}
-	lr := latencyRun{plan: LatencyPlan{Threads: threads, Tables: r.plan.Tables, TableSize: r.plan.TableSize,
-		Time: r.plan.Time, Warmup: r.plan.Warmup, ReportInterval: r.plan.ReportInterval}, db: r.db, route: r.route, clk: r.clk}
+	lr := latencyRun{env: r.env, plan: LatencyPlan{Threads: threads, Tables: r.plan.Tables, TableSize: r.plan.TableSize,
+		Time: r.plan.Time, Warmup: r.plan.Warmup, ReportInterval: r.plan.ReportInterval}}
 	o := lr.options()
 	o.DSN = withApp(o.DSN, r.db.protocol, app)
 	return o
@@ -200,7 +195,8 @@ func withApp(u, protocol, app string) string {
 	return pu.String()
 }
 
-func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
+func runWhatIf(ctx context.Context, e *env) (*WhatIfReport, error) {
+	r := &whatIfRun{env: e, plan: e.plan.WhatIf}
 	p := r.p
 	r.basis = map[string]predictBasis{}
 	o := r.options(whatIfOLTPApp)
