@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/bench"
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/units"
@@ -429,12 +431,37 @@ func (s *sluice) restore(ctx context.Context, stmts ...string) {
 	s.exec(cctx, stmts...)
 }
 
-// prepareError is the error of a failed table load (sluice bench
-// prepare) with driver; when the tables exist already it says how to
-// drop them.
-func prepareError(err error, driver string) error {
-	if strings.Contains(err.Error(), "already exists") {
-		return fmt.Errorf("prepare: %w (the database already has sbtest tables; drop them with `sluice bench oltp_read_write cleanup --db-driver=%s --dsn=URL` or use another database)", err, driver)
+// errTablesExist is the error of a table load that found the
+// benchmark's tables there already.
+var errTablesExist = errors.New("the database already has sbtest tables")
+
+// prepare loads the benchmark's tables (sluice bench prepare) with o,
+// passing its progress lines to the printer. When the tables exist
+// already the error wraps errTablesExist and says how to drop them.
+func (e *env) prepare(ctx context.Context, o bench.Options) error {
+	err := bench.Prepare(ctx, o, &lineFilter{out: e.p, indent: "           "})
+	switch {
+	case err == nil:
+		return nil
+	case strings.Contains(err.Error(), "already exists"):
+		return fmt.Errorf("prepare: %w (%w; drop them with `sluice bench oltp_read_write cleanup --db-driver=%s --dsn=URL` or use another database)", err, errTablesExist, o.Driver)
 	}
 	return fmt.Errorf("prepare: %w", err)
+}
+
+// benchRun runs the benchmark with o, passing its interval lines to the
+// printer, and returns its result and the chunks the delay lines
+// released during it and their mean lateness in µs (see
+// releasedSince). A run that completes no transaction is an error.
+func (e *env) benchRun(ctx context.Context, o bench.Options) (res bench.Result, chunks uint64, lateUs float64, err error) {
+	before := e.s.lateness()
+	res, err = bench.Run(ctx, o, &lineFilter{out: e.p, prefix: "[ ", indent: "           "})
+	if err != nil {
+		return res, 0, 0, err
+	}
+	chunks, lateUs = e.s.releasedSince(before)
+	if res.Transactions == 0 {
+		return res, 0, 0, errors.New("no transaction completed")
+	}
+	return res, chunks, lateUs, nil
 }

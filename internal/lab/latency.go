@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,15 +16,7 @@ import (
 
 // LatencyReport is the latency experiment's outcome.
 type LatencyReport struct {
-	Workload  string `json:"workload"`
-	Driver    string `json:"driver"`
-	Threads   int    `json:"threads"`
-	Tables    int    `json:"tables"`
-	TableSize int    `json:"table_size"`
-	// RunSeconds and WarmupSeconds are each run's --time and
-	// --warmup-time.
-	RunSeconds    float64 `json:"run_seconds"`
-	WarmupSeconds float64 `json:"warmup_seconds"`
+	BenchSetup
 	// Command is the equivalent `sluice bench` command line of a run
 	// (against the sluice route).
 	Command string `json:"command"`
@@ -79,6 +72,25 @@ type latencyRun struct {
 	plan LatencyPlan
 }
 
+// BenchSetup is how an experiment runs the benchmark (sluice bench).
+type BenchSetup struct {
+	Workload  string `json:"workload"`
+	Driver    string `json:"driver"`
+	Threads   int    `json:"threads"`
+	Tables    int    `json:"tables"`
+	TableSize int    `json:"table_size"`
+	// RunSeconds and WarmupSeconds are each run's --time and
+	// --warmup-time.
+	RunSeconds    float64 `json:"run_seconds"`
+	WarmupSeconds float64 `json:"warmup_seconds"`
+}
+
+// benchSetup describes the benchmark options o.
+func benchSetup(o bench.Options) BenchSetup {
+	return BenchSetup{Workload: o.Workload, Driver: o.Driver, Threads: o.Threads, Tables: o.Tables, TableSize: o.TableSize,
+		RunSeconds: o.Time.Seconds(), WarmupSeconds: o.WarmupTime.Seconds()}
+}
+
 // options returns the benchmark options of a run through the route.
 func (r *latencyRun) options() bench.Options {
 	o := bench.DefaultOptions()
@@ -131,8 +143,7 @@ func runLatency(ctx context.Context, e *env) (*LatencyReport, error) {
 		shown = r.db.urlAt(r.route, r.db.user, "***", false)
 	}
 	rep := &LatencyReport{
-		Workload: o.Workload, Driver: o.Driver, Threads: o.Threads, Tables: o.Tables, TableSize: o.TableSize,
-		RunSeconds: o.Time.Seconds(), WarmupSeconds: o.WarmupTime.Seconds(), Command: command(o, shown),
+		BenchSetup: benchSetup(o), Command: command(o, shown),
 	}
 	p.printf("== Experiment 1: latency ==\n")
 	p.printf("%s, %s, %s x %d rows, %s per run after %s warm-up; added RTT is path emulation on the link (delay = RTT/2 each way)\n",
@@ -170,15 +181,13 @@ func runLatency(ctx context.Context, e *env) (*LatencyReport, error) {
 		}
 		p.step("prepare at added RTT %s: loading %s x %d rows", fmtRTT(rtt), plural(o.Tables, "table"), o.TableSize)
 		t0 := r.clk.Now()
-		err := bench.Prepare(ctx, o, &lineFilter{out: p, indent: "           "})
+		err := r.prepare(ctx, o)
+		// A load that failed midway may have made some of the tables, but
+		// the tables that were there before are not ours.
+		created = created || !errors.Is(err, errTablesExist)
 		if err != nil {
-			if strings.Contains(err.Error(), "already exists") {
-				return nil, fmt.Errorf("prepare: %w (the database already has sbtest tables; drop them with `sluice bench oltp_read_write cleanup --db-driver=%s --dsn=URL` or use another database)", err, o.Driver)
-			}
-			created = true // a load that failed midway may have made some
-			return nil, fmt.Errorf("prepare: %w", err)
+			return nil, err
 		}
-		created = true
 		d := r.clk.Now().Sub(t0)
 		p.step("prepare at added RTT %s: %.2f s", fmtRTT(rtt), d.Seconds())
 		if timed[rtt] {
@@ -203,14 +212,9 @@ func runLatency(ctx context.Context, e *env) (*LatencyReport, error) {
 		}
 		p.step("RTT %s: a minimal round trip takes %.2f ms (median of %d); running %s for %s (+%s warm-up)",
 			fmtRTT(rtt), ping, pings, o.Workload, o.Time, o.WarmupTime)
-		before := r.s.lateness()
-		res, err := bench.Run(ctx, o, &lineFilter{out: p, prefix: "[ ", indent: "           "})
+		res, chunks, lateUs, err := r.benchRun(ctx, o)
 		if err != nil {
 			return nil, fmt.Errorf("run at RTT %s: %w", fmtRTT(rtt), err)
-		}
-		late := r.s.lateness()
-		if res.Transactions == 0 {
-			return nil, fmt.Errorf("run at RTT %s: no transaction completed", fmtRTT(rtt))
 		}
 		if rtt == 0 {
 			base = res
@@ -222,11 +226,7 @@ func runLatency(ctx context.Context, e *env) (*LatencyReport, error) {
 			AvgMs: durMs(res.Latency.Avg), P95Ms: durMs(res.Latency.PercentileValue),
 			MinMs: durMs(res.Latency.Min), MaxMs: durMs(res.Latency.Max),
 			PredictedTPS: base.PredictTPS(rtt), RoundTrips: res.RoundTripsPerTransaction(),
-			Transactions: res.Transactions, IgnoredErrors: res.IgnoredErrors,
-			Releases: late.Count - before.Count,
-		}
-		if row.Releases > 0 {
-			row.LateUs = float64(late.Sum-before.Sum) / float64(row.Releases) / float64(time.Microsecond)
+			Transactions: res.Transactions, IgnoredErrors: res.IgnoredErrors, Releases: chunks, LateUs: lateUs,
 		}
 		if row.PredictedTPS > 0 {
 			row.Deviation = row.TPS/row.PredictedTPS - 1

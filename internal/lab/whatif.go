@@ -3,6 +3,7 @@ package lab
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -74,14 +75,8 @@ const (
 
 // WhatIfReport is the what-if experiment's outcome.
 type WhatIfReport struct {
-	Workload      string  `json:"workload"`
-	Driver        string  `json:"driver"`
-	Threads       int     `json:"threads"`
-	Tables        int     `json:"tables"`
-	TableSize     int     `json:"table_size"`
-	RunSeconds    float64 `json:"run_seconds"`
-	WarmupSeconds float64 `json:"warmup_seconds"`
-	CommitEvery   int     `json:"commit_every_statements"`
+	BenchSetup
+	CommitEvery int `json:"commit_every_statements"`
 	// LoaderSeconds is WhatIfPlan.LoaderTime.
 	LoaderSeconds float64 `json:"loader_seconds,omitempty"`
 	// BenchRoundTrips is the round trips per transaction the benchmark
@@ -201,8 +196,7 @@ func runWhatIf(ctx context.Context, e *env) (*WhatIfReport, error) {
 	r.basis = map[string]predictBasis{}
 	o := r.options(whatIfOLTPApp)
 	rep := &WhatIfReport{
-		Workload: o.Workload, Driver: o.Driver, Threads: o.Threads, Tables: o.Tables, TableSize: o.TableSize,
-		RunSeconds: o.Time.Seconds(), WarmupSeconds: o.WarmupTime.Seconds(), CommitEvery: r.plan.CommitEvery, LoaderSeconds: r.plan.LoaderTime.Seconds(),
+		BenchSetup: benchSetup(o), CommitEvery: r.plan.CommitEvery, LoaderSeconds: r.plan.LoaderTime.Seconds(),
 	}
 	p.printf("== Experiment 4: what-if ==\n")
 	p.printf("%s (%s) and a single-session loader (BEGIN, %d INSERTs, COMMIT; %s rows per INSERT) run unshaped through sluice; "+
@@ -216,12 +210,11 @@ func runWhatIf(ctx context.Context, e *env) (*WhatIfReport, error) {
 	}
 	defer setup.close()
 	p.step("prepare: loading %s x %d rows", plural(o.Tables, "table"), o.TableSize)
-	if err := bench.Prepare(ctx, prep, &lineFilter{out: p, indent: "           "}); err != nil {
-		if strings.Contains(err.Error(), "already exists") {
-			return nil, fmt.Errorf("prepare: %w (the database already has sbtest tables; drop them with `sluice bench oltp_read_write cleanup --db-driver=%s --dsn=URL` or use another database)", err, o.Driver)
+	if err := r.prepare(ctx, prep); err != nil {
+		if !errors.Is(err, errTablesExist) {
+			r.cleanup(ctx, prep, setup, false)
 		}
-		r.cleanup(ctx, prep, setup, false)
-		return nil, fmt.Errorf("prepare: %w", err)
+		return nil, err
 	}
 	if _, err := setup.run(ctx, loaderDDL, nil); err != nil {
 		r.cleanup(ctx, prep, setup, false)
@@ -280,11 +273,8 @@ func runWhatIf(ctx context.Context, e *env) (*WhatIfReport, error) {
 			if err != nil {
 				return nil, fmt.Errorf("loader (%d rows per INSERT) at RTT %s: %w", b, fmtRTT(rtt), err)
 			}
-			late := r.s.lateness()
-			row := WhatIfRow{Job: loaderJob(b), RTTMs: rttMs(rtt), Seconds: lr.seconds, Runs: lr.runs, Releases: late.Count - before.Count}
-			if row.Releases > 0 {
-				row.LateUs = float64(late.Sum-before.Sum) / float64(row.Releases) / float64(time.Microsecond)
-			}
+			row := WhatIfRow{Job: loaderJob(b), RTTMs: rttMs(rtt), Seconds: lr.seconds, Runs: lr.runs}
+			row.Releases, row.LateUs = r.s.releasedSince(before)
 			if lr.seconds > 0 {
 				row.TPS = float64(lr.transactions) / lr.seconds
 				row.LatencyMs = 1000 * lr.seconds / float64(lr.transactions)
@@ -328,20 +318,12 @@ func runWhatIf(ctx context.Context, e *env) (*WhatIfReport, error) {
 // round trips per transaction it counted.
 func (r *whatIfRun) runOLTP(ctx context.Context, o bench.Options, rtt time.Duration) (WhatIfRow, float64, error) {
 	r.p.step("RTT %s: running %s for %s (+%s warm-up)", fmtRTT(rtt), o.Workload, o.Time, o.WarmupTime)
-	before := r.s.lateness()
-	res, err := bench.Run(ctx, o, &lineFilter{out: r.p, prefix: "[ ", indent: "           "})
+	res, chunks, lateUs, err := r.benchRun(ctx, o)
 	if err != nil {
 		return WhatIfRow{}, 0, fmt.Errorf("%s at RTT %s: %w", o.Workload, fmtRTT(rtt), err)
 	}
-	late := r.s.lateness()
-	if res.Transactions == 0 {
-		return WhatIfRow{}, 0, fmt.Errorf("%s at RTT %s: no transaction completed", o.Workload, fmtRTT(rtt))
-	}
-	row := WhatIfRow{Job: jobOLTP, RTTMs: rttMs(rtt), TPS: res.TPS(), LatencyMs: durMs(res.Latency.Avg), Releases: late.Count - before.Count,
+	row := WhatIfRow{Job: jobOLTP, RTTMs: rttMs(rtt), TPS: res.TPS(), LatencyMs: durMs(res.Latency.Avg), Releases: chunks, LateUs: lateUs,
 		IgnoredErrors: res.IgnoredErrors}
-	if row.Releases > 0 {
-		row.LateUs = float64(late.Sum-before.Sum) / float64(row.Releases) / float64(time.Microsecond)
-	}
 	r.p.step("RTT %s: %s: %.1f TPS, latency avg %.2f ms, %.1f round trips/txn", fmtRTT(rtt), o.Workload, row.TPS, row.LatencyMs, res.RoundTripsPerTransaction())
 	return row, res.RoundTripsPerTransaction(), nil
 }

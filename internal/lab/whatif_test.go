@@ -14,7 +14,7 @@ import (
 // sampleWhatIf is a what-if report as runWhatIf builds it, with made-up
 // figures: the benchmark and two loaders at RTT 0, 5 and 10 ms.
 func sampleWhatIf() *WhatIfReport {
-	w := &WhatIfReport{Workload: "oltp_read_write", Driver: "pgsql", Threads: 4, Tables: 1, TableSize: 10000, RunSeconds: 3, WarmupSeconds: 1, CommitEvery: 10}
+	w := &WhatIfReport{BenchSetup: BenchSetup{Workload: "oltp_read_write", Driver: "pgsql", Threads: 4, Tables: 1, TableSize: 10000, RunSeconds: 3, WarmupSeconds: 1}, CommitEvery: 10}
 	w.Baseline = []WhatIfApp{
 		{Job: jobOLTP, ReportApp: whatif.ReportApp{Application: whatIfOLTPApp, Sessions: 4, Transactions: 4000, TPS: 1000, Concurrency: 3.9, RoundTrips: 20, RoundTripsP95: 20,
 			LatencyMs: 3.9, CycleMs: 4, ServerMs: 2, ClientMs: 1.9}},
