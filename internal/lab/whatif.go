@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"runtime"
 	"slices"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/sluicelab/sluice/internal/bench"
 	"github.com/sluicelab/sluice/internal/lab/svg"
-	"github.com/sluicelab/sluice/internal/whatif"
 )
 
 // WhatIfPlan is the scale of the what-if experiment.
@@ -90,23 +88,6 @@ type WhatIfReport struct {
 	Loads []WhatIfLoad `json:"loads"`
 }
 
-// WhatIfApp is one job as sluice's what-if table showed it at added RTT
-// 0 (SHOW WHATIF's columns).
-type WhatIfApp struct {
-	Job string `json:"job"`
-	// ReportApp is the job's application as GET /api/whatif shows it,
-	// without predictions: the rows hold them, beside the measurements.
-	// Its Transactions is what sluice counted in its window.
-	whatif.ReportApp
-	// RowsPerStatement is the loader's INSERT size; 0 for the benchmark.
-	RowsPerStatement int `json:"rows_per_statement,omitempty"`
-	// RunTransactions and Statements are what one loader run sends.
-	RunTransactions int `json:"run_transactions,omitempty"`
-	Statements      int `json:"statements,omitempty"`
-	// BytesPerRow is the SQL text the loader sent per row.
-	BytesPerRow float64 `json:"bytes_per_row,omitempty"`
-}
-
 // WhatIfRow is one job at one added RTT: sluice's prediction from the
 // baseline and what the run measured. For the benchmark the headline
 // figure is TPS; for a loader it is the run's duration.
@@ -171,23 +152,6 @@ func (r *whatIfRun) options(app string) bench.Options {
 	o := lr.options()
 	o.DSN = withApp(o.DSN, r.db.protocol, app)
 	return o
-}
-
-// withApp returns the URL u with its sessions named app: PostgreSQL's
-// application_name, MySQL's program_name connection attribute.
-func withApp(u, protocol, app string) string {
-	pu, err := url.Parse(u)
-	if err != nil {
-		return u
-	}
-	q := pu.Query()
-	if protocol == protoMySQL {
-		q.Set("connectionAttributes", "program_name:"+app)
-	} else {
-		q.Set("application_name", app)
-	}
-	pu.RawQuery = q.Encode()
-	return pu.String()
 }
 
 func runWhatIf(ctx context.Context, e *env) (*WhatIfReport, error) {
@@ -293,23 +257,7 @@ func runWhatIf(ctx context.Context, e *env) (*WhatIfReport, error) {
 	if err := r.s.setRTT(ctx, 0); err != nil {
 		return nil, err
 	}
-	for i := range rep.Rows {
-		row := &rep.Rows[i]
-		m := measured[row.Job][row.RTTMs]
-		row.TPS, row.LatencyMs, row.Seconds, row.Runs, row.Releases, row.LateUs = m.TPS, m.LatencyMs, m.Seconds, m.Runs, m.Releases, m.LateUs
-		row.Error = headlineError(*row, row.PredictedTPS, row.PredictedSeconds)
-		row.PingMs, row.IgnoredErrors = pingMs[row.RTTMs], m.IgnoredErrors
-		if b, ok := r.basis[row.Job]; ok && row.RTTMs > 0 {
-			applied := time.Duration(float64(time.Millisecond) * max(pingMs[row.RTTMs]-pingMs[0], 0))
-			row.AppliedRTTMs = durMs(applied)
-			tps, secs := whatif.Predict(b.app, applied).TPS, 0.0
-			if b.txns > 0 {
-				secs = whatif.JobDuration(b.app, int64(b.txns), applied).Seconds()
-				tps = float64(b.txns) / secs
-			}
-			row.AppliedError = headlineError(*row, tps, secs)
-		}
-	}
+	r.compare(rep, measured, pingMs)
 	rep.Loads = extrapolate(rep, r.plan.Batches)
 	return rep, nil
 }
@@ -387,16 +335,6 @@ func (p *WhatIfPlan) validate() error {
 	orDefault(&p.CommitEvery, 10)
 	if p.Threads < 0 {
 		return &UsageError{Msg: "threads must be >= 0"}
-	}
-	return nil
-}
-
-// app returns the baseline of job, or nil.
-func (w *WhatIfReport) app(job string) *WhatIfApp {
-	for i := range w.Baseline {
-		if w.Baseline[i].Job == job {
-			return &w.Baseline[i]
-		}
 	}
 	return nil
 }
@@ -486,18 +424,6 @@ func (w *WhatIfReport) table() table {
 		}
 		t.rows = append(t.rows, []string{r.Job, fmtNum(r.RTTMs), dash(r.PredictedTPS, f1), dash(r.TPS, f1),
 			dash(r.PredictedLatencyMs, f2), dash(r.LatencyMs, f2), dash(r.PredictedSeconds, f3), dash(r.Seconds, f3), e, late, applied, ae})
-	}
-	return t
-}
-
-// baselineTable returns what sluice measured of each job, unshaped.
-func (w *WhatIfReport) baselineTable() table {
-	t := table{head: []string{"job", "application", "sessions", "transactions", "TPS", "concurrency", "round trips/txn", "round trips p95",
-		"latency (ms)", "cycle (ms)", "server (ms)", "client (ms)", "network share", "bytes/row"}}
-	for _, a := range w.Baseline {
-		t.rows = append(t.rows, []string{a.Job, a.Application, fmt.Sprint(a.Sessions), fmt.Sprint(a.Transactions), f1(a.TPS), f2(a.Concurrency),
-			f1(a.RoundTrips), f1(a.RoundTripsP95), f2(a.LatencyMs), f2(a.CycleMs), f2(a.ServerMs), f2(a.ClientMs),
-			fmt.Sprintf("%.1f%%", 100*a.NetworkShare), dash(a.BytesPerRow, f1)})
 	}
 	return t
 }
@@ -635,40 +561,7 @@ func (w *WhatIfReport) explain(out io.Writer) {
 				a.RoundTrips, jobOLTP, w.BenchRoundTrips)
 		}
 	}
-	if len(w.Loads) == 0 {
-		fmt.Fprintln(out)
-		return
-	}
-	one := w.Loads[0]
-	at := func(l WhatIfLoad, rtt float64) (measured, predicted float64) {
-		if i := slices.Index(l.RTTMs, rtt); i >= 0 {
-			measured = l.Hours[i]
-			if i < len(l.PredictedHours) {
-				predicted = l.PredictedHours[i]
-			}
-		}
-		return measured, predicted
-	}
-	m0, _ := at(one, 0)
-	m10, p10 := at(one, 10)
-	fmt.Fprintf(out, "- A row-at-a-time sync pays one round trip per row. At %.0f bytes per row (the SQL the loader sent) a 4 GB table is %.3g rows", one.BytesPerRow, one.Rows)
-	if p10 > 0 {
-		fmt.Fprintf(out, ": %.3g rows x 10 ms is %.0f hours of waiting alone, before the server does anything. "+
-			"Scaled up from these runs, the load takes %s hours unshaped and %s hours at +10 ms as measured (%s as sluice predicted from the unshaped run)",
-			one.Rows, one.Rows*0.010/3600, hours(m0), hours(m10), hours(p10))
-	}
-	fmt.Fprintf(out, ". Batching buys the round trips back: with k rows per INSERT, k rows share a round trip, and the time goes to the server and to moving the bytes")
-	if len(w.Loads) > 1 {
-		last := w.Loads[len(w.Loads)-1]
-		lm10, lp10 := at(last, 10)
-		if lp10 > 0 {
-			fmt.Fprintf(out, "; at %d rows per INSERT the same table takes %s hours at +10 ms (%s predicted)", last.RowsPerStatement, hours(lm10), hours(lp10))
-		}
-	}
-	fmt.Fprintf(out, ".\n\n")
-	w.loadTable().markdown(out)
-	fmt.Fprintf(out, "\nThe hours are each loader's measured time per INSERT at that RTT x the INSERTs a 4 GB table needs "+
-		"(4 GB / bytes per row / rows per INSERT), with the same transaction size; bytes per row is the SQL the loader sent.\n\n")
+	w.writeLoads(out)
 }
 
 // tables prints the predictions beside the measurements.

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,4 +217,43 @@ func (w *WhatIfReport) loadTable() table {
 		t.rows = append(t.rows, cells)
 	}
 	return t
+}
+
+// writeLoads writes what the loaders' figures show, scaled to a 4 GB
+// table, and their table; with no loader only the end of the list.
+func (w *WhatIfReport) writeLoads(out io.Writer) {
+	if len(w.Loads) == 0 {
+		fmt.Fprintln(out)
+		return
+	}
+	one := w.Loads[0]
+	at := func(l WhatIfLoad, rtt float64) (measured, predicted float64) {
+		if i := slices.Index(l.RTTMs, rtt); i >= 0 {
+			measured = l.Hours[i]
+			if i < len(l.PredictedHours) {
+				predicted = l.PredictedHours[i]
+			}
+		}
+		return measured, predicted
+	}
+	m0, _ := at(one, 0)
+	m10, p10 := at(one, 10)
+	fmt.Fprintf(out, "- A row-at-a-time sync pays one round trip per row. At %.0f bytes per row (the SQL the loader sent) a 4 GB table is %.3g rows", one.BytesPerRow, one.Rows)
+	if p10 > 0 {
+		fmt.Fprintf(out, ": %.3g rows x 10 ms is %.0f hours of waiting alone, before the server does anything. "+
+			"Scaled up from these runs, the load takes %s hours unshaped and %s hours at +10 ms as measured (%s as sluice predicted from the unshaped run)",
+			one.Rows, one.Rows*0.010/3600, hours(m0), hours(m10), hours(p10))
+	}
+	fmt.Fprintf(out, ". Batching buys the round trips back: with k rows per INSERT, k rows share a round trip, and the time goes to the server and to moving the bytes")
+	if len(w.Loads) > 1 {
+		last := w.Loads[len(w.Loads)-1]
+		lm10, lp10 := at(last, 10)
+		if lp10 > 0 {
+			fmt.Fprintf(out, "; at %d rows per INSERT the same table takes %s hours at +10 ms (%s predicted)", last.RowsPerStatement, hours(lm10), hours(lp10))
+		}
+	}
+	fmt.Fprintf(out, ".\n\n")
+	w.loadTable().markdown(out)
+	fmt.Fprintf(out, "\nThe hours are each loader's measured time per INSERT at that RTT x the INSERTs a 4 GB table needs "+
+		"(4 GB / bytes per row / rows per INSERT), with the same transaction size; bytes per row is the SQL the loader sent.\n\n")
 }

@@ -104,3 +104,66 @@ func (s *sluice) whatIfApp(now time.Time, db *database, app string) (whatif.App,
 	}
 	return whatif.App{}, false
 }
+
+// compare fills each predicted row of rep with what was measured
+// (measured, by job and RTT in ms), the error against the prediction,
+// the RTT a minimal round trip really added (pingMs, by RTT in ms, less
+// its unshaped time) and the error against the prediction at that RTT.
+func (r *whatIfRun) compare(rep *WhatIfReport, measured map[string]map[float64]WhatIfRow, pingMs map[float64]float64) {
+	for i := range rep.Rows {
+		row := &rep.Rows[i]
+		m := measured[row.Job][row.RTTMs]
+		row.TPS, row.LatencyMs, row.Seconds, row.Runs, row.Releases, row.LateUs = m.TPS, m.LatencyMs, m.Seconds, m.Runs, m.Releases, m.LateUs
+		row.Error = headlineError(*row, row.PredictedTPS, row.PredictedSeconds)
+		row.PingMs, row.IgnoredErrors = pingMs[row.RTTMs], m.IgnoredErrors
+		if b, ok := r.basis[row.Job]; ok && row.RTTMs > 0 {
+			applied := time.Duration(float64(time.Millisecond) * max(pingMs[row.RTTMs]-pingMs[0], 0))
+			row.AppliedRTTMs = durMs(applied)
+			tps, secs := whatif.Predict(b.app, applied).TPS, 0.0
+			if b.txns > 0 {
+				secs = whatif.JobDuration(b.app, int64(b.txns), applied).Seconds()
+				tps = float64(b.txns) / secs
+			}
+			row.AppliedError = headlineError(*row, tps, secs)
+		}
+	}
+}
+
+// WhatIfApp is one job as sluice's what-if table showed it at added RTT
+// 0 (SHOW WHATIF's columns).
+type WhatIfApp struct {
+	Job string `json:"job"`
+	// ReportApp is the job's application as GET /api/whatif shows it,
+	// without predictions: the rows hold them, beside the measurements.
+	// Its Transactions is what sluice counted in its window.
+	whatif.ReportApp
+	// RowsPerStatement is the loader's INSERT size; 0 for the benchmark.
+	RowsPerStatement int `json:"rows_per_statement,omitempty"`
+	// RunTransactions and Statements are what one loader run sends.
+	RunTransactions int `json:"run_transactions,omitempty"`
+	Statements      int `json:"statements,omitempty"`
+	// BytesPerRow is the SQL text the loader sent per row.
+	BytesPerRow float64 `json:"bytes_per_row,omitempty"`
+}
+
+// app returns the baseline of job, or nil.
+func (w *WhatIfReport) app(job string) *WhatIfApp {
+	for i := range w.Baseline {
+		if w.Baseline[i].Job == job {
+			return &w.Baseline[i]
+		}
+	}
+	return nil
+}
+
+// baselineTable returns what sluice measured of each job, unshaped.
+func (w *WhatIfReport) baselineTable() table {
+	t := table{head: []string{"job", "application", "sessions", "transactions", "TPS", "concurrency", "round trips/txn", "round trips p95",
+		"latency (ms)", "cycle (ms)", "server (ms)", "client (ms)", "network share", "bytes/row"}}
+	for _, a := range w.Baseline {
+		t.rows = append(t.rows, []string{a.Job, a.Application, fmt.Sprint(a.Sessions), fmt.Sprint(a.Transactions), f1(a.TPS), f2(a.Concurrency),
+			f1(a.RoundTrips), f1(a.RoundTripsP95), f2(a.LatencyMs), f2(a.CycleMs), f2(a.ServerMs), f2(a.ClientMs),
+			fmt.Sprintf("%.1f%%", 100*a.NetworkShare), dash(a.BytesPerRow, f1)})
+	}
+	return t
+}
