@@ -2,14 +2,12 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/link"
@@ -329,26 +327,9 @@ func runCluster(ctx context.Context, e *env) (rep *ClusterReport, err error) {
 		return nil, err
 	}
 
-	// What one run of each query moves, on the unlimited link.
-	var refRows int64
-	if rep.ReferenceBytes, refRows, err = r.measureOnce(ctx, clusterLowUser, clusterRefSQL); err != nil {
+	if err := r.measureQueries(ctx, rep); err != nil {
 		return nil, err
 	}
-	prev := r.watch.lastOf(clusterLowUser)
-	if rep.LowBytes, _, err = r.measureOnce(ctx, clusterLowUser, clusterLowSQL); err != nil {
-		return nil, err
-	}
-	waitIdle(ctx, r.clk, func() bool { return r.watch.lastOf(clusterLowUser) != prev })
-	if rep.LowStatement = r.watch.lastOf(clusterLowUser); rep.LowStatement == prev {
-		return nil, errors.New("the low-priority join was no distributed statement: sluice linked no shard statement to it")
-	}
-	p.step("the low-priority join is one distributed statement: nodes %s", rep.LowStatement.Nodes)
-	rep.ShardApplication = r.app
-	if refRows != int64(r.plan.LowRows) {
-		return nil, fmt.Errorf("the reference join counted %d rows, want %d", refRows, r.plan.LowRows)
-	}
-	p.step("one run moves %s from the data nodes as the reference writes it, %s as it runs here (wide columns fetched)",
-		units.FormatBytes(rep.ReferenceBytes), units.FormatBytes(rep.LowBytes))
 
 	capacity := r.plan.Capacity
 	if capacity <= 0 {
@@ -398,121 +379,6 @@ func runCluster(ctx context.Context, e *env) (rep *ClusterReport, err error) {
 		rep.Distributed, rep.ShardStatements, rep.ShardUnlinked, rep.UnlinkedKinds)
 	p.table(rep.distTable())
 	return rep, nil
-}
-
-// highRun is what one high-priority join did on the shard connections.
-type highRun struct {
-	bytes      int64  // bytes the data nodes sent for it
-	statements int    // statements it ran on them
-	kinds      string // those statements counted by first word
-}
-
-// point measures the high-priority join under n low-priority joins and
-// returns the row and what the last high-priority join did on the shard
-// connections (its statements are counted at N = 0 only).
-func (r *clusterRun) point(ctx context.Context, control string, n int) (row ClusterRow, one highRun, err error) {
-	row = ClusterRow{Control: control, N: n}
-	high, err := r.connect(ctx, clusterHighUser)
-	if err != nil {
-		return row, one, err
-	}
-	defer high.Close(context.WithoutCancel(ctx))
-	// Warm up: the coordinator backend opens its shard connections.
-	if _, err := count(ctx, high, clusterHighSQL); err != nil {
-		return row, one, fmt.Errorf("high-priority join: %w", err)
-	}
-
-	var jobs []*lowJob
-	c0, f0 := r.watch.snapshot(), r.s.rules.Stats().RuleFirings(clusterRule)
-	defer func() {
-		if serr := r.stopLow(ctx, jobs); serr != nil && err == nil {
-			err = serr
-		}
-		r.drain(ctx)
-		d := r.watch.snapshot().minus(c0)
-		row.Distributed, row.LowJoins, row.LowPenalised, row.LowFirings, row.LowAllNodes = d.Distributed, d.LowJoins, d.LowPenalised, d.LowFirings, d.LowAllNodes
-		row.ShardStatements, row.ShardPenalised = d.Shard, d.ShardPenalised
-		row.RuleFirings = int(r.s.rules.Stats().RuleFirings(clusterRule) - f0)
-	}()
-	for i := 0; i < n; i++ {
-		j, err := r.startLow(ctx, i)
-		if err != nil {
-			return row, one, err
-		}
-		jobs = append(jobs, j)
-	}
-	w := r.penaltyWait(jobs)
-	if n > 0 {
-		r.p.step("network_control %s, N=%d: started %s; waiting until each is penalised", control, n, plural(n, "low-priority join"))
-		if row.PenaltySeconds, err = w.penalise(ctx, n, r.capacity); err != nil {
-			return row, one, err
-		}
-	}
-
-	var samples, unpen int
-	var measured time.Duration
-	var lowBytes, highBytes, highClass int64
-	times, err := measureReps(ctx, r.p, fmt.Sprintf("network_control %s, N=%d", control, n), r.plan.Reps,
-		func() error {
-			if n == 0 {
-				return nil
-			}
-			return w.wait(ctx, n, false)
-		}, nil,
-		func() (time.Duration, error) {
-			// Sample the low-priority joins while the high-priority one runs.
-			sctx, stopSampling := context.WithCancel(ctx)
-			sampled := make(chan [2]int, 1)
-			go func() {
-				var s, u int
-				for {
-					if running, pen := r.lowJoins(); running > pen {
-						u++
-					}
-					s++
-					if clock.Sleep(sctx, r.clk, 20*time.Millisecond) != nil {
-						sampled <- [2]int{s, u}
-						return
-					}
-				}
-			}()
-			b0, l0, h0, t0 := r.shardUserBytes(clusterHighShardUser), r.shardUserBytes(clusterLowShardUser), r.shardClassBytes(link.High), r.clk.Now()
-			got, err := count(ctx, high, clusterHighSQL)
-			d := r.clk.Now().Sub(t0)
-			stopSampling()
-			su := <-sampled
-			if err != nil {
-				return 0, fmt.Errorf("high-priority join: %w", err)
-			}
-			if got != int64(r.plan.HighRows) {
-				return 0, fmt.Errorf("high-priority join counted %d rows, want %d", got, r.plan.HighRows)
-			}
-			one.bytes = r.shardUserBytes(clusterHighShardUser) - b0
-			highBytes += one.bytes
-			highClass += r.shardClassBytes(link.High) - h0
-			if n == 0 {
-				one.statements, one.kinds = r.highStatements(t0)
-			}
-			lowBytes += r.shardUserBytes(clusterLowShardUser) - l0
-			measured += d
-			samples += su[0]
-			unpen += su[1]
-			return d, nil
-		})
-	if err != nil {
-		return row, one, err
-	}
-	if n > 0 && measured > 0 {
-		row.LowMBps = float64(lowBytes) / 1e6 / measured.Seconds()
-	}
-	if highBytes > 0 {
-		row.HighClassShare = float64(highClass) / float64(highBytes)
-	}
-	if n > 0 && samples > 0 {
-		row.Unpenalised = float64(unpen) / float64(samples)
-	}
-	row.PointTimes, row.SamplesMs = pointTimes(times), times
-	return row, one, nil
 }
 
 // referenceSlowdown is the reference cluster's slowdown of the small
@@ -606,28 +472,7 @@ func (c *ClusterReport) writeMarkdown(w io.Writer) {
 		"a low-priority join that begins during the measured join (its predecessor having ended) runs unpenalised until the rule fires, and the unpenalised column is the share of 20 ms samples during the measured joins that saw one. "+
 		"Slowdown is the elapsed time over the elapsed time at N = 0 with the same setting.\n\n", c.FetchSize)
 	c.table().markdown(w)
-	pen, inExcept, firings := c.lowFirings("on")
-	offPen, offExcept, offFirings := c.lowFirings("off")
-	unlinked := ""
-	if c.ShardUnlinked > 0 {
-		unlinked = fmt.Sprintf(" (%s)", c.UnlinkedKinds)
-	}
-	fmt.Fprintf(w, "\nsluice saw %d distributed statements in the run, with %d shard statements; %d of the client users' shard statements were linked to no coordinator statement%s; a stopped join's remote ABORTs and drained FETCHes, which reach the shards after sluice has seen the coordinator's statement end, belong to that statement "+
-		"(the setup role's, of ANALYZE run on the coordinator directly, never are, and are not counted). Per point "+
-		"(from the end of its warm-up high-priority join to the end of its last low-priority join; low-priority joins still running at the end are stopped, so a join that had just begun ends unpenalised):\n\n",
-		c.Distributed, c.ShardStatements, c.ShardUnlinked, unlinked)
-	c.distTable().markdown(w)
-	fmt.Fprintf(w, "\nThe rule fired %d times with network_control on for %d penalised low-priority joins, whose except_info holds %d firings; with it off, %d times for %d penalised joins (%d in their except_info). "+
-		"No shard statement is penalised in its own right: a shard session is demoted through its coordinator's statement.",
-		firings, pen, inExcept, offFirings, offPen, offExcept)
-	if r := c.row("on", 0); r != nil {
-		fmt.Fprintf(w, " The high-priority join's shard sessions are in the default pool, and %.0f%% of what they received went in the shard link's high class, its coordinator pool's.", 100*r.HighClassShare)
-	}
-	fmt.Fprintf(w, "\n\n")
-	if d := c.PenalisedStatement; d != nil {
-		fmt.Fprintf(w, "One penalised low-priority join of the last point with network_control on, stopped at the point's end: ")
-		d.writeMarkdown(w)
-	}
+	c.writeDistributed(w)
 	fmt.Fprintf(w, "\n![cluster slowdown vs N](%s)\n\n", FileClusterSlowdown)
 	c.writeDiscussion(w)
 }

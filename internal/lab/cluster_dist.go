@@ -279,3 +279,31 @@ func (c *ClusterReport) lowFirings(control string) (penalised, inExcept, firings
 	}
 	return penalised, inExcept, firings
 }
+
+// writeDistributed writes what sluice saw of the distributed statements:
+// their counts in the run and per point, the rule's firings, and one
+// penalised low-priority join.
+func (c *ClusterReport) writeDistributed(w io.Writer) {
+	pen, inExcept, firings := c.lowFirings("on")
+	offPen, offExcept, offFirings := c.lowFirings("off")
+	unlinked := ""
+	if c.ShardUnlinked > 0 {
+		unlinked = fmt.Sprintf(" (%s)", c.UnlinkedKinds)
+	}
+	fmt.Fprintf(w, "\nsluice saw %d distributed statements in the run, with %d shard statements; %d of the client users' shard statements were linked to no coordinator statement%s; a stopped join's remote ABORTs and drained FETCHes, which reach the shards after sluice has seen the coordinator's statement end, belong to that statement "+
+		"(the setup role's, of ANALYZE run on the coordinator directly, never are, and are not counted). Per point "+
+		"(from the end of its warm-up high-priority join to the end of its last low-priority join; low-priority joins still running at the end are stopped, so a join that had just begun ends unpenalised):\n\n",
+		c.Distributed, c.ShardStatements, c.ShardUnlinked, unlinked)
+	c.distTable().markdown(w)
+	fmt.Fprintf(w, "\nThe rule fired %d times with network_control on for %d penalised low-priority joins, whose except_info holds %d firings; with it off, %d times for %d penalised joins (%d in their except_info). "+
+		"No shard statement is penalised in its own right: a shard session is demoted through its coordinator's statement.",
+		firings, pen, inExcept, offFirings, offPen, offExcept)
+	if r := c.row("on", 0); r != nil {
+		fmt.Fprintf(w, " The high-priority join's shard sessions are in the default pool, and %.0f%% of what they received went in the shard link's high class, its coordinator pool's.", 100*r.HighClassShare)
+	}
+	fmt.Fprintf(w, "\n\n")
+	if d := c.PenalisedStatement; d != nil {
+		fmt.Fprintf(w, "One penalised low-priority join of the last point with network_control on, stopped at the point's end: ")
+		d.writeMarkdown(w)
+	}
+}

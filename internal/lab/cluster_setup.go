@@ -16,6 +16,7 @@ import (
 	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/redact"
 	"github.com/sluicelab/sluice/internal/stack"
+	"github.com/sluicelab/sluice/internal/units"
 )
 
 // clusterSettings are the servers' settings: small, for a 2-core
@@ -328,4 +329,32 @@ func count(ctx context.Context, c *pgconn.PgConn, q string) (int64, error) {
 		return 0, fmt.Errorf("%s: no count", q)
 	}
 	return strconv.ParseInt(string(res[0].Rows[0][0]), 10, 64)
+}
+
+// measureQueries records what one run of the reference's query and of
+// the low-priority join moves from the data nodes, on the unlimited
+// link, and the low-priority join as sluice saw it: one distributed
+// statement.
+func (r *clusterRun) measureQueries(ctx context.Context, rep *ClusterReport) error {
+	var refRows int64
+	var err error
+	if rep.ReferenceBytes, refRows, err = r.measureOnce(ctx, clusterLowUser, clusterRefSQL); err != nil {
+		return err
+	}
+	prev := r.watch.lastOf(clusterLowUser)
+	if rep.LowBytes, _, err = r.measureOnce(ctx, clusterLowUser, clusterLowSQL); err != nil {
+		return err
+	}
+	waitIdle(ctx, r.clk, func() bool { return r.watch.lastOf(clusterLowUser) != prev })
+	if rep.LowStatement = r.watch.lastOf(clusterLowUser); rep.LowStatement == prev {
+		return errors.New("the low-priority join was no distributed statement: sluice linked no shard statement to it")
+	}
+	r.p.step("the low-priority join is one distributed statement: nodes %s", rep.LowStatement.Nodes)
+	rep.ShardApplication = r.app
+	if refRows != int64(r.plan.LowRows) {
+		return fmt.Errorf("the reference join counted %d rows, want %d", refRows, r.plan.LowRows)
+	}
+	r.p.step("one run moves %s from the data nodes as the reference writes it, %s as it runs here (wide columns fetched)",
+		units.FormatBytes(rep.ReferenceBytes), units.FormatBytes(rep.LowBytes))
+	return nil
 }
