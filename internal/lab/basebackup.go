@@ -171,9 +171,7 @@ func runBaseBackup(ctx context.Context, r *bbRun) (rep *BaseBackupReport, err er
 
 	planned := pl.Capacity
 	maxCap := min(pl.MaxCapacity, int64(float64(r.dbBytes)/(pl.Lead+3*pl.Time).Seconds()))
-	capacity, mbps, err := linkCapacity(planned, maxCap, func() (float64, error) {
-		return streamRate(ctx, r.s, r.db, r.oltp, r.clk, p)
-	}, p)
+	capacity, mbps, err := r.linkCapacity(ctx, planned, maxCap, r.oltp)
 	if err != nil {
 		return nil, err
 	}

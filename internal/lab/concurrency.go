@@ -190,9 +190,7 @@ func runConcurrency(ctx context.Context, e *env) (rep *ConcurrencyReport, err er
 	p.step("ordinary sessions through %s (pool %s), the high-priority query through %s (pool %s, network_priority high)",
 		r.ordinary, concPool, r.high, concHighPool)
 
-	capacity, mbps, err := linkCapacity(r.plan.Capacity, r.plan.MaxCapacity, func() (float64, error) {
-		return streamRate(ctx, r.s, r.db, r.ordinary, r.clk, p)
-	}, p)
+	capacity, mbps, err := r.linkCapacity(ctx, r.plan.Capacity, r.plan.MaxCapacity, r.ordinary)
 	if err != nil {
 		return nil, err
 	}
@@ -320,26 +318,7 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 	}
 
 	// The device queue, sampled until the measurements end.
-	var qsum, qn, qmax, rmax, wsum atomic.Int64
-	sctx, stopSampling := context.WithCancel(ctx)
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for clock.Sleep(sctx, r.clk, queueSample) == nil {
-			q := r.s.linkStats().Directions[link.Down].QueueBytes()
-			qsum.Add(q)
-			qn.Add(1)
-			if q > qmax.Load() {
-				qmax.Store(q)
-			}
-			running, waiting := r.s.admission(concPool)
-			if int64(running) > rmax.Load() {
-				rmax.Store(int64(running))
-			}
-			wsum.Add(int64(waiting))
-		}
-	}()
-	finish := func() { stopSampling(); <-sampled }
+	finish := r.s.sampleQueue(ctx, r.clk, queueSample, concPool)
 	b0, s0, n0, m0 := bytes.Load(), stmts.Load(), stmtNanos.Load(), r.clk.Now()
 	times, err := measureReps(ctx, r.p, "active_statements "+limitName(limit), r.plan.Reps,
 		func() error { return failed(errs) },
@@ -364,7 +343,7 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 	}
 	secs := r.clk.Now().Sub(m0).Seconds()
 	b1, s1, n1 := bytes.Load(), stmts.Load(), stmtNanos.Load()
-	finish()
+	q := finish()
 	if secs > 0 {
 		row.MBps = float64(b1-b0) / 1e6 / secs
 		row.StatementsPerSec = float64(s1-s0) / secs
@@ -372,12 +351,11 @@ func (r *concRun) point(ctx context.Context, limit int) (ConcurrencyRow, int64, 
 	if s1 > s0 {
 		row.OrdinaryMs = float64(n1-n0) / float64(s1-s0) / float64(time.Millisecond)
 	}
-	if n := qn.Load(); n > 0 {
-		row.QueueMeanBytes = float64(qsum.Load()) / float64(n)
-		row.WaitingMean = float64(wsum.Load()) / float64(n)
+	if q.n > 0 {
+		row.QueueMeanBytes = float64(q.queueSum) / float64(q.n)
+		row.WaitingMean = float64(q.waitingSum) / float64(q.n)
 	}
-	row.RunningMax = int(rmax.Load())
-	row.QueueMaxBytes = qmax.Load()
+	row.RunningMax, row.QueueMaxBytes = q.runningMax, q.queueMax
 	stopOrdinary()
 	row.P50Ms, row.MeanMs, _, row.MaxMs = summarize(times)
 	row.P99Ms = percentile(times, 0.99)

@@ -63,21 +63,22 @@ func randomPassword() (string, error) {
 // 100 MB/s more than doubles it.
 const headroom = 10
 
-// linkCapacity returns planned when it is positive; otherwise it runs
-// calibrate (one bulk session's stream rate, bytes/s through an
-// unlimited link), says what it measured on p, and returns the capacity
-// pickCapacity chooses from it, at most max, with the rate in MB/s
-// (mbps is 0 when planned was used).
-func linkCapacity(planned, max int64, calibrate func() (float64, error), p *printer) (capacity int64, mbps float64, err error) {
+// linkCapacity returns planned when it is positive; otherwise it
+// calibrates: it streams the bulk statement on one session through
+// route with the default link's capacity removed (streamRate), says
+// what it measured, and returns the capacity pickCapacity chooses from
+// that rate, at most max, with the rate in MB/s (mbps is 0 when planned
+// was used).
+func (e *env) linkCapacity(ctx context.Context, planned, max int64, route string) (capacity int64, mbps float64, err error) {
 	if planned > 0 {
 		return planned, 0, nil
 	}
-	rate, err := calibrate()
+	rate, err := e.streamRate(ctx, route)
 	if err != nil {
 		return 0, 0, err
 	}
 	capacity = pickCapacity(rate, max)
-	p.step("calibration: one bulk session streams %.0f MB/s through an unlimited link; link capacity %s", rate/1e6, units.FormatRate(capacity))
+	e.p.step("calibration: one bulk session streams %.0f MB/s through an unlimited link; link capacity %s", rate/1e6, units.FormatRate(capacity))
 	return capacity, rate / 1e6, nil
 }
 
@@ -96,12 +97,12 @@ func pickCapacity(rate float64, max int64) int64 {
 // streamRate streams the bulk statement on one session to route with the
 // default link's capacity removed and returns the best rate it reached,
 // in bytes/s (see bestRate). It leaves the capacity removed.
-func streamRate(ctx context.Context, s *sluice, db *database, route string, clk clock.Clock, p *printer) (float64, error) {
-	p.step("calibration: streaming the bulk statement on one session through an unlimited link")
-	if err := s.setCapacity(ctx, 0); err != nil {
+func (e *env) streamRate(ctx context.Context, route string) (float64, error) {
+	e.p.step("calibration: streaming the bulk statement on one session through an unlimited link")
+	if err := e.s.setCapacity(ctx, 0); err != nil {
 		return 0, err
 	}
-	c, err := db.connect(ctx, route, "", "")
+	c, err := e.db.connect(ctx, route, "", "")
 	if err != nil {
 		return 0, err
 	}
@@ -117,7 +118,7 @@ func streamRate(ctx context.Context, s *sluice, db *database, route string, clk 
 			}
 		}
 	}()
-	rate, err := bestRate(ctx, clk, n.Load)
+	rate, err := bestRate(ctx, e.clk, n.Load)
 	cancel()
 	berr := <-done
 	if err != nil {

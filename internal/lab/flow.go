@@ -149,9 +149,7 @@ func runFlow(ctx context.Context, e *env) (rep *FlowReport, err error) {
 		}
 	}()
 
-	capacity, mbps, err := linkCapacity(r.plan.Capacity, r.plan.MaxCapacity, func() (float64, error) {
-		return streamRate(ctx, r.s, r.db, r.route, r.clk, p)
-	}, p)
+	capacity, mbps, err := r.linkCapacity(ctx, r.plan.Capacity, r.plan.MaxCapacity, r.route)
 	if err != nil {
 		return nil, err
 	}

@@ -176,3 +176,40 @@ func (s *sluice) statements(match func(*session.Snapshot) bool) (running, penali
 	}
 	return running, penalised
 }
+
+// queueSamples sum what sampleQueue saw.
+type queueSamples struct {
+	n int64 // samples
+	// queueSum and queueMax are the default link's device queue, server
+	// to client, in bytes, summed over the samples and at most.
+	queueSum, queueMax int64
+	// runningMax is the most statements of the pool holding an
+	// admission slot; waitingSum the statements waiting for one, summed.
+	runningMax int
+	waitingSum int64
+}
+
+// sampleQueue samples the default link's device queue (server to
+// client) and pool's admission every period of clk until the returned
+// stop is called, which returns what the samples saw.
+func (s *sluice) sampleQueue(ctx context.Context, clk clock.Clock, period time.Duration, pool string) (stop func() queueSamples) {
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan queueSamples, 1)
+	go func() {
+		var q queueSamples
+		for clock.Sleep(sctx, clk, period) == nil {
+			b := s.linkStats().Directions[link.Down].QueueBytes()
+			running, waiting := s.admission(pool)
+			q.n++
+			q.queueSum += b
+			q.queueMax = max(q.queueMax, b)
+			q.runningMax = max(q.runningMax, running)
+			q.waitingSum += int64(waiting)
+		}
+		done <- q
+	}()
+	return func() queueSamples {
+		cancel()
+		return <-done
+	}
+}
