@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/units"
@@ -171,12 +172,12 @@ func runBaseBackup(ctx context.Context, r *bbRun) (rep *BaseBackupReport, err er
 
 	planned := pl.Capacity
 	maxCap := min(pl.MaxCapacity, int64(float64(r.dbBytes)/(pl.Lead+3*pl.Time).Seconds()))
-	capacity, mbps, err := r.linkCapacity(ctx, planned, maxCap, r.oltp)
+	lc, err := r.linkCapacity(ctx, planned, maxCap, r.oltp)
 	if err != nil {
 		return nil, err
 	}
-	rep.Calibrated, rep.StreamMBps = planned <= 0, mbps
-	rep.CapacityBytes, rep.Capacity = capacity, units.FormatRate(capacity)
+	rep.CapacityBytes, rep.Capacity, rep.Calibrated, rep.StreamMBps = lc.CapacityBytes, lc.Capacity, lc.Calibrated, lc.StreamMBps
+	capacity := lc.CapacityBytes
 	r.capacity = capacity
 	if err := r.s.setCapacity(ctx, capacity); err != nil {
 		return nil, err
@@ -295,7 +296,7 @@ func (r *bbRun) condition(ctx context.Context, cond string, maxRate int64) (Base
 		p.step("%s: pg_verifybackup", cond)
 		out, err := r.command(ctx, "pg_verifybackup", nil, bk.dir).CombinedOutput()
 		if err != nil {
-			return c, processErr(ctx, "pg_verifybackup", err, tailText(out, 2000))
+			return c, processErr(ctx, "pg_verifybackup", err, pgtemp.Tail(out, 2000))
 		}
 		c.Backup.Verified = true
 		c.Backup.Verify = strings.TrimSpace(string(out))

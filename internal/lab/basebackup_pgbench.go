@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 )
 
 // PgbenchRun is one pgbench run's figures, from its per-transaction log,
@@ -198,7 +200,7 @@ func (r *bbRun) pgbench(ctx context.Context, cond, workload string) (PgbenchRun,
 	cmd := r.command(cctx, "pgbench", r.superEnv(), args...)
 	var out strings.Builder
 	cmd.Stdout = &out
-	var errOut tailWriter
+	errOut := pgtemp.TailBuffer{Max: 8 << 10}
 	cmd.Stderr = io.MultiWriter(&errOut, &lineFilter{out: r.p, prefix: "progress:", indent: "    "})
 	start := r.clk.Now()
 	if err := cmd.Run(); err != nil {

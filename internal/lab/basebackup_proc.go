@@ -7,10 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 )
 
 // BackupResult is what one pg_basebackup did.
@@ -46,7 +46,7 @@ type backupProc struct {
 	dir   string
 	start time.Time
 	clk   clock.Clock
-	out   *tailWriter
+	out   *pgtemp.TailBuffer
 	done  chan struct{} // closed when it has exited
 	err   error         // set before done is closed
 	end   time.Time     // set before done is closed
@@ -63,7 +63,7 @@ func (r *bbRun) startBackup(ctx context.Context, cond string, maxRate int64) (*b
 	}
 	bctx, cancel := context.WithCancel(ctx)
 	cmd := r.command(bctx, "pg_basebackup", []string{"PGPASSWORD=" + r.rolePassword}, args...)
-	b := &backupProc{cmd: cmd, dir: dir, clk: r.clk, out: &tailWriter{}, done: make(chan struct{})}
+	b := &backupProc{cmd: cmd, dir: dir, clk: r.clk, out: &pgtemp.TailBuffer{Max: 8 << 10}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = b.out, b.out
 	b.start = r.clk.Now()
 	if err := cmd.Start(); err != nil {
@@ -149,37 +149,6 @@ func processErr(ctx context.Context, what string, err error, out string) error {
 		return fmt.Errorf("%s\n%s", what, out)
 	}
 	return fmt.Errorf("%s: %w\n%s", what, err, out)
-}
-
-// tailWriter keeps the last 8 kB written to it. It is safe for
-// concurrent use.
-type tailWriter struct {
-	mu  sync.Mutex
-	buf []byte // guarded by mu
-}
-
-func (w *tailWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, b...)
-	if over := len(w.buf) - 8<<10; over > 0 {
-		w.buf = append(w.buf[:0], w.buf[over:]...)
-	}
-	return len(b), nil
-}
-
-func (w *tailWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return string(w.buf)
-}
-
-// tailText is the last n bytes of b, as text.
-func tailText(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }
 
 // dirBytes is the size of the regular files under dir; 0 if none.

@@ -50,7 +50,7 @@ func (r *bbRun) fill(ctx context.Context) error {
 	p.step("pgbench -i -s %d (directly, not through sluice)", pl.Scale)
 	t0 := r.clk.Now()
 	if out, err := r.command(ctx, "pgbench", r.superEnv(), append(r.directArgs(), "-i", "-q", "-s", fmt.Sprint(pl.Scale), r.db.dbname)...).CombinedOutput(); err != nil {
-		return processErr(ctx, "pgbench -i", err, tailText(out, 2000))
+		return processErr(ctx, "pgbench -i", err, pgtemp.Tail(out, 2000))
 	}
 	if _, err := c.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (id bigint, pad text) WITH (autovacuum_enabled = off)", bbTable)).ReadAll(); err != nil {
 		return fmt.Errorf("create table %s: %w", bbTable, err)

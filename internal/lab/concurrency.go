@@ -52,13 +52,8 @@ type ConcurrencyReport struct {
 	// of sluice refuses active_statements. The other fields are then
 	// mostly empty.
 	Unsupported string `json:"unsupported,omitempty"`
-	// CapacityBytes is the link capacity in bytes/s; Capacity spells it.
-	CapacityBytes int64  `json:"capacity_bytes_per_second"`
-	Capacity      string `json:"capacity"`
-	// Calibrated is set when the capacity came from StreamMBps, what one
-	// bulk session streamed through an unlimited link.
-	Calibrated bool    `json:"calibrated"`
-	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
+	// LinkCapacity is the link's.
+	LinkCapacity
 	// QueueBytes is the link's device FIFO; WindowBytes each flow's
 	// window on the link.
 	QueueBytes  int64 `json:"device_queue_bytes"`
@@ -190,12 +185,10 @@ func runConcurrency(ctx context.Context, e *env) (rep *ConcurrencyReport, err er
 	p.step("ordinary sessions through %s (pool %s), the high-priority query through %s (pool %s, network_priority high)",
 		r.ordinary, concPool, r.high, concHighPool)
 
-	capacity, mbps, err := r.linkCapacity(ctx, r.plan.Capacity, r.plan.MaxCapacity, r.ordinary)
-	if err != nil {
+	if rep.LinkCapacity, err = r.linkCapacity(ctx, r.plan.Capacity, r.plan.MaxCapacity, r.ordinary); err != nil {
 		return nil, err
 	}
-	rep.Calibrated, rep.StreamMBps = r.plan.Capacity <= 0, mbps
-	rep.CapacityBytes, rep.Capacity = capacity, units.FormatRate(capacity)
+	capacity := rep.CapacityBytes
 	r.capacity = capacity
 	rep.MeasureSeconds = r.measure().Seconds()
 	if err := r.s.exec(ctx, fmt.Sprintf("ALTER LINK default WITH (capacity='%s', window='%s', delay='%dus')",

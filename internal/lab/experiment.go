@@ -63,23 +63,33 @@ func randomPassword() (string, error) {
 // 100 MB/s more than doubles it.
 const headroom = 10
 
-// linkCapacity returns planned when it is positive; otherwise it
-// calibrates: it streams the bulk statement on one session through
-// route with the default link's capacity removed (streamRate), says
-// what it measured, and returns the capacity pickCapacity chooses from
-// that rate, at most max, with the rate in MB/s (mbps is 0 when planned
-// was used).
-func (e *env) linkCapacity(ctx context.Context, planned, max int64, route string) (capacity int64, mbps float64, err error) {
+// LinkCapacity is the capacity an experiment gave its link.
+type LinkCapacity struct {
+	// CapacityBytes is the link capacity, in bytes/s; Capacity spells it.
+	CapacityBytes int64  `json:"capacity_bytes_per_second"`
+	Capacity      string `json:"capacity"`
+	// Calibrated is set when the capacity came from StreamMBps, what one
+	// bulk session streamed through an unlimited link.
+	Calibrated bool    `json:"calibrated"`
+	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
+}
+
+// linkCapacity returns planned, in bytes/s, when it is positive;
+// otherwise it calibrates: it streams the bulk statement on one session
+// through route with the default link's capacity removed (streamRate),
+// says what it measured, and returns the capacity pickCapacity chooses
+// from that rate, at most max.
+func (e *env) linkCapacity(ctx context.Context, planned, max int64, route string) (LinkCapacity, error) {
 	if planned > 0 {
-		return planned, 0, nil
+		return LinkCapacity{CapacityBytes: planned, Capacity: units.FormatRate(planned)}, nil
 	}
 	rate, err := e.streamRate(ctx, route)
 	if err != nil {
-		return 0, 0, err
+		return LinkCapacity{}, err
 	}
-	capacity = pickCapacity(rate, max)
+	capacity := pickCapacity(rate, max)
 	e.p.step("calibration: one bulk session streams %.0f MB/s through an unlimited link; link capacity %s", rate/1e6, units.FormatRate(capacity))
-	return capacity, rate / 1e6, nil
+	return LinkCapacity{CapacityBytes: capacity, Capacity: units.FormatRate(capacity), Calibrated: true, StreamMBps: rate / 1e6}, nil
 }
 
 // pickCapacity returns the largest of 100, 50, 20, 10, 5, 2 and 1 MB/s

@@ -39,13 +39,8 @@ const (
 
 // FlowReport is the flow-control experiment's outcome.
 type FlowReport struct {
-	// CapacityBytes is the link capacity, in bytes/s; Capacity spells it.
-	CapacityBytes int64  `json:"capacity_bytes_per_second"`
-	Capacity      string `json:"capacity"`
-	// Calibrated is set when the capacity came from StreamMBps, what one
-	// bulk session streamed through an unlimited link.
-	Calibrated bool    `json:"calibrated"`
-	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
+	// LinkCapacity is the link's.
+	LinkCapacity
 	// QueueBytes is the link's device FIFO; LowQueueBytes the occupancy
 	// bound on low-priority bytes in it with network_control on.
 	QueueBytes    int64  `json:"device_queue_bytes"`
@@ -149,12 +144,10 @@ func runFlow(ctx context.Context, e *env) (rep *FlowReport, err error) {
 		}
 	}()
 
-	capacity, mbps, err := r.linkCapacity(ctx, r.plan.Capacity, r.plan.MaxCapacity, r.route)
-	if err != nil {
+	if rep.LinkCapacity, err = r.linkCapacity(ctx, r.plan.Capacity, r.plan.MaxCapacity, r.route); err != nil {
 		return nil, err
 	}
-	rep.Calibrated, rep.StreamMBps = r.plan.Capacity <= 0, mbps
-	rep.CapacityBytes, rep.Capacity = capacity, units.FormatRate(capacity)
+	capacity := rep.CapacityBytes
 	r.capacity = capacity
 	if err := r.s.setCapacity(ctx, capacity); err != nil {
 		return nil, err

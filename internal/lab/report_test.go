@@ -27,7 +27,7 @@ func sampleReport() *Report {
 			PredictedTPS: pred, Deviation: tps/pred - 1, RoundTrips: 20, Transactions: 100})
 	}
 	r.Latency.Prepare = []PrepareRow{{RTTMs: 0, Seconds: 0.1, Rows: 10000}, {RTTMs: 10, Seconds: 0.13, Rows: 10000}}
-	r.Flow = &FlowReport{CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 250,
+	r.Flow = &FlowReport{LinkCapacity: LinkCapacity{CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 250},
 		QueueBytes: 2 << 20, LowQueueBytes: 64 << 10, BulkSQL: pgBulkSQL, NormalSQL: pgNormalSQL,
 		NormalBytes: 1e6, Reps: 3, Setup: []string{"CREATE EXCEPT RULE ..."}, Binding: "user bulk"}
 	for _, c := range []string{"off", "on"} {
@@ -49,7 +49,7 @@ func sampleReport() *Report {
 
 // sampleConcurrency is a concurrency report with plausible figures.
 func sampleConcurrency() *ConcurrencyReport {
-	c := &ConcurrencyReport{CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 400,
+	c := &ConcurrencyReport{LinkCapacity: LinkCapacity{CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 400},
 		QueueBytes: 2 << 20, WindowBytes: 64 << 10, Sessions: 32, OrdinarySQL: pgOrdinarySQL, HighSQL: pgHighSQL,
 		OrdinaryBytes: 512000, Reps: 3, MeasureSeconds: 2, Setup: []string{"CREATE RESOURCE POOL conc_pool"}}
 	for _, limit := range []int{0, 2, 4, 8} {
@@ -203,7 +203,7 @@ func TestEvaluateConcurrency(t *testing.T) {
 }
 
 func TestConcurrencyBound(t *testing.T) {
-	c := &ConcurrencyReport{CapacityBytes: 20e6, QueueBytes: 2 << 20, WindowBytes: 64 << 10, Sessions: 32}
+	c := &ConcurrencyReport{LinkCapacity: LinkCapacity{CapacityBytes: 20e6}, QueueBytes: 2 << 20, WindowBytes: 64 << 10, Sessions: 32}
 	for _, tt := range []struct {
 		limit int
 		want  float64 // ms
