@@ -571,8 +571,5 @@ func (b *BaseBackupReport) writeFindings(w io.Writer) {
 
 // charts returns the latency and duration charts.
 func (b *BaseBackupReport) charts() []chartFile {
-	if len(b.Conditions) == 0 {
-		return nil
-	}
-	return []chartFile{{FileBBLatency, b.LatencyChart()}, {FileBBDuration, b.DurationChart()}}
+	return chartsIf(len(b.Conditions) > 0, chartFile{FileBBLatency, b.LatencyChart}, chartFile{FileBBDuration, b.DurationChart})
 }

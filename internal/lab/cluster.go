@@ -567,16 +567,9 @@ func (c *ClusterReport) writeDiscussion(w io.Writer) {
 }
 
 // tables prints the points, unless the experiment was skipped.
-func (c *ClusterReport) tables(p *printer) {
-	if c.Skipped == "" {
-		p.table(c.table())
-	}
-}
+func (c *ClusterReport) tables(p *printer) { p.tableIf(c.Skipped == "", c.table) }
 
 // charts returns the slowdown chart.
 func (c *ClusterReport) charts() []chartFile {
-	if len(c.Rows) == 0 {
-		return nil
-	}
-	return []chartFile{{FileClusterSlowdown, c.SlowdownChart()}}
+	return chartsIf(len(c.Rows) > 0, chartFile{FileClusterSlowdown, c.SlowdownChart})
 }

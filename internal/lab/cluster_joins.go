@@ -67,12 +67,7 @@ func (r *clusterRun) point(ctx context.Context, control string, n int) (row Clus
 	var measured time.Duration
 	var lowBytes, highBytes, highClass int64
 	times, err := measureReps(ctx, r.p, fmt.Sprintf("network_control %s, N=%d", control, n), r.plan.Reps,
-		func() error {
-			if n == 0 {
-				return nil
-			}
-			return w.wait(ctx, n, false)
-		}, nil,
+		w.before(ctx, n), nil,
 		func() (time.Duration, error) {
 			// Sample the low-priority joins while the high-priority one runs.
 			sctx, stopSampling := context.WithCancel(ctx)

@@ -575,16 +575,9 @@ func (c *ConcurrencyReport) targets() []Target {
 }
 
 // tables prints the points, unless nothing was measured.
-func (c *ConcurrencyReport) tables(p *printer) {
-	if c.Unsupported == "" {
-		p.table(c.table())
-	}
-}
+func (c *ConcurrencyReport) tables(p *printer) { p.tableIf(c.Unsupported == "", c.table) }
 
 // charts returns the latency and throughput charts.
 func (c *ConcurrencyReport) charts() []chartFile {
-	if len(c.Rows) == 0 {
-		return nil
-	}
-	return []chartFile{{FileConcLatency, c.LatencyChart()}, {FileConcThroughput, c.ThroughputChart()}}
+	return chartsIf(len(c.Rows) > 0, chartFile{FileConcLatency, c.LatencyChart}, chartFile{FileConcThroughput, c.ThroughputChart})
 }

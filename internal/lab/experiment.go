@@ -351,6 +351,16 @@ func (w *penaltyWait) wait(ctx context.Context, n int, verbose bool) error {
 	}
 }
 
+// before returns what a point with n jobs does before each measurement:
+// wait, quietly, until they are penalised again (a job may have begun a
+// new statement); nil, nothing, with no job.
+func (w *penaltyWait) before(ctx context.Context, n int) func() error {
+	if n == 0 {
+		return nil
+	}
+	return func() error { return w.wait(ctx, n, false) }
+}
+
 // penalise waits, printing progress, until n jobs' statements are
 // penalised, then until the bytes queued before the penalty have left
 // the device FIFO (twice its drain time at capacity bytes/s, at least

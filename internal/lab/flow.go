@@ -325,12 +325,7 @@ func (r *flowRun) point(ctx context.Context, control string, n int) (FlowRow, in
 	var nb int64
 	b0, m0 := bulkBytes.Load(), r.clk.Now()
 	times, err := measureReps(ctx, r.p, fmt.Sprintf("network_control %s, N=%d", control, n), r.plan.Reps,
-		func() error {
-			if n == 0 {
-				return nil
-			}
-			return w.wait(ctx, n, false)
-		}, nil,
+		w.before(ctx, n), nil,
 		func() (time.Duration, error) {
 			t0 := r.clk.Now()
 			got, err := normal.normal(ctx)
@@ -419,25 +414,17 @@ func (f *FlowReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\n![slowdown vs N](%s)\n\n", FileSlowdown)
 	off, on := f.row("off", sweepMaxN(f.Rows)), f.row("on", sweepMaxN(f.Rows))
 	fmt.Fprintf(w, "What the numbers show:\n\n")
-	offText := ""
-	if off != nil {
-		offText = fmt.Sprintf(" At N = %d the query took %.1f ms, %.2fx its time on an idle link.", off.N, off.ElapsedMs, off.Slowdown)
-	}
 	fmt.Fprintf(w, "- **network_control = off**: the link is one FIFO, as an unmanaged network is. The slowdown comes from the shared %s device FIFO: "+
 		"the normal query's bytes get about one admission in N+1 as space frees (N+1 flows share the capacity), and each of its chunks "+
 		"queues behind whatever the bulk flows already put in the FIFO (%s is %.1f ms at %s). Its time grows roughly as (N+1) times its unloaded transfer time plus that queueing; "+
 		"the FIFO model column is that arithmetic, elapsed at N = 0 plus (N x %s + %s) / capacity.%s\n",
 		units.FormatBytes(f.QueueBytes), units.FormatBytes(f.QueueBytes), drain(f.QueueBytes), f.Capacity,
-		units.FormatBytes(roundMB(f.NormalBytes)), units.FormatBytes(f.QueueBytes), offText)
-	onText := ""
-	if on != nil {
-		onText = fmt.Sprintf(" At N = %d the query took %.1f ms, %.2fx.", on.N, on.ElapsedMs, on.Slowdown)
-	}
+		units.FormatBytes(roundMB(f.NormalBytes)), units.FormatBytes(f.QueueBytes), tookText(off, " its time on an idle link"))
 	fmt.Fprintf(w, "- **network_control = on**: the penalised bulk statements are in the low class. Their bytes are sent only when no normal-priority bytes wait, "+
 		"and the low-priority bytes inside the FIFO are bounded by low_priority_queue_bytes (%s, %.2f ms at %s), so a normal byte waits behind at most that much bulk data "+
 		"and while the normal query runs (and for %v after) the low class enters at most at low_priority_yield (%d%%) of the capacity, so its bytes do not take the processors "+
 		"the query's server, proxy and client need between round trips: the normal query runs at nearly its unloaded speed, and the bulk sessions have the whole link whenever it does not run.%s\n\n",
-		units.FormatBytes(f.LowQueueBytes), drain(f.LowQueueBytes), f.Capacity, link.YieldHold, link.DefaultLowYieldPercent, onText)
+		units.FormatBytes(f.LowQueueBytes), drain(f.LowQueueBytes), f.Capacity, link.YieldHold, link.DefaultLowYieldPercent, tookText(on, ""))
 }
 
 // FlowPlan is the scale of the flow-control experiment.
@@ -495,4 +482,13 @@ func (f *FlowReport) targets() []Target {
 func (f *FlowReport) tables(p *printer) { p.table(f.table()) }
 
 // charts returns the slowdown chart.
-func (f *FlowReport) charts() []chartFile { return []chartFile{{FileSlowdown, f.SlowdownChart()}} }
+func (f *FlowReport) charts() []chartFile { return []chartFile{{FileSlowdown, f.SlowdownChart}} }
+
+// tookText says what the normal query took at point r, its slowdown
+// followed by what, or "" without a point.
+func tookText(r *FlowRow, what string) string {
+	if r == nil {
+		return ""
+	}
+	return fmt.Sprintf(" At N = %d the query took %.1f ms, %.2fx%s.", r.N, r.ElapsedMs, r.Slowdown, what)
+}

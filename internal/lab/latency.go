@@ -395,4 +395,4 @@ func (l *LatencyReport) targets() []Target {
 func (l *LatencyReport) tables(p *printer) { p.table(l.table()) }
 
 // charts returns the TPS chart.
-func (l *LatencyReport) charts() []chartFile { return []chartFile{{FileTPSChart, l.TPSChart()}} }
+func (l *LatencyReport) charts() []chartFile { return []chartFile{{FileTPSChart, l.TPSChart}} }

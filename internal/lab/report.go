@@ -109,7 +109,16 @@ type section interface {
 // chartFile is a chart and the name of its file.
 type chartFile struct {
 	name  string
-	chart *svg.Chart
+	chart func() *svg.Chart
+}
+
+// chartsIf returns charts when the experiment measured something, else
+// none.
+func chartsIf(measured bool, charts ...chartFile) []chartFile {
+	if !measured {
+		return nil
+	}
+	return charts
 }
 
 // sections returns the experiments the report holds, in order.
@@ -150,7 +159,7 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 			files = append(files, struct {
 				name string
 				data []byte
-			}{c.name, []byte(c.chart.String())})
+			}{c.name, []byte(c.chart().String())})
 		}
 	}
 	var written []string

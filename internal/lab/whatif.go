@@ -568,4 +568,4 @@ func (w *WhatIfReport) explain(out io.Writer) {
 func (w *WhatIfReport) tables(p *printer) { p.table(w.table()) }
 
 // charts returns the predicted-against-measured chart.
-func (w *WhatIfReport) charts() []chartFile { return []chartFile{{FileWhatIf, w.Chart()}} }
+func (w *WhatIfReport) charts() []chartFile { return []chartFile{{FileWhatIf, w.Chart}} }
