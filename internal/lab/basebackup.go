@@ -45,8 +45,12 @@ type BaseBackupPlan struct {
 	MaxCapacity int64
 }
 
-// validate fills in b's defaults; b is in use (DatabaseBytes > 0).
+// validate checks b and fills in its defaults; a plan with no database
+// size is left alone (skipped).
 func (b *BaseBackupPlan) validate() error {
+	if b.DatabaseBytes <= 0 {
+		return nil
+	}
 	if b.DatabaseBytes < 8<<20 || b.DatabaseBytes > 1<<40 {
 		return &UsageError{Msg: fmt.Sprintf("base-backup database size %d bytes out of range (8 MiB to 1 TiB)", b.DatabaseBytes)}
 	}

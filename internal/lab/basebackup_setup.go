@@ -34,7 +34,7 @@ func baseBackupSkip(db *database, binDir string) (bin, reason string) {
 // table, until the cluster holds plan.DatabaseBytes, then checkpoints.
 func (r *bbRun) fill(ctx context.Context) error {
 	p, pl := r.p, r.plan
-	pw, err := randomPassword()
+	pw, err := pgtemp.Password()
 	if err != nil {
 		return err
 	}

@@ -58,11 +58,7 @@ func (c *ClusterPlan) validate() error {
 	if c.LowRows > 1_000_000 || c.HighRows > 1_000_000 {
 		return &UsageError{Msg: fmt.Sprintf("cluster tables of %d and %d rows out of range (1 to 1000000)", c.LowRows, c.HighRows)}
 	}
-	orDefault(&c.MaxCapacity, 100_000_000)
-	orDefault(&c.RuleBandwidth, 0.05)
-	orDefault(&c.RuleElapsed, 0.5)
-	c.CheckPeriod = max(c.CheckPeriod, 100*time.Millisecond)
-	orDefault(&c.PenaltyTimeout, 30*time.Second)
+	penaltyDefaults(&c.MaxCapacity, &c.RuleBandwidth, &c.RuleElapsed, &c.CheckPeriod, &c.PenaltyTimeout, 30*time.Second)
 	return nil
 }
 

@@ -2,8 +2,6 @@ package lab
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -148,11 +146,11 @@ func (r *clusterRun) build(ctx context.Context) ([]string, error) {
 	r.passwords = map[string]string{}
 	var roles []string
 	for _, u := range []string{clusterLowUser, clusterHighUser, clusterLowShardUser, clusterHighShardUser, clusterSetupUser} {
-		b := make([]byte, 12)
-		if _, err := rand.Read(b); err != nil {
-			return nil, fmt.Errorf("random: %w", err)
+		pw, err := pgtemp.Password()
+		if err != nil {
+			return nil, err
 		}
-		r.passwords[u] = hex.EncodeToString(b)
+		r.passwords[u] = pw
 		roles = append(roles, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", u, r.passwords[u]))
 	}
 	tables := []string{"wt1", "wt2", "wt3", "wt4"}

@@ -46,6 +46,29 @@ const chunkBytes = 32 << 10
 // queueSample is how often a point samples the link's device queue.
 const queueSample = 10 * time.Millisecond
 
+// validate checks c and fills in its defaults; a plan with no points is
+// left alone (skipped).
+func (c *ConcurrencyPlan) validate() error {
+	if len(c.Limits) == 0 {
+		return nil
+	}
+	if err := inRange(c.Limits, 1000, "active_statements", "0 (unlimited) to 1000"); err != nil {
+		return err
+	}
+	c.Limits = withZero(c.Limits)
+	orDefault(&c.Sessions, 32)
+	if c.Sessions > 200 {
+		return &UsageError{Msg: fmt.Sprintf("%d ordinary sessions out of range (1 to 200)", c.Sessions)}
+	}
+	orDefault(&c.Reps, 50)
+	orDefault(&c.MaxCapacity, 100_000_000)
+	orDefault(&c.Settle, time.Second)
+	orDefault(&c.Measure, 2*time.Second)
+	orDefault(&c.Window, 64<<10)
+	orDefault(&c.RTT, time.Millisecond)
+	return nil
+}
+
 // ConcurrencyReport is the concurrency experiment's outcome.
 type ConcurrencyReport struct {
 	// Unsupported, when set, says why nothing was measured: this build

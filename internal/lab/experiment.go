@@ -2,8 +2,6 @@ package lab
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,15 +40,6 @@ func experiment[R section](run func(context.Context, *env) (R, error), field *R)
 		*field = r
 		return r, err
 	}
-}
-
-// randomPassword is 24 random hex digits.
-func randomPassword() (string, error) {
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("random: %w", err)
-	}
-	return hex.EncodeToString(b), nil
 }
 
 // headroom is how many times the calibrated single-session rate must

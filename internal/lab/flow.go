@@ -2,9 +2,7 @@ package lab
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
@@ -36,6 +35,21 @@ const (
 	bulkPool = "bulk_pool"
 	bulkRule = "bulk_rule"
 )
+
+// validate checks f and fills in its defaults; a plan with no points is
+// left alone (skipped).
+func (f *FlowPlan) validate() error {
+	if len(f.Ns) == 0 {
+		return nil
+	}
+	if err := inRange(f.Ns, 100, "bulk sessions", "0 to 100"); err != nil {
+		return err
+	}
+	f.Ns = withZero(f.Ns)
+	orDefault(&f.Reps, 20)
+	penaltyDefaults(&f.MaxCapacity, &f.RuleBandwidth, &f.RuleElapsed, &f.CheckPeriod, &f.PenaltyTimeout, 20*time.Second)
+	return nil
+}
 
 // FlowReport is the flow-control experiment's outcome.
 type FlowReport struct {
@@ -224,11 +238,9 @@ func (r *flowRun) setupBulk(ctx context.Context) (*bulkAccess, error) {
 // and returns it with a function that drops it. reason is set, and no
 // login made, when the database has one already or refuses to make one.
 func (r *flowRun) createLogin(ctx context.Context) (password string, drop func(context.Context) error, reason string, err error) {
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		return "", nil, "", fmt.Errorf("random: %w", err)
+	if password, err = pgtemp.Password(); err != nil {
+		return "", nil, "", err
 	}
-	password = hex.EncodeToString(b)
 	switch r.db.protocol {
 	case protoMySQL:
 		db, err := sql.Open("mysql", r.db.mysqlConfig(r.db.upstream, "", "").FormatDSN())

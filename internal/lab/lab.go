@@ -172,61 +172,13 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
-	l := &o.Plan.Latency
-	if len(l.RTTs) > 0 {
-		if err := inRange(append(slices.Clone(l.RTTs), l.PrepareRTTs...), 10*time.Second, "added RTT", "0 to 10 s"); err != nil {
-			return err
-		}
-		l.RTTs = withZero(l.RTTs)
-		orDefault(&l.Tables, 1)
-		orDefault(&l.TableSize, 10000)
-		orDefault(&l.Time, 10*time.Second)
-		if l.Threads < 0 {
-			return &UsageError{Msg: "threads must be >= 0"}
-		}
-	}
-	f := &o.Plan.Flow
-	if len(f.Ns) > 0 {
-		if err := inRange(f.Ns, 100, "bulk sessions", "0 to 100"); err != nil {
-			return err
-		}
-		f.Ns = withZero(f.Ns)
-		orDefault(&f.Reps, 20)
-		orDefault(&f.MaxCapacity, 100_000_000)
-		orDefault(&f.RuleBandwidth, 0.05)
-		orDefault(&f.RuleElapsed, 0.5)
-		f.CheckPeriod = max(f.CheckPeriod, 100*time.Millisecond)
-		orDefault(&f.PenaltyTimeout, 20*time.Second)
-	}
-	c := &o.Plan.Concurrency
-	if len(c.Limits) > 0 {
-		if err := inRange(c.Limits, 1000, "active_statements", "0 (unlimited) to 1000"); err != nil {
-			return err
-		}
-		c.Limits = withZero(c.Limits)
-		orDefault(&c.Sessions, 32)
-		if c.Sessions > 200 {
-			return &UsageError{Msg: fmt.Sprintf("%d ordinary sessions out of range (1 to 200)", c.Sessions)}
-		}
-		orDefault(&c.Reps, 50)
-		orDefault(&c.MaxCapacity, 100_000_000)
-		orDefault(&c.Settle, time.Second)
-		orDefault(&c.Measure, 2*time.Second)
-		orDefault(&c.Window, 64<<10)
-		orDefault(&c.RTT, time.Millisecond)
-	}
-	if err := o.Plan.WhatIf.validate(); err != nil {
-		return err
-	}
-	if err := o.Plan.Cluster.validate(); err != nil {
-		return err
-	}
-	if b := &o.Plan.BaseBackup; b.DatabaseBytes > 0 {
-		if err := b.validate(); err != nil {
+	pl := &o.Plan
+	for _, v := range []interface{ validate() error }{&pl.Latency, &pl.Flow, &pl.Concurrency, &pl.WhatIf, &pl.Cluster, &pl.BaseBackup} {
+		if err := v.validate(); err != nil {
 			return err
 		}
 	}
-	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 && len(o.Plan.WhatIf.RTTs) == 0 && len(o.Plan.Cluster.Ns) == 0 && o.Plan.BaseBackup.DatabaseBytes <= 0 {
+	if len(pl.Latency.RTTs) == 0 && len(pl.Flow.Ns) == 0 && len(pl.Concurrency.Limits) == 0 && len(pl.WhatIf.RTTs) == 0 && len(pl.Cluster.Ns) == 0 && pl.BaseBackup.DatabaseBytes <= 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
 	}
 	return nil
@@ -251,6 +203,19 @@ func withZero[T int | time.Duration](vs []T) []T {
 	}
 	slices.Sort(vs)
 	return slices.Compact(vs)
+}
+
+// penaltyDefaults fills in the defaults of an experiment whose bulk
+// jobs an exception rule penalises: the calibrated capacity's cap
+// maxCap (100 MB/s), the rule's bandwidth and elapsed time (0.05 MB/s,
+// 0.5 s), except_check_period (at least 100 ms) and the penalty wait's
+// timeout (timeoutDefault).
+func penaltyDefaults(maxCap *int64, bandwidth, elapsed *float64, period, timeout *time.Duration, timeoutDefault time.Duration) {
+	orDefault(maxCap, 100_000_000)
+	orDefault(bandwidth, 0.05)
+	orDefault(elapsed, 0.5)
+	*period = max(*period, 100*time.Millisecond)
+	orDefault(timeout, timeoutDefault)
 }
 
 // orDefault sets *v to def when it is 0 or less (unset).

@@ -14,6 +14,25 @@ import (
 	"github.com/sluicelab/sluice/internal/lab/svg"
 )
 
+// validate checks l and fills in its defaults; a plan with no points is
+// left alone (skipped).
+func (l *LatencyPlan) validate() error {
+	if len(l.RTTs) == 0 {
+		return nil
+	}
+	if err := inRange(append(slices.Clone(l.RTTs), l.PrepareRTTs...), 10*time.Second, "added RTT", "0 to 10 s"); err != nil {
+		return err
+	}
+	l.RTTs = withZero(l.RTTs)
+	orDefault(&l.Tables, 1)
+	orDefault(&l.TableSize, 10000)
+	orDefault(&l.Time, 10*time.Second)
+	if l.Threads < 0 {
+		return &UsageError{Msg: "threads must be >= 0"}
+	}
+	return nil
+}
+
 // LatencyReport is the latency experiment's outcome.
 type LatencyReport struct {
 	BenchSetup

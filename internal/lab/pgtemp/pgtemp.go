@@ -356,6 +356,11 @@ func command(ctx context.Context, cred *syscall.Credential, dir, name string, ar
 	return c
 }
 
+// Password returns a new random password: 24 hex digits, for a role of
+// a throwaway server.
+func Password() (string, error) { return randomHex(12) }
+
+// randomHex returns n random bytes in hex.
 func randomHex(n int) (string, error) {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
