@@ -431,56 +431,46 @@ func (c *ConcurrencyReport) x(r ConcurrencyRow) float64 {
 	return float64(r.ActiveStatements)
 }
 
-// xLabel is the charts' x axis title.
-func (c *ConcurrencyReport) xLabel() string {
-	return fmt.Sprintf("active_statements of the ordinary pool (unlimited drawn at %d, the sessions)", c.Sessions)
+// chart is a chart of the points against active_statements, both axes
+// from zero.
+func (c *ConcurrencyReport) chart(title, yLabel string) *svg.Chart {
+	return &svg.Chart{
+		Title:  title,
+		XLabel: fmt.Sprintf("active_statements of the ordinary pool (unlimited drawn at %d, the sessions)", c.Sessions),
+		YLabel: yLabel,
+		ZeroX:  true, ZeroY: true,
+	}
+}
+
+// series is y of every point against its x.
+func (c *ConcurrencyReport) series(name string, dashed bool, y func(ConcurrencyRow) float64) svg.Series {
+	return seriesOf(name, dashed, c.Rows, c.x, y)
 }
 
 // LatencyChart is the chart of the high-priority query's p50 and p99
 // against the ordinary pool's active_statements, beside the device-queue
 // bound.
 func (c *ConcurrencyReport) LatencyChart() *svg.Chart {
-	ch := &svg.Chart{
-		Title:  fmt.Sprintf("High-priority query under %d ordinary sessions (link %s)", c.Sessions, c.Capacity),
-		XLabel: c.xLabel(),
-		YLabel: "high-priority query elapsed (ms)",
-		ZeroX:  true, ZeroY: true,
+	ch := c.chart(fmt.Sprintf("High-priority query under %d ordinary sessions (link %s)", c.Sessions, c.Capacity), "high-priority query elapsed (ms)")
+	ch.Series = []svg.Series{
+		c.series("p50", false, func(r ConcurrencyRow) float64 { return r.P50Ms }),
+		c.series("p99", false, func(r ConcurrencyRow) float64 { return r.P99Ms }),
+		c.series("device-queue bound: min(statements x (window + chunk), queue) / capacity", true, func(r ConcurrencyRow) float64 { return r.BoundMs }),
 	}
-	p50 := svg.Series{Name: "p50"}
-	p99 := svg.Series{Name: "p99"}
-	bound := svg.Series{Name: "device-queue bound: min(statements x (window + chunk), queue) / capacity", Dashed: true}
-	for _, r := range c.Rows {
-		x := c.x(r)
-		p50.Points = append(p50.Points, svg.Point{X: x, Y: r.P50Ms})
-		p99.Points = append(p99.Points, svg.Point{X: x, Y: r.P99Ms})
-		bound.Points = append(bound.Points, svg.Point{X: x, Y: r.BoundMs})
-	}
-	sortByX(&p50, &p99, &bound)
-	ch.Series = []svg.Series{p50, p99, bound}
 	return ch
 }
 
 // ThroughputChart is the chart of the ordinary sessions' aggregate
 // throughput against active_statements, with the 0.85 x unlimited line.
 func (c *ConcurrencyReport) ThroughputChart() *svg.Chart {
-	ch := &svg.Chart{
-		Title:  fmt.Sprintf("Throughput of %d ordinary sessions (link %s)", c.Sessions, c.Capacity),
-		XLabel: c.xLabel(),
-		YLabel: "ordinary sessions together (MB/s)",
-		ZeroX:  true, ZeroY: true,
-	}
+	ch := c.chart(fmt.Sprintf("Throughput of %d ordinary sessions (link %s)", c.Sessions, c.Capacity), "ordinary sessions together (MB/s)")
 	if c.CapacityBytes > 0 {
 		ch.Guides = append(ch.Guides, svg.Guide{Y: float64(c.CapacityBytes) / 1e6, Label: "link capacity"})
 	}
 	if base := c.row(0); base != nil && base.MBps > 0 {
 		ch.Guides = append(ch.Guides, svg.Guide{Y: 0.85 * base.MBps, Label: "0.85 x unlimited"})
 	}
-	s := svg.Series{Name: "ordinary MB/s"}
-	for _, r := range c.Rows {
-		s.Points = append(s.Points, svg.Point{X: c.x(r), Y: r.MBps})
-	}
-	sortByX(&s)
-	ch.Series = []svg.Series{s}
+	ch.Series = []svg.Series{c.series("ordinary MB/s", false, func(r ConcurrencyRow) float64 { return r.MBps })}
 	return ch
 }
 

@@ -3,8 +3,6 @@ package lab
 import (
 	"fmt"
 	"slices"
-
-	"github.com/sluicelab/sluice/internal/lab/svg"
 )
 
 // sweepRow is a point of an off/on sweep (the flow-control and the
@@ -77,34 +75,6 @@ func sweepTable[R sweepRow](rows []R, nHead string, moreHead []string, more func
 		t.rows = append(t.rows, append(cells, more(off, on)...))
 	}
 	return t
-}
-
-// sweepChart draws the slowdown of rows against N, one series with
-// network_control off and one with it on, and the off points' FIFO
-// model over the elapsed time at N = 0, dashed.
-func sweepChart[R sweepRow](c *svg.Chart, rows []R) *svg.Chart {
-	model := svg.Series{Name: "off: FIFO model", Dashed: true}
-	base := sweepAt(rows, "off", 0)
-	for _, control := range []string{"off", "on"} {
-		s := svg.Series{Name: "network_control " + control}
-		for _, r := range rows {
-			ctl, n, t, m := r.point()
-			if ctl != control {
-				continue
-			}
-			s.Points = append(s.Points, svg.Point{X: float64(n), Y: t.Slowdown})
-			if control == "off" && base != nil && m > 0 {
-				if _, _, b, _ := (*base).point(); b.ElapsedMs > 0 {
-					model.Points = append(model.Points, svg.Point{X: float64(n), Y: m / b.ElapsedMs})
-				}
-			}
-		}
-		c.Series = append(c.Series, s)
-	}
-	if len(model.Points) > 0 {
-		c.Series = append(c.Series, model)
-	}
-	return c
 }
 
 // mbpsCell formats a point's MB/s, "-" for no point.
