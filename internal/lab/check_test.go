@@ -227,54 +227,11 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 	}
 
 	if f := js.Flow; f != nil {
-		rows := mdTable(t, md, "| bulk sessions N")
-		ns := f.ns()
-		if len(rows)-1 != len(ns) {
-			t.Fatalf("flow table has %d rows, want one per N (%v)", len(rows)-1, ns)
-		}
-		for i, n := range ns {
-			cells := rows[i+1]
-			if cellNum(t, cells[0]) != float64(n) {
-				t.Errorf("flow row %d is N=%s, want %d", i, cells[0], n)
+		checkSweep(t, "flow", dir, md, "| bulk sessions N", FileSlowdown, f.Rows, func(control string, n int, r *FlowRow) {
+			if len(r.SamplesMs) != f.Reps {
+				t.Errorf("N=%d %s: %d samples, want %d", n, control, len(r.SamplesMs), f.Reps)
 			}
-			for _, c := range []struct {
-				control         string
-				elapsed, slowdn int
-			}{{"off", 1, 3}, {"on", 4, 5}} {
-				r := f.row(c.control, n)
-				if r == nil {
-					t.Fatalf("no %s point for N=%d in JSON", c.control, n)
-				}
-				if !near(cellNum(t, cells[c.elapsed]), r.ElapsedMs, 0.1) || !near(cellNum(t, cells[c.slowdn]), r.Slowdown, 0.01) {
-					t.Errorf("N=%d %s: table %s %s, JSON %v %v", n, c.control, cells[c.elapsed], cells[c.slowdn], r.ElapsedMs, r.Slowdown)
-				}
-				base := f.row(c.control, 0)
-				if !near(r.Slowdown, r.ElapsedMs/base.ElapsedMs, 1e-9) {
-					t.Errorf("N=%d %s: slowdown %v is not elapsed / elapsed at N=0", n, c.control, r.Slowdown)
-				}
-				if len(r.SamplesMs) != f.Reps {
-					t.Errorf("N=%d %s: %d samples, want %d", n, c.control, len(r.SamplesMs), f.Reps)
-				}
-			}
-		}
-		c := readChart(t, filepath.Join(dir, FileSlowdown))
-		off, on := c.series["network_control off"], c.series["network_control on"]
-		if len(off) != len(ns) || len(on) != len(ns) {
-			t.Fatalf("slowdown chart series %v", c.legend)
-		}
-		if !strings.Contains(c.xLabel, "N") || !strings.Contains(c.yLabel, "slowdown") {
-			t.Errorf("slowdown chart axis labels %q, %q", c.xLabel, c.yLabel)
-		}
-		// The chart must draw the data: a larger slowdown is higher up
-		// (a smaller y).
-		last := len(ns) - 1
-		offY, onY := off[last][1], on[last][1]
-		if (f.row("off", ns[last]).Slowdown > f.row("on", ns[last]).Slowdown) != (offY < onY) {
-			t.Errorf("slowdown chart: last points at y=%v (off) and y=%v (on) contradict the data", offY, onY)
-		}
-		if !strings.Contains(md, "("+FileSlowdown+")") {
-			t.Error("report.md does not show the slowdown chart")
-		}
+		})
 	}
 	if c := js.Concurrency; c != nil && c.Unsupported == "" {
 		checkConcurrencyFiles(t, dir, md, c)
@@ -363,5 +320,66 @@ func checkConcurrencyFiles(t *testing.T, dir, md string, c *ConcurrencyReport) {
 		if !strings.Contains(md, "("+f+")") {
 			t.Errorf("report.md does not show %s", f)
 		}
+	}
+}
+
+// checkSweep checks an off/on sweep's table in report.md (the one whose
+// header starts with header) against rows: one row per N, each point's
+// elapsed time and slowdown as printed, the slowdown over the elapsed
+// time at N = 0; then each with every point, for the experiment's own
+// checks; and that its slowdown chart, in chart, draws the data.
+func checkSweep[R sweepRow](t *testing.T, what, dir, md, header, chart string, rows []R, each func(control string, n int, r *R)) {
+	t.Helper()
+	table := mdTable(t, md, header)
+	ns := sweepNs(rows)
+	if len(table)-1 != len(ns) {
+		t.Fatalf("%s table has %d rows, want one per N (%v)", what, len(table)-1, ns)
+	}
+	at := func(control string, n int) (*R, PointTimes) {
+		r := sweepAt(rows, control, n)
+		if r == nil {
+			t.Fatalf("%s: no %s point for N=%d in JSON", what, control, n)
+		}
+		_, _, tm, _ := (*r).point()
+		return r, tm
+	}
+	for i, n := range ns {
+		cells := table[i+1]
+		if cellNum(t, cells[0]) != float64(n) {
+			t.Errorf("%s row %d is N=%s, want %d", what, i, cells[0], n)
+		}
+		for _, c := range []struct {
+			control         string
+			elapsed, slowdn int
+		}{{"off", 1, 3}, {"on", 4, 5}} {
+			r, tm := at(c.control, n)
+			_, base := at(c.control, 0)
+			if !near(cellNum(t, cells[c.elapsed]), tm.ElapsedMs, 0.1) || !near(cellNum(t, cells[c.slowdn]), tm.Slowdown, 0.01) {
+				t.Errorf("%s N=%d %s: table %s %s, JSON %v %v", what, n, c.control, cells[c.elapsed], cells[c.slowdn], tm.ElapsedMs, tm.Slowdown)
+			}
+			if !near(tm.Slowdown, tm.ElapsedMs/base.ElapsedMs, 1e-9) {
+				t.Errorf("%s N=%d %s: slowdown %v is not elapsed / elapsed at N=0", what, n, c.control, tm.Slowdown)
+			}
+			each(c.control, n, r)
+		}
+	}
+	c := readChart(t, filepath.Join(dir, chart))
+	off, on := c.series["network_control off"], c.series["network_control on"]
+	if len(off) != len(ns) || len(on) != len(ns) {
+		t.Fatalf("%s chart series %v", what, c.legend)
+	}
+	if !strings.Contains(c.xLabel, "N") || !strings.Contains(c.yLabel, "slowdown") {
+		t.Errorf("%s chart axis labels %q, %q", what, c.xLabel, c.yLabel)
+	}
+	// The chart must draw the data: a larger slowdown is higher up (a
+	// smaller y).
+	last := len(ns) - 1
+	_, offT := at("off", ns[last])
+	_, onT := at("on", ns[last])
+	if (offT.Slowdown > onT.Slowdown) != (off[last][1] < on[last][1]) {
+		t.Errorf("%s chart: last points at y=%v (off) and y=%v (on) contradict the data", what, off[last][1], on[last][1])
+	}
+	if !strings.Contains(md, "("+chart+")") {
+		t.Errorf("report.md does not show the %s chart", what)
 	}
 }

@@ -312,39 +312,15 @@ func checkClusterFiles(t *testing.T, dir string, rep *ClusterReport) *ClusterRep
 	if len(js.Rows) != len(rep.Rows) {
 		t.Fatalf("report.json has %d cluster points, the run %d", len(js.Rows), len(rep.Rows))
 	}
-	rows := mdTable(t, string(md), "| low-priority joins N")
-	ns := js.ns()
-	if len(rows)-1 != len(ns) {
-		t.Fatalf("cluster table has %d rows, want one per N (%v)", len(rows)-1, ns)
-	}
-	for i, n := range ns {
-		cells := rows[i+1]
-		if cellNum(t, cells[0]) != float64(n) {
-			t.Errorf("cluster row %d is N=%s, want %d", i, cells[0], n)
+	checkSweep(t, "cluster", dir, string(md), "| low-priority joins N", FileClusterSlowdown, js.Rows, func(control string, n int, r *ClusterRow) {
+		med, _, lo, hi := summarize(r.SamplesMs)
+		if len(r.SamplesMs) != js.Reps || med != r.ElapsedMs || lo != r.MinMs || hi != r.MaxMs {
+			t.Errorf("N=%d %s: samples %v do not give median %v, min %v, max %v (%d reps)", n, control, r.SamplesMs, r.ElapsedMs, r.MinMs, r.MaxMs, js.Reps)
 		}
-		for _, k := range []struct {
-			control         string
-			elapsed, slowdn int
-		}{{"off", 1, 3}, {"on", 4, 5}} {
-			r, base := js.row(k.control, n), js.row(k.control, 0)
-			if r == nil || base == nil {
-				t.Fatalf("no %s point for N=%d or 0", k.control, n)
-			}
-			if !near(cellNum(t, cells[k.elapsed]), r.ElapsedMs, 0.1) || !near(cellNum(t, cells[k.slowdn]), r.Slowdown, 0.01) {
-				t.Errorf("N=%d %s: table %s %s, JSON %v %v", n, k.control, cells[k.elapsed], cells[k.slowdn], r.ElapsedMs, r.Slowdown)
-			}
-			if !near(r.Slowdown, r.ElapsedMs/base.ElapsedMs, 1e-9) {
-				t.Errorf("N=%d %s: slowdown %v is not elapsed / elapsed at N=0", n, k.control, r.Slowdown)
-			}
-			med, _, lo, hi := summarize(r.SamplesMs)
-			if len(r.SamplesMs) != js.Reps || med != r.ElapsedMs || lo != r.MinMs || hi != r.MaxMs {
-				t.Errorf("N=%d %s: samples %v do not give median %v, min %v, max %v (%d reps)", n, k.control, r.SamplesMs, r.ElapsedMs, r.MinMs, r.MaxMs, js.Reps)
-			}
-			if r.Unpenalised < 0 || r.Unpenalised > 1 || (n == 0 && (r.LowMBps != 0 || r.Unpenalised != 0)) {
-				t.Errorf("N=%d %s: low %.1f MB/s, unpenalised share %v", n, k.control, r.LowMBps, r.Unpenalised)
-			}
+		if r.Unpenalised < 0 || r.Unpenalised > 1 || (n == 0 && (r.LowMBps != 0 || r.Unpenalised != 0)) {
+			t.Errorf("N=%d %s: low %.1f MB/s, unpenalised share %v", n, control, r.LowMBps, r.Unpenalised)
 		}
-	}
+	})
 	// The distributed statements' table: one row per point, as the JSON.
 	dist := mdTable(t, string(md), "| network_control | N | distributed statements")
 	if len(dist)-1 != len(js.Rows) {
@@ -356,18 +332,6 @@ func checkClusterFiles(t *testing.T, dir string, rep *ClusterReport) *ClusterRep
 			cellNum(t, cells[4]) != float64(r.LowPenalised) || cellNum(t, cells[5]) != float64(r.RuleFirings) {
 			t.Errorf("distributed statements row %v, JSON %+v", cells, r)
 		}
-	}
-	c := readChart(t, filepath.Join(dir, FileClusterSlowdown))
-	off, on := c.series["network_control off"], c.series["network_control on"]
-	if len(off) != len(ns) || len(on) != len(ns) {
-		t.Fatalf("cluster chart series %v", c.legend)
-	}
-	last := len(ns) - 1
-	if (js.row("off", ns[last]).Slowdown > js.row("on", ns[last]).Slowdown) != (off[last][1] < on[last][1]) {
-		t.Errorf("cluster chart: last points at y=%v (off) and y=%v (on) contradict the data", off[last][1], on[last][1])
-	}
-	if !strings.Contains(string(md), "("+FileClusterSlowdown+")") {
-		t.Error("report.md does not show the cluster chart")
 	}
 	if js.Scale <= 1 || js.CapacityBytes <= 0 || !near(js.Scale, tenGE/float64(js.CapacityBytes), 1e-9) {
 		t.Errorf("scale %v for capacity %d", js.Scale, js.CapacityBytes)
