@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"math"
@@ -11,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -148,19 +151,7 @@ func near(printed, v, precision float64) bool {
 // for rep and returns what report.json holds.
 func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, FileJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var js Report
-	if err := json.Unmarshal(data, &js); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
-	mdBytes, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
-	if err != nil {
-		t.Fatal(err)
-	}
-	md := string(mdBytes)
+	js, md := readReport(t, dir)
 	if (js.Latency == nil) != (rep.Latency == nil) || (js.Flow == nil) != (rep.Flow == nil) || (js.Concurrency == nil) != (rep.Concurrency == nil) || (js.WhatIf == nil) != (rep.WhatIf == nil) {
 		t.Fatal("report.json lacks an experiment the run made")
 	}
@@ -239,7 +230,7 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 	if w := js.WhatIf; w != nil {
 		checkWhatIfFiles(t, dir, md, w)
 	}
-	return &js
+	return js
 }
 
 // checkConcurrencyFiles checks the concurrency experiment's table against
@@ -382,4 +373,79 @@ func checkSweep[R sweepRow](t *testing.T, what, dir, md, header, chart string, r
 	if !strings.Contains(md, "("+chart+")") {
 		t.Errorf("report.md does not show the %s chart", what)
 	}
+}
+
+// readReport returns what report.json in dir holds and report.md.
+func readReport(t *testing.T, dir string) (*Report, string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, FileJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js Report
+	if err := json.Unmarshal(data, &js); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &js, string(md)
+}
+
+// needPostgres skips a slow test under -short (it takes about takes
+// here) and reports whether PostgreSQL's programs are installed, with
+// their directory; without them the test is marked missing (see
+// testenv.Missing).
+func needPostgres(t *testing.T, takes string) (bin string, ok bool) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("takes %s here; runs without -short", takes)
+	}
+	bin, err := pgtemp.FindBinaries("")
+	if err != nil {
+		testenv.Missing(t, "%v", err)
+		return "", false
+	}
+	return bin, true
+}
+
+// cancelRun runs Run with o in the background and cancels it once the
+// progress shows until, after calling running (nil: nothing). It fails
+// the test when Run ends first or until does not show within wait, or
+// when Run takes longer than stop to return after the cancel. It
+// returns the progress and Run's error.
+func cancelRun(t *testing.T, o Options, until string, wait, stop time.Duration, running func()) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var progress testenv.Buffer
+	o.Progress = &progress
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, o)
+		done <- err
+	}()
+	deadline := time.Now().Add(wait)
+	for !strings.Contains(progress.String(), until) {
+		select {
+		case err := <-done:
+			t.Fatalf("Run ended early: %v\n%s", err, progress.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("progress never showed %q:\n%s", until, progress.String())
+		}
+	}
+	if running != nil {
+		running()
+	}
+	cancel()
+	select {
+	case err := <-done:
+		return progress.String(), err
+	case <-time.After(stop):
+		t.Fatalf("Run did not stop after cancel\n%s", progress.String())
+	}
+	return progress.String(), nil
 }

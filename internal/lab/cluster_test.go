@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -31,11 +29,7 @@ func tinyClusterPlan() Plan {
 // at a small scale: four throwaway servers, postgres_fdw through sluice
 // routes, and the report.
 func TestRunCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 37s here; runs without -short")
-	}
-	if _, err := pgtemp.FindBinaries(""); err != nil {
-		testenv.Missing(t, "%v", err)
+	if _, ok := needPostgres(t, "37s"); !ok {
 		return
 	}
 	if _, err := os.Stat("/usr/share/postgresql"); err != nil {
@@ -232,44 +226,18 @@ func privateTmp(t *testing.T) string {
 // TestRunClusterCancelled: a run cancelled while the low-priority joins
 // load the link stops every server and removes its directory.
 func TestRunClusterCancelled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 16s here; runs without -short")
-	}
-	if _, err := pgtemp.FindBinaries(""); err != nil {
-		testenv.Missing(t, "%v", err)
+	if _, ok := needPostgres(t, "16s"); !ok {
 		return
 	}
 	tmp := privateTmp(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var progress testenv.Buffer
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, Options{Backend: BackendPostgres, Plan: tinyClusterPlan(), Progress: &progress, Logger: testLogger()})
-		done <- err
-	}()
-	deadline := time.Now().Add(3 * time.Minute)
-	for !strings.Contains(progress.String(), "N=2: started 2 low-priority joins") {
-		select {
-		case err := <-done:
-			t.Fatalf("Run ended early: %v\n%s", err, progress.String())
-		case <-time.After(50 * time.Millisecond):
+	o := Options{Backend: BackendPostgres, Plan: tinyClusterPlan(), Logger: testLogger()}
+	_, err := cancelRun(t, o, "N=2: started 2 low-priority joins", 3*time.Minute, 2*time.Minute, func() {
+		if len(pgDirs(t, tmp)) != clusterDataNodes+2 {
+			t.Errorf("server directories while running: %v, want the lab's server and the cluster's %d", pgDirs(t, tmp), clusterDataNodes+1)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the low-priority joins never started:\n%s", progress.String())
-		}
-	}
-	if len(pgDirs(t, tmp)) != clusterDataNodes+2 {
-		t.Errorf("server directories while running: %v, want the lab's server and the cluster's %d", pgDirs(t, tmp), clusterDataNodes+1)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("cancelled Run returned no error")
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("Run did not stop after cancel")
+	})
+	if err == nil {
+		t.Fatal("cancelled Run returned no error")
 	}
 	if left := pgDirs(t, tmp); len(left) > 0 {
 		t.Errorf("server directories left behind: %v", left)
@@ -290,29 +258,18 @@ func pgDirs(t *testing.T, dir string) []string {
 // chart against report.json, and returns what report.json holds.
 func checkClusterFiles(t *testing.T, dir string, rep *ClusterReport) *ClusterReport {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, FileJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all Report
-	if err := json.Unmarshal(data, &all); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
+	all, md := readReport(t, dir)
 	js := all.Cluster
 	if js == nil {
 		t.Fatal("report.json has no cluster experiment")
 	}
-	md, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(md), "## Experiment 5: cluster") {
+	if !strings.Contains(md, "## Experiment 5: cluster") {
 		t.Fatal("report.md has no cluster section")
 	}
 	if len(js.Rows) != len(rep.Rows) {
 		t.Fatalf("report.json has %d cluster points, the run %d", len(js.Rows), len(rep.Rows))
 	}
-	checkSweep(t, "cluster", dir, string(md), "| low-priority joins N", FileClusterSlowdown, js.Rows, func(control string, n int, r *ClusterRow) {
+	checkSweep(t, "cluster", dir, md, "| low-priority joins N", FileClusterSlowdown, js.Rows, func(control string, n int, r *ClusterRow) {
 		med, _, lo, hi := summarize(r.SamplesMs)
 		if len(r.SamplesMs) != js.Reps || med != r.ElapsedMs || lo != r.MinMs || hi != r.MaxMs {
 			t.Errorf("N=%d %s: samples %v do not give median %v, min %v, max %v (%d reps)", n, control, r.SamplesMs, r.ElapsedMs, r.MinMs, r.MaxMs, js.Reps)
@@ -322,7 +279,7 @@ func checkClusterFiles(t *testing.T, dir string, rep *ClusterReport) *ClusterRep
 		}
 	})
 	// The distributed statements' table: one row per point, as the JSON.
-	dist := mdTable(t, string(md), "| network_control | N | distributed statements")
+	dist := mdTable(t, md, "| network_control | N | distributed statements")
 	if len(dist)-1 != len(js.Rows) {
 		t.Fatalf("distributed statements table has %d rows, want one per point (%d)", len(dist)-1, len(js.Rows))
 	}

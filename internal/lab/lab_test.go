@@ -20,7 +20,6 @@ import (
 
 	"github.com/sluicelab/sluice/internal/bench"
 	"github.com/sluicelab/sluice/internal/clock"
-	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/litepg"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
@@ -308,11 +307,7 @@ func TestRunMySQLDSN(t *testing.T) {
 // TestRunThrowawayPostgres is `sluice lab --backend postgres`: a server
 // from the installed binaries, where the lab creates its bulk login.
 func TestRunThrowawayPostgres(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 20s here; runs without -short")
-	}
-	if _, err := pgtemp.FindBinaries(""); err != nil {
-		testenv.Missing(t, "%v", err)
+	if _, ok := needPostgres(t, "20s"); !ok {
 		return
 	}
 	rep := runTiny(t, Options{Backend: BackendPostgres})
@@ -369,31 +364,12 @@ func TestRunUsageErrors(t *testing.T) {
 }
 
 func TestRunCancelled(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var progress testenv.Buffer
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, Options{Plan: tinyPlan(), Progress: &progress})
-		done <- err
-	}()
-	for !strings.Contains(progress.String(), "RTT 0 ms: a minimal round trip") {
-		select {
-		case err := <-done:
-			t.Fatalf("Run ended early: %v", err)
-		case <-time.After(20 * time.Millisecond):
-		}
+	progress, err := cancelRun(t, Options{Plan: tinyPlan()}, "RTT 0 ms: a minimal round trip", 3*time.Minute, 30*time.Second, nil)
+	if err == nil {
+		t.Fatal("cancelled Run returned no error")
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("cancelled Run returned no error")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not stop after cancel")
-	}
-	if !strings.Contains(progress.String(), "dropped the benchmark tables") {
-		t.Errorf("no cleanup after cancel:\n%s", progress.String())
+	if !strings.Contains(progress, "dropped the benchmark tables") {
+		t.Errorf("no cleanup after cancel:\n%s", progress)
 	}
 }
 
