@@ -96,6 +96,17 @@ func readChart(t *testing.T, path string) *chart {
 	return c
 }
 
+// mdTableOf is mdTable, failing the test unless the table has want rows
+// below its header.
+func mdTableOf(t *testing.T, md, header string, want int) [][]string {
+	t.Helper()
+	rows := mdTable(t, md, header)
+	if len(rows)-1 != want {
+		t.Fatalf("table %q has %d rows, want %d", header, len(rows)-1, want)
+	}
+	return rows
+}
+
 // mdTable returns the Markdown table that follows the line starting
 // with header, as rows of cells (header row first).
 func mdTable(t *testing.T, md, header string) [][]string {
@@ -160,10 +171,7 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 	}
 
 	if l := js.Latency; l != nil {
-		rows := mdTable(t, md, "| added RTT (ms) | ping")
-		if len(rows)-1 != len(l.Rows) {
-			t.Fatalf("latency table has %d rows, JSON %d", len(rows)-1, len(l.Rows))
-		}
+		rows := mdTableOf(t, md, "| added RTT (ms) | ping", len(l.Rows))
 		for i, r := range l.Rows {
 			cells := rows[i+1]
 			checks := []struct {
@@ -237,10 +245,7 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 // report.json, and its charts.
 func checkConcurrencyFiles(t *testing.T, dir, md string, c *ConcurrencyReport) {
 	t.Helper()
-	rows := mdTable(t, md, "| active_statements")
-	if len(rows)-1 != len(c.Rows) {
-		t.Fatalf("concurrency table has %d rows, JSON %d", len(rows)-1, len(c.Rows))
-	}
+	rows := mdTableOf(t, md, "| active_statements", len(c.Rows))
 	base := c.row(0)
 	if base == nil {
 		t.Fatal("no unlimited point in JSON")
@@ -321,11 +326,8 @@ func checkConcurrencyFiles(t *testing.T, dir, md string, c *ConcurrencyReport) {
 // checks; and that its slowdown chart, in chart, draws the data.
 func checkSweep[R sweepRow](t *testing.T, what, dir, md, header, chart string, rows []R, each func(control string, n int, r *R)) {
 	t.Helper()
-	table := mdTable(t, md, header)
 	ns := sweepNs(rows)
-	if len(table)-1 != len(ns) {
-		t.Fatalf("%s table has %d rows, want one per N (%v)", what, len(table)-1, ns)
-	}
+	table := mdTableOf(t, md, header, len(ns))
 	at := func(control string, n int) (*R, PointTimes) {
 		r := sweepAt(rows, control, n)
 		if r == nil {

@@ -45,13 +45,9 @@ type ClusterPlan struct {
 // validate checks c and fills in its defaults; a plan with no points is
 // left alone (skipped).
 func (c *ClusterPlan) validate() error {
-	if len(c.Ns) == 0 {
-		return nil
-	}
-	if err := inRange(c.Ns, 30, "low-priority joins", "0 to 30"); err != nil {
+	if run, err := points(&c.Ns, 30, "low-priority joins", "0 to 30"); !run {
 		return err
 	}
-	c.Ns = withZero(c.Ns)
 	orDefault(&c.Reps, 10)
 	orDefault(&c.LowRows, 24000)
 	orDefault(&c.HighRows, 300)

@@ -49,13 +49,9 @@ const queueSample = 10 * time.Millisecond
 // validate checks c and fills in its defaults; a plan with no points is
 // left alone (skipped).
 func (c *ConcurrencyPlan) validate() error {
-	if len(c.Limits) == 0 {
-		return nil
-	}
-	if err := inRange(c.Limits, 1000, "active_statements", "0 (unlimited) to 1000"); err != nil {
+	if run, err := points(&c.Limits, 1000, "active_statements", "0 (unlimited) to 1000"); !run {
 		return err
 	}
-	c.Limits = withZero(c.Limits)
 	orDefault(&c.Sessions, 32)
 	if c.Sessions > 200 {
 		return &UsageError{Msg: fmt.Sprintf("%d ordinary sessions out of range (1 to 200)", c.Sessions)}

@@ -39,13 +39,9 @@ const (
 // validate checks f and fills in its defaults; a plan with no points is
 // left alone (skipped).
 func (f *FlowPlan) validate() error {
-	if len(f.Ns) == 0 {
-		return nil
-	}
-	if err := inRange(f.Ns, 100, "bulk sessions", "0 to 100"); err != nil {
+	if run, err := points(&f.Ns, 100, "bulk sessions", "0 to 100"); !run {
 		return err
 	}
-	f.Ns = withZero(f.Ns)
 	orDefault(&f.Reps, 20)
 	penaltyDefaults(&f.MaxCapacity, &f.RuleBandwidth, &f.RuleElapsed, &f.CheckPeriod, &f.PenaltyTimeout, 20*time.Second)
 	return nil

@@ -69,27 +69,24 @@ const (
 // Only returns p with every experiment but the named one emptied
 // (skipped). "" returns p unchanged; an unknown name is a UsageError.
 func (p Plan) Only(experiment string) (Plan, error) {
-	out := Plan{Name: p.Name}
-	switch experiment {
-	case "":
+	if experiment == "" {
 		return p, nil
-	case ExperimentLatency:
-		out.Latency = p.Latency
-	case ExperimentFlow:
-		out.Flow = p.Flow
-	case ExperimentConcurrency:
-		out.Concurrency = p.Concurrency
-	case ExperimentWhatIf:
-		out.WhatIf = p.WhatIf
-	case ExperimentCluster:
-		out.Cluster = p.Cluster
-	case ExperimentBaseBackup:
-		out.BaseBackup = p.BaseBackup
-		if out.BaseBackup.DatabaseBytes <= 0 {
-			return p, &UsageError{Msg: fmt.Sprintf("the %s plan has no %s experiment (the full plan has)", planName(p), ExperimentBaseBackup)}
-		}
-	default:
+	}
+	out := Plan{Name: p.Name}
+	keep, ok := map[string]func(){
+		ExperimentLatency:     func() { out.Latency = p.Latency },
+		ExperimentFlow:        func() { out.Flow = p.Flow },
+		ExperimentConcurrency: func() { out.Concurrency = p.Concurrency },
+		ExperimentWhatIf:      func() { out.WhatIf = p.WhatIf },
+		ExperimentCluster:     func() { out.Cluster = p.Cluster },
+		ExperimentBaseBackup:  func() { out.BaseBackup = p.BaseBackup },
+	}[experiment]
+	if !ok {
 		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s, %s, %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency, ExperimentWhatIf, ExperimentCluster, ExperimentBaseBackup)}
+	}
+	keep()
+	if experiment == ExperimentBaseBackup && out.BaseBackup.DatabaseBytes <= 0 {
+		return p, &UsageError{Msg: fmt.Sprintf("the %s plan has no %s experiment (the full plan has)", planName(p), ExperimentBaseBackup)}
 	}
 	return out, nil
 }
@@ -182,6 +179,21 @@ func (o *Options) validate() error {
 		return &UsageError{Msg: "the plan has no experiment to run"}
 	}
 	return nil
+}
+
+// points checks a plan's points *vs, each in [0, hi] (what and rng name
+// them in the error, as inRange does), and adds the baseline 0 (see
+// withZero). It reports whether the experiment runs: it has points and
+// they are valid.
+func points[T int | time.Duration](vs *[]T, hi T, what, rng string) (run bool, err error) {
+	if len(*vs) == 0 {
+		return false, nil
+	}
+	if err := inRange(*vs, hi, what, rng); err != nil {
+		return false, err
+	}
+	*vs = withZero(*vs)
+	return true, nil
 }
 
 // inRange returns a UsageError naming the first of vs outside [0, hi]

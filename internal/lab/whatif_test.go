@@ -55,10 +55,7 @@ func sampleWhatIf() *WhatIfReport {
 // report.json, and the chart.
 func checkWhatIfFiles(t *testing.T, dir, md string, w *WhatIfReport) {
 	t.Helper()
-	rows := mdTable(t, md, "| job | added RTT (ms)")
-	if len(rows)-1 != len(w.Rows) {
-		t.Fatalf("what-if table has %d rows, JSON %d", len(rows)-1, len(w.Rows))
-	}
+	rows := mdTableOf(t, md, "| job | added RTT (ms)", len(w.Rows))
 	for i, r := range w.Rows {
 		cells := rows[i+1]
 		if cells[0] != r.Job || !near(cellNum(t, cells[1]), r.RTTMs, 0.001) {
@@ -106,20 +103,14 @@ func checkWhatIfFiles(t *testing.T, dir, md string, w *WhatIfReport) {
 			t.Errorf("what-if row %d: error %v, want %v from its figures", i, r.Error, want)
 		}
 	}
-	base := mdTable(t, md, "| job | application")
-	if len(base)-1 != len(w.Baseline) {
-		t.Fatalf("baseline table has %d rows, JSON %d", len(base)-1, len(w.Baseline))
-	}
+	base := mdTableOf(t, md, "| job | application", len(w.Baseline))
 	for i, a := range w.Baseline {
 		if base[i+1][1] != a.Application || !near(cellNum(t, base[i+1][6]), a.RoundTrips, 0.1) {
 			t.Errorf("baseline row %d = %v, JSON %+v", i, base[i+1], a)
 		}
 	}
 	if len(w.Loads) > 0 {
-		loads := mdTable(t, md, "| rows per INSERT")
-		if len(loads)-1 != len(w.Loads) {
-			t.Fatalf("load table has %d rows, JSON %d", len(loads)-1, len(w.Loads))
-		}
+		loads := mdTableOf(t, md, "| rows per INSERT", len(w.Loads))
 		for i, l := range w.Loads {
 			if cellNum(t, loads[i+1][0]) != float64(l.RowsPerStatement) || !near(cellNum(t, loads[i+1][1]), l.BytesPerRow, 0.1) {
 				t.Errorf("load row %d = %v, JSON %+v", i, loads[i+1], l)
