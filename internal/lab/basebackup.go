@@ -99,6 +99,41 @@ const (
 	WorkloadTPCB       = "tpcb-like"
 )
 
+// BaseBackupReport is the base-backup experiment's outcome.
+type BaseBackupReport struct {
+	// Skipped, when set, says why nothing was measured; the other fields
+	// are then empty.
+	Skipped string `json:"skipped,omitempty"`
+	// DatabaseBytes is the size of the cluster the backups copied.
+	DatabaseBytes int64 `json:"database_bytes,omitempty"`
+	// Scale, Clients and Threads are pgbench's -s, -c and -j;
+	// RunSeconds each run's -T; LeadSeconds how long each backup ran
+	// before the first run started.
+	Scale       int     `json:"pgbench_scale,omitempty"`
+	Clients     int     `json:"pgbench_clients,omitempty"`
+	Threads     int     `json:"pgbench_threads,omitempty"`
+	RunSeconds  float64 `json:"pgbench_seconds,omitempty"`
+	LeadSeconds float64 `json:"lead_seconds,omitempty"`
+	// CapacityBytes is the link capacity in bytes/s; Capacity spells it.
+	CapacityBytes int64  `json:"capacity_bytes_per_second,omitempty"`
+	Capacity      string `json:"capacity,omitempty"`
+	// Calibrated is set when the capacity came from StreamMBps, what one
+	// COPY session streamed through an unlimited link.
+	Calibrated bool    `json:"calibrated,omitempty"`
+	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
+	// QueueBytes is the link's device FIFO; LowQueueBytes the bound on
+	// low-class bytes in it.
+	QueueBytes    int64 `json:"device_queue_bytes,omitempty"`
+	LowQueueBytes int64 `json:"low_priority_queue_bytes,omitempty"`
+	// MaxRateKBps is the --max-rate of the last condition, in kB/s
+	// (1024 bytes): the low-priority pool's backup's data rate.
+	MaxRateKBps int64 `json:"max_rate_kb_per_s,omitempty"`
+	// Setup are the console statements made before the conditions;
+	// the low-priority condition also binds the role to the pool.
+	Setup      []string              `json:"setup,omitempty"`
+	Conditions []BaseBackupCondition `json:"conditions,omitempty"`
+}
+
 // bbRun is the state of one base-backup experiment.
 type bbRun struct {
 	*env
@@ -216,6 +251,17 @@ func runBaseBackup(ctx context.Context, r *bbRun) (rep *BaseBackupReport, err er
 	return rep, nil
 }
 
+// BaseBackupCondition is one condition: the pgbench runs and the backup
+// beside them.
+type BaseBackupCondition struct {
+	Name string `json:"name"`
+	// MaxRateKBps is pg_basebackup's --max-rate, kB/s; 0 for none.
+	MaxRateKBps int64        `json:"max_rate_kb_per_s,omitempty"`
+	Runs        []PgbenchRun `json:"pgbench"`
+	// Backup is nil for the condition without one.
+	Backup *BackupResult `json:"backup,omitempty"`
+}
+
 // condition runs one condition: the backup (none for CondNoBackup;
 // with --max-rate=maxRate kB/s when maxRate > 0) started Lead before
 // the two pgbench runs, and, after them, the backup on its own until it
@@ -312,58 +358,6 @@ func (r *bbRun) condition(ctx context.Context, cond string, maxRate int64) (Base
 	return c, nil
 }
 
-// The base-backup experiment's charts.
-const (
-	FileBBLatency  = "basebackup_latency.svg"
-	FileBBDuration = "basebackup_duration.svg"
-)
-
-// BaseBackupReport is the base-backup experiment's outcome.
-type BaseBackupReport struct {
-	// Skipped, when set, says why nothing was measured; the other fields
-	// are then empty.
-	Skipped string `json:"skipped,omitempty"`
-	// DatabaseBytes is the size of the cluster the backups copied.
-	DatabaseBytes int64 `json:"database_bytes,omitempty"`
-	// Scale, Clients and Threads are pgbench's -s, -c and -j;
-	// RunSeconds each run's -T; LeadSeconds how long each backup ran
-	// before the first run started.
-	Scale       int     `json:"pgbench_scale,omitempty"`
-	Clients     int     `json:"pgbench_clients,omitempty"`
-	Threads     int     `json:"pgbench_threads,omitempty"`
-	RunSeconds  float64 `json:"pgbench_seconds,omitempty"`
-	LeadSeconds float64 `json:"lead_seconds,omitempty"`
-	// CapacityBytes is the link capacity in bytes/s; Capacity spells it.
-	CapacityBytes int64  `json:"capacity_bytes_per_second,omitempty"`
-	Capacity      string `json:"capacity,omitempty"`
-	// Calibrated is set when the capacity came from StreamMBps, what one
-	// COPY session streamed through an unlimited link.
-	Calibrated bool    `json:"calibrated,omitempty"`
-	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
-	// QueueBytes is the link's device FIFO; LowQueueBytes the bound on
-	// low-class bytes in it.
-	QueueBytes    int64 `json:"device_queue_bytes,omitempty"`
-	LowQueueBytes int64 `json:"low_priority_queue_bytes,omitempty"`
-	// MaxRateKBps is the --max-rate of the last condition, in kB/s
-	// (1024 bytes): the low-priority pool's backup's data rate.
-	MaxRateKBps int64 `json:"max_rate_kb_per_s,omitempty"`
-	// Setup are the console statements made before the conditions;
-	// the low-priority condition also binds the role to the pool.
-	Setup      []string              `json:"setup,omitempty"`
-	Conditions []BaseBackupCondition `json:"conditions,omitempty"`
-}
-
-// BaseBackupCondition is one condition: the pgbench runs and the backup
-// beside them.
-type BaseBackupCondition struct {
-	Name string `json:"name"`
-	// MaxRateKBps is pg_basebackup's --max-rate, kB/s; 0 for none.
-	MaxRateKBps int64        `json:"max_rate_kb_per_s,omitempty"`
-	Runs        []PgbenchRun `json:"pgbench"`
-	// Backup is nil for the condition without one.
-	Backup *BackupResult `json:"backup,omitempty"`
-}
-
 // condition returns the named condition, or nil.
 func (b *BaseBackupReport) condition(name string) *BaseBackupCondition {
 	for i := range b.Conditions {
@@ -382,6 +376,15 @@ func (c *BaseBackupCondition) run(workload string) *PgbenchRun {
 		}
 	}
 	return nil
+}
+
+// tables prints the experiment's tables on p.
+func (b *BaseBackupReport) tables(p *printer) {
+	if b.Skipped != "" || len(b.Conditions) == 0 {
+		return
+	}
+	p.table(b.oltpTable())
+	p.table(b.backupTable())
 }
 
 // oltpTable returns the pgbench runs, one row per condition and
@@ -427,14 +430,16 @@ func (b *BaseBackupReport) backupTable() table {
 	return t
 }
 
-// tables prints the experiment's tables on p.
-func (b *BaseBackupReport) tables(p *printer) {
-	if b.Skipped != "" || len(b.Conditions) == 0 {
-		return
-	}
-	p.table(b.oltpTable())
-	p.table(b.backupTable())
+// charts returns the latency and duration charts.
+func (b *BaseBackupReport) charts() []chartFile {
+	return chartsIf(len(b.Conditions) > 0, chartFile{FileBBLatency, b.LatencyChart}, chartFile{FileBBDuration, b.DurationChart})
 }
+
+// The base-backup experiment's charts.
+const (
+	FileBBLatency  = "basebackup_latency.svg"
+	FileBBDuration = "basebackup_duration.svg"
+)
 
 // LatencyChart is pgbench's average and p99 latency per condition, on a
 // logarithmic axis.
@@ -571,9 +576,4 @@ func (b *BaseBackupReport) writeFindings(w io.Writer) {
 		verdict = "did not check"
 	}
 	fmt.Fprintf(w, "\n- pg_verifybackup %s the low-class backup.\n\n", verdict)
-}
-
-// charts returns the latency and duration charts.
-func (b *BaseBackupReport) charts() []chartFile {
-	return chartsIf(len(b.Conditions) > 0, chartFile{FileBBLatency, b.LatencyChart}, chartFile{FileBBDuration, b.DurationChart})
 }

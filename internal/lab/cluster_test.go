@@ -20,7 +20,7 @@ import (
 func tinyClusterPlan() Plan {
 	return Plan{Name: "tiny", Cluster: ClusterPlan{
 		Ns: []int{0, 2}, Reps: 3, LowRows: 6000, HighRows: 150,
-		RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second,
+		PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second},
 	}}
 }
 

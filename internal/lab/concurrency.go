@@ -46,6 +46,42 @@ const chunkBytes = 32 << 10
 // queueSample is how often a point samples the link's device queue.
 const queueSample = 10 * time.Millisecond
 
+// ConcurrencyPlan is the scale of the concurrency experiment.
+type ConcurrencyPlan struct {
+	// Limits are the ordinary pool's active_statements at each point; 0
+	// is unlimited, always measured (the base of the ratios) and added
+	// when missing. Empty skips the experiment.
+	Limits []int
+	// Sessions is the number of ordinary sessions, each running the
+	// ordinary statement in a loop; 0 means 32.
+	Sessions int
+	// Reps is how many times the high-priority query is measured per
+	// point; 0 means 50.
+	Reps int
+	// Capacity is the link capacity in bytes/s; 0 calibrates it as
+	// FlowPlan.Capacity says, capped by MaxCapacity (0: 100 MB/s).
+	Capacity, MaxCapacity int64
+	// Window is each flow's window on the link in bytes (the socket
+	// buffer a connection may fill); 0 means 64 KiB, with which 32
+	// sessions together fill the 2 MiB device queue. It should stay well
+	// below the ordinary result (512 kB): a statement then keeps at most
+	// a window in the queue.
+	Window int64
+	// RTT is the link's round-trip time (a one-way delay of RTT/2 in
+	// each direction); 0 means 1 ms. Each flow's window is in flight for
+	// a round trip, so what the sessions' windows hold beyond capacity x
+	// RTT waits in the device queue.
+	RTT time.Duration
+	// Settle is how long the ordinary sessions run before a point is
+	// measured; 0 means 1 s.
+	Settle time.Duration
+	// Measure is the least time a point's throughput is measured over:
+	// the ordinary sessions go on after the last high-priority query
+	// until it has passed, and at least until each could complete two
+	// statements at the link's capacity; 0 means 2 s.
+	Measure time.Duration
+}
+
 // validate checks c and fills in its defaults; a plan with no points is
 // left alone (skipped).
 func (c *ConcurrencyPlan) validate() error {
@@ -91,48 +127,6 @@ type ConcurrencyReport struct {
 	// then sets the ordinary pool's active_statements.
 	Setup []string         `json:"setup"`
 	Rows  []ConcurrencyRow `json:"points"`
-}
-
-// ConcurrencyRow is one point: the ordinary pool at one
-// active_statements.
-type ConcurrencyRow struct {
-	// ActiveStatements is the ordinary pool's limit; 0 is unlimited.
-	ActiveStatements int `json:"active_statements"`
-	// P50Ms, P99Ms, MeanMs and MaxMs describe the high-priority query's
-	// elapsed times (P99 by nearest rank: with fewer than 100
-	// measurements it is the largest but one or the largest).
-	P50Ms  float64 `json:"high_p50_ms"`
-	P99Ms  float64 `json:"high_p99_ms"`
-	MeanMs float64 `json:"high_mean_ms"`
-	MaxMs  float64 `json:"high_max_ms"`
-	// MBps and StatementsPerSec are what the ordinary sessions received
-	// and completed together from the first high-priority query on, over
-	// at least the plan's Measure (see concRun.measure).
-	MBps             float64 `json:"ordinary_mb_per_s"`
-	StatementsPerSec float64 `json:"ordinary_statements_per_s"`
-	// OrdinaryMs is the mean elapsed time of an ordinary statement as
-	// its client saw it: time held by admission included.
-	OrdinaryMs float64 `json:"ordinary_mean_ms"`
-	// QueueMeanBytes and QueueMaxBytes are the device FIFO occupancy
-	// (server to client), sampled every 10 ms during the measurement.
-	QueueMeanBytes float64 `json:"device_queue_mean_bytes"`
-	QueueMaxBytes  int64   `json:"device_queue_max_bytes"`
-	// RunningMax and WaitingMean are the ordinary pool's statements
-	// holding a slot (at most) and waiting for one (on average), sampled
-	// with the device queue; both 0 unlimited, where admission does not
-	// count.
-	RunningMax  int     `json:"running_max"`
-	WaitingMean float64 `json:"waiting_mean"`
-	// BoundMs is the model's wait behind the device queue: what
-	// min(active statements, sessions) flows hold in it at most (a window
-	// and a chunk each), capped by the FIFO, drained at the capacity.
-	BoundMs float64 `json:"queue_bound_ms"`
-	// P50Ratio and LatencyRatio are P50Ms and P99Ms over their values
-	// unlimited; ThroughputRatio MBps over MBps unlimited.
-	P50Ratio        float64   `json:"high_p50_vs_unlimited"`
-	LatencyRatio    float64   `json:"high_p99_vs_unlimited"`
-	ThroughputRatio float64   `json:"throughput_vs_unlimited"`
-	SamplesMs       []float64 `json:"samples_ms"`
 }
 
 // concRun is the state of one concurrency experiment.
@@ -237,57 +231,54 @@ func runConcurrency(ctx context.Context, e *env) (rep *ConcurrencyReport, err er
 	return rep, nil
 }
 
-// boundMs is the model's wait behind the device queue at limit (0
-// unlimited): min(limit or sessions, sessions) windows and chunks, at
-// most the FIFO, over the capacity, in ms.
-func (c *ConcurrencyReport) boundMs(limit int) float64 {
-	if c.CapacityBytes <= 0 {
-		return 0
-	}
-	n := c.Sessions
-	if limit > 0 {
-		n = min(n, limit)
-	}
-	q := min(c.QueueBytes, int64(n)*(c.WindowBytes+chunkBytes))
-	return float64(q) / float64(c.CapacityBytes) * 1000
-}
-
-// ratios fills each row's ratios to the unlimited point.
-func (c *ConcurrencyReport) ratios() {
-	base := c.row(0)
-	if base == nil {
-		return
-	}
-	for i := range c.Rows {
-		r := &c.Rows[i]
-		if base.P50Ms > 0 {
-			r.P50Ratio = r.P50Ms / base.P50Ms
-		}
-		if base.P99Ms > 0 {
-			r.LatencyRatio = r.P99Ms / base.P99Ms
-		}
-		if base.MBps > 0 {
-			r.ThroughputRatio = r.MBps / base.MBps
-		}
-	}
-}
-
-// row returns the point at limit, or nil.
-func (c *ConcurrencyReport) row(limit int) *ConcurrencyRow {
-	for i := range c.Rows {
-		if c.Rows[i].ActiveStatements == limit {
-			return &c.Rows[i]
-		}
-	}
-	return nil
-}
-
 // limitName spells an active_statements limit, 0 as "unlimited".
 func limitName(n int) string {
 	if n <= 0 {
 		return "unlimited"
 	}
 	return fmt.Sprint(n)
+}
+
+// ConcurrencyRow is one point: the ordinary pool at one
+// active_statements.
+type ConcurrencyRow struct {
+	// ActiveStatements is the ordinary pool's limit; 0 is unlimited.
+	ActiveStatements int `json:"active_statements"`
+	// P50Ms, P99Ms, MeanMs and MaxMs describe the high-priority query's
+	// elapsed times (P99 by nearest rank: with fewer than 100
+	// measurements it is the largest but one or the largest).
+	P50Ms  float64 `json:"high_p50_ms"`
+	P99Ms  float64 `json:"high_p99_ms"`
+	MeanMs float64 `json:"high_mean_ms"`
+	MaxMs  float64 `json:"high_max_ms"`
+	// MBps and StatementsPerSec are what the ordinary sessions received
+	// and completed together from the first high-priority query on, over
+	// at least the plan's Measure (see concRun.measure).
+	MBps             float64 `json:"ordinary_mb_per_s"`
+	StatementsPerSec float64 `json:"ordinary_statements_per_s"`
+	// OrdinaryMs is the mean elapsed time of an ordinary statement as
+	// its client saw it: time held by admission included.
+	OrdinaryMs float64 `json:"ordinary_mean_ms"`
+	// QueueMeanBytes and QueueMaxBytes are the device FIFO occupancy
+	// (server to client), sampled every 10 ms during the measurement.
+	QueueMeanBytes float64 `json:"device_queue_mean_bytes"`
+	QueueMaxBytes  int64   `json:"device_queue_max_bytes"`
+	// RunningMax and WaitingMean are the ordinary pool's statements
+	// holding a slot (at most) and waiting for one (on average), sampled
+	// with the device queue; both 0 unlimited, where admission does not
+	// count.
+	RunningMax  int     `json:"running_max"`
+	WaitingMean float64 `json:"waiting_mean"`
+	// BoundMs is the model's wait behind the device queue: what
+	// min(active statements, sessions) flows hold in it at most (a window
+	// and a chunk each), capped by the FIFO, drained at the capacity.
+	BoundMs float64 `json:"queue_bound_ms"`
+	// P50Ratio and LatencyRatio are P50Ms and P99Ms over their values
+	// unlimited; ThroughputRatio MBps over MBps unlimited.
+	P50Ratio        float64   `json:"high_p50_vs_unlimited"`
+	LatencyRatio    float64   `json:"high_p99_vs_unlimited"`
+	ThroughputRatio float64   `json:"throughput_vs_unlimited"`
+	SamplesMs       []float64 `json:"samples_ms"`
 }
 
 // point measures the high-priority query while the ordinary sessions
@@ -394,6 +385,54 @@ func (r *concRun) drain(ctx context.Context) {
 	waitIdle(ctx, r.clk, func() bool { return r.s.queuedBytes() == 0 })
 }
 
+// boundMs is the model's wait behind the device queue at limit (0
+// unlimited): min(limit or sessions, sessions) windows and chunks, at
+// most the FIFO, over the capacity, in ms.
+func (c *ConcurrencyReport) boundMs(limit int) float64 {
+	if c.CapacityBytes <= 0 {
+		return 0
+	}
+	n := c.Sessions
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	q := min(c.QueueBytes, int64(n)*(c.WindowBytes+chunkBytes))
+	return float64(q) / float64(c.CapacityBytes) * 1000
+}
+
+// ratios fills each row's ratios to the unlimited point.
+func (c *ConcurrencyReport) ratios() {
+	base := c.row(0)
+	if base == nil {
+		return
+	}
+	for i := range c.Rows {
+		r := &c.Rows[i]
+		if base.P50Ms > 0 {
+			r.P50Ratio = r.P50Ms / base.P50Ms
+		}
+		if base.P99Ms > 0 {
+			r.LatencyRatio = r.P99Ms / base.P99Ms
+		}
+		if base.MBps > 0 {
+			r.ThroughputRatio = r.MBps / base.MBps
+		}
+	}
+}
+
+// row returns the point at limit, or nil.
+func (c *ConcurrencyReport) row(limit int) *ConcurrencyRow {
+	for i := range c.Rows {
+		if c.Rows[i].ActiveStatements == limit {
+			return &c.Rows[i]
+		}
+	}
+	return nil
+}
+
+// tables prints the points, unless nothing was measured.
+func (c *ConcurrencyReport) tables(p *printer) { p.tableIf(c.Unsupported == "", c.table) }
+
 // table returns the concurrency points, one row per active_statements.
 func (c *ConcurrencyReport) table() table {
 	t := table{head: []string{"active_statements", "high p50 (ms)", "high p99 (ms)", "queue bound (ms)", "p50 vs unlimited", "p99 vs unlimited",
@@ -416,6 +455,11 @@ func counted(limit int, v string) string {
 		return "-"
 	}
 	return v
+}
+
+// charts returns the latency and throughput charts.
+func (c *ConcurrencyReport) charts() []chartFile {
+	return chartsIf(len(c.Rows) > 0, chartFile{FileConcLatency, c.LatencyChart}, chartFile{FileConcThroughput, c.ThroughputChart})
 }
 
 // x is where a point is drawn: its limit, or the number of sessions for
@@ -520,42 +564,6 @@ func (c *ConcurrencyReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\n\n")
 }
 
-// ConcurrencyPlan is the scale of the concurrency experiment.
-type ConcurrencyPlan struct {
-	// Limits are the ordinary pool's active_statements at each point; 0
-	// is unlimited, always measured (the base of the ratios) and added
-	// when missing. Empty skips the experiment.
-	Limits []int
-	// Sessions is the number of ordinary sessions, each running the
-	// ordinary statement in a loop; 0 means 32.
-	Sessions int
-	// Reps is how many times the high-priority query is measured per
-	// point; 0 means 50.
-	Reps int
-	// Capacity is the link capacity in bytes/s; 0 calibrates it as
-	// FlowPlan.Capacity says, capped by MaxCapacity (0: 100 MB/s).
-	Capacity, MaxCapacity int64
-	// Window is each flow's window on the link in bytes (the socket
-	// buffer a connection may fill); 0 means 64 KiB, with which 32
-	// sessions together fill the 2 MiB device queue. It should stay well
-	// below the ordinary result (512 kB): a statement then keeps at most
-	// a window in the queue.
-	Window int64
-	// RTT is the link's round-trip time (a one-way delay of RTT/2 in
-	// each direction); 0 means 1 ms. Each flow's window is in flight for
-	// a round trip, so what the sessions' windows hold beyond capacity x
-	// RTT waits in the device queue.
-	RTT time.Duration
-	// Settle is how long the ordinary sessions run before a point is
-	// measured; 0 means 1 s.
-	Settle time.Duration
-	// Measure is the least time a point's throughput is measured over:
-	// the ordinary sessions go on after the last high-priority query
-	// until it has passed, and at least until each could complete two
-	// statements at the link's capacity; 0 means 2 s.
-	Measure time.Duration
-}
-
 // Target names of the concurrency experiment.
 const (
 	TargetConcLatency = "high_p50_active4_vs_unlimited"
@@ -581,12 +589,4 @@ func (c *ConcurrencyReport) targets() []Target {
 		ct.Measured, ct.Value, ct.Met = true, row.ThroughputRatio, row.ThroughputRatio >= 0.85
 	}
 	return []Target{cl, ct}
-}
-
-// tables prints the points, unless nothing was measured.
-func (c *ConcurrencyReport) tables(p *printer) { p.tableIf(c.Unsupported == "", c.table) }
-
-// charts returns the latency and throughput charts.
-func (c *ConcurrencyReport) charts() []chartFile {
-	return chartsIf(len(c.Rows) > 0, chartFile{FileConcLatency, c.LatencyChart}, chartFile{FileConcThroughput, c.ThroughputChart})
 }

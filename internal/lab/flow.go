@@ -36,6 +36,28 @@ const (
 	bulkRule = "bulk_rule"
 )
 
+// FlowPlan is the scale of the flow-control experiment.
+type FlowPlan struct {
+	// Ns are the numbers of concurrent bulk sessions; 0 is always
+	// measured (it is the base of the slowdown) and added when missing.
+	// Empty skips the experiment.
+	Ns []int
+	// Reps is how many times the normal query is measured per point.
+	Reps int
+	// Capacity is the link capacity in bytes/s; 0 calibrates it: the
+	// largest of 100, 50, 20, 10, 5, 2 or 1 MB/s, at most MaxCapacity,
+	// that is at most a tenth of what one bulk session streams through
+	// an unlimited link, so that one session saturates it and the
+	// processor time the bulk traffic costs stays small (see the
+	// report).
+	Capacity int64
+	// MaxCapacity caps the calibrated capacity; 0 means 100 MB/s.
+	MaxCapacity int64
+	// PenaltyRule is the rule that penalises the bulk statements; its
+	// PenaltyTimeout defaults to 20 s.
+	PenaltyRule
+}
+
 // validate checks f and fills in its defaults; a plan with no points is
 // left alone (skipped).
 func (f *FlowPlan) validate() error {
@@ -43,7 +65,8 @@ func (f *FlowPlan) validate() error {
 		return err
 	}
 	orDefault(&f.Reps, 20)
-	penaltyDefaults(&f.MaxCapacity, &f.RuleBandwidth, &f.RuleElapsed, &f.CheckPeriod, &f.PenaltyTimeout, 20*time.Second)
+	orDefault(&f.MaxCapacity, 100_000_000)
+	f.PenaltyRule.defaults(20 * time.Second)
 	return nil
 }
 
@@ -65,27 +88,6 @@ type FlowReport struct {
 	// Binding says how bulk sessions land in the bulk pool.
 	Binding string    `json:"bulk_binding"`
 	Rows    []FlowRow `json:"points"`
-}
-
-// FlowRow is one point: the normal query under N bulk sessions.
-type FlowRow struct {
-	Control string `json:"network_control"` // "off" or "on"
-	N       int    `json:"bulk_sessions"`
-	// PointTimes are the normal query's elapsed times.
-	PointTimes
-	// BulkMBps is what the bulk sessions received together while the
-	// normal query was measured.
-	BulkMBps float64 `json:"bulk_mb_per_s"`
-	// PenaltySeconds is how long after the bulk sessions started all
-	// their statements were penalised.
-	PenaltySeconds float64 `json:"penalty_seconds,omitempty"`
-	// ModelMs, with network_control off, is what the shared FIFO
-	// predicts: elapsed at N = 0 plus (N x normal bytes + FIFO size) /
-	// capacity, the extra transfer of sharing the link with N flows and
-	// one wait behind a full FIFO. 0 when not computed.
-	ModelMs float64 `json:"fifo_model_ms,omitempty"`
-	// SamplesMs are the measurements, in order.
-	SamplesMs []float64 `json:"samples_ms"`
 }
 
 // flowRun is the state of one flow-control experiment.
@@ -294,6 +296,27 @@ func (r *flowRun) createLogin(ctx context.Context) (password string, drop func(c
 	}
 }
 
+// FlowRow is one point: the normal query under N bulk sessions.
+type FlowRow struct {
+	Control string `json:"network_control"` // "off" or "on"
+	N       int    `json:"bulk_sessions"`
+	// PointTimes are the normal query's elapsed times.
+	PointTimes
+	// BulkMBps is what the bulk sessions received together while the
+	// normal query was measured.
+	BulkMBps float64 `json:"bulk_mb_per_s"`
+	// PenaltySeconds is how long after the bulk sessions started all
+	// their statements were penalised.
+	PenaltySeconds float64 `json:"penalty_seconds,omitempty"`
+	// ModelMs, with network_control off, is what the shared FIFO
+	// predicts: elapsed at N = 0 plus (N x normal bytes + FIFO size) /
+	// capacity, the extra transfer of sharing the link with N flows and
+	// one wait behind a full FIFO. 0 when not computed.
+	ModelMs float64 `json:"fifo_model_ms,omitempty"`
+	// SamplesMs are the measurements, in order.
+	SamplesMs []float64 `json:"samples_ms"`
+}
+
 // point measures the normal query under n bulk sessions and returns the
 // row and the normal result's payload bytes.
 func (r *flowRun) point(ctx context.Context, control string, n int) (FlowRow, int64, error) {
@@ -363,6 +386,15 @@ func (r *flowRun) drain(ctx context.Context) {
 	})
 }
 
+// ns returns the Ns measured, in order.
+func (f *FlowReport) ns() []int { return sweepNs(f.Rows) }
+
+// row returns the point for control and n, or nil.
+func (f *FlowReport) row(control string, n int) *FlowRow { return sweepAt(f.Rows, control, n) }
+
+// tables prints the points.
+func (f *FlowReport) tables(p *printer) { p.table(f.table()) }
+
 // table returns the flow-control points, one row per N with both
 // settings side by side.
 func (f *FlowReport) table() table {
@@ -372,11 +404,8 @@ func (f *FlowReport) table() table {
 	})
 }
 
-// ns returns the Ns measured, in order.
-func (f *FlowReport) ns() []int { return sweepNs(f.Rows) }
-
-// row returns the point for control and n, or nil.
-func (f *FlowReport) row(control string, n int) *FlowRow { return sweepAt(f.Rows, control, n) }
+// charts returns the slowdown chart.
+func (f *FlowReport) charts() []chartFile { return []chartFile{{FileSlowdown, f.SlowdownChart}} }
 
 // SlowdownChart is the chart of the normal query's slowdown against the
 // number of bulk sessions, with network control off and on.
@@ -435,31 +464,13 @@ func (f *FlowReport) writeMarkdown(w io.Writer) {
 		units.FormatBytes(f.LowQueueBytes), drain(f.LowQueueBytes), f.Capacity, link.YieldHold, link.DefaultLowYieldPercent, tookText(on, ""))
 }
 
-// FlowPlan is the scale of the flow-control experiment.
-type FlowPlan struct {
-	// Ns are the numbers of concurrent bulk sessions; 0 is always
-	// measured (it is the base of the slowdown) and added when missing.
-	// Empty skips the experiment.
-	Ns []int
-	// Reps is how many times the normal query is measured per point.
-	Reps int
-	// Capacity is the link capacity in bytes/s; 0 calibrates it: the
-	// largest of 100, 50, 20, 10, 5, 2 or 1 MB/s, at most MaxCapacity,
-	// that is at most a tenth of what one bulk session streams through
-	// an unlimited link, so that one session saturates it and the
-	// processor time the bulk traffic costs stays small (see the
-	// report).
-	Capacity int64
-	// MaxCapacity caps the calibrated capacity; 0 means 100 MB/s.
-	MaxCapacity int64
-	// RuleBandwidth and RuleElapsed are the exception rule's thresholds,
-	// in MB/s and seconds.
-	RuleBandwidth, RuleElapsed float64
-	// CheckPeriod is except_check_period.
-	CheckPeriod time.Duration
-	// PenaltyTimeout bounds the wait for the bulk statements to be
-	// penalised before measuring.
-	PenaltyTimeout time.Duration
+// tookText says what the normal query took at point r, its slowdown
+// followed by what, or "" without a point.
+func tookText(r *FlowRow, what string) string {
+	if r == nil {
+		return ""
+	}
+	return fmt.Sprintf(" At N = %d the query took %.1f ms, %.2fx%s.", r.N, r.ElapsedMs, r.Slowdown, what)
 }
 
 // Target names of the flow-control experiment.
@@ -484,19 +495,4 @@ func (f *FlowReport) targets() []Target {
 		on.Measured, on.Value, on.Met = true, r.Slowdown, r.Slowdown <= 1.2
 	}
 	return []Target{off, on}
-}
-
-// tables prints the points.
-func (f *FlowReport) tables(p *printer) { p.table(f.table()) }
-
-// charts returns the slowdown chart.
-func (f *FlowReport) charts() []chartFile { return []chartFile{{FileSlowdown, f.SlowdownChart}} }
-
-// tookText says what the normal query took at point r, its slowdown
-// followed by what, or "" without a point.
-func tookText(r *FlowRow, what string) string {
-	if r == nil {
-		return ""
-	}
-	return fmt.Sprintf(" At N = %d the query took %.1f ms, %.2fx%s.", r.N, r.ElapsedMs, r.Slowdown, what)
 }

@@ -105,8 +105,7 @@ func QuickPlan() Plan {
 		},
 		Flow: FlowPlan{
 			Ns: []int{0, 1, 4, 10}, Reps: 8,
-			RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
-			PenaltyTimeout: 15 * time.Second,
+			PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 15 * time.Second},
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 4}, Sessions: 32, Reps: 20},
 		WhatIf: WhatIfPlan{
@@ -128,8 +127,7 @@ func FullPlan() Plan {
 		},
 		Flow: FlowPlan{
 			Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 20,
-			RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
-			PenaltyTimeout: 20 * time.Second,
+			PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second},
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
 		WhatIf: WhatIfPlan{
@@ -217,17 +215,26 @@ func withZero[T int | time.Duration](vs []T) []T {
 	return slices.Compact(vs)
 }
 
-// penaltyDefaults fills in the defaults of an experiment whose bulk
-// jobs an exception rule penalises: the calibrated capacity's cap
-// maxCap (100 MB/s), the rule's bandwidth and elapsed time (0.05 MB/s,
-// 0.5 s), except_check_period (at least 100 ms) and the penalty wait's
-// timeout (timeoutDefault).
-func penaltyDefaults(maxCap *int64, bandwidth, elapsed *float64, period, timeout *time.Duration, timeoutDefault time.Duration) {
-	orDefault(maxCap, 100_000_000)
-	orDefault(bandwidth, 0.05)
-	orDefault(elapsed, 0.5)
-	*period = max(*period, 100*time.Millisecond)
-	orDefault(timeout, timeoutDefault)
+// PenaltyRule is the exception rule of an experiment whose bulk jobs
+// it penalises (flow control, cluster), and the wait for it.
+type PenaltyRule struct {
+	// RuleBandwidth and RuleElapsed are the rule's thresholds, in MB/s
+	// and seconds; 0 means 0.05 and 0.5.
+	RuleBandwidth, RuleElapsed float64
+	// CheckPeriod is except_check_period; at least 100 ms.
+	CheckPeriod time.Duration
+	// PenaltyTimeout bounds each wait for the bulk jobs' statements to be
+	// penalised before a measurement, after which the point is measured
+	// anyway; 0 means the experiment's default.
+	PenaltyTimeout time.Duration
+}
+
+// defaults fills in r's defaults, timeout for PenaltyTimeout.
+func (r *PenaltyRule) defaults(timeout time.Duration) {
+	orDefault(&r.RuleBandwidth, 0.05)
+	orDefault(&r.RuleElapsed, 0.5)
+	r.CheckPeriod = max(r.CheckPeriod, 100*time.Millisecond)
+	orDefault(&r.PenaltyTimeout, timeout)
 }
 
 // orDefault sets *v to def when it is 0 or less (unset).

@@ -37,8 +37,7 @@ func tinyPlan() Plan {
 		},
 		Flow: FlowPlan{
 			Ns: []int{0, 2}, Reps: 3,
-			RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
-			PenaltyTimeout: 20 * time.Second,
+			PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second},
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2}, Sessions: 16, Reps: 15, Settle: 500 * time.Millisecond, Measure: time.Second},
 		WhatIf:      tinyWhatIf(),

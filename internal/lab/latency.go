@@ -14,6 +14,28 @@ import (
 	"github.com/sluicelab/sluice/internal/lab/svg"
 )
 
+// LatencyPlan is the scale of the latency experiment.
+type LatencyPlan struct {
+	// RTTs are the added round-trip times; 0 is always measured (it is
+	// the model's base) and added when missing. Empty skips the
+	// experiment.
+	RTTs []time.Duration
+	// PrepareRTTs are the added RTTs at which the table load (sluice
+	// bench prepare) is timed.
+	PrepareRTTs []time.Duration
+	// Threads is --threads; 0 picks 1 on the embedded backend (SQLite
+	// admits one writer at a time, so more threads would queue on its
+	// lock instead of on the network) and 4 on a server.
+	Threads int
+	// Tables and TableSize are --tables and --table-size.
+	Tables, TableSize int
+	// Time and Warmup are --time and --warmup-time of each run.
+	Time, Warmup time.Duration
+	// ReportInterval is --report-interval: how often a run prints a
+	// progress line. 0 prints none.
+	ReportInterval time.Duration
+}
+
 // validate checks l and fills in its defaults; a plan with no points is
 // left alone (skipped).
 func (l *LatencyPlan) validate() error {
@@ -48,41 +70,6 @@ type LatencyReport struct {
 	Rows []LatencyRow `json:"runs"`
 	// Prepare are the timed table loads.
 	Prepare []PrepareRow `json:"prepare"`
-}
-
-// LatencyRow is one run.
-type LatencyRow struct {
-	RTTMs float64 `json:"rtt_ms"` // added round-trip time
-	// PingMs is the median time of a minimal round trip (SELECT 1, or a
-	// MySQL ping) through the route at this setting: the RTT the
-	// benchmark's statements actually paid, emulation overhead included.
-	PingMs float64 `json:"ping_ms"`
-	TPS    float64 `json:"tps"`
-	QPS    float64 `json:"qps"`
-	AvgMs  float64 `json:"avg_latency_ms"`
-	P95Ms  float64 `json:"p95_latency_ms"`
-	MinMs  float64 `json:"min_latency_ms"`
-	MaxMs  float64 `json:"max_latency_ms"`
-	// PredictedTPS is threads / (base latency + round trips x RTT).
-	PredictedTPS float64 `json:"predicted_tps"`
-	// Deviation is TPS / PredictedTPS - 1.
-	Deviation     float64 `json:"deviation"`
-	RoundTrips    float64 `json:"round_trips_per_transaction"`
-	Transactions  uint64  `json:"transactions"`
-	IgnoredErrors uint64  `json:"ignored_errors"`
-	// Releases counts the chunks sluice's delay lines held during the run
-	// (0 at RTT 0), and LateUs is how late they left after their emulated
-	// release time, mean in µs (negative: early): sluice's own error in
-	// applying the RTT.
-	Releases uint64  `json:"delayed_chunks"`
-	LateUs   float64 `json:"release_late_us"`
-}
-
-// PrepareRow is one timed `prepare`.
-type PrepareRow struct {
-	RTTMs   float64 `json:"rtt_ms"`
-	Seconds float64 `json:"seconds"`
-	Rows    int     `json:"rows"`
 }
 
 // latencyRun is the state of one latency experiment.
@@ -275,6 +262,44 @@ func (r *latencyRun) ping(ctx context.Context) (float64, error) {
 	return medianPing(ctx, r.clk, c)
 }
 
+// LatencyRow is one run.
+type LatencyRow struct {
+	RTTMs float64 `json:"rtt_ms"` // added round-trip time
+	// PingMs is the median time of a minimal round trip (SELECT 1, or a
+	// MySQL ping) through the route at this setting: the RTT the
+	// benchmark's statements actually paid, emulation overhead included.
+	PingMs float64 `json:"ping_ms"`
+	TPS    float64 `json:"tps"`
+	QPS    float64 `json:"qps"`
+	AvgMs  float64 `json:"avg_latency_ms"`
+	P95Ms  float64 `json:"p95_latency_ms"`
+	MinMs  float64 `json:"min_latency_ms"`
+	MaxMs  float64 `json:"max_latency_ms"`
+	// PredictedTPS is threads / (base latency + round trips x RTT).
+	PredictedTPS float64 `json:"predicted_tps"`
+	// Deviation is TPS / PredictedTPS - 1.
+	Deviation     float64 `json:"deviation"`
+	RoundTrips    float64 `json:"round_trips_per_transaction"`
+	Transactions  uint64  `json:"transactions"`
+	IgnoredErrors uint64  `json:"ignored_errors"`
+	// Releases counts the chunks sluice's delay lines held during the run
+	// (0 at RTT 0), and LateUs is how late they left after their emulated
+	// release time, mean in µs (negative: early): sluice's own error in
+	// applying the RTT.
+	Releases uint64  `json:"delayed_chunks"`
+	LateUs   float64 `json:"release_late_us"`
+}
+
+// PrepareRow is one timed `prepare`.
+type PrepareRow struct {
+	RTTMs   float64 `json:"rtt_ms"`
+	Seconds float64 `json:"seconds"`
+	Rows    int     `json:"rows"`
+}
+
+// tables prints the runs.
+func (l *LatencyReport) tables(p *printer) { p.table(l.table()) }
+
 // table returns the latency runs.
 func (l *LatencyReport) table() table {
 	t := table{head: []string{"added RTT (ms)", "ping (ms)", "TPS", "predicted TPS", "deviation", "QPS", "avg latency (ms)", "95th pct (ms)", "round trips/txn", "release late (µs)"}}
@@ -299,6 +324,9 @@ func (l *LatencyReport) prepareTable() table {
 	}
 	return t
 }
+
+// charts returns the TPS chart.
+func (l *LatencyReport) charts() []chartFile { return []chartFile{{FileTPSChart, l.TPSChart}} }
 
 // TPSChart is the chart of TPS against added RTT, measured and
 // predicted, on a logarithmic TPS axis.
@@ -368,28 +396,6 @@ func (l *LatencyReport) writeMarkdown(w io.Writer) {
 	}
 }
 
-// LatencyPlan is the scale of the latency experiment.
-type LatencyPlan struct {
-	// RTTs are the added round-trip times; 0 is always measured (it is
-	// the model's base) and added when missing. Empty skips the
-	// experiment.
-	RTTs []time.Duration
-	// PrepareRTTs are the added RTTs at which the table load (sluice
-	// bench prepare) is timed.
-	PrepareRTTs []time.Duration
-	// Threads is --threads; 0 picks 1 on the embedded backend (SQLite
-	// admits one writer at a time, so more threads would queue on its
-	// lock instead of on the network) and 4 on a server.
-	Threads int
-	// Tables and TableSize are --tables and --table-size.
-	Tables, TableSize int
-	// Time and Warmup are --time and --warmup-time of each run.
-	Time, Warmup time.Duration
-	// ReportInterval is --report-interval: how often a run prints a
-	// progress line. 0 prints none.
-	ReportInterval time.Duration
-}
-
 // TargetModel names the latency experiment's target.
 const TargetModel = "tps_at_10ms_vs_model"
 
@@ -409,9 +415,3 @@ func (l *LatencyReport) targets() []Target {
 	}
 	return []Target{t}
 }
-
-// tables prints the runs.
-func (l *LatencyReport) tables(p *printer) { p.table(l.table()) }
-
-// charts returns the TPS chart.
-func (l *LatencyReport) charts() []chartFile { return []chartFile{{FileTPSChart, l.TPSChart}} }

@@ -17,6 +17,24 @@ import (
 	"github.com/sluicelab/sluice/internal/lab/svg"
 )
 
+// whatIfRTTs are the RTTs, in ms, the quick and full plans check.
+var whatIfRTTs = ms(1, 5, 10)
+
+// whatIfTarget is how close (relative error) the predictions at 10 ms
+// must come to the measurements.
+const whatIfTarget = 0.10
+
+// Application names of the experiment's sessions, so that sluice's
+// what-if table keeps each job apart from the rest of the lab.
+const (
+	whatIfSetupApp  = "sluice-lab-setup"
+	whatIfOLTPApp   = "sluice-lab-oltp"
+	whatIfLoaderApp = "sluice-lab-loader-" // + rows per INSERT
+)
+
+// job names.
+const jobOLTP = "oltp_read_write"
+
 // WhatIfPlan is the scale of the what-if experiment.
 type WhatIfPlan struct {
 	// RTTs are the added round-trip times at which sluice's predictions
@@ -56,20 +74,37 @@ type WhatIfPlan struct {
 	LoaderTime time.Duration
 }
 
-// whatIfRTTs are the RTTs, in ms, the quick and full plans check.
-var whatIfRTTs = ms(1, 5, 10)
-
-// whatIfTarget is how close (relative error) the predictions at 10 ms
-// must come to the measurements.
-const whatIfTarget = 0.10
-
-// Application names of the experiment's sessions, so that sluice's
-// what-if table keeps each job apart from the rest of the lab.
-const (
-	whatIfSetupApp  = "sluice-lab-setup"
-	whatIfOLTPApp   = "sluice-lab-oltp"
-	whatIfLoaderApp = "sluice-lab-loader-" // + rows per INSERT
-)
+// validate checks p and fills in its defaults; an empty p is valid (the
+// experiment is skipped).
+func (p *WhatIfPlan) validate() error {
+	if len(p.RTTs) == 0 {
+		return nil
+	}
+	if err := inRange(p.RTTs, 10*time.Second, "added RTT", "0 to 10 s"); err != nil {
+		return err
+	}
+	p.RTTs = withZero(slices.Clone(p.RTTs))
+	if len(p.RTTs) < 2 {
+		return &UsageError{Msg: "the what-if experiment needs an added RTT above 0"}
+	}
+	if err := inRange(p.Batches, 10000, "rows per INSERT", "1 to 10000"); err != nil {
+		return err
+	}
+	if slices.Contains(p.Batches, 0) {
+		return &UsageError{Msg: "rows per INSERT must be at least 1"}
+	}
+	p.Batches = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(p.Batches), 1))))
+	orDefault(&p.Tables, 1)
+	orDefault(&p.TableSize, 10000)
+	orDefault(&p.Time, 10*time.Second)
+	orDefault(&p.Statements, 200)
+	orDefault(&p.BatchStatements, 50)
+	orDefault(&p.CommitEvery, 10)
+	if p.Threads < 0 {
+		return &UsageError{Msg: "threads must be >= 0"}
+	}
+	return nil
+}
 
 // WhatIfReport is the what-if experiment's outcome.
 type WhatIfReport struct {
@@ -88,58 +123,12 @@ type WhatIfReport struct {
 	Loads []WhatIfLoad `json:"loads"`
 }
 
-// WhatIfRow is one job at one added RTT: sluice's prediction from the
-// baseline and what the run measured. For the benchmark the headline
-// figure is TPS; for a loader it is the run's duration.
-type WhatIfRow struct {
-	Job   string  `json:"job"`
-	RTTMs float64 `json:"rtt_ms"`
-	// PredictedTPS and PredictedLatencyMs are sluice's prediction
-	// (whatif.Predict, what SHOW WHATIF shows as predicted_tps and
-	// predicted_latency_ms); at RTT 0 they are what sluice measured.
-	PredictedTPS       float64 `json:"predicted_tps"`
-	PredictedLatencyMs float64 `json:"predicted_latency_ms"`
-	TPS                float64 `json:"tps"`
-	LatencyMs          float64 `json:"latency_ms"`
-	// PredictedSeconds is a loader run's predicted duration
-	// (whatif.JobDuration: transactions x (cycle + round trips x RTT));
-	// Seconds is its measured duration. 0 for the benchmark.
-	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
-	Seconds          float64 `json:"seconds,omitempty"`
-	// Runs is how many times the loader job ran at this setting; Seconds
-	// is their mean. 0 for the benchmark.
-	Runs int `json:"runs,omitempty"`
-	// Error is the headline figure's measured / predicted - 1.
-	Error float64 `json:"error"`
-	// PingMs is the median time of a minimal round trip (SELECT 1, a MySQL
-	// ping) through the route at this setting, before the runs.
-	PingMs float64 `json:"ping_ms"`
-	// AppliedRTTMs is the RTT the route really added: PingMs less the
-	// unshaped PingMs, which counts the delay line's lateness and the
-	// time client and server take to wake after each delayed message;
-	// AppliedError is Error against the prediction at that RTT, which
-	// leaves out what the emulation adds beyond RTTMs. 0 at RTT 0.
-	AppliedRTTMs float64 `json:"applied_rtt_ms,omitempty"`
-	AppliedError float64 `json:"applied_error,omitempty"`
-	// IgnoredErrors are the benchmark's ignored errors (deadlocks, lock
-	// timeouts) during the run; 0 for a loader.
-	IgnoredErrors uint64 `json:"ignored_errors"`
-	// Releases and LateUs are the delay lines' chunks and their mean
-	// release lateness in µs during the run, as in the latency
-	// experiment.
-	Releases uint64  `json:"delayed_chunks"`
-	LateUs   float64 `json:"release_late_us"`
-}
-
 // whatIfRun is the state of one what-if experiment.
 type whatIfRun struct {
 	*env
 	plan  WhatIfPlan
 	basis map[string]predictBasis // by job, from its unshaped run
 }
-
-// job names.
-const jobOLTP = "oltp_read_write"
 
 // options returns the benchmark's options, its sessions named app.
 func (r *whatIfRun) options(app string) bench.Options {
@@ -262,6 +251,49 @@ func runWhatIf(ctx context.Context, e *env) (*WhatIfReport, error) {
 	return rep, nil
 }
 
+// WhatIfRow is one job at one added RTT: sluice's prediction from the
+// baseline and what the run measured. For the benchmark the headline
+// figure is TPS; for a loader it is the run's duration.
+type WhatIfRow struct {
+	Job   string  `json:"job"`
+	RTTMs float64 `json:"rtt_ms"`
+	// PredictedTPS and PredictedLatencyMs are sluice's prediction
+	// (whatif.Predict, what SHOW WHATIF shows as predicted_tps and
+	// predicted_latency_ms); at RTT 0 they are what sluice measured.
+	PredictedTPS       float64 `json:"predicted_tps"`
+	PredictedLatencyMs float64 `json:"predicted_latency_ms"`
+	TPS                float64 `json:"tps"`
+	LatencyMs          float64 `json:"latency_ms"`
+	// PredictedSeconds is a loader run's predicted duration
+	// (whatif.JobDuration: transactions x (cycle + round trips x RTT));
+	// Seconds is its measured duration. 0 for the benchmark.
+	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
+	Seconds          float64 `json:"seconds,omitempty"`
+	// Runs is how many times the loader job ran at this setting; Seconds
+	// is their mean. 0 for the benchmark.
+	Runs int `json:"runs,omitempty"`
+	// Error is the headline figure's measured / predicted - 1.
+	Error float64 `json:"error"`
+	// PingMs is the median time of a minimal round trip (SELECT 1, a MySQL
+	// ping) through the route at this setting, before the runs.
+	PingMs float64 `json:"ping_ms"`
+	// AppliedRTTMs is the RTT the route really added: PingMs less the
+	// unshaped PingMs, which counts the delay line's lateness and the
+	// time client and server take to wake after each delayed message;
+	// AppliedError is Error against the prediction at that RTT, which
+	// leaves out what the emulation adds beyond RTTMs. 0 at RTT 0.
+	AppliedRTTMs float64 `json:"applied_rtt_ms,omitempty"`
+	AppliedError float64 `json:"applied_error,omitempty"`
+	// IgnoredErrors are the benchmark's ignored errors (deadlocks, lock
+	// timeouts) during the run; 0 for a loader.
+	IgnoredErrors uint64 `json:"ignored_errors"`
+	// Releases and LateUs are the delay lines' chunks and their mean
+	// release lateness in µs during the run, as in the latency
+	// experiment.
+	Releases uint64  `json:"delayed_chunks"`
+	LateUs   float64 `json:"release_late_us"`
+}
+
 // runOLTP runs the benchmark at rtt and returns what it measured and the
 // round trips per transaction it counted.
 func (r *whatIfRun) runOLTP(ctx context.Context, o bench.Options, rtt time.Duration) (WhatIfRow, float64, error) {
@@ -298,47 +330,6 @@ func (r *whatIfRun) cleanup(ctx context.Context, o bench.Options, setup conn, ta
 	r.p.step("dropped the benchmark tables and %s", whatIfTable)
 }
 
-// FileWhatIf is the what-if experiment's chart.
-const FileWhatIf = "whatif_predicted_vs_measured.svg"
-
-// Target names of the what-if experiment.
-const (
-	TargetWhatIfTPS  = "whatif_tps_at_10ms_vs_prediction"
-	TargetWhatIfLoad = "whatif_load_at_10ms_vs_prediction"
-)
-
-// validate checks p and fills in its defaults; an empty p is valid (the
-// experiment is skipped).
-func (p *WhatIfPlan) validate() error {
-	if len(p.RTTs) == 0 {
-		return nil
-	}
-	if err := inRange(p.RTTs, 10*time.Second, "added RTT", "0 to 10 s"); err != nil {
-		return err
-	}
-	p.RTTs = withZero(slices.Clone(p.RTTs))
-	if len(p.RTTs) < 2 {
-		return &UsageError{Msg: "the what-if experiment needs an added RTT above 0"}
-	}
-	if err := inRange(p.Batches, 10000, "rows per INSERT", "1 to 10000"); err != nil {
-		return err
-	}
-	if slices.Contains(p.Batches, 0) {
-		return &UsageError{Msg: "rows per INSERT must be at least 1"}
-	}
-	p.Batches = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(p.Batches), 1))))
-	orDefault(&p.Tables, 1)
-	orDefault(&p.TableSize, 10000)
-	orDefault(&p.Time, 10*time.Second)
-	orDefault(&p.Statements, 200)
-	orDefault(&p.BatchStatements, 50)
-	orDefault(&p.CommitEvery, 10)
-	if p.Threads < 0 {
-		return &UsageError{Msg: "threads must be >= 0"}
-	}
-	return nil
-}
-
 // row returns the row of job at rtt ms, or nil.
 func (w *WhatIfReport) row(job string, rtt float64) *WhatIfRow {
 	for i := range w.Rows {
@@ -360,51 +351,8 @@ func (w *WhatIfReport) jobs() []string {
 	return out
 }
 
-// targets returns the experiment's targets: the benchmark's TPS and the
-// row-at-a-time loader's duration at every added RTT within 10% of the
-// predictions, each target's value the largest miss. A nil report
-// (experiment not run) leaves them unmeasured.
-func (w *WhatIfReport) targets() []Target {
-	want := fmt.Sprintf("within %.0f%%", 100*whatIfTarget)
-	at := "every added RTT"
-	if w != nil {
-		if rtts := w.addedRTTs(); len(rtts) > 0 {
-			at = "+" + strings.Join(rtts, ", +") + " ms"
-		}
-	}
-	tps := Target{Name: TargetWhatIfTPS, Description: "what-if: oltp_read_write TPS at " + at + " vs sluice's prediction, largest miss", Want: want}
-	load := Target{Name: TargetWhatIfLoad, Description: "what-if: row-at-a-time load at " + at + " vs sluice's prediction, largest miss", Want: want}
-	if w == nil {
-		return []Target{tps, load}
-	}
-	worst := func(t *Target, job string, ok func(*WhatIfRow) bool) {
-		for i := range w.Rows {
-			r := &w.Rows[i]
-			if r.Job != job || r.RTTMs <= 0 || !ok(r) {
-				continue
-			}
-			if !t.Measured || math.Abs(r.Error) > math.Abs(t.Value) {
-				t.Measured, t.Value = true, r.Error
-			}
-		}
-		t.Met = t.Measured && math.Abs(t.Value) <= whatIfTarget
-	}
-	worst(&tps, jobOLTP, func(r *WhatIfRow) bool { return r.PredictedTPS > 0 && r.TPS > 0 })
-	worst(&load, loaderJob(1), func(r *WhatIfRow) bool { return r.PredictedSeconds > 0 && r.Seconds > 0 })
-	return []Target{tps, load}
-}
-
-// addedRTTs returns the RTTs above 0 of the rows, in ms as printed, in
-// order.
-func (w *WhatIfReport) addedRTTs() []string {
-	var out []string
-	for _, r := range w.Rows {
-		if v := fmtNum(r.RTTMs); r.RTTMs > 0 && !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
+// tables prints the predictions beside the measurements.
+func (w *WhatIfReport) tables(p *printer) { p.table(w.table()) }
 
 // table returns the predictions beside the measurements.
 func (w *WhatIfReport) table() table {
@@ -427,6 +375,12 @@ func (w *WhatIfReport) table() table {
 	}
 	return t
 }
+
+// charts returns the predicted-against-measured chart.
+func (w *WhatIfReport) charts() []chartFile { return []chartFile{{FileWhatIf, w.Chart}} }
+
+// FileWhatIf is the what-if experiment's chart.
+const FileWhatIf = "whatif_predicted_vs_measured.svg"
 
 // Chart is measured against predicted, relative to the unshaped run, per
 // job: throughput for the benchmark, 1 / duration for the loaders, so
@@ -564,8 +518,54 @@ func (w *WhatIfReport) explain(out io.Writer) {
 	w.writeLoads(out)
 }
 
-// tables prints the predictions beside the measurements.
-func (w *WhatIfReport) tables(p *printer) { p.table(w.table()) }
+// Target names of the what-if experiment.
+const (
+	TargetWhatIfTPS  = "whatif_tps_at_10ms_vs_prediction"
+	TargetWhatIfLoad = "whatif_load_at_10ms_vs_prediction"
+)
 
-// charts returns the predicted-against-measured chart.
-func (w *WhatIfReport) charts() []chartFile { return []chartFile{{FileWhatIf, w.Chart}} }
+// targets returns the experiment's targets: the benchmark's TPS and the
+// row-at-a-time loader's duration at every added RTT within 10% of the
+// predictions, each target's value the largest miss. A nil report
+// (experiment not run) leaves them unmeasured.
+func (w *WhatIfReport) targets() []Target {
+	want := fmt.Sprintf("within %.0f%%", 100*whatIfTarget)
+	at := "every added RTT"
+	if w != nil {
+		if rtts := w.addedRTTs(); len(rtts) > 0 {
+			at = "+" + strings.Join(rtts, ", +") + " ms"
+		}
+	}
+	tps := Target{Name: TargetWhatIfTPS, Description: "what-if: oltp_read_write TPS at " + at + " vs sluice's prediction, largest miss", Want: want}
+	load := Target{Name: TargetWhatIfLoad, Description: "what-if: row-at-a-time load at " + at + " vs sluice's prediction, largest miss", Want: want}
+	if w == nil {
+		return []Target{tps, load}
+	}
+	worst := func(t *Target, job string, ok func(*WhatIfRow) bool) {
+		for i := range w.Rows {
+			r := &w.Rows[i]
+			if r.Job != job || r.RTTMs <= 0 || !ok(r) {
+				continue
+			}
+			if !t.Measured || math.Abs(r.Error) > math.Abs(t.Value) {
+				t.Measured, t.Value = true, r.Error
+			}
+		}
+		t.Met = t.Measured && math.Abs(t.Value) <= whatIfTarget
+	}
+	worst(&tps, jobOLTP, func(r *WhatIfRow) bool { return r.PredictedTPS > 0 && r.TPS > 0 })
+	worst(&load, loaderJob(1), func(r *WhatIfRow) bool { return r.PredictedSeconds > 0 && r.Seconds > 0 })
+	return []Target{tps, load}
+}
+
+// addedRTTs returns the RTTs above 0 of the rows, in ms as printed, in
+// order.
+func (w *WhatIfReport) addedRTTs() []string {
+	var out []string
+	for _, r := range w.Rows {
+		if v := fmtNum(r.RTTMs); r.RTTMs > 0 && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
