@@ -11,7 +11,6 @@ import (
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/lab/svg"
-	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/units"
 )
 
@@ -121,10 +120,8 @@ type BaseBackupReport struct {
 	// COPY session streamed through an unlimited link.
 	Calibrated bool    `json:"calibrated,omitempty"`
 	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
-	// QueueBytes is the link's device FIFO; LowQueueBytes the bound on
-	// low-class bytes in it.
-	QueueBytes    int64 `json:"device_queue_bytes,omitempty"`
-	LowQueueBytes int64 `json:"low_priority_queue_bytes,omitempty"`
+	// LinkQueue is its device FIFO.
+	LinkQueue
 	// MaxRateKBps is the --max-rate of the last condition, in kB/s
 	// (1024 bytes): the low-priority pool's backup's data rate.
 	MaxRateKBps int64 `json:"max_rate_kb_per_s,omitempty"`
@@ -174,7 +171,7 @@ func runBaseBackup(ctx context.Context, r *bbRun) (rep *BaseBackupReport, err er
 	p.printf("pgbench (select-only, then tpcb-like, %s each, -c %d -j %d) through route %s while pg_basebackup runs through route %s; both on one capped link\n",
 		units.FormatDuration(pl.Time), pl.Clients, pl.Threads, bbOLTPRoute, bbBackupRoute)
 	rep = &BaseBackupReport{Scale: pl.Scale, Clients: pl.Clients, Threads: pl.Threads, RunSeconds: pl.Time.Seconds(), LeadSeconds: pl.Lead.Seconds(),
-		QueueBytes: link.DefaultQueueSize, LowQueueBytes: link.DefaultLowPriorityQueueBytes}
+		LinkQueue: defaultQueue()}
 
 	if r.tmp, err = os.MkdirTemp("", "sluice-basebackup-*"); err != nil {
 		return nil, fmt.Errorf("temporary directory: %w", err)

@@ -355,7 +355,7 @@ func TestPgbenchWindow(t *testing.T) {
 // sampleBaseBackup is a base-backup report with plausible figures.
 func sampleBaseBackup() *BaseBackupReport {
 	b := &BaseBackupReport{DatabaseBytes: 1150e6, Scale: 10, Clients: 4, Threads: 2, RunSeconds: 15, LeadSeconds: 2,
-		CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 230, QueueBytes: 2 << 20, LowQueueBytes: 64 << 10,
+		CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 230, LinkQueue: LinkQueue{QueueBytes: 2 << 20, LowQueueBytes: 64 << 10},
 		MaxRateKBps: 18500, Setup: []string{"CREATE RESOURCE POOL bb_low WITH (network_priority='low')", "SET network_control = on"}}
 	for i, name := range []string{CondNoBackup, CondUnmanaged, CondLowPool, CondMaxRate} {
 		c := BaseBackupCondition{Name: name}

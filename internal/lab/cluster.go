@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/lab/svg"
-	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/units"
 )
 
@@ -115,10 +114,8 @@ type ClusterReport struct {
 	// low-priority join moved through an unlimited link.
 	Calibrated bool    `json:"calibrated,omitempty"`
 	StreamMBps float64 `json:"one_join_stream_mb_per_s,omitempty"`
-	// QueueBytes is the shard link's device FIFO; LowQueueBytes the bound
-	// on low-priority bytes in it with network_control on.
-	QueueBytes    int64 `json:"device_queue_bytes,omitempty"`
-	LowQueueBytes int64 `json:"low_priority_queue_bytes,omitempty"`
+	// LinkQueue is the shard link's device FIFO.
+	LinkQueue
 	// ReferenceSQL is the reference's query; LowSQL and HighSQL what ran.
 	ReferenceSQL string `json:"reference_sql,omitempty"`
 	LowSQL       string `json:"low_sql,omitempty"`
@@ -215,7 +212,7 @@ func runCluster(ctx context.Context, e *env) (rep *ClusterReport, err error) {
 	rep = &ClusterReport{
 		LowRows: r.plan.LowRows, HighRows: r.plan.HighRows, Reps: r.plan.Reps, FetchSize: clusterFetchSize,
 		ReferenceSQL: clusterRefSQL, LowSQL: clusterLowSQL, HighSQL: clusterHighSQL,
-		QueueBytes: link.DefaultQueueSize, LowQueueBytes: link.DefaultLowPriorityQueueBytes,
+		LinkQueue: defaultQueue(),
 	}
 	p.printf("a coordinator and %d data nodes (postgres_fdw); high-priority join %q measured %d times per point under N low-priority joins %q in a loop\n",
 		clusterDataNodes, clusterHighSQL, r.plan.Reps, clusterLowSQL)

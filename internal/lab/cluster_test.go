@@ -298,7 +298,7 @@ func sampleCluster() *ClusterReport {
 	c := &ClusterReport{
 		Nodes:   []string{"coordinator: PostgreSQL 15", "data node 1: PostgreSQL 15", "data node 2: PostgreSQL 15", "data node 3: PostgreSQL 15"},
 		LowRows: 24000, HighRows: 300, CapacityBytes: 10e6, Capacity: "10MB/s", Scale: tenGE / 10e6, Calibrated: true, StreamMBps: 129,
-		QueueBytes: 2 << 20, LowQueueBytes: 64 << 10, ReferenceSQL: clusterRefSQL, LowSQL: clusterLowSQL, HighSQL: clusterHighSQL,
+		LinkQueue: LinkQueue{QueueBytes: 2 << 20, LowQueueBytes: 64 << 10}, ReferenceSQL: clusterRefSQL, LowSQL: clusterLowSQL, HighSQL: clusterHighSQL,
 		ReferenceFetch: []string{"SELECT c2 FROM public.wt1", "SELECT c2 FROM public.wt2"},
 		LowFetch:       []string{"SELECT c2, b1, b2 FROM public.wt1", "SELECT c2 FROM public.wt2"},
 		HighFetch:      []string{"SELECT c2, b1, b2 FROM public.wt3", "SELECT c2 FROM public.wt4"},

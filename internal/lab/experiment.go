@@ -63,6 +63,18 @@ type LinkCapacity struct {
 	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
 }
 
+// LinkQueue is a link's device FIFO, in bytes, and the bound on the
+// low-class bytes in it with network_control on.
+type LinkQueue struct {
+	QueueBytes    int64 `json:"device_queue_bytes,omitempty"`
+	LowQueueBytes int64 `json:"low_priority_queue_bytes,omitempty"`
+}
+
+// defaultQueue is the device FIFO of every link the lab uses.
+func defaultQueue() LinkQueue {
+	return LinkQueue{QueueBytes: link.DefaultQueueSize, LowQueueBytes: link.DefaultLowPriorityQueueBytes}
+}
+
 // linkCapacity returns planned, in bytes/s, when it is positive;
 // otherwise it calibrates: it streams the bulk statement on one session
 // through route with the default link's capacity removed (streamRate),

@@ -74,12 +74,10 @@ func (f *FlowPlan) validate() error {
 type FlowReport struct {
 	// LinkCapacity is the link's.
 	LinkCapacity
-	// QueueBytes is the link's device FIFO; LowQueueBytes the occupancy
-	// bound on low-priority bytes in it with network_control on.
-	QueueBytes    int64  `json:"device_queue_bytes"`
-	LowQueueBytes int64  `json:"low_priority_queue_bytes"`
-	BulkSQL       string `json:"bulk_sql"`
-	NormalSQL     string `json:"normal_sql"`
+	// LinkQueue is the link's device FIFO.
+	LinkQueue
+	BulkSQL   string `json:"bulk_sql"`
+	NormalSQL string `json:"normal_sql"`
 	// NormalBytes is the payload of one normal query's result.
 	NormalBytes int64 `json:"normal_result_bytes"`
 	Reps        int   `json:"reps_per_point"`
@@ -122,7 +120,7 @@ func runFlow(ctx context.Context, e *env) (rep *FlowReport, err error) {
 	bulkSQL, normalSQL := r.sql()
 	rep = &FlowReport{
 		BulkSQL: bulkSQL, NormalSQL: normalSQL, Reps: r.plan.Reps,
-		QueueBytes: link.DefaultQueueSize, LowQueueBytes: link.DefaultLowPriorityQueueBytes,
+		LinkQueue: defaultQueue(),
 	}
 	p.printf("== Experiment 2: flow control ==\n")
 	p.printf("normal query %q measured %d times per point under N bulk sessions pulling %q in a loop\n", normalSQL, r.plan.Reps, bulkSQL)
