@@ -499,12 +499,10 @@ func (b *BaseBackupReport) conditionLegend() string {
 }
 
 func (b *BaseBackupReport) writeMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "## Experiment 6: base backup\n\n")
-	if b.Skipped != "" {
-		fmt.Fprintf(w, "Not measured: %s.\n\n", b.Skipped)
+	if !heading(w, 6, "base backup", b.Skipped) {
 		return
 	}
-	drain := func(n int64) float64 { return float64(n) / float64(max(1, b.CapacityBytes)) * 1000 }
+	drain := func(n int64) float64 { return drainMs(n, max(1, b.CapacityBytes)) }
 	fmt.Fprintf(w, "A `pg_basebackup` (or a replica rebuild) streams the whole cluster as fast as the path allows, and OLTP on the same link waits behind it. "+
 		"The primary here holds %s (pgbench's tables at scale %d and a logged table of wide rows). "+
 		"pgbench (%d clients, %d threads; select-only, then tpcb-like, %.0f s each) runs through one sluice route and pg_basebackup "+
@@ -546,7 +544,7 @@ func (b *BaseBackupReport) writeFindings(w io.Writer) {
 		fmt.Fprintf(w, "- %s: average latency %.2f ms alone, %.2f ms (%.1fx) beside the unmanaged backup, %.2f ms (%.1fx) with the backup in the low class, %.2f ms (%.1fx) beside the `--max-rate` backup; p99 %.2f, %.2f, %.2f and %.2f ms.\n",
 			wl, b0.AvgMs, b2.AvgMs, b2.AvgMs/b0.AvgMs, b3.AvgMs, b3.AvgMs/b0.AvgMs, b4.AvgMs, b4.AvgMs/b0.AvgMs, b0.P99Ms, b2.P99Ms, b3.P99Ms, b4.P99Ms)
 	}
-	drain := func(n int64) float64 { return float64(n) / float64(max(1, b.CapacityBytes)) * 1000 }
+	drain := func(n int64) float64 { return drainMs(n, max(1, b.CapacityBytes)) }
 	fmt.Fprintf(w, "- Unmanaged, the backup keeps the %s FIFO full, and every answer pgbench waits for queues behind up to %.0f ms of backup bytes. "+
 		"In the low class, backup bytes enter only when no normal byte waits, and at most %s of them sit in the FIFO (%.1f ms at %s), "+
 		"so an answer waits behind that much instead, once per round trip.",

@@ -411,12 +411,9 @@ func (c *ClusterReport) SlowdownChart() *svg.Chart {
 const referenceSlowdown = 55
 
 func (c *ClusterReport) writeMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "## Experiment 5: cluster\n\n")
-	if c.Skipped != "" {
-		fmt.Fprintf(w, "Not measured: %s.\n\n", c.Skipped)
+	if !heading(w, 5, "cluster", c.Skipped) {
 		return
 	}
-	drain := func(b int64) float64 { return float64(b) / float64(c.CapacityBytes) * 1000 }
 	fmt.Fprintf(w, "The flow-control experiment again, on a real cluster: PostgreSQL's own sharding, postgres_fdw. "+
 		"A coordinator and %d data nodes, each a throwaway server:\n\n", len(c.Nodes)-1)
 	for _, n := range c.Nodes {
@@ -427,7 +424,7 @@ func (c *ClusterReport) writeMarkdown(w io.Writer) {
 		"Every shard connection goes through a sluice route, one per data node, the foreign servers pointing at the routes' ports, and the routes share one link, the cluster's network. "+
 		"The client's sessions reach the coordinator through a route of their own.\n\n", c.LowRows, c.HighRows)
 	fmt.Fprintf(w, "The shard link has a capacity of %s, 10GE scaled down %.0fx, and a device FIFO of %s (%.1f ms to drain at that capacity). ",
-		c.Capacity, c.Scale, units.FormatBytes(c.QueueBytes), drain(c.QueueBytes))
+		c.Capacity, c.Scale, units.FormatBytes(c.QueueBytes), drainMs(c.QueueBytes, c.CapacityBytes))
 	if c.Calibrated {
 		fmt.Fprintf(w, "As in experiment 2 the capacity is calibrated: one low-priority join moved %.0f MB/s from the data nodes through an unlimited link, "+
 			"and the link is the largest step at most a tenth of that, so that the link, not the processor, is the bottleneck. ", c.StreamMBps)
@@ -478,7 +475,7 @@ func (c *ClusterReport) writeDiscussion(w io.Writer) {
 	if off == nil || on == nil || base == nil || onBase == nil || n == 0 || c.CapacityBytes <= 0 {
 		return
 	}
-	ms := func(b int64) float64 { return float64(b) / float64(c.CapacityBytes) * 1000 }
+	ms := func(b int64) float64 { return drainMs(b, c.CapacityBytes) }
 	fifo := ms(c.QueueBytes)
 	fmt.Fprintf(w, "What the numbers show: with network_control off, at N = %d the high-priority join took %.1f ms against %.1f ms on an idle link, %.2fx; "+
 		"with it on, %.1f ms, %.2fx. The reference measured %dx at N = 10 with its network scheduler off.\n\n",

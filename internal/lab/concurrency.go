@@ -515,12 +515,14 @@ func (c *ConcurrencyReport) ThroughputChart() *svg.Chart {
 }
 
 func (c *ConcurrencyReport) writeMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "## Experiment 3: concurrency\n\n")
+	why := ""
 	if c.Unsupported != "" {
-		fmt.Fprintf(w, "Not measured: this build of sluice refuses `active_statements` (%s).\n\n", c.Unsupported)
+		why = fmt.Sprintf("this build of sluice refuses `active_statements` (%s)", c.Unsupported)
+	}
+	if !heading(w, 3, "concurrency", why) {
 		return
 	}
-	drain := func(b int64) float64 { return float64(b) / float64(c.CapacityBytes) * 1000 }
+	drain := func(b int64) float64 { return drainMs(b, c.CapacityBytes) }
 	fmt.Fprintf(w, "The routes' link has a capacity of %s, a device queue of %s (%.1f ms to drain at that capacity) and a round trip of %s; "+
 		"each flow may have %s in flight on it, the send buffer a connection fills. ",
 		c.Capacity, units.FormatBytes(c.QueueBytes), drain(c.QueueBytes), units.FormatDuration(time.Duration(c.RTTMs*float64(time.Millisecond))), units.FormatBytes(c.WindowBytes))

@@ -428,8 +428,8 @@ func roundMB(b int64) int64 {
 }
 
 func (f *FlowReport) writeMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "## Experiment 2: flow control\n\n")
-	drain := func(b int64) float64 { return float64(b) / float64(f.CapacityBytes) * 1000 }
+	heading(w, 2, "flow control", "")
+	drain := func(b int64) float64 { return drainMs(b, f.CapacityBytes) }
 	fmt.Fprintf(w, "The route's link has a capacity of %s and a device FIFO of %s, the NIC ring plus kernel socket buffers of a busy host "+
 		"(%.1f ms to drain at that capacity). ", f.Capacity, units.FormatBytes(f.QueueBytes), drain(f.QueueBytes))
 	if f.Calibrated {

@@ -349,7 +349,7 @@ func (l *LatencyReport) TPSChart() *svg.Chart {
 }
 
 func (l *LatencyReport) writeMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "## Experiment 1: latency\n\n")
+	heading(w, 1, "latency", "")
 	fmt.Fprintf(w, "An OLTP transaction is a chain of round trips: the client sends a statement and waits for the answer before it sends the next. "+
 		"`%s` (sysbench's statements, %s, %s of %d rows, %.0f s per run after %.0f s of warm-up) "+
 		"made %.1f round trips per transaction, counted by the benchmark. "+

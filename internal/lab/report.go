@@ -95,6 +95,21 @@ func (r *Report) evaluate() []Target {
 	return slices.Concat(r.Latency.targets(), r.Flow.targets(), r.Concurrency.targets(), r.WhatIf.targets())
 }
 
+// heading writes the heading of experiment n's section, titled title,
+// and when why is set says why it was not measured. It reports whether
+// the experiment was measured (why is "").
+func heading(w io.Writer, n int, title, why string) bool {
+	fmt.Fprintf(w, "## Experiment %d: %s\n\n", n, title)
+	if why != "" {
+		fmt.Fprintf(w, "Not measured: %s.\n\n", why)
+	}
+	return why == ""
+}
+
+// drainMs is how long a queue of b bytes takes to drain at capacity
+// bytes/s, in ms.
+func drainMs(b, capacity int64) float64 { return float64(b) / float64(capacity) * 1000 }
+
 // section is one experiment's part of the report.
 type section interface {
 	// tables prints the experiment's tables as the run goes.

@@ -441,7 +441,7 @@ func (w *WhatIfReport) Chart() *svg.Chart {
 }
 
 func (w *WhatIfReport) writeMarkdown(out io.Writer) {
-	fmt.Fprintf(out, "## Experiment 4: what-if\n\n")
+	heading(out, 4, "what-if", "")
 	fmt.Fprintf(out, "sluice watches every session's requests and answers and tells, per application, how much of a transaction is waiting on round trips "+
 		"and what its transactions and throughput would become at a larger round-trip time, without adding any delay. "+
 		"This experiment checks those predictions. Two jobs run unshaped through sluice: `%s` (%s, %s of %d rows, %.0f s after %.0f s of warm-up) "+
