@@ -100,8 +100,7 @@ func QuickPlan() Plan {
 		Latency: LatencyPlan{
 			RTTs:        ms(0, 1, 5, 10),
 			PrepareRTTs: ms(0, 10),
-			Tables:      1, TableSize: 10000,
-			Time: 3 * time.Second, Warmup: time.Second, ReportInterval: time.Second,
+			BenchPlan:   BenchPlan{Tables: 1, TableSize: 10000, Time: 3 * time.Second, Warmup: time.Second, ReportInterval: time.Second},
 		},
 		Flow: FlowPlan{
 			Ns: []int{0, 1, 4, 10}, Reps: 8,
@@ -109,8 +108,9 @@ func QuickPlan() Plan {
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 4}, Sessions: 32, Reps: 20},
 		WhatIf: WhatIfPlan{
-			RTTs: whatIfRTTs, Tables: 1, TableSize: 10000, Time: 3 * time.Second, Warmup: time.Second, ReportInterval: time.Second,
-			Batches: []int{1, 100}, Statements: 200, BatchStatements: 50, CommitEvery: 10, LoaderTime: time.Second,
+			RTTs:      whatIfRTTs,
+			BenchPlan: BenchPlan{Tables: 1, TableSize: 10000, Time: 3 * time.Second, Warmup: time.Second, ReportInterval: time.Second},
+			Batches:   []int{1, 100}, Statements: 200, BatchStatements: 50, CommitEvery: 10, LoaderTime: time.Second,
 		},
 	}
 }
@@ -122,8 +122,7 @@ func FullPlan() Plan {
 		Latency: LatencyPlan{
 			RTTs:        ms(0, 0.3, 1, 2, 5, 10, 20),
 			PrepareRTTs: ms(0, 10),
-			Tables:      1, TableSize: 100000,
-			Time: 15 * time.Second, Warmup: 3 * time.Second, ReportInterval: 5 * time.Second,
+			BenchPlan:   BenchPlan{Tables: 1, TableSize: 100000, Time: 15 * time.Second, Warmup: 3 * time.Second, ReportInterval: 5 * time.Second},
 		},
 		Flow: FlowPlan{
 			Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 20,
@@ -131,8 +130,9 @@ func FullPlan() Plan {
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
 		WhatIf: WhatIfPlan{
-			RTTs: whatIfRTTs, Tables: 1, TableSize: 100000, Time: 10 * time.Second, Warmup: 2 * time.Second, ReportInterval: 5 * time.Second,
-			Batches: []int{1, 100, 1000}, Statements: 500, BatchStatements: 100, CommitEvery: 10, LoaderTime: 3 * time.Second,
+			RTTs:      whatIfRTTs,
+			BenchPlan: BenchPlan{Tables: 1, TableSize: 100000, Time: 10 * time.Second, Warmup: 2 * time.Second, ReportInterval: 5 * time.Second},
+			Batches:   []int{1, 100, 1000}, Statements: 500, BatchStatements: 100, CommitEvery: 10, LoaderTime: 3 * time.Second,
 		},
 		Cluster:    ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6},
 		BaseBackup: fullBaseBackupPlan(),

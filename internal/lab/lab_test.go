@@ -33,7 +33,7 @@ func tinyPlan() Plan {
 		Name: "tiny",
 		Latency: LatencyPlan{
 			RTTs: ms(0, 10), PrepareRTTs: ms(0, 10),
-			Threads: 1, Tables: 1, TableSize: 1000, Time: time.Second, ReportInterval: time.Second,
+			BenchPlan: BenchPlan{Threads: 1, Tables: 1, TableSize: 1000, Time: time.Second, ReportInterval: time.Second},
 		},
 		Flow: FlowPlan{
 			Ns: []int{0, 2}, Reps: 3,
@@ -394,7 +394,7 @@ func BenchmarkEmbeddedOLTP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lr := &latencyRun{env: &env{db: db, s: s, route: route, clk: clock.Real{}}, plan: LatencyPlan{Tables: 1, TableSize: 10000, Threads: 10}}
+	lr := &latencyRun{env: &env{db: db, s: s, route: route, clk: clock.Real{}}, plan: LatencyPlan{BenchPlan: BenchPlan{Tables: 1, TableSize: 10000, Threads: 10}}}
 	o := lr.options()
 	o.Time, o.Format = 0, bench.FormatJSON
 	if err := bench.Prepare(ctx, o, io.Discard); err != nil {

@@ -23,17 +23,38 @@ type LatencyPlan struct {
 	// PrepareRTTs are the added RTTs at which the table load (sluice
 	// bench prepare) is timed.
 	PrepareRTTs []time.Duration
-	// Threads is --threads; 0 picks 1 on the embedded backend (SQLite
-	// admits one writer at a time, so more threads would queue on its
-	// lock instead of on the network) and 4 on a server.
+	// BenchPlan is the benchmark's flags; Threads 0 picks 1 on the
+	// embedded backend (SQLite admits one writer at a time, so more
+	// threads would queue on its lock instead of on the network) and 4
+	// on a server.
+	BenchPlan
+}
+
+// BenchPlan is how an experiment runs the benchmark (sluice bench
+// oltp_read_write).
+type BenchPlan struct {
+	// Threads is --threads; 0 picks the experiment's default.
 	Threads int
-	// Tables and TableSize are --tables and --table-size.
+	// Tables and TableSize are --tables and --table-size; 0 means 1 and
+	// 10000.
 	Tables, TableSize int
-	// Time and Warmup are --time and --warmup-time of each run.
+	// Time and Warmup are --time and --warmup-time of each run; Time 0
+	// means 10 s.
 	Time, Warmup time.Duration
 	// ReportInterval is --report-interval: how often a run prints a
 	// progress line. 0 prints none.
 	ReportInterval time.Duration
+}
+
+// validate checks b and fills in its defaults.
+func (b *BenchPlan) validate() error {
+	orDefault(&b.Tables, 1)
+	orDefault(&b.TableSize, 10000)
+	orDefault(&b.Time, 10*time.Second)
+	if b.Threads < 0 {
+		return &UsageError{Msg: "threads must be >= 0"}
+	}
+	return nil
 }
 
 // validate checks l and fills in its defaults; a plan with no points is
@@ -46,13 +67,7 @@ func (l *LatencyPlan) validate() error {
 		return err
 	}
 	l.RTTs = withZero(l.RTTs)
-	orDefault(&l.Tables, 1)
-	orDefault(&l.TableSize, 10000)
-	orDefault(&l.Time, 10*time.Second)
-	if l.Threads < 0 {
-		return &UsageError{Msg: "threads must be >= 0"}
-	}
-	return nil
+	return l.BenchPlan.validate()
 }
 
 // LatencyReport is the latency experiment's outcome.

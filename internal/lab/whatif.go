@@ -42,19 +42,12 @@ type WhatIfPlan struct {
 	// is always measured and added when missing. Empty skips the
 	// experiment.
 	RTTs []time.Duration
-	// Threads is oltp_read_write's --threads; 0 picks 1 on the embedded
-	// backend and on a server one per core, at most 4: more threads than
-	// cores keep the CPUs busy unshaped, the waiting an added RTT brings
-	// frees them, and that the model does not predict (see package
-	// whatif's limits).
-	Threads int
-	// Tables and TableSize are --tables and --table-size.
-	Tables, TableSize int
-	// Time and Warmup are --time and --warmup-time of each benchmark run.
-	Time, Warmup time.Duration
-	// ReportInterval is --report-interval: how often a benchmark run
-	// prints a progress line. 0 prints none.
-	ReportInterval time.Duration
+	// BenchPlan is oltp_read_write's flags; Threads 0 picks 1 on the
+	// embedded backend and on a server one per core, at most 4: more
+	// threads than cores keep the CPUs busy unshaped, the waiting an
+	// added RTT brings frees them, and that the model does not predict
+	// (see package whatif's limits).
+	BenchPlan
 	// Batches are the loader's rows per INSERT statement: 1 (row at a
 	// time, always run and added when missing) and the batched sizes.
 	Batches []int
@@ -94,16 +87,10 @@ func (p *WhatIfPlan) validate() error {
 		return &UsageError{Msg: "rows per INSERT must be at least 1"}
 	}
 	p.Batches = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(p.Batches), 1))))
-	orDefault(&p.Tables, 1)
-	orDefault(&p.TableSize, 10000)
-	orDefault(&p.Time, 10*time.Second)
 	orDefault(&p.Statements, 200)
 	orDefault(&p.BatchStatements, 50)
 	orDefault(&p.CommitEvery, 10)
-	if p.Threads < 0 {
-		return &UsageError{Msg: "threads must be >= 0"}
-	}
-	return nil
+	return p.BenchPlan.validate()
 }
 
 // WhatIfReport is the what-if experiment's outcome.
@@ -136,8 +123,8 @@ func (r *whatIfRun) options(app string) bench.Options {
 	if threads == 0 && r.db.kind != BackendEmbedded {
 		threads = min(4, runtime.NumCPU())
 	}
-	lr := latencyRun{env: r.env, plan: LatencyPlan{Threads: threads, Tables: r.plan.Tables, TableSize: r.plan.TableSize,
-		Time: r.plan.Time, Warmup: r.plan.Warmup, ReportInterval: r.plan.ReportInterval}}
+	lr := latencyRun{env: r.env, plan: LatencyPlan{BenchPlan: r.plan.BenchPlan}}
+	lr.plan.Threads = threads
 	o := lr.options()
 	o.DSN = withApp(o.DSN, r.db.protocol, app)
 	return o

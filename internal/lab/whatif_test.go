@@ -285,7 +285,7 @@ func TestWhatIfPlanValidate(t *testing.T) {
 		{RTTs: ms(20000)},
 		{RTTs: ms(10), Batches: []int{0}},
 		{RTTs: ms(10), Batches: []int{-5}},
-		{RTTs: ms(10), Threads: -1},
+		{RTTs: ms(10), BenchPlan: BenchPlan{Threads: -1}},
 	} {
 		if err := bad.validate(); err == nil {
 			t.Errorf("%+v accepted", bad)
@@ -330,7 +330,7 @@ func TestWithApp(t *testing.T) {
 // runs, a loader of 40 single-row INSERTs and one of 10 INSERTs of 10
 // rows, in transactions of 5 INSERTs.
 func tinyWhatIf() WhatIfPlan {
-	return WhatIfPlan{RTTs: ms(10), Threads: 1, Tables: 1, TableSize: 1000, Time: time.Second,
+	return WhatIfPlan{RTTs: ms(10), BenchPlan: BenchPlan{Threads: 1, Tables: 1, TableSize: 1000, Time: time.Second},
 		Batches: []int{1, 10}, Statements: 40, BatchStatements: 10, CommitEvery: 5}
 }
 
