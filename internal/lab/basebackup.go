@@ -14,6 +14,39 @@ import (
 	"github.com/sluicelab/sluice/internal/units"
 )
 
+// BaseBackupReport is the base-backup experiment's outcome.
+type BaseBackupReport struct {
+	// Skipped, when set, says why nothing was measured; the other fields
+	// are then empty.
+	Skipped string `json:"skipped,omitempty"`
+	// DatabaseBytes is the size of the cluster the backups copied.
+	DatabaseBytes int64 `json:"database_bytes,omitempty"`
+	// Scale, Clients and Threads are pgbench's -s, -c and -j;
+	// RunSeconds each run's -T; LeadSeconds how long each backup ran
+	// before the first run started.
+	Scale       int     `json:"pgbench_scale,omitempty"`
+	Clients     int     `json:"pgbench_clients,omitempty"`
+	Threads     int     `json:"pgbench_threads,omitempty"`
+	RunSeconds  float64 `json:"pgbench_seconds,omitempty"`
+	LeadSeconds float64 `json:"lead_seconds,omitempty"`
+	// CapacityBytes is the link capacity in bytes/s; Capacity spells it.
+	CapacityBytes int64  `json:"capacity_bytes_per_second,omitempty"`
+	Capacity      string `json:"capacity,omitempty"`
+	// Calibrated is set when the capacity came from StreamMBps, what one
+	// COPY session streamed through an unlimited link.
+	Calibrated bool    `json:"calibrated,omitempty"`
+	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
+	// LinkQueue is its device FIFO.
+	LinkQueue
+	// MaxRateKBps is the --max-rate of the last condition, in kB/s
+	// (1024 bytes): the low-priority pool's backup's data rate.
+	MaxRateKBps int64 `json:"max_rate_kb_per_s,omitempty"`
+	// Setup are the console statements made before the conditions;
+	// the low-priority condition also binds the role to the pool.
+	Setup      []string              `json:"setup,omitempty"`
+	Conditions []BaseBackupCondition `json:"conditions,omitempty"`
+}
+
 // BaseBackupPlan is the scale of the base-backup experiment: pgbench
 // through one route and pg_basebackup through another, on one capped
 // link, in four conditions (see doc.go).
@@ -97,39 +130,6 @@ const (
 	WorkloadSelectOnly = "select-only"
 	WorkloadTPCB       = "tpcb-like"
 )
-
-// BaseBackupReport is the base-backup experiment's outcome.
-type BaseBackupReport struct {
-	// Skipped, when set, says why nothing was measured; the other fields
-	// are then empty.
-	Skipped string `json:"skipped,omitempty"`
-	// DatabaseBytes is the size of the cluster the backups copied.
-	DatabaseBytes int64 `json:"database_bytes,omitempty"`
-	// Scale, Clients and Threads are pgbench's -s, -c and -j;
-	// RunSeconds each run's -T; LeadSeconds how long each backup ran
-	// before the first run started.
-	Scale       int     `json:"pgbench_scale,omitempty"`
-	Clients     int     `json:"pgbench_clients,omitempty"`
-	Threads     int     `json:"pgbench_threads,omitempty"`
-	RunSeconds  float64 `json:"pgbench_seconds,omitempty"`
-	LeadSeconds float64 `json:"lead_seconds,omitempty"`
-	// CapacityBytes is the link capacity in bytes/s; Capacity spells it.
-	CapacityBytes int64  `json:"capacity_bytes_per_second,omitempty"`
-	Capacity      string `json:"capacity,omitempty"`
-	// Calibrated is set when the capacity came from StreamMBps, what one
-	// COPY session streamed through an unlimited link.
-	Calibrated bool    `json:"calibrated,omitempty"`
-	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
-	// LinkQueue is its device FIFO.
-	LinkQueue
-	// MaxRateKBps is the --max-rate of the last condition, in kB/s
-	// (1024 bytes): the low-priority pool's backup's data rate.
-	MaxRateKBps int64 `json:"max_rate_kb_per_s,omitempty"`
-	// Setup are the console statements made before the conditions;
-	// the low-priority condition also binds the role to the pool.
-	Setup      []string              `json:"setup,omitempty"`
-	Conditions []BaseBackupCondition `json:"conditions,omitempty"`
-}
 
 // bbRun is the state of one base-backup experiment.
 type bbRun struct {

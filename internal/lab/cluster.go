@@ -54,46 +54,6 @@ const (
 	clusterCoord         = "cluster_coord"
 )
 
-// ClusterPlan is the scale of the cluster experiment.
-type ClusterPlan struct {
-	// Ns are the numbers of concurrent low-priority joins; 0 is always
-	// measured (the base of the slowdown) and added when missing. Empty
-	// skips the experiment.
-	Ns []int
-	// Reps is how many times the high-priority join is measured per
-	// point; 0 means 10.
-	Reps int
-	// LowRows is the rows of wt1 and wt2, the low-priority join's tables;
-	// 0 means 24000 (about 190 MB of wt1's wide columns). HighRows is the
-	// rows of wt3 and wt4, the high-priority join's; 0 means 300 (about
-	// 2.4 MB).
-	LowRows, HighRows int
-	// Capacity is the shard link's capacity in bytes/s; 0 calibrates it
-	// as FlowPlan.Capacity says, from what one low-priority join moves
-	// through an unlimited link, capped by MaxCapacity (0: 100 MB/s).
-	Capacity, MaxCapacity int64
-	// PenaltyRule is the rule that penalises the low-priority joins;
-	// its PenaltyTimeout defaults to 30 s.
-	PenaltyRule
-}
-
-// validate checks c and fills in its defaults; a plan with no points is
-// left alone (skipped).
-func (c *ClusterPlan) validate() error {
-	if run, err := points(&c.Ns, 30, "low-priority joins", "0 to 30"); !run {
-		return err
-	}
-	orDefault(&c.Reps, 10)
-	orDefault(&c.LowRows, 24000)
-	orDefault(&c.HighRows, 300)
-	if c.LowRows > 1_000_000 || c.HighRows > 1_000_000 {
-		return &UsageError{Msg: fmt.Sprintf("cluster tables of %d and %d rows out of range (1 to 1000000)", c.LowRows, c.HighRows)}
-	}
-	orDefault(&c.MaxCapacity, 100_000_000)
-	c.PenaltyRule.defaults(30 * time.Second)
-	return nil
-}
-
 // ClusterReport is the cluster experiment's outcome.
 type ClusterReport struct {
 	// Skipped, when set, says why nothing was measured; the other fields
@@ -167,6 +127,46 @@ type ClusterReport struct {
 	Setup        []string     `json:"setup,omitempty"`
 	ClusterSetup []string     `json:"cluster_setup,omitempty"`
 	Rows         []ClusterRow `json:"points,omitempty"`
+}
+
+// ClusterPlan is the scale of the cluster experiment.
+type ClusterPlan struct {
+	// Ns are the numbers of concurrent low-priority joins; 0 is always
+	// measured (the base of the slowdown) and added when missing. Empty
+	// skips the experiment.
+	Ns []int
+	// Reps is how many times the high-priority join is measured per
+	// point; 0 means 10.
+	Reps int
+	// LowRows is the rows of wt1 and wt2, the low-priority join's tables;
+	// 0 means 24000 (about 190 MB of wt1's wide columns). HighRows is the
+	// rows of wt3 and wt4, the high-priority join's; 0 means 300 (about
+	// 2.4 MB).
+	LowRows, HighRows int
+	// Capacity is the shard link's capacity in bytes/s; 0 calibrates it
+	// as FlowPlan.Capacity says, from what one low-priority join moves
+	// through an unlimited link, capped by MaxCapacity (0: 100 MB/s).
+	Capacity, MaxCapacity int64
+	// PenaltyRule is the rule that penalises the low-priority joins;
+	// its PenaltyTimeout defaults to 30 s.
+	PenaltyRule
+}
+
+// validate checks c and fills in its defaults; a plan with no points is
+// left alone (skipped).
+func (c *ClusterPlan) validate() error {
+	if run, err := points(&c.Ns, 30, "low-priority joins", "0 to 30"); !run {
+		return err
+	}
+	orDefault(&c.Reps, 10)
+	orDefault(&c.LowRows, 24000)
+	orDefault(&c.HighRows, 300)
+	if c.LowRows > 1_000_000 || c.HighRows > 1_000_000 {
+		return &UsageError{Msg: fmt.Sprintf("cluster tables of %d and %d rows out of range (1 to 1000000)", c.LowRows, c.HighRows)}
+	}
+	orDefault(&c.MaxCapacity, 100_000_000)
+	c.PenaltyRule.defaults(30 * time.Second)
+	return nil
 }
 
 // clusterRun is the state of one cluster experiment.

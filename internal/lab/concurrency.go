@@ -46,6 +46,34 @@ const chunkBytes = 32 << 10
 // queueSample is how often a point samples the link's device queue.
 const queueSample = 10 * time.Millisecond
 
+// ConcurrencyReport is the concurrency experiment's outcome.
+type ConcurrencyReport struct {
+	// Unsupported, when set, says why nothing was measured: this build
+	// of sluice refuses active_statements. The other fields are then
+	// mostly empty.
+	Unsupported string `json:"unsupported,omitempty"`
+	// LinkCapacity is the link's.
+	LinkCapacity
+	// QueueBytes is the link's device FIFO; WindowBytes each flow's
+	// window on the link.
+	QueueBytes  int64 `json:"device_queue_bytes"`
+	WindowBytes int64 `json:"window_bytes"`
+	// RTTMs is the link's round-trip time.
+	RTTMs       float64 `json:"rtt_ms"`
+	Sessions    int     `json:"ordinary_sessions"`
+	OrdinarySQL string  `json:"ordinary_sql"`
+	HighSQL     string  `json:"high_priority_sql"`
+	// OrdinaryBytes is the payload of one ordinary result.
+	OrdinaryBytes int64 `json:"ordinary_result_bytes"`
+	Reps          int   `json:"reps_per_point"`
+	// MeasureSeconds is the least time throughput is measured over.
+	MeasureSeconds float64 `json:"measure_seconds"`
+	// Setup are the console statements that made the pools; each point
+	// then sets the ordinary pool's active_statements.
+	Setup []string         `json:"setup"`
+	Rows  []ConcurrencyRow `json:"points"`
+}
+
 // ConcurrencyPlan is the scale of the concurrency experiment.
 type ConcurrencyPlan struct {
 	// Limits are the ordinary pool's active_statements at each point; 0
@@ -99,34 +127,6 @@ func (c *ConcurrencyPlan) validate() error {
 	orDefault(&c.Window, 64<<10)
 	orDefault(&c.RTT, time.Millisecond)
 	return nil
-}
-
-// ConcurrencyReport is the concurrency experiment's outcome.
-type ConcurrencyReport struct {
-	// Unsupported, when set, says why nothing was measured: this build
-	// of sluice refuses active_statements. The other fields are then
-	// mostly empty.
-	Unsupported string `json:"unsupported,omitempty"`
-	// LinkCapacity is the link's.
-	LinkCapacity
-	// QueueBytes is the link's device FIFO; WindowBytes each flow's
-	// window on the link.
-	QueueBytes  int64 `json:"device_queue_bytes"`
-	WindowBytes int64 `json:"window_bytes"`
-	// RTTMs is the link's round-trip time.
-	RTTMs       float64 `json:"rtt_ms"`
-	Sessions    int     `json:"ordinary_sessions"`
-	OrdinarySQL string  `json:"ordinary_sql"`
-	HighSQL     string  `json:"high_priority_sql"`
-	// OrdinaryBytes is the payload of one ordinary result.
-	OrdinaryBytes int64 `json:"ordinary_result_bytes"`
-	Reps          int   `json:"reps_per_point"`
-	// MeasureSeconds is the least time throughput is measured over.
-	MeasureSeconds float64 `json:"measure_seconds"`
-	// Setup are the console statements that made the pools; each point
-	// then sets the ordinary pool's active_statements.
-	Setup []string         `json:"setup"`
-	Rows  []ConcurrencyRow `json:"points"`
 }
 
 // concRun is the state of one concurrency experiment.

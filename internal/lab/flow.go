@@ -36,6 +36,24 @@ const (
 	bulkRule = "bulk_rule"
 )
 
+// FlowReport is the flow-control experiment's outcome.
+type FlowReport struct {
+	// LinkCapacity is the link's.
+	LinkCapacity
+	// LinkQueue is the link's device FIFO.
+	LinkQueue
+	BulkSQL   string `json:"bulk_sql"`
+	NormalSQL string `json:"normal_sql"`
+	// NormalBytes is the payload of one normal query's result.
+	NormalBytes int64 `json:"normal_result_bytes"`
+	Reps        int   `json:"reps_per_point"`
+	// Setup are the console statements that made the bulk pool.
+	Setup []string `json:"setup"`
+	// Binding says how bulk sessions land in the bulk pool.
+	Binding string    `json:"bulk_binding"`
+	Rows    []FlowRow `json:"points"`
+}
+
 // FlowPlan is the scale of the flow-control experiment.
 type FlowPlan struct {
 	// Ns are the numbers of concurrent bulk sessions; 0 is always
@@ -64,28 +82,10 @@ func (f *FlowPlan) validate() error {
 	if run, err := points(&f.Ns, 100, "bulk sessions", "0 to 100"); !run {
 		return err
 	}
+	f.PenaltyRule.defaults(20 * time.Second)
 	orDefault(&f.Reps, 20)
 	orDefault(&f.MaxCapacity, 100_000_000)
-	f.PenaltyRule.defaults(20 * time.Second)
 	return nil
-}
-
-// FlowReport is the flow-control experiment's outcome.
-type FlowReport struct {
-	// LinkCapacity is the link's.
-	LinkCapacity
-	// LinkQueue is the link's device FIFO.
-	LinkQueue
-	BulkSQL   string `json:"bulk_sql"`
-	NormalSQL string `json:"normal_sql"`
-	// NormalBytes is the payload of one normal query's result.
-	NormalBytes int64 `json:"normal_result_bytes"`
-	Reps        int   `json:"reps_per_point"`
-	// Setup are the console statements that made the bulk pool.
-	Setup []string `json:"setup"`
-	// Binding says how bulk sessions land in the bulk pool.
-	Binding string    `json:"bulk_binding"`
-	Rows    []FlowRow `json:"points"`
 }
 
 // flowRun is the state of one flow-control experiment.

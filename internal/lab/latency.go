@@ -14,6 +14,20 @@ import (
 	"github.com/sluicelab/sluice/internal/lab/svg"
 )
 
+// LatencyReport is the latency experiment's outcome.
+type LatencyReport struct {
+	BenchSetup
+	// Command is the equivalent `sluice bench` command line of a run
+	// (against the sluice route).
+	Command string `json:"command"`
+	// LatencyModel is the model's inputs.
+	LatencyModel
+	// Rows are the runs, by added RTT.
+	Rows []LatencyRow `json:"runs"`
+	// Prepare are the timed table loads.
+	Prepare []PrepareRow `json:"prepare"`
+}
+
 // LatencyPlan is the scale of the latency experiment.
 type LatencyPlan struct {
 	// RTTs are the added round-trip times; 0 is always measured (it is
@@ -28,6 +42,14 @@ type LatencyPlan struct {
 	// threads would queue on its lock instead of on the network) and 4
 	// on a server.
 	BenchPlan
+}
+
+// LatencyModel is the latency model's inputs, from the run at added RTT
+// 0: the average transaction latency in ms and the round trips per
+// transaction.
+type LatencyModel struct {
+	BaseLatencyMs float64 `json:"base_latency_ms"`
+	RoundTrips    float64 `json:"round_trips_per_transaction"`
 }
 
 // BenchPlan is how an experiment runs the benchmark (sluice bench
@@ -68,23 +90,6 @@ func (l *LatencyPlan) validate() error {
 	}
 	l.RTTs = withZero(l.RTTs)
 	return l.BenchPlan.validate()
-}
-
-// LatencyReport is the latency experiment's outcome.
-type LatencyReport struct {
-	BenchSetup
-	// Command is the equivalent `sluice bench` command line of a run
-	// (against the sluice route).
-	Command string `json:"command"`
-	// BaseLatencyMs and RoundTrips are the model's inputs, from the run
-	// at added RTT 0: average transaction latency and round trips per
-	// transaction.
-	BaseLatencyMs float64 `json:"base_latency_ms"`
-	RoundTrips    float64 `json:"round_trips_per_transaction"`
-	// Rows are the runs, by added RTT.
-	Rows []LatencyRow `json:"runs"`
-	// Prepare are the timed table loads.
-	Prepare []PrepareRow `json:"prepare"`
 }
 
 // latencyRun is the state of one latency experiment.

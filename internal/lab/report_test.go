@@ -18,7 +18,7 @@ func sampleReport() *Report {
 	r := &Report{Plan: "quick", Backend: BackendEmbedded, Database: "embedded", Protocol: protoPostgres,
 		Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Seconds: 61}
 	r.Latency = &LatencyReport{BenchSetup: BenchSetup{Workload: "oltp_read_write", Driver: "pgsql", Threads: 1, Tables: 1, TableSize: 10000,
-		RunSeconds: 3, WarmupSeconds: 1}, BaseLatencyMs: 1.8, RoundTrips: 20, Command: "sluice bench ..."}
+		RunSeconds: 3, WarmupSeconds: 1}, LatencyModel: LatencyModel{BaseLatencyMs: 1.8, RoundTrips: 20}, Command: "sluice bench ..."}
 	for _, rtt := range []float64{0, 1, 5, 10} {
 		pred := 1 / (0.0018 + 0.020*rtt)
 		tps := pred * (1 - 0.01*rtt)

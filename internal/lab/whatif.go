@@ -35,6 +35,23 @@ const (
 // job names.
 const jobOLTP = "oltp_read_write"
 
+// WhatIfReport is the what-if experiment's outcome.
+type WhatIfReport struct {
+	BenchSetup
+	CommitEvery int `json:"commit_every_statements"`
+	// LoaderSeconds is WhatIfPlan.LoaderTime.
+	LoaderSeconds float64 `json:"loader_seconds,omitempty"`
+	// BenchRoundTrips is the round trips per transaction the benchmark
+	// itself counted in its unshaped run.
+	BenchRoundTrips float64 `json:"bench_round_trips_per_transaction"`
+	// Baseline is what sluice measured of each job, unshaped.
+	Baseline []WhatIfApp `json:"baseline"`
+	// Rows are the predictions beside the measurements, by job and RTT.
+	Rows []WhatIfRow `json:"runs"`
+	// Loads extrapolate each loader to a 4 GB table.
+	Loads []WhatIfLoad `json:"loads"`
+}
+
 // WhatIfPlan is the scale of the what-if experiment.
 type WhatIfPlan struct {
 	// RTTs are the added round-trip times at which sluice's predictions
@@ -91,23 +108,6 @@ func (p *WhatIfPlan) validate() error {
 	orDefault(&p.BatchStatements, 50)
 	orDefault(&p.CommitEvery, 10)
 	return p.BenchPlan.validate()
-}
-
-// WhatIfReport is the what-if experiment's outcome.
-type WhatIfReport struct {
-	BenchSetup
-	CommitEvery int `json:"commit_every_statements"`
-	// LoaderSeconds is WhatIfPlan.LoaderTime.
-	LoaderSeconds float64 `json:"loader_seconds,omitempty"`
-	// BenchRoundTrips is the round trips per transaction the benchmark
-	// itself counted in its unshaped run.
-	BenchRoundTrips float64 `json:"bench_round_trips_per_transaction"`
-	// Baseline is what sluice measured of each job, unshaped.
-	Baseline []WhatIfApp `json:"baseline"`
-	// Rows are the predictions beside the measurements, by job and RTT.
-	Rows []WhatIfRow `json:"runs"`
-	// Loads extrapolate each loader to a 4 GB table.
-	Loads []WhatIfLoad `json:"loads"`
 }
 
 // whatIfRun is the state of one what-if experiment.

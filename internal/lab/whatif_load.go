@@ -19,9 +19,14 @@ type WhatIfLoad struct {
 	BytesPerRow      float64 `json:"bytes_per_row"`
 	LoadBytes        float64 `json:"load_bytes"`
 	Rows             float64 `json:"rows"`
-	// Hours are the measured per-statement time at each RTT scaled to
-	// Rows, in the order of RTTMs; PredictedHours the same of sluice's
-	// prediction.
+	// LoadHours are the hours the load takes.
+	LoadHours
+}
+
+// LoadHours are a loader's hours for a load, by added RTT: the measured
+// per-statement time at each RTT of RTTMs scaled to the load's rows, in
+// Hours, and the same of sluice's prediction in PredictedHours.
+type LoadHours struct {
 	RTTMs          []float64 `json:"rtt_ms"`
 	Hours          []float64 `json:"hours"`
 	PredictedHours []float64 `json:"predicted_hours"`
