@@ -384,9 +384,6 @@ func (r *flowRun) drain(ctx context.Context) {
 	})
 }
 
-// ns returns the Ns measured, in order.
-func (f *FlowReport) ns() []int { return sweepNs(f.Rows) }
-
 // row returns the point for control and n, or nil.
 func (f *FlowReport) row(control string, n int) *FlowRow { return sweepAt(f.Rows, control, n) }
 
