@@ -2,28 +2,50 @@ package lab
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/lab/pgtemp"
-	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/units"
 )
+
+// BaseBackupReport is the base-backup experiment's outcome.
+type BaseBackupReport struct {
+	// Skipped, when set, says why nothing was measured; the other fields
+	// are then empty.
+	Skipped string `json:"skipped,omitempty"`
+	// DatabaseBytes is the size of the cluster the backups copied.
+	DatabaseBytes int64 `json:"database_bytes,omitempty"`
+	// Scale, Clients and Threads are pgbench's -s, -c and -j;
+	// RunSeconds each run's -T; LeadSeconds how long each backup ran
+	// before the first run started.
+	Scale       int     `json:"pgbench_scale,omitempty"`
+	Clients     int     `json:"pgbench_clients,omitempty"`
+	Threads     int     `json:"pgbench_threads,omitempty"`
+	RunSeconds  float64 `json:"pgbench_seconds,omitempty"`
+	LeadSeconds float64 `json:"lead_seconds,omitempty"`
+	// CapacityBytes is the link capacity in bytes/s; Capacity spells it.
+	CapacityBytes int64  `json:"capacity_bytes_per_second,omitempty"`
+	Capacity      string `json:"capacity,omitempty"`
+	// Calibrated is set when the capacity came from StreamMBps, what one
+	// COPY session streamed through an unlimited link.
+	Calibrated bool    `json:"calibrated,omitempty"`
+	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
+	// LinkQueue is its device FIFO.
+	LinkQueue
+	// MaxRateKBps is the --max-rate of the last condition, in kB/s
+	// (1024 bytes): the low-priority pool's backup's data rate.
+	MaxRateKBps int64 `json:"max_rate_kb_per_s,omitempty"`
+	// Setup are the console statements made before the conditions;
+	// the low-priority condition also binds the role to the pool.
+	Setup      []string              `json:"setup,omitempty"`
+	Conditions []BaseBackupCondition `json:"conditions,omitempty"`
+}
 
 // BaseBackupPlan is the scale of the base-backup experiment: pgbench
 // through one route and pg_basebackup through another, on one capped
@@ -55,8 +77,12 @@ type BaseBackupPlan struct {
 	MaxCapacity int64
 }
 
-// validate fills in b's defaults; b is in use (DatabaseBytes > 0).
+// validate checks b and fills in its defaults; a plan with no database
+// size is left alone (skipped).
 func (b *BaseBackupPlan) validate() error {
+	if b.DatabaseBytes <= 0 {
+		return nil
+	}
 	if b.DatabaseBytes < 8<<20 || b.DatabaseBytes > 1<<40 {
 		return &UsageError{Msg: fmt.Sprintf("base-backup database size %d bytes out of range (8 MiB to 1 TiB)", b.DatabaseBytes)}
 	}
@@ -107,12 +133,9 @@ const (
 
 // bbRun is the state of one base-backup experiment.
 type bbRun struct {
+	*env
 	plan BaseBackupPlan
-	db   *database
-	s    *sluice
 	bin  string // the server's bin directory: pgbench, pg_basebackup, pg_verifybackup
-	clk  clock.Clock
-	p    *printer
 	// oltp and backup are the routes' addresses.
 	oltp, backup string
 	// rolePassword is the replication role's.
@@ -124,39 +147,17 @@ type bbRun struct {
 	dbBytes int64
 }
 
-// baseBackupSkip returns why the experiment cannot run against db with
-// the binaries of binDir, "" when it can.
-func baseBackupSkip(db *database, binDir string) (bin, reason string) {
-	if db.kind != BackendPostgres {
-		return "", "it needs a primary of its own to fill and back up: run with --backend postgres"
-	}
-	bin, err := pgtemp.FindBinaries(binDir)
-	if err != nil {
-		return "", err.Error()
-	}
-	for _, p := range []string{"pgbench", "pg_basebackup", "pg_verifybackup"} {
-		if fi, err := os.Stat(filepath.Join(bin, p)); err != nil || fi.IsDir() {
-			return "", fmt.Sprintf("%s not in %s (install the PostgreSQL client programs)", p, bin)
-		}
-	}
-	return bin, ""
-}
-
 // baseBackup runs the experiment on db through s, or says in one line
 // why it cannot and returns a report that says so.
-func baseBackup(ctx context.Context, o *Options, db *database, s *sluice, clk clock.Clock, p *printer) (*BaseBackupReport, error) {
-	bin, why := baseBackupSkip(db, o.PostgresBin)
+func baseBackup(ctx context.Context, e *env) (*BaseBackupReport, error) {
+	p := e.p
+	bin, why := baseBackupSkip(e.db, e.pgBin)
 	if why != "" {
 		p.printf("\n== Experiment 6: base backup ==\n")
 		p.step("skipped: %s", why)
 		return &BaseBackupReport{Skipped: why}, nil
 	}
-	rep, err := runBaseBackup(ctx, &bbRun{plan: o.Plan.BaseBackup, db: db, s: s, bin: bin, clk: clk, p: p})
-	if err != nil {
-		return nil, err
-	}
-	rep.tables(p)
-	return rep, nil
+	return runBaseBackup(ctx, &bbRun{env: e, plan: e.plan.BaseBackup, bin: bin})
 }
 
 // runBaseBackup runs the four conditions. Whatever it makes it removes
@@ -170,7 +171,7 @@ func runBaseBackup(ctx context.Context, r *bbRun) (rep *BaseBackupReport, err er
 	p.printf("pgbench (select-only, then tpcb-like, %s each, -c %d -j %d) through route %s while pg_basebackup runs through route %s; both on one capped link\n",
 		units.FormatDuration(pl.Time), pl.Clients, pl.Threads, bbOLTPRoute, bbBackupRoute)
 	rep = &BaseBackupReport{Scale: pl.Scale, Clients: pl.Clients, Threads: pl.Threads, RunSeconds: pl.Time.Seconds(), LeadSeconds: pl.Lead.Seconds(),
-		QueueBytes: link.DefaultQueueSize, LowQueueBytes: link.DefaultLowPriorityQueueBytes}
+		LinkQueue: defaultQueue()}
 
 	if r.tmp, err = os.MkdirTemp("", "sluice-basebackup-*"); err != nil {
 		return nil, fmt.Errorf("temporary directory: %w", err)
@@ -207,14 +208,12 @@ func runBaseBackup(ctx context.Context, r *bbRun) (rep *BaseBackupReport, err er
 
 	planned := pl.Capacity
 	maxCap := min(pl.MaxCapacity, int64(float64(r.dbBytes)/(pl.Lead+3*pl.Time).Seconds()))
-	capacity, mbps, err := linkCapacity(planned, maxCap, func() (float64, error) {
-		return streamRate(ctx, r.s, r.db, r.oltp, r.clk, p)
-	}, p)
+	lc, err := r.linkCapacity(ctx, planned, maxCap, r.oltp)
 	if err != nil {
 		return nil, err
 	}
-	rep.Calibrated, rep.StreamMBps = planned <= 0, mbps
-	rep.CapacityBytes, rep.Capacity = capacity, units.FormatRate(capacity)
+	rep.CapacityBytes, rep.Capacity, rep.Calibrated, rep.StreamMBps = lc.CapacityBytes, lc.Capacity, lc.Calibrated, lc.StreamMBps
+	capacity := lc.CapacityBytes
 	r.capacity = capacity
 	if err := r.s.setCapacity(ctx, capacity); err != nil {
 		return nil, err
@@ -249,101 +248,15 @@ func runBaseBackup(ctx context.Context, r *bbRun) (rep *BaseBackupReport, err er
 	return rep, nil
 }
 
-// fill creates the replication role, pgbench's tables and the wide
-// table, until the cluster holds plan.DatabaseBytes, then checkpoints.
-func (r *bbRun) fill(ctx context.Context) error {
-	p, pl := r.p, r.plan
-	pw, err := randomPassword()
-	if err != nil {
-		return err
-	}
-	r.rolePassword = pw
-	c, err := pgconn.Connect(ctx, r.db.directURL())
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", r.db.upstream, err)
-	}
-	defer c.Close(context.WithoutCancel(ctx))
-	if _, err := c.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN REPLICATION PASSWORD '%s'", bbRole, pw)).ReadAll(); err != nil {
-		return fmt.Errorf("create role %s: %w", bbRole, err)
-	}
-	p.step("pgbench -i -s %d (directly, not through sluice)", pl.Scale)
-	t0 := r.clk.Now()
-	if out, err := r.command(ctx, "pgbench", r.superEnv(), append(r.directArgs(), "-i", "-q", "-s", fmt.Sprint(pl.Scale), r.db.dbname)...).CombinedOutput(); err != nil {
-		return processErr(ctx, "pgbench -i", err, tailText(out, 2000))
-	}
-	if _, err := c.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (id bigint, pad text) WITH (autovacuum_enabled = off)", bbTable)).ReadAll(); err != nil {
-		return fmt.Errorf("create table %s: %w", bbTable, err)
-	}
-	// About 1,170 bytes a row on disk: seven 960-byte rows to an 8 kB
-	// page, not compressed (TOAST compresses values over 2 kB only).
-	const rowBytes, batch = 1170, 50_000
-	next := int64(1)
-	for {
-		size, err := clusterBytes(ctx, c)
-		if err != nil {
-			return err
-		}
-		if size >= pl.DatabaseBytes {
-			r.dbBytes = size
-			break
-		}
-		n := min(batch, max(5000, (pl.DatabaseBytes-size)/rowBytes+1))
-		q := fmt.Sprintf("INSERT INTO %s SELECT g, repeat(md5(g::text), 30) FROM generate_series(%d, %d) g", bbTable, next, next+n-1)
-		if _, err := c.Exec(ctx, q).ReadAll(); err != nil {
-			return fmt.Errorf("fill %s: %w", bbTable, err)
-		}
-		next += n
-		p.step("filling: %s of %s", units.FormatBytes(size), units.FormatBytes(pl.DatabaseBytes))
-	}
-	if _, err := c.Exec(ctx, "CHECKPOINT").ReadAll(); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	p.step("database filled: %s in %.0f s (%d rows of %s, pgbench scale %d)", units.FormatBytes(r.dbBytes), r.clk.Now().Sub(t0).Seconds(), next-1, bbTable, pl.Scale)
-	return nil
-}
-
-// randomPassword is 24 random hex digits.
-func randomPassword() (string, error) {
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("random: %w", err)
-	}
-	return hex.EncodeToString(b), nil
-}
-
-// clusterBytes is the size of every database of the cluster.
-func clusterBytes(ctx context.Context, c *pgconn.PgConn) (int64, error) {
-	res, err := c.Exec(ctx, "SELECT sum(pg_database_size(oid))::bigint FROM pg_database").ReadAll()
-	if err != nil {
-		return 0, fmt.Errorf("database size: %w", err)
-	}
-	if len(res) == 0 || len(res[0].Rows) == 0 {
-		return 0, errors.New("database size: no row")
-	}
-	var n int64
-	if _, err := fmt.Sscan(string(res[0].Rows[0][0]), &n); err != nil {
-		return 0, fmt.Errorf("database size %q: %w", res[0].Rows[0][0], err)
-	}
-	return n, nil
-}
-
-// dropDatabaseObjects drops what fill created.
-func (r *bbRun) dropDatabaseObjects(ctx context.Context) error {
-	c, err := pgconn.Connect(ctx, r.db.directURL())
-	if err != nil {
-		return err
-	}
-	defer c.Close(context.WithoutCancel(ctx))
-	var errs []error
-	for _, q := range []string{
-		"DROP TABLE IF EXISTS " + bbTable + ", pgbench_accounts, pgbench_branches, pgbench_history, pgbench_tellers",
-		"DROP ROLE IF EXISTS " + bbRole,
-	} {
-		if _, err := c.Exec(ctx, q).ReadAll(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", q, err))
-		}
-	}
-	return errors.Join(errs...)
+// BaseBackupCondition is one condition: the pgbench runs and the backup
+// beside them.
+type BaseBackupCondition struct {
+	Name string `json:"name"`
+	// MaxRateKBps is pg_basebackup's --max-rate, kB/s; 0 for none.
+	MaxRateKBps int64        `json:"max_rate_kb_per_s,omitempty"`
+	Runs        []PgbenchRun `json:"pgbench"`
+	// Backup is nil for the condition without one.
+	Backup *BackupResult `json:"backup,omitempty"`
 }
 
 // condition runs one condition: the backup (none for CondNoBackup;
@@ -386,12 +299,12 @@ func (r *bbRun) condition(ctx context.Context, cond string, maxRate int64) (Base
 		}
 	}
 	for _, w := range []string{WorkloadSelectOnly, WorkloadTPCB} {
-		l0, t0 := r.linkBytes(), r.clk.Now()
+		l0, t0 := r.s.linkBytes(), r.clk.Now()
 		run, err := r.pgbench(ctx, cond, w)
 		if err != nil {
 			return c, err
 		}
-		l1, t1 := r.linkBytes(), r.clk.Now()
+		l1, t1 := r.s.linkBytes(), r.clk.Now()
 		run.LinkBytesPerSec = rate(l1.total-l0.total, t1.Sub(t0))
 		run.LowBytesPerSec = rate(l1.low-l0.low, t1.Sub(t0))
 		run.IdleBytesPerSec = float64(r.capacity) - run.LinkBytesPerSec
@@ -412,12 +325,12 @@ func (r *bbRun) condition(ctx context.Context, cond string, maxRate int64) (Base
 		return c, nil
 	}
 	// The backup on its own, OLTP quiet.
-	l0, t0 := r.linkBytes(), r.clk.Now()
+	l0, t0 := r.s.linkBytes(), r.clk.Now()
 	res, err := bk.wait(ctx)
 	if err != nil {
 		return c, err
 	}
-	l1, t1 := r.linkBytes(), r.clk.Now()
+	l1, t1 := r.s.linkBytes(), r.clk.Now()
 	*c.Backup = res
 	if q := t1.Sub(t0); bk.endedAfter(t0) && q >= 200*time.Millisecond {
 		c.Backup.QuietSeconds = q.Seconds()
@@ -430,7 +343,7 @@ func (r *bbRun) condition(ctx context.Context, cond string, maxRate int64) (Base
 		p.step("%s: pg_verifybackup", cond)
 		out, err := r.command(ctx, "pg_verifybackup", nil, bk.dir).CombinedOutput()
 		if err != nil {
-			return c, processErr(ctx, "pg_verifybackup", err, tailText(out, 2000))
+			return c, processErr(ctx, "pg_verifybackup", err, pgtemp.Tail(out, 2000))
 		}
 		c.Backup.Verified = true
 		c.Backup.Verify = strings.TrimSpace(string(out))
@@ -442,257 +355,220 @@ func (r *bbRun) condition(ctx context.Context, cond string, maxRate int64) (Base
 	return c, nil
 }
 
-// linkCounts are bytes that left the default link, server to client.
-type linkCounts struct{ total, low int64 }
-
-// linkBytes returns the bytes that have left the default link's device
-// queue, server to client (admitted minus still queued), in all and in
-// the low class.
-func (r *bbRun) linkBytes() linkCounts {
-	d := r.s.linkStats().Directions[link.Down]
-	var in int64
-	for _, c := range d.Classes {
-		in += c.Bytes
-	}
-	return linkCounts{total: in - d.QueueBytes(), low: d.Classes[link.Low].Bytes - d.Queue[link.Low]}
-}
-
-// rate is n bytes over d in bytes/s; 0 for no time.
-func rate(n int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / d.Seconds()
-}
-
-// directArgs are the connection arguments of the lab's database, direct.
-func (r *bbRun) directArgs() []string {
-	host, port, _ := net.SplitHostPort(r.db.upstream)
-	return []string{"-h", host, "-p", port, "-U", r.db.user}
-}
-
-// superEnv is the environment that gives the superuser's password.
-func (r *bbRun) superEnv() []string {
-	return []string{"PGPASSWORD=" + r.db.password}
-}
-
-// routeArgs are the connection arguments of a route as user.
-func routeArgs(addr, user string) []string {
-	host, port, _ := net.SplitHostPort(addr)
-	return []string{"-h", host, "-p", port, "-U", user}
-}
-
-// command prepares one of the server's client programs with env added
-// to the process's (passwords go there, never on the command line) and
-// TLS off (sluice's client side is plain TCP on loopback).
-func (r *bbRun) command(ctx context.Context, name string, env []string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, filepath.Join(r.bin, name), args...)
-	cmd.Env = append(append(os.Environ(), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=30"), env...)
-	cmd.Dir = r.tmp
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	return cmd
-}
-
-// pgbench runs one pgbench workload through the OLTP route for the
-// plan's Time, with a per-transaction log, and returns its figures over
-// the whole run (window narrows them later).
-func (r *bbRun) pgbench(ctx context.Context, cond, workload string) (PgbenchRun, error) {
-	pl := r.plan
-	run := PgbenchRun{Workload: workload}
-	prefix := filepath.Join(r.tmp, "pgbench_"+strings.NewReplacer(" ", "_", "-", "").Replace(cond+"_"+workload))
-	args := append(routeArgs(r.oltp, r.db.user), "-n", "-c", fmt.Sprint(pl.Clients), "-j", fmt.Sprint(pl.Threads),
-		"-T", fmt.Sprint(int(pl.Time.Seconds()+0.5)), "-P", fmt.Sprint(max(1, int(pl.Time.Seconds()/3))),
-		"-l", "--log-prefix="+prefix)
-	if workload == WorkloadSelectOnly {
-		args = append(args, "-S")
-	}
-	args = append(args, r.db.dbname)
-	run.Command = "pgbench " + strings.Join(args, " ")
-	cctx, cancel := context.WithTimeout(ctx, pl.Time*4+2*time.Minute)
-	defer cancel()
-	cmd := r.command(cctx, "pgbench", r.superEnv(), args...)
-	var out strings.Builder
-	cmd.Stdout = &out
-	var errOut tailWriter
-	cmd.Stderr = io.MultiWriter(&errOut, &lineFilter{out: r.p, prefix: "progress:", indent: "    "})
-	start := r.clk.Now()
-	if err := cmd.Run(); err != nil {
-		return run, processErr(ctx, "pgbench "+workload, err, out.String()+errOut.String())
-	}
-	run.start = start
-	run.PgbenchTPS, run.PgbenchAvgMs = parsePgbenchOutput(out.String())
-	logs, err := filepath.Glob(prefix + ".*")
-	if err != nil || len(logs) == 0 {
-		return run, fmt.Errorf("pgbench %s wrote no transaction log (%v)", workload, err)
-	}
-	for _, f := range logs {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return run, err
-		}
-		txns, err := parsePgbenchLog(data)
-		if err != nil {
-			return run, fmt.Errorf("%s: %w", filepath.Base(f), err)
-		}
-		run.txns = append(run.txns, txns...)
-		os.Remove(f)
-	}
-	return run, nil
-}
-
-// backupProc is a running pg_basebackup.
-type backupProc struct {
-	cmd   *exec.Cmd
-	dir   string
-	start time.Time
-	clk   clock.Clock
-	out   *tailWriter
-	done  chan struct{} // closed when it has exited
-	err   error         // set before done is closed
-	end   time.Time     // set before done is closed
-	stop  func()        // kills it (if running) and waits; safe to call twice
-}
-
-// startBackup starts pg_basebackup through the backup route as the
-// replication role, into a new directory under tmp.
-func (r *bbRun) startBackup(ctx context.Context, cond string, maxRate int64) (*backupProc, error) {
-	dir := filepath.Join(r.tmp, "backup_"+strings.NewReplacer(" ", "_", "-", "").Replace(cond))
-	args := append(routeArgs(r.backup, bbRole), "-D", dir, "-X", "stream", "-c", "fast", "--no-sync")
-	if maxRate > 0 {
-		args = append(args, fmt.Sprintf("--max-rate=%dk", maxRate))
-	}
-	bctx, cancel := context.WithCancel(ctx)
-	cmd := r.command(bctx, "pg_basebackup", []string{"PGPASSWORD=" + r.rolePassword}, args...)
-	b := &backupProc{cmd: cmd, dir: dir, clk: r.clk, out: &tailWriter{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = b.out, b.out
-	b.start = r.clk.Now()
-	if err := cmd.Start(); err != nil {
-		cancel()
-		return nil, fmt.Errorf("pg_basebackup: %w", err)
-	}
-	go func() {
-		b.err = cmd.Wait()
-		b.end = r.clk.Now()
-		close(b.done)
-	}()
-	b.stop = func() { cancel(); <-b.done }
-	return b, nil
-}
-
-// streaming waits until the backup has written its first MiB: the
-// checkpoint and the start are over and the data streams. It fails if
-// the backup ends first or has not begun within 2 minutes.
-func (b *backupProc) streaming(ctx context.Context) error {
-	deadline := b.clk.Now().Add(2 * time.Minute)
-	for dirBytes(b.dir) < 1<<20 {
-		if done, _ := b.ended(); done {
-			return processErr(ctx, "pg_basebackup ended before it streamed", b.err, b.out.String())
-		}
-		if b.clk.Now().After(deadline) {
-			return fmt.Errorf("pg_basebackup streamed nothing in 2 minutes\n%s", b.out.String())
-		}
-		if err := clock.Sleep(ctx, b.clk, 20*time.Millisecond); err != nil {
-			return err
+// condition returns the named condition, or nil.
+func (b *BaseBackupReport) condition(name string) *BaseBackupCondition {
+	for i := range b.Conditions {
+		if b.Conditions[i].Name == name {
+			return &b.Conditions[i]
 		}
 	}
 	return nil
 }
 
-// ended reports whether the backup has exited, and when.
-func (b *backupProc) ended() (bool, time.Time) {
-	select {
-	case <-b.done:
-		return true, b.end
-	default:
-		return false, time.Time{}
+// run returns the condition's run of workload, or nil.
+func (c *BaseBackupCondition) run(workload string) *PgbenchRun {
+	for i := range c.Runs {
+		if c.Runs[i].Workload == workload {
+			return &c.Runs[i]
+		}
 	}
+	return nil
 }
 
-// endedAfter reports whether the backup was still running at t.
-func (b *backupProc) endedAfter(t time.Time) bool {
-	done, at := b.ended()
-	return !done || at.After(t)
+// tables prints the experiment's tables on p.
+func (b *BaseBackupReport) tables(p *printer) {
+	if b.Skipped != "" || len(b.Conditions) == 0 {
+		return
+	}
+	p.table(b.oltpTable())
+	p.table(b.backupTable())
 }
 
-// wait waits for the backup to end and returns what it did.
-func (b *backupProc) wait(ctx context.Context) (BackupResult, error) {
-	var res BackupResult
-	select {
-	case <-ctx.Done():
-		return res, ctx.Err()
-	case <-b.done:
+// oltpTable returns the pgbench runs, one row per condition and
+// workload.
+func (b *BaseBackupReport) oltpTable() table {
+	t := table{head: []string{"condition", "workload", "TPS", "avg latency (ms)", "p99 (ms)", "avg vs no backup", "link MB/s", "low class MB/s", "idle MB/s"}}
+	for i, c := range b.Conditions {
+		for _, r := range c.Runs {
+			vs := "-"
+			if base := b.Conditions[0].run(r.Workload); base != nil && base.AvgMs > 0 {
+				vs = x2(r.AvgMs / base.AvgMs)
+			}
+			t.rows = append(t.rows, []string{fmt.Sprintf("%d. %s", i+1, c.Name), r.Workload, f1(r.TPS), f2(r.AvgMs), f2(r.P99Ms), vs,
+				mbps(r.LinkBytesPerSec), mbps(r.LowBytesPerSec), mbps(max(0, r.IdleBytesPerSec))})
+		}
 	}
-	if b.err != nil {
-		return res, processErr(ctx, "pg_basebackup", b.err, b.out.String())
-	}
-	res.Completed = true
-	res.Seconds = b.end.Sub(b.start).Seconds()
-	res.Bytes = dirBytes(b.dir)
-	res.WALBytes = dirBytes(filepath.Join(b.dir, "pg_wal"))
-	res.DataBytes = res.Bytes - res.WALBytes
-	if res.Seconds > 0 {
-		res.BytesPerSec = float64(res.Bytes) / res.Seconds
-		res.DataBytesPerSec = float64(res.DataBytes) / res.Seconds
-	}
-	return res, nil
+	return t
 }
 
-// processErr is the error of a program that failed with err, saying
-// what it printed (out); when ctx has ended, which stopped the program,
-// it is ctx's error instead. A nil err (a program that ended too soon)
-// reads as such.
-func processErr(ctx context.Context, what string, err error, out string) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("%s: %w", what, ctx.Err())
+// backupTable returns the backups, one row per condition with one.
+func (b *BaseBackupReport) backupTable() table {
+	t := table{head: []string{"condition", "--max-rate", "duration (s)", "size (MB)", "data MB/s", "alone: link MB/s", "alone: idle MB/s", "alone (s)", "verified"}}
+	for i, c := range b.Conditions {
+		k := c.Backup
+		if k == nil {
+			continue
+		}
+		rateCell := "-"
+		if c.MaxRateKBps > 0 {
+			rateCell = fmt.Sprintf("%dk", c.MaxRateKBps)
+		}
+		link, idle := "-", "-"
+		if k.QuietSeconds > 0 {
+			link, idle = mbps(k.QuietLinkBytesPerSec), mbps(max(0, k.QuietIdleBytesPerSec))
+		}
+		verified := "-"
+		if k.Verified {
+			verified = "yes"
+		}
+		t.rows = append(t.rows, []string{fmt.Sprintf("%d. %s", i+1, c.Name), rateCell, f1(k.Seconds), f1(float64(k.Bytes) / 1e6),
+			mbps(k.DataBytesPerSec), link, idle, f1(k.QuietSeconds), verified})
 	}
-	if err == nil {
-		return fmt.Errorf("%s\n%s", what, out)
+	return t
+}
+
+// charts returns the latency and duration charts.
+func (b *BaseBackupReport) charts() []chartFile {
+	return chartsIf(len(b.Conditions) > 0, chartFile{FileBBLatency, b.LatencyChart}, chartFile{FileBBDuration, b.DurationChart})
+}
+
+// The base-backup experiment's charts.
+const (
+	FileBBLatency  = "basebackup_latency.svg"
+	FileBBDuration = "basebackup_duration.svg"
+)
+
+// LatencyChart is pgbench's average and p99 latency per condition, on a
+// logarithmic axis.
+func (b *BaseBackupReport) LatencyChart() *svg.Chart {
+	c := &svg.Chart{
+		Title:  fmt.Sprintf("pgbench latency beside pg_basebackup (link %s)", b.Capacity),
+		XLabel: "condition: " + b.conditionLegend(),
+		YLabel: "latency (ms, log scale)",
+		LogY:   true,
 	}
-	return fmt.Errorf("%s: %w\n%s", what, err, out)
-}
-
-// tailWriter keeps the last 8 kB written to it. It is safe for
-// concurrent use.
-type tailWriter struct {
-	mu  sync.Mutex
-	buf []byte // guarded by mu
-}
-
-func (w *tailWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, b...)
-	if over := len(w.buf) - 8<<10; over > 0 {
-		w.buf = append(w.buf[:0], w.buf[over:]...)
-	}
-	return len(b), nil
-}
-
-func (w *tailWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return string(w.buf)
-}
-
-// tailText is the last n bytes of b, as text.
-func tailText(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
-// dirBytes is the size of the regular files under dir; 0 if none.
-func dirBytes(dir string) int64 {
-	var n int64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
+	for _, w := range []string{WorkloadSelectOnly, WorkloadTPCB} {
+		avg := svg.Series{Name: w + ": average"}
+		p99 := svg.Series{Name: w + ": p99", Dashed: true}
+		for i, cond := range b.Conditions {
+			if r := cond.run(w); r != nil && r.Transactions > 0 {
+				avg.Points = append(avg.Points, svg.Point{X: float64(i + 1), Y: r.AvgMs})
+				p99.Points = append(p99.Points, svg.Point{X: float64(i + 1), Y: r.P99Ms})
 			}
 		}
-		return nil
-	})
-	return n
+		c.Series = append(c.Series, avg, p99)
+	}
+	return c
+}
+
+// DurationChart is the backup's duration per condition, and how long it
+// ran on alone after pgbench, beside the pgbench runs' own time and a
+// guide at the time a backup at the link's full capacity would take.
+func (b *BaseBackupReport) DurationChart() *svg.Chart {
+	c := &svg.Chart{
+		Title:  fmt.Sprintf("pg_basebackup of %s beside pgbench (link %s)", units.FormatBytes(b.DatabaseBytes), b.Capacity),
+		XLabel: "condition: " + b.conditionLegend(),
+		YLabel: "time (s)",
+		ZeroY:  true,
+	}
+	if b.CapacityBytes > 0 {
+		c.Guides = []svg.Guide{{Y: float64(b.DatabaseBytes) / float64(b.CapacityBytes), Label: "the cluster at the link's capacity"}}
+	}
+	dur := svg.Series{Name: "backup duration"}
+	alone := svg.Series{Name: "backup alone after pgbench"}
+	runs := svg.Series{Name: fmt.Sprintf("pgbench runs (2 x %.0f s)", b.RunSeconds), Dashed: true}
+	for i, cond := range b.Conditions {
+		x := float64(i + 1)
+		runs.Points = append(runs.Points, svg.Point{X: x, Y: 2 * b.RunSeconds})
+		if k := cond.Backup; k != nil && k.Completed {
+			dur.Points = append(dur.Points, svg.Point{X: x, Y: k.Seconds})
+			alone.Points = append(alone.Points, svg.Point{X: x, Y: k.QuietSeconds})
+		}
+	}
+	c.Series = []svg.Series{dur, alone, runs}
+	return c
+}
+
+// conditionLegend numbers the conditions: "1 no backup, 2 unmanaged, ...".
+func (b *BaseBackupReport) conditionLegend() string {
+	var parts []string
+	for i, c := range b.Conditions {
+		parts = append(parts, fmt.Sprintf("%d %s", i+1, c.Name))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (b *BaseBackupReport) writeMarkdown(w io.Writer) {
+	if !heading(w, 6, "base backup", b.Skipped) {
+		return
+	}
+	drain := func(n int64) float64 { return drainMs(n, max(1, b.CapacityBytes)) }
+	fmt.Fprintf(w, "A `pg_basebackup` (or a replica rebuild) streams the whole cluster as fast as the path allows, and OLTP on the same link waits behind it. "+
+		"The primary here holds %s (pgbench's tables at scale %d and a logged table of wide rows). "+
+		"pgbench (%d clients, %d threads; select-only, then tpcb-like, %.0f s each) runs through one sluice route and pg_basebackup "+
+		"(`-X stream -c fast`, as a replication role of its own) through another; both routes share one link of %s, with a device FIFO of %s (%.0f ms to drain). ",
+		units.FormatBytes(b.DatabaseBytes), b.Scale, b.Clients, b.Threads, b.RunSeconds, b.Capacity, units.FormatBytes(b.QueueBytes), drain(b.QueueBytes))
+	if b.Calibrated {
+		fmt.Fprintf(w, "The capacity is the largest of 100, 50, 20, 10, 5, 2 or 1 MB/s at most a tenth of what one COPY session streamed through an unlimited link (%.0f MB/s), "+
+			"and low enough that a backup at full capacity outlasts both pgbench runs, so the backup alone saturates it. ", b.StreamMBps)
+	}
+	fmt.Fprintf(w, "Each backup starts %.0f s before the first pgbench run and runs on alone after the second until it ends. The conditions:\n\n", b.LeadSeconds)
+	fmt.Fprintf(w, "1. **%s**: pgbench alone.\n", CondNoBackup)
+	fmt.Fprintf(w, "2. **%s**: the backup's role has no pool binding, so its bytes are in the normal class with pgbench's.\n", CondUnmanaged)
+	fmt.Fprintf(w, "3. **%s**: the role is bound to a pool with `network_priority='low'` (`network_control` on):\n\n```sql\n%s;\nCREATE USER %s RESOURCE POOL '%s';\n```\n\n",
+		CondLowPool, strings.Join(b.Setup, ";\n"), bbRole, bbPool)
+	fmt.Fprintf(w, "4. **%s**: what operators do today, `pg_basebackup --max-rate=%dk` (the data rate the low-priority backup averaged), unbound again.\n\n", CondMaxRate, b.MaxRateKBps)
+	fmt.Fprintf(w, "pgbench's figures come from its per-transaction log (`-l`), over the part of each run the backup was running; "+
+		"link MB/s is what left the link from the server towards the clients during the run (sluice's link counters, SHOW LINKS), idle the capacity minus that.\n\n")
+	b.oltpTable().markdown(w)
+	fmt.Fprintf(w, "\n")
+	b.backupTable().markdown(w)
+	fmt.Fprintf(w, "\nData MB/s is the backup's data files over its duration (`--max-rate` paces those, not the WAL streamed beside them); "+
+		"*alone* is the backup's tail after the pgbench runs, OLTP quiet.\n\n")
+	fmt.Fprintf(w, "![pgbench latency per condition](%s)\n\n![backup duration per condition](%s)\n\n", FileBBLatency, FileBBDuration)
+	b.writeFindings(w)
+}
+
+// writeFindings says what the figures show, from the figures.
+func (b *BaseBackupReport) writeFindings(w io.Writer) {
+	base, un, low, mr := b.condition(CondNoBackup), b.condition(CondUnmanaged), b.condition(CondLowPool), b.condition(CondMaxRate)
+	if base == nil || un == nil || low == nil || mr == nil || un.Backup == nil || low.Backup == nil || mr.Backup == nil {
+		return
+	}
+	fmt.Fprintf(w, "What the numbers show:\n\n")
+	for _, wl := range []string{WorkloadSelectOnly, WorkloadTPCB} {
+		b0, b2, b3, b4 := base.run(wl), un.run(wl), low.run(wl), mr.run(wl)
+		if b0 == nil || b2 == nil || b3 == nil || b4 == nil || b0.AvgMs <= 0 {
+			continue
+		}
+		fmt.Fprintf(w, "- %s: average latency %.2f ms alone, %.2f ms (%.1fx) beside the unmanaged backup, %.2f ms (%.1fx) with the backup in the low class, %.2f ms (%.1fx) beside the `--max-rate` backup; p99 %.2f, %.2f, %.2f and %.2f ms.\n",
+			wl, b0.AvgMs, b2.AvgMs, b2.AvgMs/b0.AvgMs, b3.AvgMs, b3.AvgMs/b0.AvgMs, b4.AvgMs, b4.AvgMs/b0.AvgMs, b0.P99Ms, b2.P99Ms, b3.P99Ms, b4.P99Ms)
+	}
+	drain := func(n int64) float64 { return drainMs(n, max(1, b.CapacityBytes)) }
+	fmt.Fprintf(w, "- Unmanaged, the backup keeps the %s FIFO full, and every answer pgbench waits for queues behind up to %.0f ms of backup bytes. "+
+		"In the low class, backup bytes enter only when no normal byte waits, and at most %s of them sit in the FIFO (%.1f ms at %s), "+
+		"so an answer waits behind that much instead, once per round trip.",
+		units.FormatBytes(b.QueueBytes), drain(b.QueueBytes), units.FormatBytes(b.LowQueueBytes), drain(b.LowQueueBytes), b.Capacity)
+	if r3 := low.run(WorkloadSelectOnly); r3 != nil {
+		fmt.Fprintf(w, " During select-only pgbench the link still carried %s MB/s, %s MB/s of it the backup's low class, and left %s MB/s idle.",
+			mbps(r3.LinkBytesPerSec), mbps(r3.LowBytesPerSec), mbps(max(0, r3.IdleBytesPerSec)))
+	}
+	fmt.Fprintf(w, "\n")
+	if r4 := mr.run(WorkloadSelectOnly); r4 != nil {
+		fmt.Fprintf(w, "- `--max-rate` is a rate, not a bound on what waits in the FIFO: the server sends at full speed and sleeps when it is ahead of its rate, "+
+			"so the FIFO still fills in bursts. Beside it select-only pgbench's p99 was %.2f ms (a full FIFO drains in %.0f ms) and its average %.1fx its latency alone.\n",
+			r4.P99Ms, drain(b.QueueBytes), r4.AvgMs/max(1e-9, base.run(WorkloadSelectOnly).AvgMs))
+	}
+	fmt.Fprintf(w, "- The backup took %.1f s unmanaged, %.1f s in the low class and %.1f s with `--max-rate` (the cluster at the link's capacity: %.1f s).",
+		un.Backup.Seconds, low.Backup.Seconds, mr.Backup.Seconds, float64(b.DatabaseBytes)/float64(max(1, b.CapacityBytes)))
+	if low.Backup.QuietSeconds > 0 && mr.Backup.QuietSeconds > 0 {
+		fmt.Fprintf(w, " Once pgbench stopped, the low-class backup moved %s MB/s and left %s MB/s of the link idle; the `--max-rate` backup moved %s MB/s and left %s MB/s idle: "+
+			"a rate fixed in advance cannot take what OLTP leaves.",
+			mbps(low.Backup.QuietLinkBytesPerSec), mbps(max(0, low.Backup.QuietIdleBytesPerSec)), mbps(mr.Backup.QuietLinkBytesPerSec), mbps(max(0, mr.Backup.QuietIdleBytesPerSec)))
+	}
+	verdict := "accepted"
+	if !low.Backup.Verified {
+		verdict = "did not check"
+	}
+	fmt.Fprintf(w, "\n- pg_verifybackup %s the low-class backup.\n\n", verdict)
 }

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -35,12 +33,8 @@ func tinyBaseBackupPlan() Plan {
 // pgbench and the low class much less, and the report's files agree
 // with its figures. Everything the run made is gone afterwards.
 func TestRunBaseBackup(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 72s here; runs without -short")
-	}
-	bin, err := pgtemp.FindBinaries("")
-	if err != nil {
-		testenv.Missing(t, "%v", err)
+	bin, ok := needPostgres(t, "72s")
+	if !ok {
 		return
 	}
 	for _, p := range []string{"pgbench", "pg_basebackup", "pg_verifybackup"} {
@@ -176,22 +170,11 @@ func checkBaseBackupShape(t *testing.T, b *BaseBackupReport) {
 // checkBaseBackupFiles checks report.md and report.json against b.
 func checkBaseBackupFiles(t *testing.T, dir string, b *BaseBackupReport) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, FileJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var js Report
-	if err := json.Unmarshal(data, &js); err != nil {
-		t.Fatal(err)
-	}
+	js, md := readReport(t, dir)
 	if js.BaseBackup == nil || len(js.BaseBackup.Conditions) != len(b.Conditions) {
 		t.Fatalf("report.json base backup %+v", js.BaseBackup)
 	}
-	md, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := mdTable(t, string(md), "| condition | workload |")
+	rows := mdTable(t, md, "| condition | workload |")
 	i := 1
 	for _, c := range js.BaseBackup.Conditions {
 		for _, r := range c.Runs {
@@ -216,7 +199,7 @@ func checkBaseBackupFiles(t *testing.T, dir string, b *BaseBackupReport) {
 	if i != len(rows) {
 		t.Errorf("OLTP table has %d rows, JSON %d runs", len(rows)-1, i-1)
 	}
-	brows := mdTable(t, string(md), "| condition | --max-rate |")
+	brows := mdTable(t, md, "| condition | --max-rate |")
 	j := 1
 	for _, c := range js.BaseBackup.Conditions {
 		if c.Backup == nil {
@@ -372,7 +355,7 @@ func TestPgbenchWindow(t *testing.T) {
 // sampleBaseBackup is a base-backup report with plausible figures.
 func sampleBaseBackup() *BaseBackupReport {
 	b := &BaseBackupReport{DatabaseBytes: 1150e6, Scale: 10, Clients: 4, Threads: 2, RunSeconds: 15, LeadSeconds: 2,
-		CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 230, QueueBytes: 2 << 20, LowQueueBytes: 64 << 10,
+		CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 230, LinkQueue: LinkQueue{QueueBytes: 2 << 20, LowQueueBytes: 64 << 10},
 		MaxRateKBps: 18500, Setup: []string{"CREATE RESOURCE POOL bb_low WITH (network_priority='low')", "SET network_control = on"}}
 	for i, name := range []string{CondNoBackup, CondUnmanaged, CondLowPool, CondMaxRate} {
 		c := BaseBackupCondition{Name: name}
@@ -536,44 +519,19 @@ func FuzzParsePgbenchOutput(f *testing.F) {
 // returns the cancellation and leaves nothing behind: no backup or log
 // directory, no server directory.
 func TestRunBaseBackupCancelled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 30s here; runs without -short")
-	}
-	if _, err := pgtemp.FindBinaries(""); err != nil {
-		testenv.Missing(t, "%v", err)
+	if _, ok := needPostgres(t, "30s"); !ok {
 		return
 	}
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "sluice-basebackup-*"))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var progress testenv.Buffer
-	type result struct {
-		rep *Report
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := Run(ctx, Options{Backend: BackendPostgres, Plan: tinyBaseBackupPlan(), Progress: &progress, Logger: testLogger()})
-		done <- result{rep, err}
-	}()
-	testenv.Eventually(t, 3*time.Minute, "the unmanaged backup streams", func() bool {
-		return strings.Contains(progress.String(), "unmanaged, select-only:")
-	})
-	cancel()
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("Run did not return after the cancel\n%s", progress.String())
-	}
-	if !errors.Is(res.err, context.Canceled) {
-		t.Fatalf("Run: %v, want the cancellation\n%s", res.err, progress.String())
+	o := Options{Backend: BackendPostgres, Plan: tinyBaseBackupPlan(), Logger: testLogger()}
+	out, err := cancelRun(t, o, "unmanaged, select-only:", 3*time.Minute, 2*time.Minute, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want the cancellation\n%s", err, out)
 	}
 	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "sluice-basebackup-*"))
 	if len(after) > len(before) {
 		t.Errorf("temporary directories left: %v (before: %v)", after, before)
 	}
-	out := progress.String()
 	i := strings.Index(out, "initdb in ")
 	if i < 0 {
 		t.Fatalf("progress names no server directory:\n%s", out)

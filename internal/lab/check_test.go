@@ -2,9 +2,9 @@ package lab
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"encoding/xml"
-	"github.com/sluicelab/sluice/internal/testenv"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,6 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/lab/pgtemp"
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // The helpers here check a written report: its files, that report.md's
@@ -92,6 +96,17 @@ func readChart(t *testing.T, path string) *chart {
 	return c
 }
 
+// mdTableOf is mdTable, failing the test unless the table has want rows
+// below its header.
+func mdTableOf(t *testing.T, md, header string, want int) [][]string {
+	t.Helper()
+	rows := mdTable(t, md, header)
+	if len(rows)-1 != want {
+		t.Fatalf("table %q has %d rows, want %d", header, len(rows)-1, want)
+	}
+	return rows
+}
+
 // mdTable returns the Markdown table that follows the line starting
 // with header, as rows of cells (header row first).
 func mdTable(t *testing.T, md, header string) [][]string {
@@ -147,19 +162,7 @@ func near(printed, v, precision float64) bool {
 // for rep and returns what report.json holds.
 func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, FileJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var js Report
-	if err := json.Unmarshal(data, &js); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
-	mdBytes, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
-	if err != nil {
-		t.Fatal(err)
-	}
-	md := string(mdBytes)
+	js, md := readReport(t, dir)
 	if (js.Latency == nil) != (rep.Latency == nil) || (js.Flow == nil) != (rep.Flow == nil) || (js.Concurrency == nil) != (rep.Concurrency == nil) || (js.WhatIf == nil) != (rep.WhatIf == nil) {
 		t.Fatal("report.json lacks an experiment the run made")
 	}
@@ -168,10 +171,7 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 	}
 
 	if l := js.Latency; l != nil {
-		rows := mdTable(t, md, "| added RTT (ms) | ping")
-		if len(rows)-1 != len(l.Rows) {
-			t.Fatalf("latency table has %d rows, JSON %d", len(rows)-1, len(l.Rows))
-		}
+		rows := mdTableOf(t, md, "| added RTT (ms) | ping", len(l.Rows))
 		for i, r := range l.Rows {
 			cells := rows[i+1]
 			checks := []struct {
@@ -226,54 +226,11 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 	}
 
 	if f := js.Flow; f != nil {
-		rows := mdTable(t, md, "| bulk sessions N")
-		ns := f.ns()
-		if len(rows)-1 != len(ns) {
-			t.Fatalf("flow table has %d rows, want one per N (%v)", len(rows)-1, ns)
-		}
-		for i, n := range ns {
-			cells := rows[i+1]
-			if cellNum(t, cells[0]) != float64(n) {
-				t.Errorf("flow row %d is N=%s, want %d", i, cells[0], n)
+		checkSweep(t, "flow", dir, md, "| bulk sessions N", FileSlowdown, f.Rows, func(control string, n int, r *FlowRow) {
+			if len(r.SamplesMs) != f.Reps {
+				t.Errorf("N=%d %s: %d samples, want %d", n, control, len(r.SamplesMs), f.Reps)
 			}
-			for _, c := range []struct {
-				control         string
-				elapsed, slowdn int
-			}{{"off", 1, 3}, {"on", 4, 5}} {
-				r := f.row(c.control, n)
-				if r == nil {
-					t.Fatalf("no %s point for N=%d in JSON", c.control, n)
-				}
-				if !near(cellNum(t, cells[c.elapsed]), r.ElapsedMs, 0.1) || !near(cellNum(t, cells[c.slowdn]), r.Slowdown, 0.01) {
-					t.Errorf("N=%d %s: table %s %s, JSON %v %v", n, c.control, cells[c.elapsed], cells[c.slowdn], r.ElapsedMs, r.Slowdown)
-				}
-				base := f.row(c.control, 0)
-				if !near(r.Slowdown, r.ElapsedMs/base.ElapsedMs, 1e-9) {
-					t.Errorf("N=%d %s: slowdown %v is not elapsed / elapsed at N=0", n, c.control, r.Slowdown)
-				}
-				if len(r.SamplesMs) != f.Reps {
-					t.Errorf("N=%d %s: %d samples, want %d", n, c.control, len(r.SamplesMs), f.Reps)
-				}
-			}
-		}
-		c := readChart(t, filepath.Join(dir, FileSlowdown))
-		off, on := c.series["network_control off"], c.series["network_control on"]
-		if len(off) != len(ns) || len(on) != len(ns) {
-			t.Fatalf("slowdown chart series %v", c.legend)
-		}
-		if !strings.Contains(c.xLabel, "N") || !strings.Contains(c.yLabel, "slowdown") {
-			t.Errorf("slowdown chart axis labels %q, %q", c.xLabel, c.yLabel)
-		}
-		// The chart must draw the data: a larger slowdown is higher up
-		// (a smaller y).
-		last := len(ns) - 1
-		offY, onY := off[last][1], on[last][1]
-		if (f.row("off", ns[last]).Slowdown > f.row("on", ns[last]).Slowdown) != (offY < onY) {
-			t.Errorf("slowdown chart: last points at y=%v (off) and y=%v (on) contradict the data", offY, onY)
-		}
-		if !strings.Contains(md, "("+FileSlowdown+")") {
-			t.Error("report.md does not show the slowdown chart")
-		}
+		})
 	}
 	if c := js.Concurrency; c != nil && c.Unsupported == "" {
 		checkConcurrencyFiles(t, dir, md, c)
@@ -281,17 +238,14 @@ func checkReportFiles(t *testing.T, dir string, rep *Report) *Report {
 	if w := js.WhatIf; w != nil {
 		checkWhatIfFiles(t, dir, md, w)
 	}
-	return &js
+	return js
 }
 
 // checkConcurrencyFiles checks the concurrency experiment's table against
 // report.json, and its charts.
 func checkConcurrencyFiles(t *testing.T, dir, md string, c *ConcurrencyReport) {
 	t.Helper()
-	rows := mdTable(t, md, "| active_statements")
-	if len(rows)-1 != len(c.Rows) {
-		t.Fatalf("concurrency table has %d rows, JSON %d", len(rows)-1, len(c.Rows))
-	}
+	rows := mdTableOf(t, md, "| active_statements", len(c.Rows))
 	base := c.row(0)
 	if base == nil {
 		t.Fatal("no unlimited point in JSON")
@@ -363,4 +317,137 @@ func checkConcurrencyFiles(t *testing.T, dir, md string, c *ConcurrencyReport) {
 			t.Errorf("report.md does not show %s", f)
 		}
 	}
+}
+
+// checkSweep checks an off/on sweep's table in report.md (the one whose
+// header starts with header) against rows: one row per N, each point's
+// elapsed time and slowdown as printed, the slowdown over the elapsed
+// time at N = 0; then each with every point, for the experiment's own
+// checks; and that its slowdown chart, in chart, draws the data.
+func checkSweep[R sweepRow](t *testing.T, what, dir, md, header, chart string, rows []R, each func(control string, n int, r *R)) {
+	t.Helper()
+	ns := sweepNs(rows)
+	table := mdTableOf(t, md, header, len(ns))
+	at := func(control string, n int) (*R, PointTimes) {
+		r := sweepAt(rows, control, n)
+		if r == nil {
+			t.Fatalf("%s: no %s point for N=%d in JSON", what, control, n)
+		}
+		_, _, tm, _ := (*r).point()
+		return r, tm
+	}
+	for i, n := range ns {
+		cells := table[i+1]
+		if cellNum(t, cells[0]) != float64(n) {
+			t.Errorf("%s row %d is N=%s, want %d", what, i, cells[0], n)
+		}
+		for _, c := range []struct {
+			control         string
+			elapsed, slowdn int
+		}{{"off", 1, 3}, {"on", 4, 5}} {
+			r, tm := at(c.control, n)
+			_, base := at(c.control, 0)
+			if !near(cellNum(t, cells[c.elapsed]), tm.ElapsedMs, 0.1) || !near(cellNum(t, cells[c.slowdn]), tm.Slowdown, 0.01) {
+				t.Errorf("%s N=%d %s: table %s %s, JSON %v %v", what, n, c.control, cells[c.elapsed], cells[c.slowdn], tm.ElapsedMs, tm.Slowdown)
+			}
+			if !near(tm.Slowdown, tm.ElapsedMs/base.ElapsedMs, 1e-9) {
+				t.Errorf("%s N=%d %s: slowdown %v is not elapsed / elapsed at N=0", what, n, c.control, tm.Slowdown)
+			}
+			each(c.control, n, r)
+		}
+	}
+	c := readChart(t, filepath.Join(dir, chart))
+	off, on := c.series["network_control off"], c.series["network_control on"]
+	if len(off) != len(ns) || len(on) != len(ns) {
+		t.Fatalf("%s chart series %v", what, c.legend)
+	}
+	if !strings.Contains(c.xLabel, "N") || !strings.Contains(c.yLabel, "slowdown") {
+		t.Errorf("%s chart axis labels %q, %q", what, c.xLabel, c.yLabel)
+	}
+	// The chart must draw the data: a larger slowdown is higher up (a
+	// smaller y).
+	last := len(ns) - 1
+	_, offT := at("off", ns[last])
+	_, onT := at("on", ns[last])
+	if (offT.Slowdown > onT.Slowdown) != (off[last][1] < on[last][1]) {
+		t.Errorf("%s chart: last points at y=%v (off) and y=%v (on) contradict the data", what, off[last][1], on[last][1])
+	}
+	if !strings.Contains(md, "("+chart+")") {
+		t.Errorf("report.md does not show the %s chart", what)
+	}
+}
+
+// readReport returns what report.json in dir holds and report.md.
+func readReport(t *testing.T, dir string) (*Report, string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, FileJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js Report
+	if err := json.Unmarshal(data, &js); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &js, string(md)
+}
+
+// needPostgres skips a slow test under -short (it takes about takes
+// here) and reports whether PostgreSQL's programs are installed, with
+// their directory; without them the test is marked missing (see
+// testenv.Missing).
+func needPostgres(t *testing.T, takes string) (bin string, ok bool) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("takes %s here; runs without -short", takes)
+	}
+	bin, err := pgtemp.FindBinaries("")
+	if err != nil {
+		testenv.Missing(t, "%v", err)
+		return "", false
+	}
+	return bin, true
+}
+
+// cancelRun runs Run with o in the background and cancels it once the
+// progress shows until, after calling running (nil: nothing). It fails
+// the test when Run ends first or until does not show within wait, or
+// when Run takes longer than stop to return after the cancel. It
+// returns the progress and Run's error.
+func cancelRun(t *testing.T, o Options, until string, wait, stop time.Duration, running func()) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var progress testenv.Buffer
+	o.Progress = &progress
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, o)
+		done <- err
+	}()
+	deadline := time.Now().Add(wait)
+	for !strings.Contains(progress.String(), until) {
+		select {
+		case err := <-done:
+			t.Fatalf("Run ended early: %v\n%s", err, progress.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("progress never showed %q:\n%s", until, progress.String())
+		}
+	}
+	if running != nil {
+		running()
+	}
+	cancel()
+	select {
+	case err := <-done:
+		return progress.String(), err
+	case <-time.After(stop):
+		t.Fatalf("Run did not stop after cancel\n%s", progress.String())
+	}
+	return progress.String(), nil
 }

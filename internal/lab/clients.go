@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"database/sql"
+	"net/url"
 	"sync/atomic"
 
 	"github.com/go-sql-driver/mysql"
@@ -160,3 +161,20 @@ func (c *mysqlFlowConn) close() {
 type counter struct{ n *atomic.Int64 }
 
 func (c counter) Write(p []byte) (int, error) { c.n.Add(int64(len(p))); return len(p), nil }
+
+// withApp returns the URL u with its sessions named app: PostgreSQL's
+// application_name, MySQL's program_name connection attribute.
+func withApp(u, protocol, app string) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	q := pu.Query()
+	if protocol == protoMySQL {
+		q.Set("connectionAttributes", "program_name:"+app)
+	} else {
+		q.Set("application_name", app)
+	}
+	pu.RawQuery = q.Encode()
+	return pu.String()
+}

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -225,4 +226,84 @@ func (w *distWatch) penalised() *ClusterDistStatement {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.lastPenalised
+}
+
+// distTable returns what sluice saw of the distributed statements at
+// each point: one row per point, off first.
+func (c *ClusterReport) distTable() table {
+	t := table{head: []string{"network_control", "N", "distributed statements", "low joins ended", "low joins penalised", "rule firings",
+		"in their except_info", "low joins on every shard", "shard statements", "shard statements penalised", "high join's shard bytes in high class"}}
+	for _, r := range c.Rows {
+		t.rows = append(t.rows, []string{r.Control, fmt.Sprint(r.N), fmt.Sprint(r.Distributed), fmt.Sprint(r.LowJoins), fmt.Sprint(r.LowPenalised),
+			fmt.Sprint(r.RuleFirings), fmt.Sprint(r.LowFirings), fmt.Sprint(r.LowAllNodes), fmt.Sprint(r.ShardStatements), fmt.Sprint(r.ShardPenalised),
+			fmt.Sprintf("%.0f%%", 100*r.HighClassShare)})
+	}
+	return t
+}
+
+// nodeTable returns a distributed statement's bytes per node, its own
+// route first.
+func (d *ClusterDistStatement) nodeTable() table {
+	t := table{head: []string{"route", "statements", "bytes up", "bytes down"}}
+	t.rows = append(t.rows, []string{clusterCoord + " (its own)", "1", fmt.Sprint(d.BytesUp), fmt.Sprint(d.BytesDown)})
+	stmts := int64(1)
+	for _, n := range d.PerNode {
+		t.rows = append(t.rows, []string{n.Route, fmt.Sprint(n.Statements), fmt.Sprint(n.BytesUp), fmt.Sprint(n.BytesDown)})
+		stmts += n.Statements
+	}
+	t.rows = append(t.rows, []string{"total", fmt.Sprint(stmts), fmt.Sprint(d.TotalUp), fmt.Sprint(d.TotalDown)})
+	return t
+}
+
+// writeMarkdown writes one distributed statement: its nodes column and
+// its bytes per node.
+func (d *ClusterDistStatement) writeMarkdown(w io.Writer) {
+	pen := "not penalised"
+	if d.Penalised {
+		pen = fmt.Sprintf("penalised (except_info `%s`)", strings.Join(d.Except, "; "))
+	}
+	fmt.Fprintf(w, "user %s, pool %s, %s after %.0f ms, %s; SHOW STATEMENTS' nodes column:\n\n```\n%s\n```\n\n", d.User, d.Pool, d.Outcome, d.ElapsedMs, pen, d.Nodes)
+	d.nodeTable().markdown(w)
+	fmt.Fprintln(w)
+}
+
+// lowFirings sums the on points' low-priority joins: penalised, rule
+// firings in their except_info, and the manager's firings.
+func (c *ClusterReport) lowFirings(control string) (penalised, inExcept, firings int) {
+	for _, r := range c.Rows {
+		if r.Control == control {
+			penalised += r.LowPenalised
+			inExcept += r.LowFirings
+			firings += r.RuleFirings
+		}
+	}
+	return penalised, inExcept, firings
+}
+
+// writeDistributed writes what sluice saw of the distributed statements:
+// their counts in the run and per point, the rule's firings, and one
+// penalised low-priority join.
+func (c *ClusterReport) writeDistributed(w io.Writer) {
+	pen, inExcept, firings := c.lowFirings("on")
+	offPen, offExcept, offFirings := c.lowFirings("off")
+	unlinked := ""
+	if c.ShardUnlinked > 0 {
+		unlinked = fmt.Sprintf(" (%s)", c.UnlinkedKinds)
+	}
+	fmt.Fprintf(w, "\nsluice saw %d distributed statements in the run, with %d shard statements; %d of the client users' shard statements were linked to no coordinator statement%s; a stopped join's remote ABORTs and drained FETCHes, which reach the shards after sluice has seen the coordinator's statement end, belong to that statement "+
+		"(the setup role's, of ANALYZE run on the coordinator directly, never are, and are not counted). Per point "+
+		"(from the end of its warm-up high-priority join to the end of its last low-priority join; low-priority joins still running at the end are stopped, so a join that had just begun ends unpenalised):\n\n",
+		c.Distributed, c.ShardStatements, c.ShardUnlinked, unlinked)
+	c.distTable().markdown(w)
+	fmt.Fprintf(w, "\nThe rule fired %d times with network_control on for %d penalised low-priority joins, whose except_info holds %d firings; with it off, %d times for %d penalised joins (%d in their except_info). "+
+		"No shard statement is penalised in its own right: a shard session is demoted through its coordinator's statement.",
+		firings, pen, inExcept, offFirings, offPen, offExcept)
+	if r := c.row("on", 0); r != nil {
+		fmt.Fprintf(w, " The high-priority join's shard sessions are in the default pool, and %.0f%% of what they received went in the shard link's high class, its coordinator pool's.", 100*r.HighClassShare)
+	}
+	fmt.Fprintf(w, "\n\n")
+	if d := c.PenalisedStatement; d != nil {
+		fmt.Fprintf(w, "One penalised low-priority join of the last point with network_control on, stopped at the point's end: ")
+		d.writeMarkdown(w)
+	}
 }

@@ -2,17 +2,14 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -23,7 +20,7 @@ import (
 func tinyClusterPlan() Plan {
 	return Plan{Name: "tiny", Cluster: ClusterPlan{
 		Ns: []int{0, 2}, Reps: 3, LowRows: 6000, HighRows: 150,
-		RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second,
+		PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second},
 	}}
 }
 
@@ -31,11 +28,7 @@ func tinyClusterPlan() Plan {
 // at a small scale: four throwaway servers, postgres_fdw through sluice
 // routes, and the report.
 func TestRunCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 37s here; runs without -short")
-	}
-	if _, err := pgtemp.FindBinaries(""); err != nil {
-		testenv.Missing(t, "%v", err)
+	if _, ok := needPostgres(t, "37s"); !ok {
 		return
 	}
 	if _, err := os.Stat("/usr/share/postgresql"); err != nil {
@@ -232,44 +225,18 @@ func privateTmp(t *testing.T) string {
 // TestRunClusterCancelled: a run cancelled while the low-priority joins
 // load the link stops every server and removes its directory.
 func TestRunClusterCancelled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 16s here; runs without -short")
-	}
-	if _, err := pgtemp.FindBinaries(""); err != nil {
-		testenv.Missing(t, "%v", err)
+	if _, ok := needPostgres(t, "16s"); !ok {
 		return
 	}
 	tmp := privateTmp(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var progress testenv.Buffer
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, Options{Backend: BackendPostgres, Plan: tinyClusterPlan(), Progress: &progress, Logger: testLogger()})
-		done <- err
-	}()
-	deadline := time.Now().Add(3 * time.Minute)
-	for !strings.Contains(progress.String(), "N=2: started 2 low-priority joins") {
-		select {
-		case err := <-done:
-			t.Fatalf("Run ended early: %v\n%s", err, progress.String())
-		case <-time.After(50 * time.Millisecond):
+	o := Options{Backend: BackendPostgres, Plan: tinyClusterPlan(), Logger: testLogger()}
+	_, err := cancelRun(t, o, "N=2: started 2 low-priority joins", 3*time.Minute, 2*time.Minute, func() {
+		if len(pgDirs(t, tmp)) != clusterDataNodes+2 {
+			t.Errorf("server directories while running: %v, want the lab's server and the cluster's %d", pgDirs(t, tmp), clusterDataNodes+1)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the low-priority joins never started:\n%s", progress.String())
-		}
-	}
-	if len(pgDirs(t, tmp)) != clusterDataNodes+2 {
-		t.Errorf("server directories while running: %v, want the lab's server and the cluster's %d", pgDirs(t, tmp), clusterDataNodes+1)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("cancelled Run returned no error")
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("Run did not stop after cancel")
+	})
+	if err == nil {
+		t.Fatal("cancelled Run returned no error")
 	}
 	if left := pgDirs(t, tmp); len(left) > 0 {
 		t.Errorf("server directories left behind: %v", left)
@@ -290,84 +257,34 @@ func pgDirs(t *testing.T, dir string) []string {
 // chart against report.json, and returns what report.json holds.
 func checkClusterFiles(t *testing.T, dir string, rep *ClusterReport) *ClusterReport {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, FileJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all Report
-	if err := json.Unmarshal(data, &all); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
+	all, md := readReport(t, dir)
 	js := all.Cluster
 	if js == nil {
 		t.Fatal("report.json has no cluster experiment")
 	}
-	md, err := os.ReadFile(filepath.Join(dir, FileMarkdown))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(md), "## Experiment 5: cluster") {
+	if !strings.Contains(md, "## Experiment 5: cluster") {
 		t.Fatal("report.md has no cluster section")
 	}
 	if len(js.Rows) != len(rep.Rows) {
 		t.Fatalf("report.json has %d cluster points, the run %d", len(js.Rows), len(rep.Rows))
 	}
-	rows := mdTable(t, string(md), "| low-priority joins N")
-	ns := js.ns()
-	if len(rows)-1 != len(ns) {
-		t.Fatalf("cluster table has %d rows, want one per N (%v)", len(rows)-1, ns)
-	}
-	for i, n := range ns {
-		cells := rows[i+1]
-		if cellNum(t, cells[0]) != float64(n) {
-			t.Errorf("cluster row %d is N=%s, want %d", i, cells[0], n)
+	checkSweep(t, "cluster", dir, md, "| low-priority joins N", FileClusterSlowdown, js.Rows, func(control string, n int, r *ClusterRow) {
+		med, _, lo, hi := summarize(r.SamplesMs)
+		if len(r.SamplesMs) != js.Reps || med != r.ElapsedMs || lo != r.MinMs || hi != r.MaxMs {
+			t.Errorf("N=%d %s: samples %v do not give median %v, min %v, max %v (%d reps)", n, control, r.SamplesMs, r.ElapsedMs, r.MinMs, r.MaxMs, js.Reps)
 		}
-		for _, k := range []struct {
-			control         string
-			elapsed, slowdn int
-		}{{"off", 1, 3}, {"on", 4, 5}} {
-			r, base := js.row(k.control, n), js.row(k.control, 0)
-			if r == nil || base == nil {
-				t.Fatalf("no %s point for N=%d or 0", k.control, n)
-			}
-			if !near(cellNum(t, cells[k.elapsed]), r.ElapsedMs, 0.1) || !near(cellNum(t, cells[k.slowdn]), r.Slowdown, 0.01) {
-				t.Errorf("N=%d %s: table %s %s, JSON %v %v", n, k.control, cells[k.elapsed], cells[k.slowdn], r.ElapsedMs, r.Slowdown)
-			}
-			if !near(r.Slowdown, r.ElapsedMs/base.ElapsedMs, 1e-9) {
-				t.Errorf("N=%d %s: slowdown %v is not elapsed / elapsed at N=0", n, k.control, r.Slowdown)
-			}
-			med, _, lo, hi := summarize(r.SamplesMs)
-			if len(r.SamplesMs) != js.Reps || med != r.ElapsedMs || lo != r.MinMs || hi != r.MaxMs {
-				t.Errorf("N=%d %s: samples %v do not give median %v, min %v, max %v (%d reps)", n, k.control, r.SamplesMs, r.ElapsedMs, r.MinMs, r.MaxMs, js.Reps)
-			}
-			if r.Unpenalised < 0 || r.Unpenalised > 1 || (n == 0 && (r.LowMBps != 0 || r.Unpenalised != 0)) {
-				t.Errorf("N=%d %s: low %.1f MB/s, unpenalised share %v", n, k.control, r.LowMBps, r.Unpenalised)
-			}
+		if r.Unpenalised < 0 || r.Unpenalised > 1 || (n == 0 && (r.LowMBps != 0 || r.Unpenalised != 0)) {
+			t.Errorf("N=%d %s: low %.1f MB/s, unpenalised share %v", n, control, r.LowMBps, r.Unpenalised)
 		}
-	}
+	})
 	// The distributed statements' table: one row per point, as the JSON.
-	dist := mdTable(t, string(md), "| network_control | N | distributed statements")
-	if len(dist)-1 != len(js.Rows) {
-		t.Fatalf("distributed statements table has %d rows, want one per point (%d)", len(dist)-1, len(js.Rows))
-	}
+	dist := mdTableOf(t, md, "| network_control | N | distributed statements", len(js.Rows))
 	for i, r := range js.Rows {
 		cells := dist[i+1]
 		if cells[0] != r.Control || cellNum(t, cells[1]) != float64(r.N) || cellNum(t, cells[2]) != float64(r.Distributed) ||
 			cellNum(t, cells[4]) != float64(r.LowPenalised) || cellNum(t, cells[5]) != float64(r.RuleFirings) {
 			t.Errorf("distributed statements row %v, JSON %+v", cells, r)
 		}
-	}
-	c := readChart(t, filepath.Join(dir, FileClusterSlowdown))
-	off, on := c.series["network_control off"], c.series["network_control on"]
-	if len(off) != len(ns) || len(on) != len(ns) {
-		t.Fatalf("cluster chart series %v", c.legend)
-	}
-	last := len(ns) - 1
-	if (js.row("off", ns[last]).Slowdown > js.row("on", ns[last]).Slowdown) != (off[last][1] < on[last][1]) {
-		t.Errorf("cluster chart: last points at y=%v (off) and y=%v (on) contradict the data", off[last][1], on[last][1])
-	}
-	if !strings.Contains(string(md), "("+FileClusterSlowdown+")") {
-		t.Error("report.md does not show the cluster chart")
 	}
 	if js.Scale <= 1 || js.CapacityBytes <= 0 || !near(js.Scale, tenGE/float64(js.CapacityBytes), 1e-9) {
 		t.Errorf("scale %v for capacity %d", js.Scale, js.CapacityBytes)
@@ -381,7 +298,7 @@ func sampleCluster() *ClusterReport {
 	c := &ClusterReport{
 		Nodes:   []string{"coordinator: PostgreSQL 15", "data node 1: PostgreSQL 15", "data node 2: PostgreSQL 15", "data node 3: PostgreSQL 15"},
 		LowRows: 24000, HighRows: 300, CapacityBytes: 10e6, Capacity: "10MB/s", Scale: tenGE / 10e6, Calibrated: true, StreamMBps: 129,
-		QueueBytes: 2 << 20, LowQueueBytes: 64 << 10, ReferenceSQL: clusterRefSQL, LowSQL: clusterLowSQL, HighSQL: clusterHighSQL,
+		LinkQueue: LinkQueue{QueueBytes: 2 << 20, LowQueueBytes: 64 << 10}, ReferenceSQL: clusterRefSQL, LowSQL: clusterLowSQL, HighSQL: clusterHighSQL,
 		ReferenceFetch: []string{"SELECT c2 FROM public.wt1", "SELECT c2 FROM public.wt2"},
 		LowFetch:       []string{"SELECT c2, b1, b2 FROM public.wt1", "SELECT c2 FROM public.wt2"},
 		HighFetch:      []string{"SELECT c2, b1, b2 FROM public.wt3", "SELECT c2 FROM public.wt4"},
@@ -408,7 +325,7 @@ func sampleCluster() *ClusterReport {
 			} else {
 				e += 15 * float64(n)
 			}
-			row := ClusterRow{Control: control, N: n, ElapsedMs: e, MeanMs: e, MinMs: e - 1, MaxMs: e + 1, Slowdown: e / 300,
+			row := ClusterRow{Control: control, N: n, PointTimes: PointTimes{ElapsedMs: e, MeanMs: e, MinMs: e - 1, MaxMs: e + 1, Slowdown: e / 300},
 				SamplesMs: []float64{e - 1, e, e + 1}}
 			row.Distributed, row.ShardStatements = 4+n, 100+300*n
 			if control == "on" {
@@ -518,7 +435,7 @@ func TestClusterPlan(t *testing.T) {
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c := o.Plan.Cluster; !slices.Equal(c.Ns, []int{0, 1, 4}) || c.Reps != 10 || c.LowRows != 24000 || c.HighRows != 300 ||
+	if c := o.Plan.Cluster; fmt.Sprint(c.Ns) != "[0 1 4]" || c.Reps != 10 || c.LowRows != 24000 || c.HighRows != 300 ||
 		c.MaxCapacity != 100e6 || c.CheckPeriod != 100*time.Millisecond || c.PenaltyTimeout != 30*time.Second {
 		t.Errorf("cluster defaults not applied: %+v", c)
 	}
@@ -536,7 +453,7 @@ func TestMaskPasswords(t *testing.T) {
 		{"CREATE ROLE a LOGIN PASSWORD 'secret'", "CREATE ROLE a LOGIN PASSWORD '***'"},
 		{"CREATE USER MAPPING FOR a SERVER s OPTIONS (user 'a', password 'x1')", "CREATE USER MAPPING FOR a SERVER s OPTIONS (user 'a', password '***')"},
 		{"password 'a' and PASSWORD 'b'", "password '***' and PASSWORD '***'"},
-		{"PASSWORD 'unterminated", "PASSWORD '***"},
+		{"ALTER ROLE a WITH ENCRYPTED PASSWORD E'it''s \\\\ secret' VALID UNTIL 'infinity'", "ALTER ROLE a WITH ENCRYPTED PASSWORD '***' VALID UNTIL 'infinity'"},
 		{"no secret here", "no secret here"},
 	} {
 		if got := maskPasswords(tt.in); got != tt.want {

@@ -2,36 +2,24 @@ package lab
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
+	"io"
 	"math"
-	"slices"
-	"sync"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/lab/pgtemp"
+	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/units"
 )
-
-// headroom is how many times the calibrated single-session rate must
-// exceed the link capacity. When the database, sluice and every client
-// share a small machine, bulk traffic costs processor time that the
-// normal query's server, proxy and client then wait for, whatever the
-// link does; a link well below what the machine can move keeps the link,
-// not the processor, the bottleneck being measured. On two cores, 20 MB/s
-// keeps that cost within a few percent of the normal query's time where
-// 100 MB/s more than doubles it.
-const headroom = 10
 
 // The statements of the flow-control experiment.
 const (
@@ -50,19 +38,12 @@ const (
 
 // FlowReport is the flow-control experiment's outcome.
 type FlowReport struct {
-	// CapacityBytes is the link capacity, in bytes/s; Capacity spells it.
-	CapacityBytes int64  `json:"capacity_bytes_per_second"`
-	Capacity      string `json:"capacity"`
-	// Calibrated is set when the capacity came from StreamMBps, what one
-	// bulk session streamed through an unlimited link.
-	Calibrated bool    `json:"calibrated"`
-	StreamMBps float64 `json:"one_session_stream_mb_per_s,omitempty"`
-	// QueueBytes is the link's device FIFO; LowQueueBytes the occupancy
-	// bound on low-priority bytes in it with network_control on.
-	QueueBytes    int64  `json:"device_queue_bytes"`
-	LowQueueBytes int64  `json:"low_priority_queue_bytes"`
-	BulkSQL       string `json:"bulk_sql"`
-	NormalSQL     string `json:"normal_sql"`
+	// LinkCapacity is the link's.
+	LinkCapacity
+	// LinkQueue is the link's device FIFO.
+	LinkQueue
+	BulkSQL   string `json:"bulk_sql"`
+	NormalSQL string `json:"normal_sql"`
 	// NormalBytes is the payload of one normal query's result.
 	NormalBytes int64 `json:"normal_result_bytes"`
 	Reps        int   `json:"reps_per_point"`
@@ -73,44 +54,45 @@ type FlowReport struct {
 	Rows    []FlowRow `json:"points"`
 }
 
-// FlowRow is one point: the normal query under N bulk sessions.
-type FlowRow struct {
-	Control string `json:"network_control"` // "off" or "on"
-	N       int    `json:"bulk_sessions"`
-	// ElapsedMs is the median elapsed time of the normal query; MeanMs,
-	// MinMs and MaxMs describe the same measurements.
-	ElapsedMs float64 `json:"elapsed_ms"`
-	MeanMs    float64 `json:"mean_ms"`
-	MinMs     float64 `json:"min_ms"`
-	MaxMs     float64 `json:"max_ms"`
-	// Slowdown is ElapsedMs over ElapsedMs at N = 0 with the same
-	// network_control.
-	Slowdown float64 `json:"slowdown"`
-	// BulkMBps is what the bulk sessions received together while the
-	// normal query was measured.
-	BulkMBps float64 `json:"bulk_mb_per_s"`
-	// PenaltySeconds is how long after the bulk sessions started all
-	// their statements were penalised.
-	PenaltySeconds float64 `json:"penalty_seconds,omitempty"`
-	// ModelMs, with network_control off, is what the shared FIFO
-	// predicts: elapsed at N = 0 plus (N x normal bytes + FIFO size) /
-	// capacity, the extra transfer of sharing the link with N flows and
-	// one wait behind a full FIFO. 0 when not computed.
-	ModelMs float64 `json:"fifo_model_ms,omitempty"`
-	// SamplesMs are the measurements, in order.
-	SamplesMs []float64 `json:"samples_ms"`
+// FlowPlan is the scale of the flow-control experiment.
+type FlowPlan struct {
+	// Ns are the numbers of concurrent bulk sessions; 0 is always
+	// measured (it is the base of the slowdown) and added when missing.
+	// Empty skips the experiment.
+	Ns []int
+	// Reps is how many times the normal query is measured per point.
+	Reps int
+	// Capacity is the link capacity in bytes/s; 0 calibrates it: the
+	// largest of 100, 50, 20, 10, 5, 2 or 1 MB/s, at most MaxCapacity,
+	// that is at most a tenth of what one bulk session streams through
+	// an unlimited link, so that one session saturates it and the
+	// processor time the bulk traffic costs stays small (see the
+	// report).
+	Capacity int64
+	// MaxCapacity caps the calibrated capacity; 0 means 100 MB/s.
+	MaxCapacity int64
+	// PenaltyRule is the rule that penalises the bulk statements; its
+	// PenaltyTimeout defaults to 20 s.
+	PenaltyRule
+}
+
+// validate checks f and fills in its defaults; a plan with no points is
+// left alone (skipped).
+func (f *FlowPlan) validate() error {
+	if run, err := points(&f.Ns, 100, "bulk sessions", "0 to 100"); !run {
+		return err
+	}
+	f.PenaltyRule.defaults(20 * time.Second)
+	orDefault(&f.Reps, 20)
+	orDefault(&f.MaxCapacity, 100_000_000)
+	return nil
 }
 
 // flowRun is the state of one flow-control experiment.
 type flowRun struct {
-	plan  FlowPlan
-	db    *database
-	s     *sluice
-	route string
-	clk   clock.Clock
-	log   *slog.Logger
-	p     *printer
-	acc   *bulkAccess
+	*env
+	plan FlowPlan
+	acc  *bulkAccess
 	// capacity is the link capacity in bytes/s, once chosen.
 	capacity int64
 }
@@ -132,12 +114,13 @@ func (r *flowRun) sql() (bulk, normal string) {
 	return pgBulkSQL, pgNormalSQL
 }
 
-func runFlow(ctx context.Context, r *flowRun) (rep *FlowReport, err error) {
+func runFlow(ctx context.Context, e *env) (rep *FlowReport, err error) {
+	r := &flowRun{env: e, plan: e.plan.Flow}
 	p := r.p
 	bulkSQL, normalSQL := r.sql()
 	rep = &FlowReport{
 		BulkSQL: bulkSQL, NormalSQL: normalSQL, Reps: r.plan.Reps,
-		QueueBytes: link.DefaultQueueSize, LowQueueBytes: link.DefaultLowPriorityQueueBytes,
+		LinkQueue: defaultQueue(),
 	}
 	p.printf("== Experiment 2: flow control ==\n")
 	p.printf("normal query %q measured %d times per point under N bulk sessions pulling %q in a loop\n", normalSQL, r.plan.Reps, bulkSQL)
@@ -161,86 +144,43 @@ func runFlow(ctx context.Context, r *flowRun) (rep *FlowReport, err error) {
 	rep.Binding = acc.binding
 	p.step("bulk sessions: %s", acc.binding)
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		r.s.exec(cctx, "ALTER LINK default WITH (capacity=DEFAULT)", "RESET network_control")
+		r.s.restore(ctx, "ALTER LINK default WITH (capacity=DEFAULT)", "RESET network_control")
 		if acc.drop != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
 			if derr := acc.drop(cctx); derr != nil {
 				p.step("could not drop the %s login: %v", bulkUser, derr)
 			}
 		}
 	}()
 
-	capacity, mbps, err := linkCapacity(r.plan.Capacity, r.plan.MaxCapacity, func() (float64, error) { return r.calibrate(ctx) }, p)
-	if err != nil {
+	if rep.LinkCapacity, err = r.linkCapacity(ctx, r.plan.Capacity, r.plan.MaxCapacity, r.route); err != nil {
 		return nil, err
 	}
-	rep.Calibrated, rep.StreamMBps = r.plan.Capacity <= 0, mbps
-	rep.CapacityBytes, rep.Capacity = capacity, units.FormatRate(capacity)
+	capacity := rep.CapacityBytes
 	r.capacity = capacity
 	if err := r.s.setCapacity(ctx, capacity); err != nil {
 		return nil, err
 	}
 
-	for _, control := range []string{"off", "on"} {
-		if err := r.s.exec(ctx, "SET network_control = "+control); err != nil {
-			return nil, err
+	err = sweep(ctx, r.s, r.plan.Ns, func(control string, n int, base float64) (float64, error) {
+		row, nb, err := r.point(ctx, control, n)
+		if err != nil {
+			return 0, err
 		}
-		var base float64
-		for _, n := range r.plan.Ns {
-			row, nb, err := r.point(ctx, control, n)
-			if err != nil {
-				return nil, fmt.Errorf("network_control %s, N=%d: %w", control, n, err)
-			}
-			if n == 0 {
-				base = row.ElapsedMs
-				rep.NormalBytes = nb
-			}
-			if base > 0 {
-				row.Slowdown = row.ElapsedMs / base
-			}
-			if control == "off" {
-				row.ModelMs = base
-				if n > 0 {
-					row.ModelMs += float64(int64(n)*rep.NormalBytes+rep.QueueBytes) / float64(capacity) * 1000
-				}
-			}
-			rep.Rows = append(rep.Rows, row)
-			p.step("network_control %s, N=%d: normal query %.1f ms (median; mean %.1f, min %.1f, max %.1f) = %.2fx; bulk %.1f MB/s",
-				control, n, row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs, row.Slowdown, row.BulkMBps)
+		if n == 0 {
+			rep.NormalBytes = nb
 		}
+		row.ModelMs = row.against(control, n, base, rep.NormalBytes, 1, rep.QueueBytes, capacity)
+		rep.Rows = append(rep.Rows, row)
+		p.step("network_control %s, N=%d: normal query %.1f ms (median; mean %.1f, min %.1f, max %.1f) = %.2fx; bulk %.1f MB/s",
+			control, n, row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs, row.Slowdown, row.BulkMBps)
+		return row.ElapsedMs, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return rep, nil
-}
-
-// pickCapacity returns the largest of 100, 50, 20, 10, 5, 2 and 1 MB/s
-// that is at most max and at most rate/headroom (rate in bytes/s), or
-// 1 MB/s.
-// linkCapacity returns planned when it is positive; otherwise it runs
-// calibrate (one bulk session's stream rate, bytes/s through an
-// unlimited link), says what it measured on p, and returns the capacity
-// pickCapacity chooses from it, at most max, with the rate in MB/s
-// (mbps is 0 when planned was used).
-func linkCapacity(planned, max int64, calibrate func() (float64, error), p *printer) (capacity int64, mbps float64, err error) {
-	if planned > 0 {
-		return planned, 0, nil
-	}
-	rate, err := calibrate()
-	if err != nil {
-		return 0, 0, err
-	}
-	capacity = pickCapacity(rate, max)
-	p.step("calibration: one bulk session streams %.0f MB/s through an unlimited link; link capacity %s", rate/1e6, units.FormatRate(capacity))
-	return capacity, rate / 1e6, nil
-}
-
-func pickCapacity(rate float64, max int64) int64 {
-	for _, c := range []int64{100e6, 50e6, 20e6, 10e6, 5e6, 2e6, 1e6} {
-		if c <= max && float64(c) <= rate/headroom {
-			return c
-		}
-	}
-	return 1e6
 }
 
 // setupBulk binds the bulk sessions to the bulk pool: through a login
@@ -294,11 +234,9 @@ func (r *flowRun) setupBulk(ctx context.Context) (*bulkAccess, error) {
 // and returns it with a function that drops it. reason is set, and no
 // login made, when the database has one already or refuses to make one.
 func (r *flowRun) createLogin(ctx context.Context) (password string, drop func(context.Context) error, reason string, err error) {
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		return "", nil, "", fmt.Errorf("random: %w", err)
+	if password, err = pgtemp.Password(); err != nil {
+		return "", nil, "", err
 	}
-	password = hex.EncodeToString(b)
 	switch r.db.protocol {
 	case protoMySQL:
 		db, err := sql.Open("mysql", r.db.mysqlConfig(r.db.upstream, "", "").FormatDSN())
@@ -356,59 +294,25 @@ func (r *flowRun) createLogin(ctx context.Context) (password string, drop func(c
 	}
 }
 
-// calibrate streams the bulk statement on one session through the
-// unlimited link and returns the best rate it reached, in bytes/s (see
-// streamRate).
-func (r *flowRun) calibrate(ctx context.Context) (float64, error) {
-	return streamRate(ctx, r.s, r.db, r.route, r.clk, r.p)
-}
-
-// streamRate streams the bulk statement on one session to route with the
-// default link's capacity removed and returns the best rate it reached
-// over three 0.5 s windows after 0.5 s of warm-up, in bytes/s. It leaves
-// the capacity removed.
-func streamRate(ctx context.Context, s *sluice, db *database, route string, clk clock.Clock, p *printer) (float64, error) {
-	p.step("calibration: streaming the bulk statement on one session through an unlimited link")
-	if err := s.setCapacity(ctx, 0); err != nil {
-		return 0, err
-	}
-	c, err := db.connect(ctx, route, "", "")
-	if err != nil {
-		return 0, err
-	}
-	defer c.close()
-	bctx, cancel := context.WithCancel(ctx)
-	var n atomic.Int64
-	done := make(chan error, 1)
-	go func() {
-		for {
-			if err := c.bulk(bctx, &n); err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
-	// The best of a few short windows after a warm-up: what the machine
-	// can stream, not what a neighbour's burst of work left of it.
-	const warm, window, windows = 500 * time.Millisecond, 500 * time.Millisecond, 3
-	var rate float64
-	err = clock.Sleep(ctx, clk, warm)
-	for i := 0; i < windows && err == nil; i++ {
-		n0, t0 := n.Load(), clk.Now()
-		err = clock.Sleep(ctx, clk, window)
-		if secs := clk.Now().Sub(t0).Seconds(); secs > 0 {
-			rate = max(rate, float64(n.Load()-n0)/secs)
-		}
-	}
-	cancel()
-	berr := <-done
-	if err != nil {
-		return 0, err
-	}
-	if rate == 0 {
-		return 0, fmt.Errorf("calibration: the bulk statement streamed nothing (%v)", berr)
-	}
-	return rate, nil
+// FlowRow is one point: the normal query under N bulk sessions.
+type FlowRow struct {
+	Control string `json:"network_control"` // "off" or "on"
+	N       int    `json:"bulk_sessions"`
+	// PointTimes are the normal query's elapsed times.
+	PointTimes
+	// BulkMBps is what the bulk sessions received together while the
+	// normal query was measured.
+	BulkMBps float64 `json:"bulk_mb_per_s"`
+	// PenaltySeconds is how long after the bulk sessions started all
+	// their statements were penalised.
+	PenaltySeconds float64 `json:"penalty_seconds,omitempty"`
+	// ModelMs, with network_control off, is what the shared FIFO
+	// predicts: elapsed at N = 0 plus (N x normal bytes + FIFO size) /
+	// capacity, the extra transfer of sharing the link with N flows and
+	// one wait behind a full FIFO. 0 when not computed.
+	ModelMs float64 `json:"fifo_model_ms,omitempty"`
+	// SamplesMs are the measurements, in order.
+	SamplesMs []float64 `json:"samples_ms"`
 }
 
 // point measures the normal query under n bulk sessions and returns the
@@ -424,171 +328,166 @@ func (r *flowRun) point(ctx context.Context, control string, n int) (FlowRow, in
 		return row, 0, err
 	}
 
-	bctx, stop := context.WithCancel(ctx)
 	var bulkBytes atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := r.db.connect(bctx, r.acc.addr, r.acc.user, r.acc.password)
-			if err != nil {
-				if bctx.Err() == nil {
-					errs <- fmt.Errorf("bulk session: %w", err)
-				}
-				return
-			}
-			defer c.close()
-			for bctx.Err() == nil {
-				if err := c.bulk(bctx, &bulkBytes); err != nil && bctx.Err() == nil {
-					errs <- fmt.Errorf("bulk session: %w", err)
-					return
-				}
-			}
-		}()
-	}
-	stopBulk := stopOnce(stop, &wg, func() { r.drain(ctx) })
+	errs, stopBulk := sessions(ctx, n, "bulk session",
+		func(ctx context.Context) (conn, error) {
+			return r.db.connect(ctx, r.acc.addr, r.acc.user, r.acc.password)
+		},
+		func(ctx context.Context, c conn) error { return c.bulk(ctx, &bulkBytes) },
+		func() { r.drain(ctx) })
 	defer stopBulk()
-
+	w := &penaltyWait{clk: r.clk, p: r.p, timeout: r.plan.PenaltyTimeout, period: time.Second, noun: "bulk statements", only: "only ",
+		state: func() (int, int, error) {
+			running, pen := r.s.statements(r.acc.isBulk)
+			if pen >= n {
+				return running, pen, nil
+			}
+			return running, pen, failed(errs)
+		},
+		done: func(n, _, pen int) bool { return pen >= n }}
 	if n > 0 {
 		r.p.step("network_control %s, N=%d: started %s; waiting until their statements are penalised", control, n, plural(n, "bulk session"))
-		t0 := r.clk.Now()
-		if err := r.waitPenalised(ctx, n, errs, true); err != nil {
-			return row, 0, err
-		}
-		row.PenaltySeconds = r.clk.Now().Sub(t0).Seconds()
-		// Let the bytes queued before the penalty leave the FIFO.
-		settle := max(100*time.Millisecond, 2*time.Duration(float64(link.DefaultQueueSize)/float64(r.capacity)*float64(time.Second)))
-		if err := clock.Sleep(ctx, r.clk, settle); err != nil {
+		if row.PenaltySeconds, err = w.penalise(ctx, n, r.capacity); err != nil {
 			return row, 0, err
 		}
 	}
-	var times []float64
 	var nb int64
-	var done atomic.Int64 // len(times), for the progress goroutine
-	prog := r.p.every(ctx, 2*time.Second, func() string {
-		return fmt.Sprintf("network_control %s, N=%d: measured %d/%d", control, n, done.Load(), r.plan.Reps)
-	})
 	b0, m0 := bulkBytes.Load(), r.clk.Now()
-	for i := 0; i < r.plan.Reps; i++ {
-		if n > 0 {
-			if err := r.waitPenalised(ctx, n, errs, false); err != nil {
-				prog()
-				return row, 0, err
+	times, err := measureReps(ctx, r.p, fmt.Sprintf("network_control %s, N=%d", control, n), r.plan.Reps,
+		w.before(ctx, n), nil,
+		func() (time.Duration, error) {
+			t0 := r.clk.Now()
+			got, err := normal.normal(ctx)
+			if err != nil {
+				return 0, fmt.Errorf("normal query: %w", err)
 			}
-		}
-		t0 := r.clk.Now()
-		got, err := normal.normal(ctx)
-		d := r.clk.Now().Sub(t0)
-		if err != nil {
-			prog()
-			return row, 0, fmt.Errorf("normal query: %w", err)
-		}
-		nb = got
-		times = append(times, durMs(d))
-		done.Add(1)
+			nb = got
+			return r.clk.Now().Sub(t0), nil
+		})
+	if err != nil {
+		return row, 0, err
 	}
-	prog()
 	if secs := r.clk.Now().Sub(m0).Seconds(); secs > 0 {
 		row.BulkMBps = float64(bulkBytes.Load()-b0) / 1e6 / secs
 	}
 	stopBulk()
-	row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs = summarize(times)
-	row.SamplesMs = times
+	row.PointTimes, row.SamplesMs = pointTimes(times), times
 	return row, nb, nil
-}
-
-// waitPenalised waits until n running bulk statements are penalised,
-// printing progress when verbose. After PenaltyTimeout it prints a warning
-// and lets the measurement go on (the report then shows what the
-// unpenalised statements did); it fails when a bulk session reports an
-// error.
-func (r *flowRun) waitPenalised(ctx context.Context, n int, errs <-chan error, verbose bool) error {
-	deadline := r.clk.Now().Add(r.plan.PenaltyTimeout)
-	next := r.clk.Now().Add(time.Second)
-	for {
-		running, pen := r.bulkStatements()
-		if pen >= n {
-			return nil
-		}
-		select {
-		case err := <-errs:
-			return err
-		default:
-		}
-		now := r.clk.Now()
-		if now.After(deadline) {
-			r.p.step("  warning: only %d of %d bulk statements penalised after %s (%d running); measuring anyway", pen, n, r.plan.PenaltyTimeout, running)
-			return nil
-		}
-		if verbose && now.After(next) {
-			r.p.step("  %d/%d bulk statements running, %d penalised", running, n, pen)
-			next = now.Add(time.Second)
-		}
-		if err := clock.Sleep(ctx, r.clk, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
-
-// bulkStatements counts the bulk sessions' running statements and how
-// many of them are penalised.
-func (r *flowRun) bulkStatements() (running, penalised int) {
-	for _, st := range r.s.reg.Active() {
-		snap := st.Snapshot()
-		if r.acc.isBulk(&snap) {
-			running++
-			if snap.Penalized {
-				penalised++
-			}
-		}
-	}
-	return running, penalised
 }
 
 // drain waits, for up to 10 s, until no bulk statement runs and the
 // link's queues are empty, so the next point starts on an idle link.
 func (r *flowRun) drain(ctx context.Context) {
 	waitIdle(ctx, r.clk, func() bool {
-		running, _ := r.bulkStatements()
+		running, _ := r.s.statements(r.acc.isBulk)
 		return running == 0 && r.s.queuedBytes() == 0
 	})
 }
 
-// summarize returns the median, mean, minimum and maximum of v.
-func summarize(v []float64) (median, mean, lo, hi float64) {
-	if len(v) == 0 {
-		return 0, 0, 0, 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		median = s[len(s)/2]
-	} else {
-		median = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	var sum float64
-	for _, x := range s {
-		sum += x
-	}
-	return median, sum / float64(len(s)), s[0], s[len(s)-1]
+// row returns the point for control and n, or nil.
+func (f *FlowReport) row(control string, n int) *FlowRow { return sweepAt(f.Rows, control, n) }
+
+// tables prints the points.
+func (f *FlowReport) tables(p *printer) { p.table(f.table()) }
+
+// table returns the flow-control points, one row per N with both
+// settings side by side.
+func (f *FlowReport) table() table {
+	mb := func(r *FlowRow) float64 { return r.BulkMBps }
+	return sweepTable(f.Rows, "bulk sessions N", []string{"off: bulk MB/s", "on: bulk MB/s"}, func(off, on *FlowRow) []string {
+		return []string{mbpsCell(off, mb), mbpsCell(on, mb)}
+	})
 }
 
-// fmtNum writes v with up to three decimals and no trailing zeros.
-func fmtNum(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "-"
+// charts returns the slowdown chart.
+func (f *FlowReport) charts() []chartFile { return []chartFile{{FileSlowdown, f.SlowdownChart}} }
+
+// SlowdownChart is the chart of the normal query's slowdown against the
+// number of bulk sessions, with network control off and on.
+func (f *FlowReport) SlowdownChart() *svg.Chart {
+	return sweepChart(&svg.Chart{
+		Title:  fmt.Sprintf("Slowdown of a %s query under N bulk sessions (link %s)", units.FormatBytes(roundMB(f.NormalBytes)), f.Capacity),
+		XLabel: "concurrent bulk sessions N",
+		YLabel: "slowdown (elapsed / elapsed at N = 0)",
+		ZeroX:  true, ZeroY: true,
+		Guides: []svg.Guide{{Y: 6, Label: "target with control off: >= 6x"}, {Y: 1.2, Label: "target with control on: <= 1.2x"}},
+	}, f.Rows)
+}
+
+// roundMB rounds a byte count to whole MB when it is within 5% of one,
+// so a 1,000,000-byte result reads "1MB".
+func roundMB(b int64) int64 {
+	mb := math.Round(float64(b) / 1e6)
+	if mb >= 1 && math.Abs(float64(b)-mb*1e6) <= 0.05*mb*1e6 {
+		return int64(mb * 1e6)
 	}
-	s := fmt.Sprintf("%.3f", v)
-	for len(s) > 1 && s[len(s)-1] == '0' {
-		s = s[:len(s)-1]
+	return b
+}
+
+func (f *FlowReport) writeMarkdown(w io.Writer) {
+	heading(w, 2, "flow control", "")
+	drain := func(b int64) float64 { return drainMs(b, f.CapacityBytes) }
+	fmt.Fprintf(w, "The route's link has a capacity of %s and a device FIFO of %s, the NIC ring plus kernel socket buffers of a busy host "+
+		"(%.1f ms to drain at that capacity). ", f.Capacity, units.FormatBytes(f.QueueBytes), drain(f.QueueBytes))
+	if f.Calibrated {
+		fmt.Fprintf(w, "The capacity was chosen so that one bulk session saturates it many times over: one session streamed %.0f MB/s through an unlimited link. "+
+			"The margin matters when the database, sluice and every client share one machine: bulk bytes cost processor time that the normal query "+
+			"would otherwise wait for, and a link well below what the machine can move keeps the link, not the processor, the bottleneck. ", f.StreamMBps)
 	}
-	if s[len(s)-1] == '.' {
-		s = s[:len(s)-1]
+	fmt.Fprintf(w, "N bulk sessions pull a large result in a loop:\n\n```sql\n%s\n```\n\n"+
+		"while one normal-priority session runs a query returning about %s, measured %d times per point "+
+		"(elapsed is the median):\n\n```sql\n%s\n```\n\n",
+		f.BulkSQL, units.FormatBytes(roundMB(f.NormalBytes)), f.Reps, f.NormalSQL)
+	fmt.Fprintf(w, "The bulk sessions are %s, with the exception rule that demotes them:\n\n```sql\n%s;\n```\n\n",
+		f.Binding, strings.Join(f.Setup, ";\n"))
+	fmt.Fprintf(w, "Each point waits until every bulk statement has been penalised (SHOW STATEMENTS shows `penalised = yes`, class `low`) before it measures. "+
+		"Slowdown is the elapsed time over the elapsed time at N = 0 with the same setting.\n\n")
+	f.table().markdown(w)
+	fmt.Fprintf(w, "\n![slowdown vs N](%s)\n\n", FileSlowdown)
+	off, on := f.row("off", sweepMaxN(f.Rows)), f.row("on", sweepMaxN(f.Rows))
+	fmt.Fprintf(w, "What the numbers show:\n\n")
+	fmt.Fprintf(w, "- **network_control = off**: the link is one FIFO, as an unmanaged network is. The slowdown comes from the shared %s device FIFO: "+
+		"the normal query's bytes get about one admission in N+1 as space frees (N+1 flows share the capacity), and each of its chunks "+
+		"queues behind whatever the bulk flows already put in the FIFO (%s is %.1f ms at %s). Its time grows roughly as (N+1) times its unloaded transfer time plus that queueing; "+
+		"the FIFO model column is that arithmetic, elapsed at N = 0 plus (N x %s + %s) / capacity.%s\n",
+		units.FormatBytes(f.QueueBytes), units.FormatBytes(f.QueueBytes), drain(f.QueueBytes), f.Capacity,
+		units.FormatBytes(roundMB(f.NormalBytes)), units.FormatBytes(f.QueueBytes), tookText(off, " its time on an idle link"))
+	fmt.Fprintf(w, "- **network_control = on**: the penalised bulk statements are in the low class. Their bytes are sent only when no normal-priority bytes wait, "+
+		"and the low-priority bytes inside the FIFO are bounded by low_priority_queue_bytes (%s, %.2f ms at %s), so a normal byte waits behind at most that much bulk data "+
+		"and while the normal query runs (and for %v after) the low class enters at most at low_priority_yield (%d%%) of the capacity, so its bytes do not take the processors "+
+		"the query's server, proxy and client need between round trips: the normal query runs at nearly its unloaded speed, and the bulk sessions have the whole link whenever it does not run.%s\n\n",
+		units.FormatBytes(f.LowQueueBytes), drain(f.LowQueueBytes), f.Capacity, link.YieldHold, link.DefaultLowYieldPercent, tookText(on, ""))
+}
+
+// tookText says what the normal query took at point r, its slowdown
+// followed by what, or "" without a point.
+func tookText(r *FlowRow, what string) string {
+	if r == nil {
+		return ""
 	}
-	if s == "-0" {
-		s = "0"
+	return fmt.Sprintf(" At N = %d the query took %.1f ms, %.2fx%s.", r.N, r.ElapsedMs, r.Slowdown, what)
+}
+
+// Target names of the flow-control experiment.
+const (
+	TargetSlowdownOff = "slowdown_n10_control_off"
+	TargetSlowdownOn  = "slowdown_n10_control_on"
+)
+
+// targets returns the flow-control experiment's targets: the slowdown
+// at N = 10 at least 6x with network_control off and at most 1.2x with
+// it on. A nil report (experiment not run) leaves them unmeasured.
+func (f *FlowReport) targets() []Target {
+	off := Target{Name: TargetSlowdownOff, Description: "slowdown at N=10 with network_control off", Want: ">= 6x"}
+	on := Target{Name: TargetSlowdownOn, Description: "slowdown at N=10 with network_control on", Want: "<= 1.2x"}
+	if f == nil {
+		return []Target{off, on}
 	}
-	return s
+	if r := f.row("off", 10); r != nil {
+		off.Measured, off.Value, off.Met = true, r.Slowdown, r.Slowdown >= 6
+	}
+	if r := f.row("on", 10); r != nil {
+		on.Measured, on.Value, on.Met = true, r.Slowdown, r.Slowdown <= 1.2
+	}
+	return []Target{off, on}
 }

@@ -69,114 +69,26 @@ const (
 // Only returns p with every experiment but the named one emptied
 // (skipped). "" returns p unchanged; an unknown name is a UsageError.
 func (p Plan) Only(experiment string) (Plan, error) {
-	out := Plan{Name: p.Name}
-	switch experiment {
-	case "":
+	if experiment == "" {
 		return p, nil
-	case ExperimentLatency:
-		out.Latency = p.Latency
-	case ExperimentFlow:
-		out.Flow = p.Flow
-	case ExperimentConcurrency:
-		out.Concurrency = p.Concurrency
-	case ExperimentWhatIf:
-		out.WhatIf = p.WhatIf
-	case ExperimentCluster:
-		out.Cluster = p.Cluster
-	case ExperimentBaseBackup:
-		out.BaseBackup = p.BaseBackup
-		if out.BaseBackup.DatabaseBytes <= 0 {
-			return p, &UsageError{Msg: fmt.Sprintf("the %s plan has no %s experiment (the full plan has)", planName(p), ExperimentBaseBackup)}
-		}
-	default:
+	}
+	out := Plan{Name: p.Name}
+	keep, ok := map[string]func(){
+		ExperimentLatency:     func() { out.Latency = p.Latency },
+		ExperimentFlow:        func() { out.Flow = p.Flow },
+		ExperimentConcurrency: func() { out.Concurrency = p.Concurrency },
+		ExperimentWhatIf:      func() { out.WhatIf = p.WhatIf },
+		ExperimentCluster:     func() { out.Cluster = p.Cluster },
+		ExperimentBaseBackup:  func() { out.BaseBackup = p.BaseBackup },
+	}[experiment]
+	if !ok {
 		return p, &UsageError{Msg: fmt.Sprintf("unknown experiment %q (want %s, %s, %s, %s, %s or %s)", experiment, ExperimentLatency, ExperimentFlow, ExperimentConcurrency, ExperimentWhatIf, ExperimentCluster, ExperimentBaseBackup)}
 	}
+	keep()
+	if experiment == ExperimentBaseBackup && out.BaseBackup.DatabaseBytes <= 0 {
+		return p, &UsageError{Msg: fmt.Sprintf("the %s plan has no %s experiment (the full plan has)", planName(p), ExperimentBaseBackup)}
+	}
 	return out, nil
-}
-
-// LatencyPlan is the scale of the latency experiment.
-type LatencyPlan struct {
-	// RTTs are the added round-trip times; 0 is always measured (it is
-	// the model's base) and added when missing. Empty skips the
-	// experiment.
-	RTTs []time.Duration
-	// PrepareRTTs are the added RTTs at which the table load (sluice
-	// bench prepare) is timed.
-	PrepareRTTs []time.Duration
-	// Threads is --threads; 0 picks 1 on the embedded backend (SQLite
-	// admits one writer at a time, so more threads would queue on its
-	// lock instead of on the network) and 4 on a server.
-	Threads int
-	// Tables and TableSize are --tables and --table-size.
-	Tables, TableSize int
-	// Time and Warmup are --time and --warmup-time of each run.
-	Time, Warmup time.Duration
-	// ReportInterval is --report-interval: how often a run prints a
-	// progress line. 0 prints none.
-	ReportInterval time.Duration
-}
-
-// FlowPlan is the scale of the flow-control experiment.
-type FlowPlan struct {
-	// Ns are the numbers of concurrent bulk sessions; 0 is always
-	// measured (it is the base of the slowdown) and added when missing.
-	// Empty skips the experiment.
-	Ns []int
-	// Reps is how many times the normal query is measured per point.
-	Reps int
-	// Capacity is the link capacity in bytes/s; 0 calibrates it: the
-	// largest of 100, 50, 20, 10, 5, 2 or 1 MB/s, at most MaxCapacity,
-	// that is at most a tenth of what one bulk session streams through
-	// an unlimited link, so that one session saturates it and the
-	// processor time the bulk traffic costs stays small (see the
-	// report).
-	Capacity int64
-	// MaxCapacity caps the calibrated capacity; 0 means 100 MB/s.
-	MaxCapacity int64
-	// RuleBandwidth and RuleElapsed are the exception rule's thresholds,
-	// in MB/s and seconds.
-	RuleBandwidth, RuleElapsed float64
-	// CheckPeriod is except_check_period.
-	CheckPeriod time.Duration
-	// PenaltyTimeout bounds the wait for the bulk statements to be
-	// penalised before measuring.
-	PenaltyTimeout time.Duration
-}
-
-// ConcurrencyPlan is the scale of the concurrency experiment.
-type ConcurrencyPlan struct {
-	// Limits are the ordinary pool's active_statements at each point; 0
-	// is unlimited, always measured (the base of the ratios) and added
-	// when missing. Empty skips the experiment.
-	Limits []int
-	// Sessions is the number of ordinary sessions, each running the
-	// ordinary statement in a loop; 0 means 32.
-	Sessions int
-	// Reps is how many times the high-priority query is measured per
-	// point; 0 means 50.
-	Reps int
-	// Capacity is the link capacity in bytes/s; 0 calibrates it as
-	// FlowPlan.Capacity says, capped by MaxCapacity (0: 100 MB/s).
-	Capacity, MaxCapacity int64
-	// Window is each flow's window on the link in bytes (the socket
-	// buffer a connection may fill); 0 means 64 KiB, with which 32
-	// sessions together fill the 2 MiB device queue. It should stay well
-	// below the ordinary result (512 kB): a statement then keeps at most
-	// a window in the queue.
-	Window int64
-	// RTT is the link's round-trip time (a one-way delay of RTT/2 in
-	// each direction); 0 means 1 ms. Each flow's window is in flight for
-	// a round trip, so what the sessions' windows hold beyond capacity x
-	// RTT waits in the device queue.
-	RTT time.Duration
-	// Settle is how long the ordinary sessions run before a point is
-	// measured; 0 means 1 s.
-	Settle time.Duration
-	// Measure is the least time a point's throughput is measured over:
-	// the ordinary sessions go on after the last high-priority query
-	// until it has passed, and at least until each could complete two
-	// statements at the link's capacity; 0 means 2 s.
-	Measure time.Duration
 }
 
 // QuickPlan is `sluice lab --quick`: a small table, short runs, fewer
@@ -188,18 +100,17 @@ func QuickPlan() Plan {
 		Latency: LatencyPlan{
 			RTTs:        ms(0, 1, 5, 10),
 			PrepareRTTs: ms(0, 10),
-			Tables:      1, TableSize: 10000,
-			Time: 3 * time.Second, Warmup: time.Second, ReportInterval: time.Second,
+			BenchPlan:   BenchPlan{Tables: 1, TableSize: 10000, Time: 3 * time.Second, Warmup: time.Second, ReportInterval: time.Second},
 		},
 		Flow: FlowPlan{
 			Ns: []int{0, 1, 4, 10}, Reps: 8,
-			RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
-			PenaltyTimeout: 15 * time.Second,
+			PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 15 * time.Second},
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 4}, Sessions: 32, Reps: 20},
 		WhatIf: WhatIfPlan{
-			RTTs: whatIfRTTs, Tables: 1, TableSize: 10000, Time: 3 * time.Second, Warmup: time.Second, ReportInterval: time.Second,
-			Batches: []int{1, 100}, Statements: 200, BatchStatements: 50, CommitEvery: 10, LoaderTime: time.Second,
+			RTTs:      whatIfRTTs,
+			BenchPlan: BenchPlan{Tables: 1, TableSize: 10000, Time: 3 * time.Second, Warmup: time.Second, ReportInterval: time.Second},
+			Batches:   []int{1, 100}, Statements: 200, BatchStatements: 50, CommitEvery: 10, LoaderTime: time.Second,
 		},
 	}
 }
@@ -211,18 +122,17 @@ func FullPlan() Plan {
 		Latency: LatencyPlan{
 			RTTs:        ms(0, 0.3, 1, 2, 5, 10, 20),
 			PrepareRTTs: ms(0, 10),
-			Tables:      1, TableSize: 100000,
-			Time: 15 * time.Second, Warmup: 3 * time.Second, ReportInterval: 5 * time.Second,
+			BenchPlan:   BenchPlan{Tables: 1, TableSize: 100000, Time: 15 * time.Second, Warmup: 3 * time.Second, ReportInterval: 5 * time.Second},
 		},
 		Flow: FlowPlan{
 			Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 20,
-			RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
-			PenaltyTimeout: 20 * time.Second,
+			PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second},
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
 		WhatIf: WhatIfPlan{
-			RTTs: whatIfRTTs, Tables: 1, TableSize: 100000, Time: 10 * time.Second, Warmup: 2 * time.Second, ReportInterval: 5 * time.Second,
-			Batches: []int{1, 100, 1000}, Statements: 500, BatchStatements: 100, CommitEvery: 10, LoaderTime: 3 * time.Second,
+			RTTs:      whatIfRTTs,
+			BenchPlan: BenchPlan{Tables: 1, TableSize: 100000, Time: 10 * time.Second, Warmup: 2 * time.Second, ReportInterval: 5 * time.Second},
+			Batches:   []int{1, 100, 1000}, Statements: 500, BatchStatements: 100, CommitEvery: 10, LoaderTime: 3 * time.Second,
 		},
 		Cluster:    ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6},
 		BaseBackup: fullBaseBackupPlan(),
@@ -257,64 +167,31 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
-	l := &o.Plan.Latency
-	if len(l.RTTs) > 0 {
-		if err := inRange(append(slices.Clone(l.RTTs), l.PrepareRTTs...), 10*time.Second, "added RTT", "0 to 10 s"); err != nil {
-			return err
-		}
-		l.RTTs = withZero(l.RTTs)
-		orDefault(&l.Tables, 1)
-		orDefault(&l.TableSize, 10000)
-		orDefault(&l.Time, 10*time.Second)
-		if l.Threads < 0 {
-			return &UsageError{Msg: "threads must be >= 0"}
-		}
-	}
-	f := &o.Plan.Flow
-	if len(f.Ns) > 0 {
-		if err := inRange(f.Ns, 100, "bulk sessions", "0 to 100"); err != nil {
-			return err
-		}
-		f.Ns = withZero(f.Ns)
-		orDefault(&f.Reps, 20)
-		orDefault(&f.MaxCapacity, 100_000_000)
-		orDefault(&f.RuleBandwidth, 0.05)
-		orDefault(&f.RuleElapsed, 0.5)
-		f.CheckPeriod = max(f.CheckPeriod, 100*time.Millisecond)
-		orDefault(&f.PenaltyTimeout, 20*time.Second)
-	}
-	c := &o.Plan.Concurrency
-	if len(c.Limits) > 0 {
-		if err := inRange(c.Limits, 1000, "active_statements", "0 (unlimited) to 1000"); err != nil {
-			return err
-		}
-		c.Limits = withZero(c.Limits)
-		orDefault(&c.Sessions, 32)
-		if c.Sessions > 200 {
-			return &UsageError{Msg: fmt.Sprintf("%d ordinary sessions out of range (1 to 200)", c.Sessions)}
-		}
-		orDefault(&c.Reps, 50)
-		orDefault(&c.MaxCapacity, 100_000_000)
-		orDefault(&c.Settle, time.Second)
-		orDefault(&c.Measure, 2*time.Second)
-		orDefault(&c.Window, 64<<10)
-		orDefault(&c.RTT, time.Millisecond)
-	}
-	if err := o.Plan.WhatIf.validate(); err != nil {
-		return err
-	}
-	if err := o.Plan.Cluster.validate(); err != nil {
-		return err
-	}
-	if b := &o.Plan.BaseBackup; b.DatabaseBytes > 0 {
-		if err := b.validate(); err != nil {
+	pl := &o.Plan
+	for _, v := range []interface{ validate() error }{&pl.Latency, &pl.Flow, &pl.Concurrency, &pl.WhatIf, &pl.Cluster, &pl.BaseBackup} {
+		if err := v.validate(); err != nil {
 			return err
 		}
 	}
-	if len(l.RTTs) == 0 && len(f.Ns) == 0 && len(c.Limits) == 0 && len(o.Plan.WhatIf.RTTs) == 0 && len(o.Plan.Cluster.Ns) == 0 && o.Plan.BaseBackup.DatabaseBytes <= 0 {
+	if len(pl.Latency.RTTs) == 0 && len(pl.Flow.Ns) == 0 && len(pl.Concurrency.Limits) == 0 && len(pl.WhatIf.RTTs) == 0 && len(pl.Cluster.Ns) == 0 && pl.BaseBackup.DatabaseBytes <= 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
 	}
 	return nil
+}
+
+// points checks a plan's points *vs, each in [0, hi] (what and rng name
+// them in the error, as inRange does), and adds the baseline 0 (see
+// withZero). It reports whether the experiment runs: it has points and
+// they are valid.
+func points[T int | time.Duration](vs *[]T, hi T, what, rng string) (run bool, err error) {
+	if len(*vs) == 0 {
+		return false, nil
+	}
+	if err := inRange(*vs, hi, what, rng); err != nil {
+		return false, err
+	}
+	*vs = withZero(*vs)
+	return true, nil
 }
 
 // inRange returns a UsageError naming the first of vs outside [0, hi]
@@ -336,6 +213,28 @@ func withZero[T int | time.Duration](vs []T) []T {
 	}
 	slices.Sort(vs)
 	return slices.Compact(vs)
+}
+
+// PenaltyRule is the exception rule of an experiment whose bulk jobs
+// it penalises (flow control, cluster), and the wait for it.
+type PenaltyRule struct {
+	// RuleBandwidth and RuleElapsed are the rule's thresholds, in MB/s
+	// and seconds; 0 means 0.05 and 0.5.
+	RuleBandwidth, RuleElapsed float64
+	// CheckPeriod is except_check_period; at least 100 ms.
+	CheckPeriod time.Duration
+	// PenaltyTimeout bounds each wait for the bulk jobs' statements to be
+	// penalised before a measurement, after which the point is measured
+	// anyway; 0 means the experiment's default.
+	PenaltyTimeout time.Duration
+}
+
+// defaults fills in r's defaults, timeout for PenaltyTimeout.
+func (r *PenaltyRule) defaults(timeout time.Duration) {
+	orDefault(&r.RuleBandwidth, 0.05)
+	orDefault(&r.RuleElapsed, 0.5)
+	r.CheckPeriod = max(r.CheckPeriod, 100*time.Millisecond)
+	orDefault(&r.PenaltyTimeout, timeout)
 }
 
 // orDefault sets *v to def when it is 0 or less (unset).
@@ -376,56 +275,28 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	p.printf("sluice lab (%s plan): %s\n", planName(o.Plan), db.describe)
 	p.printf("sluice route %s -> %s (protocol %s); every measured byte goes through it\n\n", route, db.upstream, db.protocol)
 
-	if len(o.Plan.Latency.RTTs) > 0 {
-		lr, err := runLatency(ctx, &latencyRun{plan: o.Plan.Latency, db: db, s: s, route: route, clk: clk, p: p})
+	e := &env{plan: o.Plan, pgBin: o.PostgresBin, db: db, s: s, route: route, clk: clk, log: log, p: p}
+	pl := o.Plan
+	for _, x := range []struct {
+		name string // in errors: "latency experiment: ..."
+		run  bool
+		exec func(context.Context, *env) (section, error)
+	}{
+		{"latency", len(pl.Latency.RTTs) > 0, experiment(runLatency, &rep.Latency)},
+		{"flow-control", len(pl.Flow.Ns) > 0, experiment(runFlow, &rep.Flow)},
+		{"concurrency", len(pl.Concurrency.Limits) > 0, experiment(runConcurrency, &rep.Concurrency)},
+		{"what-if", len(pl.WhatIf.RTTs) > 0, experiment(runWhatIf, &rep.WhatIf)},
+		{"cluster", len(pl.Cluster.Ns) > 0, experiment(runCluster, &rep.Cluster)},
+		{"base-backup", pl.BaseBackup.DatabaseBytes > 0, experiment(baseBackup, &rep.BaseBackup)},
+	} {
+		if !x.run {
+			continue
+		}
+		sec, err := x.exec(ctx, e)
 		if err != nil {
-			return nil, fmt.Errorf("latency experiment: %w", err)
+			return nil, fmt.Errorf("%s experiment: %w", x.name, err)
 		}
-		rep.Latency = lr
-		p.table(lr.table())
-	}
-	if len(o.Plan.Flow.Ns) > 0 {
-		fr, err := runFlow(ctx, &flowRun{plan: o.Plan.Flow, db: db, s: s, route: route, clk: clk, log: log, p: p})
-		if err != nil {
-			return nil, fmt.Errorf("flow-control experiment: %w", err)
-		}
-		rep.Flow = fr
-		p.table(fr.table())
-	}
-	if len(o.Plan.Concurrency.Limits) > 0 {
-		cr, err := runConcurrency(ctx, &concRun{plan: o.Plan.Concurrency, db: db, s: s, clk: clk, p: p})
-		if err != nil {
-			return nil, fmt.Errorf("concurrency experiment: %w", err)
-		}
-		rep.Concurrency = cr
-		if cr.Unsupported == "" {
-			p.table(cr.table())
-		}
-	}
-	if len(o.Plan.WhatIf.RTTs) > 0 {
-		wr, err := runWhatIf(ctx, &whatIfRun{plan: o.Plan.WhatIf, db: db, s: s, route: route, clk: clk, p: p})
-		if err != nil {
-			return nil, fmt.Errorf("what-if experiment: %w", err)
-		}
-		rep.WhatIf = wr
-		p.table(wr.table())
-	}
-	if len(o.Plan.Cluster.Ns) > 0 {
-		cr, err := runCluster(ctx, &clusterRun{plan: o.Plan.Cluster, db: db, bin: o.PostgresBin, s: s, clk: clk, log: log, p: p})
-		if err != nil {
-			return nil, fmt.Errorf("cluster experiment: %w", err)
-		}
-		rep.Cluster = cr
-		if cr.Skipped == "" {
-			p.table(cr.table())
-		}
-	}
-	if o.Plan.BaseBackup.DatabaseBytes > 0 {
-		br, err := baseBackup(ctx, &o, db, s, clk, p)
-		if err != nil {
-			return nil, fmt.Errorf("base-backup experiment: %w", err)
-		}
-		rep.BaseBackup = br
+		sec.tables(p)
 	}
 	rep.Seconds = clk.Now().Sub(start).Seconds()
 	rep.Targets = rep.evaluate()

@@ -20,7 +20,6 @@ import (
 
 	"github.com/sluicelab/sluice/internal/bench"
 	"github.com/sluicelab/sluice/internal/clock"
-	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/litepg"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
@@ -34,12 +33,11 @@ func tinyPlan() Plan {
 		Name: "tiny",
 		Latency: LatencyPlan{
 			RTTs: ms(0, 10), PrepareRTTs: ms(0, 10),
-			Threads: 1, Tables: 1, TableSize: 1000, Time: time.Second, ReportInterval: time.Second,
+			BenchPlan: BenchPlan{Threads: 1, Tables: 1, TableSize: 1000, Time: time.Second, ReportInterval: time.Second},
 		},
 		Flow: FlowPlan{
 			Ns: []int{0, 2}, Reps: 3,
-			RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond,
-			PenaltyTimeout: 20 * time.Second,
+			PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second},
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2}, Sessions: 16, Reps: 15, Settle: 500 * time.Millisecond, Measure: time.Second},
 		WhatIf:      tinyWhatIf(),
@@ -308,11 +306,7 @@ func TestRunMySQLDSN(t *testing.T) {
 // TestRunThrowawayPostgres is `sluice lab --backend postgres`: a server
 // from the installed binaries, where the lab creates its bulk login.
 func TestRunThrowawayPostgres(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 20s here; runs without -short")
-	}
-	if _, err := pgtemp.FindBinaries(""); err != nil {
-		testenv.Missing(t, "%v", err)
+	if _, ok := needPostgres(t, "20s"); !ok {
 		return
 	}
 	rep := runTiny(t, Options{Backend: BackendPostgres})
@@ -369,31 +363,12 @@ func TestRunUsageErrors(t *testing.T) {
 }
 
 func TestRunCancelled(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var progress testenv.Buffer
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, Options{Plan: tinyPlan(), Progress: &progress})
-		done <- err
-	}()
-	for !strings.Contains(progress.String(), "RTT 0 ms: a minimal round trip") {
-		select {
-		case err := <-done:
-			t.Fatalf("Run ended early: %v", err)
-		case <-time.After(20 * time.Millisecond):
-		}
+	progress, err := cancelRun(t, Options{Plan: tinyPlan()}, "RTT 0 ms: a minimal round trip", 3*time.Minute, 30*time.Second, nil)
+	if err == nil {
+		t.Fatal("cancelled Run returned no error")
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("cancelled Run returned no error")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not stop after cancel")
-	}
-	if !strings.Contains(progress.String(), "dropped the benchmark tables") {
-		t.Errorf("no cleanup after cancel:\n%s", progress.String())
+	if !strings.Contains(progress, "dropped the benchmark tables") {
+		t.Errorf("no cleanup after cancel:\n%s", progress)
 	}
 }
 
@@ -419,7 +394,7 @@ func BenchmarkEmbeddedOLTP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lr := &latencyRun{plan: LatencyPlan{Tables: 1, TableSize: 10000, Threads: 10}, db: db, s: s, route: route, clk: clock.Real{}}
+	lr := &latencyRun{env: &env{db: db, s: s, route: route, clk: clock.Real{}}, plan: LatencyPlan{BenchPlan: BenchPlan{Tables: 1, TableSize: 10000, Threads: 10}}}
 	o := lr.options()
 	o.Time, o.Format = 0, bench.FormatJSON
 	if err := bench.Prepare(ctx, o, io.Discard); err != nil {

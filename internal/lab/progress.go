@@ -49,6 +49,13 @@ func (p *printer) table(t table) {
 	p.printf("\n")
 }
 
+// tableIf writes the table t returns as table does, when print is set.
+func (p *printer) tableIf(print bool, t func() table) {
+	if print {
+		p.table(t())
+	}
+}
+
 // step writes one progress line stamped with the time since the start.
 func (p *printer) step(format string, args ...any) {
 	d := p.clk.Now().Sub(p.start)

@@ -17,8 +17,8 @@ import (
 func sampleReport() *Report {
 	r := &Report{Plan: "quick", Backend: BackendEmbedded, Database: "embedded", Protocol: protoPostgres,
 		Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Seconds: 61}
-	r.Latency = &LatencyReport{Workload: "oltp_read_write", Driver: "pgsql", Threads: 1, Tables: 1, TableSize: 10000,
-		RunSeconds: 3, WarmupSeconds: 1, BaseLatencyMs: 1.8, RoundTrips: 20, Command: "sluice bench ..."}
+	r.Latency = &LatencyReport{BenchSetup: BenchSetup{Workload: "oltp_read_write", Driver: "pgsql", Threads: 1, Tables: 1, TableSize: 10000,
+		RunSeconds: 3, WarmupSeconds: 1}, LatencyModel: LatencyModel{BaseLatencyMs: 1.8, RoundTrips: 20}, Command: "sluice bench ..."}
 	for _, rtt := range []float64{0, 1, 5, 10} {
 		pred := 1 / (0.0018 + 0.020*rtt)
 		tps := pred * (1 - 0.01*rtt)
@@ -27,8 +27,8 @@ func sampleReport() *Report {
 			PredictedTPS: pred, Deviation: tps/pred - 1, RoundTrips: 20, Transactions: 100})
 	}
 	r.Latency.Prepare = []PrepareRow{{RTTMs: 0, Seconds: 0.1, Rows: 10000}, {RTTMs: 10, Seconds: 0.13, Rows: 10000}}
-	r.Flow = &FlowReport{CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 250,
-		QueueBytes: 2 << 20, LowQueueBytes: 64 << 10, BulkSQL: pgBulkSQL, NormalSQL: pgNormalSQL,
+	r.Flow = &FlowReport{LinkCapacity: LinkCapacity{CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 250},
+		LinkQueue: LinkQueue{QueueBytes: 2 << 20, LowQueueBytes: 64 << 10}, BulkSQL: pgBulkSQL, NormalSQL: pgNormalSQL,
 		NormalBytes: 1e6, Reps: 3, Setup: []string{"CREATE EXCEPT RULE ..."}, Binding: "user bulk"}
 	for _, c := range []string{"off", "on"} {
 		for _, n := range []int{0, 1, 4, 10} {
@@ -38,8 +38,8 @@ func sampleReport() *Report {
 			} else {
 				e += 0.4 * float64(n)
 			}
-			r.Flow.Rows = append(r.Flow.Rows, FlowRow{Control: c, N: n, ElapsedMs: e, MeanMs: e, MinMs: e, MaxMs: e,
-				Slowdown: e / 52, SamplesMs: []float64{e, e, e}})
+			r.Flow.Rows = append(r.Flow.Rows, FlowRow{Control: c, N: n, PointTimes: PointTimes{ElapsedMs: e, MeanMs: e, MinMs: e, MaxMs: e,
+				Slowdown: e / 52}, SamplesMs: []float64{e, e, e}})
 		}
 	}
 	r.Concurrency = sampleConcurrency()
@@ -49,7 +49,7 @@ func sampleReport() *Report {
 
 // sampleConcurrency is a concurrency report with plausible figures.
 func sampleConcurrency() *ConcurrencyReport {
-	c := &ConcurrencyReport{CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 400,
+	c := &ConcurrencyReport{LinkCapacity: LinkCapacity{CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 400},
 		QueueBytes: 2 << 20, WindowBytes: 64 << 10, Sessions: 32, OrdinarySQL: pgOrdinarySQL, HighSQL: pgHighSQL,
 		OrdinaryBytes: 512000, Reps: 3, MeasureSeconds: 2, Setup: []string{"CREATE RESOURCE POOL conc_pool"}}
 	for _, limit := range []int{0, 2, 4, 8} {
@@ -203,7 +203,7 @@ func TestEvaluateConcurrency(t *testing.T) {
 }
 
 func TestConcurrencyBound(t *testing.T) {
-	c := &ConcurrencyReport{CapacityBytes: 20e6, QueueBytes: 2 << 20, WindowBytes: 64 << 10, Sessions: 32}
+	c := &ConcurrencyReport{LinkCapacity: LinkCapacity{CapacityBytes: 20e6}, QueueBytes: 2 << 20, WindowBytes: 64 << 10, Sessions: 32}
 	for _, tt := range []struct {
 		limit int
 		want  float64 // ms

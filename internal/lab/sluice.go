@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/admission"
@@ -110,33 +109,6 @@ func (s *sluice) queuedBytes() int64 {
 	return st.Directions[link.Down].QueueBytes() + st.Directions[link.Up].QueueBytes()
 }
 
-// waitIdle polls idle every 20 ms of clk, for up to 10 s, until it
-// reports true; the end of ctx ends the wait early. It reports nothing:
-// a point that starts on a busy link is measured all the same.
-func waitIdle(ctx context.Context, clk clock.Clock, idle func() bool) {
-	deadline := clk.Now().Add(10 * time.Second)
-	for clk.Now().Before(deadline) && !idle() {
-		if clock.Sleep(ctx, clk, 20*time.Millisecond) != nil {
-			return
-		}
-	}
-}
-
-// stopOnce returns a function that, the first time it is called, calls
-// stop (which ends the background sessions), waits for wg and then calls
-// drain; later calls do nothing. Not safe for concurrent use.
-func stopOnce(stop func(), wg *sync.WaitGroup, drain func()) func() {
-	stopped := false
-	return func() {
-		if !stopped {
-			stopped = true
-			stop()
-			wg.Wait()
-			drain()
-		}
-	}
-}
-
 func (s *sluice) linkStats() link.Stats {
 	if l := s.links.Link(wlm.DefaultLink); l != nil {
 		return l.Stats()
@@ -153,3 +125,91 @@ func (s *sluice) admission(pool string) (running, waiting int) {
 }
 
 func (s *sluice) close() { s.st.Close() }
+
+// linkCounts are bytes that left the default link, server to client.
+type linkCounts struct{ total, low int64 }
+
+// linkBytes returns the bytes that have left the default link's device
+// queue, server to client (admitted minus still queued), in all and in
+// the low class.
+func (s *sluice) linkBytes() linkCounts {
+	d := s.linkStats().Directions[link.Down]
+	var in int64
+	for _, c := range d.Classes {
+		in += c.Bytes
+	}
+	return linkCounts{total: in - d.QueueBytes(), low: d.Classes[link.Low].Bytes - d.Queue[link.Low]}
+}
+
+// rate is n bytes over d in bytes/s; 0 for no time.
+func rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// releasedSince returns how many chunks the delay lines released since
+// before, a lateness snapshot, and how late they left after their
+// emulated release times on average, in µs (negative: early; 0 for no
+// chunk).
+func (s *sluice) releasedSince(before netem.LatenessSnapshot) (chunks uint64, lateUs float64) {
+	late := s.lateness()
+	chunks = late.Count - before.Count
+	if chunks > 0 {
+		lateUs = float64(late.Sum-before.Sum) / float64(chunks) / float64(time.Microsecond)
+	}
+	return chunks, lateUs
+}
+
+// statements counts the running statements that match picks out and how
+// many of them are penalised.
+func (s *sluice) statements(match func(*session.Snapshot) bool) (running, penalised int) {
+	for _, st := range s.reg.Active() {
+		snap := st.Snapshot()
+		if match(&snap) {
+			running++
+			if snap.Penalized {
+				penalised++
+			}
+		}
+	}
+	return running, penalised
+}
+
+// queueSamples sum what sampleQueue saw.
+type queueSamples struct {
+	n int64 // samples
+	// queueSum and queueMax are the default link's device queue, server
+	// to client, in bytes, summed over the samples and at most.
+	queueSum, queueMax int64
+	// runningMax is the most statements of the pool holding an
+	// admission slot; waitingSum the statements waiting for one, summed.
+	runningMax int
+	waitingSum int64
+}
+
+// sampleQueue samples the default link's device queue (server to
+// client) and pool's admission every period of clk until the returned
+// stop is called, which returns what the samples saw.
+func (s *sluice) sampleQueue(ctx context.Context, clk clock.Clock, period time.Duration, pool string) (stop func() queueSamples) {
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan queueSamples, 1)
+	go func() {
+		var q queueSamples
+		for clock.Sleep(sctx, clk, period) == nil {
+			b := s.linkStats().Directions[link.Down].QueueBytes()
+			running, waiting := s.admission(pool)
+			q.n++
+			q.queueSum += b
+			q.queueMax = max(q.queueMax, b)
+			q.runningMax = max(q.runningMax, running)
+			q.waitingSum += int64(waiting)
+		}
+		done <- q
+	}()
+	return func() queueSamples {
+		cancel()
+		return <-done
+	}
+}

@@ -3,8 +3,10 @@ package lab
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
-	"net/url"
+	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -12,9 +14,43 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/bench"
-	"github.com/sluicelab/sluice/internal/clock"
-	"github.com/sluicelab/sluice/internal/whatif"
+	"github.com/sluicelab/sluice/internal/lab/svg"
 )
+
+// whatIfRTTs are the RTTs, in ms, the quick and full plans check.
+var whatIfRTTs = ms(1, 5, 10)
+
+// whatIfTarget is how close (relative error) the predictions at 10 ms
+// must come to the measurements.
+const whatIfTarget = 0.10
+
+// Application names of the experiment's sessions, so that sluice's
+// what-if table keeps each job apart from the rest of the lab.
+const (
+	whatIfSetupApp  = "sluice-lab-setup"
+	whatIfOLTPApp   = "sluice-lab-oltp"
+	whatIfLoaderApp = "sluice-lab-loader-" // + rows per INSERT
+)
+
+// job names.
+const jobOLTP = "oltp_read_write"
+
+// WhatIfReport is the what-if experiment's outcome.
+type WhatIfReport struct {
+	BenchSetup
+	CommitEvery int `json:"commit_every_statements"`
+	// LoaderSeconds is WhatIfPlan.LoaderTime.
+	LoaderSeconds float64 `json:"loader_seconds,omitempty"`
+	// BenchRoundTrips is the round trips per transaction the benchmark
+	// itself counted in its unshaped run.
+	BenchRoundTrips float64 `json:"bench_round_trips_per_transaction"`
+	// Baseline is what sluice measured of each job, unshaped.
+	Baseline []WhatIfApp `json:"baseline"`
+	// Rows are the predictions beside the measurements, by job and RTT.
+	Rows []WhatIfRow `json:"runs"`
+	// Loads extrapolate each loader to a 4 GB table.
+	Loads []WhatIfLoad `json:"loads"`
+}
 
 // WhatIfPlan is the scale of the what-if experiment.
 type WhatIfPlan struct {
@@ -23,19 +59,12 @@ type WhatIfPlan struct {
 	// is always measured and added when missing. Empty skips the
 	// experiment.
 	RTTs []time.Duration
-	// Threads is oltp_read_write's --threads; 0 picks 1 on the embedded
-	// backend and on a server one per core, at most 4: more threads than
-	// cores keep the CPUs busy unshaped, the waiting an added RTT brings
-	// frees them, and that the model does not predict (see package
-	// whatif's limits).
-	Threads int
-	// Tables and TableSize are --tables and --table-size.
-	Tables, TableSize int
-	// Time and Warmup are --time and --warmup-time of each benchmark run.
-	Time, Warmup time.Duration
-	// ReportInterval is --report-interval: how often a benchmark run
-	// prints a progress line. 0 prints none.
-	ReportInterval time.Duration
+	// BenchPlan is oltp_read_write's flags; Threads 0 picks 1 on the
+	// embedded backend and on a server one per core, at most 4: more
+	// threads than cores keep the CPUs busy unshaped, the waiting an
+	// added RTT brings frees them, and that the model does not predict
+	// (see package whatif's limits).
+	BenchPlan
 	// Batches are the loader's rows per INSERT statement: 1 (row at a
 	// time, always run and added when missing) and the batched sizes.
 	Batches []int
@@ -55,151 +84,37 @@ type WhatIfPlan struct {
 	LoaderTime time.Duration
 }
 
-// whatIfRTTs are the RTTs, in ms, the quick and full plans check.
-var whatIfRTTs = ms(1, 5, 10)
-
-// whatIfTarget is how close (relative error) the predictions at 10 ms
-// must come to the measurements.
-const whatIfTarget = 0.10
-
-// Application names of the experiment's sessions, so that sluice's
-// what-if table keeps each job apart from the rest of the lab.
-const (
-	whatIfSetupApp  = "sluice-lab-setup"
-	whatIfOLTPApp   = "sluice-lab-oltp"
-	whatIfLoaderApp = "sluice-lab-loader-" // + rows per INSERT
-)
-
-// whatIfTable is the loader's table: sbtest's row shape (two integers,
-// 120 and 60 characters).
-const whatIfTable = "sluice_lab_whatif_load"
-
-// WhatIfReport is the what-if experiment's outcome.
-type WhatIfReport struct {
-	Workload      string  `json:"workload"`
-	Driver        string  `json:"driver"`
-	Threads       int     `json:"threads"`
-	Tables        int     `json:"tables"`
-	TableSize     int     `json:"table_size"`
-	RunSeconds    float64 `json:"run_seconds"`
-	WarmupSeconds float64 `json:"warmup_seconds"`
-	CommitEvery   int     `json:"commit_every_statements"`
-	// LoaderSeconds is WhatIfPlan.LoaderTime.
-	LoaderSeconds float64 `json:"loader_seconds,omitempty"`
-	// BenchRoundTrips is the round trips per transaction the benchmark
-	// itself counted in its unshaped run.
-	BenchRoundTrips float64 `json:"bench_round_trips_per_transaction"`
-	// Baseline is what sluice measured of each job, unshaped.
-	Baseline []WhatIfApp `json:"baseline"`
-	// Rows are the predictions beside the measurements, by job and RTT.
-	Rows []WhatIfRow `json:"runs"`
-	// Loads extrapolate each loader to a 4 GB table.
-	Loads []WhatIfLoad `json:"loads"`
+// validate checks p and fills in its defaults; an empty p is valid (the
+// experiment is skipped).
+func (p *WhatIfPlan) validate() error {
+	if len(p.RTTs) == 0 {
+		return nil
+	}
+	if err := inRange(p.RTTs, 10*time.Second, "added RTT", "0 to 10 s"); err != nil {
+		return err
+	}
+	p.RTTs = withZero(slices.Clone(p.RTTs))
+	if len(p.RTTs) < 2 {
+		return &UsageError{Msg: "the what-if experiment needs an added RTT above 0"}
+	}
+	if err := inRange(p.Batches, 10000, "rows per INSERT", "1 to 10000"); err != nil {
+		return err
+	}
+	if slices.Contains(p.Batches, 0) {
+		return &UsageError{Msg: "rows per INSERT must be at least 1"}
+	}
+	p.Batches = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(p.Batches), 1))))
+	orDefault(&p.Statements, 200)
+	orDefault(&p.BatchStatements, 50)
+	orDefault(&p.CommitEvery, 10)
+	return p.BenchPlan.validate()
 }
-
-// WhatIfApp is one job as sluice's what-if table showed it at added RTT
-// 0 (SHOW WHATIF's columns).
-type WhatIfApp struct {
-	Job string `json:"job"`
-	// ReportApp is the job's application as GET /api/whatif shows it,
-	// without predictions: the rows hold them, beside the measurements.
-	// Its Transactions is what sluice counted in its window.
-	whatif.ReportApp
-	// RowsPerStatement is the loader's INSERT size; 0 for the benchmark.
-	RowsPerStatement int `json:"rows_per_statement,omitempty"`
-	// RunTransactions and Statements are what one loader run sends.
-	RunTransactions int `json:"run_transactions,omitempty"`
-	Statements      int `json:"statements,omitempty"`
-	// BytesPerRow is the SQL text the loader sent per row.
-	BytesPerRow float64 `json:"bytes_per_row,omitempty"`
-}
-
-// WhatIfRow is one job at one added RTT: sluice's prediction from the
-// baseline and what the run measured. For the benchmark the headline
-// figure is TPS; for a loader it is the run's duration.
-type WhatIfRow struct {
-	Job   string  `json:"job"`
-	RTTMs float64 `json:"rtt_ms"`
-	// PredictedTPS and PredictedLatencyMs are sluice's prediction
-	// (whatif.Predict, what SHOW WHATIF shows as predicted_tps and
-	// predicted_latency_ms); at RTT 0 they are what sluice measured.
-	PredictedTPS       float64 `json:"predicted_tps"`
-	PredictedLatencyMs float64 `json:"predicted_latency_ms"`
-	TPS                float64 `json:"tps"`
-	LatencyMs          float64 `json:"latency_ms"`
-	// PredictedSeconds is a loader run's predicted duration
-	// (whatif.JobDuration: transactions x (cycle + round trips x RTT));
-	// Seconds is its measured duration. 0 for the benchmark.
-	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
-	Seconds          float64 `json:"seconds,omitempty"`
-	// Runs is how many times the loader job ran at this setting; Seconds
-	// is their mean. 0 for the benchmark.
-	Runs int `json:"runs,omitempty"`
-	// Error is the headline figure's measured / predicted - 1.
-	Error float64 `json:"error"`
-	// PingMs is the median time of a minimal round trip (SELECT 1, a MySQL
-	// ping) through the route at this setting, before the runs.
-	PingMs float64 `json:"ping_ms"`
-	// AppliedRTTMs is the RTT the route really added: PingMs less the
-	// unshaped PingMs, which counts the delay line's lateness and the
-	// time client and server take to wake after each delayed message;
-	// AppliedError is Error against the prediction at that RTT, which
-	// leaves out what the emulation adds beyond RTTMs. 0 at RTT 0.
-	AppliedRTTMs float64 `json:"applied_rtt_ms,omitempty"`
-	AppliedError float64 `json:"applied_error,omitempty"`
-	// IgnoredErrors are the benchmark's ignored errors (deadlocks, lock
-	// timeouts) during the run; 0 for a loader.
-	IgnoredErrors uint64 `json:"ignored_errors"`
-	// Releases and LateUs are the delay lines' chunks and their mean
-	// release lateness in µs during the run, as in the latency
-	// experiment.
-	Releases uint64  `json:"delayed_chunks"`
-	LateUs   float64 `json:"release_late_us"`
-}
-
-// WhatIfLoad extrapolates a loader to a table of LoadBytes.
-type WhatIfLoad struct {
-	RowsPerStatement int     `json:"rows_per_statement"`
-	BytesPerRow      float64 `json:"bytes_per_row"`
-	LoadBytes        float64 `json:"load_bytes"`
-	Rows             float64 `json:"rows"`
-	// Hours are the measured per-statement time at each RTT scaled to
-	// Rows, in the order of RTTMs; PredictedHours the same of sluice's
-	// prediction.
-	RTTMs          []float64 `json:"rtt_ms"`
-	Hours          []float64 `json:"hours"`
-	PredictedHours []float64 `json:"predicted_hours"`
-}
-
-// whatIfLoadBytes is the table size the report extrapolates to.
-const whatIfLoadBytes = 4e9
 
 // whatIfRun is the state of one what-if experiment.
 type whatIfRun struct {
+	*env
 	plan  WhatIfPlan
-	db    *database
-	s     *sluice
-	route string
-	clk   clock.Clock
-	p     *printer
 	basis map[string]predictBasis // by job, from its unshaped run
-}
-
-// predictBasis is what a job's predictions come from: its row of the
-// what-if table and, for a loader, the transactions of a run.
-type predictBasis struct {
-	app  whatif.App
-	txns int
-}
-
-// job names.
-const jobOLTP = "oltp_read_write"
-
-func loaderJob(b int) string {
-	if b == 1 {
-		return "loader, 1 row per INSERT"
-	}
-	return fmt.Sprintf("loader, %d rows per INSERT", b)
 }
 
 // options returns the benchmark's options, its sessions named app.
@@ -208,37 +123,20 @@ func (r *whatIfRun) options(app string) bench.Options {
 	if threads == 0 && r.db.kind != BackendEmbedded {
 		threads = min(4, runtime.NumCPU())
 	}
-	lr := latencyRun{plan: LatencyPlan{Threads: threads, Tables: r.plan.Tables, TableSize: r.plan.TableSize,
-		Time: r.plan.Time, Warmup: r.plan.Warmup, ReportInterval: r.plan.ReportInterval}, db: r.db, route: r.route, clk: r.clk}
+	lr := latencyRun{env: r.env, plan: LatencyPlan{BenchPlan: r.plan.BenchPlan}}
+	lr.plan.Threads = threads
 	o := lr.options()
 	o.DSN = withApp(o.DSN, r.db.protocol, app)
 	return o
 }
 
-// withApp returns the URL u with its sessions named app: PostgreSQL's
-// application_name, MySQL's program_name connection attribute.
-func withApp(u, protocol, app string) string {
-	pu, err := url.Parse(u)
-	if err != nil {
-		return u
-	}
-	q := pu.Query()
-	if protocol == protoMySQL {
-		q.Set("connectionAttributes", "program_name:"+app)
-	} else {
-		q.Set("application_name", app)
-	}
-	pu.RawQuery = q.Encode()
-	return pu.String()
-}
-
-func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
+func runWhatIf(ctx context.Context, e *env) (*WhatIfReport, error) {
+	r := &whatIfRun{env: e, plan: e.plan.WhatIf}
 	p := r.p
 	r.basis = map[string]predictBasis{}
 	o := r.options(whatIfOLTPApp)
 	rep := &WhatIfReport{
-		Workload: o.Workload, Driver: o.Driver, Threads: o.Threads, Tables: o.Tables, TableSize: o.TableSize,
-		RunSeconds: o.Time.Seconds(), WarmupSeconds: o.WarmupTime.Seconds(), CommitEvery: r.plan.CommitEvery, LoaderSeconds: r.plan.LoaderTime.Seconds(),
+		BenchSetup: benchSetup(o), CommitEvery: r.plan.CommitEvery, LoaderSeconds: r.plan.LoaderTime.Seconds(),
 	}
 	p.printf("== Experiment 4: what-if ==\n")
 	p.printf("%s (%s) and a single-session loader (BEGIN, %d INSERTs, COMMIT; %s rows per INSERT) run unshaped through sluice; "+
@@ -252,12 +150,11 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 	}
 	defer setup.close()
 	p.step("prepare: loading %s x %d rows", plural(o.Tables, "table"), o.TableSize)
-	if err := bench.Prepare(ctx, prep, &lineFilter{out: p, indent: "           "}); err != nil {
-		if strings.Contains(err.Error(), "already exists") {
-			return nil, fmt.Errorf("prepare: %w (the database already has sbtest tables; drop them with `sluice bench oltp_read_write cleanup --db-driver=%s --dsn=URL` or use another database)", err, o.Driver)
+	if err := r.prepare(ctx, prep); err != nil {
+		if !errors.Is(err, errTablesExist) {
+			r.cleanup(ctx, prep, setup, false)
 		}
-		r.cleanup(ctx, prep, setup, false)
-		return nil, fmt.Errorf("prepare: %w", err)
+		return nil, err
 	}
 	if _, err := setup.run(ctx, loaderDDL, nil); err != nil {
 		r.cleanup(ctx, prep, setup, false)
@@ -316,11 +213,8 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 			if err != nil {
 				return nil, fmt.Errorf("loader (%d rows per INSERT) at RTT %s: %w", b, fmtRTT(rtt), err)
 			}
-			late := r.s.lateness()
-			row := WhatIfRow{Job: loaderJob(b), RTTMs: rttMs(rtt), Seconds: lr.seconds, Runs: lr.runs, Releases: late.Count - before.Count}
-			if row.Releases > 0 {
-				row.LateUs = float64(late.Sum-before.Sum) / float64(row.Releases) / float64(time.Microsecond)
-			}
+			row := WhatIfRow{Job: loaderJob(b), RTTMs: rttMs(rtt), Seconds: lr.seconds, Runs: lr.runs}
+			row.Releases, row.LateUs = r.s.releasedSince(before)
 			if lr.seconds > 0 {
 				row.TPS = float64(lr.transactions) / lr.seconds
 				row.LatencyMs = 1000 * lr.seconds / float64(lr.transactions)
@@ -339,241 +233,66 @@ func runWhatIf(ctx context.Context, r *whatIfRun) (*WhatIfReport, error) {
 	if err := r.s.setRTT(ctx, 0); err != nil {
 		return nil, err
 	}
-	for i := range rep.Rows {
-		row := &rep.Rows[i]
-		m := measured[row.Job][row.RTTMs]
-		row.TPS, row.LatencyMs, row.Seconds, row.Runs, row.Releases, row.LateUs = m.TPS, m.LatencyMs, m.Seconds, m.Runs, m.Releases, m.LateUs
-		row.Error = headlineError(*row, row.PredictedTPS, row.PredictedSeconds)
-		row.PingMs, row.IgnoredErrors = pingMs[row.RTTMs], m.IgnoredErrors
-		if b, ok := r.basis[row.Job]; ok && row.RTTMs > 0 {
-			applied := time.Duration(float64(time.Millisecond) * max(pingMs[row.RTTMs]-pingMs[0], 0))
-			row.AppliedRTTMs = durMs(applied)
-			tps, secs := whatif.Predict(b.app, applied).TPS, 0.0
-			if b.txns > 0 {
-				secs = whatif.JobDuration(b.app, int64(b.txns), applied).Seconds()
-				tps = float64(b.txns) / secs
-			}
-			row.AppliedError = headlineError(*row, tps, secs)
-		}
-	}
+	r.compare(rep, measured, pingMs)
 	rep.Loads = extrapolate(rep, r.plan.Batches)
 	return rep, nil
 }
 
-// headlineError is the row's measured headline figure over the
-// predicted one, less 1: duration for a loader, TPS for the benchmark.
-func headlineError(row WhatIfRow, predictedTPS, predictedSeconds float64) float64 {
-	switch {
-	case row.Job != jobOLTP && predictedSeconds > 0:
-		return row.Seconds/predictedSeconds - 1
-	case row.Job == jobOLTP && predictedTPS > 0:
-		return row.TPS/predictedTPS - 1
-	}
-	return 0
-}
-
-// jobRank orders the benchmark first, then the loaders by batch size.
-func jobRank(job string) int {
-	if job == jobOLTP {
-		return 0
-	}
-	var b int
-	fmt.Sscanf(strings.TrimPrefix(job, "loader, "), "%d", &b)
-	return 1 + b
+// WhatIfRow is one job at one added RTT: sluice's prediction from the
+// baseline and what the run measured. For the benchmark the headline
+// figure is TPS; for a loader it is the run's duration.
+type WhatIfRow struct {
+	Job   string  `json:"job"`
+	RTTMs float64 `json:"rtt_ms"`
+	// PredictedTPS and PredictedLatencyMs are sluice's prediction
+	// (whatif.Predict, what SHOW WHATIF shows as predicted_tps and
+	// predicted_latency_ms); at RTT 0 they are what sluice measured.
+	PredictedTPS       float64 `json:"predicted_tps"`
+	PredictedLatencyMs float64 `json:"predicted_latency_ms"`
+	TPS                float64 `json:"tps"`
+	LatencyMs          float64 `json:"latency_ms"`
+	// PredictedSeconds is a loader run's predicted duration
+	// (whatif.JobDuration: transactions x (cycle + round trips x RTT));
+	// Seconds is its measured duration. 0 for the benchmark.
+	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
+	Seconds          float64 `json:"seconds,omitempty"`
+	// Runs is how many times the loader job ran at this setting; Seconds
+	// is their mean. 0 for the benchmark.
+	Runs int `json:"runs,omitempty"`
+	// Error is the headline figure's measured / predicted - 1.
+	Error float64 `json:"error"`
+	// PingMs is the median time of a minimal round trip (SELECT 1, a MySQL
+	// ping) through the route at this setting, before the runs.
+	PingMs float64 `json:"ping_ms"`
+	// AppliedRTTMs is the RTT the route really added: PingMs less the
+	// unshaped PingMs, which counts the delay line's lateness and the
+	// time client and server take to wake after each delayed message;
+	// AppliedError is Error against the prediction at that RTT, which
+	// leaves out what the emulation adds beyond RTTMs. 0 at RTT 0.
+	AppliedRTTMs float64 `json:"applied_rtt_ms,omitempty"`
+	AppliedError float64 `json:"applied_error,omitempty"`
+	// IgnoredErrors are the benchmark's ignored errors (deadlocks, lock
+	// timeouts) during the run; 0 for a loader.
+	IgnoredErrors uint64 `json:"ignored_errors"`
+	// Releases and LateUs are the delay lines' chunks and their mean
+	// release lateness in µs during the run, as in the latency
+	// experiment.
+	Releases uint64  `json:"delayed_chunks"`
+	LateUs   float64 `json:"release_late_us"`
 }
 
 // runOLTP runs the benchmark at rtt and returns what it measured and the
 // round trips per transaction it counted.
 func (r *whatIfRun) runOLTP(ctx context.Context, o bench.Options, rtt time.Duration) (WhatIfRow, float64, error) {
 	r.p.step("RTT %s: running %s for %s (+%s warm-up)", fmtRTT(rtt), o.Workload, o.Time, o.WarmupTime)
-	before := r.s.lateness()
-	res, err := bench.Run(ctx, o, &lineFilter{out: r.p, prefix: "[ ", indent: "           "})
+	res, chunks, lateUs, err := r.benchRun(ctx, o)
 	if err != nil {
 		return WhatIfRow{}, 0, fmt.Errorf("%s at RTT %s: %w", o.Workload, fmtRTT(rtt), err)
 	}
-	late := r.s.lateness()
-	if res.Transactions == 0 {
-		return WhatIfRow{}, 0, fmt.Errorf("%s at RTT %s: no transaction completed", o.Workload, fmtRTT(rtt))
-	}
-	row := WhatIfRow{Job: jobOLTP, RTTMs: rttMs(rtt), TPS: res.TPS(), LatencyMs: durMs(res.Latency.Avg), Releases: late.Count - before.Count,
+	row := WhatIfRow{Job: jobOLTP, RTTMs: rttMs(rtt), TPS: res.TPS(), LatencyMs: durMs(res.Latency.Avg), Releases: chunks, LateUs: lateUs,
 		IgnoredErrors: res.IgnoredErrors}
-	if row.Releases > 0 {
-		row.LateUs = float64(late.Sum-before.Sum) / float64(row.Releases) / float64(time.Microsecond)
-	}
 	r.p.step("RTT %s: %s: %.1f TPS, latency avg %.2f ms, %.1f round trips/txn", fmtRTT(rtt), o.Workload, row.TPS, row.LatencyMs, res.RoundTripsPerTransaction())
 	return row, res.RoundTripsPerTransaction(), nil
-}
-
-// whatIfJob is one job of the experiment and its application name.
-type whatIfJob struct {
-	job, app string
-	b        int // rows per INSERT; 0 for the benchmark
-}
-
-func (r *whatIfRun) jobs() []whatIfJob {
-	jobs := []whatIfJob{{jobOLTP, whatIfOLTPApp, 0}}
-	for _, b := range r.plan.Batches {
-		jobs = append(jobs, whatIfJob{loaderJob(b), whatIfLoaderApp + strconv.Itoa(b), b})
-	}
-	return jobs
-}
-
-// predict reads job j from sluice's what-if table (what SHOW WHATIF
-// shows), right after the job's unshaped run, and adds its baseline and a
-// predicted row per RTT to rep. lr is the loader's run (nil for the
-// benchmark): its transactions make the predicted durations.
-func (r *whatIfRun) predict(rep *WhatIfReport, j whatIfJob, lr *loadResult) error {
-	a, ok := r.s.whatIfApp(r.clk.Now(), r.db, j.app)
-	if !ok {
-		return fmt.Errorf("what-if predictions: sluice's what-if table has no application %q", j.app)
-	}
-	app := WhatIfApp{Job: j.job, ReportApp: whatif.NewReportApp(a, nil)}
-	if lr != nil {
-		app.RowsPerStatement, app.RunTransactions, app.Statements = j.b, lr.transactions, lr.statements
-		app.BytesPerRow = float64(lr.bytes) / float64(lr.rows)
-	}
-	rep.Baseline = append(rep.Baseline, app)
-	b := predictBasis{app: a}
-	if lr != nil {
-		b.txns = lr.transactions
-	}
-	r.basis[j.job] = b
-	for _, rtt := range r.plan.RTTs {
-		pr := whatif.Predict(a, rtt)
-		row := WhatIfRow{Job: j.job, RTTMs: rttMs(rtt), PredictedTPS: pr.TPS, PredictedLatencyMs: durMs(pr.Latency)}
-		what := fmt.Sprintf("%.1f TPS", pr.TPS)
-		if lr != nil {
-			row.PredictedSeconds = whatif.JobDuration(a, int64(lr.transactions), rtt).Seconds()
-			if row.PredictedSeconds > 0 {
-				// The run's own rate: sluice's TPS is over its window.
-				row.PredictedTPS = float64(lr.transactions) / row.PredictedSeconds
-			}
-			what = fmt.Sprintf("%s in %.3f s", plural(lr.transactions, "transaction"), row.PredictedSeconds)
-		}
-		rep.Rows = append(rep.Rows, row)
-		if rtt > 0 {
-			r.p.step("sluice predicts %s at added RTT %s: %s, latency %.2f ms", j.job, fmtRTT(rtt), what, row.PredictedLatencyMs)
-		}
-	}
-	r.p.step("sluice saw %s: %.1f round trips per transaction, latency %.2f ms, cycle %.2f ms, network share %.1f%%",
-		j.job, a.RoundTrips, durMs(a.Latency), durMs(a.Cycle), 100*a.NetworkShare)
-	return nil
-}
-
-// whatIfApp returns application app of db's user and database from the
-// stack's what-if table over the window ending at now.
-func (s *sluice) whatIfApp(now time.Time, db *database, app string) (whatif.App, bool) {
-	for _, a := range s.st.WhatIf().Snapshot(now) {
-		if a.Application == app && a.User == db.user && a.Database == db.dbname {
-			return a, true
-		}
-	}
-	return whatif.App{}, false
-}
-
-// loadResult is one loader job: what one run sends, and how long it took
-// (the mean of runs).
-type loadResult struct {
-	rows, statements, transactions int
-	bytes                          int64 // SQL text of the INSERTs
-	seconds                        float64
-	runs                           int
-}
-
-// loadFor runs the loader job (see load) again until the plan's
-// LoaderTime has passed, at least once, and returns one run's figures with
-// the mean duration: a short job measured once at a small RTT is mostly
-// noise.
-func (r *whatIfRun) loadFor(ctx context.Context, setup conn, app string, b int) (loadResult, error) {
-	lr, err := r.load(ctx, setup, app, b)
-	total := lr.seconds
-	for err == nil && total < r.plan.LoaderTime.Seconds() {
-		var more loadResult
-		if more, err = r.load(ctx, setup, app, b); err == nil {
-			total += more.seconds
-			lr.runs++
-		}
-	}
-	if lr.runs > 0 {
-		lr.seconds = total / float64(lr.runs)
-	}
-	return lr, err
-}
-
-// load empties the loader's table through setup, then runs the loader
-// with b rows per INSERT in a session of its own named app.
-func (r *whatIfRun) load(ctx context.Context, setup conn, app string, b int) (loadResult, error) {
-	if _, err := setup.run(ctx, "DELETE FROM "+whatIfTable, nil); err != nil {
-		return loadResult{}, fmt.Errorf("empty %s: %w", whatIfTable, err)
-	}
-	c, err := r.connect(ctx, app)
-	if err != nil {
-		return loadResult{}, err
-	}
-	defer c.close()
-	n := r.plan.Statements
-	if b > 1 {
-		n = r.plan.BatchStatements
-	}
-	// The statements are built before the clock starts: the loader's
-	// time is the network's and the server's, not the lab's.
-	stmts := make([]string, n)
-	res := loadResult{statements: n}
-	for i := range stmts {
-		stmts[i] = insertSQL(i*b, b)
-		res.bytes += int64(len(stmts[i]))
-	}
-	res.rows = n * b
-	t0 := r.clk.Now()
-	for i, q := range stmts {
-		if i%r.plan.CommitEvery == 0 {
-			if _, err := c.run(ctx, "BEGIN", nil); err != nil {
-				return res, err
-			}
-		}
-		if _, err := c.run(ctx, q, nil); err != nil {
-			return res, err
-		}
-		if (i+1)%r.plan.CommitEvery == 0 || i == n-1 {
-			if _, err := c.run(ctx, "COMMIT", nil); err != nil {
-				return res, err
-			}
-			res.transactions++
-		}
-	}
-	res.seconds = r.clk.Now().Sub(t0).Seconds()
-	res.runs = 1
-	return res, nil
-}
-
-// loaderDDL creates the loader's table.
-const loaderDDL = "CREATE TABLE " + whatIfTable + " (id INTEGER NOT NULL, k INTEGER NOT NULL, c CHAR(120) NOT NULL, pad CHAR(60) NOT NULL)"
-
-// insertSQL is an INSERT of the n rows from id first.
-func insertSQL(first, n int) string {
-	var b strings.Builder
-	b.WriteString("INSERT INTO " + whatIfTable + " (id, k, c, pad) VALUES ")
-	for i := range n {
-		id := first + i + 1
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "(%d,%d,'%s','%s')", id, id*7919%100000, digits(id, 120), digits(id*31, 60))
-	}
-	return b.String()
-}
-
-// digits returns n characters of groups of digits derived from seed,
-// like sbtest's c and pad columns.
-func digits(seed, n int) string {
-	var b strings.Builder
-	for x := uint64(seed)*2654435761 + 1; b.Len() < n; x = x*6364136223846793005 + 1442695040888963407 {
-		if b.Len() > 0 {
-			b.WriteByte('-')
-		}
-		b.WriteString(strconv.FormatUint(x%100000000000, 10))
-	}
-	return b.String()[:n]
 }
 
 // connect opens a session through the route named app.
@@ -598,47 +317,242 @@ func (r *whatIfRun) cleanup(ctx context.Context, o bench.Options, setup conn, ta
 	r.p.step("dropped the benchmark tables and %s", whatIfTable)
 }
 
-// extrapolate scales each loader's measured time per statement at each
-// RTT to a table of whatIfLoadBytes.
-func extrapolate(rep *WhatIfReport, batches []int) []WhatIfLoad {
-	var out []WhatIfLoad
-	for _, b := range batches {
-		var app *WhatIfApp
-		for i := range rep.Baseline {
-			if rep.Baseline[i].RowsPerStatement == b {
-				app = &rep.Baseline[i]
-			}
+// row returns the row of job at rtt ms, or nil.
+func (w *WhatIfReport) row(job string, rtt float64) *WhatIfRow {
+	for i := range w.Rows {
+		if w.Rows[i].Job == job && w.Rows[i].RTTMs == rtt {
+			return &w.Rows[i]
 		}
-		if app == nil || app.BytesPerRow <= 0 || app.Statements == 0 {
-			continue
+	}
+	return nil
+}
+
+// jobs returns the jobs in the order of the rows.
+func (w *WhatIfReport) jobs() []string {
+	var out []string
+	for _, r := range w.Rows {
+		if !slices.Contains(out, r.Job) {
+			out = append(out, r.Job)
 		}
-		l := WhatIfLoad{RowsPerStatement: b, BytesPerRow: app.BytesPerRow, LoadBytes: whatIfLoadBytes, Rows: whatIfLoadBytes / app.BytesPerRow}
-		for _, row := range rep.Rows {
-			if row.Job != loaderJob(b) || row.Seconds <= 0 {
-				continue
-			}
-			scale := l.Rows / float64(b) / float64(app.Statements) / 3600 // statements in the load, per statement of a run, in hours
-			l.RTTMs = append(l.RTTMs, row.RTTMs)
-			l.Hours = append(l.Hours, row.Seconds*scale)
-			l.PredictedHours = append(l.PredictedHours, row.PredictedSeconds*scale)
-		}
-		out = append(out, l)
 	}
 	return out
 }
 
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = strconv.Itoa(x)
+// tables prints the predictions beside the measurements.
+func (w *WhatIfReport) tables(p *printer) { p.table(w.table()) }
+
+// table returns the predictions beside the measurements.
+func (w *WhatIfReport) table() table {
+	t := table{head: []string{"job", "added RTT (ms)", "predicted TPS", "measured TPS", "predicted latency (ms)", "measured latency (ms)",
+		"predicted duration (s)", "measured duration (s)", "error", "release late (µs)", "RTT as applied (ms)", "error at applied RTT"}}
+	for _, r := range w.Rows {
+		e := "-"
+		if r.PredictedTPS > 0 {
+			e = pct(r.Error)
+		}
+		late, applied, ae := "-", "-", "-"
+		if r.Releases > 0 {
+			late = fmt.Sprintf("%+.1f", r.LateUs)
+		}
+		if r.AppliedRTTMs > 0 {
+			applied, ae = f3(r.AppliedRTTMs), pct(r.AppliedError)
+		}
+		t.rows = append(t.rows, []string{r.Job, fmtNum(r.RTTMs), dash(r.PredictedTPS, f1), dash(r.TPS, f1),
+			dash(r.PredictedLatencyMs, f2), dash(r.LatencyMs, f2), dash(r.PredictedSeconds, f3), dash(r.Seconds, f3), e, late, applied, ae})
 	}
-	return strings.Join(s, ", ")
+	return t
 }
 
-func joinRTTs(v []time.Duration) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = fmtNum(rttMs(x))
+// charts returns the predicted-against-measured chart.
+func (w *WhatIfReport) charts() []chartFile { return []chartFile{{FileWhatIf, w.Chart}} }
+
+// FileWhatIf is the what-if experiment's chart.
+const FileWhatIf = "whatif_predicted_vs_measured.svg"
+
+// Chart is measured against predicted, relative to the unshaped run, per
+// job: throughput for the benchmark, 1 / duration for the loaders, so
+// that every job starts at 1 and its fall with RTT compares on one axis.
+func (w *WhatIfReport) Chart() *svg.Chart {
+	c := &svg.Chart{
+		Title:  "What-if: sluice's predictions from unshaped traffic vs measured at added RTT",
+		XLabel: "added round-trip time (ms)",
+		YLabel: "throughput relative to unshaped (log scale)",
+		ZeroX:  true,
+		LogY:   true,
 	}
-	return strings.Join(s, ", ") + " ms"
+	// The measurements first, each in a colour of its own; each
+	// prediction in its measurement's.
+	var meas, pred []svg.Series
+	for _, job := range w.jobs() {
+		base := w.row(job, 0)
+		if base == nil {
+			continue
+		}
+		rate := func(r WhatIfRow, predicted bool) float64 {
+			switch {
+			case job == jobOLTP && predicted:
+				return r.PredictedTPS
+			case job == jobOLTP:
+				return r.TPS
+			case predicted && r.PredictedSeconds > 0:
+				return 1 / r.PredictedSeconds
+			case !predicted && r.Seconds > 0:
+				return 1 / r.Seconds
+			}
+			return 0
+		}
+		b := rate(*base, false)
+		if b <= 0 {
+			continue
+		}
+		m := svg.Series{Name: job + ": measured", Points: []svg.Point{{X: 0, Y: 1}}}
+		p := svg.Series{Name: job + ": predicted", Dashed: true, Points: []svg.Point{{X: 0, Y: 1}}}
+		for _, r := range w.Rows {
+			if r.Job != job || r.RTTMs == 0 {
+				continue
+			}
+			if v := rate(r, false); v > 0 {
+				m.Points = append(m.Points, svg.Point{X: r.RTTMs, Y: v / b})
+			}
+			if v := rate(r, true); v > 0 {
+				p.Points = append(p.Points, svg.Point{X: r.RTTMs, Y: v / b})
+			}
+		}
+		meas, pred = append(meas, m), append(pred, p)
+	}
+	for i := range pred {
+		pred[i].Like = i + 1
+	}
+	c.Series = append(meas, pred...)
+	return c
+}
+
+func (w *WhatIfReport) writeMarkdown(out io.Writer) {
+	heading(out, 4, "what-if", "")
+	fmt.Fprintf(out, "sluice watches every session's requests and answers and tells, per application, how much of a transaction is waiting on round trips "+
+		"and what its transactions and throughput would become at a larger round-trip time, without adding any delay. "+
+		"This experiment checks those predictions. Two jobs run unshaped through sluice: `%s` (%s, %s of %d rows, %.0f s after %.0f s of warm-up) "+
+		"and a loader in one session that inserts rows in transactions of %d INSERT statements (BEGIN, the INSERTs, COMMIT), "+
+		"the shape of a row-at-a-time sync job, once with one row per INSERT and once per batched size. "+
+		"Each job's sessions carry their own application name, so sluice's what-if table (what `SHOW WHATIF`, the `whatif` view and `GET /api/whatif` show) "+
+		"keeps them apart; right after each job's unshaped run the lab reads its row and predicts it at each RTT.\n\n",
+		w.Workload, plural(w.Threads, "thread"), plural(w.Tables, "table"), w.TableSize, w.RunSeconds, w.WarmupSeconds, w.CommitEvery)
+	fmt.Fprintf(out, "What sluice measured of each job, unshaped:\n\n")
+	w.baselineTable().markdown(out)
+	fmt.Fprintf(out, "\nsluice's TPS is over its window, or the time since it first saw the application, and never over less than a second: "+
+		"a loader's run is shorter, so its TPS here is not the run's; its predictions use the cycle and round trips, not this figure.\n")
+	fmt.Fprintf(out, "\nThen each delay is applied on the link (half the RTT each way, as in experiment 1) and every job runs again. "+
+		loaderRepeats(w.LoaderSeconds)+
+		"sluice predicts, per application, latency' = L + r x RTT and throughput' = TPS x cycle / (cycle + r x RTT) "+
+		"(L the mean transaction latency, r the round trips per transaction, cycle L plus the client's time until its next transaction), "+
+		"and a single-stream job of n transactions takes n x (cycle + r x RTT). "+
+		"For the benchmark the figure compared is TPS; for a loader, the run's duration. "+
+		"The RTT 0 rows compare sluice's own figures with the run's. Error is measured / predicted - 1. "+
+		"RTT as applied is what a minimal round trip through the route (SELECT 1 or a MySQL ping, the median of %d before the runs) took more than unshaped: "+
+		"the delay line's lateness and the wake-ups after each delayed message included; the last column is the error against the prediction at that RTT.\n\n", pings)
+	w.table().markdown(out)
+	fmt.Fprintf(out, "\n![predicted vs measured](%s)\n\n", FileWhatIf)
+	w.explain(out)
+}
+
+// explain writes what the figures show, from the figures.
+func (w *WhatIfReport) explain(out io.Writer) {
+	fmt.Fprintf(out, "What the numbers show:\n\n")
+	var worst *WhatIfRow
+	for i := range w.Rows {
+		r := &w.Rows[i]
+		if r.RTTMs > 0 && r.PredictedTPS > 0 && (worst == nil || math.Abs(r.Error) > math.Abs(worst.Error)) {
+			worst = r
+		}
+	}
+	if worst != nil {
+		fmt.Fprintf(out, "- The largest miss is %s at +%s ms: %s. ", worst.Job, fmtNum(worst.RTTMs), pct(worst.Error))
+		if math.Abs(worst.Error) <= whatIfTarget {
+			fmt.Fprintf(out, "Every prediction is within %.0f%% of what the delay really did.\n", 100*whatIfTarget)
+		} else {
+			fmt.Fprintf(out, "The model counts the round trips the client waited for and adds the RTT to each; what it cannot see from unshaped traffic is "+
+				"time per round trip that only the delay brings: ")
+			if worst.AppliedRTTMs > 0 {
+				fmt.Fprintf(out, "a minimal round trip through the route took %.3f ms more than unshaped, not %s "+
+					"(the delay line released its chunks %+.0f µs late on average in that run, and client and server must wake after each delayed message); "+
+					"predicted at that RTT the error is %s; ", worst.AppliedRTTMs, fmtNum(worst.RTTMs), worst.LateUs, pct(worst.AppliedError))
+			}
+			if a := w.app(worst.Job); a != nil && a.RoundTrips > 0 && worst.LatencyMs > 0 {
+				rtt := worst.AppliedRTTMs
+				if rtt == 0 {
+					rtt = worst.RTTMs
+				}
+				rest := worst.LatencyMs - a.RoundTrips*rtt
+				fmt.Fprintf(out, "and the time each transaction spends outside the round trips' added delay, %.2f ms unshaped and %.2f ms in that run "+
+					"(measured latency less %.1f round trips x the applied RTT): waking the client, sluice and the server after every delayed message on a busy machine, "+
+					"and locks held for the longer transactions", a.LatencyMs, rest, a.RoundTrips)
+				if base := w.row(worst.Job, 0); worst.Job == jobOLTP && base != nil && worst.IgnoredErrors > base.IgnoredErrors {
+					fmt.Fprintf(out, " (the benchmark met %d ignored errors, deadlocks and lock timeouts, at +%s ms against %d unshaped)",
+						worst.IgnoredErrors, fmtNum(worst.RTTMs), base.IgnoredErrors)
+				}
+			}
+			fmt.Fprintf(out, ".\n")
+		}
+	}
+	if w.BenchRoundTrips > 0 {
+		if a := w.app(jobOLTP); a != nil && math.Abs(a.RoundTrips/w.BenchRoundTrips-1) > 0.02 {
+			fmt.Fprintf(out, "- sluice counted %.1f round trips per %s transaction, the benchmark %.1f: in sluice's table every request outside a transaction "+
+				"(each session preparing its statements when it connects, a transaction cut short by a deadlock and retried) is a transaction of its own, "+
+				"which lowers the mean of a short run and the latency it predicts.\n",
+				a.RoundTrips, jobOLTP, w.BenchRoundTrips)
+		}
+	}
+	w.writeLoads(out)
+}
+
+// Target names of the what-if experiment.
+const (
+	TargetWhatIfTPS  = "whatif_tps_at_10ms_vs_prediction"
+	TargetWhatIfLoad = "whatif_load_at_10ms_vs_prediction"
+)
+
+// targets returns the experiment's targets: the benchmark's TPS and the
+// row-at-a-time loader's duration at every added RTT within 10% of the
+// predictions, each target's value the largest miss. A nil report
+// (experiment not run) leaves them unmeasured.
+func (w *WhatIfReport) targets() []Target {
+	want := fmt.Sprintf("within %.0f%%", 100*whatIfTarget)
+	at := "every added RTT"
+	if w != nil {
+		if rtts := w.addedRTTs(); len(rtts) > 0 {
+			at = "+" + strings.Join(rtts, ", +") + " ms"
+		}
+	}
+	tps := Target{Name: TargetWhatIfTPS, Description: "what-if: oltp_read_write TPS at " + at + " vs sluice's prediction, largest miss", Want: want}
+	load := Target{Name: TargetWhatIfLoad, Description: "what-if: row-at-a-time load at " + at + " vs sluice's prediction, largest miss", Want: want}
+	if w == nil {
+		return []Target{tps, load}
+	}
+	worst := func(t *Target, job string, ok func(*WhatIfRow) bool) {
+		for i := range w.Rows {
+			r := &w.Rows[i]
+			if r.Job != job || r.RTTMs <= 0 || !ok(r) {
+				continue
+			}
+			if !t.Measured || math.Abs(r.Error) > math.Abs(t.Value) {
+				t.Measured, t.Value = true, r.Error
+			}
+		}
+		t.Met = t.Measured && math.Abs(t.Value) <= whatIfTarget
+	}
+	worst(&tps, jobOLTP, func(r *WhatIfRow) bool { return r.PredictedTPS > 0 && r.TPS > 0 })
+	worst(&load, loaderJob(1), func(r *WhatIfRow) bool { return r.PredictedSeconds > 0 && r.Seconds > 0 })
+	return []Target{tps, load}
+}
+
+// addedRTTs returns the RTTs above 0 of the rows, in ms as printed, in
+// order.
+func (w *WhatIfReport) addedRTTs() []string {
+	var out []string
+	for _, r := range w.Rows {
+		if v := fmtNum(r.RTTMs); r.RTTMs > 0 && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }

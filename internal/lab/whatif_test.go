@@ -14,7 +14,7 @@ import (
 // sampleWhatIf is a what-if report as runWhatIf builds it, with made-up
 // figures: the benchmark and two loaders at RTT 0, 5 and 10 ms.
 func sampleWhatIf() *WhatIfReport {
-	w := &WhatIfReport{Workload: "oltp_read_write", Driver: "pgsql", Threads: 4, Tables: 1, TableSize: 10000, RunSeconds: 3, WarmupSeconds: 1, CommitEvery: 10}
+	w := &WhatIfReport{BenchSetup: BenchSetup{Workload: "oltp_read_write", Driver: "pgsql", Threads: 4, Tables: 1, TableSize: 10000, RunSeconds: 3, WarmupSeconds: 1}, CommitEvery: 10}
 	w.Baseline = []WhatIfApp{
 		{Job: jobOLTP, ReportApp: whatif.ReportApp{Application: whatIfOLTPApp, Sessions: 4, Transactions: 4000, TPS: 1000, Concurrency: 3.9, RoundTrips: 20, RoundTripsP95: 20,
 			LatencyMs: 3.9, CycleMs: 4, ServerMs: 2, ClientMs: 1.9}},
@@ -55,10 +55,7 @@ func sampleWhatIf() *WhatIfReport {
 // report.json, and the chart.
 func checkWhatIfFiles(t *testing.T, dir, md string, w *WhatIfReport) {
 	t.Helper()
-	rows := mdTable(t, md, "| job | added RTT (ms)")
-	if len(rows)-1 != len(w.Rows) {
-		t.Fatalf("what-if table has %d rows, JSON %d", len(rows)-1, len(w.Rows))
-	}
+	rows := mdTableOf(t, md, "| job | added RTT (ms)", len(w.Rows))
 	for i, r := range w.Rows {
 		cells := rows[i+1]
 		if cells[0] != r.Job || !near(cellNum(t, cells[1]), r.RTTMs, 0.001) {
@@ -106,20 +103,14 @@ func checkWhatIfFiles(t *testing.T, dir, md string, w *WhatIfReport) {
 			t.Errorf("what-if row %d: error %v, want %v from its figures", i, r.Error, want)
 		}
 	}
-	base := mdTable(t, md, "| job | application")
-	if len(base)-1 != len(w.Baseline) {
-		t.Fatalf("baseline table has %d rows, JSON %d", len(base)-1, len(w.Baseline))
-	}
+	base := mdTableOf(t, md, "| job | application", len(w.Baseline))
 	for i, a := range w.Baseline {
 		if base[i+1][1] != a.Application || !near(cellNum(t, base[i+1][6]), a.RoundTrips, 0.1) {
 			t.Errorf("baseline row %d = %v, JSON %+v", i, base[i+1], a)
 		}
 	}
 	if len(w.Loads) > 0 {
-		loads := mdTable(t, md, "| rows per INSERT")
-		if len(loads)-1 != len(w.Loads) {
-			t.Fatalf("load table has %d rows, JSON %d", len(loads)-1, len(w.Loads))
-		}
+		loads := mdTableOf(t, md, "| rows per INSERT", len(w.Loads))
 		for i, l := range w.Loads {
 			if cellNum(t, loads[i+1][0]) != float64(l.RowsPerStatement) || !near(cellNum(t, loads[i+1][1]), l.BytesPerRow, 0.1) {
 				t.Errorf("load row %d = %v, JSON %+v", i, loads[i+1], l)
@@ -294,7 +285,7 @@ func TestWhatIfPlanValidate(t *testing.T) {
 		{RTTs: ms(20000)},
 		{RTTs: ms(10), Batches: []int{0}},
 		{RTTs: ms(10), Batches: []int{-5}},
-		{RTTs: ms(10), Threads: -1},
+		{RTTs: ms(10), BenchPlan: BenchPlan{Threads: -1}},
 	} {
 		if err := bad.validate(); err == nil {
 			t.Errorf("%+v accepted", bad)
@@ -339,7 +330,7 @@ func TestWithApp(t *testing.T) {
 // runs, a loader of 40 single-row INSERTs and one of 10 INSERTs of 10
 // rows, in transactions of 5 INSERTs.
 func tinyWhatIf() WhatIfPlan {
-	return WhatIfPlan{RTTs: ms(10), Threads: 1, Tables: 1, TableSize: 1000, Time: time.Second,
+	return WhatIfPlan{RTTs: ms(10), BenchPlan: BenchPlan{Threads: 1, Tables: 1, TableSize: 1000, Time: time.Second},
 		Batches: []int{1, 10}, Statements: 40, BatchStatements: 10, CommitEvery: 5}
 }
 

@@ -65,7 +65,7 @@ type Server struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when the postmaster has exited
 	waitErr error         // set before exited is closed
-	log     *tailBuffer
+	log     *TailBuffer
 	version string
 
 	closeOnce sync.Once
@@ -161,7 +161,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgtemp: temporary directory: %w", err)
 	}
-	s := &Server{dir: dir, clk: clk, exited: make(chan struct{}), log: &tailBuffer{max: 8 << 10}}
+	s := &Server{dir: dir, clk: clk, exited: make(chan struct{}), log: &TailBuffer{Max: 8 << 10}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -192,7 +192,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		"--pwfile="+pwfile, "--auth-local=trust", "--auth-host=scram-sha-256",
 		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
 	if out, err := initdb.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("pgtemp: initdb: %w\n%s", err, tail(out, 2000))
+		return nil, fmt.Errorf("pgtemp: initdb: %w\n%s", err, Tail(out, 2000))
 	}
 	os.Remove(pwfile)
 
@@ -356,6 +356,11 @@ func command(ctx context.Context, cred *syscall.Credential, dir, name string, ar
 	return c
 }
 
+// Password returns a new random password: 24 hex digits, for a role of
+// a throwaway server.
+func Password() (string, error) { return randomHex(12) }
+
+// randomHex returns n random bytes in hex.
 func randomHex(n int) (string, error) {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
@@ -364,33 +369,40 @@ func randomHex(n int) (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-func tail(b []byte, n int) string {
+// Tail returns the last n bytes of b as text, without the white space
+// at either end: the end of what a program printed, for an error
+// message.
+func Tail(b []byte, n int) string {
 	if len(b) > n {
 		b = b[len(b)-n:]
 	}
 	return string(bytes.TrimSpace(b))
 }
 
-// tailBuffer keeps the last max bytes written to it. It is safe for
-// concurrent use.
-type tailBuffer struct {
-	max int
+// TailBuffer keeps the last Max bytes written to it: a program's
+// output, for an error message. It is safe for concurrent use.
+type TailBuffer struct {
+	// Max is how many bytes it keeps; set it before the first Write.
+	Max int
+
 	mu  sync.Mutex
 	buf []byte // guarded by mu
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+// Write keeps the end of p; it never fails.
+func (t *TailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
-	if len(t.buf) > t.max {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	if len(t.buf) > t.Max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.Max:]...)
 	}
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string {
+// String returns what it keeps (see Tail).
+func (t *TailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return tail(t.buf, t.max)
+	return Tail(t.buf, t.Max)
 }
