@@ -81,7 +81,7 @@ func eachMode(t *testing.T, c *console, f func(t *testing.T, mode pgx.QueryExecM
 // TestQueryTimeout: a query that runs past QueryTimeout ends with 57014
 // and the connection goes on.
 func TestQueryTimeout(t *testing.T) {
-	c := startConsole(t, Options{QueryTimeout: 200 * time.Millisecond})
+	c := startConsole(t, Options{QueryTimeout: time.Second}) // room for the next query on a loaded host
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn := c.connect(t)
