@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"reflect"
 	"strconv"
 	"strings"
@@ -87,10 +86,6 @@ func (h *appliedLog) count() int {
 // with the catalog at the etcd URL catalog.
 func startFleetApp(t *testing.T, name, catalog, pgURL string) *fleetApp {
 	t.Helper()
-	pc, err := pgx.ParseConfig(pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ec, err := etcd.ParseURL(catalog)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +95,7 @@ func startFleetApp(t *testing.T, name, catalog, pgURL string) *fleetApp {
 		Catalog: catalog, Etcd: &ec, Grace: time.Second,
 		Admin: config.Admin{Listen: fa.admin, Password: "adminpw"},
 		Routes: []config.Route{{Name: "pg", Listen: fa.route, Protocol: "postgres",
-			Upstream: net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port)))}},
+			Upstream: testenv.PostgresAddrOf(t, pgURL)}},
 	}
 	fa.applied = newAppliedLog(testenv.Logger(slog.LevelInfo).With("instance", name).Handler())
 	fa.Stack = runAppLogging(t, c, slog.New(fa.applied))

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,7 +49,7 @@ func startForwardAppWith(t *testing.T, edit func(*config.Config), log *slog.Logg
 		Grace:   time.Second,
 		Admin:   config.Admin{ForwardUsers: []string{pcfg.User, mcfg.User}},
 		Routes: []config.Route{
-			{Name: "pg", Listen: fa.pgRoute, Protocol: "postgres", Upstream: net.JoinHostPort(pcfg.Host, fmt.Sprint(pcfg.Port))},
+			{Name: "pg", Listen: fa.pgRoute, Protocol: "postgres", Upstream: testenv.PostgresAddr(t)},
 			{Name: "my", Listen: fa.myRoute, Protocol: "mysql", Upstream: mcfg.Addr},
 		},
 	}
@@ -143,12 +140,9 @@ func TestForwardUserPostgres(t *testing.T) {
 
 	t.Run("forwarding user", func(t *testing.T) {
 		// psql sends the statement as a simple Query.
-		host, port, _ := net.SplitHostPort(fa.pgRoute)
-		cmd := exec.Command(testenv.Program(t, "psql"), "-h", host, "-p", port, "-U", fa.pgUser, "-d", "sluice",
+		out, err := runPsql(t, fa.pgRoute, fa.pgUser, "sluice", []string{"PGPASSWORD=" + fa.pgPass},
 			"-v", "ON_ERROR_STOP=1", "-X", "-c", "CREATE USER "+u1+" RESOURCE POOL 'p1' PASSWORD 'pw1'")
-		cmd.Env = append(os.Environ(), "PGPASSWORD="+fa.pgPass)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "CREATE ROLE") {
+		if err != nil || !strings.Contains(out, "CREATE ROLE") {
 			t.Fatalf("psql: %v\n%s", err, out)
 		}
 		if got := fa.pool(u1); got != "p1" {

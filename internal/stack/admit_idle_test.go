@@ -89,8 +89,7 @@ func checkIdleVisible(t *testing.T, st *stack.Stack) {
 // keeps the only slot of its pool; SHOW SESSIONS shows it as such, with
 // how long it has sat idle, and SHOW POOLS counts it.
 func TestAdmitPGIdleInTransactionVisible(t *testing.T) {
-	pc := testenv.PostgresConfig(t)
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
 	commit := holdSlot(t, lim)
 	checkIdleVisible(t, st)
 	commit()
@@ -133,8 +132,7 @@ func auditHas(st *stack.Stack, prefix string) bool {
 // ended: it reads FATAL 25P03, its backend ends, the statement held
 // behind it runs, and the end is audited and counted.
 func TestAdmitPGIdleInTransactionEnds(t *testing.T) {
-	pc := testenv.PostgresConfig(t)
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
 	if _, err := st.Manager().Service().Exec(context.Background(), "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='1s')"); err != nil {
 		t.Fatal(err)
 	}
@@ -143,13 +141,7 @@ func TestAdmitPGIdleInTransactionEnds(t *testing.T) {
 	}
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
 	app := fmt.Sprintf("admw_idle_%d", time.Now().UnixNano())
-	backends := func() int {
-		var n int
-		if err := direct.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	backends := pgBackends(t, direct, app)
 	bg := context.Background()
 	holder := testenv.ConnectPGConfig(t, pgVia(t, lim, app))
 	tx, err := holder.Begin(bg)
