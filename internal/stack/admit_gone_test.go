@@ -122,15 +122,7 @@ func TestAdmitMySQLClientsGoneWhileHeld(t *testing.T) {
 		}
 		return n
 	}
-	holder := mysqlConn(t, mysqlVia(t, lim, 1))
-	tx, err := holder.BeginTx(bg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(bg, "SELECT 1"); err != nil {
-		t.Fatal(err)
-	}
+	tx := mysqlBegin(t, mysqlConn(t, mysqlVia(t, lim, 1)), "SELECT 1")
 	done := make(chan error, goneClients)
 	for _, c := range held {
 		go func() { _, err := c.ExecContext(bg, "SELECT 1"); done <- err }()

@@ -103,16 +103,7 @@ func TestAdmitPGIdleInTransactionVisible(t *testing.T) {
 // TestAdmitPGIdleInTransactionVisible against MariaDB.
 func TestAdmitMySQLIdleInTransactionVisible(t *testing.T) {
 	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
-	holder := mysqlConn(t, mysqlVia(t, lim, 1))
-	bg := context.Background()
-	tx, err := holder.BeginTx(bg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(bg, "SELECT 1"); err != nil {
-		t.Fatal(err)
-	}
+	mysqlBegin(t, mysqlConn(t, mysqlVia(t, lim, 1)), "SELECT 1")
 	checkIdleVisible(t, st)
 }
 

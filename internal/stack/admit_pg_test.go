@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -422,55 +421,45 @@ func TestAdmitPGChurn(t *testing.T) {
 	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 2, "")
 	ctx, cancel := context.WithTimeout(context.Background(), run)
 	defer cancel()
-	var wg sync.WaitGroup
-	var ops [5]atomic.Int64
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-				c, err := pgx.ConnectConfig(cctx, pgVia(t, lim, "admw_churn"))
-				ccancel()
-				if err != nil {
-					t.Error(err)
-					return
+	ops := churn(ctx, workers, func(_, op int) bool {
+		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+		c, err := pgx.ConnectConfig(cctx, pgVia(t, lim, "admw_churn"))
+		ccancel()
+		if err != nil {
+			t.Error(err)
+			return false
+		}
+		bg := context.Background()
+		switch op {
+		case 0: // a query
+			_, err = c.Exec(bg, "SELECT pg_sleep(0.01)")
+		case 1: // a transaction
+			var tx pgx.Tx
+			if tx, err = c.Begin(bg); err == nil {
+				if _, err = tx.Exec(bg, "SELECT pg_sleep(0.01)"); err == nil {
+					err = tx.Commit(bg)
 				}
-				op := (w + i) % len(ops)
-				ops[op].Add(1)
-				bg := context.Background()
-				switch op {
-				case 0: // a query
-					_, err = c.Exec(bg, "SELECT pg_sleep(0.01)")
-				case 1: // a transaction
-					var tx pgx.Tx
-					if tx, err = c.Begin(bg); err == nil {
-						if _, err = tx.Exec(bg, "SELECT pg_sleep(0.01)"); err == nil {
-							err = tx.Commit(bg)
-						}
-					}
-				case 2: // a pipelined batch
-					b := &pgx.Batch{}
-					b.Queue("SELECT 1")
-					b.Queue("SELECT pg_sleep(0.01)")
-					err = c.SendBatch(bg, b).Close()
-				case 3: // cancelled, waiting or running
-					qctx, qcancel := context.WithTimeout(bg, 5*time.Millisecond)
-					c.Exec(qctx, "SELECT pg_sleep(0.05)") // either outcome will do
-					qcancel()
-				case 4: // the connection dropped under a statement
-					go func() { time.Sleep(3 * time.Millisecond); c.PgConn().Conn().Close() }()
-					c.Exec(bg, "SELECT pg_sleep(0.05)") // fails: the socket closed
-				}
-				if err != nil {
-					t.Errorf("op %d: %v", op, err)
-				}
-				c.Close(bg)
 			}
-		}()
-	}
-	wg.Wait()
-	t.Logf("ops (query, transaction, batch, cancel, drop): %d %d %d %d %d", ops[0].Load(), ops[1].Load(), ops[2].Load(), ops[3].Load(), ops[4].Load())
+		case 2: // a pipelined batch
+			b := &pgx.Batch{}
+			b.Queue("SELECT 1")
+			b.Queue("SELECT pg_sleep(0.01)")
+			err = c.SendBatch(bg, b).Close()
+		case 3: // cancelled, waiting or running
+			qctx, qcancel := context.WithTimeout(bg, 5*time.Millisecond)
+			c.Exec(qctx, "SELECT pg_sleep(0.05)") // either outcome will do
+			qcancel()
+		case 4: // the connection dropped under a statement
+			go func() { time.Sleep(3 * time.Millisecond); c.PgConn().Conn().Close() }()
+			c.Exec(bg, "SELECT pg_sleep(0.05)") // fails: the socket closed
+		}
+		if err != nil {
+			t.Errorf("op %d: %v", op, err)
+		}
+		c.Close(bg)
+		return true
+	})
+	t.Logf("ops (query, transaction, batch, cancel, drop): %d %d %d %d %d", ops[0], ops[1], ops[2], ops[3], ops[4])
 	testenv.Eventually(t, 30*time.Second, "every slot back and every session closed", func() bool {
 		s := st.Manager().Admission().AdmissionStats()["admw_lim"]
 		return s.Running == 0 && s.Waiting == 0 && len(st.Registry().Sessions()) == 0
