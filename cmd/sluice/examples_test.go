@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,11 +100,7 @@ func pointAtTestServers(t *testing.T, cfg *config.Config) (check func()) {
 			r.KillUser, r.KillPassword = mc.User, mc.Passwd
 			checks = append(checks, func() {
 				mc.Addr = listen
-				db, err := sql.Open("mysql", mc.FormatDSN())
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
+				db := testenv.OpenMySQL(t, mc)
 				var n int
 				if err := db.QueryRow("SELECT 41 + 1").Scan(&n); err != nil || n != 42 {
 					t.Fatalf("route %s: %d, %v", r.Name, n, err)

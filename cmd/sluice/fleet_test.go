@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/config"
@@ -199,11 +198,7 @@ func TestFleetCatalog(t *testing.T) {
 	waitSameRevision(t, apps...)
 
 	ctx := context.Background()
-	sess, err := pgx.Connect(ctx, "postgres://user1:xxxxxxxx@"+b.route+"/postgres?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close(ctx)
+	sess := testenv.ConnectPG(t, "postgres://user1:xxxxxxxx@"+b.route+"/postgres?sslmode=disable")
 	var port int
 	if err := sess.QueryRow(ctx, "SELECT inet_server_port()").Scan(&port); err != nil {
 		t.Fatal(err)
@@ -336,11 +331,7 @@ func TestFleetCatalogFaults(t *testing.T) {
 	ensureRole(t, pg, "fleetfault_u", "pw")
 	a.psql(t, "CREATE RESOURCE POOL rp1; CREATE USER fleetfault_u RESOURCE POOL rp1")
 	waitSameRevision(t, a, b)
-	sess, err := pgx.Connect(ctx, "postgres://fleetfault_u:pw@"+b.route+"/sluice?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close(ctx)
+	sess := testenv.ConnectPG(t, "postgres://fleetfault_u:pw@"+b.route+"/sluice?sslmode=disable")
 	query := func(when string) {
 		t.Helper()
 		var n int
@@ -367,7 +358,7 @@ func TestFleetCatalogFaults(t *testing.T) {
 	})
 	query("without quorum")
 	rev := a.Manager().Service().AppliedRevision()
-	err = execConsole(ca, "ALTER RESOURCE POOL rp1 WITH (weight = 4)")
+	err := execConsole(ca, "ALTER RESOURCE POOL rp1 WITH (weight = 4)")
 	if pgCode(err) != sqlstate.IOError || !strings.Contains(err.Error(), "etcd") || !strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("DDL without quorum: %v", err)
 	}

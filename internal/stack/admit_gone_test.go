@@ -97,11 +97,7 @@ func checkGoneWhileHeld(t *testing.T, st *stack.Stack, conns []net.Conn, done <-
 // of the gone clients leave its process list at once.
 func TestAdmitMySQLClientsGoneWhileHeld(t *testing.T) {
 	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
-	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := testenv.OpenMySQL(t, testenv.MySQLConfig(t))
 	bg := context.Background()
 	conns := make([]net.Conn, goneClients)
 	held := make([]*sql.Conn, goneClients)

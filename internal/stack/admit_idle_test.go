@@ -2,7 +2,6 @@ package stack_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -193,11 +192,7 @@ func TestAdmitMySQLIdleInTransactionEnds(t *testing.T) {
 	if err := held.QueryRowContext(bg, "SELECT 42").Scan(&n); err != nil || n != 42 {
 		t.Fatalf("held statement: %d, %v", n, err)
 	}
-	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := testenv.OpenMySQL(t, testenv.MySQLConfig(t))
 	testenv.Eventually(t, 10*time.Second, "the idle session ended", func() bool {
 		var k int
 		if err := direct.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", connID).Scan(&k); err != nil {

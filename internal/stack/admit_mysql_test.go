@@ -13,18 +13,15 @@ import (
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
-// mysqlVia opens a database/sql pool to the test MariaDB through addr.
+// mysqlVia opens a database/sql pool of at most conns connections to
+// the test MariaDB through addr, closed when the test ends.
 func mysqlVia(t *testing.T, addr string, conns int) *sql.DB {
 	t.Helper()
 	cfg := testenv.MySQLConfig(t)
 	cfg.Addr = addr
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := testenv.OpenMySQL(t, cfg)
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
-	t.Cleanup(func() { db.Close() })
 	return db
 }
 
@@ -77,11 +74,7 @@ func TestAdmitMySQLBound(t *testing.T) {
 			return err
 		})
 	}
-	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := testenv.OpenMySQL(t, testenv.MySQLConfig(t))
 	other := mysqlConn(t, mysqlVia(t, free, 1))
 	check.other = func(ctx context.Context) error { _, err := other.ExecContext(ctx, "SELECT 1"); return err }
 	check.active = func() (n int, err error) {
@@ -102,11 +95,7 @@ func TestAdmitMySQLBound(t *testing.T) {
 func TestAdmitMySQLNoDeadlock(t *testing.T) {
 	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
 	table := fmt.Sprintf("admw_dl_%d", time.Now().UnixNano())
-	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := testenv.OpenMySQL(t, testenv.MySQLConfig(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, q := range []string{"CREATE TABLE " + table + " (id INT PRIMARY KEY, v INT) ENGINE=InnoDB", "INSERT INTO " + table + " VALUES (1, 0)"} {
@@ -200,11 +189,7 @@ func TestAdmitMySQLPreparedHeld(t *testing.T) {
 	cfg := testenv.MySQLConfig(t)
 	cfg.Addr = lim
 	cfg.MultiStatements = true
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.OpenMySQL(t, cfg)
 	db.SetMaxOpenConns(2)
 	holderDB := mysqlVia(t, lim, 1)
 	c := mysqlConn(t, db)

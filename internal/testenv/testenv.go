@@ -153,6 +153,19 @@ func MySQLConfig(t testing.TB) *mysql.Config {
 	return mustParse(t, MySQLDSN(t), mysql.ParseDSN)
 }
 
+// OpenMySQL opens a database/sql pool of go-sql-driver/mysql with cfg,
+// closed when the test ends. Opening only checks cfg: the pool's first
+// statement connects.
+func OpenMySQL(t testing.TB, cfg *mysql.Config) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatalf("open a MySQL pool: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 // mustParse returns parse(s), failing t if it fails. The error is logged
 // without s, which holds a password.
 func mustParse[T any](t testing.TB, s string, parse func(string) (T, error)) T {
