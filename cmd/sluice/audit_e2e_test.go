@@ -54,11 +54,7 @@ func TestAuditTrailE2E(t *testing.T) {
 	ensureRole(t, fa.pgURL, role, "first-pw")
 
 	// The console, through pgx.
-	con, err := pgx.Connect(ctx, "postgres://admin@"+adminAddr+"/admin?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer con.Close(ctx)
+	con := testenv.ConnectPG(t, "postgres://admin@"+adminAddr+"/admin?sslmode=disable")
 	consoleAddr := con.PgConn().Conn().LocalAddr().String()
 	for _, sql := range []string{
 		"CREATE RESOURCE POOL audit_p WITH (delay='1ms')",
@@ -87,11 +83,7 @@ func TestAuditTrailE2E(t *testing.T) {
 	}
 
 	// Data-port forwarding, through the postgres route.
-	data, err := pgx.Connect(ctx, fa.routeURL(fa.pgUser, fa.pgPass))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer data.Close(ctx)
+	data := testenv.ConnectPG(t, fa.routeURL(fa.pgUser, fa.pgPass))
 	dataAddr := data.PgConn().Conn().LocalAddr().String()
 	if err := simple(ctx, data, "ALTER USER "+role+" RESOURCE POOL 'p1' PASSWORD 'forward-secret-2'"); err != nil {
 		t.Fatal(err)
@@ -174,19 +166,10 @@ func roundTrip(t *testing.T, c *pgx.Conn, n int) time.Duration {
 func TestAlterRouteLiveSession(t *testing.T) {
 	adminAddr := freeAddr(t)
 	fa := startForwardAppWith(t, func(c *config.Config) { c.Admin.Listen = adminAddr }, nil)
-	ctx := context.Background()
-	data, err := pgx.Connect(ctx, fa.routeURL(fa.pgUser, fa.pgPass))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer data.Close(ctx)
+	data := testenv.ConnectPG(t, fa.routeURL(fa.pgUser, fa.pgPass))
 	before := roundTrip(t, data, 9)
 
-	con, err := pgx.Connect(ctx, "postgres://admin@"+adminAddr+"/admin?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer con.Close(ctx)
+	con := testenv.ConnectPG(t, "postgres://admin@"+adminAddr+"/admin?sslmode=disable")
 	consoleRows(t, con, "ALTER ROUTE pg WITH (delay='50ms')")
 	if r := consoleRows(t, con, "SHOW ROUTES"); !strings.Contains(fmt.Sprint(r), "delay=50ms") {
 		t.Errorf("SHOW ROUTES = %q", r)

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,29 +55,10 @@ func sluiceBinary(t *testing.T) string {
 	return binPath
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use: a process writes
-// it while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer // guarded by mu
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // process is a running `sluice` started by a test.
 type process struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testenv.Buffer
 	exited chan struct{} // closed once the process has exited
 	err    error         // Wait's result; set before exited is closed
 }
@@ -88,7 +67,7 @@ type process struct {
 // is still running.
 func startSluice(t *testing.T, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(sluiceBinary(t), args...), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &process{cmd: exec.Command(sluiceBinary(t), args...), stderr: &testenv.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -137,51 +116,45 @@ func pgServe(t *testing.T, listen string, extra ...string) (p *process, path, ur
 	t.Helper()
 	url = testenv.PostgresURL(t)
 	path = filepath.Join(t.TempDir(), "sluice.yaml")
-	writePGRoutes(t, path, url, "pg", listen)
+	writePGRoutes(t, path, "pg", listen)
 	return startSluice(t, append([]string{"serve", "--config", path}, extra...)...), path, url
 }
 
 // writePGRoutes writes a configuration file of postgres routes to the
-// test server, given as pairs of name and listen address.
-func writePGRoutes(t *testing.T, path, url string, routes ...string) {
+// test server, given as pairs of name and listen address, with a
+// shutdown_grace of 1 s.
+func writePGRoutes(t *testing.T, path string, routes ...string) {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
+	if err := os.WriteFile(path, []byte(pgRoutesConfig(t, time.Second, routes...)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	up := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-	body := "shutdown_grace: 1s\nroutes:\n"
+}
+
+// pgRoutesConfig is the text of a configuration file of postgres routes
+// to the test server, given as pairs of name and listen address, with
+// shutdown_grace set to grace.
+func pgRoutesConfig(t *testing.T, grace time.Duration, routes ...string) string {
+	t.Helper()
+	up := testenv.PostgresAddr(t)
+	body := "shutdown_grace: " + grace.String() + "\nroutes:\n"
 	for i := 0; i+1 < len(routes); i += 2 {
 		body += "  - name: " + routes[i] + "\n    listen: " + routes[i+1] + "\n    upstream: " + up + "\n    protocol: postgres\n"
 	}
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return body
 }
 
-// pgThrough opens a session to the test server through addr.
-func pgThrough(t *testing.T, url, addr string) (*pgx.Conn, error) {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, _ := net.SplitHostPort(addr)
-	n, _ := strconv.Atoi(port)
-	cfg.Host, cfg.Port = host, uint16(n)
-	return pgx.ConnectConfig(context.Background(), cfg)
-}
-
-// waitSession waits until p accepts a session through addr.
+// waitSession waits up to 30 s until p accepts a session to the
+// database of url through addr; the session closes when the test ends.
 func waitSession(t *testing.T, p *process, url, addr string) *pgx.Conn {
 	t.Helper()
+	cfg := testenv.PostgresConfigVia(t, url, addr)
 	var conn *pgx.Conn
-	waitUntil(t, 30*time.Second, "a session through "+addr, func() bool {
+	testenv.Eventually(t, 30*time.Second, "a session through "+addr, func() bool {
 		if !p.running() {
 			t.Fatalf("serve exited: %v\n%s", p.err, p.stderr)
 		}
 		var err error
-		conn, err = pgThrough(t, url, addr)
+		conn, err = pgx.ConnectConfig(context.Background(), cfg.Copy())
 		return err == nil
 	})
 	t.Cleanup(func() { conn.Close(context.Background()) })
@@ -205,12 +178,12 @@ func TestServeSIGHUPReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	writePGRoutes(t, path, url, "pg", first, "pg2", second)
+	writePGRoutes(t, path, "pg", first, "pg2", second)
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	const reloaded = "configuration reloaded"
-	waitUntil(t, 10*time.Second, "the reload's log line", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the reload's log line", func() bool {
 		if !p.running() {
 			t.Fatalf("SIGHUP ended the process: %v\n%s", p.err, p.stderr)
 		}
@@ -234,7 +207,7 @@ func TestServeSIGHUPReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	const refused = "reload refused; configuration unchanged"
-	waitUntil(t, 10*time.Second, "the refusal's log line", func() bool { return strings.Contains(p.stderr.String(), refused) })
+	testenv.Eventually(t, 10*time.Second, "the refusal's log line", func() bool { return strings.Contains(p.stderr.String(), refused) })
 	line := lineWith(p.stderr.String(), refused)
 	for _, want := range []string{"level=ERROR", "file=" + path, "key=routes[0].dial_timeout", "value=soon"} {
 		if !strings.Contains(line, want) {
@@ -284,7 +257,7 @@ func TestReloadCommand(t *testing.T) {
 	}
 	for _, via := range [][]string{{"--http", httpAddr}, {"--admin", adminAddr}} {
 		t.Run(via[0], func(t *testing.T) {
-			writePGRoutes(t, path, url, "pg", first, "pg2", second)
+			writePGRoutes(t, path, "pg", first, "pg2", second)
 			code, out := reload(via...)
 			if code != 0 || !strings.Contains(out, "route pg2 added") {
 				t.Fatalf("reload adding pg2: exit %d\n%s", code, out)
@@ -307,7 +280,7 @@ func TestReloadCommand(t *testing.T) {
 				t.Fatalf("session after a refused reload: %d, %v", n, err)
 			}
 
-			writePGRoutes(t, path, url, "pg", first)
+			writePGRoutes(t, path, "pg", first)
 			code, out = reload(via...)
 			if code != 0 || !strings.Contains(out, "route pg2 removed") {
 				t.Fatalf("reload removing pg2: exit %d\n%s", code, out)

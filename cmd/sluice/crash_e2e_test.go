@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -98,11 +97,7 @@ func TestPipelinedThenClosedKeepsProcess(t *testing.T) {
 	})
 	my := mcfg.Clone()
 	my.Net, my.Addr = "crash-e2e", myAddr
-	db, err := sql.Open("mysql", my.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.OpenMySQL(t, my)
 	db.SetMaxOpenConns(1)
 	if err := db.PingContext(ctx); err != nil {
 		t.Fatal(err)
@@ -125,11 +120,7 @@ func TestPipelinedThenClosedKeepsProcess(t *testing.T) {
 	alive("pipelined COM_QUERY then RST")
 	direct := mcfg.Clone()
 	direct.Addr = myAddr
-	other, err := sql.Open("mysql", direct.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := testenv.OpenMySQL(t, direct)
 	var v int
 	if err := other.QueryRowContext(ctx, "SELECT 5").Scan(&v); err != nil || v != 5 {
 		t.Fatalf("mysql route after the reset: %d, %v", v, err)

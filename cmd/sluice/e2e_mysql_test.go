@@ -50,11 +50,7 @@ func TestExceptRuleEndToEndMySQL(t *testing.T) {
 		t.Skip("takes 8s here; runs without -short")
 	}
 	mcfg := testenv.MySQLConfig(t)
-	root, err := sql.Open("mysql", mcfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := testenv.OpenMySQL(t, mcfg)
 	for _, q := range []string{
 		"CREATE USER IF NOT EXISTS 'user1'@'%' IDENTIFIED BY 'xxxxxxxx'",
 		"ALTER USER 'user1'@'%' IDENTIFIED BY 'xxxxxxxx'",
@@ -79,11 +75,7 @@ ALTER LINK default WITH (capacity='20MB');`)
 	}
 	ucfg := mysql.NewConfig()
 	ucfg.User, ucfg.Passwd, ucfg.Net, ucfg.Addr, ucfg.DBName = "user1", "xxxxxxxx", "tcp", myRoute, mcfg.DBName
-	db, err := sql.Open("mysql", ucfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.OpenMySQL(t, ucfg)
 	db.SetMaxOpenConns(1)
 
 	t.Run("penalty", func(t *testing.T) {

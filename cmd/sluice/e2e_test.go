@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/config"
@@ -37,18 +36,13 @@ type testApp struct {
 
 func startApp(t *testing.T, routes ...config.Route) *testApp {
 	t.Helper()
-	url := testenv.PostgresURL(t)
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ta := &testApp{route: freeAddr(t), admin: freeAddr(t), catalog: filepath.Join(t.TempDir(), "catalog.json"), pgURL: url}
+	ta := &testApp{route: freeAddr(t), admin: freeAddr(t), catalog: filepath.Join(t.TempDir(), "catalog.json"), pgURL: testenv.PostgresURL(t)}
 	c := &config.Config{
 		Catalog: ta.catalog,
 		Grace:   time.Second,
 		Admin:   config.Admin{Listen: ta.admin, Password: "adminpw"},
 		Routes: append([]config.Route{{Name: "pg", Listen: ta.route, Protocol: "postgres",
-			Upstream: net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))}}, routes...),
+			Upstream: testenv.PostgresAddr(t)}}, routes...),
 	}
 	ta.Stack = runApp(t, c)
 	return ta
@@ -83,14 +77,27 @@ func (ta *testApp) psqlAdmin(t *testing.T, sql string) string {
 // failure fails t, with where (such as "on a") in the message.
 func psqlConsole(t *testing.T, addr, where, sql string) string {
 	t.Helper()
-	host, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(testenv.Program(t, "psql"), "-h", host, "-p", port, "-U", "admin", "-d", "sluice", "-v", "ON_ERROR_STOP=1", "-X", "-c", sql)
-	cmd.Env = append(os.Environ(), "PGPASSWORD=adminpw")
-	out, err := cmd.CombinedOutput()
+	out, err := runPsql(t, addr, "admin", "sluice", []string{"PGPASSWORD=adminpw"}, "-v", "ON_ERROR_STOP=1", "-X", "-c", sql)
 	if err != nil {
 		t.Fatalf("psql %s %q: %v\n%s", where, sql, err, out)
 	}
-	return string(out)
+	return out
+}
+
+// runPsql runs the real psql to the server at addr (host:port) as user
+// on database db, with env added to this process's environment (such as
+// PGPASSWORD=...) and args after the connection's flags; it returns the
+// combined output and the run's error.
+func runPsql(t *testing.T, addr, user, db string, env []string, args ...string) (string, error) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("psql to %q: %v", addr, err)
+	}
+	cmd := exec.Command(testenv.Program(t, "psql"), append([]string{"-h", host, "-p", port, "-U", user, "-d", db}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 func (ta *testApp) userURL(user, password string) string {

@@ -24,7 +24,7 @@ import (
 // at its route's startup_timeout, and a mysql route whose upstream never
 // greets answers at its connect_timeout.
 func TestRouteTimeoutsFromConfig(t *testing.T) {
-	pgCfg, myCfg := testenv.PostgresConfig(t), testenv.MySQLConfig(t)
+	pgUpstream, myCfg := testenv.PostgresAddr(t), testenv.MySQLConfig(t)
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ routes:
     upstream: %s
     protocol: mysql
     connect_timeout: 300ms
-`, pgRoute, net.JoinHostPort(pgCfg.Host, fmt.Sprint(pgCfg.Port)), myRoute, myCfg.Addr, deadRoute, silent.Addr())))
+`, pgRoute, pgUpstream, myRoute, myCfg.Addr, deadRoute, silent.Addr())))
 	if err != nil {
 		t.Fatal(err)
 	}

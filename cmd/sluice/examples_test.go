@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"database/sql"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicelab/sluice/internal/config"
@@ -84,16 +79,12 @@ func pointAtTestServers(t *testing.T, cfg *config.Config) (check func()) {
 		listen := r.Listen
 		switch r.Protocol {
 		case "postgres":
-			pc, err := pgx.ParseConfig(testenv.PostgresURL(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Upstream = net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port)))
+			url := testenv.PostgresURL(t)
+			r.Upstream = testenv.PostgresAddr(t)
 			checks = append(checks, func() {
-				pc.Host, pc.Port = splitHostPort(t, listen)
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				c, err := pgx.ConnectConfig(ctx, pc)
+				c, err := pgx.ConnectConfig(ctx, testenv.PostgresConfigVia(t, url, listen))
 				if err != nil {
 					t.Fatalf("route %s: %v", r.Name, err)
 				}
@@ -104,19 +95,12 @@ func pointAtTestServers(t *testing.T, cfg *config.Config) (check func()) {
 				}
 			})
 		case "mysql":
-			mc, err := mysql.ParseDSN(testenv.MySQLDSN(t))
-			if err != nil {
-				t.Fatal(err)
-			}
+			mc := testenv.MySQLConfig(t)
 			r.Upstream = mc.Addr
 			r.KillUser, r.KillPassword = mc.User, mc.Passwd
 			checks = append(checks, func() {
 				mc.Addr = listen
-				db, err := sql.Open("mysql", mc.FormatDSN())
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
+				db := testenv.OpenMySQL(t, mc)
 				var n int
 				if err := db.QueryRow("SELECT 41 + 1").Scan(&n); err != nil || n != 42 {
 					t.Fatalf("route %s: %d, %v", r.Name, n, err)
@@ -133,27 +117,11 @@ func pointAtTestServers(t *testing.T, cfg *config.Config) (check func()) {
 	}
 }
 
-func splitHostPort(t *testing.T, addr string) (string, uint16) {
-	t.Helper()
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return host, uint16(p)
-}
-
 // psqlFile runs a SQL file with psql on the admin console at addr, as
 // user admin, stopping at the first error.
 func psqlFile(t *testing.T, addr, password, file string) {
 	t.Helper()
-	host, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(testenv.Program(t, "psql"), "-h", host, "-p", port, "-U", "admin", "-d", "sluice", "-v", "ON_ERROR_STOP=1", "-X", "-q", "-f", file)
-	cmd.Env = append(os.Environ(), "PGPASSWORD="+password)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := runPsql(t, addr, "admin", "sluice", []string{"PGPASSWORD=" + password}, "-v", "ON_ERROR_STOP=1", "-X", "-q", "-f", file); err != nil {
 		t.Fatalf("psql -f %s: %v\n%s", file, err, out)
 	}
 }

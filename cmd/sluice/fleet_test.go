@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"reflect"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/config"
@@ -87,10 +85,6 @@ func (h *appliedLog) count() int {
 // with the catalog at the etcd URL catalog.
 func startFleetApp(t *testing.T, name, catalog, pgURL string) *fleetApp {
 	t.Helper()
-	pc, err := pgx.ParseConfig(pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ec, err := etcd.ParseURL(catalog)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +94,7 @@ func startFleetApp(t *testing.T, name, catalog, pgURL string) *fleetApp {
 		Catalog: catalog, Etcd: &ec, Grace: time.Second,
 		Admin: config.Admin{Listen: fa.admin, Password: "adminpw"},
 		Routes: []config.Route{{Name: "pg", Listen: fa.route, Protocol: "postgres",
-			Upstream: net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port)))}},
+			Upstream: testenv.PostgresAddrOf(t, pgURL)}},
 	}
 	fa.applied = newAppliedLog(testenv.Logger(slog.LevelInfo).With("instance", name).Handler())
 	fa.Stack = runAppLogging(t, c, slog.New(fa.applied))
@@ -204,11 +198,7 @@ func TestFleetCatalog(t *testing.T) {
 	waitSameRevision(t, apps...)
 
 	ctx := context.Background()
-	sess, err := pgx.Connect(ctx, "postgres://user1:xxxxxxxx@"+b.route+"/postgres?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close(ctx)
+	sess := testenv.ConnectPG(t, "postgres://user1:xxxxxxxx@"+b.route+"/postgres?sslmode=disable")
 	var port int
 	if err := sess.QueryRow(ctx, "SELECT inet_server_port()").Scan(&port); err != nil {
 		t.Fatal(err)
@@ -341,11 +331,7 @@ func TestFleetCatalogFaults(t *testing.T) {
 	ensureRole(t, pg, "fleetfault_u", "pw")
 	a.psql(t, "CREATE RESOURCE POOL rp1; CREATE USER fleetfault_u RESOURCE POOL rp1")
 	waitSameRevision(t, a, b)
-	sess, err := pgx.Connect(ctx, "postgres://fleetfault_u:pw@"+b.route+"/sluice?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close(ctx)
+	sess := testenv.ConnectPG(t, "postgres://fleetfault_u:pw@"+b.route+"/sluice?sslmode=disable")
 	query := func(when string) {
 		t.Helper()
 		var n int
@@ -372,7 +358,7 @@ func TestFleetCatalogFaults(t *testing.T) {
 	})
 	query("without quorum")
 	rev := a.Manager().Service().AppliedRevision()
-	err = execConsole(ca, "ALTER RESOURCE POOL rp1 WITH (weight = 4)")
+	err := execConsole(ca, "ALTER RESOURCE POOL rp1 WITH (weight = 4)")
 	if pgCode(err) != sqlstate.IOError || !strings.Contains(err.Error(), "etcd") || !strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("DDL without quorum: %v", err)
 	}

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,7 +49,7 @@ func startForwardAppWith(t *testing.T, edit func(*config.Config), log *slog.Logg
 		Grace:   time.Second,
 		Admin:   config.Admin{ForwardUsers: []string{pcfg.User, mcfg.User}},
 		Routes: []config.Route{
-			{Name: "pg", Listen: fa.pgRoute, Protocol: "postgres", Upstream: net.JoinHostPort(pcfg.Host, fmt.Sprint(pcfg.Port))},
+			{Name: "pg", Listen: fa.pgRoute, Protocol: "postgres", Upstream: testenv.PostgresAddr(t)},
 			{Name: "my", Listen: fa.myRoute, Protocol: "mysql", Upstream: mcfg.Addr},
 		},
 	}
@@ -96,11 +93,7 @@ func pgCode(err error) string { return testenv.PGError(err).Code }
 // last drop.
 func dropMySQLUsers(t *testing.T, cfg *mysql.Config, users ...string) *sql.DB {
 	t.Helper()
-	root, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root := testenv.OpenMySQL(t, cfg)
 	drop := func() {
 		for _, u := range users {
 			if _, err := root.Exec("DROP USER IF EXISTS '" + u + "'@'%'"); err != nil {
@@ -143,12 +136,9 @@ func TestForwardUserPostgres(t *testing.T) {
 
 	t.Run("forwarding user", func(t *testing.T) {
 		// psql sends the statement as a simple Query.
-		host, port, _ := net.SplitHostPort(fa.pgRoute)
-		cmd := exec.Command(testenv.Program(t, "psql"), "-h", host, "-p", port, "-U", fa.pgUser, "-d", "sluice",
+		out, err := runPsql(t, fa.pgRoute, fa.pgUser, "sluice", []string{"PGPASSWORD=" + fa.pgPass},
 			"-v", "ON_ERROR_STOP=1", "-X", "-c", "CREATE USER "+u1+" RESOURCE POOL 'p1' PASSWORD 'pw1'")
-		cmd.Env = append(os.Environ(), "PGPASSWORD="+fa.pgPass)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "CREATE ROLE") {
+		if err != nil || !strings.Contains(out, "CREATE ROLE") {
 			t.Fatalf("psql: %v\n%s", err, out)
 		}
 		if got := fa.pool(u1); got != "p1" {
@@ -175,12 +165,8 @@ func TestForwardUserPostgres(t *testing.T) {
 
 	t.Run("other user", func(t *testing.T) {
 		ensureRole(t, fa.pgURL, plain, "plainpw")
-		c, err := pgx.Connect(ctx, fa.routeURL(plain, "plainpw"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
-		err = simple(ctx, c, "CREATE USER "+u2+" RESOURCE POOL 'p1' PASSWORD 'pw2'")
+		c := testenv.ConnectPG(t, fa.routeURL(plain, "plainpw"))
+		err := simple(ctx, c, "CREATE USER "+u2+" RESOURCE POOL 'p1' PASSWORD 'pw2'")
 		if pgCode(err) != "42601" {
 			t.Fatalf("got %v, want PostgreSQL's syntax error 42601", err)
 		}
@@ -190,12 +176,8 @@ func TestForwardUserPostgres(t *testing.T) {
 	})
 
 	t.Run("unknown pool", func(t *testing.T) {
-		c, err := pgx.Connect(ctx, fa.routeURL(fa.pgUser, fa.pgPass))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
-		err = simple(ctx, c, "CREATE USER "+u3+" RESOURCE POOL 'nope' PASSWORD 'pw3'")
+		c := testenv.ConnectPG(t, fa.routeURL(fa.pgUser, fa.pgPass))
+		err := simple(ctx, c, "CREATE USER "+u3+" RESOURCE POOL 'nope' PASSWORD 'pw3'")
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) || pe.Code != "42704" || pe.Message != `resource pool "nope" does not exist` {
 			t.Fatalf("got %v, want 42704 resource pool \"nope\" does not exist", err)
@@ -235,11 +217,7 @@ func TestForwardUserPostgres(t *testing.T) {
 	})
 
 	t.Run("not split", func(t *testing.T) {
-		c, err := pgx.Connect(ctx, fa.routeURL(fa.pgUser, fa.pgPass))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
+		c := testenv.ConnectPG(t, fa.routeURL(fa.pgUser, fa.pgPass))
 		// Several statements in one Query, and the extended protocol,
 		// reach the database as written.
 		if err := simple(ctx, c, "CREATE USER "+u4+" RESOURCE POOL 'p1'; SELECT 1"); pgCode(err) != "42601" {
@@ -273,11 +251,7 @@ func TestForwardUserMySQL(t *testing.T) {
 	route := func(user, password string) *sql.DB {
 		cfg := mysql.NewConfig()
 		cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = user, password, "tcp", fa.myRoute
-		db, err := sql.Open("mysql", cfg.FormatDSN())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
+		db := testenv.OpenMySQL(t, cfg)
 		db.SetMaxOpenConns(1)
 		return db
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"io"
 	"log/slog"
 	"net/http"
@@ -37,11 +36,7 @@ func TestPasswordsHidden(t *testing.T) {
 	// Every password starts with "pw-"; nothing else the test shows does.
 	const p1, p2, p3 = "sluice_redact_p1", "sluice_redact_p2", "sluice_redact_p3"
 	dropRoles(t, testenv.PostgresURL(t), p1, p2, p3)
-	pc, err := pgx.Connect(ctx, fa.routeURL(fa.pgUser, fa.pgPass))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close(ctx)
+	pc := testenv.ConnectPG(t, fa.routeURL(fa.pgUser, fa.pgPass))
 	// The cut one: the 4096-byte limit falls inside its password.
 	pad := strings.Repeat("x", 4096-len("ALTER ROLE "+p2+" /**/ PASSWORD 'pw-se"))
 	long := "ALTER ROLE " + p2 + " /*" + pad + "*/ PASSWORD 'pw-secret-long'"
@@ -67,11 +62,7 @@ func TestPasswordsHidden(t *testing.T) {
 	dropMySQLUsers(t, fa.my, m1, m2)
 	rc := mysql.NewConfig()
 	rc.User, rc.Passwd, rc.Net, rc.Addr = fa.my.User, fa.my.Passwd, "tcp", fa.myRoute
-	my, err := sql.Open("mysql", rc.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer my.Close()
+	my := testenv.OpenMySQL(t, rc)
 	for _, q := range []string{
 		"CREATE USER '" + m1 + "'@'%' IDENTIFIED BY 'pw-secret-m1'",
 		"ALTER USER '" + m1 + "'@'%' IDENTIFIED BY \"pw-secret-m2\"",

@@ -25,15 +25,9 @@ func TestShutdownWithoutEtcd(t *testing.T) {
 	url := testenv.PostgresURL(t)
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	route, admin, api := testenv.DeadAddr(t), testenv.DeadAddr(t), testenv.DeadAddr(t)
-	writePGRoutes(t, path, url, "pg", route)
-	body, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const grace = 2 * time.Second
-	extra := "catalog: etcd://" + cl.Endpoints()[0] + "/sluice-shutdown\ninstance_name: a\n" +
+	text := pgRoutesConfig(t, grace, "pg", route) + "catalog: etcd://" + cl.Endpoints()[0] + "/sluice-shutdown\ninstance_name: a\n" +
 		"admin:\n  listen: " + admin + "\nhttp:\n  listen: " + api + "\n"
-	text := strings.Replace(string(body), "shutdown_grace: 1s", "shutdown_grace: "+grace.String(), 1) + extra
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +35,7 @@ func TestShutdownWithoutEtcd(t *testing.T) {
 	// A session left open makes the shutdown wait for it.
 	c := waitSession(t, p, url, route)
 	defer c.Close(t.Context())
-	waitUntil(t, 20*time.Second, "the instance registered in the fleet", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the instance registered in the fleet", func() bool {
 		return strings.Contains(p.stderr.String(), "fleet")
 	})
 

@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -18,20 +15,6 @@ import (
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
-
-// waitUntil polls cond in real time until it holds, failing the test
-// after d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	var real clock.Real
-	deadline := real.Now().Add(d)
-	for !cond() {
-		if real.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		_ = clock.Sleep(context.Background(), real, 10*time.Millisecond)
-	}
-}
 
 // tlsRoute starts a PostgreSQL with TLS on and a serve stack with one
 // route to it over TLS (upstream_tls with a CA file), and returns the
@@ -79,7 +62,7 @@ func TestCancelThroughUpstreamTLS(t *testing.T) {
 		errc <- err
 	}()
 	pid := conn.PgConn().PID()
-	waitUntil(t, 10*time.Second, "pg_sleep to run", func() bool {
+	testenv.Eventually(t, 10*time.Second, "pg_sleep to run", func() bool {
 		var n int
 		err := direct.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active' AND query LIKE 'SELECT pg_sleep%'", pid).Scan(&n)
 		return err == nil && n == 1
@@ -110,12 +93,10 @@ func TestPsqlThroughUpstreamTLS(t *testing.T) {
 	if err := direct.QueryRow(ctx, "SHOW password_encryption").Scan(&method); err != nil || method != "scram-sha-256" {
 		t.Fatalf("password_encryption %q, %v: the test needs SCRAM", method, err)
 	}
-	host, port, _ := net.SplitHostPort(route)
-	cmd := exec.Command(testenv.Program(t, "psql"), "-h", host, "-p", port, "-U", "postgres", "-d", "postgres",
+	out, err := runPsql(t, route, "postgres", "postgres",
+		[]string{"PGPASSWORD=" + direct.Config().Password, "PGSSLMODE=disable", "PGCHANNELBINDING=prefer"},
 		"-X", "-At", "-c", "SELECT 'ssl=' || ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
-	cmd.Env = append(os.Environ(), "PGPASSWORD="+direct.Config().Password, "PGSSLMODE=disable", "PGCHANNELBINDING=prefer")
-	out, err := cmd.CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "ssl=true" {
+	if err != nil || strings.TrimSpace(out) != "ssl=true" {
 		t.Fatalf("psql through the route: %v\n%s", err, out)
 	}
 }

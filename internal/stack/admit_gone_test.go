@@ -3,11 +3,9 @@ package stack_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,38 +47,34 @@ func routeSessions(st *stack.Stack, route string) int {
 // Their sluice sessions and their PostgreSQL backends end at once, not
 // when the holder's transaction ends; the holder then commits.
 func TestAdmitPGClientsGoneWhileHeld(t *testing.T) {
-	pc := testenv.PostgresConfig(t)
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
 	commit := holdSlot(t, lim)
 	app := fmt.Sprintf("admw_gone_%d", time.Now().UnixNano())
-	backends := func() int {
-		var n int
-		if err := direct.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
 	conns := make([]net.Conn, goneClients)
 	done := make(chan error, goneClients)
 	for i := range conns {
-		cfg := pgVia(t, lim, app)
-		// No cancel connection: the client only disappears.
-		var dials atomic.Int32
-		cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if dials.Add(1) > 1 {
-				return nil, errors.New("no cancel connection")
-			}
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		}
-		c := testenv.ConnectPGConfig(t, cfg)
+		c := testenv.ConnectPGConfig(t, pgViaNoCancel(t, lim, app))
 		conns[i] = c.PgConn().Conn()
 		go func() { _, err := c.Exec(context.Background(), "SELECT 1"); done <- err }()
 	}
+	checkGoneWhileHeld(t, st, conns, done, "backends", pgBackends(t, direct, app))
+	commit()
+}
+
+// checkGoneWhileHeld waits up to 10 s until goneClients statements are
+// held, checks that serverSide (the server's sessions of the held
+// clients, named by what) counts every one, closes conns (the held
+// clients' sockets: every second one with a reset, the others with a
+// FIN) and takes an end from done for each. The gone clients' sluice
+// sessions and server sessions must end within 10 s, leaving one
+// session of route lim (the holder's) and admission running only the
+// holder's slot of pool admw_lim.
+func checkGoneWhileHeld(t *testing.T, st *stack.Stack, conns []net.Conn, done <-chan error, what string, serverSide func() int) {
+	t.Helper()
 	testenv.Eventually(t, 10*time.Second, "every statement held", func() bool { return heldCount(st) == goneClients })
-	if n := backends(); n != goneClients {
-		t.Fatalf("%d backends of the held clients, want %d", n, goneClients)
+	if n := serverSide(); n != goneClients {
+		t.Fatalf("%d %s of the held clients, want %d", n, what, goneClients)
 	}
 	left := time.Now()
 	for i, c := range conns {
@@ -89,14 +83,13 @@ func TestAdmitPGClientsGoneWhileHeld(t *testing.T) {
 	for range conns {
 		<-done
 	}
-	testenv.Eventually(t, 10*time.Second, "the gone clients' sessions and backends ended", func() bool {
-		return routeSessions(st, "lim") == 1 && backends() == 0
+	testenv.Eventually(t, 10*time.Second, "the gone clients' sessions and "+what+" ended", func() bool {
+		return routeSessions(st, "lim") == 1 && serverSide() == 0
 	})
-	t.Logf("%d sessions and backends gone %v after their clients left", goneClients, time.Since(left).Round(time.Millisecond))
+	t.Logf("%d sessions and %s gone %v after their clients left", goneClients, what, time.Since(left).Round(time.Millisecond))
 	if s := st.Manager().Admission().AdmissionStats()["admw_lim"]; s.Running != 1 || s.Waiting != 0 {
 		t.Fatalf("admission %+v, want the holder's slot only", s)
 	}
-	commit()
 }
 
 // TestAdmitMySQLClientsGoneWhileHeld is TestAdmitPGClientsGoneWhileHeld
@@ -104,11 +97,7 @@ func TestAdmitPGClientsGoneWhileHeld(t *testing.T) {
 // of the gone clients leave its process list at once.
 func TestAdmitMySQLClientsGoneWhileHeld(t *testing.T) {
 	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
-	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := testenv.OpenMySQL(t, testenv.MySQLConfig(t))
 	bg := context.Background()
 	conns := make([]net.Conn, goneClients)
 	held := make([]*sql.Conn, goneClients)
@@ -129,37 +118,12 @@ func TestAdmitMySQLClientsGoneWhileHeld(t *testing.T) {
 		}
 		return n
 	}
-	holder := mysqlConn(t, mysqlVia(t, lim, 1))
-	tx, err := holder.BeginTx(bg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(bg, "SELECT 1"); err != nil {
-		t.Fatal(err)
-	}
+	tx := mysqlBegin(t, mysqlConn(t, mysqlVia(t, lim, 1)), "SELECT 1")
 	done := make(chan error, goneClients)
 	for _, c := range held {
 		go func() { _, err := c.ExecContext(bg, "SELECT 1"); done <- err }()
 	}
-	testenv.Eventually(t, 10*time.Second, "every statement held", func() bool { return heldCount(st) == goneClients })
-	if n := connections(); n != goneClients {
-		t.Fatalf("%d server connections of the held clients, want %d", n, goneClients)
-	}
-	left := time.Now()
-	for i, c := range conns {
-		leave(t, c, i%2 == 1)
-	}
-	for range conns {
-		<-done
-	}
-	testenv.Eventually(t, 10*time.Second, "the gone clients' sessions and connections ended", func() bool {
-		return routeSessions(st, "lim") == 1 && connections() == 0
-	})
-	t.Logf("%d sessions and server connections gone %v after their clients left", goneClients, time.Since(left).Round(time.Millisecond))
-	if s := st.Manager().Admission().AdmissionStats()["admw_lim"]; s.Running != 1 || s.Waiting != 0 {
-		t.Fatalf("admission %+v, want the holder's slot only", s)
-	}
+	checkGoneWhileHeld(t, st, conns, done, "server connections", connections)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package stack_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -89,8 +88,7 @@ func checkIdleVisible(t *testing.T, st *stack.Stack) {
 // keeps the only slot of its pool; SHOW SESSIONS shows it as such, with
 // how long it has sat idle, and SHOW POOLS counts it.
 func TestAdmitPGIdleInTransactionVisible(t *testing.T) {
-	pc := testenv.PostgresConfig(t)
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
 	commit := holdSlot(t, lim)
 	checkIdleVisible(t, st)
 	commit()
@@ -104,16 +102,7 @@ func TestAdmitPGIdleInTransactionVisible(t *testing.T) {
 // TestAdmitPGIdleInTransactionVisible against MariaDB.
 func TestAdmitMySQLIdleInTransactionVisible(t *testing.T) {
 	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
-	holder := mysqlConn(t, mysqlVia(t, lim, 1))
-	bg := context.Background()
-	tx, err := holder.BeginTx(bg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(bg, "SELECT 1"); err != nil {
-		t.Fatal(err)
-	}
+	mysqlBegin(t, mysqlConn(t, mysqlVia(t, lim, 1)), "SELECT 1")
 	checkIdleVisible(t, st)
 }
 
@@ -133,8 +122,7 @@ func auditHas(st *stack.Stack, prefix string) bool {
 // ended: it reads FATAL 25P03, its backend ends, the statement held
 // behind it runs, and the end is audited and counted.
 func TestAdmitPGIdleInTransactionEnds(t *testing.T) {
-	pc := testenv.PostgresConfig(t)
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
 	if _, err := st.Manager().Service().Exec(context.Background(), "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='1s')"); err != nil {
 		t.Fatal(err)
 	}
@@ -143,13 +131,7 @@ func TestAdmitPGIdleInTransactionEnds(t *testing.T) {
 	}
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
 	app := fmt.Sprintf("admw_idle_%d", time.Now().UnixNano())
-	backends := func() int {
-		var n int
-		if err := direct.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	backends := pgBackends(t, direct, app)
 	bg := context.Background()
 	holder := testenv.ConnectPGConfig(t, pgVia(t, lim, app))
 	tx, err := holder.Begin(bg)
@@ -210,11 +192,7 @@ func TestAdmitMySQLIdleInTransactionEnds(t *testing.T) {
 	if err := held.QueryRowContext(bg, "SELECT 42").Scan(&n); err != nil || n != 42 {
 		t.Fatalf("held statement: %d, %v", n, err)
 	}
-	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := testenv.OpenMySQL(t, testenv.MySQLConfig(t))
 	testenv.Eventually(t, 10*time.Second, "the idle session ended", func() bool {
 		var k int
 		if err := direct.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", connID).Scan(&k); err != nil {

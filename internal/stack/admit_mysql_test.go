@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,20 +13,15 @@ import (
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
-// mysqlVia opens a database/sql pool to the test MariaDB through addr.
+// mysqlVia opens a database/sql pool of at most conns connections to
+// the test MariaDB through addr, closed when the test ends.
 func mysqlVia(t *testing.T, addr string, conns int) *sql.DB {
 	t.Helper()
 	cfg := testenv.MySQLConfig(t)
-	up := cfg.Addr
 	cfg.Addr = addr
-	_ = up
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := testenv.OpenMySQL(t, cfg)
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
-	t.Cleanup(func() { db.Close() })
 	return db
 }
 
@@ -43,6 +36,22 @@ func mysqlConn(t *testing.T, db *sql.DB) *sql.Conn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// mysqlBegin begins a transaction on c and runs query in it, so that c
+// holds a slot of its pool until the transaction ends. A transaction
+// still open when the test ends is rolled back.
+func mysqlBegin(t *testing.T, c *sql.Conn, query string) *sql.Tx {
+	t.Helper()
+	tx, err := c.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if _, err := tx.ExecContext(context.Background(), query); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
 
 // TestAdmitMySQLBound: 40 sessions of a pool with active_statements=4
@@ -65,11 +74,7 @@ func TestAdmitMySQLBound(t *testing.T) {
 			return err
 		})
 	}
-	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := testenv.OpenMySQL(t, testenv.MySQLConfig(t))
 	other := mysqlConn(t, mysqlVia(t, free, 1))
 	check.other = func(ctx context.Context) error { _, err := other.ExecContext(ctx, "SELECT 1"); return err }
 	check.active = func() (n int, err error) {
@@ -90,11 +95,7 @@ func TestAdmitMySQLBound(t *testing.T) {
 func TestAdmitMySQLNoDeadlock(t *testing.T) {
 	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
 	table := fmt.Sprintf("admw_dl_%d", time.Now().UnixNano())
-	direct, err := sql.Open("mysql", testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := testenv.OpenMySQL(t, testenv.MySQLConfig(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, q := range []string{"CREATE TABLE " + table + " (id INT PRIMARY KEY, v INT) ENGINE=InnoDB", "INSERT INTO " + table + " VALUES (1, 0)"} {
@@ -140,14 +141,7 @@ func TestAdmitMySQLCancelHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stmt.Close()
-	tx, err := holder.BeginTx(bg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(bg, "SELECT 2"); err != nil {
-		t.Fatal(err)
-	}
+	tx := mysqlBegin(t, holder, "SELECT 2")
 
 	for _, c := range []struct{ how, cmd string }{
 		{"KILL QUERY", "query"}, {"console", "query"}, {"KILL QUERY", "execute"}, {"console", "execute"},
@@ -195,11 +189,7 @@ func TestAdmitMySQLPreparedHeld(t *testing.T) {
 	cfg := testenv.MySQLConfig(t)
 	cfg.Addr = lim
 	cfg.MultiStatements = true
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.OpenMySQL(t, cfg)
 	db.SetMaxOpenConns(2)
 	holderDB := mysqlVia(t, lim, 1)
 	c := mysqlConn(t, db)
@@ -259,13 +249,7 @@ func TestAdmitMySQLPreparedHeld(t *testing.T) {
 	}
 	for _, tc := range cases {
 		h := mysqlConn(t, holderDB)
-		tx, err := h.BeginTx(bg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(bg, "SELECT 1"); err != nil {
-			t.Fatal(err)
-		}
+		tx := mysqlBegin(t, h, "SELECT 1")
 		done := make(chan error, 1)
 		go func() { done <- tc.run() }()
 		testenv.Eventually(t, 10*time.Second, tc.name+" held", func() bool { return heldCount(st) == 1 })
@@ -293,55 +277,48 @@ func TestAdmitMySQLChurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), run)
 	defer cancel()
 	killer := mysqlConn(t, mysqlVia(t, lim, 1))
-	var wg sync.WaitGroup
-	var ops [5]atomic.Int64
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			db := mysqlVia(t, lim, 1)
-			for i := 0; ctx.Err() == nil; i++ {
-				bg := context.Background()
-				c, err := db.Conn(bg)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				op := (w + i) % len(ops)
-				ops[op].Add(1)
-				switch op {
-				case 0:
-					_, err = c.ExecContext(bg, "SELECT SLEEP(0.01)")
-				case 1:
-					var tx *sql.Tx
-					if tx, err = c.BeginTx(bg, nil); err == nil {
-						if _, err = tx.ExecContext(bg, "SELECT SLEEP(0.01)"); err == nil {
-							err = tx.Commit()
-						}
-					}
-				case 2:
-					var n int
-					err = c.QueryRowContext(bg, "SELECT ? + 1", 1).Scan(&n)
-				case 3: // KILL QUERY while it waits or runs
-					var id int64
-					if err = c.QueryRowContext(bg, "SELECT CONNECTION_ID()").Scan(&id); err == nil {
-						go func() { time.Sleep(3 * time.Millisecond); killer.ExecContext(bg, fmt.Sprintf("KILL QUERY %d", id)) }()
-						c.ExecContext(bg, "SELECT SLEEP(0.05)")
-					}
-				case 4: // the driver drops the connection when ctx ends mid-query
-					qctx, qcancel := context.WithTimeout(bg, 5*time.Millisecond)
-					c.ExecContext(qctx, "SELECT SLEEP(0.05)")
-					qcancel()
-				}
-				if err != nil {
-					t.Errorf("op %d: %v", op, err)
-				}
-				c.Close()
-			}
-		}()
+	dbs := make([]*sql.DB, workers)
+	for w := range dbs {
+		dbs[w] = mysqlVia(t, lim, 1)
 	}
-	wg.Wait()
-	t.Logf("ops (query, transaction, prepared, kill, drop): %d %d %d %d %d", ops[0].Load(), ops[1].Load(), ops[2].Load(), ops[3].Load(), ops[4].Load())
+	ops := churn(ctx, workers, func(w, op int) bool {
+		bg := context.Background()
+		c, err := dbs[w].Conn(bg)
+		if err != nil {
+			t.Error(err)
+			return false
+		}
+		switch op {
+		case 0:
+			_, err = c.ExecContext(bg, "SELECT SLEEP(0.01)")
+		case 1:
+			var tx *sql.Tx
+			if tx, err = c.BeginTx(bg, nil); err == nil {
+				if _, err = tx.ExecContext(bg, "SELECT SLEEP(0.01)"); err == nil {
+					err = tx.Commit()
+				}
+			}
+		case 2:
+			var n int
+			err = c.QueryRowContext(bg, "SELECT ? + 1", 1).Scan(&n)
+		case 3: // KILL QUERY while it waits or runs
+			var id int64
+			if err = c.QueryRowContext(bg, "SELECT CONNECTION_ID()").Scan(&id); err == nil {
+				go func() { time.Sleep(3 * time.Millisecond); killer.ExecContext(bg, fmt.Sprintf("KILL QUERY %d", id)) }()
+				c.ExecContext(bg, "SELECT SLEEP(0.05)")
+			}
+		case 4: // the driver drops the connection when ctx ends mid-query
+			qctx, qcancel := context.WithTimeout(bg, 5*time.Millisecond)
+			c.ExecContext(qctx, "SELECT SLEEP(0.05)")
+			qcancel()
+		}
+		if err != nil {
+			t.Errorf("op %d: %v", op, err)
+		}
+		c.Close()
+		return true
+	})
+	t.Logf("ops (query, transaction, prepared, kill, drop): %d %d %d %d %d", ops[0], ops[1], ops[2], ops[3], ops[4])
 	testenv.Eventually(t, 30*time.Second, "every slot back", func() bool {
 		s := st.Manager().Admission().AdmissionStats()["admw_lim"]
 		return s.Running == 0 && s.Waiting == 0 && heldCount(st) == 0

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,7 +27,7 @@ func admitStack(t *testing.T, protocol, upstream string, limit int, extra string
 	body := "catalog: \"\"\nroutes:\n" +
 		"  - name: lim\n    listen: " + lim + "\n    upstream: " + upstream + "\n    protocol: " + protocol + "\n" + extra +
 		"  - name: free\n    listen: " + free + "\n    upstream: " + upstream + "\n    protocol: " + protocol + "\n" + extra
-	st, path := configStack(t, body)
+	st, _ = configStack(t, body)
 	ctx := context.Background()
 	for _, q := range []string{
 		fmt.Sprintf("CREATE RESOURCE POOL admw_lim WITH (active_statements=%d)", limit),
@@ -40,7 +39,6 @@ func admitStack(t *testing.T, protocol, upstream string, limit int, extra string
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	_ = path
 	return st, lim, free
 }
 
@@ -48,12 +46,39 @@ func admitStack(t *testing.T, protocol, upstream string, limit int, extra string
 // with application_name app.
 func pgVia(t *testing.T, addr, app string) *pgx.ConnConfig {
 	t.Helper()
-	cfg := testenv.PostgresConfig(t)
-	host, port, _ := strings.Cut(addr, ":")
-	cfg.Host = host
-	fmt.Sscan(port, &cfg.Port)
+	cfg := testenv.PostgresConfigVia(t, testenv.PostgresURL(t), addr)
 	cfg.RuntimeParams["application_name"] = app
 	return cfg
+}
+
+// pgViaNoCancel is pgVia for a client that only disappears: it dials its
+// session's connection and no other, so the CancelRequest pgx sends from
+// a new connection when a query fails never leaves it.
+func pgViaNoCancel(t *testing.T, addr, app string) *pgx.ConnConfig {
+	t.Helper()
+	cfg := pgVia(t, addr, app)
+	var dials atomic.Int32
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) > 1 {
+			return nil, errors.New("no cancel connection")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	return cfg
+}
+
+// pgBackends returns a function that counts, through direct, the
+// PostgreSQL backends whose application_name is app; a failed count
+// fails t.
+func pgBackends(t *testing.T, direct *pgx.Conn, app string) func() int {
+	return func() int {
+		var n int
+		if err := direct.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 }
 
 // TestAdmitPGBound: 40 sessions of a pool with active_statements=4 run
@@ -64,7 +89,7 @@ func TestAdmitPGBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes 13s here; runs without -short")
 	}
-	_, lim, free := admitStack(t, "postgres", testenv.PostgresConfig(t).Host+":"+fmt.Sprint(testenv.PostgresConfig(t).Port), boundLimit, "")
+	_, lim, free := admitStack(t, "postgres", testenv.PostgresAddr(t), boundLimit, "")
 	app := fmt.Sprintf("admw_bound_%d", time.Now().UnixNano())
 	var check boundCheck
 	for range boundSessions {
@@ -90,7 +115,6 @@ func TestAdmitPGBound(t *testing.T) {
 // is never held itself meanwhile; another session that wants the row is
 // held (not at the server), and both finish.
 func TestAdmitPGNoDeadlock(t *testing.T) {
-	pc := testenv.PostgresConfig(t)
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
 	table := pgTable(t, direct, "admw_dl", "id int PRIMARY KEY, v int")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -99,7 +123,7 @@ func TestAdmitPGNoDeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
 	a := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_dl_a"))
 	b := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_dl_b"))
 	tx, err := a.Begin(ctx)
@@ -158,8 +182,7 @@ func TestAdmitPGCancelHeld(t *testing.T) {
 }
 
 func testAdmitPGCancelHeld(t *testing.T, extra string) {
-	pc := testenv.PostgresConfig(t)
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, extra)
+	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, extra)
 	holder := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_cancel_holder"))
 	held := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_cancel_held"))
 	bg := context.Background()
@@ -229,8 +252,7 @@ func holdSlot(t *testing.T, addr string) (commit func()) {
 // the only slot, run whole and correctly once it frees it; their session
 // goes on.
 func TestAdmitPGExtendedHeld(t *testing.T) {
-	pc := testenv.PostgresConfig(t)
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
 	bg := context.Background()
 	table := pgTable(t, testenv.ConnectPG(t, testenv.PostgresURL(t)), "admw_ext", "id int, s text")
 	c := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_ext"))
@@ -321,8 +343,7 @@ func TestAdmitPGWaitLimits(t *testing.T) {
 			"ALTER RESOURCE POOL admw_lim WITH (except_rule='admw_block')"}, `exception rule "admw_block"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pc := testenv.PostgresConfig(t)
-			st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+			st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
 			for _, q := range tc.ddl {
 				if _, err := st.Manager().Service().Exec(context.Background(), q); err != nil {
 					t.Fatalf("%s: %v", q, err)
@@ -350,23 +371,11 @@ func TestAdmitPGWaitLimits(t *testing.T) {
 // transaction still blocks others), its statement never reaches the
 // server, and its wait and session end at once.
 func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
-	pc := testenv.PostgresConfig(t)
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 1, "")
+	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
 	table := pgTable(t, direct, "admw_gone", "id int")
 	commit := holdSlot(t, lim)
-	// The gone client sends no CancelRequest (pgx would, from a new
-	// connection, when its query fails): it only disappears.
-	goneCfg := pgVia(t, lim, "admw_gone")
-	var dials atomic.Int32
-	goneCfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if dials.Add(1) > 1 {
-			return nil, errors.New("no cancel connection")
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}
-	gone := testenv.ConnectPGConfig(t, goneCfg)
+	gone := testenv.ConnectPGConfig(t, pgViaNoCancel(t, lim, "admw_gone"))
 	done := make(chan error, 1)
 	go func() { _, err := gone.Exec(context.Background(), "INSERT INTO "+table+" VALUES (1)"); done <- err }()
 	testenv.Eventually(t, 10*time.Second, "a held statement", func() bool { return heldCount(st) == 1 })
@@ -409,59 +418,48 @@ func TestAdmitPGChurn(t *testing.T) {
 	if testing.Short() {
 		run = 2 * time.Second
 	}
-	pc := testenv.PostgresConfig(t)
-	st, lim, _ := admitStack(t, "postgres", fmt.Sprintf("%s:%d", pc.Host, pc.Port), 2, "")
+	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 2, "")
 	ctx, cancel := context.WithTimeout(context.Background(), run)
 	defer cancel()
-	var wg sync.WaitGroup
-	var ops [5]atomic.Int64
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-				c, err := pgx.ConnectConfig(cctx, pgVia(t, lim, "admw_churn"))
-				ccancel()
-				if err != nil {
-					t.Error(err)
-					return
+	ops := churn(ctx, workers, func(_, op int) bool {
+		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+		c, err := pgx.ConnectConfig(cctx, pgVia(t, lim, "admw_churn"))
+		ccancel()
+		if err != nil {
+			t.Error(err)
+			return false
+		}
+		bg := context.Background()
+		switch op {
+		case 0: // a query
+			_, err = c.Exec(bg, "SELECT pg_sleep(0.01)")
+		case 1: // a transaction
+			var tx pgx.Tx
+			if tx, err = c.Begin(bg); err == nil {
+				if _, err = tx.Exec(bg, "SELECT pg_sleep(0.01)"); err == nil {
+					err = tx.Commit(bg)
 				}
-				op := (w + i) % len(ops)
-				ops[op].Add(1)
-				bg := context.Background()
-				switch op {
-				case 0: // a query
-					_, err = c.Exec(bg, "SELECT pg_sleep(0.01)")
-				case 1: // a transaction
-					var tx pgx.Tx
-					if tx, err = c.Begin(bg); err == nil {
-						if _, err = tx.Exec(bg, "SELECT pg_sleep(0.01)"); err == nil {
-							err = tx.Commit(bg)
-						}
-					}
-				case 2: // a pipelined batch
-					b := &pgx.Batch{}
-					b.Queue("SELECT 1")
-					b.Queue("SELECT pg_sleep(0.01)")
-					err = c.SendBatch(bg, b).Close()
-				case 3: // cancelled, waiting or running
-					qctx, qcancel := context.WithTimeout(bg, 5*time.Millisecond)
-					c.Exec(qctx, "SELECT pg_sleep(0.05)") // either outcome will do
-					qcancel()
-				case 4: // the connection dropped under a statement
-					go func() { time.Sleep(3 * time.Millisecond); c.PgConn().Conn().Close() }()
-					c.Exec(bg, "SELECT pg_sleep(0.05)") // fails: the socket closed
-				}
-				if err != nil {
-					t.Errorf("op %d: %v", op, err)
-				}
-				c.Close(bg)
 			}
-		}()
-	}
-	wg.Wait()
-	t.Logf("ops (query, transaction, batch, cancel, drop): %d %d %d %d %d", ops[0].Load(), ops[1].Load(), ops[2].Load(), ops[3].Load(), ops[4].Load())
+		case 2: // a pipelined batch
+			b := &pgx.Batch{}
+			b.Queue("SELECT 1")
+			b.Queue("SELECT pg_sleep(0.01)")
+			err = c.SendBatch(bg, b).Close()
+		case 3: // cancelled, waiting or running
+			qctx, qcancel := context.WithTimeout(bg, 5*time.Millisecond)
+			c.Exec(qctx, "SELECT pg_sleep(0.05)") // either outcome will do
+			qcancel()
+		case 4: // the connection dropped under a statement
+			go func() { time.Sleep(3 * time.Millisecond); c.PgConn().Conn().Close() }()
+			c.Exec(bg, "SELECT pg_sleep(0.05)") // fails: the socket closed
+		}
+		if err != nil {
+			t.Errorf("op %d: %v", op, err)
+		}
+		c.Close(bg)
+		return true
+	})
+	t.Logf("ops (query, transaction, batch, cancel, drop): %d %d %d %d %d", ops[0], ops[1], ops[2], ops[3], ops[4])
 	testenv.Eventually(t, 30*time.Second, "every slot back and every session closed", func() bool {
 		s := st.Manager().Admission().AdmissionStats()["admw_lim"]
 		return s.Running == 0 && s.Waiting == 0 && len(st.Registry().Sessions()) == 0

@@ -219,3 +219,34 @@ func checkNoDeadlock(t *testing.T, st *stack.Stack, c deadlockCheck) {
 		t.Fatalf("v = %d, %v; want 31", v, err)
 	}
 }
+
+// churnKinds is how many kinds of round a churn worker cycles through.
+const churnKinds = 5
+
+// churn runs workers goroutines until ctx ends. Worker w's i-th round
+// calls round(w, kind) with kind (w+i) % churnKinds; a round that
+// returns false ends its worker and is not counted. It returns how many
+// rounds of each kind ran.
+func churn(ctx context.Context, workers int, round func(w, kind int) bool) [churnKinds]int64 {
+	var wg sync.WaitGroup
+	var ops [churnKinds]atomic.Int64
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				kind := (w + i) % churnKinds
+				if !round(w, kind) {
+					return
+				}
+				ops[kind].Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	var n [churnKinds]int64
+	for k := range ops {
+		n[k] = ops[k].Load()
+	}
+	return n
+}

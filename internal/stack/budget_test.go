@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,14 +40,7 @@ http:
 	if cfg.Etcd == nil {
 		t.Fatalf("%s: a catalog of %q gives no etcd configuration", name, cfg.Catalog)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	st, err := stack.New(ctx, stack.Options{Config: cfg, Version: "test", Logger: testenv.Logger(0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return newStack(t, 15*time.Second, stack.Options{Config: cfg, Version: "test", Logger: testenv.Logger(0)})
 }
 
 // budgetRow is one row of SHOW BUDGET.
@@ -150,7 +141,7 @@ func TestFleetBudgetTwoInstances(t *testing.T) {
 		t.Fatalf("b's cluster_low_priority_bandwidth is %d, want %d", got, budget)
 	}
 
-	upstream := net.JoinHostPort(pg.Host, strconv.Itoa(int(pg.Port)))
+	upstream := testenv.PostgresAddr(t)
 	bctx, stopBulk := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stopBulk(); wg.Wait() }()

@@ -55,7 +55,7 @@ func startDist(t *testing.T, rows int) *distCluster {
 		testenv.Missing(t, "a superuser on the test PostgreSQL (%v) with postgres_fdw available (%v)", super, fdw > 0)
 	}
 
-	upstream := fmt.Sprintf("%s:%d", pc.Host, pc.Port)
+	upstream := testenv.PostgresAddr(t)
 	addrs := map[string]string{"coord": testenv.DeadAddr(t)}
 	body := "catalog: \"\"\nadmin:\n  listen: 127.0.0.1:0\nhttp:\n  listen: 127.0.0.1:0\nroutes:\n"
 	for i := 0; i <= distShards; i++ {

@@ -42,14 +42,13 @@ type fleetInstance struct {
 // console and an HTTP API on free loopback ports.
 func startInstance(t testing.TB, ecfg etcd.Config, name string, ttl time.Duration) (*fleetInstance, error) {
 	t.Helper()
-	pg := testenv.PostgresConfig(t)
 	cfg := &config.Config{
 		Catalog: "etcd://" + strings.Join(ecfg.Endpoints, ",") + ecfg.Prefix, Etcd: &ecfg,
 		Admin: config.Admin{Listen: "127.0.0.1:0"},
 		HTTP:  config.HTTP{Listen: "127.0.0.1:0", Token: "api-token-" + name},
 		Fleet: config.Fleet{Name: name, Token: fleetToken, TTL: ttl, Timeout: time.Second},
 		Routes: []config.Route{{Name: "pg", Listen: "127.0.0.1:0", Protocol: "postgres",
-			Upstream: net.JoinHostPort(pg.Host, strconv.Itoa(int(pg.Port)))}},
+			Upstream: testenv.PostgresAddr(t)}},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -60,6 +59,22 @@ func startInstance(t testing.TB, ecfg etcd.Config, name string, ttl time.Duratio
 	in := &fleetInstance{name: name, st: st}
 	t.Cleanup(in.close)
 	return in, nil
+}
+
+// startFleet starts an instance of each of names, in order, with the
+// default instance_ttl, in the fleet whose catalog is in etcd at ecfg;
+// an instance that fails to start fails t.
+func startFleet(t testing.TB, ecfg etcd.Config, names ...string) []*fleetInstance {
+	t.Helper()
+	fl := make([]*fleetInstance, 0, len(names))
+	for _, n := range names {
+		in, err := startInstance(t, ecfg, n, 0)
+		if err != nil {
+			t.Fatalf("instance %s: %v", n, err)
+		}
+		fl = append(fl, in)
+	}
+	return fl
 }
 
 // close stops the instance.
@@ -178,14 +193,7 @@ func TestFleetThreeInstances(t *testing.T) {
 	eps := testenv.EtcdEndpoints(t)
 	ecfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
 	tc := testenv.DialEtcd(t, ecfg)
-	var fl []*fleetInstance
-	for _, n := range []string{"a", "b", "c"} {
-		in, err := startInstance(t, ecfg, n, 0)
-		if err != nil {
-			t.Fatalf("instance %s: %v", n, err)
-		}
-		fl = append(fl, in)
-	}
+	fl := startFleet(t, ecfg, "a", "b", "c")
 	a, b, c := fl[0], fl[1], fl[2]
 	ca, na := fleetConsole(t, a)
 	testenv.Eventually(t, 10*time.Second, "a lists a, b and c", func() bool {
@@ -396,11 +404,7 @@ func pgCode(err error) string { return testenv.PGError(err).Code }
 // setting is refused.
 func TestFleetAlone(t *testing.T) {
 	cfg := &config.Config{Admin: config.Admin{Listen: "127.0.0.1:0"}}
-	st, err := stack.New(context.Background(), stack.Options{Config: cfg, Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := newStack(t, 0, stack.Options{Config: cfg, Version: "test"})
 	c, n := fleetConsole(t, &fleetInstance{st: st})
 	inst := rows(t, c, "SHOW INSTANCES")
 	host, _ := os.Hostname()
@@ -444,19 +448,14 @@ func TestFleetAlone(t *testing.T) {
 func BenchmarkShowClusterSessions(b *testing.B) {
 	eps := testenv.EtcdEndpoints(b)
 	ecfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(b, eps)}
-	var fl []*fleetInstance
-	for _, n := range []string{"a", "b", "c"} {
-		in, err := startInstance(b, ecfg, n, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
+	fl := startFleet(b, ecfg, "a", "b", "c")
+	for _, in := range fl {
 		for range 10 {
 			conn := testenv.ConnectPG(b, in.routeURL(b))
 			if _, err := conn.Exec(context.Background(), "SELECT 1"); err != nil {
 				b.Fatal(err)
 			}
 		}
-		fl = append(fl, in)
 	}
 	c, _ := fleetConsole(b, fl[0])
 	testenv.Eventually(b, 10*time.Second, "a lists three", func() bool { return len(rows(b, c, "SHOW INSTANCES")) == 3 })

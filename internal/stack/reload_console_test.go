@@ -38,12 +38,25 @@ func configStack(t *testing.T, body string) (*stack.Stack, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := stack.New(context.Background(), stack.Options{Config: cfg, Load: load, Logger: testenv.Logger(0)})
+	return newStack(t, 0, stack.Options{Config: cfg, Load: load, Logger: testenv.Logger(0)}), path
+}
+
+// newStack builds a stack of opts, allowing New timeout (0: no limit),
+// and closes it when the test ends. An error of New fails t.
+func newStack(t testing.TB, timeout time.Duration, opts stack.Options) *stack.Stack {
+	t.Helper()
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	st, err := stack.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return st, path
+	return st
 }
 
 // TestReloadRelisten: a route whose listen address changes is bound at

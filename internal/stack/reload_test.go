@@ -3,7 +3,6 @@ package stack_test
 import (
 	"context"
 	"crypto/md5"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -135,18 +134,10 @@ func (p *pool) noErrors(t *testing.T) {
 // credentials, and keeps each busy until ctx ends.
 func startPG(t *testing.T, ctx context.Context, name, pgURL, addr string, n int) *pool {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, _ := net.SplitHostPort(addr)
+	cfg := testenv.PostgresConfigVia(t, pgURL, addr)
 	p := &pool{name: name}
 	for i := range n {
-		c := cfg.Copy()
-		c.Host = host
-		pn, _ := strconv.Atoi(port)
-		c.Port = uint16(pn)
-		conn, err := pgx.ConnectConfig(ctx, c)
+		conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
 		if err != nil {
 			t.Fatalf("%s session %d: %v", name, i, err)
 		}
@@ -171,11 +162,7 @@ func startMySQL(t *testing.T, ctx context.Context, name, dsn, addr string, n int
 		t.Fatal(err)
 	}
 	cfg.Addr = addr
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := testenv.OpenMySQL(t, cfg)
 	p := &pool{name: name}
 	for i := range n {
 		conn, err := db.Conn(ctx)

@@ -122,11 +122,7 @@ func TestReplicationMySQL(t *testing.T) {
 
 			// The pool's one slot is free: a client of the route runs.
 			cfg := primary.Config(tc.addr)
-			cdb, err := sql.Open("mysql", cfg.FormatDSN())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cdb.Close()
+			cdb := testenv.OpenMySQL(t, cfg)
 			qctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
 			for range 3 {

@@ -75,16 +75,35 @@ func startReplPrimary(t *testing.T, settings ...string) *replPrimary {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	cfg, err := pgx.ParseConfig(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstream := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	upstream := testenv.PostgresAddrOf(t, srv.URL())
 	route := testenv.DeadAddr(t)
 	st, _ := configStack(t, "catalog: \"\"\nroutes:\n"+
 		"  - name: repl\n    listen: "+route+"\n    upstream: "+upstream+"\n    protocol: postgres\n    link: replpg_wan\n"+
 		"links:\n  - name: replpg_wan\n    capacity: 50MB\n    delay: 2ms\n")
 	return &replPrimary{srv: srv, bin: bin, st: st, route: route, super: super}
+}
+
+// waitStandbyRows waits up to a minute until the rows of replpg_rows
+// on standby (their count and a digest of every id and value) are
+// those on primary now; what names the wait in a failure.
+func waitStandbyRows(t *testing.T, primary, standby *pgx.Conn, what string) {
+	t.Helper()
+	const digest = "SELECT count(*), md5(string_agg(id::text || ':' || v, ',' ORDER BY id)) FROM replpg_rows"
+	ctx := context.Background()
+	var wantN int
+	var want string
+	if err := primary.QueryRow(ctx, digest).Scan(&wantN, &want); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, what, func() bool {
+		var gotN int
+		var got string
+		if err := standby.QueryRow(ctx, digest).Scan(&gotN, &got); err != nil {
+			t.Logf("standby: %v", err)
+			return false
+		}
+		return gotN == wantN && got == want
+	})
 }
 
 // client connects to the route as the replication role, to database
@@ -393,21 +412,7 @@ func TestReplPGStandby(t *testing.T) {
 	if _, err := p.super.Exec(ctx, "UPDATE replpg_rows SET v = v || '!' WHERE id % 7 = 0"); err != nil {
 		t.Fatal(err)
 	}
-	const digest = "SELECT count(*), md5(string_agg(id::text || ':' || v, ',' ORDER BY id)) FROM replpg_rows"
-	var wantN int
-	var want string
-	if err := p.super.QueryRow(ctx, digest).Scan(&wantN, &want); err != nil {
-		t.Fatal(err)
-	}
-	var gotN int
-	var got string
-	testenv.Eventually(t, time.Minute, "the standby has the primary's rows", func() bool {
-		if err := standby.QueryRow(ctx, digest).Scan(&gotN, &got); err != nil {
-			t.Logf("standby: %v", err)
-			return false
-		}
-		return gotN == wantN && got == want
-	})
+	waitStandbyRows(t, p.super, standby, "the standby has the primary's rows")
 
 	var repl []map[string]string
 	for _, r := range showRows(t, p.st, "SHOW SESSIONS") {
@@ -461,16 +466,7 @@ func TestReplPGStandby(t *testing.T) {
 	if _, err := p.super.Exec(ctx, "DELETE FROM replpg_rows WHERE id % 3 = 0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.super.QueryRow(ctx, digest).Scan(&wantN, &want); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, time.Minute, "the standby catches up after the cancelled stream", func() bool {
-		if err := standby.QueryRow(ctx, digest).Scan(&gotN, &got); err != nil {
-			t.Logf("standby: %v", err)
-			return false
-		}
-		return gotN == wantN && got == want
-	})
+	waitStandbyRows(t, p.super, standby, "the standby catches up after the cancelled stream")
 	testenv.Eventually(t, time.Minute, "a new replication session", func() bool {
 		for _, s := range p.st.Registry().Sessions() {
 			if s.Kind() == session.KindReplication && s.ID != first {

@@ -2,7 +2,6 @@ package stack_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -50,11 +49,7 @@ func TestWhatIfPgbenchSysbench(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { direct.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
-	my, err := sql.Open("mysql", testenv.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer my.Close()
+	my := testenv.OpenMySQL(t, testenv.MySQLConfig(t))
 	if _, err := my.Exec("CREATE DATABASE " + name); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +57,7 @@ func TestWhatIfPgbenchSysbench(t *testing.T) {
 
 	pgRoute, myRoute := testenv.DeadAddr(t), testenv.DeadAddr(t)
 	st, _ := configStack(t, "catalog: \"\"\nadmin:\n  listen: 127.0.0.1:0\nhttp:\n  listen: 127.0.0.1:0\nroutes:\n"+
-		"  - name: pg\n    listen: "+pgRoute+"\n    upstream: "+fmt.Sprintf("%s:%d", pgc.Host, pgc.Port)+"\n    protocol: postgres\n"+
+		"  - name: pg\n    listen: "+pgRoute+"\n    upstream: "+testenv.PostgresAddr(t)+"\n    protocol: postgres\n"+
 		"  - name: my\n    listen: "+myRoute+"\n    upstream: "+myc.Addr+"\n    protocol: mysql\n")
 
 	pgEnv := append(os.Environ(), "PGPASSWORD="+pgc.Password, "PGUSER="+pgc.User, "PGDATABASE="+name)

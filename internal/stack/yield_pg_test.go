@@ -3,7 +3,6 @@ package stack_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -23,8 +22,7 @@ func TestLowYieldsToRunningStatement(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes 3s here; runs without -short")
 	}
-	pg := testenv.PostgresConfig(t)
-	upstream := fmt.Sprintf("%s:%d", pg.Host, pg.Port)
+	upstream := testenv.PostgresAddr(t)
 	bulkAddr, appAddr := testenv.DeadAddr(t), testenv.DeadAddr(t)
 	st, _ := configStack(t, "catalog: \"\"\nlinks:\n  - name: yl\n    capacity: 20MB\nroutes:\n"+
 		"  - name: bulk\n    listen: "+bulkAddr+"\n    upstream: "+upstream+"\n    protocol: postgres\n    link: yl\n"+

@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
@@ -111,10 +113,57 @@ func PostgresConfig(t testing.TB) *pgx.ConnConfig {
 	return mustParse(t, PostgresURL(t), pgx.ParseConfig)
 }
 
+// PostgresAddr returns the host:port of the test PostgreSQL, as a
+// route's upstream names it, after checking that it answers.
+func PostgresAddr(t testing.TB) string {
+	t.Helper()
+	return PostgresAddrOf(t, PostgresURL(t))
+}
+
+// PostgresAddrOf returns the host:port of the PostgreSQL URL url, as a
+// route's upstream names it. A malformed url fails t.
+func PostgresAddrOf(t testing.TB, url string) string {
+	t.Helper()
+	cfg := mustParse(t, url, pgx.ParseConfig)
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+}
+
+// PostgresConfigVia returns url parsed, with its host and port replaced
+// by those of addr (host:port): a session to the same database, user and
+// password through a route listening on addr. A malformed url or addr
+// fails t.
+func PostgresConfigVia(t testing.TB, url, addr string) *pgx.ConnConfig {
+	t.Helper()
+	cfg := mustParse(t, url, pgx.ParseConfig)
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("route address %q: %v", addr, err)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		t.Fatalf("route address %q: %v", addr, err)
+	}
+	cfg.Host, cfg.Port = host, uint16(n)
+	return cfg
+}
+
 // MySQLConfig returns the parsed MySQLDSN.
 func MySQLConfig(t testing.TB) *mysql.Config {
 	t.Helper()
 	return mustParse(t, MySQLDSN(t), mysql.ParseDSN)
+}
+
+// OpenMySQL opens a database/sql pool of go-sql-driver/mysql with cfg,
+// closed when the test ends. Opening only checks cfg: the pool's first
+// statement connects.
+func OpenMySQL(t testing.TB, cfg *mysql.Config) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatalf("open a MySQL pool: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // mustParse returns parse(s), failing t if it fails. The error is logged
