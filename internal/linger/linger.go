@@ -12,8 +12,8 @@ import (
 // Drain half-closes c (when it supports CloseWrite, as a *net.TCPConn
 // does) and discards what the client sends until it closes its side,
 // limit bytes have been read, timeout has passed on clk, or ctx ends.
-// It leaves c open and its read deadline possibly in the past: the
-// caller closes c next. A limit or timeout of 0 or less discards
+// It leaves c open, with no read deadline, what it did not read still
+// readable. A limit or timeout of 0 or less discards
 // nothing, only half-closes.
 func Drain(ctx context.Context, c net.Conn, clk clock.Clock, limit int64, timeout time.Duration) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
@@ -23,10 +23,11 @@ func Drain(ctx context.Context, c net.Conn, clk clock.Clock, limit int64, timeou
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	t := clk.NewTimer(timeout)
 	defer t.Stop()
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		select {
 		case <-t.C():
 		case <-ctx.Done():
@@ -34,4 +35,9 @@ func Drain(ctx context.Context, c net.Conn, clk clock.Clock, limit int64, timeou
 		_ = c.SetReadDeadline(clock.LongAgo)
 	}()
 	_, _ = io.CopyN(io.Discard, c, limit)
+	// The read deadline that ended the copy, or the one the goroutine
+	// sets as it stops, is c's no longer once Drain returns.
+	cancel()
+	<-stopped
+	_ = c.SetReadDeadline(time.Time{})
 }
