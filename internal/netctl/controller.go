@@ -208,6 +208,10 @@ func (c *Controller) Step(now time.Time, samples []Sample) Estimate {
 			c.est.State, c.est.LowRate, c.aboveFor = Unknown, 0, 0
 		}
 	}
+	if c.est.State == Found && b == 0 {
+		// Nothing delivered for a whole window: nothing to hold.
+		c.est.State, c.est.LowRate, c.aboveFor = Unknown, 0, 0
+	}
 	if c.est.State == Found {
 		c.est.LowRate = max(c.est.LowRate, int64(float64(b)*floorShare), 1)
 		c.est.LowRate = min(c.est.LowRate, 2*b)

@@ -120,3 +120,25 @@ func TestControllerCeiling(t *testing.T) {
 		t.Errorf("LowRate %d, want the ceiling 1e6", est.LowRate)
 	}
 }
+
+// TestControllerIdle: when the sockets go away after a bottleneck was
+// found, the hold is lifted once a window has passed with nothing
+// delivered, and is never "unlimited while found".
+func TestControllerIdle(t *testing.T) {
+	p := &path{capacity: 50e6 / 8, base: 100 * time.Microsecond, limit: 50e6 / 8 * 0.05}
+	c := NewController(Options{})
+	est, _, now := run(t, c, p, 4*p.capacity, time.Unix(0, 0), 5*time.Second)
+	if est.State != Found {
+		t.Fatalf("no bottleneck found: %+v", est)
+	}
+	for range 400 { // 4 s without sockets
+		now = now.Add(10 * time.Millisecond)
+		est = c.Step(now, nil)
+		if est.State == Found && est.LowRate == 0 {
+			t.Fatalf("found with no hold: %+v", est)
+		}
+	}
+	if est.State != Unknown || est.LowRate != 0 {
+		t.Errorf("after 4 s idle: %+v, want state none and no hold", est)
+	}
+}
