@@ -18,7 +18,9 @@
 // seconds, the bottleneck is gone and the hold is lifted. Watcher is the
 // blocking part: the proxy tells it which socket each link direction
 // sends on and at which class (proxy.Options.Sockets); every Interval
-// it samples them, steps each direction's Controller and sets the rate
+// it samples them (not while no bottleneck is found and the Low class
+// sent nothing since the last sample, so idle sessions cost nothing),
+// steps each direction's Controller and sets the rate
 // on the link (link.Link.SetLowRate, which applies on top of
 // low_priority_bandwidth, so a fleet's shared budget still caps the
 // sum). Estimates feed the network view (SHOW NETWORK).

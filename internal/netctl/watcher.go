@@ -54,6 +54,10 @@ type watched struct {
 	socks map[uint64]socket
 	ctl   *Controller
 	last  Estimate
+	// low is the Low class's bytes through the direction at the last
+	// step: with no bottleneck found and no Low byte since, there is
+	// nothing to hold and the sockets are not read.
+	low int64
 }
 
 // socket is a watched connection.
@@ -167,6 +171,13 @@ func (w *Watcher) step(now time.Time) {
 				j.k.l.SetLowRate(j.k.dir, 0)
 			}
 			j.d.last = Estimate{}
+			continue
+		}
+		low := j.k.l.Stats().Directions[j.k.dir].Classes[link.Low].Bytes
+		idle := low == j.d.low
+		j.d.low = low
+		if idle && j.d.last.State == Unknown {
+			ests = append(ests, LinkEstimate{Link: j.k.l.Name(), Direction: j.k.dir, Estimate: j.d.last})
 			continue
 		}
 		samples = samples[:0]
