@@ -19,19 +19,18 @@ type token = sqltext.Token
 // lexer splits SQL text into tokens by sqltext's rules, skipping white
 // space and comments. Every index it returns is within the text;
 // unterminated quotes and comments run to its end.
-type lexer struct {
-	sqltext.Scanner
-	sql string
-	my  bool // MySQL's rules, else PostgreSQL's
-}
+type lexer struct{ sqltext.Scanner }
 
 func newLexer(sql string, my bool) *lexer {
 	d := sqltext.PostgreSQL
 	if my {
 		d = sqltext.MySQL
 	}
-	return &lexer{Scanner: sqltext.Scanner{Src: sql, Dialect: d}, sql: sql, my: my}
+	return &lexer{sqltext.Scanner{Src: sql, Dialect: d}}
 }
+
+// my reports whether the text is read by MySQL's rules.
+func (l *lexer) my() bool { return l.Dialect == sqltext.MySQL }
 
 // next returns the token at or after the lexer's position and moves
 // past it.
@@ -44,8 +43,8 @@ func (l *lexer) secretEnd(t token) int {
 	if t.Quote < 0 {
 		return t.End
 	}
-	a, _ := sqltext.QuoteEnd(l.sql, t.Quote, false)
-	b, _ := sqltext.QuoteEnd(l.sql, t.Quote, true)
+	a, _ := sqltext.QuoteEnd(l.Src, t.Quote, false)
+	b, _ := sqltext.QuoteEnd(l.Src, t.Quote, true)
 	return max(a, b)
 }
 

@@ -51,7 +51,7 @@ func redact(sql string, d Dialect, depth int) string {
 	// in PASSWORD, filled by format() or ||), the password may come from
 	// a variable: every literal assigned (:=, DEFAULT) is hidden, and
 	// every string literal but the SQL that builds the password.
-	dyn := depth > 0 && dynamicPassword(sql, l.my)
+	dyn := depth > 0 && dynamicPassword(sql, l.my())
 	for {
 		t := l.next()
 		set := false
@@ -68,7 +68,7 @@ func redact(sql string, d Dialect, depth int) string {
 			case hasSuffixFold(w, "password"):
 				ctx = ctx || afterSet
 				prev = password
-			case l.my && w[0] == '_':
+			case l.my() && w[0] == '_':
 				// A character set introducer (_utf8mb4'x'): the literal
 				// after it stands where the introducer does.
 			case equalFold(w, "identified"):
@@ -126,7 +126,7 @@ func redact(sql string, d Dialect, depth int) string {
 				// string's own quoting writes them; a format() string
 				// with PASSWORD %L makes an argument after it its
 				// password.
-				lit := l.sql[t.Start:t.End]
+				lit := l.Src[t.Start:t.End]
 				inner, open, ok := l.text(t)
 				sqlText := ok && hasKeyword(inner) && depth < maxNesting
 				red := inner
@@ -136,11 +136,11 @@ func redact(sql string, d Dialect, depth int) string {
 				// In a body that builds a password, any literal may hold
 				// it: every one but the SQL that builds it, or SQL that
 				// held a password of its own, is hidden (below).
-				if !dyn || sqlText && (red != inner || builds(inner, l.my, true)) {
+				if !dyn || sqlText && (red != inner || builds(inner, l.my(), true)) {
 					if !sqlText {
 						break
 					}
-					if endsInPassword(inner, l.my) {
+					if endsInPassword(inner, l.my()) {
 						prev = pwString
 					}
 					if red != inner {
@@ -338,12 +338,12 @@ func hexVal(c byte) int {
 // whole literal (openBody). It reports false for a literal it does not
 // read.
 func (l *lexer) text(t token) (text string, open, ok bool) {
-	lit := l.sql[t.Start:t.End]
+	lit := l.Src[t.Start:t.End]
 	if l.open(t) {
-		text, ok = openBody(lit, l.my)
+		text, ok = openBody(lit, l.my())
 		return text, true, ok
 	}
-	text, ok = unquote(lit, l.my)
+	text, ok = unquote(lit, l.my())
 	return text, false, ok
 }
 
