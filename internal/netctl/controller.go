@@ -5,16 +5,21 @@ import (
 )
 
 // Sample is what the kernel says of one of a link direction's sockets
-// (TCP_INFO), read at one instant.
+// (TCP_INFO), read at one instant. A socket sluice sends on gives its
+// own round trips; one it receives on, the receiver's estimate of them
+// (see Side).
 type Sample struct {
-	RTT    time.Duration // smoothed round-trip time (tcpi_rtt)
+	RTT    time.Duration // smoothed round-trip time (tcpi_rtt), or a probe's
 	MinRTT time.Duration // the lowest round trip seen (tcpi_min_rtt); 0 unknown
-	// Acked is the socket's bytes acknowledged so far (tcpi_bytes_acked);
+	// Acked is the socket's bytes delivered so far: acknowledged
+	// (tcpi_bytes_acked), or, receiving, received (tcpi_bytes_received);
 	// it only grows. Key tells one socket's samples from another's.
 	Acked uint64
 	Key   uint64
-	// InFlight reports bytes sent and not acknowledged (tcpi_unacked >
-	// 0): only then does RTT say anything about a queue now.
+	// InFlight reports bytes on the path now: sent and not acknowledged
+	// (tcpi_unacked of a few segments), or, receiving, arriving since the
+	// last sample.
+	// Only then does RTT say anything about a queue now.
 	InFlight bool
 	// RwndLimited is how long the socket has been held by its peer's
 	// receive window (tcpi_rwnd_limited): while it grows, a slow reader,
@@ -99,6 +104,22 @@ const (
 	// bottleneck counts as gone.
 	lostAfter  = 2 * time.Second
 	lostFactor = 1.5
+	// futileShare, futileAfter and quietTime: a queue that stays
+	// futileAfter with the Low class held under futileShare of the
+	// path's rate is not the Low class's; the controller lets go and
+	// does not look again for quietTime.
+	futileShare = 0.1
+	futileAfter = 300 * time.Millisecond
+	quietTime   = 5 * time.Second
+	// busyShare is the share of the bottleneck estimate the path must
+	// deliver for a queue to count towards finding a bottleneck.
+	busyShare = 0.8
+	// minReact is the least time between two falls of the Low rate.
+	minReact = 20 * time.Millisecond
+	// confirmTime is how long the queue must stay above the target
+	// before a bottleneck counts as found: a queue that stands, not a
+	// burst's.
+	confirmTime = 30 * time.Millisecond
 )
 
 // Controller holds the Low class of one link direction below the
@@ -123,6 +144,21 @@ type Controller struct {
 	// above lostFactor times it, with no such queue.
 	congested int64
 	aboveFor  time.Duration
+	// queuedFor is how long, while no bottleneck is found, the queue has
+	// stayed above the target.
+	queuedFor time.Duration
+	// foundAt is the bottleneck estimate when it was last found;
+	// futileFor how long the queue has since stayed with the Low class
+	// held under futileShare of it; no bottleneck is found again before
+	// quietUntil.
+	foundAt    int64
+	futileFor  time.Duration
+	quietUntil time.Time
+	// recent is the delivery rate over the last rateSpan (bytes/s).
+	recent int64
+	// cut is when the Low rate last fell: it falls again only once the
+	// queue had a round trip to show the fall.
+	cut time.Time
 }
 
 type totalAt struct {
@@ -168,10 +204,13 @@ func (c *Controller) Step(now time.Time, samples []Sample) Estimate {
 			if q := max(s.RTT-s.MinRTT, 0); qdelay < 0 || q < qdelay {
 				qdelay = q
 			}
+
 		}
 	}
 	c.acked, c.rwnd = acked, rwnd
-	c.est.BaseRTT = base
+	if base > 0 {
+		c.est.BaseRTT = base
+	}
 	c.est.QueueDelay = max(qdelay, 0)
 	if first || dt <= 0 {
 		return c.est
@@ -179,16 +218,48 @@ func (c *Controller) Step(now time.Time, samples []Sample) Estimate {
 	c.total += delivered
 	c.addRate(now)
 	b := c.est.Bottleneck
+	// A queue that stands at a bottleneck keeps it busy: the path
+	// delivers near the highest rate it has. Round trips stretched while
+	// it delivers far less are the ends' own pauses (a sender that has
+	// nothing to send, a process not scheduled), not a queue.
+	busy := float64(c.recent) >= busyShare*float64(b)
+	quiet := now.Before(c.quietUntil)
+	if c.est.State == Unknown && qdelay > c.o.Target && b > 0 && busy && !quiet {
+		c.queuedFor += dt
+	} else {
+		c.queuedFor = 0
+	}
 	switch {
+	case c.est.State == Unknown && (quiet || c.queuedFor < confirmTime):
+		// No queue, or one not yet long enough to stand.
 	case qdelay > c.o.Target && b > 0:
 		if c.est.State == Unknown {
 			c.est.State = Found
 			c.est.LowRate = b
+			c.queuedFor, c.foundAt, c.futileFor = 0, b, 0
+		}
+		// A queue that stays while the Low class is held to a small
+		// share of what the path carried when it was found is not the
+		// Low class's: the ends' pauses, or other traffic. Holding on
+		// only starves the Low class; let go, and look again later.
+		if float64(c.est.LowRate) <= futileShare*float64(c.foundAt) {
+			c.futileFor += dt
+		} else {
+			c.futileFor = 0
+		}
+		if c.futileFor >= futileAfter {
+			c.est.State, c.est.LowRate, c.aboveFor, c.futileFor = Unknown, 0, 0, 0
+			c.quietUntil = now.Add(quietTime)
+			break
 		}
 		// Back off in proportion to the excess delay, at most halving
-		// per step, as LEDBAT's window falls with the delay above target.
-		excess := min(float64(qdelay-c.o.Target)/float64(c.o.Target), 1)
-		c.est.LowRate = int64(float64(c.est.LowRate) * (1 - excess/2))
+		// per round trip (the queue's and the path's), as LEDBAT's window
+		// falls with the delay above target.
+		if now.Sub(c.cut) >= max(qdelay+base, minReact) {
+			excess := min(float64(qdelay-c.o.Target)/float64(c.o.Target), 1)
+			c.est.LowRate = int64(float64(c.est.LowRate) * (1 - excess/2))
+			c.cut = now
+		}
 		c.congested, c.aboveFor = b, 0
 	case c.est.State == Found:
 		// Below target: climb by the whole bottleneck per recoverTime,
@@ -246,4 +317,5 @@ func (c *Controller) addRate(now time.Time) {
 		b = max(b, x.rate)
 	}
 	c.est.Bottleneck = b
+	c.recent = r
 }

@@ -17,15 +17,22 @@ import (
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
-// TestFindsKernelBottleneck: Low-class bulk senders through a link with
+// TestFindsKernelBottleneck: Low-class bulk flows through a link with
 // network control and no capacity, over a real tbf queue the link is
 // not told about, make the Watcher find the bottleneck, estimate its
 // rate, and hold the Low class so that the kernel's queue does not stay
-// full.
+// full: with the queue beyond sluice (it sends, paced by the link), and
+// before it (it receives, and the link paces its reads).
 func TestFindsKernelBottleneck(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs 4 s of traffic over a real queue; runs without -short")
+		t.Skip("runs 4 s of traffic over a real queue per case; runs without -short")
 	}
+	for _, side := range []netctl.Side{netctl.Send, netctl.Receive} {
+		t.Run(side.String(), func(t *testing.T) { findsKernelBottleneck(t, side) })
+	}
+}
+
+func findsKernelBottleneck(t *testing.T, side netctl.Side) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tb, err := netlab.New(ctx)
@@ -49,44 +56,77 @@ func TestFindsKernelBottleneck(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(io.Discard, c); c.Close() }()
-		}
-	}()
 
 	lk := link.New("wan", link.Config{NetworkControl: true}, clock.Real{})
 	defer lk.Close()
 	w := netctl.NewWatcher(netctl.WatcherOptions{Logger: testenv.Logger(0)})
 	go w.Run(ctx)
 	low := func() link.Class { return link.Low }
+	// paced moves the flow's bytes through the link's Low class, as the
+	// proxy does: a write to the path, or a read from it.
+	paced := func(c net.Conn, move func([]byte) (int, error)) {
+		f := lk.Flow(link.Down, "bulk")
+		defer f.Close()
+		buf := make([]byte, 16<<10)
+		for ctx.Err() == nil {
+			if _, err := f.Send(ctx, len(buf), link.Low); err != nil {
+				return
+			}
+			if _, err := move(buf); err != nil {
+				return
+			}
+		}
+	}
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn // closed at the end: a write blocked on a full window returns
+	keep := func(c net.Conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		conns = append(conns, c)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			keep(c)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				if side == netctl.Send {
+					io.Copy(io.Discard, c)
+					return
+				}
+				detach := w.Attach(lk, link.Down, rawconn.ControllerOf(c), nil, low)
+				defer detach()
+				paced(c, c.Read)
+			}()
+		}
+	}()
 	for range 4 {
 		c, err := a.Dial(ctx, "tcp", ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		detach := w.Attach(lk, link.Down, rawconn.ControllerOf(c), low)
-		defer detach()
+		keep(c)
 		wg.Add(1)
 		go func(c net.Conn) {
 			defer wg.Done()
-			f := lk.Flow(link.Down, "bulk")
-			defer f.Close()
-			buf := make([]byte, 16<<10)
-			for ctx.Err() == nil {
-				if _, err := f.Send(ctx, len(buf), link.Low); err != nil {
-					return
+			if side == netctl.Receive {
+				buf := make([]byte, 16<<10)
+				for ctx.Err() == nil {
+					if _, err := c.Write(buf); err != nil {
+						return
+					}
 				}
-				if _, err := c.Write(buf); err != nil {
-					return
-				}
+				return
 			}
+			detach := w.Attach(lk, link.Down, nil, rawconn.ControllerOf(c), low)
+			defer detach()
+			paced(c, c.Write)
 		}(c)
 	}
 	limit := rate * queue.Seconds()
@@ -95,14 +135,22 @@ func TestFindsKernelBottleneck(t *testing.T) {
 	deadline := time.Now().Add(4 * time.Second)
 	for time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond) // a sampling period of the measurement, not a wait for a condition
-		if es := w.Estimates(); len(es) == 1 {
-			est = es[0]
+		for _, e := range w.Estimates() {
+			if e.Side == side {
+				est = e
+			}
 		}
 		if q, err := l.A.Qdisc(ctx); err == nil {
 			backlog = append(backlog, q.Backlog)
 		}
 	}
 	cancel()
+	ln.Close()
+	mu.Lock()
+	for _, c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
 	wg.Wait()
 	t.Logf("estimate %+v; tbf backlog over the last 2 s %v bytes (queue limit %.0f)", est, backlog[len(backlog)-20:], limit)
 	if est.State != netctl.Found {

@@ -3,7 +3,6 @@ package netctl
 import (
 	"context"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -30,18 +29,21 @@ type WatcherOptions struct {
 }
 
 // Watcher reads the kernel's state of the sockets each link direction
-// sends on, runs a Controller per direction with a bottleneck in
-// between, and holds the direction's Low class to the rate it finds
-// (link.Link.SetLowRate). It is safe for concurrent use.
+// receives and sends on, runs a Controller per side of each direction
+// (Side), and holds the direction's Low class to the lower of the rates
+// they find (link.Link.SetLowRate). It is safe for concurrent use.
 type Watcher struct {
 	o   WatcherOptions
 	log *slog.Logger
 
+	noProbe sync.Once // the warning that no probe could be opened
+
 	mu sync.Mutex
 	// Guarded by mu.
-	dirs map[dirKey]*watched
-	seq  uint64         // socket keys
-	ests []LinkEstimate // the last step's, sorted
+	dirs   map[dirKey]*watched
+	probes map[probeKey]*probe
+	seq    uint64         // socket keys
+	ests   []LinkEstimate // the last step's, sorted
 }
 
 type dirKey struct {
@@ -49,27 +51,69 @@ type dirKey struct {
 	dir link.Direction
 }
 
-// watched is one link direction: its sockets and its controller.
+// watched is one link direction. Its socket maps are guarded by
+// Watcher.mu; the rest is the sampling goroutine's alone.
 type watched struct {
-	socks map[uint64]socket
-	ctl   *Controller
-	last  Estimate
+	sides [2]watchedSide // by Side
 	// low is the Low class's bytes through the direction at the last
 	// step: with no bottleneck found and no Low byte since, there is
 	// nothing to hold and the sockets are not read.
 	low int64
+	// rate is the Low rate set on the link; 0 none.
+	rate int64
+}
+
+// watchedSide is one side of a direction: its sockets and controller.
+type watchedSide struct {
+	socks map[uint64]*socket
+	ctl   *Controller
+	last  Estimate
 }
 
 // socket is a watched connection.
 type socket struct {
 	ctl   rawconn.Controller
 	class func() link.Class
+	// On the receive side: the probe of the socket's peer (nil: none),
+	// and, the sampling goroutine's alone, the bytes received at the last
+	// sample and the receive window clamp set (bytes; 0 never set).
+	probe *probe
+	recvd uint64
+	clamp int
 }
 
-// LinkEstimate is a Watcher's estimate for one link direction.
+// Side is where on a link direction's path, seen from sluice, a
+// bottleneck sits.
+type Side uint8
+
+const (
+	// Send is the path beyond sluice, toward the peer it writes the
+	// direction's bytes to: the round trips of its own sends show the
+	// queue there (tcpi_rtt over tcpi_min_rtt), and the link's pacing
+	// of the Low class holds it.
+	Send Side = iota
+	// Receive is the path before sluice, from the peer it reads the
+	// direction's bytes from: the round trips of ICMP echo requests to
+	// that peer show the queue there (a probe), while Low-class bytes
+	// arrive; reading the Low class more slowly, and clamping the window
+	// its sockets advertise, shrink what its senders keep in flight (as
+	// rLEDBAT does), so the link's pacing holds this side too.
+	Receive
+)
+
+func (s Side) String() string {
+	if s == Receive {
+		return "receive"
+	}
+	return "send"
+}
+
+// LinkEstimate is a Watcher's estimate for one side of a link
+// direction.
 type LinkEstimate struct {
 	Link      string
 	Direction link.Direction
+	Side      Side
 	Estimate
 }
 
@@ -85,36 +129,98 @@ func NewWatcher(o WatcherOptions) *Watcher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Watcher{o: o, log: log, dirs: map[dirKey]*watched{}}
+	return &Watcher{o: o, log: log, dirs: map[dirKey]*watched{}, probes: map[probeKey]*probe{}}
 }
 
-// Attach watches rc, a socket l's direction dir sends on, until the
-// returned function is called (safe to call more than once); class
-// tells the class its bytes go at now, and must be safe to call from
-// the Watcher's goroutine. A nil rc is not watched; a socket is
-// sampled only when it is TCP.
-func (w *Watcher) Attach(l *link.Link, dir link.Direction, rc rawconn.Controller, class func() link.Class) (detach func()) {
-	if rc == nil || l == nil {
+// Attach watches recv and send, the sockets a flow of l's direction
+// dir reads its bytes from and writes them to, until the returned
+// function is called (safe to call more than once); class tells the
+// class the flow's bytes go at now, and must be safe to call from the
+// Watcher's goroutine. A nil socket is not watched; a socket is sampled
+// only when it is TCP.
+func (w *Watcher) Attach(l *link.Link, dir link.Direction, recv, send rawconn.Controller, class func() link.Class) (detach func()) {
+	if l == nil || recv == nil && send == nil {
 		return func() {}
+	}
+	var pr *probe
+	if recv != nil {
+		pr = w.probe(recv)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := dirKey{l, dir}
 	d := w.dirs[k]
 	if d == nil {
-		d = &watched{socks: map[uint64]socket{}, ctl: NewController(Options{Target: w.o.Target})}
+		d = &watched{}
+		for i := range d.sides {
+			d.sides[i] = watchedSide{socks: map[uint64]*socket{}, ctl: NewController(Options{Target: w.o.Target})}
+		}
 		w.dirs[k] = d
 	}
 	w.seq++
 	id := w.seq
-	d.socks[id] = socket{rc, class}
+	if recv != nil {
+		d.sides[Receive].socks[id] = &socket{ctl: recv, class: class, probe: pr}
+	}
+	if send != nil {
+		d.sides[Send].socks[id] = &socket{ctl: send, class: class}
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			w.mu.Lock()
-			delete(d.socks, id)
-			w.mu.Unlock()
+			defer w.mu.Unlock()
+			for i := range d.sides {
+				delete(d.sides[i].socks, id)
+			}
+			w.releaseProbeLocked(pr)
 		})
+	}
+}
+
+// probe returns the probe of rc's peer, opening it or taking another
+// reference; nil when it cannot be had (the peer is not IPv4, or no ICMP
+// socket may be opened), and the receive side then shows no queue.
+func (w *Watcher) probe(rc rawconn.Controller) *probe {
+	k, nsfd, err := probeTarget(rc)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(nsfd)
+	w.mu.Lock()
+	if p := w.probes[k]; p != nil {
+		p.refs++
+		w.mu.Unlock()
+		return p
+	}
+	w.mu.Unlock()
+	p, err := openProbe(w.o.Clock, k, nsfd)
+	if err != nil {
+		w.noProbe.Do(func() {
+			w.log.Warn("network controller: no probe of the path where sluice receives; a bottleneck there is not controlled", "err", err)
+		})
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.probes[k]; q != nil {
+		p.close()
+		p = q
+	} else {
+		w.probes[k] = p
+	}
+	p.refs++
+	return p
+}
+
+// releaseProbeLocked drops a reference to p, closing it with the last.
+func (w *Watcher) releaseProbeLocked(p *probe) {
+	if p == nil {
+		return
+	}
+	if p.refs--; p.refs == 0 {
+		delete(w.probes, p.key)
+		p.close()
 	}
 }
 
@@ -147,70 +253,119 @@ func (w *Watcher) step(now time.Time) {
 	type job struct {
 		k     dirKey
 		d     *watched
-		socks map[uint64]socket
+		socks [2][]*socket // by Side, ordered by key
+		keys  [2][]uint64
 	}
 	w.mu.Lock()
 	jobs := make([]job, 0, len(w.dirs))
 	for k, d := range w.dirs {
-		if len(d.socks) == 0 && d.last.State == Unknown {
+		if d.idleLocked() {
 			delete(w.dirs, k)
 			continue
 		}
-		jobs = append(jobs, job{k, d, maps.Clone(d.socks)})
+		j := job{k: k, d: d}
+		for i := range d.sides {
+			for id, so := range d.sides[i].socks {
+				j.keys[i] = append(j.keys[i], id)
+				j.socks[i] = append(j.socks[i], so)
+			}
+		}
+		jobs = append(jobs, j)
 	}
 	w.mu.Unlock()
 
 	var ests []LinkEstimate
 	samples := make([]Sample, 0, 16)
 	for _, j := range jobs {
-		cfg := j.k.l.Config()
+		d, l, dir := j.d, j.k.l, j.k.dir
+		cfg := l.Config()
 		// A link with a capacity is sluice's own model of the
 		// bottleneck, scheduled by the link itself.
 		if !cfg.NetworkControl || cfg.Capacity > 0 {
-			if j.d.last.LowRate != 0 {
-				j.k.l.SetLowRate(j.k.dir, 0)
+			if d.rate != 0 {
+				l.SetLowRate(dir, 0)
+				d.rate = 0
 			}
-			j.d.last = Estimate{}
+			d.sides[Send].last, d.sides[Receive].last = Estimate{}, Estimate{}
 			continue
 		}
-		low := j.k.l.Stats().Directions[j.k.dir].Classes[link.Low].Bytes
-		idle := low == j.d.low
-		j.d.low = low
-		if idle && j.d.last.State == Unknown {
-			ests = append(ests, LinkEstimate{Link: j.k.l.Name(), Direction: j.k.dir, Estimate: j.d.last})
-			continue
-		}
-		samples = samples[:0]
-		for id, so := range j.socks {
-			if s, ok := sample(so.ctl); ok {
-				s.Key, s.Low = id, so.class() == link.Low
+		low := l.Stats().Directions[dir].Classes[link.Low].Bytes
+		idle := low == d.low
+		d.low = low
+		rate := int64(0)
+		for i := range d.sides {
+			ws := &d.sides[i]
+			side := Side(i)
+			if idle && ws.last.State == Unknown {
+				ests = append(ests, LinkEstimate{Link: l.Name(), Direction: dir, Side: side, Estimate: ws.last})
+				continue
+			}
+			samples = samples[:0]
+			var probes []*probe // of the receive side's peers with Low bytes arriving
+			for n, so := range j.socks[i] {
+				s, ok := so.sample(side)
+				if !ok {
+					continue
+				}
+				s.Key, s.Low = j.keys[i][n], so.class() == link.Low
+				if side == Receive && s.Low && s.InFlight && so.probe != nil && !slices.Contains(probes, so.probe) {
+					probes = append(probes, so.probe)
+				}
+				s.InFlight = s.InFlight && side == Send
 				samples = append(samples, s)
 			}
-		}
-		est := j.d.ctl.Step(now, samples)
-		if est.LowRate != j.d.last.LowRate {
-			j.k.l.SetLowRate(j.k.dir, est.LowRate)
-		}
-		if est.State != j.d.last.State {
-			if est.State == Found {
-				w.log.Info("network controller found a bottleneck", "link", j.k.l.Name(), "direction", j.k.dir.String(),
-					"bottleneck_bytes_per_second", est.Bottleneck, "queue_delay", est.QueueDelay, "base_rtt", est.BaseRTT)
-			} else {
-				w.log.Info("network controller lost the bottleneck", "link", j.k.l.Name(), "direction", j.k.dir.String())
+			for _, p := range probes {
+				p.send(now)
+				if rtt, low, ok := p.sample(now); ok {
+					samples = append(samples, Sample{RTT: rtt, MinRTT: low, Key: p.sampleKey(), InFlight: true, Low: true})
+				}
 			}
+			est := ws.ctl.Step(now, samples)
+			if est.State != ws.last.State {
+				if est.State == Found {
+					w.log.Info("network controller found a bottleneck", "link", l.Name(), "direction", dir.String(), "side", side.String(),
+						"bottleneck_bytes_per_second", est.Bottleneck, "queue_delay", est.QueueDelay, "base_rtt", est.BaseRTT)
+				} else {
+					w.log.Info("network controller lost the bottleneck", "link", l.Name(), "direction", dir.String(), "side", side.String())
+				}
+			}
+			ws.last = est
+			if side == Receive {
+				clampWindows(j.socks[i], est)
+			}
+			if est.LowRate > 0 && (rate == 0 || est.LowRate < rate) {
+				rate = est.LowRate
+			}
+			ests = append(ests, LinkEstimate{Link: l.Name(), Direction: dir, Side: side, Estimate: est})
 		}
-		j.d.last = est
-		ests = append(ests, LinkEstimate{Link: j.k.l.Name(), Direction: j.k.dir, Estimate: est})
+		if rate != d.rate {
+			l.SetLowRate(dir, rate)
+			d.rate = rate
+		}
 	}
 	slices.SortFunc(ests, func(a, b LinkEstimate) int {
 		if a.Link != b.Link {
 			return strings.Compare(a.Link, b.Link)
 		}
-		return int(a.Direction) - int(b.Direction)
+		if a.Direction != b.Direction {
+			return int(a.Direction) - int(b.Direction)
+		}
+		return int(a.Side) - int(b.Side)
 	})
 	w.mu.Lock()
 	w.ests = ests
 	w.mu.Unlock()
+}
+
+// idleLocked reports that d has no sockets and holds nothing: it can
+// go.
+func (d *watched) idleLocked() bool {
+	for i := range d.sides {
+		if len(d.sides[i].socks) > 0 {
+			return false
+		}
+	}
+	return d.rate == 0
 }
 
 // release lifts every hold the Watcher set.
@@ -218,27 +373,95 @@ func (w *Watcher) release() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for k, d := range w.dirs {
-		if d.last.LowRate != 0 {
+		if d.rate != 0 {
 			k.l.SetLowRate(k.dir, 0)
 		}
 	}
-	w.dirs = map[dirKey]*watched{}
+	for _, p := range w.probes {
+		p.close()
+	}
+	w.dirs, w.probes = map[dirKey]*watched{}, map[probeKey]*probe{}
 	w.ests = nil
 }
 
-// sample reads TCP_INFO of rc; false when it is not a TCP socket, or
-// is gone.
-func sample(rc rawconn.Controller) (Sample, bool) {
+// Receive windows: while the receive side holds the Low class, each of
+// its Low sockets may have at most its share of the Low rate over a round
+// trip and twice the target in flight (TCP_WINDOW_CLAMP, as rLEDBAT
+// sets its window), between minClamp and maxClamp: so its sender cannot
+// fill the queue from a receive buffer the link's pacing has not yet
+// filled. A socket once clamped gets maxClamp back when the hold ends.
+const (
+	minClamp = 16 << 10
+	maxClamp = 16 << 20
+)
+
+// clampWindows sets the receive window clamps of socks for est.
+func clampWindows(socks []*socket, est Estimate) {
+	var low []*socket
+	for _, so := range socks {
+		if so.class() == link.Low {
+			low = append(low, so)
+		} else if so.clamp != 0 && so.clamp != maxClamp {
+			so.setClamp(maxClamp)
+		}
+	}
+	want := maxClamp
+	if est.State == Found && len(low) > 0 {
+		span := est.BaseRTT + 2*DefaultTarget
+		want = int(min(max(float64(est.LowRate)/float64(len(low))*span.Seconds(), minClamp), maxClamp))
+	}
+	for _, so := range low {
+		if so.clamp == 0 && want == maxClamp {
+			continue
+		}
+		if d := so.clamp - want; d > want/8 || -d > want/8 {
+			so.setClamp(want)
+		}
+	}
+}
+
+// setClamp sets the socket's receive window clamp to n bytes.
+func (so *socket) setClamp(n int) {
+	var err error
+	if cerr := so.ctl.Control(func(fd uintptr) {
+		err = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_WINDOW_CLAMP, n)
+	}); cerr == nil && err == nil {
+		so.clamp = n
+	}
+}
+
+// minUnacked is the least segments a sending socket must have in
+// flight for its round trip to count: fewer are a flow too small to
+// keep a queue, whose round trips its peer's delayed acknowledgements
+// stretch.
+const minUnacked = 4
+
+// minDelivered is the least bytes a socket must have delivered for its
+// round trips to count: a young flow's say more about its start (a
+// server's first answer, a window still opening) than about the path.
+const minDelivered = 256 << 10
+
+// sample reads TCP_INFO of the socket as side sees it (receiving, with
+// no round trip: see probe); false when it
+// is not a TCP socket, or is gone. Only the sampling goroutine calls it.
+func (so *socket) sample(side Side) (Sample, bool) {
 	var info unix.TCPInfo
 	var err error
-	if cerr := rc.Control(func(fd uintptr) { err = rawconn.TCPInfo(fd, &info) }); cerr != nil || err != nil {
+	if cerr := so.ctl.Control(func(fd uintptr) { err = rawconn.TCPInfo(fd, &info) }); cerr != nil || err != nil {
 		return Sample{}, false
 	}
-	return Sample{
-		RTT:         time.Duration(info.Rtt) * time.Microsecond,
-		MinRTT:      time.Duration(info.Min_rtt) * time.Microsecond,
-		Acked:       info.Bytes_acked,
-		InFlight:    info.Unacked > 0,
-		RwndLimited: time.Duration(info.Rwnd_limited) * time.Microsecond,
-	}, true
+	if side == Send {
+		return Sample{
+			RTT:         time.Duration(info.Rtt) * time.Microsecond,
+			MinRTT:      time.Duration(info.Min_rtt) * time.Microsecond,
+			Acked:       info.Bytes_acked,
+			InFlight:    info.Unacked >= minUnacked && info.Bytes_acked >= minDelivered,
+			RwndLimited: time.Duration(info.Rwnd_limited) * time.Microsecond,
+		}, true
+	}
+	// Receiving, the socket tells the bytes delivered, and whether they
+	// arrive now (InFlight): its peer's probe tells the round trips.
+	arriving := info.Bytes_received > so.recvd
+	so.recvd = info.Bytes_received
+	return Sample{Acked: info.Bytes_received, InFlight: arriving && info.Bytes_received >= minDelivered}, true
 }

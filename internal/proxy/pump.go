@@ -75,7 +75,7 @@ type pump struct {
 	lnk     *link.Link // link of the current flow
 	pool    string     // pool of the current flow
 	flow    *link.Flow
-	detach  func()     // ends the socket watcher's watch of dst for flow; nil: none
+	detach  func()     // ends the socket watcher's watch of src and dst for flow; nil: none
 	em      *emulation // nil until a binding carries emulation or a chunk must wait
 
 	ls     *loopSess // the loop that runs this pump's chunks; nil once the pump runs itself (attach)
@@ -559,26 +559,31 @@ func (p *pump) bind(v uint64) {
 			p.detach()
 		}
 		if w := p.srv.sockets; w != nil {
-			p.detach = w.Attach(l, d, p.sendSocket(), p.watchedClass)
+			p.detach = w.Attach(l, d, p.socket(false), p.socket(true), p.watchedClass)
 		}
 	}
 }
 
-// sendSocket returns the socket the pump writes to: dst's, or the event
-// loop's socket of that side while the loop runs the pump; nil when it
-// has none.
-func (p *pump) sendSocket() rawconn.Controller {
+// socket returns the socket the pump writes to (send) or reads from:
+// dst's or src's, or the event loop's socket of that side while the
+// loop runs the pump; nil when it has none.
+func (p *pump) socket(send bool) rawconn.Controller {
 	if ls := p.ls; ls != nil {
 		for i := range ls.sides {
-			if ls.sides[i].wr == p && ls.sides[i].sock != nil {
-				return ls.sides[i].sock
+			s := &ls.sides[i]
+			if (send && s.wr == p || !send && s.rd == p) && s.sock != nil {
+				return s.sock
 			}
 		}
 	}
-	if p.dst == nil {
+	c := p.src
+	if send {
+		c = p.dst
+	}
+	if c == nil {
 		return nil
 	}
-	return rawconn.ControllerOf(p.dst)
+	return rawconn.ControllerOf(c)
 }
 
 // watchedClass is the class the pump's bytes go at now, for the socket

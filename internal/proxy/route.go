@@ -35,6 +35,10 @@ type Route struct {
 	NotSentLowat int
 	// Listener, if set, is used instead of listening on Listen.
 	Listener net.Listener
+	// Dial, if set, connects to Upstream instead of the route's own
+	// dialer (a socket opened inside a network namespace, say); it is
+	// given the network and address as the net package names them.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// WrapClient and WrapUpstream, if set, wrap the two sockets after the
 	// opening exchange, before relaying starts (fault injection).
 	WrapClient   func(net.Conn) net.Conn
@@ -54,6 +58,17 @@ func (r *Route) dialer() wire.Dialer {
 		timeout = 10 * time.Second
 	}
 	addr := r.Upstream
+	if dial := r.Dial; dial != nil {
+		return func(ctx context.Context) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			c, err := dial(ctx, wire.Network(addr), addr)
+			if err != nil {
+				return nil, fmt.Errorf("upstream %s: %w", addr, err)
+			}
+			return rawconn.Wrap(c), nil
+		}
+	}
 	// The Dialer is made per dial: sessions keep their dialer (a
 	// PostgreSQL cancel request dials again), and it should cost them
 	// little while idle.

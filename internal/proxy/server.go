@@ -30,18 +30,20 @@ type Options struct {
 	// pump of their own (see the package comment); 0 means one, a
 	// negative number none (every session runs on its pumps).
 	Loops int
-	// Sockets, if not nil, is told which socket each link direction
-	// sends on, for as long as it does: a network controller watching
-	// the path beyond the link (netctl.Watcher).
+	// Sockets, if not nil, is told which sockets each link direction
+	// receives and sends on, for as long as it does: a network
+	// controller watching the path on both sides (netctl.Watcher).
 	Sockets SocketWatcher
 }
 
-// SocketWatcher watches the sockets a link direction sends on.
+// SocketWatcher watches the sockets of a link direction.
 type SocketWatcher interface {
-	// Attach watches sock, which l's direction dir sends on, until
-	// detach is called (more than once is harmless). class tells, when
-	// asked from any goroutine, the class the socket's bytes go at now.
-	Attach(l *link.Link, dir link.Direction, sock rawconn.Controller, class func() link.Class) (detach func())
+	// Attach watches recv and send, the sockets a flow of l's direction
+	// dir reads its bytes from and writes them to, until detach is
+	// called (more than once is harmless); either may be nil. class
+	// tells, when asked from any goroutine, the class the flow's bytes
+	// go at now.
+	Attach(l *link.Link, dir link.Direction, recv, send rawconn.Controller, class func() link.Class) (detach func())
 }
 
 // Server runs routes. It is safe for concurrent use.

@@ -31,6 +31,9 @@ type Route struct {
 	// Listener, if set, is used instead of listening on Listen (a
 	// listener opened inside a network namespace, say).
 	Listener net.Listener
+	// Dial, if set, connects to the upstream instead of the route's own
+	// dialer (from inside a network namespace, say).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // pool is the route's default pool: Pool, else the configuration's.
@@ -76,7 +79,7 @@ func (s *Stack) proxyRoute(cfg *config.Config, r Route) (proxy.Route, error) {
 		return proxy.Route{}, configErr(err)
 	}
 	return proxy.Route{
-		Name: r.Name, Listen: r.Listen, Listener: r.Listener, Upstream: r.Upstream, Protocol: r.Protocol, Link: r.Link,
+		Name: r.Name, Listen: r.Listen, Listener: r.Listener, Dial: r.Dial, Upstream: r.Upstream, Protocol: r.Protocol, Link: r.Link,
 		Frontend: fe, DialTimeout: r.DialTimeout, NotSentLowat: r.NotSentLowat,
 	}, nil
 }

@@ -529,7 +529,7 @@ func (s *Stack) networkRows() []views.NetworkRow {
 	ests := s.net.Estimates()
 	rows := make([]views.NetworkRow, len(ests))
 	for i, e := range ests {
-		rows[i] = views.NetworkRow{Link: e.Link, Direction: e.Direction.String(), State: e.State.String(),
+		rows[i] = views.NetworkRow{Link: e.Link, Direction: e.Direction.String(), Side: e.Side.String(), State: e.State.String(),
 			Bottleneck: e.Bottleneck, BaseRTT: e.BaseRTT, QueueDelay: e.QueueDelay, LowRate: e.LowRate}
 	}
 	return rows

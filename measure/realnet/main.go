@@ -1,9 +1,13 @@
 // Command realnet measures sluice's flow control on a real kernel
 // bottleneck: a client network namespace reaches a sluice route whose
-// listener lives in a second namespace, over a veth pair whose egress
-// toward the client goes through a tbf queue of the given rate and
-// depth (netlab). sluice runs in this process and reaches PostgreSQL on
-// the host's loopback. N sessions of a user in a network_priority='low'
+// listener lives in a second namespace, over a veth pair (netlab).
+// sluice runs in this process. With -side send the veth's egress toward
+// the client goes through a tbf queue of the given rate and depth, and
+// sluice reaches PostgreSQL on the host's loopback; with -side receive
+// the client's veth is unshaped, and sluice reaches PostgreSQL through a
+// third namespace, the server's, whose egress toward sluice goes
+// through the tbf queue (a relay there forwards to PostgreSQL on the
+// host's loopback), so the bottleneck is where sluice receives. N sessions of a user in a network_priority='low'
 // pool each pull a large result over and over, and a 100 kB query from
 // an ordinary user is timed with pgbench, alone and beside them, for
 // each setting:
@@ -23,7 +27,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -46,11 +52,13 @@ func main() {
 	n := flag.Int("n", 8, "bulk sessions")
 	dur := flag.Duration("time", 5*time.Second, "pgbench run per measurement")
 	modes := flag.String("modes", "off,on,capacity", "settings to measure")
+	trace := flag.Duration("trace", 0, "print the controller's rows and the queue's backlog at this period (0: no)")
+	side := flag.String("side", "send", "where the bottleneck is: send (between sluice and the client) or receive (between the server and sluice)")
 	pg := flag.String("pg", "127.0.0.1:"+envOr("SLUICE_TEST_PG_PORT", "15432"), "PostgreSQL host:port")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *rate, *queue, *n, *dur, strings.Split(*modes, ","), *pg); err != nil {
+	if err := run(ctx, *rate, *queue, *n, *dur, strings.Split(*modes, ","), *pg, *side, *trace); err != nil {
 		fmt.Fprintln(os.Stderr, "realnet:", err)
 		os.Exit(1)
 	}
@@ -82,7 +90,7 @@ func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
-func run(ctx context.Context, rateS string, queue time.Duration, n int, dur time.Duration, modes []string, pg string) error {
+func run(ctx context.Context, rateS string, queue time.Duration, n int, dur time.Duration, modes []string, pg, side string, trace time.Duration) error {
 	rate, err := parseRate(rateS)
 	if err != nil {
 		return err
@@ -107,28 +115,89 @@ func run(ctx context.Context, rateS string, queue time.Duration, n int, dur time
 	if err != nil {
 		return err
 	}
-	if err := l.A.Shape(ctx, rate, queue); err != nil {
+	bed := testbed{prx: prx, cli: cli, front: l, upstream: pg, bottleneck: l.A}
+	switch side {
+	case "send":
+	case "receive":
+		srv, err := tb.Namespace(ctx, "srv")
+		if err != nil {
+			return err
+		}
+		ls, err := tb.Connect(ctx, srv, prx)
+		if err != nil {
+			return err
+		}
+		ln, err := srv.Listen(ctx, "tcp", netip.AddrPortFrom(ls.A.Addr, 5432).String())
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		go relay(ln, pg)
+		bed.upstream, bed.bottleneck, bed.dial = ln.Addr().String(), ls.A, prx.Dial
+	default:
+		return fmt.Errorf("-side %q: send or receive", side)
+	}
+	bed.trace = trace
+	if err := bed.bottleneck.Shape(ctx, rate, queue); err != nil {
 		return err
 	}
-	progress("bottleneck: %s (%d B/s), queue %v, toward %v; %d bulk sessions", rateS, rate, queue, l.B.Addr, n)
-	fmt.Printf("%-10s %10s %12s %9s %9s  %s\n", "setting", "alone ms", "beside ms", "slowdown", "link use", "controller")
+	progress("bottleneck: %s (%d B/s), queue %v, on the %s side; %d bulk sessions", rateS, rate, queue, side, n)
+	fmt.Printf("%-10s %10s %12s %9s %9s %9s %9s  %s\n", "setting", "alone ms", "beside ms", "slowdown", "link use", "bulk use", "recovery", "controller")
 	for _, m := range modes {
-		r, err := measure(ctx, prx, cli, l, rate, n, dur, m, pg)
+		r, err := measure(ctx, bed, rate, n, dur, m)
 		if err != nil {
 			return fmt.Errorf("%s: %w", m, err)
 		}
-		fmt.Printf("%-10s %10.2f %12.2f %8.2fx %8.0f%%  %s\n", m, r.alone, r.loaded, r.loaded/r.alone, 100*r.use, r.network)
+		fmt.Printf("%-10s %10.2f %12.2f %8.2fx %8.0f%% %8.0f%% %9s  %s\n", m, r.alone, r.loaded, r.loaded/r.alone, 100*r.use, 100*r.bulkUse, r.recovery, r.network)
 	}
 	return nil
+}
+
+// testbed is where a measurement runs: the client's and sluice's
+// namespaces, the veth between them, the upstream sluice dials (from
+// its namespace when dial is set), and the end whose egress is the
+// bottleneck.
+type testbed struct {
+	prx, cli   *netlab.Namespace
+	front      *netlab.Link
+	upstream   string
+	dial       func(ctx context.Context, network, addr string) (net.Conn, error)
+	bottleneck netlab.End
+	trace      time.Duration // 0: none
+}
+
+// relay forwards each connection ln accepts to addr, both ways.
+func relay(ln net.Listener, addr string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			u, err := net.Dial("tcp", addr)
+			if err != nil {
+				return
+			}
+			defer u.Close()
+			go func() { io.Copy(u, c); u.(*net.TCPConn).CloseWrite() }()
+			io.Copy(c, u)
+		}()
+	}
 }
 
 type result struct {
 	alone, loaded float64 // ms
 	use           float64 // of the bottleneck's rate, while loaded
-	network       string  // SHOW NETWORK's row at the end
+	bulkUse       float64 // of the bottleneck's rate, the bulk sessions alone
+	// recovery is how long after the measured query's load stopped the
+	// link was back at 85 % use over 250 ms; "-" not within 4 s.
+	recovery string
+	network  string // SHOW NETWORK's rows at the end
 }
 
-func measure(ctx context.Context, prx, cli *netlab.Namespace, l *netlab.Link, rate int64, n int, dur time.Duration, mode, pg string) (result, error) {
+func measure(ctx context.Context, tb testbed, rate int64, n int, dur time.Duration, mode string) (result, error) {
+	prx, cli, l, bn := tb.prx, tb.cli, tb.front, tb.bottleneck
 	var res result
 	cfg := &config.Config{}
 	st, err := stack.New(ctx, stack.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Version: "realnet"})
@@ -155,7 +224,7 @@ func measure(ctx context.Context, prx, cli *netlab.Namespace, l *netlab.Link, ra
 	if err != nil {
 		return res, err
 	}
-	if _, err := st.AddRoute(stack.Route{Route: config.Route{Name: "pg", Upstream: pg, Protocol: "postgres", Link: "l"}, Listener: ln}); err != nil {
+	if _, err := st.AddRoute(stack.Route{Route: config.Route{Name: "pg", Upstream: tb.upstream, Protocol: "postgres", Link: "l"}, Listener: ln, Dial: tb.dial}); err != nil {
 		return res, err
 	}
 	host := l.A.Addr.String()
@@ -179,6 +248,23 @@ func measure(ctx context.Context, prx, cli *netlab.Namespace, l *netlab.Link, ra
 		}
 		return 0, fmt.Errorf("pgbench printed no latency: %s", out)
 	}
+	if tb.trace > 0 {
+		tctx, stopTrace := context.WithCancel(ctx)
+		defer stopTrace()
+		go func() {
+			for tctx.Err() == nil {
+				time.Sleep(tb.trace)
+				q, _ := bn.Qdisc(tctx)
+				line := fmt.Sprintf("backlog %7d", q.Backlog)
+				if t, ok := st.Manager().Views().ViewTables([]string{"network"})["network"]; ok {
+					for _, row := range t.Rows {
+						line += " | " + strings.Join(row[2:], " ")
+					}
+				}
+				progress("%s", line)
+			}
+		}()
+	}
 	progress("%s: the 100 kB query alone", mode)
 	if res.alone, err = lat(); err != nil {
 		return res, err
@@ -194,7 +280,20 @@ func measure(ctx context.Context, prx, cli *netlab.Namespace, l *netlab.Link, ra
 		}()
 	}
 	time.Sleep(2 * time.Second) // the bulk sessions get going
-	q0, err := l.A.Qdisc(ctx)
+	use := func(d time.Duration) (float64, error) {
+		q0, err := bn.Qdisc(ctx)
+		if err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		time.Sleep(d)
+		q1, err := bn.Qdisc(ctx)
+		return float64(q1.Bytes-q0.Bytes) / time.Since(t0).Seconds() / float64(rate), err
+	}
+	if res.bulkUse, err = use(2 * time.Second); err != nil {
+		return res, err
+	}
+	q0, err := bn.Qdisc(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -203,11 +302,23 @@ func measure(ctx context.Context, prx, cli *netlab.Namespace, l *netlab.Link, ra
 	if res.loaded, err = lat(); err != nil {
 		return res, err
 	}
-	q1, err := l.A.Qdisc(ctx)
+	q1, err := bn.Qdisc(ctx)
 	if err != nil {
 		return res, err
 	}
 	res.use = float64(q1.Bytes-q0.Bytes) / time.Since(t0).Seconds() / float64(rate)
+	stopped := time.Now()
+	res.recovery = "-"
+	for time.Since(stopped) < 4*time.Second {
+		u, err := use(250 * time.Millisecond)
+		if err != nil {
+			return res, err
+		}
+		if u >= 0.85 {
+			res.recovery = time.Since(stopped).Round(10 * time.Millisecond).String()
+			break
+		}
+	}
 	if t, ok := st.Manager().Views().ViewTables([]string{"network"})["network"]; ok {
 		for _, row := range t.Rows {
 			res.network += strings.Join(row, "|") + " "

@@ -261,7 +261,8 @@ type Snapshot struct {
 	// "bytes_per_second", the link's last sampled rate.
 	Links []map[string]any `json:"links"`
 	// Network is the network view's rows by column: what sluice
-	// believes about the path beyond each link with network control.
+	// believes about the path on each side of each link with network
+	// control.
 	Network  []map[string]string `json:"network"`
 	Settings map[string]string   `json:"settings"`
 	Sessions int                 `json:"sessions"`

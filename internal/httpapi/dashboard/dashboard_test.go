@@ -282,7 +282,7 @@ func BenchmarkSample(b *testing.B) {
 func TestSnapshotNetwork(t *testing.T) {
 	f := newFixture(t, 10)
 	f.Manager.Views().Register("network", views.NetworkSource(func() []views.NetworkRow {
-		return []views.NetworkRow{{Link: "wan", Direction: "down", State: "bottleneck", Bottleneck: 25_000_000,
+		return []views.NetworkRow{{Link: "wan", Direction: "down", Side: "send", State: "bottleneck", Bottleneck: 25_000_000,
 			BaseRTT: 100 * time.Microsecond, QueueDelay: time.Millisecond, LowRate: 5_000_000}}
 	}))
 	snap := f.d.Snapshot(context.Background(), f.Clock.Now())

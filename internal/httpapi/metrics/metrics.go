@@ -462,9 +462,10 @@ func (c *collector) collectWhatIf(ch chan<- prometheus.Metric) {
 	}
 }
 
-// netLabels label the network controller's gauges: a series per link
-// and direction.
-var netLabels = []string{"link", "direction"}
+// netLabels label the network controller's gauges: a series per link,
+// direction and side (send: the path beyond sluice; receive: the path
+// before it).
+var netLabels = []string{"link", "direction", "side"}
 
 // collectNetwork adds the network controller's gauges.
 func (c *collector) collectNetwork(ch chan<- prometheus.Metric) {
@@ -476,7 +477,7 @@ func (c *collector) collectNetwork(ch chan<- prometheus.Metric) {
 			c.netBottleneck: float64(r.Bottleneck), c.netBaseRTT: r.BaseRTT.Seconds(),
 			c.netQueueDelay: r.QueueDelay.Seconds(), c.netLowRate: float64(r.LowRate),
 		} {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, r.Link, r.Direction)
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, r.Link, r.Direction, r.Side)
 		}
 	}
 }

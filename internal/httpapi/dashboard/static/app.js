@@ -202,6 +202,7 @@ function render(s) {
   rows(document.getElementById('network'), s.network, [
     { get: x => x.link },
     { get: x => x.direction },
+    { get: x => x.side },
     { get: x => x.state },
     { cls: 'num', get: x => fmtRate(Number(x.bottleneck_bytes_per_second)) },
     { cls: 'num', get: x => x.base_rtt_ms + ' ms' },
