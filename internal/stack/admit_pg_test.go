@@ -28,17 +28,12 @@ func admitStack(t *testing.T, protocol, upstream string, limit int, extra string
 		"  - name: lim\n    listen: " + lim + "\n    upstream: " + upstream + "\n    protocol: " + protocol + "\n" + extra +
 		"  - name: free\n    listen: " + free + "\n    upstream: " + upstream + "\n    protocol: " + protocol + "\n" + extra
 	st, _ = configStack(t, body)
-	ctx := context.Background()
-	for _, q := range []string{
+	execManager(t, st,
 		fmt.Sprintf("CREATE RESOURCE POOL admw_lim WITH (active_statements=%d)", limit),
 		"CREATE RESOURCE POOL admw_free",
 		"ALTER ROUTE lim WITH (pool='admw_lim')",
 		"ALTER ROUTE free WITH (pool='admw_free')",
-	} {
-		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	return st, lim, free
 }
 
@@ -344,11 +339,7 @@ func TestAdmitPGWaitLimits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
-			for _, q := range tc.ddl {
-				if _, err := st.Manager().Service().Exec(context.Background(), q); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
+			execManager(t, st, tc.ddl...)
 			commit := holdSlot(t, lim)
 			c := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_limits"))
 			t0 := time.Now()
