@@ -198,13 +198,8 @@ func TestWaitParkedWakesOnInput(t *testing.T) {
 	if _, err := b.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case d := <-got:
-		if d != 7 {
-			t.Fatalf("event data %d, want 7", d)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a parked Wait did not return on input")
+	if d := testenv.Receive(t, got, 10*time.Second, "a parked Wait to return on input"); d != 7 {
+		t.Fatalf("event data %d, want 7", d)
 	}
 	p.Del(s.FD())
 	evs := make([]unix.EpollEvent, 4)
@@ -228,13 +223,8 @@ func TestClosePoller(t *testing.T) {
 	go func() { done <- p.Wait(make([]unix.EpollEvent, 4)) }()
 	testenv.WaitBlocked(t, "evloop.(*Poller).Wait", 1)
 	p.Close()
-	select {
-	case n := <-done:
-		if n != 0 {
-			t.Fatalf("Wait on a closed poller returned %d", n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not end a parked Wait")
+	if n := testenv.Receive(t, done, 10*time.Second, "Close to end a parked Wait"); n != 0 {
+		t.Fatalf("Wait on a closed poller returned %d", n)
 	}
 }
 

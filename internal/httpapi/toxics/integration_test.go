@@ -206,13 +206,8 @@ func TestLimitData(t *testing.T) {
 	c2 := dial(t, up.Listen)
 	c2.Write(big[:300])
 	c2.Write(big[300:2000])
-	select {
-	case n := <-received:
-		if n != 500 {
-			t.Fatalf("server received %d bytes, want 500", n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server's connection was not closed after the limit")
+	if n := testenv.Receive(t, received, 10*time.Second, "the server's connection to close after the limit"); n != 500 {
+		t.Fatalf("server received %d bytes, want 500", n)
 	}
 }
 
@@ -448,11 +443,7 @@ func TestHeldSessionsEnd(t *testing.T) {
 	testenv.WaitBlocked(t, "toxics.(*conn).hold", 2) // both pumps are held
 	done := make(chan struct{})
 	go func() { e.srv.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("shutdown hangs on a session held in both directions")
-	}
+	testenv.Receive(t, done, 10*time.Second, "shutdown with a session held in both directions")
 	if n, err := c.Read(make([]byte, 10)); n != 0 || err == nil {
 		t.Fatalf("read %d bytes, %v after shutdown; want the connection closed", n, err)
 	}
