@@ -5,32 +5,24 @@ import (
 	"testing"
 )
 
+// TestRing adds 1, 2, ... 9 to rings of size 1 to 4 and checks after
+// each Add that the ring holds the last Size values, oldest first.
 func TestRing(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		size int
-		add  []int
-		want []int
-	}{
-		{"empty", 3, nil, []int{}},
-		{"not full", 3, []int{1, 2}, []int{1, 2}},
-		{"full", 3, []int{1, 2, 3}, []int{1, 2, 3}},
-		{"wrapped once", 3, []int{1, 2, 3, 4}, []int{2, 3, 4}},
-		{"wrapped twice", 3, []int{1, 2, 3, 4, 5, 6, 7}, []int{5, 6, 7}},
-		{"size one", 1, []int{1, 2, 3}, []int{3}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := Ring[int]{Size: tc.size}
-			for _, v := range tc.add {
-				r.Add(v)
+	for size := 1; size <= 4; size++ {
+		r := Ring[int]{Size: size}
+		if got := r.All(); len(got) != 0 || r.Len() != 0 {
+			t.Fatalf("size %d: empty ring holds %v (Len %d)", size, got, r.Len())
+		}
+		for v := 1; v <= 9; v++ {
+			r.Add(v)
+			var want []int
+			for w := max(1, v-size+1); w <= v; w++ {
+				want = append(want, w)
 			}
-			if got := r.All(); !slices.Equal(got, tc.want) {
-				t.Errorf("All = %v, want %v", got, tc.want)
+			if got := r.All(); !slices.Equal(got, want) || r.Len() != len(want) {
+				t.Fatalf("size %d, after adding %d: All = %v (Len %d), want %v", size, v, got, r.Len(), want)
 			}
-			if r.Len() != len(tc.want) {
-				t.Errorf("Len = %d, want %d", r.Len(), len(tc.want))
-			}
-		})
+		}
 	}
 }
 
