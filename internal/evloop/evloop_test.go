@@ -176,6 +176,29 @@ func TestWake(t *testing.T) {
 	}
 }
 
+// TestWaitReady: with a registered socket readable and a Wake made,
+// both level-triggered and so both ready for the next Wait, WaitReady
+// returns the socket's event alone in events and reports the Wake;
+// after Drain, only the socket's.
+func TestWaitReady(t *testing.T) {
+	s, b, p := detachedPair(t)
+	if err := p.Add(s.FD(), In, 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	events := make([]unix.EpollEvent, 4)
+	p.Wake()
+	if n, woken := p.WaitReady(events); n != 1 || Data(&events[0]) != 7 || !woken {
+		t.Fatalf("WaitReady = %d events (first data %d), woken %v; want the socket's alone and woken", n, Data(&events[0]), woken)
+	}
+	p.Drain()
+	if n, woken := p.WaitReady(events); n != 1 || Data(&events[0]) != 7 || woken {
+		t.Fatalf("after Drain: WaitReady = %d events (first data %d), woken %v; want the socket's alone", n, Data(&events[0]), woken)
+	}
+}
+
 // TestWaitParkedWakesOnInput: a Wait parked with nothing ready returns
 // the event of a registered socket once its peer writes, and a Wait and
 // Wake allocate nothing.
