@@ -225,21 +225,12 @@ func TestReplPGBaseBackup(t *testing.T) {
 	}
 	p.run(t, time.Minute, "pg_verifybackup", dir)
 
-	ctx := context.Background()
 	execManager(t, p.st,
 		"CREATE EXCEPT RULE replpg_slow WITH (elapsedtime=1, action='penalty')",
 		"CREATE RESOURCE POOL replpg_pool WITH (except_rule='replpg_slow', active_statements=1)",
 		"CREATE USER "+replUser+" RESOURCE POOL 'replpg_pool'",
 	)
-	holder := p.client(t)
-	tx, err := holder.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
-		t.Fatal(err)
-	}
+	beginSlot(t, p.client(t))
 	for _, r := range showRows(t, p.st, "SHOW POOLS") {
 		if r["name"] == "replpg_pool" && r["running"] != "1" {
 			t.Fatalf("replpg_pool running %q, want 1 (the open transaction's slot)", r["running"])
