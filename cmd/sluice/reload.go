@@ -106,11 +106,17 @@ func reloadHTTP(ctx context.Context, addr, token string) ([]string, error) {
 	return admin.ChangeNotices(r.Changes), nil
 }
 
+// adminURL is the URL of the admin console at addr (host:port) as user
+// with password, without TLS.
+func adminURL(addr, user, password string) string {
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(user, password), Host: addr, Path: "/sluice", RawQuery: "sslmode=disable"}
+	return u.String()
+}
+
 // reloadAdmin runs RELOAD on the admin console at addr as user admin and
 // returns its notices: the changes, one line each.
 func reloadAdmin(ctx context.Context, addr, password string) ([]string, error) {
-	u := url.URL{Scheme: "postgres", User: url.UserPassword(admin.DefaultUser, password), Host: addr, Path: "/sluice", RawQuery: "sslmode=disable"}
-	cfg, err := pgconn.ParseConfig(u.String())
+	cfg, err := pgconn.ParseConfig(adminURL(addr, admin.DefaultUser, password))
 	if err != nil {
 		return nil, fmt.Errorf("--admin: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -92,8 +91,7 @@ var whatIfColumns = []string{"protocol", "user", "database", "application", "ses
 // at addr and returns the applications in the order it lists them, each
 // with its predictions in the order of rtts.
 func whatIfAdmin(ctx context.Context, addr, user, password string, rtts []time.Duration) ([]*whatIfApp, error) {
-	u := url.URL{Scheme: "postgres", User: url.UserPassword(user, password), Host: addr, Path: "/sluice", RawQuery: "sslmode=disable"}
-	conn, err := pgconn.Connect(ctx, u.String())
+	conn, err := pgconn.Connect(ctx, adminURL(addr, user, password))
 	if err != nil {
 		return nil, fmt.Errorf("whatif through %s: %w", addr, err)
 	}

@@ -9,33 +9,17 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
-	"github.com/sluicelab/sluice/internal/enum"
+	"github.com/sluicelab/sluice/internal/link"
 )
 
-// Class orders waiters across pools: when a slot frees, waiters of a
-// higher class are admitted first. The zero Class is Normal.
-type Class uint8
-
-// The classes.
-const (
-	Normal Class = iota
-	High
-	Low
-
-	numClasses = 3
-)
-
-var classNames = []string{High: "high", Normal: "normal", Low: "low"}
-
-// String returns "high", "normal" or "low", or "class(N)".
-func (c Class) String() string { return enum.Name(classNames, int(c), "class") }
-
-// rank is the queue a class waits in: 0 is served first.
-func (c Class) rank() int {
+// rank is the queue a waiter of class c waits in: 0 is served first.
+// Waiters of a higher class are admitted first, across pools; a class
+// outside link's ranks as Normal.
+func rank(c link.Class) int {
 	switch c {
-	case High:
+	case link.High:
 		return 0
-	case Low:
+	case link.Low:
 		return 2
 	}
 	return 1
@@ -56,8 +40,8 @@ type Request struct {
 	// Group is the group (a link) whose limit applies too; "" means no
 	// group limit.
 	Group string
-	// Class orders the waiter against others; see Class.
-	Class Class
+	// Class orders the waiter against others; see rank.
+	Class link.Class
 	// Timeout bounds the wait; 0 (or less) waits until admitted, ctx is
 	// done or the waiter is cancelled.
 	Timeout time.Duration
@@ -95,11 +79,11 @@ type Controller struct {
 	clk clock.Clock
 
 	mu     sync.Mutex
-	pools  map[string]*counter  // guarded by mu; running/waiting by pool
-	groups map[string]*counter  // guarded by mu; running by group
-	queues [numClasses]waitList // guarded by mu; waiters by class rank
-	seq    uint64               // guarded by mu; arrival order
-	limits Limits               // guarded by mu; as last Configured
+	pools  map[string]*counter       // guarded by mu; running/waiting by pool
+	groups map[string]*counter       // guarded by mu; running by group
+	queues [link.NumClasses]waitList // guarded by mu; waiters by class rank
+	seq    uint64                    // guarded by mu; arrival order
+	limits Limits                    // guarded by mu; as last Configured
 }
 
 // counter counts a pool's or a group's slots.
@@ -129,7 +113,7 @@ type Waiter struct {
 	ready chan struct{} // closed when admitted or cancelled
 
 	// Guarded by c.mu:
-	class      Class
+	class      link.Class
 	seq        uint64
 	state      waitState
 	err        error // why the wait ended, when cancelled
@@ -164,12 +148,12 @@ func (w *Waiter) Demote() bool {
 	c := w.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if w.state != queued || w.class == Low {
+	if w.state != queued || w.class == link.Low {
 		return false
 	}
-	c.queues[w.class.rank()].remove(w)
-	w.class = Low
-	c.queues[Low.rank()].insert(w)
+	c.queues[rank(w.class)].remove(w)
+	w.class = link.Low
+	c.queues[rank(link.Low)].insert(w)
 	// Demotion frees nothing, and every waiter that fits was admitted
 	// already, so nobody is admitted now.
 	return true
@@ -243,7 +227,7 @@ func (c *Controller) Acquire(ctx context.Context, req Request) (*Slot, error) {
 	c.seq++
 	w := &Waiter{c: c, req: req, ready: make(chan struct{}), class: req.Class, seq: c.seq}
 	pc.waiting++
-	c.queues[w.class.rank()].insert(w)
+	c.queues[rank(w.class)].insert(w)
 	c.mu.Unlock()
 
 	var timeout <-chan time.Time
@@ -294,7 +278,7 @@ func (c *Controller) cancelLocked(w *Waiter, err error) bool {
 	if w.state != queued {
 		return false
 	}
-	c.queues[w.class.rank()].remove(w)
+	c.queues[rank(w.class)].remove(w)
 	pc := c.pools[w.req.Pool]
 	pc.waiting--
 	c.forgetLocked(pc)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/link"
 )
 
 // op is what one step does.
@@ -295,9 +296,9 @@ func TestController(t *testing.T) {
 			name: "class order across pools on a group", limits: Limits{Groups: map[string]int{"l": 1}},
 			steps: []step{
 				{op: opAcquire, id: "a", req: Request{Pool: "p", Group: "l"}, admitted: []string{"a"}},
-				{op: opAcquire, id: "low", req: Request{Pool: "q", Group: "l", Class: Low}},
+				{op: opAcquire, id: "low", req: Request{Pool: "q", Group: "l", Class: link.Low}},
 				{op: opAcquire, id: "normal", req: Request{Pool: "r", Group: "l"}},
-				{op: opAcquire, id: "high", req: Request{Pool: "q", Group: "l", Class: High}},
+				{op: opAcquire, id: "high", req: Request{Pool: "q", Group: "l", Class: link.High}},
 				{op: opAcquire, id: "normal2", req: Request{Pool: "p", Group: "l"}},
 				{op: opAcquire, id: "other", req: Request{Pool: "q", Group: "m"}, admitted: []string{"other"}},
 				{op: opRelease, id: "a", admitted: []string{"high"}},
@@ -312,8 +313,8 @@ func TestController(t *testing.T) {
 				{op: opAcquire, id: "a", req: pool("p"), admitted: []string{"a"}},
 				{op: opAcquire, id: "b", req: pool("p")},
 				{op: opAcquire, id: "c", req: pool("p")},
-				{op: opAcquire, id: "d", req: Request{Pool: "p", Class: Low}},
-				{op: opAcquire, id: "e", req: Request{Pool: "p", Class: Low}},
+				{op: opAcquire, id: "d", req: Request{Pool: "p", Class: link.Low}},
+				{op: opAcquire, id: "e", req: Request{Pool: "p", Class: link.Low}},
 				{op: opDemote, id: "b", ret: true},
 				{op: opDemote, id: "b", ret: false},
 				{op: opRelease, id: "a", admitted: []string{"c"}},
@@ -380,7 +381,7 @@ func TestConcurrentLimit(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := range 50 {
-				req := Request{Pool: "p", Class: Class(j % 3)}
+				req := Request{Pool: "p", Class: link.Class(j % 3)}
 				if i%2 == 0 {
 					req.Group = "l"
 				}
@@ -437,14 +438,6 @@ func TestAcquireDoneContext(t *testing.T) {
 	}
 	if got := c.Pool("p"); got != (PoolStats{}) {
 		t.Errorf("Pool(p) = %+v, want nothing held", got)
-	}
-}
-
-func TestClassString(t *testing.T) {
-	for c, want := range map[Class]string{High: "high", Normal: "normal", Low: "low", Class(9): "class(9)"} {
-		if got := c.String(); got != want {
-			t.Errorf("Class(%d).String() = %q, want %q", c, got, want)
-		}
 	}
 }
 

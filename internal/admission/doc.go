@@ -13,10 +13,11 @@
 //
 // # Queues and order
 //
-// Waiters are kept in three lists, one per Class (High, Normal, Low),
-// each in arrival order. When a slot frees (Slot.Release) or a limit
-// rises (Configure), the controller walks the lists from High to Low and
-// admits every waiter whose pool and group both have a free slot. So:
+// Waiters are kept in three lists, one per link class of Request.Class
+// (High, Normal, Low), each in arrival order. When a slot frees
+// (Slot.Release) or a limit rises (Configure), the controller walks the
+// lists from High to Low and admits every waiter whose pool and group
+// both have a free slot. So:
 //
 //   - within a pool (and group), waiters of one class are admitted in
 //     arrival order, and a Low waiter (a penalised statement, or one of

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/link"
 )
 
 // FuzzController runs a sequence of operations read from the input
@@ -97,7 +99,7 @@ func runFuzzOps(t *testing.T, ops []byte) {
 			arg := int(ops[i+1])
 			switch ops[i] % 5 {
 			case 0:
-				req := Request{Pool: fmt.Sprintf("p%d", arg%3), Class: Class((arg / 6) % 3)}
+				req := Request{Pool: fmt.Sprintf("p%d", arg%3), Class: link.Class((arg / 6) % 3)}
 				if (arg/3)%2 == 1 {
 					req.Group = "l"
 				}

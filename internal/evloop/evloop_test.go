@@ -176,6 +176,29 @@ func TestWake(t *testing.T) {
 	}
 }
 
+// TestWaitReady: with a registered socket readable and a Wake made,
+// both level-triggered and so both ready for the next Wait, WaitReady
+// returns the socket's event alone in events and reports the Wake;
+// after Drain, only the socket's.
+func TestWaitReady(t *testing.T) {
+	s, b, p := detachedPair(t)
+	if err := p.Add(s.FD(), In, 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	events := make([]unix.EpollEvent, 4)
+	p.Wake()
+	if n, woken := p.WaitReady(events); n != 1 || Data(&events[0]) != 7 || !woken {
+		t.Fatalf("WaitReady = %d events (first data %d), woken %v; want the socket's alone and woken", n, Data(&events[0]), woken)
+	}
+	p.Drain()
+	if n, woken := p.WaitReady(events); n != 1 || Data(&events[0]) != 7 || woken {
+		t.Fatalf("after Drain: WaitReady = %d events (first data %d), woken %v; want the socket's alone", n, Data(&events[0]), woken)
+	}
+}
+
 // TestWaitParkedWakesOnInput: a Wait parked with nothing ready returns
 // the event of a registered socket once its peer writes, and a Wait and
 // Wake allocate nothing.
@@ -198,13 +221,8 @@ func TestWaitParkedWakesOnInput(t *testing.T) {
 	if _, err := b.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case d := <-got:
-		if d != 7 {
-			t.Fatalf("event data %d, want 7", d)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a parked Wait did not return on input")
+	if d := testenv.Receive(t, got, 10*time.Second, "a parked Wait to return on input"); d != 7 {
+		t.Fatalf("event data %d, want 7", d)
 	}
 	p.Del(s.FD())
 	evs := make([]unix.EpollEvent, 4)
@@ -228,13 +246,8 @@ func TestClosePoller(t *testing.T) {
 	go func() { done <- p.Wait(make([]unix.EpollEvent, 4)) }()
 	testenv.WaitBlocked(t, "evloop.(*Poller).Wait", 1)
 	p.Close()
-	select {
-	case n := <-done:
-		if n != 0 {
-			t.Fatalf("Wait on a closed poller returned %d", n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not end a parked Wait")
+	if n := testenv.Receive(t, done, 10*time.Second, "Close to end a parked Wait"); n != 0 {
+		t.Fatalf("Wait on a closed poller returned %d", n)
 	}
 }
 

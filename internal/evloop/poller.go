@@ -147,6 +147,23 @@ func (p *Poller) Wait(events []unix.EpollEvent) int {
 	return n
 }
 
+// WaitReady is Wait for a loop that handles a Wake apart from its
+// descriptors: it moves the events of descriptors to events[:n], in
+// the order Wait gave them, leaving the WakeData event out, and reports
+// whether there was one. n and woken are 0 and false when the Poller
+// was closed.
+func (p *Poller) WaitReady(events []unix.EpollEvent) (n int, woken bool) {
+	for i := range p.Wait(events) {
+		if Data(&events[i]) == WakeData {
+			woken = true
+			continue
+		}
+		events[n] = events[i]
+		n++
+	}
+	return n, woken
+}
+
 // Wake makes the current or next Wait return with a WakeData event. Safe
 // from any goroutine; wakes coalesce until Drain.
 func (p *Poller) Wake() {

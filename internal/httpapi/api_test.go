@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/sluicelab/sluice/internal/httpapi"
 	"github.com/sluicelab/sluice/internal/session"
-	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 type apiError struct {
@@ -469,17 +467,10 @@ func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 // in the URL as a Basic password.
 func TestToxiproxyClientWithToken(t *testing.T) {
 	s := newStack(t, stackOptions{token: "tp"})
-	echo := testenv.Echo(t)
 	if _, err := toxiproxy.NewClient(s.url).Proxies(); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("client without the token: %v, want 401", err)
 	}
-	u, _ := url.Parse(s.url)
-	u.User = url.UserPassword("toxiproxy", "tp")
-	client := toxiproxy.NewClient(u.String())
-	px, err := client.CreateProxy("echo", "", echo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, px, _ := s.echoProxy(t, "echo")
 	if _, err := px.AddToxic("", "latency", "", 1, toxiproxy.Attributes{"latency": 1}); err != nil {
 		t.Fatal(err)
 	}

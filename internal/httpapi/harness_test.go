@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/jackc/pgx/v5"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -84,6 +86,28 @@ func (s *stack) do(t testing.TB, method, path string, body any) (int, []byte) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	return testenv.Fetch(t, req)
+}
+
+// echoProxy creates a proxy named name to a new echo server with
+// Toxiproxy's own client, which takes only an address: the stack's token
+// goes in the URL as a Basic password. It returns the client, the proxy
+// and the echo server's address.
+func (s *stack) echoProxy(t testing.TB, name string) (*toxiproxy.Client, *toxiproxy.Proxy, string) {
+	t.Helper()
+	echo := testenv.Echo(t)
+	u, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.token != "" {
+		u.User = url.UserPassword("toxiproxy", s.token)
+	}
+	client := toxiproxy.NewClient(u.String())
+	px, err := client.CreateProxy(name, "", echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, px, echo
 }
 
 // must sends a request and fails the test unless the status is want.

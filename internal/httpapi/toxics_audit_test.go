@@ -1,13 +1,11 @@
 package httpapi_test
 
 import (
-	"net/url"
 	"strings"
 	"testing"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
-	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wlm"
 )
 
@@ -17,14 +15,7 @@ import (
 // change as text and, for a refused one, the code it was refused with.
 func TestToxiproxyChangesAudited(t *testing.T) {
 	s := newStack(t, stackOptions{token: "tp"})
-	echo := testenv.Echo(t)
-	u, _ := url.Parse(s.url)
-	u.User = url.UserPassword("toxiproxy", "tp")
-	client := toxiproxy.NewClient(u.String())
-	px, err := client.CreateProxy("aud", "", echo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, px, echo := s.echoProxy(t, "aud")
 	if _, err := px.AddToxic("lag", "latency", "", 1, toxiproxy.Attributes{"latency": 5}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -515,11 +516,7 @@ func (s *session) runShow(st *stmt, simple bool) error {
 		if simple {
 			s.sendRowDescription(cols, nil)
 		}
-		names := make([]string, 0, len(s.params))
-		for k := range s.params {
-			names = append(names, k)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(s.params))
 		for _, k := range names {
 			if err := s.sendRow([]driver.Value{showName(k), s.params[k], ""}, cols, nil); err != nil {
 				return err

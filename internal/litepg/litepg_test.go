@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
@@ -83,13 +83,7 @@ func twoSessions(t testing.TB, opts Options, setup ...string) (a, b *pgx.Conn) {
 }
 
 // pgCode returns the SQLSTATE of err, "" if it has none.
-func pgCode(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
-}
+func pgCode(err error) string { return testenv.PGError(err).Code }
 
 const sbCreate = "CREATE TABLE sbtest1(id SERIAL, k INTEGER DEFAULT '0' NOT NULL, c CHAR(120) DEFAULT '' NOT NULL, pad CHAR(60) DEFAULT '' NOT NULL, PRIMARY KEY (id))"
 

@@ -200,15 +200,10 @@ func (l *loop) run() {
 		return // the first registration yielded, or nothing was queued
 	}
 	for {
-		n := l.poll.Wait(l.events)
-		woken := false
+		n, woken := l.poll.WaitReady(l.events)
 		for i := range n {
 			ev := &l.events[i]
 			d := evloop.Data(ev)
-			if d == evloop.WakeData {
-				woken = true
-				continue
-			}
 			if d >= uint64(len(l.sides)) || l.sides[d] == nil {
 				continue
 			}

@@ -2,17 +2,6 @@ package redact
 
 import "github.com/sluicelab/sluice/internal/sqltext"
 
-// The token kinds the redactor tells apart; the lexical rules are
-// sqltext's.
-const (
-	tEOF    = sqltext.EOF
-	tWord   = sqltext.Word
-	tString = sqltext.String
-	tName   = sqltext.Name
-	tNumber = sqltext.Number
-	tOp     = sqltext.Op
-)
-
 // token is a token of the text; see sqltext.Token.
 type token = sqltext.Token
 
@@ -50,7 +39,7 @@ func (l *lexer) secretEnd(t token) int {
 
 // open reports whether the string t runs to the end of the text without
 // its closing quote (text cut short, or malformed), as the lexer read it.
-func (l *lexer) open(t token) bool { return t.Kind == tString && !t.Closed }
+func (l *lexer) open(t token) bool { return t.Kind == sqltext.String && !t.Closed }
 
 // dollarTag returns the opening $tag$ or $$ of a dollar-quoted string at
 // sql[i] == '$', or "" if none starts there.

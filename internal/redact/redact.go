@@ -3,6 +3,8 @@ package redact
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluicelab/sluice/internal/sqltext"
 )
 
 // Dialect selects the lexical rules of the SQL text. The zero value is
@@ -56,13 +58,13 @@ func redact(sql string, d Dialect, depth int) string {
 		t := l.next()
 		set := false
 		switch t.Kind {
-		case tEOF:
+		case sqltext.EOF:
 			if b.Len() == 0 {
 				return sql
 			}
 			b.WriteString(sql[last:])
 			return b.String()
-		case tWord:
+		case sqltext.Word:
 			w := sql[t.Start:t.End]
 			switch {
 			case hasSuffixFold(w, "password"):
@@ -84,7 +86,7 @@ func redact(sql string, d Dialect, depth int) string {
 				set = equalFold(w, "set")
 				prev = other
 			}
-		case tOp:
+		case sqltext.Op:
 			switch c := sql[t.Start]; {
 			case c == ',' && fmtLeft > 0:
 				// format('... PASSWORD %L', ...): the argument that
@@ -111,13 +113,13 @@ func redact(sql string, d Dialect, depth int) string {
 			default:
 				prev = other
 			}
-		case tString, tName, tNumber:
+		case sqltext.String, sqltext.Name, sqltext.Number:
 			if prev == pwString || prev == assign {
 				prev = other
 			}
-			if prev == other || prev == secret && t.Kind != tString {
+			if prev == other || prev == secret && t.Kind != sqltext.String {
 				prev = other
-				if t.Kind != tString {
+				if t.Kind != sqltext.String {
 					break
 				}
 				// SQL inside a string: a DO block's body, EXECUTE's
@@ -158,12 +160,12 @@ func redact(sql string, d Dialect, depth int) string {
 					fmtLeft = formatsPassword(inner)
 					break
 				}
-			} else if prev == concat && t.Kind == tName {
+			} else if prev == concat && t.Kind == sqltext.Name {
 				prev = other
 				break
 			}
 			end := t.End
-			if t.Kind == tString {
+			if t.Kind == sqltext.String {
 				end = l.secretEnd(t)
 			}
 			if b.Len() == 0 {
@@ -173,7 +175,7 @@ func redact(sql string, d Dialect, depth int) string {
 			b.WriteString(Mask)
 			last, l.Pos = end, end
 			prev = other
-			if t.Kind == tString {
+			if t.Kind == sqltext.String {
 				prev = secret
 			}
 		}
@@ -402,19 +404,19 @@ func builds(s string, my, placeholder bool) bool {
 	for {
 		t := l.next()
 		switch {
-		case t.Kind == tEOF:
+		case t.Kind == sqltext.EOF:
 			return pw
 		case !pw:
-		case t.Kind == tString && l.open(t):
+		case t.Kind == sqltext.String && l.open(t):
 			return true
-		case t.Kind == tOp && s[t.Start] == '%':
+		case t.Kind == sqltext.Op && s[t.Start] == '%':
 			if placeholder {
 				return true
 			}
-		case t.Kind == tOp && (s[t.Start] == '(' || s[t.Start] == '='):
+		case t.Kind == sqltext.Op && (s[t.Start] == '(' || s[t.Start] == '='):
 			continue
 		}
-		pw = t.Kind == tWord && hasSuffixFold(s[t.Start:t.End], "password")
+		pw = t.Kind == sqltext.Word && hasSuffixFold(s[t.Start:t.End], "password")
 	}
 }
 
@@ -423,8 +425,8 @@ func builds(s string, my, placeholder bool) bool {
 // a string the text ends inside.
 func dynamicPassword(sql string, my bool) bool {
 	l := newLexer(sql, my)
-	for t := l.next(); t.Kind != tEOF; t = l.next() {
-		if t.Kind != tString {
+	for t := l.next(); t.Kind != sqltext.EOF; t = l.next() {
+		if t.Kind != sqltext.String {
 			continue
 		}
 		if inner, _, ok := l.text(t); ok && hasKeyword(inner) && builds(inner, my, true) {

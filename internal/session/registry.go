@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicelab/sluice/internal/ring"
 )
 
 // Canceler cancels the statement a session is running, through the
@@ -62,14 +64,12 @@ type Options struct {
 type Registry struct {
 	nextSession atomic.Uint64
 	nextStmt    atomic.Uint64
-	keep        int
 
 	mu       sync.Mutex
 	sessions map[uint64]*Session   // guarded by mu
 	byKey    map[string]*Session   // guarded by mu; cancel keys
 	byPID    map[uint32][]*Session // guarded by mu; backend pids of cancel keys, usually one session each
-	recent   []*Statement          // guarded by mu; ring of ended statements
-	next     int                   // guarded by mu; ring write position
+	recent   ring.Ring[*Statement] // guarded by mu; ended statements
 	watchers []watcher             // guarded by mu
 	watchID  uint64                // guarded by mu; last watcher id
 }
@@ -81,7 +81,7 @@ func NewRegistry(opts Options) *Registry {
 		keep = 1000
 	}
 	return &Registry{
-		keep:     keep,
+		recent:   ring.Ring[*Statement]{Size: keep},
 		sessions: make(map[uint64]*Session),
 		byKey:    make(map[string]*Session),
 		byPID:    make(map[uint32][]*Session),
@@ -215,12 +215,7 @@ func (r *Registry) Active() []*Statement {
 func (r *Registry) Recent() []*Statement {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]*Statement, 0, len(r.recent))
-	if len(r.recent) < r.keep {
-		return append(out, r.recent...)
-	}
-	out = append(out, r.recent[r.next:]...)
-	return append(out, r.recent[:r.next]...)
+	return r.recent.All()
 }
 
 // Statement returns a running or recently ended statement by id, or nil.
@@ -277,12 +272,7 @@ func (r *Registry) Cancel(ctx context.Context, st *Statement) error {
 
 func (r *Registry) ended(st *Statement) {
 	r.mu.Lock()
-	if len(r.recent) < r.keep {
-		r.recent = append(r.recent, st)
-	} else {
-		r.recent[r.next] = st
-		r.next = (r.next + 1) % r.keep
-	}
+	r.recent.Add(st)
 	r.mu.Unlock()
 	r.emit(Event{Kind: StatementEnded, Session: st.Session, Statement: st})
 }

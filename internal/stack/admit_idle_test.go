@@ -123,9 +123,7 @@ func auditHas(st *stack.Stack, prefix string) bool {
 // behind it runs, and the end is audited and counted.
 func TestAdmitPGIdleInTransactionEnds(t *testing.T) {
 	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
-	if _, err := st.Manager().Service().Exec(context.Background(), "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='1s')"); err != nil {
-		t.Fatal(err)
-	}
+	execManager(t, st, "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='1s')")
 	if p := viewRow(t, st, "SHOW POOLS", "name", "admw_lim"); p["idle_in_transaction"] != "1s" {
 		t.Fatalf("SHOW POOLS admw_lim = %v, want idle_in_transaction 1s", p)
 	}
@@ -170,9 +168,7 @@ func TestAdmitPGIdleInTransactionEnds(t *testing.T) {
 // 70100) the client reads before the end of the stream.
 func TestAdmitMySQLIdleInTransactionEnds(t *testing.T) {
 	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
-	if _, err := st.Manager().Service().Exec(context.Background(), "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='1s')"); err != nil {
-		t.Fatal(err)
-	}
+	execManager(t, st, "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='1s')")
 	bg := context.Background()
 	var raw net.Conn
 	db := mysqlKeepingSocket(t, lim, func(c net.Conn) { raw = c })

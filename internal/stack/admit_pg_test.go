@@ -28,17 +28,12 @@ func admitStack(t *testing.T, protocol, upstream string, limit int, extra string
 		"  - name: lim\n    listen: " + lim + "\n    upstream: " + upstream + "\n    protocol: " + protocol + "\n" + extra +
 		"  - name: free\n    listen: " + free + "\n    upstream: " + upstream + "\n    protocol: " + protocol + "\n" + extra
 	st, _ = configStack(t, body)
-	ctx := context.Background()
-	for _, q := range []string{
+	execManager(t, st,
 		fmt.Sprintf("CREATE RESOURCE POOL admw_lim WITH (active_statements=%d)", limit),
 		"CREATE RESOURCE POOL admw_free",
 		"ALTER ROUTE lim WITH (pool='admw_lim')",
 		"ALTER ROUTE free WITH (pool='admw_free')",
-	} {
-		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	return st, lim, free
 }
 
@@ -190,14 +185,7 @@ func testAdmitPGCancelHeld(t *testing.T, extra string) {
 	if _, err := held.Exec(bg, "SELECT 1"); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := holder.Begin(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(bg)
-	if _, err := tx.Exec(bg, "SELECT 2"); err != nil {
-		t.Fatal(err)
-	}
+	tx := beginSlot(t, holder)
 
 	for _, how := range []string{"CancelRequest", "console"} {
 		ctx, cancel := context.WithCancel(bg)
@@ -232,19 +220,29 @@ func testAdmitPGCancelHeld(t *testing.T, extra string) {
 // the pool's only slot until the test ends (or commit is called).
 func holdSlot(t *testing.T, addr string) (commit func()) {
 	t.Helper()
-	c := testenv.ConnectPGConfig(t, pgVia(t, addr, "admw_holder"))
-	tx, err := c.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(context.Background(), "SELECT 1"); err != nil {
-		t.Fatal(err)
-	}
+	tx := beginSlot(t, testenv.ConnectPGConfig(t, pgVia(t, addr, "admw_holder")))
 	return func() {
 		if err := tx.Commit(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// beginSlot opens a transaction on c and runs a statement in it, so
+// that c's session holds a slot of its pool until the transaction ends;
+// the test's end rolls it back if it is still open.
+func beginSlot(t *testing.T, c *pgx.Conn) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
 
 // TestAdmitPGExtendedHeld: a pipelined pgx batch, a COPY FROM STDIN and
@@ -344,11 +342,7 @@ func TestAdmitPGWaitLimits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
-			for _, q := range tc.ddl {
-				if _, err := st.Manager().Service().Exec(context.Background(), q); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
+			execManager(t, st, tc.ddl...)
 			commit := holdSlot(t, lim)
 			c := testenv.ConnectPGConfig(t, pgVia(t, lim, "admw_limits"))
 			t0 := time.Now()

@@ -131,20 +131,13 @@ func startDist(t *testing.T, rows int) *distCluster {
 	}
 	coord.Close(ctx)
 
-	for _, q := range []string{
+	execManager(t, st,
 		"CREATE RESOURCE POOL dist_coord",
 		"CREATE RESOURCE POOL dist_shard",
 		"ALTER ROUTE coord WITH (pool='dist_coord')",
-	} {
-		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	for i := 1; i <= distShards; i++ {
-		q := fmt.Sprintf("ALTER ROUTE shard%d WITH (pool='dist_shard')", i)
-		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
+		execManager(t, st, fmt.Sprintf("ALTER ROUTE shard%d WITH (pool='dist_shard')", i))
 	}
 	client := pgVia(t, addrs["coord"], "dist_client")
 	client.Database = dbs[0]

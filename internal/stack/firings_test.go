@@ -23,16 +23,12 @@ func TestFiringsSurviveRestart(t *testing.T) {
 		filepath.Join(dir, "catalog.json"), addr, pg.Host, pg.Port)
 	st, path := configStack(t, body)
 	ctx := context.Background()
-	for _, q := range []string{
+	execManager(t, st,
 		"CREATE EXCEPT RULE fr_slow WITH (elapsedtime=1, action=penalty)",
 		"CREATE RESOURCE POOL fr_pool WITH (except_rule='fr_slow')",
 		"ALTER ROUTE fr WITH (pool='fr_pool')",
 		"SET except_check_period = '100ms'",
-	} {
-		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	c := testenv.ConnectPGConfig(t, pgVia(t, addr, "firings_restart"))
 	if _, err := c.Exec(ctx, "SELECT pg_sleep(1.5)"); err != nil {
 		t.Fatal(err)

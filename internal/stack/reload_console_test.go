@@ -41,6 +41,17 @@ func configStack(t *testing.T, body string) (*stack.Stack, string) {
 	return newStack(t, 0, stack.Options{Config: cfg, Load: load, Logger: testenv.Logger(0)}), path
 }
 
+// execManager runs the console statements qs, in order, on st's manager;
+// an error fails t.
+func execManager(t *testing.T, st *stack.Stack, qs ...string) {
+	t.Helper()
+	for _, q := range qs {
+		if _, err := st.Manager().Service().Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
 // newStack builds a stack of opts, allowing New timeout (0: no limit),
 // and closes it when the test ends. An error of New fails t.
 func newStack(t testing.TB, timeout time.Duration, opts stack.Options) *stack.Stack {
@@ -127,9 +138,7 @@ func TestRoutePool(t *testing.T) {
 	}
 
 	st, path := configStack(t, "routes:\n  - name: e\n    listen: 127.0.0.1:0\n    upstream: "+up+"\n")
-	if _, err := st.Manager().Service().Exec(context.Background(), "CREATE RESOURCE POOL rp1"); err != nil {
-		t.Fatal(err)
-	}
+	execManager(t, st, "CREATE RESOURCE POOL rp1")
 	if got := st.Manager().Runtime().Bind("e", "nobody").Pool; got != "" {
 		t.Fatalf("pool before the reload = %q", got)
 	}

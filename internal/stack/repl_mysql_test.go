@@ -44,15 +44,11 @@ func TestReplicationMySQL(t *testing.T) {
 	}
 	st, _ := configStack(t, "catalog: \"\"\nroutes:\n"+
 		route("replplain", plain, "")+route("repldelay", delayed, "    emulation:\n      delay: 2ms\n"))
-	for _, q := range []string{
+	execManager(t, st,
 		"CREATE RESOURCE POOL repl_one WITH (active_statements=1)",
 		"ALTER ROUTE replplain WITH (pool='repl_one')",
 		"ALTER ROUTE repldelay WITH (pool='repl_one')",
-	} {
-		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	execAll(t, pdb, "CREATE TABLE sluice.repl_t (id INT PRIMARY KEY, v VARCHAR(200))")
 	// Semi-synchronous: the replica acknowledges events on the dump's
 	// connection while the stream flows.
@@ -136,14 +132,10 @@ func TestReplicationMySQL(t *testing.T) {
 
 	// A penalty rule of the pool demotes the dump, one long statement,
 	// and the stream goes on.
-	for _, q := range []string{
+	execManager(t, st,
 		"CREATE EXCEPT RULE repl_long WITH (elapsedtime=1, action='penalty')",
 		"ALTER RESOURCE POOL repl_one WITH (except_rule='repl_long')",
-	} {
-		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	dump := replicationStatement(t, st, "penalty")
 	testenv.Eventually(t, 30*time.Second, "the dump penalised", dump.Penalized)
 	before := dump.BytesDown()

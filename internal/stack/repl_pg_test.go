@@ -225,25 +225,12 @@ func TestReplPGBaseBackup(t *testing.T) {
 	}
 	p.run(t, time.Minute, "pg_verifybackup", dir)
 
-	ctx := context.Background()
-	for _, q := range []string{
+	execManager(t, p.st,
 		"CREATE EXCEPT RULE replpg_slow WITH (elapsedtime=1, action='penalty')",
 		"CREATE RESOURCE POOL replpg_pool WITH (except_rule='replpg_slow', active_statements=1)",
-		"CREATE USER " + replUser + " RESOURCE POOL 'replpg_pool'",
-	} {
-		if _, err := p.st.Manager().Service().Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	holder := p.client(t)
-	tx, err := holder.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
-		t.Fatal(err)
-	}
+		"CREATE USER "+replUser+" RESOURCE POOL 'replpg_pool'",
+	)
+	beginSlot(t, p.client(t))
 	for _, r := range showRows(t, p.st, "SHOW POOLS") {
 		if r["name"] == "replpg_pool" && r["running"] != "1" {
 			t.Fatalf("replpg_pool running %q, want 1 (the open transaction's slot)", r["running"])
@@ -446,15 +433,11 @@ func TestReplPGStandby(t *testing.T) {
 
 	// An abort rule on the replication role's pool cancels the stream;
 	// the standby connects again and catches up.
-	for _, q := range []string{
+	execManager(t, p.st,
 		"CREATE EXCEPT RULE replpg_cut WITH (elapsedtime=1, action='abort')",
 		"CREATE RESOURCE POOL replpg_repl WITH (except_rule='replpg_cut')",
-		"CREATE USER " + replUser + " RESOURCE POOL 'replpg_repl'",
-	} {
-		if _, err := p.st.Manager().Service().Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		"CREATE USER "+replUser+" RESOURCE POOL 'replpg_repl'",
+	)
 	testenv.Eventually(t, time.Minute, "the abort rule cancels START_REPLICATION", func() bool {
 		for _, st := range p.st.Registry().Recent() {
 			if snap := st.Snapshot(); strings.HasPrefix(snap.SQL, "START_REPLICATION") && snap.Outcome == session.Cancelled {

@@ -8,7 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -363,11 +363,7 @@ func applyCatalogConfig(ctx context.Context, mgr *wlm.Manager, cfg *config.Confi
 			return &config.Error{File: cfg.Source, Msg: fmt.Sprintf("%s (link %s): %s", l.Key, l.Name, catalogMessage(err))}
 		}
 	}
-	keys := make([]string, 0, len(cfg.Settings))
-	for k := range cfg.Settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(cfg.Settings))
 	for _, k := range keys {
 		if err := mgr.Service().Set(ctx, k, cfg.Settings[k]); err != nil {
 			return &config.Error{File: cfg.Source, Key: "settings." + k, Value: cfg.Settings[k], Msg: catalogMessage(err)}

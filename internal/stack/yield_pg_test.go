@@ -28,14 +28,10 @@ func TestLowYieldsToRunningStatement(t *testing.T) {
 		"  - name: bulk\n    listen: "+bulkAddr+"\n    upstream: "+upstream+"\n    protocol: postgres\n    link: yl\n"+
 		"  - name: app\n    listen: "+appAddr+"\n    upstream: "+upstream+"\n    protocol: postgres\n    link: yl\n")
 	ctx := context.Background()
-	for _, q := range []string{
+	execManager(t, st,
 		"CREATE RESOURCE POOL yl_low WITH (network_priority='low')",
 		"ALTER ROUTE bulk WITH (pool='yl_low')",
-	} {
-		if _, err := st.Manager().Service().Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	l := st.Manager().Runtime().Link("yl")
 	low := func() int64 { return l.Stats().Directions[link.Down].Classes[link.Low].Bytes }
 

@@ -45,6 +45,23 @@ func Poll(timeout time.Duration, cond func() bool) bool {
 	return true
 }
 
+// Receive returns the next value from ch, and fails t with what (as in
+// "timed out waiting for <what>") if none comes within timeout of real
+// time.
+func Receive[T any](t testing.TB, ch <-chan T, timeout time.Duration, what string) T {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-deadline.C:
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		var zero T
+		return zero
+	}
+}
+
 // WaitBlocked waits until n goroutines (at least) whose stacks hold
 // frame (a function name as runtime.Stack prints it, e.g.
 // "evloop.(*Poller).Wait") are blocked at once: parked in the runtime's

@@ -169,19 +169,17 @@ func (m *Admission) TryAdmit(st *session.Statement) (release func(), ok bool) {
 	return nil, false
 }
 
-// admissionClass is the admission class of a statement of pool p.
-func admissionClass(p *Pool, penalized bool) admission.Class {
+// admissionClass is the admission class of a statement of pool p: Low
+// once penalised, else the pool's network priority (Normal without a
+// pool).
+func admissionClass(p *Pool, penalized bool) link.Class {
 	switch {
 	case penalized:
-		return admission.Low
+		return link.Low
 	case p == nil:
-		return admission.Normal
-	case p.Priority == link.High:
-		return admission.High
-	case p.Priority == link.Low:
-		return admission.Low
+		return link.Normal
 	}
-	return admission.Normal
+	return p.Priority
 }
 
 // admissionLimits are the controller's limits for catalog c.

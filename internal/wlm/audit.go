@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/ring"
 	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/views"
@@ -73,9 +74,7 @@ type AuditCount struct {
 // safe for concurrent use.
 type AuditLog struct {
 	mu      sync.Mutex
-	ring    []AuditEntry // len grows to size, then entries are overwritten
-	next    int          // index of the oldest entry once the ring is full
-	size    int
+	ring    ring.Ring[AuditEntry]
 	counted map[AuditCount]uint64
 }
 
@@ -85,7 +84,7 @@ func NewAuditLog(size int) *AuditLog {
 	if size <= 0 {
 		size = DefaultAuditSize
 	}
-	return &AuditLog{size: size, counted: map[AuditCount]uint64{}}
+	return &AuditLog{ring: ring.Ring[AuditEntry]{Size: size}, counted: map[AuditCount]uint64{}}
 }
 
 // Record appends the change statement (already redacted) that a made at
@@ -101,12 +100,7 @@ func (l *AuditLog) Record(now time.Time, a Actor, statement string, err error) A
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.ring) < l.size {
-		l.ring = append(l.ring, e)
-	} else {
-		l.ring[l.next] = e
-		l.next = (l.next + 1) % l.size
-	}
+	l.ring.Add(e)
 	l.counted[AuditCount{Surface: e.Surface, Outcome: e.Outcome()}]++
 	return e
 }
@@ -115,9 +109,7 @@ func (l *AuditLog) Record(now time.Time, a Actor, statement string, err error) A
 func (l *AuditLog) Entries() []AuditEntry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]AuditEntry, 0, len(l.ring))
-	out = append(out, l.ring[l.next:]...)
-	return append(out, l.ring[:l.next]...)
+	return l.ring.All()
 }
 
 // Counts returns a copy of the counters: every change recorded, kept or

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/sluicelab/sluice/internal/ring"
 	"github.com/sluicelab/sluice/internal/wlm/views"
 )
 
@@ -72,9 +73,7 @@ type FiringLog struct {
 
 	mu sync.Mutex
 	// Guarded by mu.
-	ring   []Firing // len grows to size, then entries are overwritten
-	next   int      // index of the oldest entry once the ring is full
-	size   int
+	ring   ring.Ring[Firing]
 	f      *os.File // append handle; nil without a file, after a failure or Close
 	lines  int      // lines in the file
 	failed bool     // a write failed (logged once)
@@ -89,7 +88,7 @@ func NewFiringLog(size int, path string, log *slog.Logger) (*FiringLog, error) {
 	if size <= 0 {
 		size = DefaultFiringsSize
 	}
-	l := &FiringLog{log: log, path: path, size: size}
+	l := &FiringLog{log: log, path: path, ring: ring.Ring[Firing]{Size: size}}
 	if path == "" {
 		return l, nil
 	}
@@ -105,7 +104,7 @@ func NewFiringLog(size int, path string, log *slog.Logger) (*FiringLog, error) {
 			log.Warn("firing history: a line skipped", "file", path, "line", n, "err", err)
 			continue
 		}
-		l.addLocked(e)
+		l.ring.Add(e)
 		l.lines++
 	}
 	if err := l.rewriteLocked(); err != nil {
@@ -126,7 +125,7 @@ func (l *FiringLog) Record(e Firing) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.addLocked(e)
+	l.ring.Add(e)
 	if l.f == nil {
 		return
 	}
@@ -135,29 +134,13 @@ func (l *FiringLog) Record(e Firing) {
 		_, err = l.f.Write(append(b, '\n'))
 	}
 	if err == nil {
-		if l.lines++; l.lines >= 2*l.size {
+		if l.lines++; l.lines >= 2*l.ring.Size {
 			err = l.rewriteLocked()
 		}
 	}
 	if err != nil {
 		l.failLocked(err)
 	}
-}
-
-func (l *FiringLog) addLocked(e Firing) {
-	if len(l.ring) < l.size {
-		l.ring = append(l.ring, e)
-		return
-	}
-	l.ring[l.next] = e
-	l.next = (l.next + 1) % l.size
-}
-
-// entriesLocked returns a copy of the kept firings, oldest first.
-func (l *FiringLog) entriesLocked() []Firing {
-	out := make([]Firing, 0, len(l.ring))
-	out = append(out, l.ring[l.next:]...)
-	return append(out, l.ring[:l.next]...)
 }
 
 // rewriteLocked replaces the file with the kept firings and opens it for
@@ -177,7 +160,7 @@ func (l *FiringLog) rewriteLocked() error {
 		return err
 	}
 	w := bufio.NewWriter(tmp)
-	kept := l.entriesLocked()
+	kept := l.ring.All()
 	for _, e := range kept {
 		b, err := json.Marshal(e)
 		if err != nil {
@@ -224,7 +207,7 @@ func (l *FiringLog) failLocked(err error) {
 func (l *FiringLog) Entries() []Firing {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.entriesLocked()
+	return l.ring.All()
 }
 
 // Close closes the file; later firings are kept in memory only. It is

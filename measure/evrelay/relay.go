@@ -129,16 +129,10 @@ func (l *loop) stop() {
 func (l *loop) run() {
 	defer l.poll.Close()
 	for {
-		n := l.poll.Wait(l.events)
-		woken := false
+		n, woken := l.poll.WaitReady(l.events)
 		for i := range n {
 			ev := &l.events[i]
-			d := evloop.Data(ev)
-			if d == evloop.WakeData {
-				woken = true
-				continue
-			}
-			l.ready(l.socks[d], ev.Events)
+			l.ready(l.socks[evloop.Data(ev)], ev.Events)
 		}
 		// After the batch, so a descriptor closed and reused by a new pair
 		// cannot take the stale events of the old one.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/ring"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
 	"github.com/sluicelab/sluice/internal/wlm/views"
@@ -82,8 +83,7 @@ type Dashboard struct {
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
-	ring      []sample           // ring buffer of samples, len <= keep
-	next      int                // write position once the ring is full
+	samples   ring.Ring[sample]  // the last keep samples
 	prev      *totals            // counters at the last sample; nil before the first
 	stmtBytes map[uint64]int64   // running statement id -> bytes at the last sample
 	stmtRate  map[uint64]float64 // running statement id -> bytes/s over the last interval
@@ -134,6 +134,7 @@ func New(o Options) (*Dashboard, error) {
 	}
 	return &Dashboard{
 		cat: o.Catalog, rt: o.Runtime, views: o.Views, clk: o.Clock, interval: o.Interval, keep: o.Keep, top: o.Top, version: o.Version,
+		samples:   ring.Ring[sample]{Size: o.Keep},
 		started:   o.Clock.Now(),
 		files:     files,
 		stmtBytes: map[uint64]int64{},
@@ -231,19 +232,7 @@ func (d *Dashboard) Sample(now time.Time) {
 	for l, b := range cur.links {
 		s.links[l] = rate(b, prev.links[l], dt)
 	}
-	if len(d.ring) < d.keep {
-		d.ring = append(d.ring, s)
-		return
-	}
-	d.ring[d.next] = s
-	d.next = (d.next + 1) % d.keep
-}
-
-// samplesLocked returns the samples, oldest first.
-func (d *Dashboard) samplesLocked() []sample {
-	out := make([]sample, 0, len(d.ring))
-	out = append(out, d.ring[d.next:]...)
-	return append(out, d.ring[:d.next]...)
+	d.samples.Add(s)
 }
 
 // Snapshot is what the page shows, as JSON.
@@ -315,7 +304,7 @@ func (d *Dashboard) Snapshot(ctx context.Context, now time.Time) Snapshot {
 	active := reg.Active()
 
 	d.mu.Lock()
-	samples := d.samplesLocked()
+	samples := d.samples.All()
 	rates := d.stmtRate
 	var last sample
 	if len(samples) > 0 {

@@ -17,12 +17,7 @@ import (
 func TestAdmissionMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := wlmtest.New(t, "CREATE RESOURCE POOL p WITH (active_statements=1); CREATE RESOURCE POOL free; CREATE USER u RESOURCE POOL 'p'")
-		m, err := metrics.New(metrics.Options{Catalog: e.Manager.Service(), Runtime: e.Manager.Runtime(), Rules: e.Manager.Rules(), Admission: e.Manager.Admission(), NoProcess: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		f := &fixture{Env: e, m: m}
+		f := &fixture{Env: e, m: newMetrics(t, e, nil)}
 		ctx := context.Background()
 		begin := func() *session.Statement {
 			s := e.Registry.Open(session.Info{Route: "rt", Protocol: "postgres"}, e.Clock.Now())
@@ -101,12 +96,7 @@ func TestAdmissionMetrics(t *testing.T) {
 // and no such session shows 0.
 func TestIdleInTransactionMetrics(t *testing.T) {
 	e := wlmtest.New(t, "CREATE RESOURCE POOL p WITH (active_statements=1); CREATE RESOURCE POOL q WITH (active_statements=2)")
-	m, err := metrics.New(metrics.Options{Catalog: e.Manager.Service(), Runtime: e.Manager.Runtime(), Rules: e.Manager.Rules(), Admission: e.Manager.Admission(), NoProcess: true, Clock: e.Clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	f := &fixture{Env: e, m: m}
+	f := &fixture{Env: e, m: newMetrics(t, e, func(o *metrics.Options) { o.Clock = e.Clock })}
 	s := e.Registry.Open(session.Info{Route: "rt", Protocol: "postgres"}, e.Clock.Now())
 	s.TakeSlot("p", e.Clock.Now())
 	s.SetIdleInTransaction(e.Clock.Now())

@@ -3,8 +3,9 @@ package metrics
 import (
 	"cmp"
 	"errors"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -493,11 +494,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		stale = float64(t.UnixNano()) / 1e9
 	}
 	ch <- prometheus.MustNewConstMetric(c.catalogStale, prometheus.GaugeValue, stale)
-	names := make([]string, 0, len(cat.Links))
-	for n := range cat.Links {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(cat.Links))
 	type poolDir struct {
 		pool string
 		dir  string

@@ -35,12 +35,34 @@ func newFixture(t testing.TB, unsent metrics.Unsent) *fixture {
 		CREATE RESOURCE POOL p WITH (except_rule = 'slow', network_priority = 'high');
 		CREATE USER u RESOURCE POOL 'p'`)
 	e.SetRoute(t, "rt", wlm.Route{Protocol: "postgres", CanCancel: true})
-	m, err := metrics.New(metrics.Options{Catalog: e.Manager.Service(), Runtime: e.Manager.Runtime(), Rules: e.Manager.Rules(), Admission: e.Manager.Admission(), Unsent: unsent, NoProcess: true})
+	return &fixture{Env: e, m: newMetrics(t, e, func(o *metrics.Options) { o.Unsent = unsent })}
+}
+
+// newMetrics returns metrics over e's manager, without the process
+// collectors, with the options edit sets (nil: none); they close when
+// the test ends.
+func newMetrics(t testing.TB, e *wlmtest.Env, edit func(*metrics.Options)) *metrics.Metrics {
+	t.Helper()
+	o := metrics.Options{Catalog: e.Manager.Service(), Runtime: e.Manager.Runtime(), Rules: e.Manager.Rules(), Admission: e.Manager.Admission(), NoProcess: true}
+	if edit != nil {
+		edit(&o)
+	}
+	m, err := metrics.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	return &fixture{Env: e, m: m}
+	return m
+}
+
+// checkExposes fails t for each line of want that body lacks.
+func checkExposes(t testing.TB, body string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			t.Errorf("exposition lacks %q", w)
+		}
+	}
 }
 
 // scrape returns m's answer to GET /metrics.
@@ -269,17 +291,13 @@ func TestExposition(t *testing.T) {
 	if rec.Code != 200 || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain") {
 		t.Fatalf("status %d, type %q", rec.Code, rec.Header().Get("Content-Type"))
 	}
-	for _, want := range []string{
+	checkExposes(t, body,
 		"# TYPE sluice_link_bytes_total counter",
 		"# TYPE sluice_link_queue_delay_seconds histogram",
 		`sluice_link_queue_delay_seconds_bucket{class="normal",direction="up",link="default",le="5e-05"} 0`,
 		`sluice_link_queue_delay_seconds_bucket{class="normal",direction="up",link="default",le="+Inf"} 0`,
 		"# HELP sluice_link_capacity_bytes_per_second",
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("exposition lacks %q", want)
-		}
-	}
+	)
 	if strings.Contains(body, "sluice_route_unsent_bytes") {
 		t.Error("unsent bytes exposed without Options.Unsent")
 	}
@@ -303,30 +321,24 @@ func TestReleaseLateness(t *testing.T) {
 	for _, d := range []time.Duration{-30 * time.Microsecond, 10 * time.Microsecond, 3 * time.Millisecond} {
 		used.Record(d)
 	}
-	m, err := metrics.New(metrics.Options{Catalog: f.Manager.Service(), Runtime: f.Manager.Runtime(), Rules: f.Manager.Rules(), Admission: f.Manager.Admission(), NoProcess: true, Lateness: lateness{
-		{"rt", "up", "precise"}: &used,
-		{"rt", "down", "timer"}: &empty,
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := newMetrics(t, f.Env, func(o *metrics.Options) {
+		o.Lateness = lateness{
+			{"rt", "up", "precise"}: &used,
+			{"rt", "down", "timer"}: &empty,
+		}
+	})
 	body := scrape(m).Body.String()
 	name := "sluice_emulation_release_lateness_seconds"
-	for _, want := range []string{
-		"# TYPE " + name + " histogram",
-		name + `_bucket{direction="up",route="rt",wait="precise",le="-5e-05"} 0`,
-		name + `_bucket{direction="up",route="rt",wait="precise",le="-2e-05"} 1`,
-		name + `_bucket{direction="up",route="rt",wait="precise",le="1e-05"} 2`,
-		name + `_bucket{direction="up",route="rt",wait="precise",le="0.005"} 3`,
-		name + `_bucket{direction="up",route="rt",wait="precise",le="+Inf"} 3`,
-		name + `_sum{direction="up",route="rt",wait="precise"} 0.00298`,
-		name + `_count{direction="up",route="rt",wait="precise"} 3`,
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("exposition lacks %q", want)
-		}
-	}
+	checkExposes(t, body,
+		"# TYPE "+name+" histogram",
+		name+`_bucket{direction="up",route="rt",wait="precise",le="-5e-05"} 0`,
+		name+`_bucket{direction="up",route="rt",wait="precise",le="-2e-05"} 1`,
+		name+`_bucket{direction="up",route="rt",wait="precise",le="1e-05"} 2`,
+		name+`_bucket{direction="up",route="rt",wait="precise",le="0.005"} 3`,
+		name+`_bucket{direction="up",route="rt",wait="precise",le="+Inf"} 3`,
+		name+`_sum{direction="up",route="rt",wait="precise"} 0.00298`,
+		name+`_count{direction="up",route="rt",wait="precise"} 3`,
+	)
 	if strings.Contains(body, name+`_count{direction="down"`) {
 		t.Error("a histogram that recorded nothing is exposed")
 	}
@@ -339,49 +351,45 @@ type panicCounts map[string]uint64
 
 func (p panicCounts) SessionPanics() map[string]uint64 { return p }
 
-// TestSessionPanics checks sluice_session_panics_total, per route, and
-// that it is absent without Options.Panics.
-func TestSessionPanics(t *testing.T) {
-	f := newFixture(t, nil)
-	m, err := metrics.New(metrics.Options{Catalog: f.Manager.Service(), Runtime: f.Manager.Runtime(), Rules: f.Manager.Rules(), Admission: f.Manager.Admission(), NoProcess: true, Panics: panicCounts{"pg": 3, "my": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	body := scrape(m).Body.String()
-	name := "sluice_session_panics_total"
-	for _, want := range []string{"# TYPE " + name + " counter", name + `{route="pg"} 3`, name + `{route="my"} 1`} {
-		if !strings.Contains(body, want) {
-			t.Errorf("exposition lacks %q", want)
-		}
-	}
-	if strings.Contains(scrape(f.m).Body.String(), name) {
-		t.Error("session panics exposed without Options.Panics")
-	}
-}
-
 type loopCounts struct{ taken, handed uint64 }
 
 func (l loopCounts) LoopSessions() (uint64, uint64) { return l.taken, l.handed }
 
-// TestLoopSessions checks sluice_event_loop_sessions_total by event, and
-// that it is absent without Options.Loops.
-func TestLoopSessions(t *testing.T) {
-	f := newFixture(t, nil)
-	m, err := metrics.New(metrics.Options{Catalog: f.Manager.Service(), Runtime: f.Manager.Runtime(), Rules: f.Manager.Rules(), Admission: f.Manager.Admission(), NoProcess: true, Loops: loopCounts{taken: 7, handed: 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	body := scrape(m).Body.String()
-	name := "sluice_event_loop_sessions_total"
-	for _, want := range []string{"# TYPE " + name + " counter", name + `{event="taken"} 7`, name + `{event="handed"} 2`} {
-		if !strings.Contains(body, want) {
-			t.Errorf("exposition lacks %q", want)
-		}
-	}
-	if strings.Contains(scrape(f.m).Body.String(), name) {
-		t.Error("loop sessions exposed without Options.Loops")
+type resetCount uint64
+
+func (r resetCount) Resets() uint64 { return uint64(r) }
+
+// TestOptionalCounters checks the counters fed by an optional source,
+// and that each is absent without its source.
+func TestOptionalCounters(t *testing.T) {
+	for _, tc := range []struct {
+		name   string // the counter
+		source string // the Options field that feeds it
+		set    func(*metrics.Options)
+		want   []string // series besides the TYPE line, without the name
+	}{
+		{"sluice_session_panics_total", "Panics",
+			func(o *metrics.Options) { o.Panics = panicCounts{"pg": 3, "my": 1} },
+			[]string{`{route="pg"} 3`, `{route="my"} 1`}},
+		{"sluice_event_loop_sessions_total", "Loops",
+			func(o *metrics.Options) { o.Loops = loopCounts{taken: 7, handed: 2} },
+			[]string{`{event="taken"} 7`, `{event="handed"} 2`}},
+		{"sluice_catalog_store_resets_total", "StoreResets",
+			func(o *metrics.Options) { o.StoreResets = resetCount(2) },
+			[]string{" 2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			body := scrape(newMetrics(t, f.Env, tc.set)).Body.String()
+			want := []string{"# TYPE " + tc.name + " counter"}
+			for _, w := range tc.want {
+				want = append(want, tc.name+w)
+			}
+			checkExposes(t, body, want...)
+			if strings.Contains(scrape(f.m).Body.String(), tc.name) {
+				t.Errorf("%s exposed without Options.%s", tc.name, tc.source)
+			}
+		})
 	}
 }
 
@@ -439,12 +447,7 @@ func TestWhatIf(t *testing.T) {
 		t.Fatal("what-if gauges without a table")
 	}
 	tb := whatif.New(whatif.Options{})
-	m, err := metrics.New(metrics.Options{Catalog: f.Manager.Service(), Runtime: f.Manager.Runtime(), Rules: f.Manager.Rules(), Admission: f.Manager.Admission(), WhatIf: tb, Clock: f.Clock, NoProcess: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	f.m = m
+	f.m = newMetrics(t, f.Env, func(o *metrics.Options) { o.WhatIf, o.Clock = tb, f.Clock })
 	key := whatif.Key{Protocol: "postgres", User: "u", Database: "d", Application: "pgbench"}
 	// 3 round trips of 10 ms each, with 1 ms client and 1 ms upstream RTT:
 	// network share 3 x 2 / 30.
@@ -470,30 +473,5 @@ func TestWhatIf(t *testing.T) {
 	f.Clock.Advance(2 * time.Minute)
 	if fams := f.gather(t); fams["sluice_whatif_round_trips_per_transaction"] != nil {
 		t.Error("what-if gauges for an application out of the window")
-	}
-}
-
-type resetCount uint64
-
-func (r resetCount) Resets() uint64 { return uint64(r) }
-
-// TestStoreResets checks sluice_catalog_store_resets_total, and that it
-// is absent without Options.StoreResets (a file store).
-func TestStoreResets(t *testing.T) {
-	f := newFixture(t, nil)
-	m, err := metrics.New(metrics.Options{Catalog: f.Manager.Service(), Runtime: f.Manager.Runtime(), Rules: f.Manager.Rules(), Admission: f.Manager.Admission(), NoProcess: true, StoreResets: resetCount(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	body := scrape(m).Body.String()
-	name := "sluice_catalog_store_resets_total"
-	for _, want := range []string{"# TYPE " + name + " counter", name + " 2"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("exposition lacks %q", want)
-		}
-	}
-	if strings.Contains(scrape(f.m).Body.String(), name) {
-		t.Error("store resets exposed without Options.StoreResets")
 	}
 }

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -96,13 +97,8 @@ func toxicText(verb, proxyName string, t Toxic, toxicity *float64) string {
 		b.WriteString(" TOXICITY " + strconv.FormatFloat(*toxicity, 'g', -1, 64))
 	}
 	if len(t.Attributes) > 0 {
-		keys := make([]string, 0, len(t.Attributes))
-		for k := range t.Attributes {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		b.WriteString(" ATTRIBUTES (")
-		for i, k := range keys {
+		for i, k := range slices.Sorted(maps.Keys(t.Attributes)) {
 			if i > 0 {
 				b.WriteString(", ")
 			}

@@ -59,6 +59,17 @@ func newEnv(t *testing.T, rnd func() float64) *env {
 	return &env{client: toxiproxy.NewClient(hs.URL), svc: svc, srv: srv, mgr: mgr, url: hs.URL}
 }
 
+// proxy creates a proxy named name to upstream on the default listen
+// address (DefaultListen, a free loopback port); an error fails t.
+func (e *env) proxy(t *testing.T, name, upstream string) *toxiproxy.Proxy {
+	t.Helper()
+	px, err := e.client.CreateProxy(name, "", upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return px
+}
+
 func upstreamOf(t *testing.T, url string) string {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(url)
@@ -178,10 +189,7 @@ func TestLimitData(t *testing.T) {
 	e := newEnv(t, nil)
 	big := bytes.Repeat([]byte("0123456789"), 10000)
 	upstream := testenv.Serve(t, func(c net.Conn) { c.Write(big); io.Copy(io.Discard, c) })
-	px, err := e.client.CreateProxy("lim", "", upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	px := e.proxy(t, "lim", upstream)
 	if _, err := px.AddToxic("", "limit_data", "", 1, toxiproxy.Attributes{"bytes": 1234}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,23 +204,15 @@ func TestLimitData(t *testing.T) {
 		n, _ := io.Copy(io.Discard, c)
 		received <- int(n)
 	})
-	up, err := e.client.CreateProxy("limup", "", counting)
-	if err != nil {
-		t.Fatal(err)
-	}
+	up := e.proxy(t, "limup", counting)
 	if _, err := up.AddToxic("cut", "limit_data", "upstream", 1, toxiproxy.Attributes{"bytes": 500}); err != nil {
 		t.Fatal(err)
 	}
 	c2 := dial(t, up.Listen)
 	c2.Write(big[:300])
 	c2.Write(big[300:2000])
-	select {
-	case n := <-received:
-		if n != 500 {
-			t.Fatalf("server received %d bytes, want 500", n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server's connection was not closed after the limit")
+	if n := testenv.Receive(t, received, 10*time.Second, "the server's connection to close after the limit"); n != 500 {
+		t.Fatalf("server received %d bytes, want 500", n)
 	}
 }
 
@@ -220,10 +220,7 @@ func TestLimitData(t *testing.T) {
 // RST, after its timeout.
 func TestResetPeer(t *testing.T) {
 	e := newEnv(t, nil)
-	px, err := e.client.CreateProxy("rst", "", testenv.Echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	px := e.proxy(t, "rst", testenv.Echo(t))
 	c := dial(t, px.Listen)
 	if _, err := c.Write([]byte("before")); err != nil {
 		t.Fatal(err)
@@ -261,10 +258,7 @@ func TestResetPeer(t *testing.T) {
 // until the toxic is removed, then delivered.
 func TestTimeout(t *testing.T) {
 	e := newEnv(t, nil)
-	px, err := e.client.CreateProxy("to", "", testenv.Echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	px := e.proxy(t, "to", testenv.Echo(t))
 	const timeout = 200 * time.Millisecond
 	if _, err := px.AddToxic("t", "timeout", "downstream", 1, toxiproxy.Attributes{"timeout": timeout.Milliseconds()}); err != nil {
 		t.Fatal(err)
@@ -308,12 +302,9 @@ func TestSlicerBandwidthSlowClose(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	px, err := e.client.CreateProxy("misc", "", testenv.Serve(t, func(c net.Conn) {
+	px := e.proxy(t, "misc", testenv.Serve(t, func(c net.Conn) {
 		io.Copy(c, io.LimitReader(c, int64(len(data))))
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := px.AddToxic("sl", "slicer", "upstream", 1, toxiproxy.Attributes{"average_size": 100, "size_variation": 40, "delay": 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -352,10 +343,7 @@ func TestSlicerBandwidthSlowClose(t *testing.T) {
 // not act, one above it does.
 func TestToxicity(t *testing.T) {
 	e := newEnv(t, func() float64 { return 0.6 })
-	px, err := e.client.CreateProxy("tox", "", testenv.Serve(t, func(c net.Conn) { c.Write(bytes.Repeat([]byte("z"), 1000)) }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	px := e.proxy(t, "tox", testenv.Serve(t, func(c net.Conn) { c.Write(bytes.Repeat([]byte("z"), 1000)) }))
 	if _, err := px.AddToxic("lim", "limit_data", "downstream", 0.5, toxiproxy.Attributes{"bytes": 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -375,10 +363,7 @@ func TestToxicity(t *testing.T) {
 func TestProxyLifecycle(t *testing.T) {
 	e := newEnv(t, nil)
 	up := testenv.Echo(t)
-	px, err := e.client.CreateProxy("life", "", up)
-	if err != nil {
-		t.Fatal(err)
-	}
+	px := e.proxy(t, "life", up)
 	addr := px.Listen
 	if _, err := px.AddToxic("", "latency", "", 1, toxiproxy.Attributes{"latency": 1}); err != nil {
 		t.Fatal(err)
@@ -431,13 +416,10 @@ func TestProxyLifecycle(t *testing.T) {
 // held by timeout toxics still ends when the proxy server shuts down.
 func TestHeldSessionsEnd(t *testing.T) {
 	e := newEnv(t, nil)
-	px, err := e.client.CreateProxy("held", "", testenv.Serve(t, func(c net.Conn) {
+	px := e.proxy(t, "held", testenv.Serve(t, func(c net.Conn) {
 		c.Write([]byte("hello"))
 		io.Copy(io.Discard, c)
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, s := range []string{"upstream", "downstream"} {
 		if _, err := px.AddToxic("hold_"+s, "timeout", s, 1, toxiproxy.Attributes{"timeout": 0}); err != nil {
 			t.Fatal(err)
@@ -448,11 +430,7 @@ func TestHeldSessionsEnd(t *testing.T) {
 	testenv.WaitBlocked(t, "toxics.(*conn).hold", 2) // both pumps are held
 	done := make(chan struct{})
 	go func() { e.srv.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("shutdown hangs on a session held in both directions")
-	}
+	testenv.Receive(t, done, 10*time.Second, "shutdown with a session held in both directions")
 	if n, err := c.Read(make([]byte, 10)); n != 0 || err == nil {
 		t.Fatalf("read %d bytes, %v after shutdown; want the connection closed", n, err)
 	}

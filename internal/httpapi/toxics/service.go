@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -182,10 +183,7 @@ func (px *proxyState) forget(c *conn) {
 // refreshAll makes every live connection apply the current chain.
 func (px *proxyState) refreshAll() {
 	px.connMu.Lock()
-	cs := make([]*conn, 0, len(px.conns))
-	for c := range px.conns {
-		cs = append(cs, c)
-	}
+	cs := slices.Collect(maps.Keys(px.conns))
 	px.connMu.Unlock()
 	for _, c := range cs {
 		c.refresh()
@@ -509,13 +507,8 @@ func (s *Service) Reset(ctx context.Context) (err error) {
 	defer func() { s.audit(ctx, "TOXIPROXY RESET", err) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.proxies))
-	for n := range s.proxies {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var first error
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(s.proxies)) {
 		px := s.proxies[n]
 		if err := s.startLocked(px); err != nil && first == nil {
 			first = err

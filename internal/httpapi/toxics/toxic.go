@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,12 +76,7 @@ var kinds = map[string]kind{
 
 // kindNames returns the toxic type names, sorted.
 func kindNames() []string {
-	out := make([]string, 0, len(kinds))
-	for k := range kinds {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(kinds))
 }
 
 func (k kind) attrNames() []string {
@@ -168,12 +164,7 @@ func newToxic(in Toxic) (*toxic, error) {
 // validates the result.
 func (t *toxic) apply(attrs map[string]int64) error {
 	k := kinds[t.kind]
-	names := make([]string, 0, len(attrs))
-	for n := range attrs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(attrs)) {
 		var a *attr
 		for i := range k.attrs {
 			if k.attrs[i].name == n {

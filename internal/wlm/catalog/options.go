@@ -2,9 +2,9 @@ package catalog
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -178,11 +178,7 @@ func parseDurationOption(v ddl.Value) (Duration, error) {
 // configuration file gives them for a route. Names are case-insensitive.
 func ParseEmulation(opts map[string]string) (Emulation, error) {
 	var e Emulation
-	names := make([]string, 0, len(opts))
-	for k := range opts {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(opts))
 	for _, k := range names {
 		o := ddl.Option{Name: strings.ToLower(strings.TrimSpace(k)), Value: ddl.Value{Kind: ddl.String, Text: opts[k]}}
 		ok, err := setEmulation(&e, o)

@@ -6,7 +6,8 @@ package views
 // disk and I/O columns GaussDB also has are present and NULL.
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -88,11 +89,7 @@ func TotalUserResourceInfo(cat *catalog.Catalog, sessions []*session.Session, ru
 	for _, r := range running {
 		get(r.Snapshot.User).bw += r.Bandwidth
 	}
-	names := make([]string, 0, len(by))
-	for n := range by {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(by))
 	for _, n := range names {
 		u := by[n]
 		t.Rows = append(t.Rows, []string{n, "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", itoa(u.up), itoa(u.down), fmtMBps(u.bw)})

@@ -5,8 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -147,11 +148,7 @@ func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`)
 // transaction. An empty value of an Integer or Real column is NULL, and
 // so is one that does not parse as its type.
 func load(ctx context.Context, conn *sql.Conn, tables map[string]views.Table) error {
-	names := make([]string, 0, len(tables))
-	for n := range tables {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(tables))
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return convert(ctx, err)
