@@ -1,5 +1,3 @@
-// Package ring keeps the last values of a stream in a buffer of fixed
-// size.
 package ring
 
 // Ring keeps the last Size values added: its buffer grows to Size, then
