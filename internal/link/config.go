@@ -80,13 +80,18 @@ type Config struct {
 	// processors, which the more important statement's server, proxy and
 	// client then wait for (see the package doc). 0 means
 	// DefaultLowYieldPercent; NoLowYield (100) or more switches yielding
-	// off. Applies only with NetworkControl and Capacity > 0.
+	// off. Applies only with NetworkControl, and a Capacity or a rate
+	// set by Link.SetLowRate (then a share of that rate).
 	LowYieldPercent int
 	// Weights maps a pool name to its weight, its share of a class
 	// against the other pools with bytes waiting in that class. Pools not
 	// in the map have DefaultWeight; weights below 1 count as 1 and above
 	// MaxWeight as MaxWeight.
 	Weights map[string]int
+
+	// autoRate is SetLowRate's rate of the direction, bytes/s; 0 none.
+	// The direction sets it; a caller's value is ignored.
+	autoRate int64
 }
 
 // normalized returns c with the defaults applied and a private copy of
@@ -117,13 +122,18 @@ func (c Config) normalized() Config {
 	return c
 }
 
-// yieldRate is the bytes/s the Low class may enter at while it yields; 0
-// when it never yields.
+// yieldRate is the bytes/s the Low class may enter at while it yields: a
+// share of Capacity, or, with none, of the rate a controller holds the
+// Low class to (Link.SetLowRate); 0 when it never yields.
 func (c *Config) yieldRate() int64 {
-	if !c.NetworkControl || c.Capacity <= 0 || c.LowYieldPercent >= NoLowYield {
+	base := c.Capacity
+	if base <= 0 {
+		base = c.autoRate
+	}
+	if !c.NetworkControl || base <= 0 || c.LowYieldPercent >= NoLowYield {
 		return 0
 	}
-	return max(c.Capacity*int64(c.LowYieldPercent)/100, 1)
+	return max(base*int64(c.LowYieldPercent)/100, 1)
 }
 
 // weight returns the effective weight of pool.

@@ -115,6 +115,23 @@ func (l *Link) Stats() Stats {
 	return st
 }
 
+// ClassBytes returns the bytes of class c that direction dir has sent,
+// all pools together: Stats' Classes[c].Bytes, without the rest of the
+// snapshot. Safe for concurrent use.
+func (l *Link) ClassBytes(dir Direction, c Class) int64 {
+	if dir > Down || c >= NumClasses {
+		return 0
+	}
+	d := l.dirs[dir]
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var n int64
+	for _, p := range d.s.pools {
+		n += p.q[c].stats.bytes.Load()
+	}
+	return n
+}
+
 // Close fails the waiting Sends and later ones with ErrClosed and stops
 // the scheduler goroutines. It is safe to call more than once.
 func (l *Link) Close() {
@@ -129,8 +146,10 @@ func (l *Link) Close() {
 // SetLowRate holds the Low class of direction dir to rate bytes/s on
 // top of Config.LowPriorityBandwidth (the lower of the two applies),
 // while NetworkControl is on: what a controller that watches the path
-// beyond the link sets. 0 removes the hold. It applies at once and
-// outlasts Configure. Safe for concurrent use.
+// around the link sets. With no Capacity, the Low class then also
+// yields to LowYieldPercent of rate while a statement above it runs, as
+// it yields to a share of the Capacity. 0 removes the hold. It applies
+// at once and outlasts Configure. Safe for concurrent use.
 func (l *Link) SetLowRate(dir Direction, rate int64) {
 	if dir > Down {
 		return
@@ -187,6 +206,7 @@ func (d *direction) configure(cfg Config) {
 	if d.autoLow > 0 && cfg.NetworkControl && (cfg.LowPriorityBandwidth == 0 || d.autoLow < cfg.LowPriorityBandwidth) {
 		cfg.LowPriorityBandwidth = d.autoLow
 	}
+	cfg.autoRate = d.autoLow
 	now := d.link.clk.Now()
 	d.s.configure(now, cfg)
 	d.unlimited.Store(cfg.Capacity == 0)

@@ -92,6 +92,16 @@ func TestUnlimitedFastPath(t *testing.T) {
 	if got := st.Classes[Normal].Delay.Counts[0]; got != 1002 {
 		t.Errorf("zero-delay count = %d", got)
 	}
+	mustSend(t, l.Flow(Up, "batch"), 5*kib, Low, t0)
+	st = l.Stats().Directions[Up]
+	for _, c := range []Class{High, Normal, Low} {
+		if got, want := l.ClassBytes(Up, c), st.Classes[c].Bytes; got != want {
+			t.Errorf("ClassBytes(Up, %v) = %d, Stats says %d", c, got, want)
+		}
+	}
+	if got := l.ClassBytes(Down, Low); got != 0 {
+		t.Errorf("ClassBytes(Down, Low) = %d on a direction that sent nothing", got)
+	}
 }
 
 func TestSendWaitsForSpace(t *testing.T) {

@@ -114,8 +114,14 @@ const (
 	// busyShare is the share of the bottleneck estimate the path must
 	// deliver for a queue to count towards finding a bottleneck.
 	busyShare = 0.8
-	// minReact is the least time between two falls of the Low rate.
-	minReact = 20 * time.Millisecond
+	// minReact is the least time between two falls of the Low rate, and
+	// maxCut the most one fall takes of the lower of the rate and the
+	// bottleneck estimate.
+	minReact = 40 * time.Millisecond
+	maxCut   = 0.25
+	// nearShare: near the bottleneck estimate the Low rate climbs by the
+	// estimate per recoverTime alone, not by probeGain of itself.
+	nearShare = 0.9
 	// confirmTime is how long the queue must stay above the target
 	// before a bottleneck counts as found: a queue that stands, not a
 	// burst's.
@@ -252,20 +258,24 @@ func (c *Controller) Step(now time.Time, samples []Sample) Estimate {
 			c.quietUntil = now.Add(quietTime)
 			break
 		}
-		// Back off in proportion to the excess delay, at most halving
-		// per round trip (the queue's and the path's), as LEDBAT's window
-		// falls with the delay above target.
+		// Back off in proportion to the excess delay, by at most a
+		// quarter per round trip (the queue's and the path's), as LEDBAT's
+		// window falls with the delay above target.
 		if now.Sub(c.cut) >= max(qdelay+base, minReact) {
 			excess := min(float64(qdelay-c.o.Target)/float64(c.o.Target), 1)
-			c.est.LowRate = int64(float64(c.est.LowRate) * (1 - excess/2))
+			c.est.LowRate = int64(float64(min(c.est.LowRate, b)) * (1 - excess*maxCut))
 			c.cut = now
 		}
 		c.congested, c.aboveFor = b, 0
 	case c.est.State == Found:
 		// Below target: climb by the whole bottleneck per recoverTime,
-		// or by a quarter per probeTime, whichever is more, so that a
-		// class held far down gets its share back within a second or two.
-		up := max(float64(b)*dt.Seconds()/recoverTime.Seconds(), float64(c.est.LowRate)*probeGain*dt.Seconds()/probeTime.Seconds())
+		// or, far below it, by a quarter per probeTime if that is more, so
+		// that a class held far down gets its share back within a second
+		// or two and one near the path's rate probes past it gently.
+		up := float64(b) * dt.Seconds() / recoverTime.Seconds()
+		if float64(c.est.LowRate) < nearShare*float64(b) {
+			up = max(up, float64(c.est.LowRate)*probeGain*dt.Seconds()/probeTime.Seconds())
+		}
 		c.est.LowRate += int64(up)
 		// The bottleneck is gone when the path delivers well beyond what
 		// it did under the last queue, and the Low class is let past that

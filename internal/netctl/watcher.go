@@ -289,7 +289,7 @@ func (w *Watcher) step(now time.Time) {
 			d.sides[Send].last, d.sides[Receive].last = Estimate{}, Estimate{}
 			continue
 		}
-		low := l.Stats().Directions[dir].Classes[link.Low].Bytes
+		low := l.ClassBytes(dir, link.Low)
 		idle := low == d.low
 		d.low = low
 		rate := int64(0)

@@ -25,6 +25,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -52,13 +54,16 @@ func main() {
 	n := flag.Int("n", 8, "bulk sessions")
 	dur := flag.Duration("time", 5*time.Second, "pgbench run per measurement")
 	modes := flag.String("modes", "off,on,capacity", "settings to measure")
+	instances := flag.Int("instances", 1, "sluice instances sharing the bottleneck (more than one: a fleet on etcd, no budget set)")
+	etcdAddr := flag.String("etcd", "127.0.0.1:"+envOr("SLUICE_TEST_ETCD_PORT", "12379"), "etcd host:port for a fleet")
+	stress := flag.Bool("stress", false, "run stress-ng --cpu on every core during each measurement")
 	trace := flag.Duration("trace", 0, "print the controller's rows and the queue's backlog at this period (0: no)")
 	side := flag.String("side", "send", "where the bottleneck is: send (between sluice and the client) or receive (between the server and sluice)")
 	pg := flag.String("pg", "127.0.0.1:"+envOr("SLUICE_TEST_PG_PORT", "15432"), "PostgreSQL host:port")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *rate, *queue, *n, *dur, strings.Split(*modes, ","), *pg, *side, *trace); err != nil {
+	if err := run(ctx, *rate, *queue, *n, *dur, strings.Split(*modes, ","), *pg, *side, testbed{trace: *trace, instances: max(*instances, 1), etcd: *etcdAddr, stress: *stress}); err != nil {
 		fmt.Fprintln(os.Stderr, "realnet:", err)
 		os.Exit(1)
 	}
@@ -90,7 +95,7 @@ func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
-func run(ctx context.Context, rateS string, queue time.Duration, n int, dur time.Duration, modes []string, pg, side string, trace time.Duration) error {
+func run(ctx context.Context, rateS string, queue time.Duration, n int, dur time.Duration, modes []string, pg, side string, bed testbed) error {
 	rate, err := parseRate(rateS)
 	if err != nil {
 		return err
@@ -115,7 +120,7 @@ func run(ctx context.Context, rateS string, queue time.Duration, n int, dur time
 	if err != nil {
 		return err
 	}
-	bed := testbed{prx: prx, cli: cli, front: l, upstream: pg, bottleneck: l.A}
+	bed.prx, bed.cli, bed.front, bed.upstream, bed.bottleneck = prx, cli, l, pg, l.A
 	switch side {
 	case "send":
 	case "receive":
@@ -137,7 +142,6 @@ func run(ctx context.Context, rateS string, queue time.Duration, n int, dur time
 	default:
 		return fmt.Errorf("-side %q: send or receive", side)
 	}
-	bed.trace = trace
 	if err := bed.bottleneck.Shape(ctx, rate, queue); err != nil {
 		return err
 	}
@@ -164,6 +168,9 @@ type testbed struct {
 	dial       func(ctx context.Context, network, addr string) (net.Conn, error)
 	bottleneck netlab.End
 	trace      time.Duration // 0: none
+	instances  int           // sluice instances, a fleet when more than one
+	etcd       string        // host:port of the fleet's etcd
+	stress     bool          // a CPU-bound background during each measurement
 }
 
 // relay forwards each connection ln accepts to addr, both ways.
@@ -199,12 +206,26 @@ type result struct {
 func measure(ctx context.Context, tb testbed, rate int64, n int, dur time.Duration, mode string) (result, error) {
 	prx, cli, l, bn := tb.prx, tb.cli, tb.front, tb.bottleneck
 	var res result
-	cfg := &config.Config{}
-	st, err := stack.New(ctx, stack.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Version: "realnet"})
+	if tb.stress {
+		sctx, stopStress := context.WithCancel(ctx)
+		defer stopStress()
+		progress("%s: a CPU-bound background on every core (stress-ng --cpu 0)", mode)
+		cmd := exec.CommandContext(sctx, "stress-ng", "--cpu", "0", "--quiet")
+		if err := cmd.Start(); err != nil {
+			return res, fmt.Errorf("stress-ng: %w", err)
+		}
+		defer cmd.Wait()
+	}
+	stacks, err := startStacks(ctx, tb, mode)
 	if err != nil {
 		return res, err
 	}
-	defer st.Close()
+	defer func() {
+		for _, st := range stacks {
+			st.Close()
+		}
+	}()
+	st := stacks[0]
 	svc := st.Manager().Service()
 	control := map[string]string{"off": "off", "on": "on", "capacity": "on"}[mode]
 	if control == "" {
@@ -220,12 +241,20 @@ func measure(ctx context.Context, tb testbed, rate int64, n int, dur time.Durati
 			return res, fmt.Errorf("%s: %w", q, err)
 		}
 	}
-	ln, err := prx.Listen(ctx, "tcp", netip.AddrPortFrom(l.A.Addr, 7432).String())
-	if err != nil {
-		return res, err
-	}
-	if _, err := st.AddRoute(stack.Route{Route: config.Route{Name: "pg", Upstream: tb.upstream, Protocol: "postgres", Link: "l"}, Listener: ln, Dial: tb.dial}); err != nil {
-		return res, err
+	for i, st := range stacks {
+		if i > 0 {
+			// The catalog reaches the others through etcd.
+			if err := waitCatalog(ctx, st); err != nil {
+				return res, err
+			}
+		}
+		ln, err := prx.Listen(ctx, "tcp", netip.AddrPortFrom(l.A.Addr, uint16(7432+i)).String())
+		if err != nil {
+			return res, err
+		}
+		if _, err := st.AddRoute(stack.Route{Route: config.Route{Name: "pg", Upstream: tb.upstream, Protocol: "postgres", Link: "l"}, Listener: ln, Dial: tb.dial}); err != nil {
+			return res, err
+		}
 	}
 	host := l.A.Addr.String()
 	query, err := os.CreateTemp("", "realnet-*.sql")
@@ -271,10 +300,11 @@ func measure(ctx context.Context, tb testbed, rate int64, n int, dur time.Durati
 	}
 	bctx, stopBulk := context.WithCancel(ctx)
 	defer stopBulk()
-	for range n {
+	for i := range n {
+		port := strconv.Itoa(7432 + i%len(stacks)) // the bulk sessions spread over the instances
 		go func() {
 			for bctx.Err() == nil {
-				cli.Command(bctx, "env", "PGPASSWORD=bulk", "psql", "-h", host, "-p", "7432", "-U", "bulk", "-d", "sluice", "-qAtc",
+				cli.Command(bctx, "env", "PGPASSWORD=bulk", "psql", "-h", host, "-p", port, "-U", "bulk", "-d", "sluice", "-qAtc",
 					"select repeat('b',7000) from generate_series(1,3000)").Run()
 			}
 		}()
@@ -319,13 +349,56 @@ func measure(ctx context.Context, tb testbed, rate int64, n int, dur time.Durati
 			break
 		}
 	}
-	if t, ok := st.Manager().Views().ViewTables([]string{"network"})["network"]; ok {
-		for _, row := range t.Rows {
-			res.network += strings.Join(row, "|") + " "
+	for i, st := range stacks {
+		if t, ok := st.Manager().Views().ViewTables([]string{"network"})["network"]; ok {
+			for _, row := range t.Rows {
+				res.network += fmt.Sprintf("%d:%s ", i, strings.Join(row, "|"))
+			}
 		}
 	}
 	stopBulk()
 	return res, nil
+}
+
+// startStacks starts the testbed's sluice instances: one with its
+// catalog in memory, or several sharing one in etcd (a fleet, with no
+// budget), under a prefix of their own.
+func startStacks(ctx context.Context, tb testbed, mode string) ([]*stack.Stack, error) {
+	var stacks []*stack.Stack
+	prefix := fmt.Sprintf("realnet-%d-%s-%d", os.Getpid(), mode, time.Now().UnixNano())
+	for i := range tb.instances {
+		cfg := &config.Config{}
+		if tb.instances > 1 {
+			var err error
+			y := fmt.Sprintf("catalog: etcd://%s/%s\ninstance_name: sluice%d\n", tb.etcd, prefix, i)
+			if cfg, err = config.Parse("realnet", []byte(y)); err != nil {
+				return stacks, err
+			}
+		}
+		st, err := stack.New(ctx, stack.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Version: "realnet"})
+		if err != nil {
+			for _, st := range stacks {
+				st.Close()
+			}
+			return nil, err
+		}
+		stacks = append(stacks, st)
+	}
+	return stacks, nil
+}
+
+// waitCatalog waits until st's catalog binds the bulk user.
+func waitCatalog(ctx context.Context, st *stack.Stack) error {
+	for range 100 {
+		if t, ok := st.Manager().Views().ViewTables([]string{"users"})["users"]; ok && len(t.Rows) > 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("the fleet's catalog did not reach an instance in 5 s")
 }
 
 // ensureRole makes the bulk role the low-priority sessions log in as.
