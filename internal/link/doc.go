@@ -84,6 +84,12 @@
 // (NoLowYield) switches yielding off: Low then takes every byte the other
 // classes leave.
 //
+// With no Capacity, a controller that watches the real path (package
+// netctl) may hold the Low class to a rate it found (SetLowRate): the
+// Low class then yields to LowYieldPercent of that rate while a
+// statement above it runs (Engage) and for YieldHold after, the same
+// yield against the rate the path really has.
+//
 // # Strict priority and fair shares
 //
 // With NetworkControl on, the scheduler picks the next chunk to enter the

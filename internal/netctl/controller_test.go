@@ -142,3 +142,60 @@ func TestControllerIdle(t *testing.T) {
 		t.Errorf("after 4 s idle: %+v, want state none and no hold", est)
 	}
 }
+
+// TestControllerSteps: what the controller makes of the delay alone,
+// step by step: each phase delivers rate bytes/s for a while with the
+// Low class's round trips excess over their lowest, and ends in want.
+func TestControllerSteps(t *testing.T) {
+	type phase struct {
+		d      time.Duration
+		rate   float64       // bytes/s delivered
+		excess time.Duration // round trip over the lowest
+		want   State
+	}
+	const fast = 25e6
+	for _, tt := range []struct {
+		name   string
+		phases []phase
+	}{
+		{"a burst shorter than confirmTime is no bottleneck", []phase{
+			{time.Second, fast, 0, Unknown},
+			{confirmTime - 10*time.Millisecond, fast, 10 * time.Millisecond, Unknown},
+			{time.Second, fast, 0, Unknown},
+		}},
+		{"a queue that stands while the path is busy is found", []phase{
+			{time.Second, fast, 0, Unknown},
+			{confirmTime + 20*time.Millisecond, fast, 10 * time.Millisecond, Found},
+		}},
+		{"round trips stretched while the path idles are the ends' pauses", []phase{
+			{time.Second, fast, 0, Unknown},
+			{time.Second, fast / 10, 10 * time.Millisecond, Unknown},
+		}},
+		{"a queue that stays however far the Low class is held is let go, and not found again for quietTime", []phase{
+			{time.Second, fast, 0, Unknown},
+			{100 * time.Millisecond, fast, 10 * time.Millisecond, Found},
+			{3 * time.Second, fast, 10 * time.Millisecond, Unknown},
+			{quietTime - 3*time.Second, fast, 10 * time.Millisecond, Unknown},
+			{time.Second, fast, 10 * time.Millisecond, Found},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewController(Options{})
+			now := time.Unix(0, 0)
+			var acked float64
+			const dt = 10 * time.Millisecond
+			for i, ph := range tt.phases {
+				var est Estimate
+				for el := time.Duration(0); el < ph.d; el += dt {
+					now = now.Add(dt)
+					acked += ph.rate * dt.Seconds()
+					est = c.Step(now, []Sample{{Key: 1, RTT: 100*time.Microsecond + ph.excess, MinRTT: 100 * time.Microsecond,
+						Acked: uint64(acked), InFlight: true, Low: true}})
+				}
+				if est.State != ph.want {
+					t.Fatalf("phase %d: state %v, want %v (%+v)", i, est.State, ph.want, est)
+				}
+			}
+		})
+	}
+}
