@@ -2,6 +2,7 @@ package netctl_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -27,12 +28,19 @@ func TestFindsKernelBottleneck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 4 s of traffic over a real queue per case; runs without -short")
 	}
-	for _, side := range []netctl.Side{netctl.Send, netctl.Receive} {
-		t.Run(side.String(), func(t *testing.T) { findsKernelBottleneck(t, side) })
+	for _, tt := range []struct {
+		side      netctl.Side
+		instances int // watchers, each with a link of its own, the flows spread over them
+	}{
+		{netctl.Send, 1},
+		{netctl.Receive, 1},
+		{netctl.Send, 2},
+	} {
+		t.Run(fmt.Sprintf("%v/%d", tt.side, tt.instances), func(t *testing.T) { findsKernelBottleneck(t, tt.side, tt.instances) })
 	}
 }
 
-func findsKernelBottleneck(t *testing.T, side netctl.Side) {
+func findsKernelBottleneck(t *testing.T, side netctl.Side, instances int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tb, err := netlab.New(ctx)
@@ -57,15 +65,25 @@ func findsKernelBottleneck(t *testing.T, side netctl.Side) {
 	}
 	defer ln.Close()
 
-	lk := link.New("wan", link.Config{NetworkControl: true}, clock.Real{})
-	defer lk.Close()
-	w := netctl.NewWatcher(netctl.WatcherOptions{Logger: testenv.Logger(0)})
-	go w.Run(ctx)
+	// Each instance is a link and the Watcher of its sockets, as each
+	// sluice of a fleet has; nothing passes between them.
+	type instance struct {
+		lk *link.Link
+		w  *netctl.Watcher
+	}
+	var ins []instance
+	for range instances {
+		lk := link.New("wan", link.Config{NetworkControl: true}, clock.Real{})
+		defer lk.Close()
+		w := netctl.NewWatcher(netctl.WatcherOptions{Logger: testenv.Logger(0)})
+		go w.Run(ctx)
+		ins = append(ins, instance{lk, w})
+	}
 	low := func() link.Class { return link.Low }
-	// paced moves the flow's bytes through the link's Low class, as the
-	// proxy does: a write to the path, or a read from it.
-	paced := func(c net.Conn, move func([]byte) (int, error)) {
-		f := lk.Flow(link.Down, "bulk")
+	// paced moves the flow's bytes through its instance's link's Low
+	// class, as the proxy does: a write to the path, or a read from it.
+	paced := func(in instance, c net.Conn, move func([]byte) (int, error)) {
+		f := in.lk.Flow(link.Down, "bulk")
 		defer f.Close()
 		buf := make([]byte, 16<<10)
 		for ctx.Err() == nil {
@@ -86,12 +104,13 @@ func findsKernelBottleneck(t *testing.T, side netctl.Side) {
 		conns = append(conns, c)
 	}
 	go func() {
-		for {
+		for i := 0; ; i++ {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
 			keep(c)
+			in := ins[i%len(ins)]
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -100,13 +119,13 @@ func findsKernelBottleneck(t *testing.T, side netctl.Side) {
 					io.Copy(io.Discard, c)
 					return
 				}
-				detach := w.Attach(lk, link.Down, rawconn.ControllerOf(c), nil, low)
+				detach := in.w.Attach(in.lk, link.Down, rawconn.ControllerOf(c), nil, low)
 				defer detach()
-				paced(c, c.Read)
+				paced(in, c, c.Read)
 			}()
 		}
 	}()
-	for range 4 {
+	for i := range 4 {
 		c, err := a.Dial(ctx, "tcp", ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
@@ -124,26 +143,38 @@ func findsKernelBottleneck(t *testing.T, side netctl.Side) {
 				}
 				return
 			}
-			detach := w.Attach(lk, link.Down, nil, rawconn.ControllerOf(c), low)
+			in := ins[i%len(ins)]
+			detach := in.w.Attach(in.lk, link.Down, nil, rawconn.ControllerOf(c), low)
 			defer detach()
-			paced(c, c.Write)
+			paced(in, c, c.Write)
 		}(c)
 	}
 	limit := rate * queue.Seconds()
-	var est netctl.LinkEstimate
+	ests := make([]netctl.LinkEstimate, len(ins))
 	var backlog []int64
+	var sent0 int64
 	deadline := time.Now().Add(4 * time.Second)
-	for time.Now().Before(deadline) {
+	for n := 0; time.Now().Before(deadline); n++ {
 		time.Sleep(100 * time.Millisecond) // a sampling period of the measurement, not a wait for a condition
-		for _, e := range w.Estimates() {
-			if e.Side == side {
-				est = e
+		for i, in := range ins {
+			for _, e := range in.w.Estimates() {
+				if e.Side == side {
+					ests[i] = e
+				}
 			}
 		}
 		if q, err := l.A.Qdisc(ctx); err == nil {
 			backlog = append(backlog, q.Backlog)
+			if n == 19 {
+				sent0 = q.Bytes
+			}
 		}
 	}
+	q, err := l.A.Qdisc(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	use := float64(q.Bytes-sent0) / 2 / rate // over the last 2 s, roughly
 	cancel()
 	ln.Close()
 	mu.Lock()
@@ -152,12 +183,20 @@ func findsKernelBottleneck(t *testing.T, side netctl.Side) {
 	}
 	mu.Unlock()
 	wg.Wait()
-	t.Logf("estimate %+v; tbf backlog over the last 2 s %v bytes (queue limit %.0f)", est, backlog[len(backlog)-20:], limit)
-	if est.State != netctl.Found {
-		t.Fatalf("no bottleneck found: %+v", est)
+	t.Logf("estimates %+v; tbf backlog over the last 2 s %v bytes (queue limit %.0f); link use %.0f %%", ests, backlog[len(backlog)-20:], limit, 100*use)
+	var found int64
+	for _, est := range ests {
+		if est.State != netctl.Found {
+			t.Fatalf("no bottleneck found: %+v", est)
+		}
+		found += est.Bottleneck
 	}
-	if est.Bottleneck < rate/2 || est.Bottleneck > rate*1.3 {
-		t.Errorf("bottleneck estimate %d B/s, the queue's rate %d B/s", est.Bottleneck, int64(rate))
+	// Each instance sees the path deliver its own flows' bytes.
+	if found < rate/2 || found > rate*1.3 {
+		t.Errorf("bottleneck estimates %d B/s together, the queue's rate %d B/s", found, int64(rate))
+	}
+	if use < 0.5 {
+		t.Errorf("the Low class used %.0f %% of the path, held far below it", 100*use)
 	}
 	full := 0
 	for _, q := range backlog[len(backlog)-20:] {
