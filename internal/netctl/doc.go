@@ -49,10 +49,10 @@
 //
 // Invariants: a direction's hold is lifted when network control goes
 // off or a capacity is set, and when Run returns; the Watcher never
-// holds a link of a closed Stack. A probe is open while a socket of its
-// peer is attached, sends only while Low bytes arrive from that peer,
-// one request per Interval, and is closed with the last socket or when
-// Run returns. The receive side needs an ICMP socket (an unprivileged
+// holds a link of a closed Stack. A probe is opened when Low bytes first
+// arrive from its peer (a session that never carries them costs no
+// probe), sends only while they arrive, one request per Interval, and
+// is closed with the last socket of its peer or when Run returns. The receive side needs an ICMP socket (an unprivileged
 // one where net.ipv4.ping_group_range allows, else CAP_NET_RAW) and an
 // IPv4 peer; without them it shows no queue, and says so once in the
 // log.

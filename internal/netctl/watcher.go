@@ -74,12 +74,17 @@ type watchedSide struct {
 type socket struct {
 	ctl   rawconn.Controller
 	class func() link.Class
-	// On the receive side: the probe of the socket's peer (nil: none),
-	// and, the sampling goroutine's alone, the bytes received at the last
-	// sample and the receive window clamp set (bytes; 0 never set).
-	probe *probe
-	recvd uint64
-	clamp int
+	// On the receive side: the probe of the socket's peer, opened when
+	// Low bytes first arrive on it (nil: none yet, or none to be had),
+	// and whether the socket is detached, both guarded by Watcher.mu;
+	// and, the sampling goroutine's alone, whether a probe was looked
+	// for, the bytes received at the last sample and the receive window
+	// clamp set (bytes; 0 never set).
+	probe  *probe
+	gone   bool
+	probed bool
+	recvd  uint64
+	clamp  int
 }
 
 // Side is where on a link direction's path, seen from sluice, a
@@ -142,10 +147,6 @@ func (w *Watcher) Attach(l *link.Link, dir link.Direction, recv, send rawconn.Co
 	if l == nil || recv == nil && send == nil {
 		return func() {}
 	}
-	var pr *probe
-	if recv != nil {
-		pr = w.probe(recv)
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := dirKey{l, dir}
@@ -159,8 +160,10 @@ func (w *Watcher) Attach(l *link.Link, dir link.Direction, recv, send rawconn.Co
 	}
 	w.seq++
 	id := w.seq
+	var rs *socket
 	if recv != nil {
-		d.sides[Receive].socks[id] = &socket{ctl: recv, class: class, probe: pr}
+		rs = &socket{ctl: recv, class: class}
+		d.sides[Receive].socks[id] = rs
 	}
 	if send != nil {
 		d.sides[Send].socks[id] = &socket{ctl: send, class: class}
@@ -173,14 +176,39 @@ func (w *Watcher) Attach(l *link.Link, dir link.Direction, recv, send rawconn.Co
 			for i := range d.sides {
 				delete(d.sides[i].socks, id)
 			}
-			w.releaseProbeLocked(pr)
+			if rs != nil {
+				rs.gone = true
+				w.releaseProbeLocked(rs.probe)
+				rs.probe = nil
+			}
 		})
 	}
 }
 
+// probeOf returns the probe of so's peer, looking for it the first
+// time: opening it or taking another reference to it. nil when it
+// cannot be had (the peer is not IPv4, or no ICMP socket may be opened),
+// and the receive side then shows no queue. Only the sampling goroutine
+// calls it, without w.mu.
+func (w *Watcher) probeOf(so *socket) *probe {
+	if !so.probed {
+		so.probed = true
+		p := w.probe(so.ctl)
+		w.mu.Lock()
+		if so.gone {
+			w.releaseProbeLocked(p)
+		} else {
+			so.probe = p
+		}
+		w.mu.Unlock()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return so.probe
+}
+
 // probe returns the probe of rc's peer, opening it or taking another
-// reference; nil when it cannot be had (the peer is not IPv4, or no ICMP
-// socket may be opened), and the receive side then shows no queue.
+// reference; nil when it cannot be had.
 func (w *Watcher) probe(rc rawconn.Controller) *probe {
 	k, nsfd, err := probeTarget(rc)
 	if err != nil {
@@ -308,8 +336,10 @@ func (w *Watcher) step(now time.Time) {
 					continue
 				}
 				s.Key, s.Low = j.keys[i][n], so.class() == link.Low
-				if side == Receive && s.Low && s.InFlight && so.probe != nil && !slices.Contains(probes, so.probe) {
-					probes = append(probes, so.probe)
+				if side == Receive && s.Low && s.InFlight {
+					if p := w.probeOf(so); p != nil && !slices.Contains(probes, p) {
+						probes = append(probes, p)
+					}
 				}
 				s.InFlight = s.InFlight && side == Send
 				samples = append(samples, s)
