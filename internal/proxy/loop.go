@@ -590,6 +590,8 @@ func (l *loop) toPumps(ls *loopSess, skip *pump) {
 	rclient, rupstream := rawconn.Wrap(client), rawconn.Wrap(upstream)
 	rs.up.attach(client, upstream, rclient, rupstream)
 	rs.down.attach(upstream, client, rupstream, rclient)
+	rs.up.rewatch()
+	rs.down.rewatch()
 	for i := range ls.sides {
 		s := &ls.sides[i]
 		if s.pbuf != nil {

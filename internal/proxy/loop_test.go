@@ -16,8 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
+	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -384,4 +388,54 @@ func TestLoopTerminate(t *testing.T) {
 		t.Fatalf("read %d bytes after terminate", n)
 	}
 	waitNoSessions(t, srv)
+}
+
+// watchRecorder is a SocketWatcher that keeps the sockets attached now.
+type watchRecorder struct {
+	mu   sync.Mutex
+	n    int
+	live map[int][2]rawconn.Controller // recv, send
+}
+
+func (w *watchRecorder) Attach(_ *link.Link, _ link.Direction, recv, send rawconn.Controller, _ func() link.Class) func() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n++
+	id := w.n
+	w.live[id] = [2]rawconn.Controller{recv, send}
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.live, id)
+	}
+}
+
+// TestLoopSocketsWatched: a session on the loop relays on descriptors of
+// its own; the socket watcher is told them, so that what it reads is the
+// session's sockets, not the closed ones the pumps had.
+func TestLoopSocketsWatched(t *testing.T) {
+	rec := &watchRecorder{live: map[int][2]rawconn.Controller{}}
+	srv := newTestServer(t, Options{Sockets: rec})
+	addr := addTestRoute(t, srv, Route{Name: "echo", Upstream: echoServer(t), DialTimeout: 2 * time.Second})
+	ping(t, testenv.Dial(t, addr))
+	if taken, _ := srv.LoopSessions(); taken != 1 {
+		t.Fatalf("loop took %d sessions, want 1", taken)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.live) != 2 {
+		t.Fatalf("%d flows watched, want the session's 2", len(rec.live))
+	}
+	for _, socks := range rec.live {
+		for i, rc := range socks {
+			if rc == nil {
+				t.Fatalf("socket %d of a flow not watched", i)
+			}
+			var info unix.TCPInfo
+			var err error
+			if cerr := rc.Control(func(fd uintptr) { err = rawconn.TCPInfo(fd, &info) }); cerr != nil || err != nil {
+				t.Errorf("watched socket %d: %v, %v", i, cerr, err)
+			}
+		}
+	}
 }

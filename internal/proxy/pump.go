@@ -564,6 +564,22 @@ func (p *pump) bind(v uint64) {
 	}
 }
 
+// rewatch tells the socket watcher the pump's sockets again, after they
+// moved between the runtime and an event loop (a moved socket is a new
+// descriptor). The caller owns the pump.
+func (p *pump) rewatch() {
+	w := p.srv.sockets
+	if w == nil || p.detach == nil || p.lnk == nil {
+		return
+	}
+	p.detach()
+	d := link.Up
+	if p.dir == dirDown {
+		d = link.Down
+	}
+	p.detach = w.Attach(p.lnk, d, p.socket(false), p.socket(true), p.watchedClass)
+}
+
 // socket returns the socket the pump writes to (send) or reads from:
 // dst's or src's, or the event loop's socket of that side while the
 // loop runs the pump; nil when it has none.

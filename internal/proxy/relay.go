@@ -426,6 +426,8 @@ func (r *relay) onLoop(ctx context.Context, rs *relaying) bool {
 	ls.sides[1] = loopSide{ls: ls, sock: us, rd: rs.down, wr: rs.up}
 	ls.sides[0].peer, ls.sides[1].peer = &ls.sides[1], &ls.sides[0]
 	rs.up.ls, rs.down.ls = ls, ls
+	rs.up.rewatch()
+	rs.down.rewatch()
 	rs.up.wr, rs.down.wr = loopWriter{&ls.sides[1]}, loopWriter{&ls.sides[0]}
 	rs.up.enlistCtx(ctx)
 	rs.down.enlistCtx(ctx)
