@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,9 +14,10 @@ import (
 
 func newLab() *cobra.Command {
 	var quick bool
-	var dsn, out, backend, pgBin, logLevel, experiment string
+	var dsn, out, backend, pgBin, logLevel, experiment, network, netRate string
+	var netQueue time.Duration
 	cmd := &cobra.Command{
-		Use:   "lab [--quick] [--experiment NAME] [--dsn URL | --backend embedded|postgres] [--out DIR]",
+		Use:   "lab [--quick] [--experiment NAME] [--dsn URL | --backend embedded|postgres] [--network emulated|kernel] [--out DIR]",
 		Short: "Run the reference experiments (latency; flow control; concurrency; what-if; cluster; base backup) and write a report",
 		Long: `Run the reference experiments through sluice, in this process, and report.
 
@@ -133,8 +136,16 @@ cluster_slowdown_vs_n.svg, basebackup_latency.svg and basebackup_duration.svg.`,
 			if plan, err = plan.Only(experiment); err != nil {
 				return usageErr(err)
 			}
+			rate, err := lab.ParseNetRate(netRate)
+			if err != nil {
+				return usageErr(fmt.Errorf("--net-rate: %w", err))
+			}
+			if netQueue <= 0 {
+				return usageErr(errors.New("--net-queue: must be positive"))
+			}
 			o := lab.Options{DSN: dsn, Backend: backend, PostgresBin: pgBin, Plan: plan, Out: out,
-				Progress: cmd.OutOrStdout(), Clock: clock.Real{}, Logger: log}
+				Progress: cmd.OutOrStdout(), Clock: clock.Real{}, Logger: log,
+				Network: network, NetRate: rate, NetQueue: netQueue}
 			if dsn != "" {
 				o.Backend = ""
 			}
@@ -155,6 +166,9 @@ cluster_slowdown_vs_n.svg, basebackup_latency.svg and basebackup_duration.svg.`,
 	fl.StringVar(&backend, "backend", lab.BackendEmbedded, "database to start when no --dsn: embedded or postgres")
 	fl.StringVar(&pgBin, "postgres-bin", "", "directory of initdb and postgres for --backend postgres (default: PATH, then /usr/lib/postgresql/*/bin)")
 	fl.StringVar(&out, "out", "", "directory for report.md, report.json and the SVG charts")
+	fl.StringVar(&network, "network", lab.NetworkEmulated, "the network the experiments cross: emulated (sluice's own link) or kernel (namespaces, veth and tbf on this host; root)")
+	fl.StringVar(&netRate, "net-rate", "200mbit", "--network kernel: the bottleneck's rate (tbf), e.g. 200mbit, 1gbit, 25MB")
+	fl.DurationVar(&netQueue, "net-queue", lab.DefaultNetQueue, "--network kernel: the bottleneck's queue, in time at its rate")
 	fl.StringVar(&logLevel, "log-level", "error", "log level of the components (to standard error): debug, info, warn, error")
 	return cmd
 }

@@ -30,6 +30,10 @@ type env struct {
 	clk   clock.Clock
 	log   *slog.Logger
 	p     *printer
+	// netRate (bytes/s) and netQueue are the kernel network's
+	// bottleneck.
+	netRate  int64
+	netQueue time.Duration
 }
 
 // experiment adapts run, an experiment, to Run's loop: it stores the

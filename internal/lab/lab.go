@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/netlab"
 )
 
 // UsageError is a bad option: the caller's mistake, not the run's.
@@ -40,6 +41,17 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives the components' logs; nil discards them.
 	Logger *slog.Logger
+	// Network is NetworkEmulated (also "": sluice's own emulated link on
+	// loopback) or NetworkKernel: a real network on this host, built by
+	// package netlab (needs root and iproute2), for the experiments that
+	// have a form on it (flow control); the others are skipped, saying
+	// why.
+	Network string
+	// NetRate and NetQueue are the kernel network's bottleneck: its rate
+	// in bytes/s and its queue in time at that rate; 0 means
+	// DefaultNetRate and DefaultNetQueue.
+	NetRate  int64
+	NetQueue time.Duration
 }
 
 // Plan is the scale of a run. An experiment with no points is skipped.
@@ -105,6 +117,7 @@ func QuickPlan() Plan {
 		Flow: FlowPlan{
 			Ns: []int{0, 1, 4, 10}, Reps: 8,
 			PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 15 * time.Second},
+			Kernel:      KernelFlowPlan{Ns: []int{0, 4}, Reps: 5, Settle: time.Second},
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 4}, Sessions: 32, Reps: 20},
 		WhatIf: WhatIfPlan{
@@ -127,6 +140,7 @@ func FullPlan() Plan {
 		Flow: FlowPlan{
 			Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 20,
 			PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second},
+			Kernel:      KernelFlowPlan{Ns: []int{0, 2, 4, 8}, Reps: 10, Settle: 2 * time.Second},
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
 		WhatIf: WhatIfPlan{
@@ -175,6 +189,27 @@ func (o *Options) validate() error {
 	}
 	if len(pl.Latency.RTTs) == 0 && len(pl.Flow.Ns) == 0 && len(pl.Concurrency.Limits) == 0 && len(pl.WhatIf.RTTs) == 0 && len(pl.Cluster.Ns) == 0 && pl.BaseBackup.DatabaseBytes <= 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
+	}
+	return o.validateNetwork()
+}
+
+// validateNetwork checks the network options and fills in their
+// defaults.
+func (o *Options) validateNetwork() error {
+	switch o.Network {
+	case "":
+		o.Network = NetworkEmulated
+	case NetworkEmulated, NetworkKernel:
+	default:
+		return &UsageError{Msg: fmt.Sprintf("unknown network %q (want %s or %s)", o.Network, NetworkEmulated, NetworkKernel)}
+	}
+	if o.NetRate < 0 || o.NetQueue < 0 {
+		return &UsageError{Msg: "the kernel network's rate and queue must be positive"}
+	}
+	orDefault(&o.NetRate, DefaultNetRate)
+	orDefault(&o.NetQueue, DefaultNetQueue)
+	if o.Network == NetworkKernel && len(o.Plan.Flow.Kernel.Ns) == 0 {
+		return &UsageError{Msg: fmt.Sprintf("the plan has no experiment that runs on the %s network (%s)", NetworkKernel, ExperimentFlow)}
 	}
 	return nil
 }
@@ -271,28 +306,48 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Plan: o.Plan.Name, Backend: db.kind, Database: db.describe, Protocol: db.protocol, Started: start.UTC()}
+	kernel := o.Network == NetworkKernel
+	rep := &Report{Plan: o.Plan.Name, Backend: db.kind, Database: db.describe, Protocol: db.protocol, Network: o.Network, Started: start.UTC()}
 	p.printf("sluice lab (%s plan): %s\n", planName(o.Plan), db.describe)
-	p.printf("sluice route %s -> %s (protocol %s); every measured byte goes through it\n\n", route, db.upstream, db.protocol)
+	if kernel {
+		p.printf("network: kernel (namespaces, veth pairs and a tbf queue of %s with a %v queue, in %s)\n\n", formatBits(o.NetRate), o.NetQueue, netlab.Range)
+	} else {
+		p.printf("sluice route %s -> %s (protocol %s); every measured byte goes through it\n\n", route, db.upstream, db.protocol)
+	}
 
-	e := &env{plan: o.Plan, pgBin: o.PostgresBin, db: db, s: s, route: route, clk: clk, log: log, p: p}
+	e := &env{plan: o.Plan, pgBin: o.PostgresBin, db: db, s: s, route: route, clk: clk, log: log, p: p, netRate: o.NetRate, netQueue: o.NetQueue}
 	pl := o.Plan
+	const emulatedOnly = "it measures sluice's own link emulation"
 	for _, x := range []struct {
 		name string // in errors: "latency experiment: ..."
 		run  bool
 		exec func(context.Context, *env) (section, error)
+		// onKernel runs the experiment on the kernel network when
+		// kernelRun is set; without it, why says why it does not run
+		// there.
+		kernelRun bool
+		onKernel  func(context.Context, *env) (section, error)
+		why       string
 	}{
-		{"latency", len(pl.Latency.RTTs) > 0, experiment(runLatency, &rep.Latency)},
-		{"flow-control", len(pl.Flow.Ns) > 0, experiment(runFlow, &rep.Flow)},
-		{"concurrency", len(pl.Concurrency.Limits) > 0, experiment(runConcurrency, &rep.Concurrency)},
-		{"what-if", len(pl.WhatIf.RTTs) > 0, experiment(runWhatIf, &rep.WhatIf)},
-		{"cluster", len(pl.Cluster.Ns) > 0, experiment(runCluster, &rep.Cluster)},
-		{"base-backup", pl.BaseBackup.DatabaseBytes > 0, experiment(baseBackup, &rep.BaseBackup)},
+		{"latency", len(pl.Latency.RTTs) > 0, experiment(runLatency, &rep.Latency), false, nil, emulatedOnly + " (delay), which the kernel network has no form of here"},
+		{"flow-control", len(pl.Flow.Ns) > 0, experiment(runFlow, &rep.Flow), len(pl.Flow.Kernel.Ns) > 0, experiment(runKernelFlow, &rep.KernelFlow), ""},
+		{"concurrency", len(pl.Concurrency.Limits) > 0, experiment(runConcurrency, &rep.Concurrency), false, nil, emulatedOnly + " (the device queue's occupancy)"},
+		{"what-if", len(pl.WhatIf.RTTs) > 0, experiment(runWhatIf, &rep.WhatIf), false, nil, emulatedOnly + " (delay)"},
+		{"cluster", len(pl.Cluster.Ns) > 0, experiment(runCluster, &rep.Cluster), false, nil, "it runs on the emulated link only"},
+		{"base-backup", pl.BaseBackup.DatabaseBytes > 0, experiment(baseBackup, &rep.BaseBackup), false, nil, emulatedOnly + " (the link's idle capacity)"},
 	} {
-		if !x.run {
+		run, exec := x.run, x.exec
+		if kernel {
+			if run && x.onKernel == nil {
+				p.step("%s experiment: not run on the kernel network: %s", x.name, x.why)
+				rep.NotOnKernel = append(rep.NotOnKernel, fmt.Sprintf("%s: %s", x.name, x.why))
+			}
+			run, exec = x.kernelRun, x.onKernel
+		}
+		if !run {
 			continue
 		}
-		sec, err := x.exec(ctx, e)
+		sec, err := exec(ctx, e)
 		if err != nil {
 			return nil, fmt.Errorf("%s experiment: %w", x.name, err)
 		}
