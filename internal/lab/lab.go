@@ -187,10 +187,13 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
-	if len(pl.Latency.RTTs) == 0 && len(pl.Flow.Ns) == 0 && len(pl.Concurrency.Limits) == 0 && len(pl.WhatIf.RTTs) == 0 && len(pl.Cluster.Ns) == 0 && pl.BaseBackup.DatabaseBytes <= 0 {
+	if err := o.validateNetwork(); err != nil {
+		return err
+	}
+	if o.Network == NetworkEmulated && len(pl.Latency.RTTs) == 0 && len(pl.Flow.Ns) == 0 && len(pl.Concurrency.Limits) == 0 && len(pl.WhatIf.RTTs) == 0 && len(pl.Cluster.Ns) == 0 && pl.BaseBackup.DatabaseBytes <= 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
 	}
-	return o.validateNetwork()
+	return nil
 }
 
 // validateNetwork checks the network options and fills in their
