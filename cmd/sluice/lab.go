@@ -59,6 +59,23 @@ func newLab() *cobra.Command {
 --experiment latency, flow, concurrency, whatif, cluster or basebackup runs
 that one alone.
 
+--network kernel runs the flow-control experiment over a real network on
+this host instead of sluice's emulated link: two network namespaces (the
+clients' and sluice's route's) joined by a veth pair whose egress toward
+the clients goes through a tbf queue (--net-rate, default 200mbit;
+--net-queue, default 100ms). sluice runs in this process, its route
+listening inside its namespace, and reaches the database from the host's.
+Three settings side by side: network_control off; on with nothing
+configured about the link (the network controller finds the bottleneck
+from the sockets' TCP_INFO); on with the link's capacity at 95% of the
+tbf rate. Each reports the normal query's slowdown (beside the bulk
+sessions over alone) and the link use (bytes through the tbf queue per
+second over its rate). The addresses are in 198.18.0.0/15 only, inside
+namespaces the lab creates and removes at the end, on error and on
+interrupt too. It needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and iproute2
+(ip, tc). The other experiments measure sluice's own emulation (delay,
+device queue) and are not run on the kernel network; each says so.
+
 The database is, by default, an embedded one started in process (SQLite
 served over the PostgreSQL protocol): nothing to install. --backend postgres
 starts a throwaway PostgreSQL from the installed server binaries (initdb
@@ -81,6 +98,9 @@ Scale:                        --quick                  full (default)
   flow: link capacity         calibrated (both): the largest of 100, 50,
                               20, 10, 5, 2 or 1 MB/s that one bulk session
                               streams ten times over (20 MB/s on 2 cores)
+  flow, --network kernel: N   0, 4                     0, 2, 4, 8
+  flow, --network kernel:     5 runs per point,        10 runs per point,
+    normal query, settle      1 s settle               2 s settle
   concurrency: sessions       32                       32
   concurrency: limits         unlimited, 4             unlimited, 2, 4, 8
   concurrency: small query    20 runs per point        50 runs per point
@@ -112,14 +132,16 @@ load duration at +1, +5 and +10 ms within 10% of sluice's prediction.
 Progress and tables go to standard output. --out DIR writes report.md,
 report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg,
 throughput_vs_active.svg, whatif_predicted_vs_measured.svg,
-cluster_slowdown_vs_n.svg, basebackup_latency.svg and basebackup_duration.svg.`,
+cluster_slowdown_vs_n.svg, basebackup_latency.svg and basebackup_duration.svg;
+with --network kernel, kernel_slowdown_vs_n.svg and kernel_link_use_vs_n.svg.`,
 		Example: `  sluice lab --quick --out out/lab
   sluice lab --backend postgres --out out/lab
   sluice lab --dsn postgres://bench:secret@db1:5432/bench --out out/lab
   sluice lab --dsn mysql://bench:secret@db2:3306/bench --quick
   sluice lab --experiment concurrency --out out/conc
   sluice lab --experiment whatif --backend postgres --out out/whatif
-  sluice lab --backend postgres --experiment basebackup --out out/bb`,
+  sluice lab --backend postgres --experiment basebackup --out out/bb
+  sudo sluice lab --quick --network kernel --net-rate 200mbit --net-queue 100ms --out out/kernel`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dsn != "" && cmd.Flags().Changed("backend") {
