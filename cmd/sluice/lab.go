@@ -14,7 +14,7 @@ import (
 
 func newLab() *cobra.Command {
 	var quick bool
-	var dsn, out, backend, pgBin, logLevel, experiment, network, netRate string
+	var dsn, out, backend, pgBin, logLevel, experiment, network, netRate, etcdURL string
 	var netQueue time.Duration
 	cmd := &cobra.Command{
 		Use:   "lab [--quick] [--experiment NAME] [--dsn URL | --backend embedded|postgres] [--network emulated|kernel] [--out DIR]",
@@ -167,7 +167,7 @@ with --network kernel, kernel_slowdown_vs_n.svg and kernel_link_use_vs_n.svg.`,
 			}
 			o := lab.Options{DSN: dsn, Backend: backend, PostgresBin: pgBin, Plan: plan, Out: out,
 				Progress: cmd.OutOrStdout(), Clock: clock.Real{}, Logger: log,
-				Network: network, NetRate: rate, NetQueue: netQueue}
+				Network: network, NetRate: rate, NetQueue: netQueue, Etcd: etcdURL}
 			if dsn != "" {
 				o.Backend = ""
 			}
@@ -191,6 +191,7 @@ with --network kernel, kernel_slowdown_vs_n.svg and kernel_link_use_vs_n.svg.`,
 	fl.StringVar(&network, "network", lab.NetworkEmulated, "the network the experiments cross: emulated (sluice's own link) or kernel (namespaces, veth and tbf on this host; root)")
 	fl.StringVar(&netRate, "net-rate", "200mbit", "--network kernel: the bottleneck's rate (tbf), e.g. 200mbit, 1gbit, 25MB")
 	fl.DurationVar(&netQueue, "net-queue", lab.DefaultNetQueue, "--network kernel: the bottleneck's queue, in time at its rate")
+	fl.StringVar(&etcdURL, "etcd", "", "--network kernel, cluster: the etcd endpoints (host:port,...) or etcd://hosts/prefix the sluices of the nodes share a catalog on")
 	fl.StringVar(&logLevel, "log-level", "error", "log level of the components (to standard error): debug, info, warn, error")
 	return cmd
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -352,12 +350,7 @@ func (r *kernelFlowRun) point(ctx context.Context, s *sluice, set, addr, bulkAdd
 	row.Controller = controllerEstimate(s)
 	stopBulk()
 	row.PointTimes, row.SamplesMs = pointTimes(times), times
-	if n == 0 {
-		base = row.ElapsedMs
-	}
-	if base > 0 {
-		row.Slowdown = row.ElapsedMs / base
-	}
+	row.slowdownAgainst(base)
 	return row, nil
 }
 
@@ -375,58 +368,7 @@ func (r *kernelFlowRun) drainNet(ctx context.Context, s *sluice) {
 	})
 }
 
-// row returns the point of set and n, or nil.
-func (k *KernelFlowReport) row(set string, n int) *KernelFlowRow {
-	for i := range k.Rows {
-		if k.Rows[i].Setting == set && k.Rows[i].N == n {
-			return &k.Rows[i]
-		}
-	}
-	return nil
-}
-
-// ns returns the Ns of the points, in order of first appearance.
-func (k *KernelFlowReport) ns() []int {
-	var out []int
-	for _, r := range k.Rows {
-		if !slices.Contains(out, r.N) {
-			out = append(out, r.N)
-		}
-	}
-	return out
-}
-
-// maxN is the largest N measured; 0 for none.
-func (k *KernelFlowReport) maxN() int {
-	m := 0
-	for _, r := range k.Rows {
-		m = max(m, r.N)
-	}
-	return m
-}
-
-func (k *KernelFlowReport) tables(p *printer) { p.table(k.table()) }
-
-// table returns one row per N, the three settings side by side: the
-// normal query's median and slowdown, and the tbf queue's use.
-func (k *KernelFlowReport) table() table {
-	t := table{head: []string{"bulk sessions N"}}
-	for _, set := range kernelSettings() {
-		t.head = append(t.head, set+": elapsed (ms)", set+": slowdown", set+": link use")
-	}
-	for _, n := range k.ns() {
-		cells := []string{strconv.Itoa(n)}
-		for _, set := range kernelSettings() {
-			if r := k.row(set, n); r != nil {
-				cells = append(cells, f1(r.ElapsedMs), x2(r.Slowdown), fmt.Sprintf("%.0f%%", 100*r.LinkUse))
-			} else {
-				cells = append(cells, "-", "-", "-")
-			}
-		}
-		t.rows = append(t.rows, cells)
-	}
-	return t
-}
+func (k *KernelFlowReport) tables(p *printer) { p.table(kernelTable(k.Rows, "bulk sessions N")) }
 
 // Charts of the kernel flow-control experiment.
 const (
@@ -440,32 +382,6 @@ func (k *KernelFlowReport) charts() []chartFile {
 		chartFile{FileKernelLinkUse, k.LinkUseChart})
 }
 
-// settingSeries returns one series per setting of y against N.
-func (k *KernelFlowReport) settingSeries(y func(*KernelFlowRow) float64) []svg.Series {
-	var out []svg.Series
-	for _, set := range kernelSettings() {
-		var rows []*KernelFlowRow
-		for i := range k.Rows {
-			if k.Rows[i].Setting == set {
-				rows = append(rows, &k.Rows[i])
-			}
-		}
-		out = append(out, seriesOf(settingName(set), false, rows, func(r *KernelFlowRow) float64 { return float64(r.N) }, y))
-	}
-	return out
-}
-
-// settingName says what a setting is, for legends and the report.
-func settingName(set string) string {
-	switch set {
-	case SettingOff:
-		return "network_control off"
-	case SettingOn:
-		return "on, nothing configured"
-	}
-	return fmt.Sprintf("on, capacity %d%% of the rate", CapacityPercent)
-}
-
 // SlowdownChart is the normal query's slowdown against N, one series
 // per setting.
 func (k *KernelFlowReport) SlowdownChart() *svg.Chart {
@@ -474,7 +390,7 @@ func (k *KernelFlowReport) SlowdownChart() *svg.Chart {
 		XLabel: "concurrent bulk sessions N",
 		YLabel: "slowdown (elapsed / elapsed at N = 0)",
 		ZeroX:  true, ZeroY: true,
-		Series: k.settingSeries(func(r *KernelFlowRow) float64 { return r.Slowdown }),
+		Series: kernelSeries(k.Rows, func(r *KernelFlowRow) float64 { return r.Slowdown }),
 	}
 }
 
@@ -486,7 +402,7 @@ func (k *KernelFlowReport) LinkUseChart() *svg.Chart {
 		XLabel: "concurrent bulk sessions N",
 		YLabel: "link use (% of the rate)",
 		ZeroX:  true, ZeroY: true,
-		Series: k.settingSeries(func(r *KernelFlowRow) float64 { return 100 * r.LinkUse }),
+		Series: kernelSeries(k.Rows, func(r *KernelFlowRow) float64 { return 100 * r.LinkUse }),
 	}
 }
 
@@ -504,11 +420,11 @@ func (k *KernelFlowReport) writeMarkdown(w io.Writer) {
 		"or `on` with `ALTER LINK default WITH (capacity='%s')` (%s). Slowdown is the elapsed time over the elapsed time at N = 0 with the same setting; "+
 		"link use is the bytes the tbf queue sent while the query was measured, per second, over its rate.\n\n",
 		SettingOff, SettingOn, units.FormatRate(k.CapacityBytes), SettingCapacity)
-	k.table().markdown(w)
+	kernelTable(k.Rows, "bulk sessions N").markdown(w)
 	fmt.Fprintf(w, "\n![slowdown vs N](%s)\n\n![link use vs N](%s)\n\n", FileKernelSlowdown, FileKernelLinkUse)
-	n := k.maxN()
+	n := kernelMaxN(k.Rows)
 	for _, set := range kernelSettings() {
-		if r := k.row(set, n); r != nil {
+		if r := kernelRow(k.Rows, set, n); r != nil {
 			fmt.Fprintf(w, "- **%s**: at N = %d the query took %.1f ms, %.2fx; the bottleneck ran at %.0f%% of its rate (%d drops)%s.\n",
 				settingName(set), n, r.ElapsedMs, r.Slowdown, 100*r.LinkUse, r.QdiscDrops, strings.Replace(r.controllerText(), ";", ",", 1))
 		}
@@ -516,30 +432,11 @@ func (k *KernelFlowReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-// Target names of the kernel flow-control experiment.
-const (
-	TargetKernelOn       = "kernel_slowdown_on_vs_off"
-	TargetKernelCapacity = "kernel_slowdown_capacity_vs_off"
-)
-
-// targets returns the kernel experiment's targets: at the largest N,
-// the slowdown with control on (nothing configured, and with the
-// capacity) below the slowdown with it off. A nil report leaves them
-// out: they are about the kernel network only.
+// targets returns the kernel experiment's targets (kernelTargets); a
+// nil report leaves them out: they are about the kernel network only.
 func (k *KernelFlowReport) targets() []Target {
 	if k == nil {
 		return nil
 	}
-	n := k.maxN()
-	off := k.row(SettingOff, n)
-	var out []Target
-	for _, x := range []struct{ name, set string }{{TargetKernelOn, SettingOn}, {TargetKernelCapacity, SettingCapacity}} {
-		t := Target{Name: x.name, Description: fmt.Sprintf("kernel network: slowdown at N=%d, %s over off", n, settingName(x.set)), Want: "< 1x"}
-		if on := k.row(x.set, n); on != nil && off != nil && off.Slowdown > 0 && n > 0 {
-			t.Measured, t.Value = true, on.Slowdown/off.Slowdown
-			t.Met = t.Value < 1
-		}
-		out = append(out, t)
-	}
-	return out
+	return kernelTargets(k.Rows, "kernel", "kernel network")
 }

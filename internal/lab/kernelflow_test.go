@@ -84,7 +84,7 @@ func TestRunKernelNetwork(t *testing.T) {
 	}
 	for _, set := range kernelSettings() {
 		for _, n := range []int{0, 3} {
-			r := k.row(set, n)
+			r := kernelRow(k.Rows, set, n)
 			if r == nil {
 				t.Fatalf("no point for %s at N=%d: %+v", set, n, k.Rows)
 			}
@@ -98,14 +98,14 @@ func TestRunKernelNetwork(t *testing.T) {
 			}
 		}
 		// Bulk sessions kept the bottleneck busy while the query ran.
-		if r := k.row(set, 3); r.BulkMBps <= 0 || r.PenaltySeconds <= 0 {
+		if r := kernelRow(k.Rows, set, 3); r.BulkMBps <= 0 || r.PenaltySeconds <= 0 {
 			t.Errorf("%s, N=3: bulk %.1f MB/s, penalised after %.1f s", set, r.BulkMBps, r.PenaltySeconds)
 		}
 	}
 	// With the capacity a little under the bottleneck's rate the queue
 	// forms inside sluice, where the normal query goes first: it slows
 	// down less than with control off.
-	off, capa, on := k.row(SettingOff, 3), k.row(SettingCapacity, 3), k.row(SettingOn, 3)
+	off, capa, on := kernelRow(k.Rows, SettingOff, 3), kernelRow(k.Rows, SettingCapacity, 3), kernelRow(k.Rows, SettingOn, 3)
 	t.Logf("slowdown at N=3: off %.2fx, on %.2fx, capacity %.2fx", off.Slowdown, on.Slowdown, capa.Slowdown)
 	if off.Slowdown <= capa.Slowdown {
 		t.Errorf("slowdown at N=3: off %.2fx, with capacity %.2fx; want off > capacity", off.Slowdown, capa.Slowdown)

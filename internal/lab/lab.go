@@ -52,6 +52,11 @@ type Options struct {
 	// DefaultNetRate and DefaultNetQueue.
 	NetRate  int64
 	NetQueue time.Duration
+	// Etcd is the etcd cluster the kernel network's cluster experiment
+	// runs its sluices on as a fleet: endpoints separated by commas, or
+	// an etcd:// URL with a prefix under which the run keeps its
+	// catalog (removed at the end). "" skips that experiment.
+	Etcd string
 }
 
 // Plan is the scale of a run. An experiment with no points is skipped.
@@ -119,6 +124,7 @@ func QuickPlan() Plan {
 			PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 15 * time.Second},
 			Kernel:      KernelFlowPlan{Ns: []int{0, 4}, Reps: 5, Settle: time.Second},
 		},
+		Cluster:     ClusterPlan{Kernel: KernelClusterPlan{Ns: []int{0, 2}, Reps: 3, Settle: time.Second, LowRows: 3000, HighRows: 300}},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 4}, Sessions: 32, Reps: 20},
 		WhatIf: WhatIfPlan{
 			RTTs:      whatIfRTTs,
@@ -148,7 +154,8 @@ func FullPlan() Plan {
 			BenchPlan: BenchPlan{Tables: 1, TableSize: 100000, Time: 10 * time.Second, Warmup: 2 * time.Second, ReportInterval: 5 * time.Second},
 			Batches:   []int{1, 100, 1000}, Statements: 500, BatchStatements: 100, CommitEvery: 10, LoaderTime: 3 * time.Second,
 		},
-		Cluster:    ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6},
+		Cluster: ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6,
+			Kernel: KernelClusterPlan{Ns: []int{0, 2, 4, 8}, Reps: 5, Settle: 2 * time.Second, LowRows: 6000, HighRows: 300}},
 		BaseBackup: fullBaseBackupPlan(),
 	}
 }
@@ -211,8 +218,13 @@ func (o *Options) validateNetwork() error {
 	}
 	orDefault(&o.NetRate, DefaultNetRate)
 	orDefault(&o.NetQueue, DefaultNetQueue)
-	if o.Network == NetworkKernel && len(o.Plan.Flow.Kernel.Ns) == 0 {
-		return &UsageError{Msg: fmt.Sprintf("the plan has no experiment that runs on the %s network (%s)", NetworkKernel, ExperimentFlow)}
+	if o.Network == NetworkKernel && len(o.Plan.Flow.Kernel.Ns) == 0 && len(o.Plan.Cluster.Kernel.Ns) == 0 {
+		return &UsageError{Msg: fmt.Sprintf("the plan has no experiment that runs on the %s network (%s, %s)", NetworkKernel, ExperimentFlow, ExperimentCluster)}
+	}
+	if o.Etcd != "" {
+		if _, err := parseEtcd(o.Etcd); err != nil {
+			return &UsageError{Msg: fmt.Sprintf("bad --etcd: %v", err)}
+		}
 	}
 	return nil
 }
@@ -319,6 +331,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	e := &env{plan: o.Plan, pgBin: o.PostgresBin, db: db, s: s, route: route, clk: clk, log: log, p: p, netRate: o.NetRate, netQueue: o.NetQueue}
+	if o.Etcd != "" {
+		ec, _ := parseEtcd(o.Etcd) // checked by validate
+		e.etcd = &ec
+	}
 	pl := o.Plan
 	const emulatedOnly = "it measures sluice's own link emulation"
 	for _, x := range []struct {
@@ -336,7 +352,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"flow-control", len(pl.Flow.Ns) > 0, experiment(runFlow, &rep.Flow), len(pl.Flow.Kernel.Ns) > 0, experiment(runKernelFlow, &rep.KernelFlow), ""},
 		{"concurrency", len(pl.Concurrency.Limits) > 0, experiment(runConcurrency, &rep.Concurrency), false, nil, emulatedOnly + " (the device queue's occupancy)"},
 		{"what-if", len(pl.WhatIf.RTTs) > 0, experiment(runWhatIf, &rep.WhatIf), false, nil, emulatedOnly + " (delay)"},
-		{"cluster", len(pl.Cluster.Ns) > 0, experiment(runCluster, &rep.Cluster), false, nil, "it runs on the emulated link only"},
+		{"cluster", len(pl.Cluster.Ns) > 0, experiment(runCluster, &rep.Cluster), len(pl.Cluster.Kernel.Ns) > 0, experiment(runKernelCluster, &rep.KernelCluster), ""},
 		{"base-backup", pl.BaseBackup.DatabaseBytes > 0, experiment(baseBackup, &rep.BaseBackup), false, nil, emulatedOnly + " (the link's idle capacity)"},
 	} {
 		run, exec := x.run, x.exec

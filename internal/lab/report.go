@@ -43,14 +43,15 @@ type Report struct {
 	Started     time.Time `json:"started"`
 	Seconds     float64   `json:"seconds"`
 
-	Latency     *LatencyReport     `json:"latency,omitempty"`
-	Flow        *FlowReport        `json:"flow_control,omitempty"`
-	KernelFlow  *KernelFlowReport  `json:"flow_control_kernel,omitempty"`
-	Concurrency *ConcurrencyReport `json:"concurrency,omitempty"`
-	WhatIf      *WhatIfReport      `json:"whatif,omitempty"`
-	Cluster     *ClusterReport     `json:"cluster,omitempty"`
-	BaseBackup  *BaseBackupReport  `json:"basebackup,omitempty"`
-	Targets     []Target           `json:"targets"`
+	Latency       *LatencyReport       `json:"latency,omitempty"`
+	Flow          *FlowReport          `json:"flow_control,omitempty"`
+	KernelFlow    *KernelFlowReport    `json:"flow_control_kernel,omitempty"`
+	Concurrency   *ConcurrencyReport   `json:"concurrency,omitempty"`
+	WhatIf        *WhatIfReport        `json:"whatif,omitempty"`
+	Cluster       *ClusterReport       `json:"cluster,omitempty"`
+	KernelCluster *KernelClusterReport `json:"cluster_kernel,omitempty"`
+	BaseBackup    *BaseBackupReport    `json:"basebackup,omitempty"`
+	Targets       []Target             `json:"targets"`
 }
 
 // Target is one acceptance figure of the reference experiments.
@@ -100,7 +101,7 @@ func (r *Report) targetTable() table {
 // not run leaves its targets unmeasured.
 func (r *Report) evaluate() []Target {
 	if r.Network == NetworkKernel {
-		return r.KernelFlow.targets()
+		return slices.Concat(r.KernelFlow.targets(), r.KernelCluster.targets())
 	}
 	return slices.Concat(r.Latency.targets(), r.Flow.targets(), r.Concurrency.targets(), r.WhatIf.targets())
 }
@@ -160,6 +161,7 @@ func (r *Report) sections() []section {
 	add(r.Concurrency != nil, r.Concurrency)
 	add(r.WhatIf != nil, r.WhatIf)
 	add(r.Cluster != nil, r.Cluster)
+	add(r.KernelCluster != nil, r.KernelCluster)
 	add(r.BaseBackup != nil, r.BaseBackup)
 	return out
 }

@@ -53,7 +53,12 @@ func startSluice(clk clock.Clock, log *slog.Logger, db *database) (*sluice, erro
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}
-	return &sluice{db: db, log: log, st: st, reg: st.Registry(), catalog: st.Manager().Service(), links: st.Manager().Runtime(), rules: st.Manager().Rules(), adm: st.Manager().Admission()}, nil
+	return wrapStack(st, log, db), nil
+}
+
+// wrapStack is the lab's view of a running stack; its routes go to db.
+func wrapStack(st *stack.Stack, log *slog.Logger, db *database) *sluice {
+	return &sluice{db: db, log: log, st: st, reg: st.Registry(), catalog: st.Manager().Service(), links: st.Manager().Runtime(), rules: st.Manager().Rules(), adm: st.Manager().Admission()}
 }
 
 // addRoute adds a route to the target on a free loopback port and
