@@ -73,8 +73,15 @@ sessions over alone) and the link use (bytes through the tbf queue per
 second over its rate). The addresses are in 198.18.0.0/15 only, inside
 namespaces the lab creates and removes at the end, on error and on
 interrupt too. It needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and iproute2
-(ip, tc). The other experiments measure sluice's own emulation (delay,
-device queue) and are not run on the kernel network; each says so.
+(ip, tc). With --backend postgres and --etcd ENDPOINTS the cluster
+experiment runs there too: the coordinator and the three data nodes each
+in a namespace of its own, with a sluice of its own in front of it (the
+sluices a fleet on one catalog in etcd, under a prefix the run removes at
+the end), all joined by a router namespace whose port toward the
+coordinator goes through the tbf queue, so every data node's answers
+cross it together. The other experiments measure sluice's own emulation
+(delay, device queue) and are not run on the kernel network; each says
+so.
 
 The database is, by default, an embedded one started in process (SQLite
 served over the PostgreSQL protocol): nothing to install. --backend postgres
@@ -101,6 +108,9 @@ Scale:                        --quick                  full (default)
   flow, --network kernel: N   0, 4                     0, 2, 4, 8
   flow, --network kernel:     5 runs per point,        10 runs per point,
     normal query, settle      1 s settle               2 s settle
+  cluster, --network kernel:  0, 2 low-priority        0, 2, 4, 8; wt1, wt2
+                              joins; wt1, wt2 3000     6000 rows; 5 runs
+                              rows; 3 runs per point   per point
   concurrency: sessions       32                       32
   concurrency: limits         unlimited, 4             unlimited, 2, 4, 8
   concurrency: small query    20 runs per point        50 runs per point
@@ -133,7 +143,8 @@ Progress and tables go to standard output. --out DIR writes report.md,
 report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg,
 throughput_vs_active.svg, whatif_predicted_vs_measured.svg,
 cluster_slowdown_vs_n.svg, basebackup_latency.svg and basebackup_duration.svg;
-with --network kernel, kernel_slowdown_vs_n.svg and kernel_link_use_vs_n.svg.`,
+with --network kernel, kernel_slowdown_vs_n.svg, kernel_link_use_vs_n.svg,
+kernel_cluster_slowdown_vs_n.svg and kernel_cluster_link_use_vs_n.svg.`,
 		Example: `  sluice lab --quick --out out/lab
   sluice lab --backend postgres --out out/lab
   sluice lab --dsn postgres://bench:secret@db1:5432/bench --out out/lab
@@ -141,7 +152,8 @@ with --network kernel, kernel_slowdown_vs_n.svg and kernel_link_use_vs_n.svg.`,
   sluice lab --experiment concurrency --out out/conc
   sluice lab --experiment whatif --backend postgres --out out/whatif
   sluice lab --backend postgres --experiment basebackup --out out/bb
-  sudo sluice lab --quick --network kernel --net-rate 200mbit --net-queue 100ms --out out/kernel`,
+  sudo sluice lab --quick --network kernel --net-rate 200mbit --net-queue 100ms --out out/kernel
+  sudo sluice lab --network kernel --backend postgres --experiment cluster --etcd 127.0.0.1:2379`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dsn != "" && cmd.Flags().Changed("backend") {

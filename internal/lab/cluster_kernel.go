@@ -183,9 +183,9 @@ func (r *kclusterRun) setting(ctx context.Context, set string) error {
 	}
 	var base float64
 	for _, n := range r.kp.Ns {
-		row, err := r.point(ctx, set, n, base)
+		row, err := r.point(ctx, set, n)
 		if err != nil {
-			return fmt.Errorf("N=%d: %w", n, err)
+			return fmt.Errorf("%s: %w", plural(n, "low-priority join"), err)
 		}
 		base = row.slowdownAgainst(base)
 		r.rep.Rows = append(r.rep.Rows, row)
@@ -196,7 +196,7 @@ func (r *kclusterRun) setting(ctx context.Context, set string) error {
 }
 
 // point measures the high-priority join under n low-priority joins.
-func (r *kclusterRun) point(ctx context.Context, set string, n int, base float64) (row KernelFlowRow, err error) {
+func (r *kclusterRun) point(ctx context.Context, set string, n int) (row KernelFlowRow, err error) {
 	row = KernelFlowRow{Setting: set, N: n}
 	high, err := r.connect(ctx, clusterHighUser)
 	if err != nil {

@@ -170,6 +170,20 @@
 // over the measurement, over the rate). The testbed is removed when the
 // experiment returns, on error and cancellation too.
 //
+// The cluster experiment has a form there too, with BackendPostgres and
+// Options.Etcd: each server runs in a namespace of its own (pgtemp's
+// Options.Start, netlab's Namespace.Start), with a stack of its own in
+// front of it that listens inside that namespace and reaches the server
+// on its Unix socket; the stacks are a fleet on one catalog in etcd,
+// under a prefix of the run's that is deleted at the end. The nodes are
+// joined by a router namespace whose port toward the coordinator sends
+// through the tbf queue, so every data node's answers cross it together.
+// A shard session's class is its shard role's pool's, on the data
+// node's stack (each client user reaches the data nodes as a role of
+// its own); the high-priority join is measured under N low-priority
+// joins with each of the three settings, the capacity setting giving
+// each stack's link CapacityPercent of the rate over the data nodes.
+//
 // # Time and output
 //
 // All waiting and timing uses the Options' clock.Clock. Progress lines

@@ -247,13 +247,11 @@ func (r *kernelFlowRun) setting(ctx context.Context, set string) error {
 	}
 	var base float64
 	for _, n := range r.kp.Ns {
-		row, err := r.point(ctx, s, set, addr, bulkAddr, n, base)
+		row, err := r.point(ctx, s, set, addr, bulkAddr, n)
 		if err != nil {
-			return fmt.Errorf("N=%d: %w", n, err)
+			return fmt.Errorf("%s: %w", plural(n, "bulk session"), err)
 		}
-		if n == 0 {
-			base = row.ElapsedMs
-		}
+		base = row.slowdownAgainst(base)
 		r.rep.Rows = append(r.rep.Rows, row)
 		r.p.step("%s, N=%d: normal query %.1f ms (median; mean %.1f, min %.1f, max %.1f) = %.2fx; bulk %.1f MB/s; link use %.0f%%, %d drops%s",
 			set, n, row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs, row.Slowdown, row.BulkMBps, 100*row.LinkUse, row.QdiscDrops, row.controllerText())
@@ -277,9 +275,8 @@ func (r *kernelFlowRun) listenRoute(ctx context.Context, s *sluice, name, pool s
 }
 
 // point measures the normal query under n bulk sessions, all clients in
-// the client namespace; base is the median at N = 0 with the same
-// setting (0 while measuring it).
-func (r *kernelFlowRun) point(ctx context.Context, s *sluice, set, addr, bulkAddr string, n int, base float64) (KernelFlowRow, error) {
+// the client namespace.
+func (r *kernelFlowRun) point(ctx context.Context, s *sluice, set, addr, bulkAddr string, n int) (KernelFlowRow, error) {
 	row := KernelFlowRow{Setting: set, N: n}
 	normal, err := r.db.connectVia(ctx, r.net.dial, addr, "", "", "")
 	if err != nil {
@@ -350,7 +347,6 @@ func (r *kernelFlowRun) point(ctx context.Context, s *sluice, set, addr, bulkAdd
 	row.Controller = controllerEstimate(s)
 	stopBulk()
 	row.PointTimes, row.SamplesMs = pointTimes(times), times
-	row.slowdownAgainst(base)
 	return row, nil
 }
 

@@ -44,8 +44,8 @@ type Options struct {
 	// Network is NetworkEmulated (also "": sluice's own emulated link on
 	// loopback) or NetworkKernel: a real network on this host, built by
 	// package netlab (needs root and iproute2), for the experiments that
-	// have a form on it (flow control); the others are skipped, saying
-	// why.
+	// have a form on it (flow control; the cluster, with BackendPostgres
+	// and Etcd); the others are skipped, saying why.
 	Network string
 	// NetRate and NetQueue are the kernel network's bottleneck: its rate
 	// in bytes/s and its queue in time at that rate; 0 means
