@@ -138,6 +138,10 @@ it on; TPS at 10 ms RTT within 15% of the model's prediction; with
 active_statements=4 the small query's p50 <= 0.5x and the ordinary
 throughput >= 0.85x their unlimited figures; what-if TPS and row-at-a-time
 load duration at +1, +5 and +10 ms within 10% of sluice's prediction.
+With --network kernel, directions rather than values: at the largest N the
+slowdown with network_control on (nothing configured; with the capacity)
+below the slowdown with it off. --quick --network kernel takes about 15 s
+for the flow experiment and about 45 s more for the cluster on 2 cores.
 
 Progress and tables go to standard output. --out DIR writes report.md,
 report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg,
