@@ -71,9 +71,9 @@ type KernelClusterReport struct {
 	HighSQL       string   `json:"high_sql,omitempty"`
 	// Setup are the console statements of the fleet's catalog;
 	// ClusterSetup the coordinator's SQL (passwords masked).
-	Setup        []string        `json:"setup,omitempty"`
-	ClusterSetup []string        `json:"cluster_setup,omitempty"`
-	Rows         []KernelFlowRow `json:"points,omitempty"`
+	Setup        []string    `json:"setup,omitempty"`
+	ClusterSetup []string    `json:"cluster_setup,omitempty"`
+	Rows         []KernelRow `json:"points,omitempty"`
 }
 
 // kclusterRun is the state of one kernel cluster experiment.
@@ -196,8 +196,8 @@ func (r *kclusterRun) setting(ctx context.Context, set string) error {
 }
 
 // point measures the high-priority join under n low-priority joins.
-func (r *kclusterRun) point(ctx context.Context, set string, n int) (row KernelFlowRow, err error) {
-	row = KernelFlowRow{Setting: set, N: n}
+func (r *kclusterRun) point(ctx context.Context, set string, n int) (row KernelRow, err error) {
+	row = KernelRow{Setting: set, N: n}
 	high, err := r.connect(ctx, clusterHighUser)
 	if err != nil {
 		return row, err
@@ -343,7 +343,7 @@ func (k *KernelClusterReport) SlowdownChart() *svg.Chart {
 		XLabel: "concurrent low-priority joins N",
 		YLabel: "slowdown (elapsed / elapsed at N = 0)",
 		ZeroX:  true, ZeroY: true,
-		Series: kernelSeries(k.Rows, func(r *KernelFlowRow) float64 { return r.Slowdown }),
+		Series: kernelSeries(k.Rows, func(r *KernelRow) float64 { return r.Slowdown }),
 	}
 }
 
@@ -355,7 +355,7 @@ func (k *KernelClusterReport) LinkUseChart() *svg.Chart {
 		XLabel: "concurrent low-priority joins N",
 		YLabel: "link use (% of the rate)",
 		ZeroX:  true, ZeroY: true,
-		Series: kernelSeries(k.Rows, func(r *KernelFlowRow) float64 { return 100 * r.LinkUse }),
+		Series: kernelSeries(k.Rows, func(r *KernelRow) float64 { return 100 * r.LinkUse }),
 	}
 }
 

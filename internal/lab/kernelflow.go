@@ -39,27 +39,6 @@ func (k *KernelFlowPlan) validate() error {
 	return nil
 }
 
-// Settings of the kernel flow-control experiment, as KernelFlowRow
-// names them.
-const (
-	// SettingOff is network_control off: the link is one FIFO.
-	SettingOff = "off"
-	// SettingOn is network_control on with nothing configured about the
-	// link: the network controller finds the bottleneck itself.
-	SettingOn = "on"
-	// SettingCapacity is network_control on with the link's capacity at
-	// CapacityPercent of the bottleneck's rate.
-	SettingCapacity = "capacity"
-)
-
-// CapacityPercent is the link capacity of SettingCapacity, in percent of
-// the kernel bottleneck's rate: a little below it, as real-network.md
-// advises.
-const CapacityPercent = 95
-
-// kernelSettings are the settings in the order they are measured.
-func kernelSettings() []string { return []string{SettingOff, SettingOn, SettingCapacity} }
-
 // KernelFlowReport is the outcome of the flow-control experiment over
 // the kernel network.
 type KernelFlowReport struct {
@@ -80,42 +59,8 @@ type KernelFlowReport struct {
 	// Setup are the console statements every setting starts with.
 	Setup []string `json:"setup"`
 	// Binding says how bulk sessions land in the bulk pool.
-	Binding string          `json:"bulk_binding"`
-	Rows    []KernelFlowRow `json:"points"`
-}
-
-// KernelFlowRow is one point: the normal query under N bulk sessions
-// with one setting.
-type KernelFlowRow struct {
-	Setting string `json:"setting"` // SettingOff, SettingOn or SettingCapacity
-	N       int    `json:"bulk_sessions"`
-	// PointTimes are the normal query's elapsed times; the slowdown is
-	// against N = 0 with the same setting.
-	PointTimes
-	// BulkMBps is what the bulk sessions received together while the
-	// normal query was measured.
-	BulkMBps float64 `json:"bulk_mb_per_s"`
-	// QdiscBytes and QdiscDrops are what the tbf queue sent and dropped
-	// while the normal query was measured; LinkUse is QdiscBytes per
-	// second over the queue's rate.
-	QdiscBytes int64   `json:"qdisc_bytes"`
-	QdiscDrops int64   `json:"qdisc_drops"`
-	LinkUse    float64 `json:"link_use"`
-	// PenaltySeconds is how long after the bulk sessions started all
-	// their statements were penalised.
-	PenaltySeconds float64 `json:"penalty_seconds,omitempty"`
-	// Controller is the network controller's estimate, server to client,
-	// at the end of the point (SHOW NETWORK); nil when it had none.
-	Controller *ControllerEstimate `json:"controller,omitempty"`
-	SamplesMs  []float64           `json:"samples_ms"`
-}
-
-// ControllerEstimate is a row of the network view.
-type ControllerEstimate struct {
-	State           string  `json:"state"`
-	BottleneckBytes int64   `json:"bottleneck_bytes_per_second"`
-	QueueDelayMs    float64 `json:"queue_delay_ms"`
-	LowRateBytes    int64   `json:"low_rate_bytes_per_second"`
+	Binding string      `json:"bulk_binding"`
+	Rows    []KernelRow `json:"points"`
 }
 
 // kernelFlowRun is the state of one kernel flow-control experiment.
@@ -276,8 +221,8 @@ func (r *kernelFlowRun) listenRoute(ctx context.Context, s *sluice, name, pool s
 
 // point measures the normal query under n bulk sessions, all clients in
 // the client namespace.
-func (r *kernelFlowRun) point(ctx context.Context, s *sluice, set, addr, bulkAddr string, n int) (KernelFlowRow, error) {
-	row := KernelFlowRow{Setting: set, N: n}
+func (r *kernelFlowRun) point(ctx context.Context, s *sluice, set, addr, bulkAddr string, n int) (KernelRow, error) {
+	row := KernelRow{Setting: set, N: n}
 	normal, err := r.db.connectVia(ctx, r.net.dial, addr, "", "", "")
 	if err != nil {
 		return row, err
@@ -386,7 +331,7 @@ func (k *KernelFlowReport) SlowdownChart() *svg.Chart {
 		XLabel: "concurrent bulk sessions N",
 		YLabel: "slowdown (elapsed / elapsed at N = 0)",
 		ZeroX:  true, ZeroY: true,
-		Series: kernelSeries(k.Rows, func(r *KernelFlowRow) float64 { return r.Slowdown }),
+		Series: kernelSeries(k.Rows, func(r *KernelRow) float64 { return r.Slowdown }),
 	}
 }
 
@@ -398,7 +343,7 @@ func (k *KernelFlowReport) LinkUseChart() *svg.Chart {
 		XLabel: "concurrent bulk sessions N",
 		YLabel: "link use (% of the rate)",
 		ZeroX:  true, ZeroY: true,
-		Series: kernelSeries(k.Rows, func(r *KernelFlowRow) float64 { return 100 * r.LinkUse }),
+		Series: kernelSeries(k.Rows, func(r *KernelRow) float64 { return 100 * r.LinkUse }),
 	}
 }
 

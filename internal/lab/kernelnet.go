@@ -147,7 +147,7 @@ func controllerEstimate(s *sluice) *ControllerEstimate {
 // point for a progress line: "" where the controller has no part (off,
 // or a capacity), and says so when it had no estimate with control on
 // and nothing configured.
-func (r *KernelFlowRow) controllerText() string {
+func (r *KernelRow) controllerText() string {
 	e := r.Controller
 	if e == nil {
 		if r.Setting == SettingOn && r.N > 0 {
