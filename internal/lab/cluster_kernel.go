@@ -369,16 +369,26 @@ func (k *KernelClusterReport) writeMarkdown(w io.Writer) {
 	for _, n := range k.Nodes {
 		fmt.Fprintf(w, "- %s\n", n)
 	}
-	fmt.Fprintf(w, "\nThe tables are experiment 5's, wt1 and wt2 with %d rows, wt3 and wt4 with %d; each foreign server on the coordinator points at its data node's sluice, "+
+	fmt.Fprintf(w, "\nThe tables are the emulated cluster experiment's, wt1 and wt2 with %d rows, wt3 and wt4 with %d; each foreign server on the coordinator points at its data node's sluice, "+
 		"so every data node's answers to the coordinator cross the router's one port toward it, the real bottleneck, together. "+
 		"The sluices are a fleet on one catalog in etcd, so every statement applies on all of them:\n\n```sql\n%s;\n```\n\n"+
-		"A shard session's class comes from its shard role's pool on the data node's sluice (each client user reaches the data nodes as a role of its own). "+
+		"sluice links a shard session to its coordinator's session only among the sessions of one instance, and here the coordinator's sessions are on another sluice than the shard sessions, "+
+		"so a shard session's class comes from its shard role's pool on the data node's sluice (each client user reaches the data nodes as a role of its own), and no exception rule is needed. "+
 		"Settings: `network_control = off`; `on` with nothing configured about the links; `on` with every sluice's link at %s, %d%% of the rate over the %d data nodes. "+
 		"N low-priority joins run in a loop while the high-priority join is measured %d times per point (elapsed is the median); "+
 		"link use is the bytes the router's queue toward the coordinator sent while it was measured, per second, over its rate.\n\n",
 		k.LowRows, k.HighRows, strings.Join(k.Setup, ";\n"), units.FormatRate(k.CapacityBytes), CapacityPercent, len(k.Nodes)-1, k.Reps)
 	kernelTable(k.Rows, "low-priority joins N").markdown(w)
 	fmt.Fprintf(w, "\n![cluster slowdown vs N](%s)\n\n![cluster link use vs N](%s)\n\n", FileKernelClusterSlowdown, FileKernelClusterLinkUse)
+	n := kernelMaxN(k.Rows)
+	for _, set := range kernelSettings() {
+		if r := kernelRow(k.Rows, set, n); r != nil {
+			fmt.Fprintf(w, "- **%s**: at N = %d the high-priority join took %.1f ms, %.2fx; the router's port ran at %.0f%% of its rate (%d drops)%s.\n",
+				settingName(set), n, r.ElapsedMs, r.Slowdown, 100*r.LinkUse, r.QdiscDrops, strings.Replace(r.controllerText(), ";", ",", 1))
+		}
+	}
+	fmt.Fprintf(w, "\nWith the capacity each sluice holds its own link to a third of the port's rate, whatever the others send: "+
+		"the high-priority join, which reads the partitions one after another, then never has the whole port, even alone.\n\n")
 	fmt.Fprintf(w, "On the coordinator (passwords masked):\n\n```sql\n%s;\n```\n\n", strings.Join(k.ClusterSetup, ";\n"))
 }
 
