@@ -106,3 +106,47 @@ func TestKernelClusterSkipped(t *testing.T) {
 		t.Errorf("postgres with etcd: %q", why)
 	}
 }
+
+// TestRunKernelClusterCancelled: a kernel cluster run interrupted while
+// its low-priority joins load the port stops the servers and removes
+// the namespaces and the run's keys in etcd.
+func TestRunKernelClusterCancelled(t *testing.T) {
+	if _, ok := needPostgres(t, "25s"); !ok {
+		return
+	}
+	needTestbed(t)
+	eps := testenv.EtcdEndpoints(t)
+	if eps == nil {
+		return
+	}
+	prefix := testenv.EtcdPrefix(t, eps)
+	tmp := privateTmp(t)
+	plan := Plan{Name: "tiny", Cluster: ClusterPlan{Kernel: KernelClusterPlan{Ns: []int{0, 2}, Reps: 2, LowRows: 1500, HighRows: 300}}}
+	o := Options{Backend: BackendPostgres, Plan: plan, Logger: testLogger(), Network: NetworkKernel, Etcd: etcd.Scheme + strings.Join(eps, ",") + prefix}
+	cli := testenv.DialEtcd(t, etcd.Config{Endpoints: eps})
+	keys := func() int64 {
+		res, err := cli.Get(context.Background(), prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Count
+	}
+	progress, err := cancelRun(t, o, "off, N=2: started 2 low-priority joins", 3*time.Minute, time.Minute, func() {
+		if keys() == 0 {
+			t.Error("no catalog keys in etcd while running")
+		}
+	})
+	if err == nil {
+		t.Fatal("cancelled Run returned no error")
+	}
+	if !strings.Contains(progress, "network removed") {
+		t.Errorf("no removal after cancel:\n%s", progress)
+	}
+	checkNoNamespaces(t)
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("left in the temporary directory: %v", left)
+	}
+	if n := keys(); n != 0 {
+		t.Errorf("%d keys left under %s", n, prefix)
+	}
+}
