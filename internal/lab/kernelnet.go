@@ -120,7 +120,8 @@ func (n *flowNet) qdisc(ctx context.Context) (netlab.QdiscStats, error) { return
 func (n *flowNet) close() error { return n.tb.Close() }
 
 // controllerEstimate reads the network view's row of the default link,
-// server to client; nil when the controller has none.
+// server to client, on the side sluice sends it (the path from sluice
+// to the client); nil when the controller has none.
 func controllerEstimate(s *sluice) *ControllerEstimate {
 	t, ok := s.st.Manager().Views().ViewTables([]string{"network"})["network"]
 	if !ok {
@@ -130,8 +131,9 @@ func controllerEstimate(s *sluice) *ControllerEstimate {
 	for i, c := range t.Columns {
 		col[c] = i
 	}
+	side, sided := col["side"]
 	for _, row := range t.Rows {
-		if len(row) != len(t.Columns) || row[col["link"]] != "default" || row[col["direction"]] != "down" {
+		if len(row) != len(t.Columns) || row[col["link"]] != "default" || row[col["direction"]] != "down" || sided && row[side] != "send" {
 			continue
 		}
 		e := &ControllerEstimate{State: row[col["state"]]}
