@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,5 +174,75 @@ func TestParseNetRate(t *testing.T) {
 		if got, err := ParseNetRate(in); err == nil {
 			t.Errorf("ParseNetRate(%q) = %d, want an error", in, got)
 		}
+	}
+}
+
+// TestKernelReportFiles: the kernel experiments' sections, tables,
+// charts and targets agree with their points, without a network.
+func TestKernelReportFiles(t *testing.T) {
+	rows := func(offN, onN, capN float64) []KernelRow {
+		var out []KernelRow
+		for _, set := range kernelSettings() {
+			n2 := map[string]float64{SettingOff: offN, SettingOn: onN, SettingCapacity: capN}[set]
+			for _, p := range []struct {
+				n  int
+				ms float64
+			}{{0, 40}, {2, 40 * n2}} {
+				r := KernelRow{Setting: set, N: p.n, PointTimes: PointTimes{ElapsedMs: p.ms}, QdiscBytes: 1e6, LinkUse: 0.5 + float64(p.n)/4}
+				r.slowdownAgainst(40)
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	rep := &Report{Plan: "tiny", Network: NetworkKernel, NotOnKernel: []string{"latency: it measures sluice's own link emulation (delay)"},
+		KernelFlow:    &KernelFlowReport{Rate: "200 Mbit/s", RateBytes: 25e6, QueueMs: 100, NormalBytes: 1e6, Reps: 3, Rows: rows(4, 2, 1.1)},
+		KernelCluster: &KernelClusterReport{Rate: "200 Mbit/s", RateBytes: 25e6, QueueMs: 100, Nodes: []string{"coord", "dn1", "dn2", "dn3"}, Reps: 3, Rows: rows(3, 1.05, 1.2)}}
+	rep.Targets = rep.evaluate()
+	if len(rep.Targets) != 4 {
+		t.Fatalf("%d targets, want 2 per kernel experiment: %+v", len(rep.Targets), rep.Targets)
+	}
+	for i, want := range []float64{0.5, 1.1 / 4, 1.05 / 3, 1.2 / 3} {
+		if tg := rep.Targets[i]; !tg.Measured || !tg.Met || math.Abs(tg.Value-want) > 1e-9 {
+			t.Errorf("target %s = %+v, want %.3f met", tg.Name, tg, want)
+		}
+	}
+	// Control on no better than off misses.
+	if tg := kernelTargets(rows(2, 2, 3), "kernel", "kernel network"); tg[0].Met || tg[1].Met || !tg[0].Measured {
+		t.Errorf("targets with on no better than off: %+v", tg)
+	}
+	dir := t.TempDir()
+	if _, err := rep.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	js, md := readReport(t, dir)
+	if js.KernelFlow == nil || js.KernelCluster == nil || js.Network != NetworkKernel || len(js.NotOnKernel) != 1 {
+		t.Fatalf("report.json: %+v", js)
+	}
+	for _, tc := range []struct {
+		header string
+		rows   []KernelRow
+	}{{"| bulk sessions N | off: elapsed (ms)", rep.KernelFlow.Rows}, {"| low-priority joins N | off: elapsed (ms)", rep.KernelCluster.Rows}} {
+		table := mdTableOf(t, md, tc.header, 2)
+		for i, n := range []int{0, 2} {
+			cells := table[i+1]
+			for j, set := range kernelSettings() {
+				r := kernelRow(tc.rows, set, n)
+				if !near(cellNum(t, cells[1+3*j]), r.ElapsedMs, 0.1) || !near(cellNum(t, cells[2+3*j]), r.Slowdown, 0.01) || !near(cellNum(t, cells[3+3*j]), 100*r.LinkUse, 1) {
+					t.Errorf("%s N=%d %s: cells %v, point %+v", tc.header, n, set, cells, r)
+				}
+			}
+		}
+	}
+	for _, f := range []string{FileKernelSlowdown, FileKernelLinkUse, FileKernelClusterSlowdown, FileKernelClusterLinkUse} {
+		if !strings.Contains(md, "]("+f+")") {
+			t.Errorf("report.md does not show %s", f)
+		}
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if !strings.Contains(md, "Not run on the kernel network: latency") {
+		t.Error("report.md does not say which experiments did not run")
 	}
 }
