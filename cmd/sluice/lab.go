@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,9 +14,10 @@ import (
 
 func newLab() *cobra.Command {
 	var quick bool
-	var dsn, out, backend, pgBin, logLevel, experiment string
+	var dsn, out, backend, pgBin, logLevel, experiment, network, netRate, etcdURL string
+	var netQueue time.Duration
 	cmd := &cobra.Command{
-		Use:   "lab [--quick] [--experiment NAME] [--dsn URL | --backend embedded|postgres] [--out DIR]",
+		Use:   "lab [--quick] [--experiment NAME] [--dsn URL | --backend embedded|postgres] [--network emulated|kernel] [--out DIR]",
 		Short: "Run the reference experiments (latency; flow control; concurrency; what-if; cluster; base backup) and write a report",
 		Long: `Run the reference experiments through sluice, in this process, and report.
 
@@ -56,6 +59,30 @@ func newLab() *cobra.Command {
 --experiment latency, flow, concurrency, whatif, cluster or basebackup runs
 that one alone.
 
+--network kernel runs the flow-control experiment over a real network on
+this host instead of sluice's emulated link: two network namespaces (the
+clients' and sluice's route's) joined by a veth pair whose egress toward
+the clients goes through a tbf queue (--net-rate, default 200mbit;
+--net-queue, default 100ms). sluice runs in this process, its route
+listening inside its namespace, and reaches the database from the host's.
+Three settings side by side: network_control off; on with nothing
+configured about the link (the network controller finds the bottleneck
+from the sockets' TCP_INFO); on with the link's capacity at 95% of the
+tbf rate. Each reports the normal query's slowdown (beside the bulk
+sessions over alone) and the link use (bytes through the tbf queue per
+second over its rate). The addresses are in 198.18.0.0/15 only, inside
+namespaces the lab creates and removes at the end, on error and on
+interrupt too. It needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and iproute2
+(ip, tc). With --backend postgres and --etcd ENDPOINTS the cluster
+experiment runs there too: the coordinator and the three data nodes each
+in a namespace of its own, with a sluice of its own in front of it (the
+sluices a fleet on one catalog in etcd, under a prefix the run removes at
+the end), all joined by a router namespace whose port toward the
+coordinator goes through the tbf queue, so every data node's answers
+cross it together. The other experiments measure sluice's own emulation
+(delay, device queue) and are not run on the kernel network; each says
+so.
+
 The database is, by default, an embedded one started in process (SQLite
 served over the PostgreSQL protocol): nothing to install. --backend postgres
 starts a throwaway PostgreSQL from the installed server binaries (initdb
@@ -78,6 +105,12 @@ Scale:                        --quick                  full (default)
   flow: link capacity         calibrated (both): the largest of 100, 50,
                               20, 10, 5, 2 or 1 MB/s that one bulk session
                               streams ten times over (20 MB/s on 2 cores)
+  flow, --network kernel: N   0, 4                     0, 2, 4, 8
+  flow, --network kernel:     5 runs per point,        10 runs per point,
+    normal query, settle      1 s settle               2 s settle
+  cluster, --network kernel:  0, 2 low-priority        0, 2, 4, 8; wt1, wt2
+                              joins; wt1, wt2 3000     6000 rows; 5 runs
+                              rows; 3 runs per point   per point
   concurrency: sessions       32                       32
   concurrency: limits         unlimited, 4             unlimited, 2, 4, 8
   concurrency: small query    20 runs per point        50 runs per point
@@ -105,18 +138,26 @@ it on; TPS at 10 ms RTT within 15% of the model's prediction; with
 active_statements=4 the small query's p50 <= 0.5x and the ordinary
 throughput >= 0.85x their unlimited figures; what-if TPS and row-at-a-time
 load duration at +1, +5 and +10 ms within 10% of sluice's prediction.
+With --network kernel, directions rather than values: at the largest N the
+slowdown with network_control on (nothing configured; with the capacity)
+below the slowdown with it off. --quick --network kernel takes about 15 s
+for the flow experiment and about 45 s more for the cluster on 2 cores.
 
 Progress and tables go to standard output. --out DIR writes report.md,
 report.json, tps_vs_rtt.svg, slowdown_vs_n.svg, high_latency_vs_active.svg,
 throughput_vs_active.svg, whatif_predicted_vs_measured.svg,
-cluster_slowdown_vs_n.svg, basebackup_latency.svg and basebackup_duration.svg.`,
+cluster_slowdown_vs_n.svg, basebackup_latency.svg and basebackup_duration.svg;
+with --network kernel, kernel_slowdown_vs_n.svg, kernel_link_use_vs_n.svg,
+kernel_cluster_slowdown_vs_n.svg and kernel_cluster_link_use_vs_n.svg.`,
 		Example: `  sluice lab --quick --out out/lab
   sluice lab --backend postgres --out out/lab
   sluice lab --dsn postgres://bench:secret@db1:5432/bench --out out/lab
   sluice lab --dsn mysql://bench:secret@db2:3306/bench --quick
   sluice lab --experiment concurrency --out out/conc
   sluice lab --experiment whatif --backend postgres --out out/whatif
-  sluice lab --backend postgres --experiment basebackup --out out/bb`,
+  sluice lab --backend postgres --experiment basebackup --out out/bb
+  sudo sluice lab --quick --network kernel --net-rate 200mbit --net-queue 100ms --out out/kernel
+  sudo sluice lab --network kernel --backend postgres --experiment cluster --etcd 127.0.0.1:2379`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dsn != "" && cmd.Flags().Changed("backend") {
@@ -133,8 +174,16 @@ cluster_slowdown_vs_n.svg, basebackup_latency.svg and basebackup_duration.svg.`,
 			if plan, err = plan.Only(experiment); err != nil {
 				return usageErr(err)
 			}
+			rate, err := lab.ParseNetRate(netRate)
+			if err != nil {
+				return usageErr(fmt.Errorf("--net-rate: %w", err))
+			}
+			if netQueue <= 0 {
+				return usageErr(errors.New("--net-queue: must be positive"))
+			}
 			o := lab.Options{DSN: dsn, Backend: backend, PostgresBin: pgBin, Plan: plan, Out: out,
-				Progress: cmd.OutOrStdout(), Clock: clock.Real{}, Logger: log}
+				Progress: cmd.OutOrStdout(), Clock: clock.Real{}, Logger: log,
+				Network: network, NetRate: rate, NetQueue: netQueue, Etcd: etcdURL}
 			if dsn != "" {
 				o.Backend = ""
 			}
@@ -155,6 +204,10 @@ cluster_slowdown_vs_n.svg, basebackup_latency.svg and basebackup_duration.svg.`,
 	fl.StringVar(&backend, "backend", lab.BackendEmbedded, "database to start when no --dsn: embedded or postgres")
 	fl.StringVar(&pgBin, "postgres-bin", "", "directory of initdb and postgres for --backend postgres (default: PATH, then /usr/lib/postgresql/*/bin)")
 	fl.StringVar(&out, "out", "", "directory for report.md, report.json and the SVG charts")
+	fl.StringVar(&network, "network", lab.NetworkEmulated, "the network the experiments cross: emulated (sluice's own link) or kernel (namespaces, veth and tbf on this host; root)")
+	fl.StringVar(&netRate, "net-rate", "200mbit", "--network kernel: the bottleneck's rate (tbf), e.g. 200mbit, 1gbit, 25MB")
+	fl.DurationVar(&netQueue, "net-queue", lab.DefaultNetQueue, "--network kernel: the bottleneck's queue, in time at its rate")
+	fl.StringVar(&etcdURL, "etcd", "", "--network kernel, cluster: the etcd endpoints (host:port,...) or etcd://hosts/prefix the sluices of the nodes share a catalog on")
 	fl.StringVar(&logLevel, "log-level", "error", "log level of the components (to standard error): debug, info, warn, error")
 	return cmd
 }

@@ -23,6 +23,8 @@ func TestLabHelpDocumentsScale(t *testing.T) {
 		"basebackup", "pg_basebackup --max-rate", "basebackup_latency.svg", "basebackup_duration.svg",
 		"whatif_predicted_vs_measured.svg", "1 (500 INSERTs), 100,",
 		"postgres://", "mysql://", "initdb",
+		"--network", "--net-rate", "--net-queue", "198.18.0.0/15", "tbf", "kernel_slowdown_vs_n.svg", "kernel_link_use_vs_n.svg",
+		"--etcd", "kernel_cluster_slowdown_vs_n.svg", "kernel_cluster_link_use_vs_n.svg",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("lab --help does not mention %q", want)
@@ -43,6 +45,11 @@ func TestLabUsageErrors(t *testing.T) {
 		{[]string{"lab", "--experiment", "bogus"}, "unknown experiment"},
 		{[]string{"lab", "--quick", "--experiment", "basebackup"}, "no basebackup experiment"},
 		{[]string{"lab", "--bogus"}, "--bogus"},
+		{[]string{"lab", "--network", "ether"}, "unknown network"},
+		{[]string{"lab", "--network", "kernel", "--net-rate", "fast"}, "--net-rate"},
+		{[]string{"lab", "--network", "kernel", "--net-queue", "0s"}, "--net-queue"},
+		{[]string{"lab", "--network", "kernel", "--experiment", "latency"}, "no experiment that runs on the kernel network"},
+		{[]string{"lab", "--network", "kernel", "--etcd", ","}, "bad --etcd"},
 		{[]string{"lab", "extra"}, "extra"},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"database/sql"
+	"net"
 	"net/url"
 	"sync/atomic"
 
@@ -36,9 +37,22 @@ func (d *database) connect(ctx context.Context, addr, user, password string) (co
 // (PostgreSQL's application_name, MySQL's program_name attribute); ""
 // leaves the driver's default.
 func (d *database) connectAs(ctx context.Context, addr, user, password, app string) (conn, error) {
+	return d.connectVia(ctx, nil, addr, user, password, app)
+}
+
+// dialFunc opens a client's connection (from inside a network
+// namespace, say).
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// connectVia is connectAs with the connection opened by dial; nil dials
+// from this process's namespace.
+func (d *database) connectVia(ctx context.Context, dial dialFunc, addr, user, password, app string) (conn, error) {
 	switch d.protocol {
 	case protoMySQL:
 		cfg := d.mysqlConfig(addr, user, password)
+		if dial != nil {
+			cfg.DialFunc = dial
+		}
 		if app != "" {
 			cfg.ConnectionAttributes = "program_name:" + app
 		}
@@ -61,6 +75,9 @@ func (d *database) connectAs(ctx context.Context, addr, user, password, app stri
 		}
 		if app != "" {
 			cfg.RuntimeParams["application_name"] = app
+		}
+		if dial != nil {
+			cfg.DialFunc = pgconn.DialFunc(dial)
 		}
 		c, err := pgconn.ConnectConfig(ctx, cfg)
 		if err != nil {

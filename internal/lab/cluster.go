@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/exec"
 	"slices"
 	"strings"
 	"time"
@@ -150,12 +151,19 @@ type ClusterPlan struct {
 	// PenaltyRule is the rule that penalises the low-priority joins;
 	// its PenaltyTimeout defaults to 30 s.
 	PenaltyRule
+	// Kernel is the experiment's scale over the kernel network
+	// (Options.Network NetworkKernel), which measures it in place of Ns.
+	Kernel KernelClusterPlan
 }
 
 // validate checks c and fills in its defaults; a plan with no points is
 // left alone (skipped).
 func (c *ClusterPlan) validate() error {
-	if run, err := points(&c.Ns, 30, "low-priority joins", "0 to 30"); !run {
+	if err := c.Kernel.validate(); err != nil {
+		return err
+	}
+	run, err := points(&c.Ns, 30, "low-priority joins", "0 to 30")
+	if err != nil || !run && len(c.Kernel.Ns) == 0 {
 		return err
 	}
 	orDefault(&c.Reps, 10)
@@ -188,6 +196,16 @@ type clusterRun struct {
 	app string
 	// watch counts the statements that end on the cluster's routes.
 	watch *distWatch
+
+	// Over the kernel network (cluster_kernel.go): nodeStart, when set,
+	// returns how to start node i's server (inside its namespace); dial,
+	// when set, opens the clients' connections (from the coordinator's
+	// namespace); mappingExtra ends every client user's user mapping's
+	// options (the data nodes trust their local socket, which sluice
+	// reaches them by, so postgres_fdw must not require a password).
+	nodeStart    func(i int) func(*exec.Cmd) error
+	dial         dialFunc
+	mappingExtra string
 }
 
 // clusterSkip says why the cluster experiment cannot run on db, or "".

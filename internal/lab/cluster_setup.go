@@ -47,7 +47,11 @@ func (r *clusterRun) startNodes(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.nodes[i], errs[i] = pgtemp.Start(ctx, pgtemp.Options{BinDir: r.pgBin, Clock: r.clk, Logger: r.log, Settings: settings})
+			o := pgtemp.Options{BinDir: r.pgBin, Clock: r.clk, Logger: r.log, Settings: settings}
+			if r.nodeStart != nil {
+				o.Start = r.nodeStart(i)
+			}
+			r.nodes[i], errs[i] = pgtemp.Start(ctx, o)
 		}()
 	}
 	wg.Wait()
@@ -102,9 +106,11 @@ func (r *clusterRun) addRoutes() error {
 	return nil
 }
 
-// adminExec runs statements on server n as its superuser, directly.
+// adminExec runs statements on server n as its superuser, directly,
+// over its Unix socket (which reaches a server in a network namespace
+// too).
 func adminExec(ctx context.Context, n *pgtemp.Server, stmts ...string) error {
-	c, err := pgconn.Connect(ctx, n.URL())
+	c, err := pgconn.Connect(ctx, n.SocketURL())
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -173,7 +179,7 @@ func (r *clusterRun) build(ctx context.Context) ([]string, error) {
 			i, host, port, clusterFetchSize), false)
 		// Each client user reaches the data nodes as its shard role.
 		for _, m := range [][2]string{{clusterLowUser, clusterLowShardUser}, {clusterHighUser, clusterHighShardUser}} {
-			do(fmt.Sprintf("CREATE USER MAPPING FOR %s SERVER dn%d OPTIONS (user '%s', password '%s')", m[0], i, m[1], r.passwords[m[1]]), true)
+			do(fmt.Sprintf("CREATE USER MAPPING FOR %s SERVER dn%d OPTIONS (user '%s', password '%s'%s)", m[0], i, m[1], r.passwords[m[1]], r.mappingExtra), true)
 		}
 		// The superuser's mapping, for ANALYZE: a role bound to no pool.
 		do(fmt.Sprintf("CREATE USER MAPPING FOR postgres SERVER dn%d OPTIONS (user '%s', password '%s')", i, clusterSetupUser, r.passwords[clusterSetupUser]), true)
@@ -195,7 +201,7 @@ func (r *clusterRun) build(ctx context.Context) ([]string, error) {
 	// (satisfies_hash_partition), and generated on the node.
 	rows := map[string]int{"wt1": r.plan.LowRows, "wt2": r.plan.LowRows, "wt3": r.plan.HighRows, "wt4": r.plan.HighRows}
 	ids := map[string][]string{} // table -> ids per remainder, as array literals
-	c, err := pgconn.Connect(ctx, r.nodes[0].URL())
+	c, err := pgconn.Connect(ctx, r.nodes[0].SocketURL())
 	if err != nil {
 		return shown, fmt.Errorf("coordinator: %w", err)
 	}
@@ -249,7 +255,7 @@ func (r *clusterRun) build(ctx context.Context) ([]string, error) {
 // explain records what each query's foreign scans fetch, and the
 // low-priority join's plan.
 func (r *clusterRun) explain(ctx context.Context, rep *ClusterReport) error {
-	c, err := pgconn.Connect(ctx, r.nodes[0].URL())
+	c, err := pgconn.Connect(ctx, r.nodes[0].SocketURL())
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
@@ -310,7 +316,14 @@ func (r *clusterRun) clientURL(user string) string {
 
 // connect opens a client session of user to the coordinator.
 func (r *clusterRun) connect(ctx context.Context, user string) (*pgconn.PgConn, error) {
-	c, err := pgconn.Connect(ctx, r.clientURL(user))
+	cfg, err := pgconn.ParseConfig(r.clientURL(user))
+	if err != nil {
+		return nil, err
+	}
+	if r.dial != nil {
+		cfg.DialFunc = pgconn.DialFunc(r.dial)
+	}
+	c, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect as %s: %w", user, err)
 	}

@@ -151,6 +151,39 @@
 // on error too. The pgbench and pg_basebackup processes run on the wall
 // clock, so this experiment needs Options.Clock to be clock.Real.
 //
+// # The kernel network
+//
+// With Options.Network NetworkKernel the flow-control experiment runs
+// over a real network on this host (package netlab) instead of the
+// emulated link, and the experiments that measure sluice's own
+// emulation are skipped, each saying why. The clients (the normal
+// query and the bulk sessions) dial from a namespace of their own
+// (Namespace.Dial, as the drivers' dial function); sluice's route
+// listens in a second namespace (stack.Route.Listener); the veth pair
+// between them sends toward the clients through a tbf queue of
+// Options.NetRate and NetQueue. Three settings, each on a stack of its
+// own so none inherits another's state: network_control off; on with
+// nothing configured about the link (the network controller, package
+// netctl, finds the bottleneck); on with the link's capacity at
+// CapacityPercent of the rate. Each point reports the slowdown against
+// N = 0 with the same setting and the queue's use (tc's byte counter
+// over the measurement, over the rate). The testbed is removed when the
+// experiment returns, on error and cancellation too.
+//
+// The cluster experiment has a form there too, with BackendPostgres and
+// Options.Etcd: each server runs in a namespace of its own (pgtemp's
+// Options.Start, netlab's Namespace.Start), with a stack of its own in
+// front of it that listens inside that namespace and reaches the server
+// on its Unix socket; the stacks are a fleet on one catalog in etcd,
+// under a prefix of the run's that is deleted at the end. The nodes are
+// joined by a router namespace whose port toward the coordinator sends
+// through the tbf queue, so every data node's answers cross it together.
+// A shard session's class is its shard role's pool's, on the data
+// node's stack (each client user reaches the data nodes as a role of
+// its own); the high-priority join is measured under N low-priority
+// joins with each of the three settings, the capacity setting giving
+// each stack's link CapacityPercent of the rate over the data nodes.
+//
 // # Time and output
 //
 // All waiting and timing uses the Options' clock.Clock. Progress lines

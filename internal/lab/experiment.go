@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/bench"
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/etcd"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/units"
 )
@@ -30,6 +31,13 @@ type env struct {
 	clk   clock.Clock
 	log   *slog.Logger
 	p     *printer
+	// netRate (bytes/s) and netQueue are the kernel network's
+	// bottleneck.
+	netRate  int64
+	netQueue time.Duration
+	// etcd is where the kernel network's cluster runs its fleet's
+	// catalog; nil: nowhere (the experiment is skipped).
+	etcd *etcd.Config
 }
 
 // experiment adapts run, an experiment, to Run's loop: it stores the

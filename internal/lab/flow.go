@@ -74,12 +74,19 @@ type FlowPlan struct {
 	// PenaltyRule is the rule that penalises the bulk statements; its
 	// PenaltyTimeout defaults to 20 s.
 	PenaltyRule
+	// Kernel is the experiment's scale over the kernel network
+	// (Options.Network NetworkKernel), which measures it in place of Ns.
+	Kernel KernelFlowPlan
 }
 
 // validate checks f and fills in its defaults; a plan with no points is
 // left alone (skipped).
 func (f *FlowPlan) validate() error {
-	if run, err := points(&f.Ns, 100, "bulk sessions", "0 to 100"); !run {
+	if err := f.Kernel.validate(); err != nil {
+		return err
+	}
+	run, err := points(&f.Ns, 100, "bulk sessions", "0 to 100")
+	if err != nil || !run && len(f.Kernel.Ns) == 0 {
 		return err
 	}
 	f.PenaltyRule.defaults(20 * time.Second)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/netlab"
 )
 
 // UsageError is a bad option: the caller's mistake, not the run's.
@@ -40,6 +41,22 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives the components' logs; nil discards them.
 	Logger *slog.Logger
+	// Network is NetworkEmulated (also "": sluice's own emulated link on
+	// loopback) or NetworkKernel: a real network on this host, built by
+	// package netlab (needs root and iproute2), for the experiments that
+	// have a form on it (flow control; the cluster, with BackendPostgres
+	// and Etcd); the others are skipped, saying why.
+	Network string
+	// NetRate and NetQueue are the kernel network's bottleneck: its rate
+	// in bytes/s and its queue in time at that rate; 0 means
+	// DefaultNetRate and DefaultNetQueue.
+	NetRate  int64
+	NetQueue time.Duration
+	// Etcd is the etcd cluster the kernel network's cluster experiment
+	// runs its sluices on as a fleet: endpoints separated by commas, or
+	// an etcd:// URL with a prefix under which the run keeps its
+	// catalog (removed at the end). "" skips that experiment.
+	Etcd string
 }
 
 // Plan is the scale of a run. An experiment with no points is skipped.
@@ -105,7 +122,9 @@ func QuickPlan() Plan {
 		Flow: FlowPlan{
 			Ns: []int{0, 1, 4, 10}, Reps: 8,
 			PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 15 * time.Second},
+			Kernel:      KernelFlowPlan{Ns: []int{0, 4}, Reps: 5, Settle: time.Second},
 		},
+		Cluster:     ClusterPlan{Kernel: KernelClusterPlan{Ns: []int{0, 2}, Reps: 3, Settle: time.Second, LowRows: 3000, HighRows: 300}},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 4}, Sessions: 32, Reps: 20},
 		WhatIf: WhatIfPlan{
 			RTTs:      whatIfRTTs,
@@ -127,6 +146,7 @@ func FullPlan() Plan {
 		Flow: FlowPlan{
 			Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 20,
 			PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second},
+			Kernel:      KernelFlowPlan{Ns: []int{0, 2, 4, 8}, Reps: 10, Settle: 2 * time.Second},
 		},
 		Concurrency: ConcurrencyPlan{Limits: []int{0, 2, 4, 8}, Sessions: 32, Reps: 50},
 		WhatIf: WhatIfPlan{
@@ -134,7 +154,8 @@ func FullPlan() Plan {
 			BenchPlan: BenchPlan{Tables: 1, TableSize: 100000, Time: 10 * time.Second, Warmup: 2 * time.Second, ReportInterval: 5 * time.Second},
 			Batches:   []int{1, 100, 1000}, Statements: 500, BatchStatements: 100, CommitEvery: 10, LoaderTime: 3 * time.Second,
 		},
-		Cluster:    ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6},
+		Cluster: ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6,
+			Kernel: KernelClusterPlan{Ns: []int{0, 2, 4, 8}, Reps: 5, Settle: 2 * time.Second, LowRows: 6000, HighRows: 300}},
 		BaseBackup: fullBaseBackupPlan(),
 	}
 }
@@ -173,8 +194,37 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
-	if len(pl.Latency.RTTs) == 0 && len(pl.Flow.Ns) == 0 && len(pl.Concurrency.Limits) == 0 && len(pl.WhatIf.RTTs) == 0 && len(pl.Cluster.Ns) == 0 && pl.BaseBackup.DatabaseBytes <= 0 {
+	if err := o.validateNetwork(); err != nil {
+		return err
+	}
+	if o.Network == NetworkEmulated && len(pl.Latency.RTTs) == 0 && len(pl.Flow.Ns) == 0 && len(pl.Concurrency.Limits) == 0 && len(pl.WhatIf.RTTs) == 0 && len(pl.Cluster.Ns) == 0 && pl.BaseBackup.DatabaseBytes <= 0 {
 		return &UsageError{Msg: "the plan has no experiment to run"}
+	}
+	return nil
+}
+
+// validateNetwork checks the network options and fills in their
+// defaults.
+func (o *Options) validateNetwork() error {
+	switch o.Network {
+	case "":
+		o.Network = NetworkEmulated
+	case NetworkEmulated, NetworkKernel:
+	default:
+		return &UsageError{Msg: fmt.Sprintf("unknown network %q (want %s or %s)", o.Network, NetworkEmulated, NetworkKernel)}
+	}
+	if o.NetRate < 0 || o.NetQueue < 0 {
+		return &UsageError{Msg: "the kernel network's rate and queue must be positive"}
+	}
+	orDefault(&o.NetRate, DefaultNetRate)
+	orDefault(&o.NetQueue, DefaultNetQueue)
+	if o.Network == NetworkKernel && len(o.Plan.Flow.Kernel.Ns) == 0 && len(o.Plan.Cluster.Kernel.Ns) == 0 {
+		return &UsageError{Msg: fmt.Sprintf("the plan has no experiment that runs on the %s network (%s, %s)", NetworkKernel, ExperimentFlow, ExperimentCluster)}
+	}
+	if o.Etcd != "" {
+		if _, err := parseEtcd(o.Etcd); err != nil {
+			return &UsageError{Msg: fmt.Sprintf("bad --etcd: %v", err)}
+		}
 	}
 	return nil
 }
@@ -271,28 +321,52 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Plan: o.Plan.Name, Backend: db.kind, Database: db.describe, Protocol: db.protocol, Started: start.UTC()}
+	kernel := o.Network == NetworkKernel
+	rep := &Report{Plan: o.Plan.Name, Backend: db.kind, Database: db.describe, Protocol: db.protocol, Network: o.Network, Started: start.UTC()}
 	p.printf("sluice lab (%s plan): %s\n", planName(o.Plan), db.describe)
-	p.printf("sluice route %s -> %s (protocol %s); every measured byte goes through it\n\n", route, db.upstream, db.protocol)
+	if kernel {
+		p.printf("network: kernel (namespaces, veth pairs and a tbf queue of %s with a %v queue, in %s)\n\n", formatBits(o.NetRate), o.NetQueue, netlab.Range)
+	} else {
+		p.printf("sluice route %s -> %s (protocol %s); every measured byte goes through it\n\n", route, db.upstream, db.protocol)
+	}
 
-	e := &env{plan: o.Plan, pgBin: o.PostgresBin, db: db, s: s, route: route, clk: clk, log: log, p: p}
+	e := &env{plan: o.Plan, pgBin: o.PostgresBin, db: db, s: s, route: route, clk: clk, log: log, p: p, netRate: o.NetRate, netQueue: o.NetQueue}
+	if o.Etcd != "" {
+		ec, _ := parseEtcd(o.Etcd) // checked by validate
+		e.etcd = &ec
+	}
 	pl := o.Plan
+	const emulatedOnly = "it measures sluice's own link emulation"
 	for _, x := range []struct {
 		name string // in errors: "latency experiment: ..."
 		run  bool
 		exec func(context.Context, *env) (section, error)
+		// onKernel runs the experiment on the kernel network when
+		// kernelRun is set; without it, why says why it does not run
+		// there.
+		kernelRun bool
+		onKernel  func(context.Context, *env) (section, error)
+		why       string
 	}{
-		{"latency", len(pl.Latency.RTTs) > 0, experiment(runLatency, &rep.Latency)},
-		{"flow-control", len(pl.Flow.Ns) > 0, experiment(runFlow, &rep.Flow)},
-		{"concurrency", len(pl.Concurrency.Limits) > 0, experiment(runConcurrency, &rep.Concurrency)},
-		{"what-if", len(pl.WhatIf.RTTs) > 0, experiment(runWhatIf, &rep.WhatIf)},
-		{"cluster", len(pl.Cluster.Ns) > 0, experiment(runCluster, &rep.Cluster)},
-		{"base-backup", pl.BaseBackup.DatabaseBytes > 0, experiment(baseBackup, &rep.BaseBackup)},
+		{"latency", len(pl.Latency.RTTs) > 0, experiment(runLatency, &rep.Latency), false, nil, emulatedOnly + " (delay), which the kernel network has no form of here"},
+		{"flow-control", len(pl.Flow.Ns) > 0, experiment(runFlow, &rep.Flow), len(pl.Flow.Kernel.Ns) > 0, experiment(runKernelFlow, &rep.KernelFlow), ""},
+		{"concurrency", len(pl.Concurrency.Limits) > 0, experiment(runConcurrency, &rep.Concurrency), false, nil, emulatedOnly + " (the device queue's occupancy)"},
+		{"what-if", len(pl.WhatIf.RTTs) > 0, experiment(runWhatIf, &rep.WhatIf), false, nil, emulatedOnly + " (delay)"},
+		{"cluster", len(pl.Cluster.Ns) > 0, experiment(runCluster, &rep.Cluster), len(pl.Cluster.Kernel.Ns) > 0, experiment(runKernelCluster, &rep.KernelCluster), ""},
+		{"base-backup", pl.BaseBackup.DatabaseBytes > 0, experiment(baseBackup, &rep.BaseBackup), false, nil, emulatedOnly + " (the link's idle capacity)"},
 	} {
-		if !x.run {
+		run, exec := x.run, x.exec
+		if kernel {
+			if run && x.onKernel == nil {
+				p.step("%s experiment: not run on the kernel network: %s", x.name, x.why)
+				rep.NotOnKernel = append(rep.NotOnKernel, fmt.Sprintf("%s: %s", x.name, x.why))
+			}
+			run, exec = x.kernelRun, x.onKernel
+		}
+		if !run {
 			continue
 		}
-		sec, err := x.exec(ctx, e)
+		sec, err := exec(ctx, e)
 		if err != nil {
 			return nil, fmt.Errorf("%s experiment: %w", x.name, err)
 		}

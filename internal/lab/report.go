@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/lab/svg"
+	"github.com/sluicelab/sluice/internal/netlab"
 )
 
 // Files Report.WriteFiles writes.
@@ -30,20 +31,27 @@ const (
 
 // Report is everything a run measured. Its JSON form is report.json.
 type Report struct {
-	Plan     string    `json:"plan"`
-	Backend  string    `json:"backend"` // embedded, postgres (throwaway) or dsn
-	Database string    `json:"database"`
-	Protocol string    `json:"protocol"` // postgres or mysql
-	Started  time.Time `json:"started"`
-	Seconds  float64   `json:"seconds"`
+	Plan     string `json:"plan"`
+	Backend  string `json:"backend"` // embedded, postgres (throwaway) or dsn
+	Database string `json:"database"`
+	Protocol string `json:"protocol"` // postgres or mysql
+	// Network is NetworkEmulated or NetworkKernel.
+	Network string `json:"network"`
+	// NotOnKernel names the experiments of the plan the kernel network
+	// has no form of, with why.
+	NotOnKernel []string  `json:"not_on_kernel_network,omitempty"`
+	Started     time.Time `json:"started"`
+	Seconds     float64   `json:"seconds"`
 
-	Latency     *LatencyReport     `json:"latency,omitempty"`
-	Flow        *FlowReport        `json:"flow_control,omitempty"`
-	Concurrency *ConcurrencyReport `json:"concurrency,omitempty"`
-	WhatIf      *WhatIfReport      `json:"whatif,omitempty"`
-	Cluster     *ClusterReport     `json:"cluster,omitempty"`
-	BaseBackup  *BaseBackupReport  `json:"basebackup,omitempty"`
-	Targets     []Target           `json:"targets"`
+	Latency       *LatencyReport       `json:"latency,omitempty"`
+	Flow          *FlowReport          `json:"flow_control,omitempty"`
+	KernelFlow    *KernelFlowReport    `json:"flow_control_kernel,omitempty"`
+	Concurrency   *ConcurrencyReport   `json:"concurrency,omitempty"`
+	WhatIf        *WhatIfReport        `json:"whatif,omitempty"`
+	Cluster       *ClusterReport       `json:"cluster,omitempty"`
+	KernelCluster *KernelClusterReport `json:"cluster_kernel,omitempty"`
+	BaseBackup    *BaseBackupReport    `json:"basebackup,omitempty"`
+	Targets       []Target             `json:"targets"`
 }
 
 // Target is one acceptance figure of the reference experiments.
@@ -92,6 +100,9 @@ func (r *Report) targetTable() table {
 // evaluate checks the targets against what was measured; an experiment
 // not run leaves its targets unmeasured.
 func (r *Report) evaluate() []Target {
+	if r.Network == NetworkKernel {
+		return slices.Concat(r.KernelFlow.targets(), r.KernelCluster.targets())
+	}
 	return slices.Concat(r.Latency.targets(), r.Flow.targets(), r.Concurrency.targets(), r.WhatIf.targets())
 }
 
@@ -146,9 +157,11 @@ func (r *Report) sections() []section {
 	}
 	add(r.Latency != nil, r.Latency)
 	add(r.Flow != nil, r.Flow)
+	add(r.KernelFlow != nil, r.KernelFlow)
 	add(r.Concurrency != nil, r.Concurrency)
 	add(r.WhatIf != nil, r.WhatIf)
 	add(r.Cluster != nil, r.Cluster)
+	add(r.KernelCluster != nil, r.KernelCluster)
 	add(r.BaseBackup != nil, r.BaseBackup)
 	return out
 }
@@ -197,8 +210,20 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "# sluice lab report\n\n")
 	fmt.Fprintf(w, "- Plan: %s\n- Database: %s\n- Started: %s, took %.0f s\n\n",
 		r.Plan, r.Database, r.Started.Format(time.RFC3339), r.Seconds)
-	fmt.Fprintf(w, "Every byte measured here went through sluice, running in the same process, on a route in front of the database. "+
-		"Delay and capacity are sluice's path emulation and link scheduler, not the kernel's.\n\n")
+	if r.Network == NetworkKernel {
+		fmt.Fprintf(w, "- Network: kernel (network namespaces, veth pairs and tbf queues on this host, addresses in %s)\n\n", netlab.Range)
+		fmt.Fprintf(w, "Every byte measured here went through sluice, running in the same process, on a route in front of the database, "+
+			"and crossed a real kernel bottleneck between sluice and the clients.\n\n")
+		for _, why := range r.NotOnKernel {
+			fmt.Fprintf(w, "- Not run on the kernel network: %s.\n", why)
+		}
+		if len(r.NotOnKernel) > 0 {
+			fmt.Fprintln(w)
+		}
+	} else {
+		fmt.Fprintf(w, "Every byte measured here went through sluice, running in the same process, on a route in front of the database. "+
+			"Delay and capacity are sluice's path emulation and link scheduler, not the kernel's.\n\n")
+	}
 
 	fmt.Fprintf(w, "## Targets\n\n")
 	r.targetTable().markdown(w)

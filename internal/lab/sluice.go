@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/admission"
@@ -52,19 +53,33 @@ func startSluice(clk clock.Clock, log *slog.Logger, db *database) (*sluice, erro
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}
-	return &sluice{db: db, log: log, st: st, reg: st.Registry(), catalog: st.Manager().Service(), links: st.Manager().Runtime(), rules: st.Manager().Rules(), adm: st.Manager().Admission()}, nil
+	return wrapStack(st, log, db), nil
+}
+
+// wrapStack is the lab's view of a running stack; its routes go to db.
+func wrapStack(st *stack.Stack, log *slog.Logger, db *database) *sluice {
+	return &sluice{db: db, log: log, st: st, reg: st.Registry(), catalog: st.Manager().Service(), links: st.Manager().Runtime(), rules: st.Manager().Rules(), adm: st.Manager().Admission()}
 }
 
 // addRoute adds a route to the target on a free loopback port and
 // returns its address. Sessions of users without a binding go to pool
 // ("" for none).
 func (s *sluice) addRoute(name, pool string) (string, error) {
+	return s.addRouteOn(name, pool, nil)
+}
+
+// addRouteOn is addRoute on the listener ln (opened inside a network
+// namespace, say); nil listens on a free loopback port.
+func (s *sluice) addRouteOn(name, pool string, ln net.Listener) (string, error) {
 	db := s.db
 	r := config.Route{Name: name, Listen: "127.0.0.1:0", Upstream: db.upstream, Protocol: db.protocol, UpstreamTLS: db.upstreamTLS}
+	if ln != nil {
+		r.Listen = ln.Addr().String()
+	}
 	if db.protocol == protoMySQL {
 		r.KillUser, r.KillPassword = db.user, db.password
 	}
-	addr, err := s.st.AddRoute(stack.Route{Route: r, Pool: pool})
+	addr, err := s.st.AddRoute(stack.Route{Route: r, Pool: pool, Listener: ln})
 	if err != nil {
 		return "", fmt.Errorf("route %s: %w", name, err)
 	}

@@ -17,9 +17,11 @@
 //
 // The building is done by iproute2 (ip and tc), the kernel's own
 // administration tools; a process joins a namespace with
-// `ip netns exec`, and code in this process opens sockets inside one
-// with Namespace.Listen and Namespace.Dial (setns on a locked thread: a
-// socket stays in the namespace it was made in).
+// `ip netns exec` (Namespace.Command) or is forked into it with its own
+// credentials (Namespace.Start), and code in this process opens sockets
+// inside one with Namespace.Listen and Namespace.Dial (setns on a
+// locked thread: a socket, like a process forked from that thread,
+// stays in the namespace it was made in).
 //
 // It needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN); New says so when it
 // cannot make a namespace. Qdisc reads the queue's counters (bytes,

@@ -253,6 +253,12 @@ func (n *Namespace) Command(ctx context.Context, name string, args ...string) *e
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
 }
 
+// Start starts cmd inside n: the process is forked from a thread that
+// has joined n, so it begins in n with the credentials and attributes
+// cmd carries (Command instead runs `ip netns exec`, which needs root
+// in the child). The process stays in n; Wait for it as usual.
+func (n *Namespace) Start(cmd *exec.Cmd) error { return n.Do(cmd.Start) }
+
 // Do runs f on an OS thread that has joined n, so that the sockets f
 // makes are n's; other goroutines are unaffected. The thread returns to
 // this process's namespace afterwards, or is discarded if it cannot.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -191,5 +192,36 @@ func TestDoKeepsOtherSockets(t *testing.T) {
 		}
 		c.Close()
 		ln.Close()
+	}
+}
+
+// TestStart: a process Start starts runs in the namespace, under the
+// credentials its command carries.
+func TestStart(t *testing.T) {
+	tb := newTestbed(t)
+	ctx := context.Background()
+	ns, err := tb.Namespace(ctx, "proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := os.ReadFile("/proc/self/net/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(host), ":") < 2 {
+		t.Skip("this process's own namespace has a loopback only: nothing tells the two apart")
+	}
+	cmd := exec.Command("cat", "/proc/self/net/dev")
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// A new namespace has its loopback only.
+	if strings.Count(out.String(), ":") != 1 || !strings.Contains(out.String(), "lo:") {
+		t.Errorf("the process saw these devices, want lo only:\n%s", out.String())
 	}
 }

@@ -14,7 +14,10 @@
 // defaults make it a replication primary as it is (wal_level=replica,
 // max_wal_senders=10, pg_hba replication lines for loopback). Close
 // stops it (fast shutdown, then SIGQUIT and SIGKILL if it lingers) and
-// removes the directory; nothing outlives Close.
+// removes the directory; nothing outlives Close. Options.Start starts
+// the server process another way (inside a network namespace); the
+// readiness check, and SocketURL, use the Unix socket, which reaches
+// the server from any namespace.
 //
 // PostgreSQL refuses to run as root. When the process is root, initdb and
 // postgres run as the "postgres" system user (Options.User), as

@@ -55,11 +55,17 @@ type Options struct {
 	// Settings are more server settings, "name=value" each, passed as -c
 	// after pgtemp's own (so they override them): "wal_level=logical".
 	Settings []string
+	// Start starts the server process (postgres; initdb runs as usual):
+	// inside a network namespace, say (netlab's Namespace.Start). nil
+	// means cmd.Start. The server is then reached over its Unix socket
+	// (SocketURL, Socket), which does not depend on the namespace.
+	Start func(cmd *exec.Cmd) error
 }
 
 // Server is a running throwaway PostgreSQL. Close it.
 type Server struct {
 	url     string
+	port    int
 	dir     string
 	clk     clock.Clock
 	cmd     *exec.Cmd
@@ -75,6 +81,20 @@ type Server struct {
 // URL returns the superuser's connection URL (database postgres, TCP on
 // loopback, sslmode=disable).
 func (s *Server) URL() string { return s.url }
+
+// Socket returns the path of the server's Unix socket.
+func (s *Server) Socket() string {
+	return filepath.Join(s.dir, ".s.PGSQL."+strconv.Itoa(s.port))
+}
+
+// SocketURL returns the superuser's connection URL over the Unix socket
+// (database postgres; trusted, no password), which reaches the server
+// from any network namespace.
+func (s *Server) SocketURL() string {
+	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Path: "/postgres",
+		RawQuery: url.Values{"host": {s.dir}, "port": {strconv.Itoa(s.port)}}.Encode()}
+	return u.String()
+}
 
 // Dir returns the server's temporary directory (data directory and
 // socket), which Close removes.
@@ -226,7 +246,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.cmd = command(context.Background(), cred, dir, filepath.Join(bin, "postgres"), args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
+	start := o.Start
+	if start == nil {
+		start = (*exec.Cmd).Start
+	}
+	if err := start(s.cmd); err != nil {
 		return nil, fmt.Errorf("pgtemp: start postgres: %w", err)
 	}
 	go func() {
@@ -236,6 +260,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	u := url.URL{Scheme: "postgres", User: url.UserPassword("postgres", password),
 		Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Path: "/postgres", RawQuery: "sslmode=disable"}
 	s.url = u.String()
+	s.port = port
 	log.Debug("waiting for postgres", "port", port)
 	if err := s.waitReady(ctx); err != nil {
 		s.stop()
@@ -249,7 +274,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 func (s *Server) waitReady(ctx context.Context) error {
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		c, connErr := pgconn.Connect(cctx, s.url)
+		c, connErr := pgconn.Connect(cctx, s.SocketURL())
 		cancel()
 		if connErr == nil {
 			c.Close(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicelab/sluice/internal/lab/pgtemp"
+	"github.com/sluicelab/sluice/internal/netlab"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -80,5 +81,50 @@ func TestStartStop(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestStartInNamespace starts a server inside a network namespace
+// (Options.Start): it answers on its Unix socket, and its loopback
+// port is the namespace's, not this process's.
+func TestStartInNamespace(t *testing.T) {
+	if _, err := pgtemp.FindBinaries(""); err != nil {
+		testenv.Missing(t, "%v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tb, err := netlab.New(ctx)
+	if err != nil {
+		testenv.Missing(t, "a real-network testbed: %v", err)
+		return
+	}
+	defer tb.Close()
+	ns, err := tb.Namespace(ctx, "pg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := pgtemp.Start(ctx, pgtemp.Options{Start: ns.Start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := pgx.Connect(ctx, s.SocketURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one int
+	if err := c.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Errorf("SELECT 1 over the socket: %d, %v", one, err)
+	}
+	c.Close(ctx)
+	if _, err := os.Stat(s.Socket()); err != nil {
+		t.Errorf("socket: %v", err)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+	defer ccancel()
+	if c, err := pgx.Connect(cctx, s.URL()); err == nil {
+		c.Close(ctx)
+		t.Error("the server in the namespace answered on this process's loopback")
 	}
 }
