@@ -31,7 +31,7 @@ type Link struct {
 	clk    clock.Clock
 	dirs   [2]*direction // indexed by Direction
 	closed atomic.Bool
-	yields atomic.Bool // the Low class may yield (Config.yieldRate() > 0); stored under mu
+	yields atomic.Bool // the Low class may yield (storeYieldsLocked); stored under mu
 
 	mu sync.Mutex
 	// Guarded by mu; serializes Configure.
@@ -56,7 +56,7 @@ func New(name string, cfg Config, clk clock.Clock) *Link {
 		d.lowLimited.Store(cfg.lowLimited())
 		l.dirs[i] = d
 	}
-	l.yields.Store(cfg.yieldRate() > 0)
+	l.storeYieldsLocked()
 	return l
 }
 
@@ -74,12 +74,26 @@ func (l *Link) Configure(cfg Config) {
 	for _, d := range l.dirs {
 		d.configure(cfg)
 	}
-	l.yields.Store(cfg.yieldRate() > 0)
+	l.storeYieldsLocked()
+}
+
+// storeYieldsLocked sets Yields from l.cfg and the directions' held
+// rates (SetLowRate). l.mu is held.
+func (l *Link) storeYieldsLocked() {
+	y := l.cfg.yieldRate() > 0
+	for _, d := range l.dirs {
+		d.mu.Lock()
+		c := l.cfg
+		c.autoRate = d.autoLow
+		y = y || c.yieldRate() > 0
+		d.mu.Unlock()
+	}
+	l.yields.Store(y)
 }
 
 // Yields reports whether the Low class may yield on the link (network
-// control, a capacity and LowYieldPercent under 100): whether Engage has
-// an effect. One atomic load, for the data path.
+// control, a capacity or a rate held by SetLowRate, and LowYieldPercent
+// under 100): whether Engage has an effect. One atomic load, for the data path.
 func (l *Link) Yields() bool { return l.yields.Load() }
 
 // Config returns the configuration in effect, with defaults applied.
@@ -161,6 +175,7 @@ func (l *Link) SetLowRate(dir Direction, rate int64) {
 	d.autoLow = max(rate, 0)
 	d.mu.Unlock()
 	d.configure(l.cfg)
+	l.storeYieldsLocked()
 }
 
 // Engage tells both directions that a statement of a class above Low

@@ -428,7 +428,8 @@ func TestTrySend(t *testing.T) {
 }
 
 // TestYields: Engage matters (Yields) only with network control, a
-// capacity and a yield under 100 %, and follows Configure.
+// capacity or a held rate (SetLowRate), and a yield under 100 %, and
+// follows Configure and SetLowRate.
 func TestYields(t *testing.T) {
 	for _, tt := range []struct {
 		cfg  Config
@@ -449,6 +450,25 @@ func TestYields(t *testing.T) {
 		}
 		if got := New("y", tt.cfg, clock.NewFake(t0)).Yields(); got != tt.want {
 			t.Errorf("New(%+v): Yields %v, want %v", tt.cfg, got, tt.want)
+		}
+		l.Close()
+	}
+	for _, tt := range []struct {
+		cfg  Config
+		want bool
+	}{
+		{Config{NetworkControl: true}, true},
+		{Config{NetworkControl: true, LowYieldPercent: NoLowYield}, false},
+		{Config{}, false},
+	} {
+		l := New("y", tt.cfg, clock.NewFake(t0))
+		l.SetLowRate(Down, 1e6)
+		if got := l.Yields(); got != tt.want {
+			t.Errorf("%+v with a held rate: Yields %v, want %v", tt.cfg, got, tt.want)
+		}
+		l.SetLowRate(Down, 0)
+		if l.Yields() {
+			t.Errorf("%+v: yields after the hold was lifted", tt.cfg)
 		}
 		l.Close()
 	}

@@ -79,9 +79,10 @@ type Options struct {
 // DefaultTarget is the standing queue, in queueing delay, the Low class
 // may build at a bottleneck, as the smoothed round trips of its sockets
 // show it (so it holds the bursts TCP sends, and the peers' delayed
-// acknowledgements, too): about a millisecond is what a more important
-// byte waits behind it.
-const DefaultTarget = 2 * time.Millisecond
+// acknowledgements, too): what a more important byte may wait behind it,
+// beside what the Low class's share of the path takes from it while it
+// yields (link.Config.LowYieldPercent).
+const DefaultTarget = time.Millisecond
 
 const (
 	// window is how long the bottleneck estimate remembers a rate.
