@@ -26,6 +26,9 @@ import (
 // socket is opened in the network namespace of the socket it probes
 // for, an unprivileged ICMP socket where the host allows one
 // (net.ipv4.ping_group_range), else a raw one (CAP_NET_RAW). IPv4 only.
+// A reply's arrival is the kernel's timestamp of it, on the wall clock:
+// the probe's clock must be the wall clock too (clock.Real), as it is
+// wherever real sockets are watched.
 type probe struct {
 	clk clock.Clock
 	key probeKey
@@ -112,9 +115,11 @@ func openProbe(clk clock.Clock, k probeKey, nsfd int) (*probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netctl: an ICMP socket: %w", err)
 	}
-	// The reader wakes this often to see whether the probe was closed.
+	// The reader wakes this often to see whether the probe was closed;
+	// the kernel stamps each reply with its arrival.
 	tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+	if err := errors.Join(unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv),
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("netctl: %w", err)
 	}
@@ -196,9 +201,9 @@ func checksum(b []byte) uint16 {
 // read takes replies until the probe is closed.
 func (p *probe) read() {
 	defer unix.Close(p.fd)
-	buf := make([]byte, 1500)
+	buf, oob := make([]byte, 1500), make([]byte, 128)
 	for {
-		n, from, err := unix.Recvfrom(p.fd, buf, 0)
+		n, oobn, _, from, err := unix.Recvmsg(p.fd, buf, oob, 0)
 		p.mu.Lock()
 		closed := p.closed
 		p.mu.Unlock()
@@ -211,7 +216,10 @@ func (p *probe) read() {
 			}
 			return
 		}
-		at := p.clk.Now()
+		at := arrival(oob[:oobn])
+		if at.IsZero() {
+			at = p.clk.Now()
+		}
 		b := buf[:n]
 		if p.raw {
 			if a, ok := from.(*unix.SockaddrInet4); !ok || a.Addr != p.dst.Addr || len(b) < 20 {
@@ -224,6 +232,24 @@ func (p *probe) read() {
 		}
 		p.reply(binary.BigEndian.Uint16(b[6:]), at)
 	}
+}
+
+// arrival returns the kernel's timestamp of a reply's arrival from its
+// control messages (SO_TIMESTAMPNS), so that the reader's own wake-up
+// is not counted in the round trip; zero when there is none.
+func arrival(oob []byte) time.Time {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return time.Time{}
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+			sec := int64(binary.NativeEndian.Uint64(m.Data))
+			nsec := int64(binary.NativeEndian.Uint64(m.Data[8:]))
+			return time.Unix(sec, nsec)
+		}
+	}
+	return time.Time{}
 }
 
 // reply takes the answer to request seq, arrived at.

@@ -208,13 +208,16 @@ func measure(ctx context.Context, tb testbed, rate int64, n int, dur time.Durati
 	var res result
 	if tb.stress {
 		sctx, stopStress := context.WithCancel(ctx)
-		defer stopStress()
 		progress("%s: a CPU-bound background on every core (stress-ng --cpu 0)", mode)
 		cmd := exec.CommandContext(sctx, "stress-ng", "--cpu", "0", "--quiet")
 		if err := cmd.Start(); err != nil {
+			stopStress()
 			return res, fmt.Errorf("stress-ng: %w", err)
 		}
-		defer cmd.Wait()
+		defer func() {
+			stopStress()
+			cmd.Wait()
+		}()
 	}
 	stacks, err := startStacks(ctx, tb, mode)
 	if err != nil {
