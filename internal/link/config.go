@@ -22,7 +22,7 @@ const (
 	// DefaultLowYieldPercent is the share of Capacity, in percent, the
 	// Low class may enter the FIFO at while Normal or High bytes are on
 	// the link, used when Config.LowYieldPercent is 0.
-	DefaultLowYieldPercent = 25
+	DefaultLowYieldPercent = 10
 	// NoLowYield, as Config.LowYieldPercent, switches yielding off: the
 	// Low class takes all the capacity the other classes leave.
 	NoLowYield = 100

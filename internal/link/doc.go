@@ -76,7 +76,7 @@
 // So, with NetworkControl and a Capacity, the Low class yields: from the
 // admission of a Normal or High byte until YieldHold (50 ms) after that
 // byte has left the FIFO, Low bytes enter at most at LowYieldPercent of
-// the capacity (25 % by default), metered by a second leaky bucket with 1
+// the capacity (10 % by default), metered by a second leaky bucket with 1
 // ms ticks that only the admissions made while yielding reserve. A
 // client that sends its next statement within 50 ms of the last answer
 // keeps the Low class yielding throughout; 50 ms after the last Normal or

@@ -14,7 +14,7 @@ import (
 // TestLowYieldsToRunningStatement: a low-priority COPY fills a 20 MB/s
 // link. While a statement of a normal-priority session on the same link
 // runs (SELECT pg_sleep(1), which moves no byte while it runs), the Low
-// class moves about low_priority_yield (25 %) of what it moves alone, and
+// class moves about low_priority_yield (10 %) of what it moves alone, and
 // once the statement has ended it has the link again. Each window is
 // timed by a pg_sleep(1) on a direct connection or through the normal
 // route, so the test waits for no clock of its own.

@@ -290,7 +290,7 @@ func TestSettings(t *testing.T) {
 		return res.Rows[0][0]
 	}
 	def := m.Runtime().Link(DefaultLink)
-	if got := def.Config(); got.LowPriorityBandwidth != 256_000_000 || got.LowPriorityQueueBytes != 64<<10 || got.LowYieldPercent != 25 || !got.NetworkControl {
+	if got := def.Config(); got.LowPriorityBandwidth != 256_000_000 || got.LowPriorityQueueBytes != 64<<10 || got.LowYieldPercent != 10 || !got.NetworkControl {
 		t.Errorf("default link config %+v", got)
 	}
 	for _, tt := range []struct{ set, name, want string }{
@@ -302,7 +302,7 @@ func TestSettings(t *testing.T) {
 		{"SET low_priority_queue_bytes = -1", "low_priority_queue_bytes", "-1"},
 		{"SET low_priority_yield = '10%'", "low_priority_yield", "10%"},
 		{"SET low_priority_yield = 100", "low_priority_yield", "100%"},
-		{"SET low_priority_yield TO DEFAULT", "low_priority_yield", "25%"},
+		{"SET low_priority_yield TO DEFAULT", "low_priority_yield", "10%"},
 		{"SET network_control = off", "network_control", "off"},
 		{"SET except_check_period = 2", "except_check_period", "2s"},
 		{"SET except_check_period TO '500ms'", "except_check_period", "500ms"},

@@ -321,7 +321,7 @@
 // 256·10^6 bytes/s; 0 unlimited), cluster_low_priority_bandwidth (0 off;
 // a fleet's budget for every instance's Low class together, see
 // internal/fleet/budget), low_priority_queue_bytes (64KiB; -1 off),
-// low_priority_yield (25%: the Low class's share of a link while Normal
+// low_priority_yield (10%: the Low class's share of a link while Normal
 // or High bytes are on it; 100% off), network_control (on), except_check_period (5s),
 // distributed_application_name ('fdw %p'; see below).
 //

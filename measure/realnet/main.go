@@ -56,6 +56,7 @@ func main() {
 	modes := flag.String("modes", "off,on,capacity", "settings to measure")
 	instances := flag.Int("instances", 1, "sluice instances sharing the bottleneck (more than one: a fleet on etcd, no budget set)")
 	etcdAddr := flag.String("etcd", "127.0.0.1:"+envOr("SLUICE_TEST_ETCD_PORT", "12379"), "etcd host:port for a fleet")
+	set := flag.String("set", "", "console statements run on each setting after its own (e.g. \"SET low_priority_yield = '10%'\")")
 	stress := flag.Bool("stress", false, "run stress-ng --cpu on every core during each measurement")
 	trace := flag.Duration("trace", 0, "print the controller's rows and the queue's backlog at this period (0: no)")
 	side := flag.String("side", "send", "where the bottleneck is: send (between sluice and the client) or receive (between the server and sluice)")
@@ -63,7 +64,7 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *rate, *queue, *n, *dur, strings.Split(*modes, ","), *pg, *side, testbed{trace: *trace, instances: max(*instances, 1), etcd: *etcdAddr, stress: *stress}); err != nil {
+	if err := run(ctx, *rate, *queue, *n, *dur, strings.Split(*modes, ","), *pg, *side, testbed{trace: *trace, instances: max(*instances, 1), etcd: *etcdAddr, stress: *stress, set: *set}); err != nil {
 		fmt.Fprintln(os.Stderr, "realnet:", err)
 		os.Exit(1)
 	}
@@ -171,6 +172,7 @@ type testbed struct {
 	instances  int           // sluice instances, a fleet when more than one
 	etcd       string        // host:port of the fleet's etcd
 	stress     bool          // a CPU-bound background during each measurement
+	set        string        // console statements after each setting's own
 }
 
 // relay forwards each connection ln accepts to addr, both ways.
@@ -242,6 +244,11 @@ func measure(ctx context.Context, tb testbed, rate int64, n int, dur time.Durati
 		"CREATE RESOURCE POOL lowpool WITH (network_priority='low')", "CREATE USER bulk RESOURCE POOL 'lowpool'"} {
 		if _, err := svc.Exec(ctx, q); err != nil {
 			return res, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	if tb.set != "" {
+		if _, err := svc.Exec(ctx, tb.set); err != nil {
+			return res, fmt.Errorf("%s: %w", tb.set, err)
 		}
 	}
 	for i, st := range stacks {
