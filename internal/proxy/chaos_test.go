@@ -33,7 +33,7 @@ import (
 // session, the registry is empty, and goroutines, descriptors and memory
 // are back where they started.
 //
-// SLUICE_CHAOS_DURATION (a Go duration, default 45s, 10s with -short)
+// SLUICE_CHAOS_DURATION (a Go duration, default 45s, 1s with -short)
 // sets how long new sessions start; SLUICE_CHAOS_SEED replays a run (the
 // seed is printed first); SLUICE_CHAOS_WORKERS sets the concurrent
 // sessions per route (default 20). Only the order of each worker's
@@ -244,7 +244,7 @@ func TestChaos(t *testing.T) {
 	}
 	def := 45 * time.Second
 	if testing.Short() {
-		def = 3 * time.Second
+		def = time.Second
 	}
 	duration := envDuration(t, "SLUICE_CHAOS_DURATION", def)
 	seed := envUint(t, "SLUICE_CHAOS_SEED", uint64(time.Now().UnixNano()))
