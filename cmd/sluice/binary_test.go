@@ -317,6 +317,9 @@ func lineWith(s, sub string) string {
 // exit 2 naming the file, key and value, without a SQLSTATE, having
 // tried to bind nothing (a bind would have failed first, with exit 1).
 func TestServeConfigClashExit2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the sluice binary and runs it; runs without -short")
+	}
 	held := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -46,12 +46,12 @@ routes:
     listen: %s
     upstream: %s
     protocol: postgres
-    startup_timeout: 1s
+    startup_timeout: 300ms
   - name: my
     listen: %s
     upstream: %s
     protocol: mysql
-    startup_timeout: 1s
+    startup_timeout: 300ms
   - name: silent
     listen: %s
     upstream: %s
@@ -69,7 +69,7 @@ routes:
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		// Well before the 30 s default: the configured 1 s, and a margin.
+		// Well before the 30 s default: the configured 300 ms, and a margin.
 		nc.SetReadDeadline(clock.Real{}.Now().Add(10 * time.Second))
 		if _, err := io.ReadAll(nc); errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("route %s: a stalled client is still open after 10 s", addr)

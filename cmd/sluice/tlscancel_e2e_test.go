@@ -87,6 +87,9 @@ func TestCancelThroughUpstreamTLS(t *testing.T) {
 // server whose only offer it cannot bind, so sluice offers the client
 // SCRAM-SHA-256 alone, and the login goes through.
 func TestPsqlThroughUpstreamTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL of its own with TLS on; runs without -short")
+	}
 	route, direct := tlsRoute(t)
 	ctx := context.Background()
 	var method string

@@ -21,7 +21,11 @@ const endless = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r) S
 // the query timeout with 57014, and none of them holds the engine past it.
 func TestEngineBounded(t *testing.T) {
 	const consoles, waiting = 20, 4
-	c := startConsole(t, Options{QueryTimeout: 2 * time.Second, Engine: offpath.Options{MaxWaiting: waiting}})
+	timeout := 2 * time.Second
+	if testing.Short() {
+		timeout = time.Second
+	}
+	c := startConsole(t, Options{QueryTimeout: timeout, Engine: offpath.Options{MaxWaiting: waiting}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conns := make([]*pgx.Conn, consoles)

@@ -79,15 +79,19 @@ func TestPsql(t *testing.T) {
 }
 
 // TestSysbenchBinary runs sysbench 1.0's own pgsql driver (libpq, server
-// prepared statements) through prepare, a short oltp_read_write run and
-// cleanup.
+// prepared statements) through prepare, an oltp_read_write run of 2 s
+// (200 transactions with -short) and cleanup.
 func TestSysbenchBinary(t *testing.T) {
 	sysbench, host, port, ctx := startForClient(t, "sysbench", 2*time.Minute)
 	common := []string{"oltp_read_write", "--db-driver=pgsql", "--pgsql-host=" + host, "--pgsql-port=" + port,
 		"--pgsql-user=lab", "--pgsql-db=lab", "--tables=1", "--table-size=1000"}
+	run := []string{"--threads=4", "--time=2", "--report-interval=0", "run"}
+	if testing.Short() {
+		run = []string{"--threads=4", "--time=0", "--events=200", "--report-interval=0", "run"}
+	}
 	for _, step := range [][]string{
 		{"prepare"},
-		{"--threads=4", "--time=2", "--report-interval=0", "run"},
+		run,
 		{"cleanup"},
 	} {
 		args := append(append([]string{}, common...), step...)

@@ -33,11 +33,12 @@ import (
 // session, the registry is empty, and goroutines, descriptors and memory
 // are back where they started.
 //
-// SLUICE_CHAOS_DURATION (a Go duration, default 45s, 10s with -short)
-// sets how long new sessions start; SLUICE_CHAOS_SEED replays a run (the
-// seed is printed first); SLUICE_CHAOS_WORKERS sets the concurrent
-// sessions per route (default 20). Only the order of each worker's
-// choices follows from the seed: the interleaving is the scheduler's.
+// It is a stress test and runs only without -short. SLUICE_CHAOS_DURATION
+// (a Go duration, default 45s) sets how long new sessions start;
+// SLUICE_CHAOS_SEED replays a run (the seed is printed first);
+// SLUICE_CHAOS_WORKERS sets the concurrent sessions per route (default
+// 20). Only the order of each worker's choices follows from the seed: the
+// interleaving is the scheduler's.
 
 // chaos session kinds, for the counters.
 const (
@@ -236,17 +237,16 @@ func settle(limit int, d time.Duration, f func() int) int {
 }
 
 func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stress test of concurrent valid and mangled sessions; runs without -short")
+	}
 	pgURL := testenv.PostgresURL(t)
 	myDSN := testenv.MySQLDSN(t)
 	myCfg, err := gomysql.ParseDSN(myDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	def := 45 * time.Second
-	if testing.Short() {
-		def = 3 * time.Second
-	}
-	duration := envDuration(t, "SLUICE_CHAOS_DURATION", def)
+	duration := envDuration(t, "SLUICE_CHAOS_DURATION", 45*time.Second)
 	seed := envUint(t, "SLUICE_CHAOS_SEED", uint64(time.Now().UnixNano()))
 	workers := int(envUint(t, "SLUICE_CHAOS_WORKERS", 20))
 

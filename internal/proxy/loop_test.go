@@ -89,16 +89,20 @@ func commonPrefix(a, b []byte) int {
 }
 
 // TestLoopRelaysExactly relays several sessions at once on the loop, each
-// echoing 8 MiB written in random pieces (so the loop's writes fill the
-// kernel's buffers and its reads pause), and checks every byte and the
-// half-close both ways. None of them leaves the loop.
+// echoing 8 MiB (2 MiB with -short) written in random pieces (so the
+// loop's writes fill the kernel's buffers and its reads pause), and checks
+// every byte and the half-close both ways. None of them leaves the loop.
 func TestLoopRelaysExactly(t *testing.T) {
 	const sessions = 6
+	size := 8 << 20
+	if testing.Short() {
+		size = 2 << 20
+	}
 	srv, addr := loopProxy(t, echoServer(t), nil, nil)
 	var wg sync.WaitGroup
 	for i := range sessions {
 		c := testenv.Dial(t, addr)
-		wg.Go(func() { echoExact(t, c, 8<<20, uint64(i)) })
+		wg.Go(func() { echoExact(t, c, size, uint64(i)) })
 	}
 	wg.Wait()
 	waitNoSessions(t, srv)

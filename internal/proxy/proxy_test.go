@@ -135,16 +135,17 @@ type countWriter struct {
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return c.w.Write(p) }
 
-// TestBigTransferByteExact moves 256 MiB from the real PostgreSQL through a
-// tcp route and a postgres route and compares checksums with a direct read.
+// TestBigTransferByteExact moves 256 MiB (4 MiB with -short) from the
+// real PostgreSQL through a tcp route and a postgres route and compares
+// checksums with a direct read.
 func TestBigTransferByteExact(t *testing.T) {
 	url := testenv.PostgresURL(t)
 	up := upstreamAddr(t, url)
 	// 1,120,000 rows of 240 bytes: 256 MiB plus a little; with -short,
-	// 72,000 rows: 16 MiB plus a little.
+	// 18,000 rows: 4 MiB plus a little.
 	rows, size := 1120000, 256<<20
 	if testing.Short() {
-		rows, size = 72000, 16<<20
+		rows, size = 18000, 4<<20
 	}
 	q := fmt.Sprintf(`COPY (SELECT i, md5(i::text) || repeat('x', 200) FROM generate_series(1, %d) i) TO STDOUT`, rows)
 	want, n := copyHash(t, url, q)
@@ -163,14 +164,14 @@ func TestBigTransferByteExact(t *testing.T) {
 	}
 }
 
-// TestUploadByteExact sends 64 MiB client to server through both routes
-// and has the server checksum it.
+// TestUploadByteExact sends 64 MiB (1 MiB with -short) client to server
+// through both routes and has the server checksum it.
 func TestUploadByteExact(t *testing.T) {
 	url := testenv.PostgresURL(t)
 	up := upstreamAddr(t, url)
-	size := 64 << 20 // bytes uploaded; 4 MiB with -short
+	size := 64 << 20 // bytes uploaded; 1 MiB with -short
 	if testing.Short() {
-		size = 4 << 20
+		size = 1 << 20
 	}
 	var data bytes.Buffer
 	for i := 0; data.Len() < size; i++ {

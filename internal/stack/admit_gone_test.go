@@ -15,9 +15,14 @@ import (
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
-// goneClients is how many held clients go away in the tests below: half
-// with a FIN, half with a reset.
-const goneClients = 16
+// goneClients is how many held clients go away in the tests below (16,
+// 6 with -short): half with a FIN, half with a reset.
+func goneClients() int {
+	if testing.Short() {
+		return 6
+	}
+	return 16
+}
 
 // leave closes c: with a reset when rst (SO_LINGER 0), else with a FIN.
 func leave(t *testing.T, c net.Conn, rst bool) {
@@ -42,7 +47,7 @@ func routeSessions(st *stack.Stack, route string) int {
 }
 
 // TestAdmitPGClientsGoneWhileHeld: while one session sits idle in a
-// transaction holding the only slot, goneClients sessions send a
+// transaction holding the only slot, goneClients() sessions send a
 // statement each and go away (half FIN, half reset) while it is held.
 // Their sluice sessions and their PostgreSQL backends end at once, not
 // when the holder's transaction ends; the holder then commits.
@@ -51,8 +56,8 @@ func TestAdmitPGClientsGoneWhileHeld(t *testing.T) {
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
 	commit := holdSlot(t, lim)
 	app := fmt.Sprintf("admw_gone_%d", time.Now().UnixNano())
-	conns := make([]net.Conn, goneClients)
-	done := make(chan error, goneClients)
+	conns := make([]net.Conn, goneClients())
+	done := make(chan error, goneClients())
 	for i := range conns {
 		c := testenv.ConnectPGConfig(t, pgViaNoCancel(t, lim, app))
 		conns[i] = c.PgConn().Conn()
@@ -62,7 +67,7 @@ func TestAdmitPGClientsGoneWhileHeld(t *testing.T) {
 	commit()
 }
 
-// checkGoneWhileHeld waits up to 10 s until goneClients statements are
+// checkGoneWhileHeld waits up to 10 s until goneClients() statements are
 // held, checks that serverSide (the server's sessions of the held
 // clients, named by what) counts every one, closes conns (the held
 // clients' sockets: every second one with a reset, the others with a
@@ -72,9 +77,9 @@ func TestAdmitPGClientsGoneWhileHeld(t *testing.T) {
 // holder's slot of pool admw_lim.
 func checkGoneWhileHeld(t *testing.T, st *stack.Stack, conns []net.Conn, done <-chan error, what string, serverSide func() int) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, "every statement held", func() bool { return heldCount(st) == goneClients })
-	if n := serverSide(); n != goneClients {
-		t.Fatalf("%d %s of the held clients, want %d", n, what, goneClients)
+	testenv.Eventually(t, 10*time.Second, "every statement held", func() bool { return heldCount(st) == goneClients() })
+	if n := serverSide(); n != goneClients() {
+		t.Fatalf("%d %s of the held clients, want %d", n, what, goneClients())
 	}
 	left := time.Now()
 	for i, c := range conns {
@@ -86,7 +91,7 @@ func checkGoneWhileHeld(t *testing.T, st *stack.Stack, conns []net.Conn, done <-
 	testenv.Eventually(t, 10*time.Second, "the gone clients' sessions and "+what+" ended", func() bool {
 		return routeSessions(st, "lim") == 1 && serverSide() == 0
 	})
-	t.Logf("%d sessions and %s gone %v after their clients left", goneClients, what, time.Since(left).Round(time.Millisecond))
+	t.Logf("%d sessions and %s gone %v after their clients left", goneClients(), what, time.Since(left).Round(time.Millisecond))
 	if s := st.Manager().Admission().AdmissionStats()["admw_lim"]; s.Running != 1 || s.Waiting != 0 {
 		t.Fatalf("admission %+v, want the holder's slot only", s)
 	}
@@ -99,9 +104,9 @@ func TestAdmitMySQLClientsGoneWhileHeld(t *testing.T) {
 	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
 	direct := testenv.OpenMySQL(t, testenv.MySQLConfig(t))
 	bg := context.Background()
-	conns := make([]net.Conn, goneClients)
-	held := make([]*sql.Conn, goneClients)
-	ids := make([]string, goneClients)
+	conns := make([]net.Conn, goneClients())
+	held := make([]*sql.Conn, goneClients())
+	ids := make([]string, goneClients())
 	for i := range conns {
 		db := mysqlKeepingSocket(t, lim, func(c net.Conn) { conns[i] = c })
 		held[i] = mysqlConn(t, db)
@@ -119,7 +124,7 @@ func TestAdmitMySQLClientsGoneWhileHeld(t *testing.T) {
 		return n
 	}
 	tx := mysqlBegin(t, mysqlConn(t, mysqlVia(t, lim, 1)), "SELECT 1")
-	done := make(chan error, goneClients)
+	done := make(chan error, goneClients())
 	for _, c := range held {
 		go func() { _, err := c.ExecContext(bg, "SELECT 1"); done <- err }()
 	}

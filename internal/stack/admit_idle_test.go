@@ -117,15 +117,15 @@ func auditHas(st *stack.Stack, prefix string) bool {
 	return false
 }
 
-// TestAdmitPGIdleInTransactionEnds: with idle_in_transaction='1s', a
+// TestAdmitPGIdleInTransactionEnds: with idle_in_transaction='300ms', a
 // session that sits idle in its transaction holding the only slot is
 // ended: it reads FATAL 25P03, its backend ends, the statement held
 // behind it runs, and the end is audited and counted.
 func TestAdmitPGIdleInTransactionEnds(t *testing.T) {
 	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 1, "")
-	execManager(t, st, "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='1s')")
-	if p := viewRow(t, st, "SHOW POOLS", "name", "admw_lim"); p["idle_in_transaction"] != "1s" {
-		t.Fatalf("SHOW POOLS admw_lim = %v, want idle_in_transaction 1s", p)
+	execManager(t, st, "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='300ms')")
+	if p := viewRow(t, st, "SHOW POOLS", "name", "admw_lim"); p["idle_in_transaction"] != "300ms" {
+		t.Fatalf("SHOW POOLS admw_lim = %v, want idle_in_transaction 300ms", p)
 	}
 	direct := testenv.ConnectPG(t, testenv.PostgresURL(t))
 	app := fmt.Sprintf("admw_idle_%d", time.Now().UnixNano())
@@ -168,7 +168,7 @@ func TestAdmitPGIdleInTransactionEnds(t *testing.T) {
 // 70100) the client reads before the end of the stream.
 func TestAdmitMySQLIdleInTransactionEnds(t *testing.T) {
 	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 1, "")
-	execManager(t, st, "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='1s')")
+	execManager(t, st, "ALTER RESOURCE POOL admw_lim WITH (idle_in_transaction='300ms')")
 	bg := context.Background()
 	var raw net.Conn
 	db := mysqlKeepingSocket(t, lim, func(c net.Conn) { raw = c })

@@ -265,13 +265,14 @@ func TestAdmitMySQLPreparedHeld(t *testing.T) {
 
 // TestAdmitMySQLChurn: sessions of a pool with active_statements=2 run
 // queries, transactions and prepared executes, KILL QUERY each other's
-// waits and drop their connections under statements, for a few seconds;
-// then every slot is back, nothing waits, and a new session runs at once.
+// waits and drop their connections under statements, for 5 s (half a
+// second with -short); then every slot is back, nothing waits, and a new
+// session runs at once.
 func TestAdmitMySQLChurn(t *testing.T) {
 	const workers = 12
 	run := 5 * time.Second
 	if testing.Short() {
-		run = 2 * time.Second
+		run = 500 * time.Millisecond
 	}
 	st, lim, _ := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, 2, "")
 	ctx, cancel := context.WithTimeout(context.Background(), run)

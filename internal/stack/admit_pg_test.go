@@ -404,13 +404,14 @@ func TestAdmitPGDisconnectWhileHeld(t *testing.T) {
 
 // TestAdmitPGChurn: sessions of a pool with active_statements=2 run
 // queries, transactions and batches, cancel some while they wait and
-// drop their connection under others, for a few seconds; then every slot
-// is back, nothing waits, and a new session runs at once.
+// drop their connection under others, for 5 s (half a second with
+// -short); then every slot is back, nothing waits, and a new session runs
+// at once.
 func TestAdmitPGChurn(t *testing.T) {
 	const workers = 12
 	run := 5 * time.Second
 	if testing.Short() {
-		run = 2 * time.Second
+		run = 500 * time.Millisecond
 	}
 	st, lim, _ := admitStack(t, "postgres", testenv.PostgresAddr(t), 2, "")
 	ctx, cancel := context.WithTimeout(context.Background(), run)

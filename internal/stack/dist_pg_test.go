@@ -539,6 +539,9 @@ func TestDistributedStatementAbort(t *testing.T) {
 // distributed_application_name empty the shard connections are not
 // linked, and the query is no distributed statement.
 func TestDistributedLinking(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a coordinator and three shard databases; runs without -short")
+	}
 	d := startDist(t, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

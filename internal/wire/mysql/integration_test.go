@@ -253,6 +253,9 @@ func TestGoDriverPrepared(t *testing.T) {
 }
 
 func TestLargeResults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves a 16 MiB row and a 16 MiB query through MariaDB; runs without -short")
+	}
 	r := startRelay(t, Options{}, session.Options{})
 	r.split = true
 	c := r.openClient(t, nil)

@@ -266,6 +266,9 @@ func TestEtcdFollowCompacted(t *testing.T) {
 // to dial without showing it; a user with no role on the key is
 // refused, and that refusal is not taken for an unreachable cluster.
 func TestEtcdAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an etcd cluster of its own with authentication on; runs without -short")
+	}
 	cl := testenv.StartEtcdCluster(t, 1)
 	if cl == nil {
 		return
