@@ -338,25 +338,13 @@ func (k *KernelClusterReport) charts() []chartFile {
 // SlowdownChart is the high-priority join's slowdown against N, one
 // series per setting.
 func (k *KernelClusterReport) SlowdownChart() *svg.Chart {
-	return &svg.Chart{
-		Title:  fmt.Sprintf("Cluster: high-priority join under N low-priority joins (tbf %s, %.0f ms queue)", k.Rate, k.QueueMs),
-		XLabel: "concurrent low-priority joins N",
-		YLabel: "slowdown (elapsed / elapsed at N = 0)",
-		ZeroX:  true, ZeroY: true,
-		Series: kernelSeries(k.Rows, func(r *KernelRow) float64 { return r.Slowdown }),
-	}
+	return kernelChart(fmt.Sprintf("Cluster: high-priority join under N low-priority joins (tbf %s, %.0f ms queue)", k.Rate, k.QueueMs), "concurrent low-priority joins N", k.Rows, false)
 }
 
 // LinkUseChart is the tbf queue's use against N, one series per
 // setting.
 func (k *KernelClusterReport) LinkUseChart() *svg.Chart {
-	return &svg.Chart{
-		Title:  fmt.Sprintf("Cluster: use of the router's port toward the coordinator (tbf %s)", k.Rate),
-		XLabel: "concurrent low-priority joins N",
-		YLabel: "link use (% of the rate)",
-		ZeroX:  true, ZeroY: true,
-		Series: kernelSeries(k.Rows, func(r *KernelRow) float64 { return 100 * r.LinkUse }),
-	}
+	return kernelChart(fmt.Sprintf("Cluster: use of the router's port toward the coordinator (tbf %s)", k.Rate), "concurrent low-priority joins N", k.Rows, true)
 }
 
 func (k *KernelClusterReport) writeMarkdown(w io.Writer) {

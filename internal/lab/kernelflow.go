@@ -326,25 +326,13 @@ func (k *KernelFlowReport) charts() []chartFile {
 // SlowdownChart is the normal query's slowdown against N, one series
 // per setting.
 func (k *KernelFlowReport) SlowdownChart() *svg.Chart {
-	return &svg.Chart{
-		Title:  fmt.Sprintf("Slowdown of a %s query under N bulk sessions (tbf %s, %.0f ms queue)", units.FormatBytes(roundMB(k.NormalBytes)), k.Rate, k.QueueMs),
-		XLabel: "concurrent bulk sessions N",
-		YLabel: "slowdown (elapsed / elapsed at N = 0)",
-		ZeroX:  true, ZeroY: true,
-		Series: kernelSeries(k.Rows, func(r *KernelRow) float64 { return r.Slowdown }),
-	}
+	return kernelChart(fmt.Sprintf("Slowdown of a %s query under N bulk sessions (tbf %s, %.0f ms queue)", units.FormatBytes(roundMB(k.NormalBytes)), k.Rate, k.QueueMs), "concurrent bulk sessions N", k.Rows, false)
 }
 
 // LinkUseChart is the tbf queue's use against N, one series per
 // setting.
 func (k *KernelFlowReport) LinkUseChart() *svg.Chart {
-	return &svg.Chart{
-		Title:  fmt.Sprintf("Use of the kernel bottleneck (tbf %s) while the query was measured", k.Rate),
-		XLabel: "concurrent bulk sessions N",
-		YLabel: "link use (% of the rate)",
-		ZeroX:  true, ZeroY: true,
-		Series: kernelSeries(k.Rows, func(r *KernelRow) float64 { return 100 * r.LinkUse }),
-	}
+	return kernelChart(fmt.Sprintf("Use of the kernel bottleneck (tbf %s) while the query was measured", k.Rate), "concurrent bulk sessions N", k.Rows, true)
 }
 
 func (k *KernelFlowReport) writeMarkdown(w io.Writer) {

@@ -121,6 +121,16 @@ func kernelTable(rows []KernelRow, nHead string) table {
 }
 
 // kernelSeries returns one series per setting of y against N.
+// kernelChart charts a kernel experiment's rows against N, one series
+// per setting: the slowdown, or (use) the bottleneck's use.
+func kernelChart(title, xlabel string, rows []KernelRow, use bool) *svg.Chart {
+	ylabel, y := "slowdown (elapsed / elapsed at N = 0)", func(r *KernelRow) float64 { return r.Slowdown }
+	if use {
+		ylabel, y = "link use (% of the rate)", func(r *KernelRow) float64 { return 100 * r.LinkUse }
+	}
+	return &svg.Chart{Title: title, XLabel: xlabel, YLabel: ylabel, ZeroX: true, ZeroY: true, Series: kernelSeries(rows, y)}
+}
+
 func kernelSeries(rows []KernelRow, y func(*KernelRow) float64) []svg.Series {
 	var out []svg.Series
 	for _, set := range kernelSettings() {
