@@ -108,8 +108,8 @@ Scale:                        --quick                  full (default)
   flow, --network kernel: N   0, 4                     0, 2, 4, 8
   flow, --network kernel:     5 runs per point,        10 runs per point,
     normal query, settle      1 s settle               2 s settle
-  cluster, --network kernel:  0, 2 low-priority        0, 2, 4, 8; wt1, wt2
-                              joins; wt1, wt2 3000     6000 rows; 5 runs
+  cluster, --network kernel:  0, 2 low-priority        0, 2, 4, 8, 10; wt1,
+                              joins; wt1, wt2 3000     wt2 6000 rows; 5 runs
                               rows; 3 runs per point   per point
   concurrency: sessions       32                       32
   concurrency: limits         unlimited, 4             unlimited, 2, 4, 8

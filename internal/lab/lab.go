@@ -155,7 +155,7 @@ func FullPlan() Plan {
 			Batches:   []int{1, 100, 1000}, Statements: 500, BatchStatements: 100, CommitEvery: 10, LoaderTime: 3 * time.Second,
 		},
 		Cluster: ClusterPlan{Ns: []int{0, 1, 2, 4, 8, 10}, Reps: 6,
-			Kernel: KernelClusterPlan{Ns: []int{0, 2, 4, 8}, Reps: 5, Settle: 2 * time.Second, LowRows: 6000, HighRows: 300}},
+			Kernel: KernelClusterPlan{Ns: []int{0, 2, 4, 8, 10}, Reps: 5, Settle: 2 * time.Second, LowRows: 6000, HighRows: 300}},
 		BaseBackup: fullBaseBackupPlan(),
 	}
 }
