@@ -195,7 +195,10 @@ func findsKernelBottleneck(t *testing.T, side netctl.Side, instances int) {
 	if found < rate/2 || found > rate*1.3 {
 		t.Errorf("bottleneck estimates %d B/s together, the queue's rate %d B/s", found, int64(rate))
 	}
-	if use < 0.5 {
+	// A hold stuck near its floor (2 % of the path) starves the class;
+	// a controller still climbing back after a cut, on a slow host (the
+	// race detector), uses less than the path but far more than that.
+	if use < 0.25 {
 		t.Errorf("the Low class used %.0f %% of the path, held far below it", 100*use)
 	}
 	full := 0
