@@ -39,7 +39,7 @@ func tinyPlan() Plan {
 			Ns: []int{0, 2}, Reps: 3,
 			PenaltyRule: PenaltyRule{RuleBandwidth: 0.05, RuleElapsed: 0.5, CheckPeriod: 100 * time.Millisecond, PenaltyTimeout: 20 * time.Second},
 		},
-		Concurrency: ConcurrencyPlan{Limits: []int{0, 2}, Sessions: 16, Reps: 15, Settle: 500 * time.Millisecond, Measure: time.Second},
+		Concurrency: ConcurrencyPlan{Limits: []int{0, 2}, Sessions: 16, Reps: 15, Settle: time.Second, Measure: 2 * time.Second},
 		WhatIf:      tinyWhatIf(),
 	}
 }
