@@ -89,8 +89,9 @@ type Config struct {
 	// MaxWeight as MaxWeight.
 	Weights map[string]int
 
-	// autoRate is SetLowRate's rate of the direction, bytes/s; 0 none.
-	// The direction sets it; a caller's value is ignored.
+	// autoRate is the base of the yield SetLowRate sets for the
+	// direction (the lower of its rate and path), bytes/s; 0 none. The
+	// direction sets it; a caller's value is ignored.
 	autoRate int64
 }
 

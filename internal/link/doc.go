@@ -86,9 +86,10 @@
 //
 // With no Capacity, a controller that watches the real path (package
 // netctl) may hold the Low class to a rate it found (SetLowRate): the
-// Low class then yields to LowYieldPercent of that rate while a
-// statement above it runs (Engage) and for YieldHold after, the same
-// yield against the rate the path really has.
+// Low class then yields to LowYieldPercent of that rate, or of the
+// path's rate the controller estimates if that is lower (a hold probing
+// above the path), while a statement above it runs (Engage) and for
+// YieldHold after: the same yield against the rate the path really has.
 //
 // # Strict priority and fair shares
 //

@@ -84,7 +84,7 @@ func (l *Link) storeYieldsLocked() {
 	for _, d := range l.dirs {
 		d.mu.Lock()
 		c := l.cfg
-		c.autoRate = d.autoLow
+		c.autoRate = d.autoPath
 		y = y || c.yieldRate() > 0
 		d.mu.Unlock()
 	}
@@ -160,11 +160,14 @@ func (l *Link) Close() {
 // SetLowRate holds the Low class of direction dir to rate bytes/s on
 // top of Config.LowPriorityBandwidth (the lower of the two applies),
 // while NetworkControl is on: what a controller that watches the path
-// around the link sets. With no Capacity, the Low class then also
-// yields to LowYieldPercent of rate while a statement above it runs, as
-// it yields to a share of the Capacity. 0 removes the hold. It applies
-// at once and outlasts Configure. Safe for concurrent use.
-func (l *Link) SetLowRate(dir Direction, rate int64) {
+// around the link sets. path is the path's rate as that controller
+// estimates it (bytes/s; 0 or more than rate means rate): with no
+// Capacity, the Low class also yields to LowYieldPercent of the lower
+// of rate and path while a statement above it runs, as it yields to a
+// share of the Capacity, so that a hold probing above the path's rate
+// does not widen the yield. A rate of 0 removes the hold. It applies at
+// once and outlasts Configure. Safe for concurrent use.
+func (l *Link) SetLowRate(dir Direction, rate, path int64) {
 	if dir > Down {
 		return
 	}
@@ -173,6 +176,10 @@ func (l *Link) SetLowRate(dir Direction, rate int64) {
 	d := l.dirs[dir]
 	d.mu.Lock()
 	d.autoLow = max(rate, 0)
+	d.autoPath = d.autoLow
+	if path > 0 && path < d.autoLow {
+		d.autoPath = path
+	}
 	d.mu.Unlock()
 	d.configure(l.cfg)
 	l.storeYieldsLocked()
@@ -205,11 +212,12 @@ type direction struct {
 
 	mu sync.Mutex
 	// Guarded by mu.
-	s       *sched
-	autoLow int64 // SetLowRate's rate for the Low class, bytes/s; 0 none
-	closed  bool
-	running bool      // run has been started
-	wakeAt  time.Time // when run's timer fires; zero when run is idle
+	s        *sched
+	autoLow  int64 // SetLowRate's rate for the Low class, bytes/s; 0 none
+	autoPath int64 // the base of its yield: the lower of rate and path, bytes/s
+	closed   bool
+	running  bool      // run has been started
+	wakeAt   time.Time // when run's timer fires; zero when run is idle
 }
 
 func (d *direction) configure(cfg Config) {
@@ -221,7 +229,7 @@ func (d *direction) configure(cfg Config) {
 	if d.autoLow > 0 && cfg.NetworkControl && (cfg.LowPriorityBandwidth == 0 || d.autoLow < cfg.LowPriorityBandwidth) {
 		cfg.LowPriorityBandwidth = d.autoLow
 	}
-	cfg.autoRate = d.autoLow
+	cfg.autoRate = d.autoPath
 	now := d.link.clk.Now()
 	d.s.configure(now, cfg)
 	d.unlimited.Store(cfg.Capacity == 0)

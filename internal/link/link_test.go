@@ -462,11 +462,11 @@ func TestYields(t *testing.T) {
 		{Config{}, false},
 	} {
 		l := New("y", tt.cfg, clock.NewFake(t0))
-		l.SetLowRate(Down, 1e6)
+		l.SetLowRate(Down, 1e6, 0)
 		if got := l.Yields(); got != tt.want {
 			t.Errorf("%+v with a held rate: Yields %v, want %v", tt.cfg, got, tt.want)
 		}
-		l.SetLowRate(Down, 0)
+		l.SetLowRate(Down, 0, 0)
 		if l.Yields() {
 			t.Errorf("%+v: yields after the hold was lifted", tt.cfg)
 		}
@@ -482,7 +482,7 @@ func TestSetLowRate(t *testing.T) {
 	l := New("wan", Config{NetworkControl: true}, clk)
 	defer l.Close()
 	down, up := l.Flow(Down, "etl"), l.Flow(Up, "etl")
-	l.SetLowRate(Down, 1000)
+	l.SetLowRate(Down, 1000, 0)
 	mustSend(t, down, 1000, Low, t0) // the bucket leaks it until 1 s
 	mustSend(t, up, 1<<20, Low, t0)  // Up is not held
 	ch := sendAsync(context.Background(), down, 1000, Low)
@@ -498,9 +498,55 @@ func TestSetLowRate(t *testing.T) {
 		t.Fatal("the held rate was lifted by Configure")
 	default:
 	}
-	l.SetLowRate(Down, 0)
+	l.SetLowRate(Down, 0, 0)
 	expect(t, ch, t0.Add(500*ms), nil)
 	if got := l.Config().LowPriorityBandwidth; got != 1_000_000 {
 		t.Errorf("Config().LowPriorityBandwidth = %d, want the configured 1e6", got)
+	}
+}
+
+// TestHeldRateYieldBase: while a statement above Low runs, the Low class
+// of a held direction yields to LowYieldPercent of the lower of the held
+// rate and the path's rate given with it, so a hold probing above the
+// path does not widen the yield.
+func TestHeldRateYieldBase(t *testing.T) {
+	const rate = 1_000_000
+	for _, tt := range []struct {
+		name string
+		path int64
+		base int64 // what the yield is a share of, bytes/s
+	}{
+		{"no path", 0, rate},
+		{"path above the rate", 2 * rate, rate},
+		{"path below the rate", rate / 4, rate / 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			l := New("wan", Config{NetworkControl: true}, clk)
+			defer l.Close()
+			l.SetLowRate(Down, rate, tt.path)
+			l.Engage(t0, true)
+			f := l.Flow(Down, "etl")
+			yield := tt.base * DefaultLowYieldPercent / 100
+			// Send a whole second of the yield at once, then time the next
+			// byte: it leaves once the meter has let the first through,
+			// whatever wakes the scheduler before.
+			mustSend(t, f, int(yield), Low, t0)
+			ch := sendAsync(context.Background(), f, 1, Low)
+			var r result
+			for done := false; !done; {
+				if next, ok := clk.Next(); ok {
+					clk.Set(next)
+				}
+				select {
+				case r = <-ch:
+					done = true
+				case <-time.After(time.Millisecond): // real time: the scheduler's turn
+				}
+			}
+			if got, want := r.dep.Sub(t0), time.Second; r.err != nil || got < want*9/10 || got > want*11/10 {
+				t.Errorf("the next Low byte left at %v (%v), want about %v (yield %d B/s)", got, r.err, want, yield)
+			}
+		})
 	}
 }

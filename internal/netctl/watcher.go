@@ -59,8 +59,9 @@ type watched struct {
 	// step: with no bottleneck found and no Low byte since, there is
 	// nothing to hold and the sockets are not read.
 	low int64
-	// rate is the Low rate set on the link; 0 none.
-	rate int64
+	// rate is the Low rate set on the link, 0 none; path the path's
+	// rate given with it (link.Link.SetLowRate).
+	rate, path int64
 }
 
 // watchedSide is one side of a direction: its sockets and controller.
@@ -311,8 +312,8 @@ func (w *Watcher) step(now time.Time) {
 		// bottleneck, scheduled by the link itself.
 		if !cfg.NetworkControl || cfg.Capacity > 0 {
 			if d.rate != 0 {
-				l.SetLowRate(dir, 0)
-				d.rate = 0
+				l.SetLowRate(dir, 0, 0)
+				d.rate, d.path = 0, 0
 			}
 			d.sides[Send].last, d.sides[Receive].last = Estimate{}, Estimate{}
 			continue
@@ -320,7 +321,7 @@ func (w *Watcher) step(now time.Time) {
 		low := l.ClassBytes(dir, link.Low)
 		idle := low == d.low
 		d.low = low
-		rate := int64(0)
+		rate, path := int64(0), int64(0)
 		for i := range d.sides {
 			ws := &d.sides[i]
 			side := Side(i)
@@ -366,11 +367,14 @@ func (w *Watcher) step(now time.Time) {
 			if est.LowRate > 0 && (rate == 0 || est.LowRate < rate) {
 				rate = est.LowRate
 			}
+			if est.LowRate > 0 && est.Bottleneck > 0 && (path == 0 || est.Bottleneck < path) {
+				path = est.Bottleneck
+			}
 			ests = append(ests, LinkEstimate{Link: l.Name(), Direction: dir, Side: side, Estimate: est})
 		}
-		if rate != d.rate {
-			l.SetLowRate(dir, rate)
-			d.rate = rate
+		if rate != d.rate || path != d.path {
+			l.SetLowRate(dir, rate, path)
+			d.rate, d.path = rate, path
 		}
 	}
 	slices.SortFunc(ests, func(a, b LinkEstimate) int {
@@ -404,7 +408,7 @@ func (w *Watcher) release() {
 	defer w.mu.Unlock()
 	for k, d := range w.dirs {
 		if d.rate != 0 {
-			k.l.SetLowRate(k.dir, 0)
+			k.l.SetLowRate(k.dir, 0, 0)
 		}
 	}
 	for _, p := range w.probes {
