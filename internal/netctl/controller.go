@@ -121,8 +121,11 @@ const (
 	minReact = 40 * time.Millisecond
 	maxCut   = 0.25
 	// nearShare: near the bottleneck estimate the Low rate climbs by the
-	// estimate per recoverTime alone, not by probeGain of itself.
+	// estimate per recoverTime alone, not by probeGain of itself;
+	// pastShare: past pastShare times the rate a queue last stood at, it
+	// climbs by probeGain of itself again.
 	nearShare = 0.9
+	pastShare = 1.25
 	// confirmTime is how long the queue must stay above the target
 	// before a bottleneck counts as found: a queue that stands, not a
 	// burst's.
@@ -273,8 +276,11 @@ func (c *Controller) Step(now time.Time, samples []Sample) Estimate {
 		// or, far below it, by a quarter per probeTime if that is more, so
 		// that a class held far down gets its share back within a second
 		// or two and one near the path's rate probes past it gently.
+		// Well past the rate a queue last stood at, with none since, the
+		// path has more than it had then (a queue found while the flows
+		// were still starting, or the path grew): probe as far below.
 		up := float64(b) * dt.Seconds() / recoverTime.Seconds()
-		if float64(c.est.LowRate) < nearShare*float64(b) {
+		if float64(c.est.LowRate) < nearShare*float64(b) || float64(c.est.LowRate) > pastShare*float64(c.congested) {
 			up = max(up, float64(c.est.LowRate)*probeGain*dt.Seconds()/probeTime.Seconds())
 		}
 		c.est.LowRate += int64(up)

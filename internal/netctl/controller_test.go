@@ -199,3 +199,40 @@ func TestControllerSteps(t *testing.T) {
 		})
 	}
 }
+
+// TestControllerClimbsPastStaleFind: a bottleneck found while the path
+// was slow (the bulk sessions still starting, their processors busy)
+// holds the Low class to that rate; once the path is fast, with no
+// queue, the Low class climbs well past it within about a second, and
+// then keeps the queue near the target.
+func TestControllerClimbsPastStaleFind(t *testing.T) {
+	const capacity = 200e6 / 8
+	p := &path{capacity: capacity / 6, base: 100 * time.Microsecond, limit: capacity * 0.1}
+	c := NewController(Options{})
+	est, _, now := run(t, c, p, 4*capacity, time.Unix(0, 0), time.Second)
+	if est.State != Found || est.LowRate > capacity/4 {
+		t.Fatalf("after a second on the slow path: %+v, want found near %.0f B/s", est, capacity/6)
+	}
+	p.capacity = capacity
+	const dt = 10 * time.Millisecond
+	reached := time.Duration(-1)
+	for el := time.Duration(0); el < 3*time.Second; el += dt {
+		send := min(4*capacity, float64(est.LowRate))
+		if est.LowRate == 0 {
+			send = 4 * capacity
+		}
+		samples := p.step(dt, send)
+		now = now.Add(dt)
+		est = c.Step(now, samples)
+		if reached < 0 && est.Bottleneck >= int64(0.85*capacity) {
+			reached = el
+		}
+	}
+	t.Logf("reached 85%% after %v", reached)
+	if reached < 0 || reached > 1200*time.Millisecond {
+		t.Errorf("the Low class reached 85%% of the path after %v, want within 1.2 s", reached)
+	}
+	if est.QueueDelay > 4*DefaultTarget {
+		t.Errorf("standing queue %v after the climb, want at most %v", est.QueueDelay, 4*DefaultTarget)
+	}
+}
