@@ -287,20 +287,20 @@ func parseRateOrUnlimited(v ddl.Value) (int64, error) {
 	return parseRate(v)
 }
 
-// rateSetting is the setting name of the bytes/s field field returns:
-// it reads a value with parseRateOrUnlimited and shows it with
-// units.FormatRate.
-func rateSetting(name, desc string, field func(*Settings) *int64) setting {
+// fieldSetting is the setting name of the field field returns: parse
+// reads a value for it and format shows it. A value parse refuses
+// leaves the field as it was.
+func fieldSetting[T any](name, desc string, field func(*Settings) *T, parse func(ddl.Value) (T, error), format func(T) string) setting {
 	return setting{
 		name: name,
 		desc: desc,
-		def:  func(s Settings) string { return units.FormatRate(*field(&s)) },
+		def:  func(s Settings) string { return format(*field(&s)) },
 		set: func(s *Settings, v ddl.Value) error {
-			r, err := parseRateOrUnlimited(v)
+			x, err := parse(v)
 			if err != nil {
 				return err
 			}
-			*field(s) = r
+			*field(s) = x
 			return nil
 		},
 	}
@@ -512,113 +512,91 @@ type setting struct {
 }
 
 var settings = []setting{
-	{
-		name: "distributed_application_name",
-		desc: "application_name pattern of a distributed query's shard connections naming the coordinator backend: %p its pid, %c postgres_fdw's session id, %g a Citus global pid, %a %u %d %C any text, %% a % ('' turns linking off).",
-		def:  func(s Settings) string { return s.DistributedApplicationName },
-		set: func(s *Settings, v ddl.Value) error {
-			if _, err := distname.Parse(v.Text); err != nil {
-				return err
-			}
-			s.DistributedApplicationName = v.Text
-			return nil
+	fieldSetting("distributed_application_name",
+		"application_name pattern of a distributed query's shard connections naming the coordinator backend: %p its pid, %c postgres_fdw's session id, %g a Citus global pid, %a %u %d %C any text, %% a % ('' turns linking off).",
+		func(s *Settings) *string { return &s.DistributedApplicationName },
+		func(v ddl.Value) (string, error) {
+			_, err := distname.Parse(v.Text)
+			return v.Text, err
 		},
-	},
-	rateSetting("cluster_low_priority_bandwidth",
+		func(p string) string { return p }),
+	fieldSetting("cluster_low_priority_bandwidth",
 		"Rate limit of the low-priority class over every instance of a fleet sharing an etcd catalog, split by demand (bytes/s with a unit, e.g. '30MB'; 0 is off).",
-		func(s *Settings) *int64 { return &s.ClusterLowPriorityBandwidth }),
-	{
-		name: "except_check_period",
-		desc: "Interval between two checks of a statement's exception rules (seconds, or with a unit).",
-		def:  func(s Settings) string { return units.FormatDuration(s.ExceptCheckPeriod) },
-		set: func(s *Settings, v ddl.Value) error {
+		func(s *Settings) *int64 { return &s.ClusterLowPriorityBandwidth },
+		parseRateOrUnlimited, units.FormatRate),
+	fieldSetting("except_check_period",
+		"Interval between two checks of a statement's exception rules (seconds, or with a unit).",
+		func(s *Settings) *time.Duration { return &s.ExceptCheckPeriod },
+		func(v ddl.Value) (time.Duration, error) {
 			d, err := parseSeconds(v)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if d < 100*time.Millisecond || d > 24*time.Hour {
-				return fmt.Errorf("must be between 100ms and 24h")
+				return 0, fmt.Errorf("must be between 100ms and 24h")
 			}
-			s.ExceptCheckPeriod = d
-			return nil
+			return d, nil
 		},
-	},
-	rateSetting("low_priority_bandwidth",
+		units.FormatDuration),
+	fieldSetting("low_priority_bandwidth",
 		"Rate limit of the low-priority class on each link (bytes/s with a unit, e.g. '256MB'; 0 is unlimited).",
-		func(s *Settings) *int64 { return &s.LowPriorityBandwidth }),
-	{
-		name: "low_priority_yield",
-		desc: "Share of a link's capacity the low-priority class may use while normal or high-priority bytes are on the link and for 50ms after (percentage, e.g. '25%'; '100%' switches yielding off).",
-		def:  func(s Settings) string { return strconv.Itoa(s.LowPriorityYield) + "%" },
-		set: func(s *Settings, v ddl.Value) error {
+		func(s *Settings) *int64 { return &s.LowPriorityBandwidth },
+		parseRateOrUnlimited, units.FormatRate),
+	fieldSetting("low_priority_yield",
+		"Share of a link's capacity the low-priority class may use while normal or high-priority bytes are on the link and for 50ms after (percentage, e.g. '25%'; '100%' switches yielding off).",
+		func(s *Settings) *int { return &s.LowPriorityYield },
+		func(v ddl.Value) (int, error) {
 			f, err := units.ParsePercentage(v.Text)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			pct := int(math.Round(f * 100))
 			if pct < 1 {
-				return fmt.Errorf("must be at least 1%%, or 100%% to switch yielding off")
+				return 0, fmt.Errorf("must be at least 1%%, or 100%% to switch yielding off")
 			}
-			s.LowPriorityYield = pct
-			return nil
+			return pct, nil
 		},
-	},
-	{
-		name: "low_priority_queue_bytes",
-		desc: "Bound on low-priority bytes in a link's device queue (size with a unit; -1 switches it off).",
-		def: func(s Settings) string {
-			if s.LowPriorityQueueBytes < 0 {
-				return "-1"
-			}
-			return units.FormatBytes(s.LowPriorityQueueBytes)
-		},
-		set: func(s *Settings, v ddl.Value) error {
+		func(pct int) string { return strconv.Itoa(pct) + "%" }),
+	fieldSetting("low_priority_queue_bytes",
+		"Bound on low-priority bytes in a link's device queue (size with a unit; -1 switches it off).",
+		func(s *Settings) *int64 { return &s.LowPriorityQueueBytes },
+		func(v ddl.Value) (int64, error) {
 			if strings.TrimSpace(v.Text) == "-1" {
-				s.LowPriorityQueueBytes = -1
-				return nil
+				return -1, nil
 			}
 			b, err := parseSize(v)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if b == 0 {
-				return fmt.Errorf("must be positive, or -1 to switch the bound off")
+				return 0, fmt.Errorf("must be positive, or -1 to switch the bound off")
 			}
-			s.LowPriorityQueueBytes = b
-			return nil
+			return b, nil
 		},
-	},
-	{
-		name: "metrics_user_labels",
-		desc: "How many users get a user label of their own in the metrics; the others are counted as user \"other\" (0: none, at most 10000).",
-		def:  func(s Settings) string { return strconv.Itoa(s.MetricsUserLabels) },
-		set: func(s *Settings, v ddl.Value) error {
+		func(b int64) string {
+			if b < 0 {
+				return "-1"
+			}
+			return units.FormatBytes(b)
+		}),
+	fieldSetting("metrics_user_labels",
+		"How many users get a user label of their own in the metrics; the others are counted as user \"other\" (0: none, at most 10000).",
+		func(s *Settings) *int { return &s.MetricsUserLabels },
+		func(v ddl.Value) (int, error) {
 			n, err := parseInt(v, 0, MaxMetricsUserLabels)
-			if err != nil {
-				return err
-			}
-			s.MetricsUserLabels = int(n)
-			return nil
+			return int(n), err
 		},
-	},
-	{
-		name: "network_control",
-		desc: "Priority scheduling on links (on: classes, pool weights and low-priority limits; off: one FIFO).",
-		def: func(s Settings) string {
-			if s.NetworkControl {
+		strconv.Itoa),
+	fieldSetting("network_control",
+		"Priority scheduling on links (on: classes, pool weights and low-priority limits; off: one FIFO).",
+		func(s *Settings) *bool { return &s.NetworkControl },
+		parseBool,
+		func(on bool) string {
+			if on {
 				return "on"
 			}
 			return "off"
-		},
-		set: func(s *Settings, v ddl.Value) error {
-			b, err := parseBool(v)
-			if err != nil {
-				return err
-			}
-			s.NetworkControl = b
-			return nil
-		},
-	},
+		}),
 }
 
 func findSetting(name string) *setting {
