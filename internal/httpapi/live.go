@@ -57,11 +57,7 @@ type Session struct {
 // statement in Parent (null otherwise). For any other statement the
 // totals are its own bytes and Nodes is empty.
 type Statement struct {
-	ID              uint64     `json:"id"`
-	Session         uint64     `json:"session"`
-	Route           string     `json:"route"`
-	User            string     `json:"user"`
-	Pool            string     `json:"pool"`
+	views.StatementRef
 	SQL             string     `json:"sql"`
 	State           string     `json:"state"`
 	Class           string     `json:"class"`
@@ -118,7 +114,7 @@ func (s *Server) statementJSON(st *session.Statement, now time.Time) Statement {
 	snap := st.Snapshot()
 	cls := views.Class(s.cat.Catalog(), snap.Pool, snap.Penalized)
 	out := Statement{
-		ID: snap.ID, Session: snap.SessionID, Route: snap.Route, User: snap.User, Pool: snap.Pool, SQL: snap.SQL,
+		StatementRef: views.Ref(&snap), SQL: snap.SQL,
 		State: snap.Outcome.String(), Class: cls.String(), Penalized: snap.Penalized, CancelRequested: st.CancelRequested(),
 		Started: snap.Started, BytesUp: snap.BytesUp, BytesDown: snap.BytesDown, Code: snap.Code,
 		ExceptInfo: snap.Except, TotalBytesUp: snap.TotalUp, TotalBytesDown: snap.TotalDown, Nodes: []Node{},

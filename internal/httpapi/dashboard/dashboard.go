@@ -269,11 +269,7 @@ type Series struct {
 
 // Statement is a statement as the page lists it.
 type Statement struct {
-	ID        uint64   `json:"id"`
-	Session   uint64   `json:"session"`
-	Route     string   `json:"route"`
-	User      string   `json:"user"`
-	Pool      string   `json:"pool"`
+	views.StatementRef
 	Class     string   `json:"class"`
 	Penalized bool     `json:"penalized"`
 	State     string   `json:"state"`
@@ -290,8 +286,8 @@ func statementView(cat *wlm.Catalog, s session.Snapshot, now time.Time, rate flo
 		sql = sql[:300] + "..."
 	}
 	return Statement{
-		ID: s.ID, Session: s.SessionID, Route: s.Route, User: s.User, Pool: s.Pool,
-		Class: views.Class(cat, s.Pool, s.Penalized).String(), Penalized: s.Penalized, State: s.Outcome.String(),
+		StatementRef: views.Ref(&s), Class: views.Class(cat, s.Pool, s.Penalized).String(),
+		Penalized: s.Penalized, State: s.Outcome.String(),
 		Rate: rate, Bytes: s.BytesUp + s.BytesDown, Elapsed: views.Elapsed(&s, now).Seconds(),
 		SQL: sql, Except: s.Except,
 	}

@@ -10,8 +10,8 @@
 // pg_total_user_resource_info; Names lists every view SQL can read) and
 // the projection of a small SELECT over them, and
 // the few derived values the HTTP API and the dashboard show beside them
-// (a statement's class, the routes of each link, sessions counted by pool
-// or user).
+// (a statement's class and the fields naming it, the routes of each link,
+// sessions counted by pool or user).
 //
 // Every function is pure: it reads the catalog generation, the sessions
 // and statements, and the time it is given, and keeps nothing. The

@@ -128,6 +128,22 @@ func Elapsed(s *session.Snapshot, now time.Time) time.Duration {
 	return max(end.Sub(start), 0)
 }
 
+// StatementRef names a statement as the HTTP API and the dashboard write
+// it in JSON: its id, its session's id, and the route, user and pool it
+// runs under.
+type StatementRef struct {
+	ID      uint64 `json:"id"`
+	Session uint64 `json:"session"`
+	Route   string `json:"route"`
+	User    string `json:"user"`
+	Pool    string `json:"pool"`
+}
+
+// Ref returns the StatementRef of s.
+func Ref(s *session.Snapshot) StatementRef {
+	return StatementRef{ID: s.ID, Session: s.SessionID, Route: s.Route, User: s.User, Pool: s.Pool}
+}
+
 // State is a statement's state as the views show it: "waiting" while it
 // is held for admission, else its outcome ("running", "ok", ...).
 func State(s *session.Snapshot) string {
