@@ -122,10 +122,12 @@ const (
 	maxCut   = 0.25
 	// nearShare: near the bottleneck estimate the Low rate climbs by the
 	// estimate per recoverTime alone, not by probeGain of itself;
-	// pastShare: past pastShare times the rate a queue last stood at, it
-	// climbs by probeGain of itself again.
+	// pastShare and pastGain: past pastShare times the rate a queue last
+	// stood at, it climbs by pastGain of itself per probeTime, as a TCP
+	// sender starts: that rate said little of the path.
 	nearShare = 0.9
 	pastShare = 1.25
+	pastGain  = 0.5
 	// confirmTime is how long the queue must stay above the target
 	// before a bottleneck counts as found: a queue that stands, not a
 	// burst's.
@@ -278,10 +280,13 @@ func (c *Controller) Step(now time.Time, samples []Sample) Estimate {
 		// or two and one near the path's rate probes past it gently.
 		// Well past the rate a queue last stood at, with none since, the
 		// path has more than it had then (a queue found while the flows
-		// were still starting, or the path grew): probe as far below.
+		// were still starting, or the path grew): probe faster still.
 		up := float64(b) * dt.Seconds() / recoverTime.Seconds()
-		if float64(c.est.LowRate) < nearShare*float64(b) || float64(c.est.LowRate) > pastShare*float64(c.congested) {
-			up = max(up, float64(c.est.LowRate)*probeGain*dt.Seconds()/probeTime.Seconds())
+		switch low := float64(c.est.LowRate); {
+		case low > pastShare*float64(c.congested):
+			up = max(up, low*pastGain*dt.Seconds()/probeTime.Seconds())
+		case low < nearShare*float64(b):
+			up = max(up, low*probeGain*dt.Seconds()/probeTime.Seconds())
 		}
 		c.est.LowRate += int64(up)
 		// The bottleneck is gone when the path delivers well beyond what

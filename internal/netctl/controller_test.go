@@ -202,20 +202,21 @@ func TestControllerSteps(t *testing.T) {
 
 // TestControllerClimbsPastStaleFind: a bottleneck found while the path
 // was slow (the bulk sessions still starting, their processors busy)
-// holds the Low class to that rate; once the path is fast, with no
-// queue, the Low class climbs well past it within about a second, and
-// then keeps the queue near the target.
+// holds the Low class to that rate; once the path is 25 times faster,
+// with no queue, the Low class reaches it within about a second, without
+// overshooting into a deep queue, and then keeps the queue near the
+// target.
 func TestControllerClimbsPastStaleFind(t *testing.T) {
 	const capacity = 200e6 / 8
-	p := &path{capacity: capacity / 6, base: 100 * time.Microsecond, limit: capacity * 0.1}
+	p := &path{capacity: capacity / 25, base: 100 * time.Microsecond, limit: capacity / 25 * 0.02}
 	c := NewController(Options{})
 	est, _, now := run(t, c, p, 4*capacity, time.Unix(0, 0), time.Second)
-	if est.State != Found || est.LowRate > capacity/4 {
-		t.Fatalf("after a second on the slow path: %+v, want found near %.0f B/s", est, capacity/6)
+	if est.State != Found || est.LowRate > capacity/20 {
+		t.Fatalf("after a second on the slow path: %+v, want found near %.0f B/s", est, capacity/25)
 	}
-	p.capacity = capacity
+	p.capacity, p.limit = capacity, capacity*0.1
 	const dt = 10 * time.Millisecond
-	reached := time.Duration(-1)
+	reached, worst, drained := time.Duration(-1), time.Duration(0), false
 	for el := time.Duration(0); el < 3*time.Second; el += dt {
 		send := min(4*capacity, float64(est.LowRate))
 		if est.LowRate == 0 {
@@ -227,8 +228,14 @@ func TestControllerClimbsPastStaleFind(t *testing.T) {
 		if reached < 0 && est.Bottleneck >= int64(0.85*capacity) {
 			reached = el
 		}
+		if drained = drained || p.backlog == 0; drained { // the slow path's queue gone
+			worst = max(worst, time.Duration(p.backlog/p.capacity*float64(time.Second)))
+		}
 	}
-	t.Logf("reached 85%% after %v", reached)
+	t.Logf("reached 85%% after %v; the deepest queue since the slow path's drained %v", reached, worst)
+	if worst > 10*time.Millisecond {
+		t.Errorf("the climb overshot into a queue of %v, want at most 10ms", worst)
+	}
 	if reached < 0 || reached > 1200*time.Millisecond {
 		t.Errorf("the Low class reached 85%% of the path after %v, want within 1.2 s", reached)
 	}

@@ -16,9 +16,9 @@
 // round trips too, with the path idle). Above the target the Low rate
 // falls in proportion to the excess, at most once per round trip; below
 // it the rate climbs back to the whole path within a second or two,
-// gently near the rate a queue last stood at and by a quarter per
-// 100 ms well below or well past it (a queue found while the flows were
-// starting says little of the path's rate);
+// gently near the rate a queue last stood at, by a quarter per 100 ms
+// well below it, and by half per 100 ms well past it (a queue found
+// while the flows were starting says little of the path's rate);
 // when the path delivers well past what it did under the last queue,
 // with the Low class let past it and no queue, for two seconds, the
 // bottleneck is gone and the hold is lifted; and when the queue stays

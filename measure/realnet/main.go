@@ -319,7 +319,9 @@ func measure(ctx context.Context, tb testbed, rate int64, n int, dur time.Durati
 			}
 		}()
 	}
-	time.Sleep(2 * time.Second) // the bulk sessions get going
+	// The bulk sessions get going: N clients connect, and with network
+	// control the first queue they fill is found and drained.
+	time.Sleep(3 * time.Second)
 	use := func(d time.Duration) (float64, error) {
 		q0, err := bn.Qdisc(ctx)
 		if err != nil {
@@ -330,7 +332,7 @@ func measure(ctx context.Context, tb testbed, rate int64, n int, dur time.Durati
 		q1, err := bn.Qdisc(ctx)
 		return float64(q1.Bytes-q0.Bytes) / time.Since(t0).Seconds() / float64(rate), err
 	}
-	if res.bulkUse, err = use(2 * time.Second); err != nil {
+	if res.bulkUse, err = use(3 * time.Second); err != nil {
 		return res, err
 	}
 	q0, err := bn.Qdisc(ctx)
