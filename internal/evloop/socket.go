@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicelab/sluice/internal/rawconn"
 )
 
 // ErrClosed is Control's error once the socket is closed or attached.
@@ -32,32 +34,12 @@ type Socket struct {
 // file status, so it is non-blocking like the runtime's. On an error c is
 // left open.
 func Detach(c net.Conn) (*Socket, error) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil, fmt.Errorf("evloop: %T has no descriptor", c)
-	}
-	rc, err := sc.SyscallConn()
+	fd, err := rawconn.Dup(c)
 	if err != nil {
 		return nil, fmt.Errorf("evloop: %w", err)
 	}
-	fd, derr := -1, error(nil)
-	if err := rc.Control(func(f uintptr) { fd, derr = rawDup(f) }); err != nil {
-		return nil, fmt.Errorf("evloop: %w", err)
-	}
-	if derr != nil {
-		return nil, fmt.Errorf("evloop: dup: %w", derr)
-	}
 	c.Close()
 	return &Socket{fd: fd}, nil
-}
-
-// rawDup duplicates fd (close-on-exec) as a raw system call.
-func rawDup(fd uintptr) (int, error) {
-	n, _, errno := syscall.RawSyscall(unix.SYS_FCNTL, fd, unix.F_DUPFD_CLOEXEC, 0)
-	if errno != 0 {
-		return -1, errno
-	}
-	return int(n), nil
 }
 
 // FD returns the descriptor, for the owner's epoll registrations.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicelab/sluice/internal/rawconn"
 )
 
 // Clock tells the time deadlines are measured against.
@@ -58,23 +60,9 @@ func Dial(ctx context.Context, clk Clock, network, addr string) (*Conn, error) {
 // in the returned Conn.
 func New(c net.Conn, clk Clock) (*Conn, error) {
 	defer c.Close()
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil, fmt.Errorf("threadconn: %T has no descriptor", c)
-	}
-	raw, err := sc.SyscallConn()
+	fd, err := rawconn.Dup(c)
 	if err != nil {
 		return nil, fmt.Errorf("threadconn: %w", err)
-	}
-	fd := -1
-	var derr error
-	if err := raw.Control(func(s uintptr) {
-		fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
-	}); err != nil {
-		return nil, fmt.Errorf("threadconn: %w", err)
-	}
-	if derr != nil {
-		return nil, fmt.Errorf("threadconn: dup: %w", derr)
 	}
 	// The duplicate shares the open file description, and with it the
 	// O_NONBLOCK flag; c is closed before anyone could use it.
