@@ -290,23 +290,24 @@ func (n *Namespace) Do(f func() error) error {
 
 // Listen opens a listener inside n.
 func (n *Namespace) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
-	var ln net.Listener
-	err := n.Do(func() (err error) {
-		ln, err = (&net.ListenConfig{}).Listen(ctx, network, addr)
-		return err
-	})
-	return ln, err
+	return doMake(n, func() (net.Listener, error) { return (&net.ListenConfig{}).Listen(ctx, network, addr) })
 }
 
 // Dial connects from inside n.
 func (n *Namespace) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var c net.Conn
+	// The socket is made before DialContext returns, on this thread.
+	return doMake(n, func() (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, network, addr) })
+}
+
+// doMake runs f inside n, as Do does, and returns what f made, also
+// when leaving n then fails.
+func doMake[T any](n *Namespace, f func() (T, error)) (T, error) {
+	var v T
 	err := n.Do(func() (err error) {
-		// The socket is made before DialContext returns, on this thread.
-		c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+		v, err = f()
 		return err
 	})
-	return c, err
+	return v, err
 }
 
 func run(ctx context.Context, name string, args ...string) error {
