@@ -74,8 +74,8 @@ func startSession(t *testing.T, r *relay, c *client) (*sql.Conn, *session.Sessio
 	if err := conn.PingContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sess := onlySession(t, r.reg)
-	recs := sessionRecords(r.reg, sess.ID)
+	sess := onlySession(t, r.Reg)
+	recs := sessionRecords(r.Reg, sess.ID)
 	if len(recs) != 1 || recs[0].SQL != "COM_PING" {
 		t.Fatalf("after ping: %+v", recs)
 	}
@@ -86,7 +86,7 @@ func startSession(t *testing.T, r *relay, c *client) (*sql.Conn, *session.Sessio
 // the client exchanged since (up0, down0).
 func checkBytes(t *testing.T, r *relay, c *client, sess *session.Session, up0, down0 int64) {
 	t.Helper()
-	up, down := byteTotals(sessionRecords(r.reg, sess.ID))
+	up, down := byteTotals(sessionRecords(r.Reg, sess.ID))
 	cu, cd := c.up.Load()-up0, c.down.Load()-down0
 	if up != cu || down != cd {
 		t.Fatalf("statements hold %d bytes up, %d down; the client sent %d, received %d", up, down, cu, cd)
@@ -128,7 +128,7 @@ func TestGoDriverTextProtocol(t *testing.T) {
 	for _, split := range []bool{false, true} {
 		t.Run(fmt.Sprintf("split=%v", split), func(t *testing.T) {
 			r := startRelay(t, Options{}, session.Options{})
-			r.split = split
+			r.Split = split
 			c := r.openClient(t, func(cfg *gomysql.Config) {
 				cfg.InterpolateParams = true
 				cfg.MultiStatements = true
@@ -177,7 +177,7 @@ func TestGoDriverTextProtocol(t *testing.T) {
 			if err := conn.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
 				t.Fatalf("SELECT 1: %v", err)
 			}
-			checkRecords(t, sessionRecords(r.reg, sess.ID), []expect{
+			checkRecords(t, sessionRecords(r.Reg, sess.ID), []expect{
 				{"COM_PING", session.OK, 0, ""},
 				{"DROP TABLE IF EXISTS wiremysql_text", session.OK, 0, ""},
 				{"CREATE TABLE wiremysql_text (id INT PRIMARY KEY, v VARCHAR(100))", session.OK, 0, ""},
@@ -236,7 +236,7 @@ func TestGoDriverPrepared(t *testing.T) {
 	if err := conn.QueryRowContext(ctx, "SELECT 1").Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	checkRecords(t, sessionRecords(r.reg, sess.ID), []expect{
+	checkRecords(t, sessionRecords(r.Reg, sess.ID), []expect{
 		{"COM_PING", session.OK, 0, ""},
 		{"COM_STMT_PREPARE SELECT ? + 1", session.OK, -1, ""},
 		{"SELECT ? + 1", session.OK, 1, ""},
@@ -257,7 +257,7 @@ func TestLargeResults(t *testing.T) {
 		t.Skip("moves a 16 MiB row and a 16 MiB query through MariaDB; runs without -short")
 	}
 	r := startRelay(t, Options{}, session.Options{})
-	r.split = true
+	r.Split = true
 	c := r.openClient(t, nil)
 	ctx := context.Background()
 	conn, sess, up0, down0 := startSession(t, r, c)
@@ -278,7 +278,7 @@ func TestLargeResults(t *testing.T) {
 	if err := conn.QueryRowContext(ctx, big).Scan(&n); err != nil || n != 16777197 {
 		t.Fatalf("16 MiB query: %d, %v", n, err)
 	}
-	recs := sessionRecords(r.reg, sess.ID)
+	recs := sessionRecords(r.Reg, sess.ID)
 	checkRecords(t, recs, []expect{
 		{"COM_PING", session.OK, 0, ""},
 		{"SELECT seq, REPEAT('x', 1000) FROM seq_1_to_5000", session.OK, 5000, ""},
@@ -322,7 +322,7 @@ func TestLocalInfile(t *testing.T) {
 	if err := conn.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM wiremysql_infile").Scan(&n); err != nil || n != 20002 {
 		t.Fatalf("count %d, %v", n, err)
 	}
-	recs := sessionRecords(r.reg, sess.ID)
+	recs := sessionRecords(r.Reg, sess.ID)
 	checkRecords(t, recs, []expect{
 		{"COM_PING", session.OK, 0, ""},
 		{"DROP TABLE IF EXISTS wiremysql_infile", session.OK, 0, ""},
@@ -341,7 +341,7 @@ func TestMariaDBClient(t *testing.T) {
 	bin := testenv.Program(t, "mariadb")
 	cfg := testenv.MySQLConfig(t)
 	r := startRelay(t, Options{}, session.Options{})
-	host, port, _ := net.SplitHostPort(r.addr)
+	host, port, _ := net.SplitHostPort(r.Addr)
 	file := filepath.Join(t.TempDir(), "rows.tsv")
 	os.WriteFile(file, []byte("1\tone\n2\ttwo\n3\tthree\n"), 0o644)
 	script := strings.Join([]string{
@@ -360,7 +360,7 @@ func TestMariaDBClient(t *testing.T) {
 	cmd.Stdin = strings.NewReader(script)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("mariadb: %v\n%s\n%v", err, out, r.errors())
+		t.Fatalf("mariadb: %v\n%s\n%v", err, out, r.Errors())
 	}
 	for _, want := range []string{"one\n1\n", "db\n" + cfg.DBName + "\n", "n\n3\n", "seq\n100\n200\n"} {
 		if !strings.Contains(string(out), want) {
@@ -368,7 +368,7 @@ func TestMariaDBClient(t *testing.T) {
 		}
 	}
 	var got []expect
-	for _, st := range r.reg.Recent() {
+	for _, st := range r.Reg.Recent() {
 		s := st.Snapshot()
 		got = append(got, expect{s.SQL, s.Outcome, s.Rows, s.Code})
 	}
@@ -441,7 +441,7 @@ func TestCancel(t *testing.T) {
 	})
 	clk := clock.Real{}
 	start := clk.Now()
-	if err := r.reg.Cancel(ctx, st); err != nil {
+	if err := r.Reg.Cancel(ctx, st); err != nil {
 		t.Fatal(err)
 	}
 	var got result
@@ -470,7 +470,7 @@ func TestCancel(t *testing.T) {
 	if err := conn.QueryRowContext(ctx, "SELECT 7").Scan(&v); err != nil || v != 7 {
 		t.Fatalf("next statement: %d, %v", v, err)
 	}
-	if err := r.reg.Cancel(ctx, st); !errors.Is(err, session.ErrNotRunning) {
+	if err := r.Reg.Cancel(ctx, st); !errors.Is(err, session.ErrNotRunning) {
 		t.Errorf("cancel of an ended statement: %v", err)
 	}
 }
@@ -501,7 +501,7 @@ func TestUpstreamDown(t *testing.T) {
 		t.Fatalf("error %d %q: want %d naming %s and the reason", me.Number, me.Message, erUpstream, dead)
 	}
 	t.Logf("client saw: %v", me)
-	if len(r.reg.Sessions()) != 0 {
+	if len(r.Reg.Sessions()) != 0 {
 		t.Error("a session was registered")
 	}
 }
@@ -576,7 +576,7 @@ func TestMalformedCommandForwarded(t *testing.T) {
 				reply, err := readPacket(raw, 1<<16)
 				raw.SetReadDeadline(time.Time{})
 				if err != nil {
-					t.Fatalf("read reply: %v (%v)", err, r.errors())
+					t.Fatalf("read reply: %v (%v)", err, r.Errors())
 				}
 				if reply[3] != 1 || reply[4] != 0xff || bytes.Contains(reply, []byte("sluice")) {
 					t.Fatalf("reply %q, want the server's ERR", reply)
@@ -587,7 +587,7 @@ func TestMalformedCommandForwarded(t *testing.T) {
 			if err := conn.QueryRowContext(context.Background(), "SELECT 5").Scan(&v); err != nil || v != 5 {
 				t.Fatalf("next query: %d, %v", v, err)
 			}
-			recs := sessionRecords(r.reg, sess.ID)
+			recs := sessionRecords(r.Reg, sess.ID)
 			var got []string
 			for _, s := range recs[1:] {
 				got = append(got, fmt.Sprintf("%s/%v", s.SQL, s.Outcome))
@@ -599,8 +599,8 @@ func TestMalformedCommandForwarded(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("statements %v, want %v", got, want)
 			}
-			if len(r.errors()) != 0 {
-				t.Fatal(r.errors())
+			if len(r.Errors()) != 0 {
+				t.Fatal(r.Errors())
 			}
 		})
 	}
@@ -637,7 +637,7 @@ func TestClientTLS(t *testing.T) {
 			if n := countRows(t, rows, err); n != 100 {
 				t.Fatalf("%d rows", n)
 			}
-			checkRecords(t, sessionRecords(r.reg, sess.ID), []expect{
+			checkRecords(t, sessionRecords(r.Reg, sess.ID), []expect{
 				{"COM_PING", session.OK, 0, ""},
 				{"SHOW SESSION STATUS LIKE 'Ssl_cipher'", session.OK, 1, ""},
 				{"SELECT seq FROM seq_1_to_100", session.OK, 100, ""},
@@ -645,10 +645,10 @@ func TestClientTLS(t *testing.T) {
 			if !useTLS {
 				checkBytes(t, r, c, sess, up0, down0)
 			}
-			onlySession(t, r.reg)
+			onlySession(t, r.Reg)
 			conn.Close()
 			c.db.Close()
-			waitFor(t, "session to close", func() bool { return len(r.reg.Sessions()) == 0 })
+			waitFor(t, "session to close", func() bool { return len(r.Reg.Sessions()) == 0 })
 		})
 	}
 }
@@ -665,7 +665,7 @@ func TestUpstreamWithoutTLS(t *testing.T) {
 
 func TestSSLRequestRefused(t *testing.T) {
 	r := startRelay(t, Options{}, session.Options{})
-	nc, gr := dialGreeted(t, r.addr)
+	nc, gr := dialGreeted(t, r.Addr)
 	if gr.caps&capSSL != 0 {
 		t.Fatal("greeting offers TLS with no TLS configured")
 	}
@@ -727,7 +727,7 @@ func TestSysbench(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := startRelay(t, Options{}, session.Options{KeepStatements: 1 << 20})
-	host, port, _ := net.SplitHostPort(r.addr)
+	host, port, _ := net.SplitHostPort(r.Addr)
 	sb := func(args ...string) string {
 		t.Helper()
 		base := []string{"oltp_read_write", "--db-driver=mysql", "--mysql-host=" + host, "--mysql-port=" + port,
@@ -735,7 +735,7 @@ func TestSysbench(t *testing.T) {
 			"--tables=1", "--table-size=1000"}
 		out, err := exec.Command(bin, append(base, args...)...).CombinedOutput()
 		if err != nil {
-			t.Fatalf("sysbench %v: %v\n%s\n%v", args, err, out, r.errors())
+			t.Fatalf("sysbench %v: %v\n%s\n%v", args, err, out, r.Errors())
 		}
 		return string(out)
 	}
@@ -749,7 +749,7 @@ func TestSysbench(t *testing.T) {
 	var executed []string
 	var failed []session.Snapshot
 	var bytesUp, bytesDown int64
-	unwatch := r.reg.Watch(&funcWatcher{func(e session.Event) {
+	unwatch := r.Reg.Watch(&funcWatcher{func(e session.Event) {
 		if e.Kind != session.StatementEnded {
 			return
 		}
@@ -776,10 +776,10 @@ func TestSysbench(t *testing.T) {
 			kinds["other"]++
 		}
 	}})
-	up0, down0 := r.clientUp.Load(), r.clientDown.Load()
+	up0, down0 := r.ClientUp.Load(), r.ClientDown.Load()
 	out := sb("run", "--time=5")
 	unwatch()
-	cu, cd := r.clientUp.Load()-up0, r.clientDown.Load()-down0
+	cu, cd := r.ClientUp.Load()-up0, r.ClientDown.Load()-down0
 	sb("cleanup")
 	if _, err := admin.Exec("DROP DATABASE " + db); err != nil {
 		t.Fatal(err)

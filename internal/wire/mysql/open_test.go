@@ -77,7 +77,7 @@ func TestStalledOpeningExchange(t *testing.T) {
 	var want int64 // bytes the clients send
 	conns := make([]net.Conn, clients)
 	for i := range conns {
-		c, err := net.Dial("tcp", r.addr)
+		c, err := net.Dial("tcp", r.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,11 +133,11 @@ func TestStalledOpeningExchange(t *testing.T) {
 	}
 	// The front end's client and upstream sockets are closed too.
 	waitFor(t, "descriptors to be released", func() bool { return openFDs(t) <= fds0 })
-	waitFor(t, "every opening exchange to fail", func() bool { return len(r.errors()) >= clients })
-	if n := len(r.errors()); n != clients {
+	waitFor(t, "every opening exchange to fail", func() bool { return len(r.Errors()) >= clients })
+	if n := len(r.Errors()); n != clients {
 		t.Fatalf("%d opening exchanges failed, want %d", n, clients)
 	}
-	for _, err := range r.errors() {
+	for _, err := range r.Errors() {
 		if !errors.Is(err, errStartupTimeout) && !errors.Is(err, errPacketTooLarge) {
 			t.Fatalf("opening exchange ended by %v", err)
 		}
@@ -149,7 +149,7 @@ func TestStalledOpeningExchange(t *testing.T) {
 // is read.
 func TestOversizedHandshakeResponse(t *testing.T) {
 	r := startRelay(t, Options{}, session.Options{})
-	nc, _ := dialGreeted(t, r.addr)
+	nc, _ := dialGreeted(t, r.Addr)
 	n := maxLoginPacket + 1
 	reply := exchange(t, nc, []byte{byte(n), byte(n >> 8), byte(n >> 16), 1})
 	if reply[3] != 2 || reply[4] != 0xff || binary.LittleEndian.Uint16(reply[5:]) != erNetPacketTooBig || string(reply[7:13]) != "#08S01" {
@@ -196,8 +196,8 @@ func TestUpstreamGreetingTimeout(t *testing.T) {
 	}
 	// The client reads the ERR before Open returns and the relay records
 	// its error.
-	waitFor(t, "Open's error", func() bool { return len(r.errors()) > 0 })
-	if errs := r.errors(); !errors.Is(errs[0], errConnectTimeout) {
+	waitFor(t, "Open's error", func() bool { return len(r.Errors()) > 0 })
+	if errs := r.Errors(); !errors.Is(errs[0], errConnectTimeout) {
 		t.Fatalf("Open errors %v", errs)
 	}
 }
@@ -228,7 +228,7 @@ func TestMariaDBCLIConnectErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := startRelay(t, tt.o, session.Options{})
-			host, port, _ := net.SplitHostPort(r.addr)
+			host, port, _ := net.SplitHostPort(r.Addr)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, bin, "--no-defaults", "--protocol=TCP", "-h", host, "-P", port,
@@ -367,7 +367,7 @@ func TestTLSLegs(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				checkRecords(t, sessionRecords(r.reg, sess.ID), []expect{
+				checkRecords(t, sessionRecords(r.Reg, sess.ID), []expect{
 					{"COM_PING", session.OK, 1, ""},
 					{"DO 1", session.OK, 1, ""},
 					{"DO 1", session.OK, 1, ""},
@@ -379,7 +379,7 @@ func TestTLSLegs(t *testing.T) {
 				if sess.User() != "tester" || sess.Database() != "shop" {
 					t.Errorf("identity %q/%q", sess.User(), sess.Database())
 				}
-				if errs := r.errors(); len(errs) != 0 {
+				if errs := r.Errors(); len(errs) != 0 {
 					t.Fatal(errs)
 				}
 			})

@@ -20,7 +20,7 @@ func sessionOf(t testing.TB, r *relay, c *pgconn.PgConn) *session.Session {
 	t.Helper()
 	key := binary.BigEndian.AppendUint32(nil, c.PID())
 	key = append(key, c.SecretKey()...)
-	s := r.reg.ByCancelKey(string(key))
+	s := r.Reg.ByCancelKey(string(key))
 	if s == nil {
 		t.Fatalf("no session registered cancel key %x", key)
 	}

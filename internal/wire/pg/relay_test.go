@@ -2,38 +2,25 @@ package pg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
-	"github.com/sluicelab/sluice/internal/wire"
 	"github.com/sluicelab/sluice/internal/wire/wiretest"
 )
 
-// relay is a minimal stand-in for the proxy: a loopback listener that
-// opens each connection with a Frontend and then pumps bytes both ways,
-// each chunk through its observer before it is written. Reads use a cycle
-// of odd sizes so message headers land split across chunks.
+// relay is the shared test relay (wiretest.Relay) with a Frontend.
 type relay struct {
-	t        testing.TB
-	fe       *Frontend
-	reg      *session.Registry
-	upstream string
-	addr     string
-
-	mu       sync.Mutex
-	openErrs []error            // guarded by mu
-	sessions []*session.Session // guarded by mu; every session registered
+	*wiretest.Relay
+	t  testing.TB
+	fe *Frontend
 }
 
 // readSizes are the chunk sizes the pumps read, cycled.
@@ -46,95 +33,16 @@ func startRelay(t testing.TB, upstream string, o Options) *relay {
 		o.Upstream = upstream
 	}
 	o.Keys = reg
-	r := &relay{t: t, fe: New(o), reg: reg, upstream: upstream}
-	r.addr = testenv.Serve(t, r.serve)
+	fe := New(o)
+	r := &relay{t: t, fe: fe, Relay: &wiretest.Relay{Protocol: "postgres", Upstream: upstream, Reg: reg, Open: fe.Open, ReadSizes: readSizes}}
+	r.Addr = testenv.Serve(t, r.Serve)
 	return r
-}
-
-func (r *relay) serve(client net.Conn) {
-	defer client.Close()
-	dial := func(ctx context.Context) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", r.upstream)
-	}
-	register := func() *session.Session {
-		s := r.reg.Open(session.Info{Route: "test", Protocol: "postgres", Client: client.RemoteAddr().String(), Upstream: r.upstream}, clock.Real{}.Now())
-		r.mu.Lock()
-		r.sessions = append(r.sessions, s)
-		r.mu.Unlock()
-		return s
-	}
-	wc, err := r.fe.Open(context.Background(), client, register, dial)
-	if err != nil {
-		if !errors.Is(err, wire.ErrHandled) {
-			r.mu.Lock()
-			r.openErrs = append(r.openErrs, err)
-			r.mu.Unlock()
-		}
-		return
-	}
-	defer wc.Session.Close(clock.Real{}.Now())
-	var (
-		wmu  sync.Mutex // serialises writes to the client
-		once sync.Once
-		wg   sync.WaitGroup
-	)
-	stop := func() {
-		once.Do(func() {
-			wc.Client.Close()
-			wc.Upstream.Close()
-		})
-	}
-	pump := func(src, dst net.Conn, o wire.Observer, toClient bool, add func(int)) {
-		defer wg.Done()
-		defer stop()
-		buf := make([]byte, 64<<10)
-		for i := 0; ; i++ {
-			n, err := src.Read(buf[:readSizes[i%len(readSizes)]])
-			if n > 0 {
-				add(n)
-				if oerr := o.Observe(buf[:n]); oerr != nil {
-					var fatal *wire.Fatal
-					if errors.As(oerr, &fatal) && fatal.Reply != nil {
-						wmu.Lock()
-						_, _ = wc.Client.Write(fatal.Reply)
-						wmu.Unlock()
-					}
-					return
-				}
-				if toClient {
-					wmu.Lock()
-				}
-				_, werr := dst.Write(buf[:n])
-				if toClient {
-					wmu.Unlock()
-				}
-				if werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	wg.Add(2)
-	go pump(wc.Client, wc.Upstream, wc.Up, false, wc.Session.AddUp)
-	go pump(wc.Upstream, wc.Client, wc.Down, true, wc.Session.AddDown)
-	wg.Wait()
-}
-
-// errors returns the errors Open returned so far.
-func (r *relay) errors() []error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]error(nil), r.openErrs...)
 }
 
 // checkOpenErrors fails t with the errors Open returned so far, if any.
 func (r *relay) checkOpenErrors(t testing.TB) {
 	t.Helper()
-	if errs := r.errors(); len(errs) > 0 {
+	if errs := r.Errors(); len(errs) > 0 {
 		t.Errorf("open errors: %v", errs)
 	}
 }
@@ -159,16 +67,9 @@ func relayToDB(t testing.TB) (*dbConfig, *relay) {
 	return db, startRelay(t, db.addr(), Options{})
 }
 
-// allSessions returns every session the relay registered.
-func (r *relay) allSessions() []*session.Session {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*session.Session(nil), r.sessions...)
-}
-
 // url returns a connection URL through the relay.
 func (r *relay) url(db *dbConfig, extra string) string {
-	u := fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", db.user, db.password, r.addr, db.database)
+	u := fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", db.user, db.password, r.Addr, db.database)
 	if extra != "" {
 		u += "&" + extra
 	}
@@ -178,7 +79,7 @@ func (r *relay) url(db *dbConfig, extra string) string {
 // statements returns every statement of every session, in the order
 // they began.
 func (r *relay) statements() []session.Snapshot {
-	return snapshots(r.reg)
+	return snapshots(r.Reg)
 }
 
 func snapshots(reg *session.Registry) []session.Snapshot {

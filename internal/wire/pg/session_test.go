@@ -89,7 +89,7 @@ func cancelEachWay(t *testing.T, r *relay, db *dbConfig, conn *pgx.Conn, sess *s
 			t.Fatalf("active statements: %v", act)
 		}
 		start := clock.Real{}.Now()
-		if err := r.reg.Cancel(ctx, act[0]); err != nil {
+		if err := r.Reg.Cancel(ctx, act[0]); err != nil {
 			t.Fatal(err)
 		}
 		checkCancelled(t, errc, start)
@@ -123,7 +123,7 @@ func TestCancel(t *testing.T) {
 		t.Errorf("last statement %+v", sts[2])
 	}
 	// A CancelRequest with a key nobody registered is closed unanswered.
-	c := pgtest.Dial(t, r.addr, 10*time.Second)
+	c := pgtest.Dial(t, r.Addr, 10*time.Second)
 	c.Send(&pgproto3.CancelRequest{ProcessID: 1, SecretKey: []byte{9, 9, 9, 9}})
 	if b, err := io.ReadAll(c.Conn); err != nil || len(b) != 0 {
 		t.Errorf("unknown key answered %q, %v", b, err)
@@ -133,7 +133,7 @@ func TestCancel(t *testing.T) {
 func TestUpstreamDown(t *testing.T) {
 	dead := testenv.DeadAddr(t)
 	r := startRelay(t, dead, Options{})
-	_, err := pgx.Connect(context.Background(), "postgres://u:p@"+r.addr+"/db?sslmode=disable&connect_timeout=10")
+	_, err := pgx.Connect(context.Background(), "postgres://u:p@"+r.Addr+"/db?sslmode=disable&connect_timeout=10")
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		t.Fatalf("err = %v, want a *pgconn.PgError", err)
@@ -142,8 +142,8 @@ func TestUpstreamDown(t *testing.T) {
 	if pe.Code != "08006" || pe.Severity != "FATAL" || pe.Message != want {
 		t.Errorf("got %s %s %q, want FATAL 08006 %q", pe.Severity, pe.Code, pe.Message, want)
 	}
-	waitFor(t, 5*time.Second, "open error", func() bool { return len(r.errors()) == 1 })
-	if n := len(r.reg.Sessions()); n != 0 {
+	waitFor(t, 5*time.Second, "open error", func() bool { return len(r.Errors()) == 1 })
+	if n := len(r.Reg.Sessions()); n != 0 {
 		t.Errorf("%d sessions left open", n)
 	}
 }
@@ -186,7 +186,7 @@ func TestTLSTermination(t *testing.T) {
 	}
 
 	// Direct TLS without ALPN is refused, as PostgreSQL does.
-	tc, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: pool})
+	tc, err := tls.Dial("tcp", r.Addr, &tls.Config{RootCAs: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestTLSTermination(t *testing.T) {
 	}
 
 	// psql, which negotiates with SSLRequest.
-	_, port, _ := strings.Cut(r.addr, ":")
+	_, port, _ := strings.Cut(r.Addr, ":")
 	psql := exec.Command(testenv.Program(t, "psql"), "-X", "-At", "-c", "SELECT 'tls ok'",
 		"host=127.0.0.1 port="+port+" user="+db.user+" password="+db.password+" dbname="+db.database+" sslmode=require")
 	if out, err := psql.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "tls ok" {
@@ -208,7 +208,7 @@ func TestTLSTermination(t *testing.T) {
 	// A sluice whose upstream is another TLS-terminating sluice: the
 	// startup and the cancel connections both negotiate TLS upstream, and
 	// the cancel key passes through both unchanged.
-	outer := startRelay(t, r.addr, Options{UpstreamTLS: &tls.Config{RootCAs: pool}})
+	outer := startRelay(t, r.Addr, Options{UpstreamTLS: &tls.Config{RootCAs: pool}})
 	conn := outer.connect(t, db)
 	errc := startSleep(t, db, conn)
 	act := sessionOf(t, outer, conn.PgConn()).Active()
@@ -216,11 +216,11 @@ func TestTLSTermination(t *testing.T) {
 		t.Fatalf("active: %v", act)
 	}
 	start := clock.Real{}.Now()
-	if err := outer.reg.Cancel(ctx, act[0]); err != nil {
+	if err := outer.Reg.Cancel(ctx, act[0]); err != nil {
 		t.Fatal(err)
 	}
 	checkCancelled(t, errc, start)
-	if errs := r.errors(); len(errs) != 1 {
+	if errs := r.Errors(); len(errs) != 1 {
 		t.Errorf("open errors: %v, want only the refused direct TLS", errs)
 	}
 	outer.checkOpenErrors(t)

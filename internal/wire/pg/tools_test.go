@@ -22,7 +22,7 @@ func runTool(t *testing.T, r *relay, db *dbConfig, name string, args ...string) 
 	t.Helper()
 	path := testenv.Program(t, name)
 	cmd := exec.CommandContext(context.Background(), path, args...)
-	_, port, _ := strings.Cut(r.addr, ":")
+	_, port, _ := strings.Cut(r.Addr, ":")
 	cmd.Env = append(os.Environ(),
 		"PGHOST=127.0.0.1", "PGPORT="+port, "PGUSER="+db.user, "PGPASSWORD="+db.password,
 		"PGDATABASE="+db.database, "PGAPPNAME=wirepg-"+name, "PGCONNECT_TIMEOUT=10")
@@ -64,8 +64,8 @@ func checkAttribution(t *testing.T, r *relay, maxUnattributed int64) {
 // closedSessions waits for every session of the relay to end and
 // returns them.
 func closedSessions(r *relay) []*session.Session {
-	waitFor(r.t, 10*time.Second, "sessions to close", func() bool { return len(r.reg.Sessions()) == 0 })
-	return r.allSessions()
+	waitFor(r.t, 10*time.Second, "sessions to close", func() bool { return len(r.Reg.Sessions()) == 0 })
+	return r.Sessions()
 }
 
 func TestPsqlCopyBothWays(t *testing.T) {
@@ -114,7 +114,7 @@ SELECT count(*) FROM wirepg_psql;
 	if sts[3].Rows != 1 {
 		t.Errorf("count: %+v", sts[3])
 	}
-	if sess := r.allSessions(); len(sess) != 1 || sess[0].Application() != "wirepg-psql" || sess[0].User() != db.user {
+	if sess := r.Sessions(); len(sess) != 1 || sess[0].Application() != "wirepg-psql" || sess[0].User() != db.user {
 		t.Errorf("sessions %v", sess)
 	}
 	checkAttribution(t, r, 2048)
@@ -185,7 +185,7 @@ func TestSysbench(t *testing.T) {
 	}
 	db := scratchDB(t, testDB(t))
 	common := func(r *relay, cmd string, extra ...string) []string {
-		_, port, _ := strings.Cut(r.addr, ":")
+		_, port, _ := strings.Cut(r.Addr, ":")
 		args := []string{"oltp_read_write", "--db-driver=pgsql", "--pgsql-host=127.0.0.1", "--pgsql-port=" + port,
 			"--pgsql-user=" + db.user, "--pgsql-password=" + db.password, "--pgsql-db=" + db.database,
 			"--tables=1", "--table-size=1000"}
