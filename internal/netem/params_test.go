@@ -1,6 +1,7 @@
 package netem
 
 import (
+	"encoding"
 	"fmt"
 	"math"
 	"strings"
@@ -48,24 +49,10 @@ func TestParseNames(t *testing.T) {
 
 func TestTextRoundTrip(t *testing.T) {
 	for d := Uniform; d <= ParetoNormal; d++ {
-		b, err := d.MarshalText()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var back Distribution
-		if err := back.UnmarshalText(b); err != nil || back != d {
-			t.Errorf("%v: round trip gave %v, %v", d, back, err)
-		}
+		checkTextRoundTrip(t, d)
 	}
 	for k := Bernoulli; k <= GilbertElliott; k++ {
-		b, err := k.MarshalText()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var back LossKind
-		if err := back.UnmarshalText(b); err != nil || back != k {
-			t.Errorf("%v: round trip gave %v, %v", k, back, err)
-		}
+		checkTextRoundTrip(t, k)
 	}
 	if _, err := Distribution(9).MarshalText(); err == nil {
 		t.Error("unknown distribution marshalled")
@@ -78,20 +65,31 @@ func TestTextRoundTrip(t *testing.T) {
 	}
 }
 
+// checkTextRoundTrip checks that v unmarshals from its own MarshalText.
+func checkTextRoundTrip[T interface {
+	comparable
+	encoding.TextMarshaler
+}, PT interface {
+	*T
+	encoding.TextUnmarshaler
+}](t *testing.T, v T) {
+	t.Helper()
+	b, err := v.MarshalText()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back T
+	if err := PT(&back).UnmarshalText(b); err != nil || back != v {
+		t.Errorf("%v: round trip gave %v, %v", v, back, err)
+	}
+}
+
 func FuzzParseDistribution(f *testing.F) {
 	for _, s := range []string{"uniform", "normal", "pareto", "paretonormal", " Normal", "", "x", "\xff"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := ParseDistribution(s)
-		if err != nil {
-			return
-		}
-		back, err := ParseDistribution(d.String())
-		if err != nil || back != d {
-			t.Fatalf("%q parsed to %v, which does not round-trip: %v, %v", s, d, back, err)
-		}
-		if !strings.EqualFold(strings.TrimSpace(s), d.String()) {
+		if d, ok := checkReparse(t, s, ParseDistribution); ok && !strings.EqualFold(strings.TrimSpace(s), d.String()) {
 			t.Fatalf("%q parsed to %v", s, d)
 		}
 	})
@@ -101,16 +99,25 @@ func FuzzParseLossKind(f *testing.F) {
 	for _, s := range []string{"bernoulli", "random", "gemodel", "gilbert-elliott", "GEMODEL ", "", "\x00"} {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, s string) {
-		k, err := ParseLossKind(s)
-		if err != nil {
-			return
-		}
-		back, err := ParseLossKind(k.String())
-		if err != nil || back != k {
-			t.Fatalf("%q parsed to %v, which does not round-trip: %v, %v", s, k, back, err)
-		}
-	})
+	f.Fuzz(func(t *testing.T, s string) { checkReparse(t, s, ParseLossKind) })
+}
+
+// checkReparse parses s and, if that succeeds, checks that the value's
+// String parses back to it; it returns the value and whether s parsed.
+func checkReparse[T interface {
+	comparable
+	fmt.Stringer
+}](t *testing.T, s string, parse func(string) (T, error)) (T, bool) {
+	t.Helper()
+	v, err := parse(s)
+	if err != nil {
+		return v, false
+	}
+	back, err := parse(v.String())
+	if err != nil || back != v {
+		t.Fatalf("%q parsed to %v, which does not round-trip: %v, %v", s, v, back, err)
+	}
+	return v, true
 }
 
 func TestIsZero(t *testing.T) {
