@@ -114,13 +114,7 @@ func runKernelCluster(ctx context.Context, e *env) (rep *KernelClusterReport, er
 	if r.net, err = newClusterNet(ctx, e.netRate, e.netQueue); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if cerr := r.net.close(); cerr != nil {
-			p.step("could not remove the network: %v", cerr)
-		} else {
-			p.step("network removed")
-		}
-	}()
+	defer r.net.remove(p)
 	rep.Network = r.net.describe()
 	p.step("network: %s", rep.Network)
 	r.nodeStart, r.dial, r.mappingExtra = r.net.start, r.net.nodes[0].Dial, ", password_required 'false'"
@@ -181,18 +175,9 @@ func (r *kclusterRun) setting(ctx context.Context, set string) error {
 	if err := r.fleet.exec(ctx, stmts...); err != nil {
 		return err
 	}
-	var base float64
-	for _, n := range r.kp.Ns {
-		row, err := r.point(ctx, set, n)
-		if err != nil {
-			return fmt.Errorf("%s: %w", plural(n, "low-priority join"), err)
-		}
-		base = row.slowdownAgainst(base)
-		r.rep.Rows = append(r.rep.Rows, row)
-		r.p.step("%s, N=%d: high-priority join %.1f ms (median; mean %.1f, min %.1f, max %.1f) = %.2fx; low-priority joins %.1f MB/s; link use %.0f%%, %d drops%s",
-			set, n, row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs, row.Slowdown, row.BulkMBps, 100*row.LinkUse, row.QdiscDrops, row.controllerText())
-	}
-	return nil
+	return kernelSweep(r.p, &r.rep.Rows, set, r.kp.Ns, "high-priority join", "low-priority joins", "low-priority join", func(n int) (KernelRow, error) {
+		return r.point(ctx, set, n)
+	})
 }
 
 // point measures the high-priority join under n low-priority joins.
@@ -229,12 +214,7 @@ func (r *kclusterRun) point(ctx context.Context, set string, n int) (row KernelR
 			return row, err
 		}
 	}
-	q0, err := r.net.qdisc(ctx)
-	if err != nil {
-		return row, err
-	}
-	l0, m0 := r.lowShardBytes(), r.clk.Now()
-	times, err := measureReps(ctx, r.p, fmt.Sprintf("%s, N=%d", set, n), r.kp.Reps, nil, nil, func() (time.Duration, error) {
+	err = r.net.measure(ctx, r.env, &row, r.kp.Reps, nil, r.lowShardBytes, func() (time.Duration, error) {
 		t0 := r.clk.Now()
 		got, err := count(ctx, high, clusterHighSQL)
 		if err != nil {
@@ -248,22 +228,11 @@ func (r *kclusterRun) point(ctx context.Context, set string, n int) (row KernelR
 	if err != nil {
 		return row, err
 	}
-	secs := r.clk.Now().Sub(m0).Seconds()
-	q1, err := r.net.qdisc(ctx)
-	if err != nil {
-		return row, err
-	}
-	row.QdiscBytes, row.QdiscDrops = q1.Bytes-q0.Bytes, q1.Drops-q0.Drops
-	if secs > 0 {
-		row.LinkUse = float64(row.QdiscBytes) / secs / float64(r.rep.RateBytes)
-		row.BulkMBps = float64(r.lowShardBytes()-l0) / 1e6 / secs
-	}
 	for _, s := range r.fleet.sluice[1:] {
 		if row.Controller = controllerEstimate(s); row.Controller != nil {
 			break
 		}
 	}
-	row.PointTimes, row.SamplesMs = pointTimes(times), times
 	return row, nil
 }
 
@@ -330,9 +299,7 @@ const (
 )
 
 func (k *KernelClusterReport) charts() []chartFile {
-	return chartsIf(len(k.Rows) > 0,
-		chartFile{FileKernelClusterSlowdown, k.SlowdownChart},
-		chartFile{FileKernelClusterLinkUse, k.LinkUseChart})
+	return kernelCharts(k.Rows, FileKernelClusterSlowdown, k.SlowdownChart, FileKernelClusterLinkUse, k.LinkUseChart)
 }
 
 // SlowdownChart is the high-priority join's slowdown against N, one
@@ -368,13 +335,7 @@ func (k *KernelClusterReport) writeMarkdown(w io.Writer) {
 		k.LowRows, k.HighRows, strings.Join(k.Setup, ";\n"), units.FormatRate(k.CapacityBytes), CapacityPercent, len(k.Nodes)-1, k.Reps)
 	kernelTable(k.Rows, "low-priority joins N").markdown(w)
 	fmt.Fprintf(w, "\n![cluster slowdown vs N](%s)\n\n![cluster link use vs N](%s)\n\n", FileKernelClusterSlowdown, FileKernelClusterLinkUse)
-	n := kernelMaxN(k.Rows)
-	for _, set := range kernelSettings() {
-		if r := kernelRow(k.Rows, set, n); r != nil {
-			fmt.Fprintf(w, "- **%s**: at N = %d the high-priority join took %.1f ms, %.2fx; the router's port ran at %.0f%% of its rate (%d drops)%s.\n",
-				settingName(set), n, r.ElapsedMs, r.Slowdown, 100*r.LinkUse, r.QdiscDrops, strings.Replace(r.controllerText(), ";", ",", 1))
-		}
-	}
+	kernelSummary(w, k.Rows, "the high-priority join", "the router's port")
 	fmt.Fprintf(w, "\nWith the capacity each sluice holds its own link to a third of the port's rate, whatever the others send: "+
 		"the high-priority join, which reads the partitions one after another, then never has the whole port, even alone.\n\n")
 	fmt.Fprintf(w, "On the coordinator (passwords masked):\n\n```sql\n%s;\n```\n\n", strings.Join(k.ClusterSetup, ";\n"))

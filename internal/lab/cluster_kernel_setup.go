@@ -32,46 +32,38 @@ const clusterPort = 6432
 // router's port toward the coordinator, which every data node's answers
 // cross together (an incast).
 type clusterNet struct {
-	tb     *netlab.Testbed
+	tbfNet
 	router *netlab.Namespace
 	// nodes are the nodes' namespaces and links their links to the
 	// router (A the router's end, B the node's), coordinator first.
 	nodes []*netlab.Namespace
 	links []*netlab.Link
-	rate  int64 // bytes/s
-	queue time.Duration
 }
 
 // newClusterNet builds the network; on error it removes what it made.
-func newClusterNet(ctx context.Context, rate int64, queue time.Duration) (_ *clusterNet, err error) {
-	tb, err := netlab.New(ctx)
+func newClusterNet(ctx context.Context, rate int64, queue time.Duration) (*clusterNet, error) {
+	n := &clusterNet{tbfNet: tbfNet{rate: rate, queue: queue}}
+	err := n.build(ctx, func(tb *netlab.Testbed) (_ netlab.End, err error) {
+		if n.router, err = tb.Router(ctx, "router"); err != nil {
+			return netlab.End{}, err
+		}
+		for _, name := range clusterNodeNames() {
+			ns, err := tb.Namespace(ctx, name)
+			if err != nil {
+				return netlab.End{}, err
+			}
+			l, err := tb.Connect(ctx, n.router, ns)
+			if err != nil {
+				return netlab.End{}, err
+			}
+			if err := ns.Route(ctx, netlab.Range, l.A.Addr); err != nil {
+				return netlab.End{}, err
+			}
+			n.nodes, n.links = append(n.nodes, ns), append(n.links, l)
+		}
+		return n.links[0].A, nil
+	})
 	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			tb.Close()
-		}
-	}()
-	n := &clusterNet{tb: tb, rate: rate, queue: queue}
-	if n.router, err = tb.Router(ctx, "router"); err != nil {
-		return nil, err
-	}
-	for _, name := range clusterNodeNames() {
-		ns, err := tb.Namespace(ctx, name)
-		if err != nil {
-			return nil, err
-		}
-		l, err := tb.Connect(ctx, n.router, ns)
-		if err != nil {
-			return nil, err
-		}
-		if err := ns.Route(ctx, netlab.Range, l.A.Addr); err != nil {
-			return nil, err
-		}
-		n.nodes, n.links = append(n.nodes, ns), append(n.links, l)
-	}
-	if err := n.links[0].A.Shape(ctx, rate, queue); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -93,15 +85,8 @@ func (n *clusterNet) describe() string {
 		strings.Join(nodes, ", "), n.router.Name, formatBits(n.rate), n.queue)
 }
 
-// qdisc returns the counters of the tbf queue toward the coordinator.
-func (n *clusterNet) qdisc(ctx context.Context) (netlab.QdiscStats, error) {
-	return n.links[0].A.Qdisc(ctx)
-}
-
 // start returns how to start node i's server: inside its namespace.
 func (n *clusterNet) start(i int) func(*exec.Cmd) error { return n.nodes[i].Start }
-
-func (n *clusterNet) close() error { return n.tb.Close() }
 
 // clusterFleet is one sluice per node, in this process, on one catalog
 // in etcd: a statement run on any applies on every one.

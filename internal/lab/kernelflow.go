@@ -89,13 +89,7 @@ func runKernelFlow(ctx context.Context, e *env) (rep *KernelFlowReport, err erro
 	if r.net, err = newFlowNet(ctx, e.netRate, e.netQueue); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if cerr := r.net.close(); cerr != nil {
-			p.step("could not remove the network: %v", cerr)
-		} else {
-			p.step("network removed")
-		}
-	}()
+	defer r.net.remove(p)
 	rep.Network = r.net.describe()
 	p.step("network: %s", rep.Network)
 
@@ -190,18 +184,9 @@ func (r *kernelFlowRun) setting(ctx context.Context, set string) error {
 			return err
 		}
 	}
-	var base float64
-	for _, n := range r.kp.Ns {
-		row, err := r.point(ctx, s, set, addr, bulkAddr, n)
-		if err != nil {
-			return fmt.Errorf("%s: %w", plural(n, "bulk session"), err)
-		}
-		base = row.slowdownAgainst(base)
-		r.rep.Rows = append(r.rep.Rows, row)
-		r.p.step("%s, N=%d: normal query %.1f ms (median; mean %.1f, min %.1f, max %.1f) = %.2fx; bulk %.1f MB/s; link use %.0f%%, %d drops%s",
-			set, n, row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs, row.Slowdown, row.BulkMBps, 100*row.LinkUse, row.QdiscDrops, row.controllerText())
-	}
-	return nil
+	return kernelSweep(r.p, &r.rep.Rows, set, r.kp.Ns, "normal query", "bulk", "bulk session", func(n int) (KernelRow, error) {
+		return r.point(ctx, s, set, addr, bulkAddr, n)
+	})
 }
 
 // listenRoute adds a route named name to s, listening inside sluice's
@@ -259,12 +244,7 @@ func (r *kernelFlowRun) point(ctx context.Context, s *sluice, set, addr, bulkAdd
 			return row, err
 		}
 	}
-	q0, err := r.net.qdisc(ctx)
-	if err != nil {
-		return row, err
-	}
-	b0, m0 := bulkBytes.Load(), r.clk.Now()
-	times, err := measureReps(ctx, r.p, fmt.Sprintf("%s, N=%d", set, n), r.kp.Reps, w.before(ctx, n), nil,
+	err = r.net.measure(ctx, r.env, &row, r.kp.Reps, w.before(ctx, n), bulkBytes.Load,
 		func() (time.Duration, error) {
 			t0 := r.clk.Now()
 			got, err := normal.normal(ctx)
@@ -279,19 +259,8 @@ func (r *kernelFlowRun) point(ctx context.Context, s *sluice, set, addr, bulkAdd
 	if err != nil {
 		return row, err
 	}
-	secs := r.clk.Now().Sub(m0).Seconds()
-	q1, err := r.net.qdisc(ctx)
-	if err != nil {
-		return row, err
-	}
-	row.QdiscBytes, row.QdiscDrops = q1.Bytes-q0.Bytes, q1.Drops-q0.Drops
-	if secs > 0 {
-		row.BulkMBps = float64(bulkBytes.Load()-b0) / 1e6 / secs
-		row.LinkUse = float64(row.QdiscBytes) / secs / float64(r.rep.RateBytes)
-	}
 	row.Controller = controllerEstimate(s)
 	stopBulk()
-	row.PointTimes, row.SamplesMs = pointTimes(times), times
 	return row, nil
 }
 
@@ -318,9 +287,7 @@ const (
 )
 
 func (k *KernelFlowReport) charts() []chartFile {
-	return chartsIf(len(k.Rows) > 0,
-		chartFile{FileKernelSlowdown, k.SlowdownChart},
-		chartFile{FileKernelLinkUse, k.LinkUseChart})
+	return kernelCharts(k.Rows, FileKernelSlowdown, k.SlowdownChart, FileKernelLinkUse, k.LinkUseChart)
 }
 
 // SlowdownChart is the normal query's slowdown against N, one series
@@ -351,13 +318,7 @@ func (k *KernelFlowReport) writeMarkdown(w io.Writer) {
 		SettingOff, SettingOn, units.FormatRate(k.CapacityBytes), SettingCapacity)
 	kernelTable(k.Rows, "bulk sessions N").markdown(w)
 	fmt.Fprintf(w, "\n![slowdown vs N](%s)\n\n![link use vs N](%s)\n\n", FileKernelSlowdown, FileKernelLinkUse)
-	n := kernelMaxN(k.Rows)
-	for _, set := range kernelSettings() {
-		if r := kernelRow(k.Rows, set, n); r != nil {
-			fmt.Fprintf(w, "- **%s**: at N = %d the query took %.1f ms, %.2fx; the bottleneck ran at %.0f%% of its rate (%d drops)%s.\n",
-				settingName(set), n, r.ElapsedMs, r.Slowdown, 100*r.LinkUse, r.QdiscDrops, strings.Replace(r.controllerText(), ";", ",", 1))
-		}
-	}
+	kernelSummary(w, k.Rows, "the query", "the bottleneck")
 	fmt.Fprintln(w)
 }
 

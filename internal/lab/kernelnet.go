@@ -55,42 +55,105 @@ func ParseNetRate(s string) (int64, error) {
 // flag use.
 func formatBits(bps int64) string { return fmtNum(float64(bps)*8/1e6) + " Mbit/s" }
 
-// flowNet is the flow-control experiment's network on this host: a
-// client namespace and sluice's, joined by a veth pair whose egress
-// from sluice toward the clients goes through a tbf queue of the given
-// rate and depth. sluice itself runs in this process: its route
-// listens inside sluice's namespace, and it reaches the database from
-// this process's namespace.
-type flowNet struct {
-	tb       *netlab.Testbed
-	cli, prx *netlab.Namespace
-	link     *netlab.Link
-	rate     int64 // bytes/s
-	queue    time.Duration
+// tbfNet is what the kernel experiments' networks share: a testbed on
+// this host whose bottleneck is one tbf queue, of rate and depth queue,
+// on the egress of shaped.
+type tbfNet struct {
+	tb     *netlab.Testbed
+	shaped netlab.End
+	rate   int64 // bytes/s
+	queue  time.Duration
 }
 
-// newFlowNet builds the network; on error it removes what it made.
-func newFlowNet(ctx context.Context, rate int64, queue time.Duration) (_ *flowNet, err error) {
-	tb, err := netlab.New(ctx)
-	if err != nil {
-		return nil, err
+// build makes the testbed, has join add the namespaces and links and
+// return the end to shape, and shapes it; on error it removes the
+// testbed.
+func (n *tbfNet) build(ctx context.Context, join func(*netlab.Testbed) (netlab.End, error)) (err error) {
+	if n.tb, err = netlab.New(ctx); err != nil {
+		return err
 	}
 	defer func() {
 		if err != nil {
-			tb.Close()
+			n.tb.Close()
 		}
 	}()
-	n := &flowNet{tb: tb, rate: rate, queue: queue}
-	if n.cli, err = tb.Namespace(ctx, "cli"); err != nil {
-		return nil, err
+	if n.shaped, err = join(n.tb); err != nil {
+		return err
 	}
-	if n.prx, err = tb.Namespace(ctx, "sluice"); err != nil {
-		return nil, err
+	return n.shaped.Shape(ctx, n.rate, n.queue)
+}
+
+// qdisc returns the counters of the tbf queue.
+func (n *tbfNet) qdisc(ctx context.Context) (netlab.QdiscStats, error) { return n.shaped.Qdisc(ctx) }
+
+// close removes the namespaces, the links and the queue.
+func (n *tbfNet) close() error { return n.tb.Close() }
+
+// remove closes n and says on p how that went; for a deferred call.
+func (n *tbfNet) remove(p *printer) {
+	if err := n.close(); err != nil {
+		p.step("could not remove the network: %v", err)
+	} else {
+		p.step("network removed")
 	}
-	if n.link, err = tb.Connect(ctx, n.prx, n.cli); err != nil {
-		return nil, err
+}
+
+// measure measures a point's job reps times (measureReps, with before
+// ahead of each) and fills in row's times, the tbf queue's bytes, drops
+// and use over that time, and BulkMBps from background, the bytes the
+// background jobs have received so far.
+func (n *tbfNet) measure(ctx context.Context, e *env, row *KernelRow, reps int, before func() error, background func() int64, job func() (time.Duration, error)) error {
+	q0, err := n.qdisc(ctx)
+	if err != nil {
+		return err
 	}
-	if err = n.link.A.Shape(ctx, rate, queue); err != nil {
+	b0, m0 := background(), e.clk.Now()
+	times, err := measureReps(ctx, e.p, fmt.Sprintf("%s, N=%d", row.Setting, row.N), reps, before, nil, job)
+	if err != nil {
+		return err
+	}
+	secs := e.clk.Now().Sub(m0).Seconds()
+	q1, err := n.qdisc(ctx)
+	if err != nil {
+		return err
+	}
+	row.QdiscBytes, row.QdiscDrops = q1.Bytes-q0.Bytes, q1.Drops-q0.Drops
+	if secs > 0 {
+		row.BulkMBps = float64(background()-b0) / 1e6 / secs
+		row.LinkUse = float64(row.QdiscBytes) / secs / float64(n.rate)
+	}
+	row.PointTimes, row.SamplesMs = pointTimes(times), times
+	return nil
+}
+
+// flowNet is the flow-control experiment's network on this host: a
+// client namespace and sluice's, joined by a veth pair whose egress
+// from sluice toward the clients goes through the tbf queue. sluice
+// itself runs in this process: its route listens inside sluice's
+// namespace, and it reaches the database from this process's
+// namespace.
+type flowNet struct {
+	tbfNet
+	cli, prx *netlab.Namespace
+	link     *netlab.Link
+}
+
+// newFlowNet builds the network; on error it removes what it made.
+func newFlowNet(ctx context.Context, rate int64, queue time.Duration) (*flowNet, error) {
+	n := &flowNet{tbfNet: tbfNet{rate: rate, queue: queue}}
+	err := n.build(ctx, func(tb *netlab.Testbed) (_ netlab.End, err error) {
+		if n.cli, err = tb.Namespace(ctx, "cli"); err != nil {
+			return netlab.End{}, err
+		}
+		if n.prx, err = tb.Namespace(ctx, "sluice"); err != nil {
+			return netlab.End{}, err
+		}
+		if n.link, err = tb.Connect(ctx, n.prx, n.cli); err != nil {
+			return netlab.End{}, err
+		}
+		return n.link.A, nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -112,12 +175,6 @@ func (n *flowNet) dial(ctx context.Context, network, addr string) (net.Conn, err
 func (n *flowNet) listen(ctx context.Context) (net.Listener, error) {
 	return n.prx.Listen(ctx, "tcp", netip.AddrPortFrom(n.link.A.Addr, 0).String())
 }
-
-// qdisc returns the counters of the tbf queue toward the clients.
-func (n *flowNet) qdisc(ctx context.Context) (netlab.QdiscStats, error) { return n.link.A.Qdisc(ctx) }
-
-// close removes the namespaces, the link and the queue.
-func (n *flowNet) close() error { return n.tb.Close() }
 
 // controllerEstimate reads the network view's row of the default link,
 // server to client, on the side sluice sends it (the path from sluice

@@ -2,8 +2,10 @@ package lab
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/sluicelab/sluice/internal/lab/svg"
 )
@@ -120,7 +122,6 @@ func kernelTable(rows []KernelRow, nHead string) table {
 	return t
 }
 
-// kernelSeries returns one series per setting of y against N.
 // kernelChart charts a kernel experiment's rows against N, one series
 // per setting: the slowdown, or (use) the bottleneck's use.
 func kernelChart(title, xlabel string, rows []KernelRow, use bool) *svg.Chart {
@@ -131,6 +132,7 @@ func kernelChart(title, xlabel string, rows []KernelRow, use bool) *svg.Chart {
 	return &svg.Chart{Title: title, XLabel: xlabel, YLabel: ylabel, ZeroX: true, ZeroY: true, Series: kernelSeries(rows, y)}
 }
 
+// kernelSeries returns one series per setting of y against N.
 func kernelSeries(rows []KernelRow, y func(*KernelRow) float64) []svg.Series {
 	var out []svg.Series
 	for _, set := range kernelSettings() {
@@ -143,6 +145,43 @@ func kernelSeries(rows []KernelRow, y func(*KernelRow) float64) []svg.Series {
 		out = append(out, seriesOf(settingName(set), false, of, func(r *KernelRow) float64 { return float64(r.N) }, y))
 	}
 	return out
+}
+
+// kernelCharts are an experiment's two charts over the kernel network,
+// the slowdown and the link use against N, when it has rows.
+func kernelCharts(rows []KernelRow, slowdownFile string, slowdown func() *svg.Chart, linkUseFile string, linkUse func() *svg.Chart) []chartFile {
+	return chartsIf(len(rows) > 0, chartFile{slowdownFile, slowdown}, chartFile{linkUseFile, linkUse})
+}
+
+// kernelSweep measures, with one setting, point at each N of ns, sets
+// each row's slowdown and appends it to rows. job names the measured
+// job and load the background jobs in progress lines; background names
+// one background job in errors.
+func kernelSweep(p *printer, rows *[]KernelRow, set string, ns []int, job, load, background string, point func(n int) (KernelRow, error)) error {
+	var base float64
+	for _, n := range ns {
+		row, err := point(n)
+		if err != nil {
+			return fmt.Errorf("%s: %w", plural(n, background), err)
+		}
+		base = row.slowdownAgainst(base)
+		*rows = append(*rows, row)
+		p.step("%s, N=%d: %s %.1f ms (median; mean %.1f, min %.1f, max %.1f) = %.2fx; %s %.1f MB/s; link use %.0f%%, %d drops%s",
+			set, n, job, row.ElapsedMs, row.MeanMs, row.MinMs, row.MaxMs, row.Slowdown, load, row.BulkMBps, 100*row.LinkUse, row.QdiscDrops, row.controllerText())
+	}
+	return nil
+}
+
+// kernelSummary writes a line per setting about the rows at the largest
+// N: how long job took, and how busy the bottleneck, named by link, was.
+func kernelSummary(w io.Writer, rows []KernelRow, job, link string) {
+	n := kernelMaxN(rows)
+	for _, set := range kernelSettings() {
+		if r := kernelRow(rows, set, n); r != nil {
+			fmt.Fprintf(w, "- **%s**: at N = %d %s took %.1f ms, %.2fx; %s ran at %.0f%% of its rate (%d drops)%s.\n",
+				settingName(set), n, job, r.ElapsedMs, r.Slowdown, link, 100*r.LinkUse, r.QdiscDrops, strings.Replace(r.controllerText(), ";", ",", 1))
+		}
+	}
 }
 
 // slowdownAgainst sets r's slowdown against base, the median at N = 0
