@@ -42,16 +42,23 @@ type FlowReport struct {
 	LinkCapacity
 	// LinkQueue is the link's device FIFO.
 	LinkQueue
+	FlowWorkload
+	Rows []FlowRow `json:"points"`
+}
+
+// FlowWorkload is what the flow-control experiment runs, over either
+// network.
+type FlowWorkload struct {
 	BulkSQL   string `json:"bulk_sql"`
 	NormalSQL string `json:"normal_sql"`
 	// NormalBytes is the payload of one normal query's result.
 	NormalBytes int64 `json:"normal_result_bytes"`
 	Reps        int   `json:"reps_per_point"`
-	// Setup are the console statements that made the bulk pool.
+	// Setup are the console statements that made the bulk pool and
+	// bound the bulk sessions to it.
 	Setup []string `json:"setup"`
 	// Binding says how bulk sessions land in the bulk pool.
-	Binding string    `json:"bulk_binding"`
-	Rows    []FlowRow `json:"points"`
+	Binding string `json:"bulk_binding"`
 }
 
 // FlowPlan is the scale of the flow-control experiment.
@@ -126,17 +133,12 @@ func runFlow(ctx context.Context, e *env) (rep *FlowReport, err error) {
 	p := r.p
 	bulkSQL, normalSQL := r.sql()
 	rep = &FlowReport{
-		BulkSQL: bulkSQL, NormalSQL: normalSQL, Reps: r.plan.Reps,
-		LinkQueue: defaultQueue(),
+		FlowWorkload: FlowWorkload{BulkSQL: bulkSQL, NormalSQL: normalSQL, Reps: r.plan.Reps, Setup: r.bulkSetup()},
+		LinkQueue:    defaultQueue(),
 	}
 	p.printf("== Experiment 2: flow control ==\n")
 	p.printf("normal query %q measured %d times per point under N bulk sessions pulling %q in a loop\n", normalSQL, r.plan.Reps, bulkSQL)
 
-	rep.Setup = []string{
-		fmt.Sprintf("CREATE EXCEPT RULE %s WITH (bandwidth=%s, elapsedtime=%s, action='penalty')", bulkRule, fmtNum(r.plan.RuleBandwidth), fmtNum(r.plan.RuleElapsed)),
-		fmt.Sprintf("CREATE RESOURCE POOL %s WITH (except_rule='%s')", bulkPool, bulkRule),
-		fmt.Sprintf("SET except_check_period = '%s'", units.FormatDuration(r.plan.CheckPeriod)),
-	}
 	if err := r.s.exec(ctx, rep.Setup...); err != nil {
 		return nil, err
 	}
@@ -152,13 +154,7 @@ func runFlow(ctx context.Context, e *env) (rep *FlowReport, err error) {
 	p.step("bulk sessions: %s", acc.binding)
 	defer func() {
 		r.s.restore(ctx, "ALTER LINK default WITH (capacity=DEFAULT)", "RESET network_control")
-		if acc.drop != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if derr := acc.drop(cctx); derr != nil {
-				p.step("could not drop the %s login: %v", bulkUser, derr)
-			}
-		}
+		r.dropLogin(ctx, acc.drop)
 	}()
 
 	if rep.LinkCapacity, err = r.linkCapacity(ctx, r.plan.Capacity, r.plan.MaxCapacity, r.route); err != nil {
@@ -322,6 +318,43 @@ type FlowRow struct {
 	SamplesMs []float64 `json:"samples_ms"`
 }
 
+// bulkSetup returns the console statements that make the bulk pool,
+// whose rule penalises the bulk statements.
+func (r *flowRun) bulkSetup() []string {
+	return []string{
+		fmt.Sprintf("CREATE EXCEPT RULE %s WITH (bandwidth=%s, elapsedtime=%s, action='penalty')", bulkRule, fmtNum(r.plan.RuleBandwidth), fmtNum(r.plan.RuleElapsed)),
+		fmt.Sprintf("CREATE RESOURCE POOL %s WITH (except_rule='%s')", bulkPool, bulkRule),
+		fmt.Sprintf("SET except_check_period = '%s'", units.FormatDuration(r.plan.CheckPeriod)),
+	}
+}
+
+// dropLogin removes, with drop, the bulk login the lab created, given
+// 30 s of its own after ctx ends; a nil drop does nothing.
+func (r *flowRun) dropLogin(ctx context.Context, drop func(context.Context) error) {
+	if drop == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := drop(cctx); err != nil {
+		r.p.step("could not drop the %s login: %v", bulkUser, err)
+	}
+}
+
+// bulkWait waits until the statements of n bulk sessions on s, those
+// isBulk picks, are penalised; it fails with a session's error on errs.
+func (r *flowRun) bulkWait(s *sluice, isBulk func(*session.Snapshot) bool, n int, errs <-chan error) *penaltyWait {
+	return &penaltyWait{clk: r.clk, p: r.p, timeout: r.plan.PenaltyTimeout, period: time.Second, noun: "bulk statements", only: "only ",
+		state: func() (int, int, error) {
+			running, pen := s.statements(isBulk)
+			if pen >= n {
+				return running, pen, nil
+			}
+			return running, pen, failed(errs)
+		},
+		done: func(n, _, pen int) bool { return pen >= n }}
+}
+
 // point measures the normal query under n bulk sessions and returns the
 // row and the normal result's payload bytes.
 func (r *flowRun) point(ctx context.Context, control string, n int) (FlowRow, int64, error) {
@@ -343,15 +376,7 @@ func (r *flowRun) point(ctx context.Context, control string, n int) (FlowRow, in
 		func(ctx context.Context, c conn) error { return c.bulk(ctx, &bulkBytes) },
 		func() { r.drain(ctx) })
 	defer stopBulk()
-	w := &penaltyWait{clk: r.clk, p: r.p, timeout: r.plan.PenaltyTimeout, period: time.Second, noun: "bulk statements", only: "only ",
-		state: func() (int, int, error) {
-			running, pen := r.s.statements(r.acc.isBulk)
-			if pen >= n {
-				return running, pen, nil
-			}
-			return running, pen, failed(errs)
-		},
-		done: func(n, _, pen int) bool { return pen >= n }}
+	w := r.bulkWait(r.s, r.acc.isBulk, n, errs)
 	if n > 0 {
 		r.p.step("network_control %s, N=%d: started %s; waiting until their statements are penalised", control, n, plural(n, "bulk session"))
 		if row.PenaltySeconds, err = w.penalise(ctx, n, r.capacity); err != nil {

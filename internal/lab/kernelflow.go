@@ -50,17 +50,10 @@ type KernelFlowReport struct {
 	// QueueMs is the tbf queue's depth in time at its rate.
 	QueueMs float64 `json:"queue_ms"`
 	// CapacityBytes is the link capacity of SettingCapacity, bytes/s.
-	CapacityBytes int64  `json:"capacity_bytes_per_second"`
-	BulkSQL       string `json:"bulk_sql"`
-	NormalSQL     string `json:"normal_sql"`
-	// NormalBytes is the payload of one normal query's result.
-	NormalBytes int64 `json:"normal_result_bytes"`
-	Reps        int   `json:"reps_per_point"`
-	// Setup are the console statements every setting starts with.
-	Setup []string `json:"setup"`
-	// Binding says how bulk sessions land in the bulk pool.
-	Binding string      `json:"bulk_binding"`
-	Rows    []KernelRow `json:"points"`
+	CapacityBytes int64 `json:"capacity_bytes_per_second"`
+	// FlowWorkload's Setup is what every setting's sluice starts with.
+	FlowWorkload
+	Rows []KernelRow `json:"points"`
 }
 
 // kernelFlowRun is the state of one kernel flow-control experiment.
@@ -80,7 +73,7 @@ func runKernelFlow(ctx context.Context, e *env) (rep *KernelFlowReport, err erro
 	r := &kernelFlowRun{flowRun: &flowRun{env: e, plan: e.plan.Flow}, kp: e.plan.Flow.Kernel}
 	p := r.p
 	bulkSQL, normalSQL := r.sql()
-	rep = &KernelFlowReport{BulkSQL: bulkSQL, NormalSQL: normalSQL, Reps: r.kp.Reps,
+	rep = &KernelFlowReport{FlowWorkload: FlowWorkload{BulkSQL: bulkSQL, NormalSQL: normalSQL, Reps: r.kp.Reps, Setup: r.bulkSetup()},
 		RateBytes: e.netRate, Rate: formatBits(e.netRate), QueueMs: durMs(e.netQueue), CapacityBytes: e.netRate * CapacityPercent / 100}
 	r.rep = rep
 	p.printf("== Experiment 2: flow control, kernel network ==\n")
@@ -93,24 +86,11 @@ func runKernelFlow(ctx context.Context, e *env) (rep *KernelFlowReport, err erro
 	rep.Network = r.net.describe()
 	p.step("network: %s", rep.Network)
 
-	rep.Setup = []string{
-		fmt.Sprintf("CREATE EXCEPT RULE %s WITH (bandwidth=%s, elapsedtime=%s, action='penalty')", bulkRule, fmtNum(r.plan.RuleBandwidth), fmtNum(r.plan.RuleElapsed)),
-		fmt.Sprintf("CREATE RESOURCE POOL %s WITH (except_rule='%s')", bulkPool, bulkRule),
-		fmt.Sprintf("SET except_check_period = '%s'", units.FormatDuration(r.plan.CheckPeriod)),
-	}
 	drop, err := r.bulkLogin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if drop != nil {
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if derr := drop(cctx); derr != nil {
-				p.step("could not drop the %s login: %v", bulkUser, derr)
-			}
-		}()
-	}
+	defer r.dropLogin(ctx, drop)
 	if !r.route {
 		rep.Setup = append(rep.Setup, fmt.Sprintf("CREATE USER %s RESOURCE POOL '%s'", bulkUser, bulkPool))
 	}
@@ -224,15 +204,7 @@ func (r *kernelFlowRun) point(ctx context.Context, s *sluice, set, addr, bulkAdd
 		func(ctx context.Context, c conn) error { return c.bulk(ctx, &bulkBytes) },
 		func() { r.drainNet(ctx, s) })
 	defer stopBulk()
-	w := &penaltyWait{clk: r.clk, p: r.p, timeout: r.plan.PenaltyTimeout, period: time.Second, noun: "bulk statements", only: "only ",
-		state: func() (int, int, error) {
-			running, pen := s.statements(r.isBulk)
-			if pen >= n {
-				return running, pen, nil
-			}
-			return running, pen, failed(errs)
-		},
-		done: func(n, _, pen int) bool { return pen >= n }}
+	w := r.bulkWait(s, r.isBulk, n, errs)
 	if n > 0 {
 		r.p.step("%s, N=%d: started %s; waiting until their statements are penalised", set, n, plural(n, "bulk session"))
 		t0 := r.clk.Now()

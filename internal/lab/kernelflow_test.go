@@ -196,7 +196,7 @@ func TestKernelReportFiles(t *testing.T) {
 		return out
 	}
 	rep := &Report{Plan: "tiny", Network: NetworkKernel, NotOnKernel: []string{"latency: it measures sluice's own link emulation (delay)"},
-		KernelFlow:    &KernelFlowReport{Rate: "200 Mbit/s", RateBytes: 25e6, QueueMs: 100, NormalBytes: 1e6, Reps: 3, Rows: rows(4, 2, 1.1)},
+		KernelFlow:    &KernelFlowReport{Rate: "200 Mbit/s", RateBytes: 25e6, QueueMs: 100, FlowWorkload: FlowWorkload{NormalBytes: 1e6, Reps: 3}, Rows: rows(4, 2, 1.1)},
 		KernelCluster: &KernelClusterReport{Rate: "200 Mbit/s", RateBytes: 25e6, QueueMs: 100, Nodes: []string{"coord", "dn1", "dn2", "dn3"}, Reps: 3, Rows: rows(3, 1.05, 1.2)}}
 	rep.Targets = rep.evaluate()
 	if len(rep.Targets) != 4 {

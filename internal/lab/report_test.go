@@ -28,8 +28,8 @@ func sampleReport() *Report {
 	}
 	r.Latency.Prepare = []PrepareRow{{RTTMs: 0, Seconds: 0.1, Rows: 10000}, {RTTMs: 10, Seconds: 0.13, Rows: 10000}}
 	r.Flow = &FlowReport{LinkCapacity: LinkCapacity{CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 250},
-		LinkQueue: LinkQueue{QueueBytes: 2 << 20, LowQueueBytes: 64 << 10}, BulkSQL: pgBulkSQL, NormalSQL: pgNormalSQL,
-		NormalBytes: 1e6, Reps: 3, Setup: []string{"CREATE EXCEPT RULE ..."}, Binding: "user bulk"}
+		LinkQueue: LinkQueue{QueueBytes: 2 << 20, LowQueueBytes: 64 << 10}, FlowWorkload: FlowWorkload{BulkSQL: pgBulkSQL, NormalSQL: pgNormalSQL,
+			NormalBytes: 1e6, Reps: 3, Setup: []string{"CREATE EXCEPT RULE ..."}, Binding: "user bulk"}}
 	for _, c := range []string{"off", "on"} {
 		for _, n := range []int{0, 1, 4, 10} {
 			e := 52.0
