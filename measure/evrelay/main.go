@@ -7,15 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"runtime/pprof"
-	"syscall"
 	"time"
+
+	"github.com/sluicelab/sluice/measure/harness"
 )
 
 func main() {
-	listen := flag.String("listen", "127.0.0.1:16507", "address to accept clients on")
-	upstream := flag.String("upstream", "127.0.0.1:15432", "address to relay each client to")
+	listen, upstream := harness.RelayFlags("127.0.0.1:16507")
 	var cfg config
 	flag.IntVar(&cfg.loops, "loops", 1, "event loops, each a goroutine")
 	flag.BoolVar(&cfg.edge, "et", false, "edge-triggered registration")
@@ -27,18 +26,15 @@ func main() {
 		cfg.edge = false
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(log, *listen, *upstream, cfg, *cpuprofile, *profileSeconds); err != nil {
-		fmt.Fprintln(os.Stderr, "evrelay:", err)
-		os.Exit(1)
-	}
+	harness.Main("evrelay", func(ctx context.Context) error {
+		return run(ctx, log, *listen, *upstream, cfg, *cpuprofile, *profileSeconds)
+	})
 }
 
-func run(log *slog.Logger, listen, upstream string, cfg config, cpuprofile string, profileSeconds int) error {
+func run(ctx context.Context, log *slog.Logger, listen, upstream string, cfg config, cpuprofile string, profileSeconds int) error {
 	if cfg.loops < 1 {
 		return fmt.Errorf("-loops %d: need at least one", cfg.loops)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if cpuprofile != "" {
 		f, err := os.Create(cpuprofile)
 		if err != nil {

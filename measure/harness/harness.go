@@ -1,7 +1,8 @@
 // Package harness starts a real sluice process for the benchmark programs
 // under measure/ and talks to its admin console, so every figure they print
 // comes from the binary users run, over real sockets. It also holds what
-// the programs share: the -etcd flag (EtcdFlag), a loop serving each
+// the programs share: the -etcd flag (EtcdFlag), the relays' flags
+// (RelayFlags), a main that stops on a signal (Main), a loop serving each
 // accepted connection (ServeEach) and one forwarding pairs (ServePairs).
 package harness
 
@@ -12,8 +13,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -189,6 +192,27 @@ func Env(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// RelayFlags defines the flags of a program that relays clients to a
+// server: -listen, the address to accept clients on (listen its
+// default), and -upstream, the address to relay each client to.
+func RelayFlags(listen string) (listenAddr, upstream *string) {
+	return flag.String("listen", listen, "address to accept clients on"),
+		flag.String("upstream", "127.0.0.1:15432", "address to relay each client to")
+}
+
+// Main runs the work of the program name with a context that ends on
+// SIGINT or SIGTERM; when run fails, it prints "name: error" on stderr
+// and exits with status 1.
+func Main(name string, run func(ctx context.Context) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
 }
 
 // DefaultEtcd is the shared test cluster's client addresses, as

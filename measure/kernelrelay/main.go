@@ -3,27 +3,18 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sluicelab/sluice/measure/harness"
 )
 
 func main() {
-	listen := flag.String("listen", "127.0.0.1:16500", "address to accept clients on")
-	upstream := flag.String("upstream", "127.0.0.1:15432", "address to relay each client to")
+	listen, upstream := harness.RelayFlags("127.0.0.1:16500")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := serve(ctx, log, *listen, *upstream); err != nil {
-		fmt.Fprintln(os.Stderr, "kernelrelay:", err)
-		os.Exit(1)
-	}
+	harness.Main("kernelrelay", func(ctx context.Context) error { return serve(ctx, log, *listen, *upstream) })
 }
 
 // serve relays every client accepted on listen to upstream until ctx ends.

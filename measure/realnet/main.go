@@ -34,10 +34,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +44,7 @@ import (
 	"github.com/sluicelab/sluice/internal/netlab"
 	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/internal/units"
+	"github.com/sluicelab/sluice/measure/harness"
 )
 
 func main() {
@@ -55,26 +54,16 @@ func main() {
 	dur := flag.Duration("time", 5*time.Second, "pgbench run per measurement")
 	modes := flag.String("modes", "off,on,capacity", "settings to measure")
 	instances := flag.Int("instances", 1, "sluice instances sharing the bottleneck (more than one: a fleet on etcd, no budget set)")
-	etcdAddr := flag.String("etcd", "127.0.0.1:"+envOr("SLUICE_TEST_ETCD_PORT", "12379"), "etcd host:port for a fleet")
+	etcdAddr := flag.String("etcd", "127.0.0.1:"+harness.Env("SLUICE_TEST_ETCD_PORT", "12379"), "etcd host:port for a fleet")
 	set := flag.String("set", "", "console statements run on each setting after its own (e.g. \"SET low_priority_yield = '10%'\")")
 	stress := flag.Bool("stress", false, "run stress-ng --cpu on every core during each measurement")
 	trace := flag.Duration("trace", 0, "print the controller's rows and the queue's backlog at this period (0: no)")
 	side := flag.String("side", "send", "where the bottleneck is: send (between sluice and the client) or receive (between the server and sluice)")
-	pg := flag.String("pg", "127.0.0.1:"+envOr("SLUICE_TEST_PG_PORT", "15432"), "PostgreSQL host:port")
+	pg := flag.String("pg", "127.0.0.1:"+harness.Env("SLUICE_TEST_PG_PORT", "15432"), "PostgreSQL host:port")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *rate, *queue, *n, *dur, strings.Split(*modes, ","), *pg, *side, testbed{trace: *trace, instances: max(*instances, 1), etcd: *etcdAddr, stress: *stress, set: *set}); err != nil {
-		fmt.Fprintln(os.Stderr, "realnet:", err)
-		os.Exit(1)
-	}
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
+	harness.Main("realnet", func(ctx context.Context) error {
+		return run(ctx, *rate, *queue, *n, *dur, strings.Split(*modes, ","), *pg, *side, testbed{trace: *trace, instances: max(*instances, 1), etcd: *etcdAddr, stress: *stress, set: *set})
+	})
 }
 
 // parseRate reads "200mbit" (bits/s) or a sluice rate ("25MB").
