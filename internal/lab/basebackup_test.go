@@ -44,17 +44,8 @@ func TestRunBaseBackup(t *testing.T) {
 		}
 	}
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "sluice-basebackup-*"))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var progress testenv.Buffer
 	out := t.TempDir()
-	rep, err := Run(ctx, Options{Backend: BackendPostgres, Plan: tinyBaseBackupPlan(), Out: out, Progress: &progress, Logger: testLogger()})
-	if testing.Verbose() {
-		t.Logf("progress:\n%s", progress.String())
-	}
-	if err != nil {
-		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
-	}
+	rep, progress := runProgress(t, 5*time.Minute, Options{Backend: BackendPostgres, Plan: tinyBaseBackupPlan(), Out: out, Logger: testLogger()})
 	b := rep.BaseBackup
 	if b == nil || b.Skipped != "" {
 		t.Fatalf("base-backup experiment not run: %+v", b)
@@ -66,7 +57,7 @@ func TestRunBaseBackup(t *testing.T) {
 	checkBaseBackupFiles(t, out, b)
 	for _, want := range []string{"== Experiment 6: base backup ==", "filling:", "database filled", "calibration: one bulk session streams",
 		"progress: ", "backup ", "pg_verifybackup", "backup successfully verified", "avg vs no backup", "dropped bb_fill"} {
-		if !strings.Contains(progress.String(), want) {
+		if !strings.Contains(progress, want) {
 			t.Errorf("progress lacks %q", want)
 		}
 	}

@@ -412,6 +412,40 @@ func needPostgres(t *testing.T, takes string) (bin string, ok bool) {
 	return bin, true
 }
 
+// needFDW is needPostgres for a test that needs postgres_fdw too: it
+// reports whether its extension files are installed, and marks the test
+// missing when they are not.
+func needFDW(t *testing.T, takes string) bool {
+	t.Helper()
+	if _, ok := needPostgres(t, takes); !ok {
+		return false
+	}
+	if _, err := os.Stat("/usr/share/postgresql"); err != nil {
+		testenv.Missing(t, "postgres_fdw: %v", err)
+		return false
+	}
+	return true
+}
+
+// runProgress runs o for up to timeout, its progress into a buffer that
+// is logged under -v, and fails the test when Run fails; it returns the
+// report and the progress.
+func runProgress(t *testing.T, timeout time.Duration, o Options) (*Report, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var progress testenv.Buffer
+	o.Progress = &progress
+	rep, err := Run(ctx, o)
+	if testing.Verbose() {
+		t.Logf("progress:\n%s", progress.String())
+	}
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
+	}
+	return rep, progress.String()
+}
+
 // cancelRun runs Run with o in the background and cancels it once the
 // progress shows until, after calling running (nil: nothing). It fails
 // the test when Run ends first or until does not show within wait, or

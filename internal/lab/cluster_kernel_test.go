@@ -19,40 +19,25 @@ import (
 // the data nodes' answers crossing the router's tbf queue; then
 // nothing is left: namespaces, servers' directories, keys in etcd.
 func TestRunKernelCluster(t *testing.T) {
-	if _, ok := needPostgres(t, "40s"); !ok {
+	if !needFDW(t, "40s") {
 		return
 	}
-	if _, err := os.Stat("/usr/share/postgresql"); err != nil {
-		testenv.Missing(t, "postgres_fdw: %v", err)
-		return
-	}
-	needTestbed(t)
-	eps := testenv.EtcdEndpoints(t)
+	eps, prefix := kernelClusterEtcd(t)
 	if eps == nil {
 		return
 	}
-	prefix := testenv.EtcdPrefix(t, eps)
 	out := t.TempDir()
 	tmp := privateTmp(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	var progress testenv.Buffer
 	plan := Plan{Name: "tiny", Cluster: ClusterPlan{Kernel: KernelClusterPlan{Ns: []int{0, 3}, Reps: 3, Settle: 500 * time.Millisecond, LowRows: 1500, HighRows: 300}}}
-	o := Options{Backend: BackendPostgres, Plan: plan, Out: out, Progress: &progress, Logger: testLogger(),
+	o := Options{Backend: BackendPostgres, Plan: plan, Out: out, Logger: testLogger(),
 		Network: NetworkKernel, NetRate: 100e6 / 8, NetQueue: 100 * time.Millisecond, Etcd: etcd.Scheme + strings.Join(eps, ",") + prefix}
-	rep, err := Run(ctx, o)
-	if testing.Verbose() {
-		t.Logf("progress:\n%s", progress.String())
-	}
-	if err != nil {
-		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
-	}
+	rep, progress := runProgress(t, 4*time.Minute, o)
 	checkNoNamespaces(t)
 	if left, _ := os.ReadDir(tmp); len(left) > 0 {
 		t.Errorf("left in the temporary directory: %v", left)
 	}
 	cli := testenv.DialEtcd(t, etcd.Config{Endpoints: eps})
-	if res, err := cli.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || res.Count != 0 {
+	if res, err := cli.Get(context.Background(), prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || res.Count != 0 {
 		t.Errorf("keys left under %s: %v, %v", prefix, res, err)
 	}
 
@@ -84,10 +69,23 @@ func TestRunKernelCluster(t *testing.T) {
 	}
 	for _, want := range []string{"== Experiment 5: cluster, kernel network ==", "a sluice per node, a fleet on the catalog " + etcd.Scheme,
 		"off, N=3: high-priority join", "capacity, N=3: high-priority join", "network removed", "low-priority joins N  off: elapsed (ms)"} {
-		if !strings.Contains(progress.String(), want) {
+		if !strings.Contains(progress, want) {
 			t.Errorf("progress lacks %q", want)
 		}
 	}
+}
+
+// kernelClusterEtcd checks this host can make the kernel cluster's
+// network (needTestbed) and returns the endpoints of the test etcd and
+// a key prefix of the test's own; nil endpoints when there is no etcd
+// (testenv.EtcdEndpoints).
+func kernelClusterEtcd(t *testing.T) (eps []string, prefix string) {
+	t.Helper()
+	needTestbed(t)
+	if eps = testenv.EtcdEndpoints(t); eps == nil {
+		return nil, ""
+	}
+	return eps, testenv.EtcdPrefix(t, eps)
 }
 
 // TestKernelClusterSkipped: on the embedded backend, or without etcd,
@@ -114,12 +112,10 @@ func TestRunKernelClusterCancelled(t *testing.T) {
 	if _, ok := needPostgres(t, "25s"); !ok {
 		return
 	}
-	needTestbed(t)
-	eps := testenv.EtcdEndpoints(t)
+	eps, prefix := kernelClusterEtcd(t)
 	if eps == nil {
 		return
 	}
-	prefix := testenv.EtcdPrefix(t, eps)
 	tmp := privateTmp(t)
 	plan := Plan{Name: "tiny", Cluster: ClusterPlan{Kernel: KernelClusterPlan{Ns: []int{0, 2}, Reps: 2, LowRows: 1500, HighRows: 300}}}
 	o := Options{Backend: BackendPostgres, Plan: plan, Logger: testLogger(), Network: NetworkKernel, Etcd: etcd.Scheme + strings.Join(eps, ",") + prefix}

@@ -28,25 +28,12 @@ func tinyClusterPlan() Plan {
 // at a small scale: four throwaway servers, postgres_fdw through sluice
 // routes, and the report.
 func TestRunCluster(t *testing.T) {
-	if _, ok := needPostgres(t, "37s"); !ok {
+	if !needFDW(t, "37s") {
 		return
 	}
-	if _, err := os.Stat("/usr/share/postgresql"); err != nil {
-		testenv.Missing(t, "postgres_fdw: %v", err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var progress testenv.Buffer
 	out := t.TempDir()
 	tmp := privateTmp(t)
-	rep, err := Run(ctx, Options{Backend: BackendPostgres, Plan: tinyClusterPlan(), Out: out, Progress: &progress, Logger: testLogger()})
-	if testing.Verbose() {
-		t.Logf("progress:\n%s", progress.String())
-	}
-	if err != nil {
-		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
-	}
+	rep, progress := runProgress(t, 5*time.Minute, Options{Backend: BackendPostgres, Plan: tinyClusterPlan(), Out: out, Logger: testLogger()})
 	if rep.Latency != nil || rep.Flow != nil || rep.Concurrency != nil || rep.Cluster == nil {
 		t.Fatalf("experiments run: latency %v, flow %v, concurrency %v, cluster %v", rep.Latency != nil, rep.Flow != nil, rep.Concurrency != nil, rep.Cluster != nil)
 	}
@@ -57,7 +44,7 @@ func TestRunCluster(t *testing.T) {
 		"calibration: one low-priority join", "the low-priority join is one distributed statement: nodes cluster_coord:",
 		"waiting until each is penalised", "network_control  N  distributed statements", "low-priority joins N  off: elapsed (ms)", "wrote " + out,
 	} {
-		if !strings.Contains(progress.String(), want) {
+		if !strings.Contains(progress, want) {
 			t.Errorf("progress lacks %q", want)
 		}
 	}

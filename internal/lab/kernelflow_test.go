@@ -65,18 +65,8 @@ func checkNoNamespaces(t *testing.T) {
 // and the network is removed at the end.
 func TestRunKernelNetwork(t *testing.T) {
 	needTestbed(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var progress testenv.Buffer
 	o := kernelOptions(t)
-	o.Progress = &progress
-	rep, err := Run(ctx, o)
-	if testing.Verbose() {
-		t.Logf("progress:\n%s", progress.String())
-	}
-	if err != nil {
-		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
-	}
+	rep, progress := runProgress(t, 2*time.Minute, o)
 	checkNoNamespaces(t)
 	k := rep.KernelFlow
 	if k == nil || rep.Flow != nil || rep.Network != NetworkKernel {
@@ -138,7 +128,7 @@ func TestRunKernelNetwork(t *testing.T) {
 	}
 	for _, want := range []string{"== Experiment 2: flow control, kernel network ==", "waiting until their statements are penalised", "network removed",
 		"off, N=3: normal query", "on, N=3: normal query", "capacity, N=3: normal query", "kernel network: slowdown at N=3"} {
-		if !strings.Contains(progress.String(), want) {
+		if !strings.Contains(progress, want) {
 			t.Errorf("progress lacks %q", want)
 		}
 	}

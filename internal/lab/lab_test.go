@@ -51,19 +51,9 @@ func testLogger() *slog.Logger { return testenv.Logger(slog.LevelWarn) }
 // progress lines.
 func runTiny(t *testing.T, o Options) *Report {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var progress testenv.Buffer
-	o.Plan, o.Out, o.Progress, o.Logger = tinyPlan(), t.TempDir(), &progress, testLogger()
-	rep, err := Run(ctx, o)
-	if testing.Verbose() {
-		t.Logf("progress:\n%s", progress.String())
-	}
-	if err != nil {
-		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
-	}
+	o.Plan, o.Out, o.Logger = tinyPlan(), t.TempDir(), testLogger()
+	rep, out := runProgress(t, 3*time.Minute, o)
 	checkReportFiles(t, o.Out, rep)
-	out := progress.String()
 	for _, want := range []string{
 		"== Experiment 1: latency ==", "prepare at added RTT 10 ms", "RTT 10 ms: a minimal round trip", "[ 1s ] thds:",
 		"added RTT (ms)  ping (ms)", "dropped the benchmark tables",

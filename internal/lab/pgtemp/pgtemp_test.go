@@ -27,15 +27,27 @@ func TestFindBinariesMissing(t *testing.T) {
 	}
 }
 
+// needServer marks the test missing when PostgreSQL's programs are not
+// installed; otherwise it returns a context that ends after 2 minutes,
+// or when the test does.
+func needServer(t *testing.T) (context.Context, bool) {
+	t.Helper()
+	if _, err := pgtemp.FindBinaries(""); err != nil {
+		testenv.Missing(t, "%v", err)
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx, true
+}
+
 // TestStartStop starts a real throwaway server, uses it, and checks that
 // Close stops it and leaves nothing behind.
 func TestStartStop(t *testing.T) {
-	if _, err := pgtemp.FindBinaries(""); err != nil {
-		testenv.Missing(t, "%v", err)
+	ctx, ok := needServer(t)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	s, err := pgtemp.Start(ctx, pgtemp.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -88,12 +100,10 @@ func TestStartStop(t *testing.T) {
 // (Options.Start): it answers on its Unix socket, and its loopback
 // port is the namespace's, not this process's.
 func TestStartInNamespace(t *testing.T) {
-	if _, err := pgtemp.FindBinaries(""); err != nil {
-		testenv.Missing(t, "%v", err)
+	ctx, ok := needServer(t)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	tb, err := netlab.New(ctx)
 	if err != nil {
 		testenv.Missing(t, "a real-network testbed: %v", err)
