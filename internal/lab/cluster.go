@@ -159,11 +159,7 @@ type ClusterPlan struct {
 // validate checks c and fills in its defaults; a plan with no points is
 // left alone (skipped).
 func (c *ClusterPlan) validate() error {
-	if err := c.Kernel.validate(); err != nil {
-		return err
-	}
-	run, err := points(&c.Ns, 30, "low-priority joins", "0 to 30")
-	if err != nil || !run && len(c.Kernel.Ns) == 0 {
+	if run, err := pointsBeside(&c.Kernel, c.Kernel.Ns, &c.Ns, 30, "low-priority joins", "0 to 30"); !run {
 		return err
 	}
 	orDefault(&c.Reps, 10)

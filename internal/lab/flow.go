@@ -89,11 +89,7 @@ type FlowPlan struct {
 // validate checks f and fills in its defaults; a plan with no points is
 // left alone (skipped).
 func (f *FlowPlan) validate() error {
-	if err := f.Kernel.validate(); err != nil {
-		return err
-	}
-	run, err := points(&f.Ns, 100, "bulk sessions", "0 to 100")
-	if err != nil || !run && len(f.Kernel.Ns) == 0 {
+	if run, err := pointsBeside(&f.Kernel, f.Kernel.Ns, &f.Ns, 100, "bulk sessions", "0 to 100"); !run {
 		return err
 	}
 	f.PenaltyRule.defaults(20 * time.Second)

@@ -244,6 +244,17 @@ func points[T int | time.Duration](vs *[]T, hi T, what, rng string) (run bool, e
 	return true, nil
 }
 
+// pointsBeside is points for an experiment that also runs over the
+// kernel network: it validates kernel, whose points are kernelNs, first,
+// and the experiment runs when either has points and both are valid.
+func pointsBeside(kernel interface{ validate() error }, kernelNs []int, vs *[]int, hi int, what, rng string) (run bool, err error) {
+	if err := kernel.validate(); err != nil {
+		return false, err
+	}
+	run, err = points(vs, hi, what, rng)
+	return err == nil && (run || len(kernelNs) > 0), err
+}
+
 // inRange returns a UsageError naming the first of vs outside [0, hi]
 // (what is the setting, rng the range as the message spells it).
 func inRange[T int | time.Duration](vs []T, hi T, what, rng string) error {
