@@ -27,6 +27,18 @@ const tenGE = 1.25e9
 // cut into FETCHes does not matter to it.
 const clusterFetchSize = 100
 
+// clusterAsync is the foreign partitions' options beyond table_name:
+// the bulk tables' (wt1, wt2) are async_capable, so a low-priority join
+// fetches from every data node at once, as the reference's broadcast
+// sends from every node at once; the high-priority join's tables are
+// read one partition after another, postgres_fdw's default.
+func clusterAsync(table string) string {
+	if table == "wt1" || table == "wt2" {
+		return ", async_capable 'true'"
+	}
+	return ""
+}
+
 // The statements of the cluster experiment. The reference's query joins
 // wt1 and wt2 on c2 and counts; postgres_fdw fetches only the columns a
 // query needs, so as written it moves c2 alone. The queries run count

@@ -187,8 +187,8 @@ func (r *clusterRun) build(ctx context.Context) ([]string, error) {
 	for _, t := range tables {
 		do(fmt.Sprintf("CREATE TABLE %s PARTITION BY HASH (c1)", wtDDL(t)), false)
 		for i := 1; i <= clusterDataNodes; i++ {
-			do(fmt.Sprintf("CREATE FOREIGN TABLE %s_dn%d PARTITION OF %s FOR VALUES WITH (MODULUS %d, REMAINDER %d) SERVER dn%d OPTIONS (table_name '%s')",
-				t, i, t, clusterDataNodes, i-1, i, t), false)
+			do(fmt.Sprintf("CREATE FOREIGN TABLE %s_dn%d PARTITION OF %s FOR VALUES WITH (MODULUS %d, REMAINDER %d) SERVER dn%d OPTIONS (table_name '%s'%s)",
+				t, i, t, clusterDataNodes, i-1, i, t, clusterAsync(t)), false)
 		}
 	}
 	do(fmt.Sprintf("GRANT SELECT ON %s TO %s, %s", strings.Join(tables, ", "), clusterLowUser, clusterHighUser), false)

@@ -114,7 +114,10 @@
 // join's shard flows take its pool's high class. The queries count the
 // first table's wide columns, because postgres_fdw fetches only the
 // columns a query needs and the reference's query as written would move
-// only c2; fetch_size is postgres_fdw's default. Each measurement waits
+// only c2; fetch_size is postgres_fdw's default. wt1 and wt2's
+// partitions are async_capable, so a low-priority join fetches from every
+// data node at once, as the reference's broadcast sends from every node
+// at once. Each measurement waits
 // until every low-priority join is penalised, and samples how often one
 // ran unpenalised while it measured. A registry watcher counts the
 // distributed statements, the penalised joins and the rule's firings of
