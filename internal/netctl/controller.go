@@ -132,6 +132,9 @@ const (
 	// before a bottleneck counts as found: a queue that stands, not a
 	// burst's.
 	confirmTime = 30 * time.Millisecond
+	// standSpan is how long a queueing delay must show in every sample
+	// to count: shorter stretches of the round trips are the processors'.
+	standSpan = 10 * time.Millisecond
 )
 
 // Controller holds the Low class of one link direction below the
@@ -150,6 +153,7 @@ type Controller struct {
 	total uint64                   // bytes delivered since the first step
 	hist  []totalAt                // total at recent steps, oldest first, spanning rateSpan
 	rates []rateAt                 // delivery rates within window, newest last
+	qhist []qAt                    // queueing delays of the steps within standSpan, oldest first
 	est   Estimate
 	// congested is the bottleneck estimate at the last step with a queue
 	// above the target; aboveFor how long the Low rate has since run
@@ -176,6 +180,11 @@ type Controller struct {
 type totalAt struct {
 	at    time.Time
 	total uint64
+}
+
+type qAt struct {
+	at time.Time
+	q  time.Duration // -1: no Low socket with bytes in flight
 }
 
 type rateAt struct {
@@ -223,6 +232,7 @@ func (c *Controller) Step(now time.Time, samples []Sample) Estimate {
 	if base > 0 {
 		c.est.BaseRTT = base
 	}
+	qdelay = c.standing(now, qdelay)
 	c.est.QueueDelay = max(qdelay, 0)
 	if first || dt <= 0 {
 		return c.est
@@ -313,6 +323,23 @@ func (c *Controller) Step(now time.Time, samples []Sample) Estimate {
 		c.est.LowRate = c.o.Ceiling
 	}
 	return c.est
+}
+
+// standing returns the least queueing delay of the steps within
+// standSpan up to now, q the newest (-1: no Low socket to tell): a queue
+// stands in every sample, while a busy processor's scheduling delay
+// stretches some round trips by as much as the target and not the next.
+func (c *Controller) standing(now time.Time, q time.Duration) time.Duration {
+	c.qhist = append(c.qhist, qAt{now, q})
+	i := 0
+	for i < len(c.qhist)-1 && now.Sub(c.qhist[i].at) > standSpan {
+		i++
+	}
+	c.qhist = c.qhist[i:]
+	for _, x := range c.qhist {
+		q = min(q, x.q)
+	}
+	return q
 }
 
 // addRate measures the delivery rate over the last rateSpan and

@@ -243,3 +243,45 @@ func TestControllerClimbsPastStaleFind(t *testing.T) {
 		t.Errorf("standing queue %v after the climb, want at most %v", est.QueueDelay, 4*DefaultTarget)
 	}
 }
+
+// TestControllerIgnoresLoneStretch: once a bottleneck is found, a round
+// trip stretched in one sample only (a processor's scheduling delay, not
+// a queue) does not lower the Low rate; the same stretch standing for
+// longer than standSpan does.
+func TestControllerIgnoresLoneStretch(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		steps int // samples of 10 ms with the stretch
+		falls bool
+	}{
+		{"one sample", 1, false},
+		{"standing", 5, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const capacity = 25e6
+			p := &path{capacity: capacity, base: 100 * time.Microsecond, limit: capacity * 0.1}
+			c := NewController(Options{})
+			est, _, now := run(t, c, p, 4*capacity, time.Unix(0, 0), 5*time.Second)
+			if est.State != Found {
+				t.Fatalf("no bottleneck found: %+v", est)
+			}
+			// Let the queue empty and the rate settle with no delay at all.
+			acked := p.acked[0]
+			sample := func(excess time.Duration) Estimate {
+				now = now.Add(10 * time.Millisecond)
+				acked += uint64(capacity * 0.01)
+				return c.Step(now, []Sample{{Key: 1, RTT: p.base + excess, MinRTT: p.base, Acked: acked, InFlight: true, Low: true}})
+			}
+			for range 20 {
+				est = sample(0)
+			}
+			before := est.LowRate
+			for range tt.steps {
+				est = sample(5 * time.Millisecond)
+			}
+			if fell := est.LowRate < before; fell != tt.falls {
+				t.Errorf("Low rate %d after %d stretched samples, %d before: fell %v, want %v", est.LowRate, tt.steps, before, fell, tt.falls)
+			}
+		})
+	}
+}

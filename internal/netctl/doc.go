@@ -11,7 +11,9 @@
 // smallest excess of a Low-class round trip over its lowest, among
 // those with bytes in flight and not held by their reader's window (a
 // delay signal, as LEDBAT's, RFC 6817, with a target of DefaultTarget
-// rather than 100 ms). A queue counts once it stands for confirmTime
+// rather than 100 ms), the least of the samples of the last 10 ms, since
+// a busy processor stretches a round trip or two by as much as the target
+// and a queue stretches them all. A queue counts once it stands for confirmTime
 // while the path delivers near its rate (a pause of one end stretches
 // round trips too, with the path idle). Above the target the Low rate
 // falls in proportion to the excess, at most once per round trip; below
