@@ -2,7 +2,6 @@ package stack
 
 import (
 	"context"
-	"errors"
 
 	"github.com/sluicelab/sluice/internal/fleet/budget"
 	"github.com/sluicelab/sluice/internal/wlm/views"
@@ -29,11 +28,7 @@ func (s *Stack) startFleetBudget() error {
 	}
 	s.budget.Store(b)
 	s.mgr.Views().Register("budget", views.BudgetSource(func() views.BudgetState { return budgetView(b.State()) }))
-	s.goLoop(func() {
-		if err := b.Run(s.lctx); err != nil && !errors.Is(err, context.Canceled) {
-			s.log.Error("shared low-priority budget stopped", "err", err)
-		}
-	})
+	s.goRun("shared low-priority budget", func() error { return b.Run(s.lctx) }, context.Canceled)
 	return nil
 }
 

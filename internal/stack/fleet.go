@@ -6,7 +6,6 @@ package stack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -134,11 +133,7 @@ func (s *Stack) startMembership(ctx context.Context) error {
 	}
 	s.members = m
 	s.cluster.SetMembers(m)
-	s.goLoop(func() {
-		if err := m.Run(s.lctx); err != nil && !errors.Is(err, context.Canceled) {
-			s.log.Error("fleet membership stopped", "err", err)
-		}
-	})
+	s.goRun("fleet membership", func() error { return m.Run(s.lctx) }, context.Canceled)
 	return nil
 }
 

@@ -223,11 +223,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 			return fail(err)
 		}
 	}
-	s.goLoop(func() {
-		if err := mgr.Rules().Run(lctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("workload manager stopped", "err", err)
-		}
-	})
+	s.goRun("workload manager", func() error { return mgr.Rules().Run(lctx) }, context.Canceled)
 	s.goLoop(func() { s.net.Run(lctx) })
 	if s.console != nil {
 		if err := s.serveAdmin(lctx, cfg.Admin.Listen, adminAuth); err != nil {
@@ -285,6 +281,19 @@ func (s *Stack) goLoop(fn func()) {
 		defer s.loops.Done()
 		fn()
 	}()
+}
+
+// goRun runs run in a goroutine that Close waits for, and logs the
+// error it ends with as "what stopped" unless it is nil or one of
+// expected (matched with errors.Is).
+func (s *Stack) goRun(what string, run func() error, expected ...error) {
+	s.goLoop(func() {
+		err := run()
+		if err == nil || slices.ContainsFunc(expected, func(e error) bool { return errors.Is(err, e) }) {
+			return
+		}
+		s.log.Error(what+" stopped", "err", err)
+	})
 }
 
 // Manager is the workload manager: the catalog, the links, the rules.
@@ -432,17 +441,8 @@ func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, fl fleet.
 // serveAdmin binds the admin console's address and serves it until ctx
 // ends.
 func (s *Stack) serveAdmin(ctx context.Context, addr, auth string) error {
-	ln, err := s.listen("admin console", addr, auth)
-	if err != nil {
-		return err
-	}
-	s.adminAddr = ln.Addr()
-	s.goLoop(func() {
-		if err := s.console.Serve(ctx, ln); err != nil && !errors.Is(err, admin.ErrServerClosed) && !errors.Is(err, context.Canceled) {
-			s.log.Error("admin console stopped", "err", err)
-		}
-	})
-	return nil
+	serve := func(ln net.Listener) error { return s.console.Serve(ctx, ln) }
+	return s.serveConsole("admin console", addr, auth, &s.adminAddr, serve, admin.ErrServerClosed, context.Canceled)
 }
 
 // newHTTP makes the HTTP API of cfg; without a token only a loopback
@@ -477,33 +477,25 @@ func newHTTP(cfg *config.Config, mgr *wlm.Manager, audit *wlm.AuditLog, srv *pro
 // serveHTTP binds the HTTP API's address and serves it, and runs the
 // dashboard sampler, until ctx ends.
 func (s *Stack) serveHTTP(ctx context.Context, addr, auth string) error {
-	ln, err := s.listen("HTTP API", addr, auth)
-	if err != nil {
+	if err := s.serveConsole("HTTP API", addr, auth, &s.httpAddr, s.hs.Serve, http.ErrServerClosed); err != nil {
 		return err
 	}
-	s.httpAddr = ln.Addr()
-	s.goLoop(func() {
-		if err := s.api.Run(ctx); !errors.Is(err, context.Canceled) {
-			s.log.Error("dashboard sampler stopped", "err", err)
-		}
-	})
-	s.goLoop(func() {
-		if err := s.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("HTTP API stopped", "err", err)
-		}
-	})
+	s.goRun("dashboard sampler", func() error { return s.api.Run(ctx) }, context.Canceled)
 	return nil
 }
 
-// listen binds addr for the console named what and logs where it
-// listens and how it authenticates.
-func (s *Stack) listen(what, addr, auth string) (net.Listener, error) {
+// serveConsole binds addr for the console named what, logs where it
+// listens and how it authenticates, sets *bound to the bound address and
+// runs serve on the listener until it returns (see goRun for expected).
+func (s *Stack) serveConsole(what, addr, auth string, bound *net.Addr, serve func(net.Listener) error, expected ...error) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	s.log.Info(what+" listening", "listen", ln.Addr().String(), "auth", auth)
-	return ln, nil
+	*bound = ln.Addr()
+	s.goRun(what, func() error { return serve(ln) }, expected...)
+	return nil
 }
 
 // isLoopback reports whether addr's host is a loopback address or name.
