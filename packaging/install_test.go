@@ -85,9 +85,7 @@ func runRelease(t *testing.T) release {
 // scripts/release builds it, the files are what they promise, and the
 // .deb installed into a throwaway root with dpkg runs.
 func TestReleaseInstallsInThrowawayRoot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 11s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 11s here")
 	dpkg := testenv.Program(t, "dpkg")
 	dpkgDeb := testenv.Program(t, "dpkg-deb")
 	analyze := testenv.Program(t, "systemd-analyze")

@@ -167,9 +167,7 @@ func waitSession(t *testing.T, p *process, url, addr string) *pgx.Conn {
 // SIGHUP with a broken file logs the refusal at ERROR naming the file,
 // key and value, and changes nothing.
 func TestServeSIGHUPReloads(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 5s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 5s here")
 	first, second := freeAddr(t), freeAddr(t)
 	p, path, url := pgServe(t, first)
 	conn := waitSession(t, p, url, first)
@@ -236,9 +234,7 @@ func TestServeSIGHUPReloads(t *testing.T) {
 // key and value and changes nothing, and a removed route stops
 // accepting.
 func TestReloadCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 4s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 4s here")
 	first, second := freeAddr(t), freeAddr(t)
 	adminAddr, httpAddr := freeAddr(t), freeAddr(t)
 	p, path, url := pgServe(t, first, "--admin", adminAddr, "--http", httpAddr)
@@ -317,9 +313,7 @@ func lineWith(s, sub string) string {
 // exit 2 naming the file, key and value, without a SQLSTATE, having
 // tried to bind nothing (a bind would have failed first, with exit 1).
 func TestServeConfigClashExit2(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the sluice binary and runs it; runs without -short")
-	}
+	testenv.SkipShort(t, "builds the sluice binary and runs it")
 	held := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

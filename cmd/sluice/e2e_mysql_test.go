@@ -46,9 +46,7 @@ func mysqlHash(ctx context.Context, db *sql.DB, onFirst func()) ([]byte, error) 
 // intact; abort stops it with KILL QUERY, the client gets the server's
 // error and the session goes on.
 func TestExceptRuleEndToEndMySQL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 8s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 8s here")
 	mcfg := testenv.MySQLConfig(t)
 	root := testenv.OpenMySQL(t, mcfg)
 	for _, q := range []string{

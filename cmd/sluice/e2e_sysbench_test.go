@@ -32,9 +32,7 @@ func runSysbench(t *testing.T, args ...string) string {
 // checks that it completes without errors and that sluice recorded one
 // statement per query sysbench counted.
 func TestSysbenchThroughRoutes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 41s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 41s here")
 	dsn := testenv.MySQLDSN(t)
 	mcfg, _ := mysql.ParseDSN(dsn)
 	myRoute := freeAddr(t)

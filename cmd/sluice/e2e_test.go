@@ -170,9 +170,7 @@ func findStatement(t *testing.T, ta *testApp, match func(map[string]string) bool
 // the statement is cancelled, the client gets 57014 and the session goes
 // on.
 func TestExceptRuleEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 9s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 9s here")
 	ta := startApp(t)
 	ensureRole(t, ta.pgURL, "user1", "xxxxxxxx")
 	ta.psqlAdmin(t, `CREATE EXCEPT RULE bandwidth_rule1 WITH(bandwidth=1, ELAPSEDTIME=2, action='penalty');

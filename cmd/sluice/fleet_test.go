@@ -183,9 +183,7 @@ func startPostgres(t *testing.T, n int) []*pgtemp.Server {
 // succeeds and the other fails with 40001, and every instance ends with
 // the successful weight.
 func TestFleetCatalog(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 8s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 8s here")
 	eps := testenv.EtcdEndpoints(t)
 	url := "etcd://" + strings.Join(eps, ",") + testenv.EtcdPrefix(t, eps)
 	pgs := startPostgres(t, 3)
@@ -317,9 +315,7 @@ func lineHas(out string, words ...string) bool {
 // become fresh again; ten changes made on A at once are each applied by
 // B exactly once, in order, and B's catalog equals A's.
 func TestFleetCatalogFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 8s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 8s here")
 	cl := testenv.StartEtcdCluster(t, 3)
 	if cl == nil {
 		return

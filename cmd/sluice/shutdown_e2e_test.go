@@ -18,9 +18,7 @@ import (
 // shutdown_grace: nothing it would tell etcd on the way out (its
 // lease's revoke, the budget's resignation) holds it longer.
 func TestShutdownWithoutEtcd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 3s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 3s here")
 	cl := testenv.StartEtcdCluster(t, 1)
 	url := testenv.PostgresURL(t)
 	path := filepath.Join(t.TempDir(), "sluice.yaml")

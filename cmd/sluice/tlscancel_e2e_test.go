@@ -32,9 +32,7 @@ func tlsRoute(t *testing.T) (string, *pgx.Conn) {
 // (CA file) to a PostgreSQL with TLS on; pgx cancels a statement when its
 // context ends, and the statement ends with 57014.
 func TestCancelThroughUpstreamTLS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 3s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 3s here")
 	route, direct := tlsRoute(t)
 	ctx := context.Background()
 	ccfg, err := pgx.ParseConfig("postgres://postgres:" + direct.Config().Password + "@" + route + "/postgres?sslmode=disable")
@@ -87,9 +85,7 @@ func TestCancelThroughUpstreamTLS(t *testing.T) {
 // server whose only offer it cannot bind, so sluice offers the client
 // SCRAM-SHA-256 alone, and the login goes through.
 func TestPsqlThroughUpstreamTLS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a PostgreSQL of its own with TLS on; runs without -short")
-	}
+	testenv.SkipShort(t, "starts a PostgreSQL of its own with TLS on")
 	route, direct := tlsRoute(t)
 	ctx := context.Background()
 	var method string

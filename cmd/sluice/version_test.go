@@ -92,9 +92,7 @@ func TestVersionFlagAndCommand(t *testing.T) {
 // `sluice version` reports what the toolchain recorded: a pseudo-version
 // or tag (not devel), and the commit.
 func TestCheckoutBuildReportsVCS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 12s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 12s here")
 	git := testenv.Program(t, "git")
 	goTool := testenv.Program(t, "go")
 	out := func(dir, name string, args ...string) string {

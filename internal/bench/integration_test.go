@@ -75,9 +75,7 @@ func bench(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestIntegrationMySQL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 7s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 7s here")
 	integration(t, mysqlArgs(t), func(t *testing.T) {
 		dsn := strings.TrimPrefix(mysqlArgs(t)[0], "--dsn=")
 		db, err := sql.Open("mysql", dsn)
@@ -98,9 +96,7 @@ func TestIntegrationMySQL(t *testing.T) {
 }
 
 func TestIntegrationPgSQL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 14s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 14s here")
 	integration(t, pgArgs(t), func(t *testing.T) {
 		u, _ := url.Parse(testenv.PostgresURL(t))
 		u.Path = "/" + testDB

@@ -79,9 +79,7 @@ func TestDialDead(t *testing.T) {
 // TestPrivateCluster stops a member of a three-member cluster (quorum
 // stays), then a second (no quorum: writes fail), then restarts them.
 func TestPrivateCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 4s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 4s here")
 	c := testenv.StartEtcdCluster(t, 3)
 	ctx := context.Background()
 	cli, err := etcd.Dial(ctx, etcd.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second})

@@ -90,9 +90,7 @@ func TestMembershipJoinWatchLeave(t *testing.T) {
 // TTL the instance loses its lease; once etcd is back it registers
 // again under a new lease, and the others see it.
 func TestMembershipRegistersAgain(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 10s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 10s here")
 	ec := testenv.StartEtcdCluster(t, 1)
 	c := etcd.Config{Endpoints: ec.Endpoints(), Prefix: "/sluice"}
 	cli := testenv.DialEtcd(t, c)

@@ -53,9 +53,7 @@ func artifactDir(t *testing.T) string {
 // the penalised statement is listed with its pool. It leaves a
 // screenshot in the artifact directory and at /tmp/sluice-dashboard.png.
 func TestDashboardInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 7s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 7s here")
 	bin := chromium(t)
 	url := testenv.PostgresURL(t)
 	ensureRole(t, url)

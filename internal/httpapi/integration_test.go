@@ -92,9 +92,7 @@ func histogramDelta(a, b *dto.Metric) (count uint64, sum float64) {
 // normal class moves too, both queue-delay
 // histograms fill, and the normal class waits much less than the low one.
 func TestMetricsUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 3s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 3s here")
 	url := testenv.PostgresURL(t)
 	ensureRole(t, url)
 	s := newStack(t, stackOptions{})

@@ -99,9 +99,7 @@ func pathPoints(t *testing.T, d string) [][2]float64 {
 // falling, the chattier application falling further), and replots at
 // the RTTs typed into its input.
 func TestWhatIfPanelInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 5s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 5s here")
 	bin := chromium(t)
 	url := testenv.PostgresURL(t)
 	s := newStack(t, stackOptions{token: "wi-token"})

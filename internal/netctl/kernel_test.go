@@ -25,9 +25,7 @@ import (
 // full: with the queue beyond sluice (it sends, paced by the link), and
 // before it (it receives, and the link paces its reads).
 func TestFindsKernelBottleneck(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs 4 s of traffic over a real queue per case; runs without -short")
-	}
+	testenv.SkipShort(t, "runs 4 s of traffic over a real queue per case")
 	for _, tt := range []struct {
 		side      netctl.Side
 		instances int // watchers, each with a link of its own, the flows spread over them

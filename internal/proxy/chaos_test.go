@@ -237,9 +237,7 @@ func settle(limit int, d time.Duration, f func() int) int {
 }
 
 func TestChaos(t *testing.T) {
-	if testing.Short() {
-		t.Skip("stress test of concurrent valid and mangled sessions; runs without -short")
-	}
+	testenv.SkipShort(t, "stress test of concurrent valid and mangled sessions")
 	pgURL := testenv.PostgresURL(t)
 	myDSN := testenv.MySQLDSN(t)
 	myCfg, err := gomysql.ParseDSN(myDSN)

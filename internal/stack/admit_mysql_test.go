@@ -59,9 +59,7 @@ func mysqlBegin(t *testing.T, c *sql.Conn, query string) *sql.Tx {
 // every 50 ms, never shows more than 4 of them running, and about 8 end
 // per second. A session of a pool without a limit sees no wait.
 func TestAdmitMySQLBound(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 8s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 8s here")
 	_, lim, free := admitStack(t, "mysql", testenv.MySQLConfig(t).Addr, boundLimit, "")
 	tag := fmt.Sprintf("admw_bound_%d", time.Now().UnixNano())
 	query := "SELECT SLEEP(0.5) /* " + tag + " */"

@@ -81,9 +81,7 @@ func pgBackends(t *testing.T, direct *pgx.Conn, app string) func() int {
 // never shows more than 4 of them active, and about 8 statements end per
 // second. A session of a pool without a limit meanwhile sees no wait.
 func TestAdmitPGBound(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 13s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 13s here")
 	_, lim, free := admitStack(t, "postgres", testenv.PostgresAddr(t), boundLimit, "")
 	app := fmt.Sprintf("admw_bound_%d", time.Now().UnixNano())
 	var check boundCheck

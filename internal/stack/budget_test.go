@@ -113,9 +113,7 @@ func TestFleetBudgetAlone(t *testing.T) {
 // SHOW BUDGET on either lists both, and the sum of the grants (and of
 // the rates the links are held to) is within the budget.
 func TestFleetBudgetTwoInstances(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 4s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 4s here")
 	const budget = 4_000_000
 	eps := testenv.EtcdEndpoints(t)
 	prefix := testenv.EtcdPrefix(t, eps)

@@ -413,9 +413,7 @@ func linkBytesLow(t *testing.T, d *distCluster, name string) int64 {
 // runs: every linked session reads Penalized, and the shard link's Low
 // class carries the shards' bytes.
 func TestDistributedStatementPenalty(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 7s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 7s here")
 	d := startDist(t, 25000) // about 5 MB per shard
 	d.ruleOnCoordinator(t, "dist_fat", "penalty")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -497,9 +495,7 @@ func TestDistributedStatementPenalty(t *testing.T) {
 // coordinator: the client gets 57014 and keeps its session, and
 // PostgreSQL cancels the remote scans itself.
 func TestDistributedStatementAbort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 3s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 3s here")
 	d := startDist(t, 25000)
 	d.ruleOnCoordinator(t, "dist_stop", "abort")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -539,9 +535,7 @@ func TestDistributedStatementAbort(t *testing.T) {
 // distributed_application_name empty the shard connections are not
 // linked, and the query is no distributed statement.
 func TestDistributedLinking(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a coordinator and three shard databases; runs without -short")
-	}
+	testenv.SkipShort(t, "builds a coordinator and three shard databases")
 	d := startDist(t, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

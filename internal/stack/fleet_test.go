@@ -187,9 +187,7 @@ func instancesOf(t *testing.T, c *pgx.Conn) []string {
 // rows are missing; one that closes leaves at once; one that ended
 // without leaving is named in a NOTICE until its lease expires.
 func TestFleetThreeInstances(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 8s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 8s here")
 	eps := testenv.EtcdEndpoints(t)
 	ecfg := etcd.Config{Endpoints: eps, Prefix: testenv.EtcdPrefix(t, eps)}
 	tc := testenv.DialEtcd(t, ecfg)

@@ -213,9 +213,7 @@ func writeFile(t *testing.T, path, body string) {
 // added, then changed, then removed) and once with an error. The
 // sessions of the routes that never change see no error at all.
 func TestReloadUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 11s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 11s here")
 	pgURL, dsn := testenv.PostgresURL(t), testenv.MySQLDSN(t)
 	pgc, myc := testenv.PostgresConfig(t), testenv.MySQLConfig(t)
 	pgUp := net.JoinHostPort(pgc.Host, strconv.Itoa(int(pgc.Port)))

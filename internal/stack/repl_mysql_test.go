@@ -25,9 +25,7 @@ import (
 // client of the same pool runs statements meanwhile. A penalty rule on
 // the pool then demotes the dump, and rows still replicate.
 func TestReplicationMySQL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 10s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 10s here")
 	primary := testenv.StartMariaDB(t, "--log-bin=mysql-bin", "--server-id=1", "--binlog-format=ROW")
 	replica := testenv.StartMariaDB(t, "--server-id=2")
 	if primary == nil || replica == nil {

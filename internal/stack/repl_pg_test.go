@@ -194,9 +194,7 @@ func watchKinds(reg *session.Registry, stop <-chan struct{}) (wait func() (kinds
 // admission, its BASE_BACKUP is penalised while it runs and shows as
 // class low in SHOW STATEMENTS, and the backup still verifies.
 func TestReplPGBaseBackup(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 6s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 6s here")
 	p := startReplPrimary(t)
 
 	dir := filepath.Join(t.TempDir(), "plain")
@@ -314,9 +312,7 @@ func postgresCredential(t *testing.T) *syscall.Credential {
 // route); rows written on the primary appear on the standby with the
 // same contents, and sluice shows the walreceiver's replication session.
 func TestReplPGStandby(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 5s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 5s here")
 	p := startReplPrimary(t)
 	cred := postgresCredential(t)
 	base, err := os.MkdirTemp("", "sluice-standby-*")
@@ -465,9 +461,7 @@ func TestReplPGStandby(t *testing.T) {
 // changes made on the primary; sluice sees a logical session whose
 // START_REPLICATION runs as one statement.
 func TestReplPGLogical(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 3s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 3s here")
 	p := startReplPrimary(t, "wal_level=logical")
 	host, port, _ := net.SplitHostPort(p.route)
 	common := []string{"-h", host, "-p", port, "-U", replUser, "-d", "postgres", "-S", "replpg_slot"}

@@ -35,9 +35,7 @@ type whatifRow struct {
 // 0.5), a positive TPS and a lower predicted TPS, and GET /api/whatif
 // returns the same applications.
 func TestWhatIfPgbenchSysbench(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 9s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 9s here")
 	pgbench, sysbench := testenv.Program(t, "pgbench"), testenv.Program(t, "sysbench")
 	pgc, myc := testenv.PostgresConfig(t), testenv.MySQLConfig(t)
 	ctx := context.Background()

@@ -19,9 +19,7 @@ import (
 // timed by a pg_sleep(1) on a direct connection or through the normal
 // route, so the test waits for no clock of its own.
 func TestLowYieldsToRunningStatement(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 3s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 3s here")
 	upstream := testenv.PostgresAddr(t)
 	bulkAddr, appAddr := testenv.DeadAddr(t), testenv.DeadAddr(t)
 	st, _ := configStack(t, "catalog: \"\"\nlinks:\n  - name: yl\n    capacity: 20MB\nroutes:\n"+

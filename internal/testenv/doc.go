@@ -30,7 +30,8 @@
 // PostgresSocket finds a server's Unix socket; ServerSSL reads
 // pg_stat_ssl to tell whether a connection reached the server over TLS.
 //
-// It also holds what tests of several packages share: Eventually (poll a
+// It also holds what tests of several packages share: SkipShort (leave a
+// long test out of go test -short), Eventually (poll a
 // condition until a deadline, for waits on real sockets and servers, in
 // place of sleeps; Poll, the same for code that cannot fail a test;
 // WaitBlocked, until goroutines in a named function are blocked), the

@@ -191,9 +191,7 @@ func TestStaleRefusesChanges(t *testing.T) {
 // changes again, where a watch from the old revision would wait for
 // ever.
 func TestEtcdDataLoss(t *testing.T) {
-	if testing.Short() {
-		t.Skip("wipes and restarts an etcd cluster of its own; runs without -short")
-	}
+	testenv.SkipShort(t, "wipes and restarts an etcd cluster of its own")
 	cl := testenv.StartEtcdCluster(t, 1)
 	cfg := etcd.Config{Endpoints: cl.Endpoints(), Prefix: "/sluice-dataloss"}
 	var (

@@ -105,9 +105,7 @@ func (m *member) cap() int64 {
 }
 
 func TestBudgetFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 6s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 6s here")
 	cfg := etcdConfig(t)
 	ctx := context.Background()
 	watcher := testenv.DialEtcd(t, cfg)
@@ -182,9 +180,7 @@ func TestBudgetFailover(t *testing.T) {
 }
 
 func TestBudgetFailStatic(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 10s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 10s here")
 	c := testenv.StartEtcdCluster(t, 1)
 	if c == nil {
 		return
@@ -224,9 +220,7 @@ func TestBudgetFailStatic(t *testing.T) {
 }
 
 func TestBudgetOwnLeaseAfterExpiry(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 5s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 5s here")
 	cfg := etcdConfig(t)
 	ctx := context.Background()
 	a := startMember(t, cfg, "a", testBudget)

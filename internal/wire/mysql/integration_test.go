@@ -253,9 +253,7 @@ func TestGoDriverPrepared(t *testing.T) {
 }
 
 func TestLargeResults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("moves a 16 MiB row and a 16 MiB query through MariaDB; runs without -short")
-	}
+	testenv.SkipShort(t, "moves a 16 MiB row and a 16 MiB query through MariaDB")
 	r := startRelay(t, Options{}, session.Options{})
 	r.Split = true
 	c := r.openClient(t, nil)
@@ -715,9 +713,7 @@ func exchange(t *testing.T, nc net.Conn, b []byte) []byte {
 // default) through the relay and checks the statements recorded against
 // the counts sysbench reports.
 func TestSysbench(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 5s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 5s here")
 	bin := testenv.Program(t, "sysbench")
 	cfg := testenv.MySQLConfig(t)
 	const db = "wiremysql_sysbench"

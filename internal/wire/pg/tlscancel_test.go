@@ -74,9 +74,7 @@ func (fb *firstBytes) plainConnections() (int, [][]byte) {
 // negotiate TLS as libpq does (SSLRequest, handshake, CancelRequest
 // inside TLS), and the statement ends with 57014.
 func TestCancelUpstreamTLS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a PostgreSQL of its own with TLS on; runs without -short")
-	}
+	testenv.SkipShort(t, "starts a PostgreSQL of its own with TLS on")
 	srv := testenv.StartTLSPostgres(t)
 	db := dbAt(t, srv.URL)
 	fb := startFirstBytes(t, srv.Addr)

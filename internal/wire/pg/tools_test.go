@@ -121,9 +121,7 @@ SELECT count(*) FROM wirepg_psql;
 }
 
 func TestPgbench(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 3s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 3s here")
 	db := scratchDB(t, testDB(t))
 	init := startRelay(t, db.addr(), Options{})
 	runTool(t, init, db, "pgbench", "-i", "-s", "1", "-q")
@@ -180,9 +178,7 @@ func TestPgbench(t *testing.T) {
 }
 
 func TestSysbench(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 6s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 6s here")
 	db := scratchDB(t, testDB(t))
 	common := func(r *relay, cmd string, extra ...string) []string {
 		_, port, _ := strings.Cut(r.Addr, ":")

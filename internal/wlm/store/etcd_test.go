@@ -266,9 +266,7 @@ func TestEtcdFollowCompacted(t *testing.T) {
 // to dial without showing it; a user with no role on the key is
 // refused, and that refusal is not taken for an unreachable cluster.
 func TestEtcdAuth(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an etcd cluster of its own with authentication on; runs without -short")
-	}
+	testenv.SkipShort(t, "starts an etcd cluster of its own with authentication on")
 	cl := testenv.StartEtcdCluster(t, 1)
 	if cl == nil {
 		return
