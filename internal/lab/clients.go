@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicelab/sluice/internal/lab/flowsql"
 )
 
 // conn is one session of the lab's own clients (the benchmark has its
@@ -90,11 +92,13 @@ func (d *database) connectVia(ctx context.Context, dial dialFunc, addr, user, pa
 type pgFlowConn struct{ c *pgconn.PgConn }
 
 func (c pgFlowConn) bulk(ctx context.Context, n *atomic.Int64) error {
-	_, err := c.c.CopyTo(ctx, counter{n}, pgBulkSQL)
+	_, err := c.c.CopyTo(ctx, counter{n}, flowsql.PGBulk)
 	return err
 }
 
-func (c pgFlowConn) normal(ctx context.Context) (int64, error) { return c.run(ctx, pgNormalSQL, nil) }
+func (c pgFlowConn) normal(ctx context.Context) (int64, error) {
+	return c.run(ctx, flowsql.PGNormal, nil)
+}
 
 func (c pgFlowConn) run(ctx context.Context, q string, n *atomic.Int64) (int64, error) {
 	mrr := c.c.Exec(ctx, q)
@@ -152,12 +156,12 @@ func (c *mysqlFlowConn) query(ctx context.Context, q string, each func(int)) (in
 }
 
 func (c *mysqlFlowConn) bulk(ctx context.Context, n *atomic.Int64) error {
-	_, err := c.query(ctx, mysqlBulkSQL, func(k int) { n.Add(int64(k)) })
+	_, err := c.query(ctx, flowsql.MySQLBulk, func(k int) { n.Add(int64(k)) })
 	return err
 }
 
 func (c *mysqlFlowConn) normal(ctx context.Context) (int64, error) {
-	return c.query(ctx, mysqlNormalSQL, nil)
+	return c.query(ctx, flowsql.MySQLNormal, nil)
 }
 
 func (c *mysqlFlowConn) run(ctx context.Context, q string, n *atomic.Int64) (int64, error) {

@@ -14,19 +14,12 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sluicelab/sluice/internal/lab/flowsql"
 	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/units"
-)
-
-// The statements of the flow-control experiment.
-const (
-	pgBulkSQL      = `COPY (SELECT repeat('b', 7000) FROM generate_series(1, 100000)) TO STDOUT`
-	pgNormalSQL    = `SELECT repeat('n', 1000) FROM generate_series(1, 1000)`
-	mysqlBulkSQL   = `SELECT REPEAT('b', 7000) FROM seq_1_to_100000`
-	mysqlNormalSQL = `SELECT REPEAT('n', 1000) FROM seq_1_to_1000`
 )
 
 // Catalog names the experiment creates in sluice.
@@ -119,9 +112,9 @@ type bulkAccess struct {
 
 func (r *flowRun) sql() (bulk, normal string) {
 	if r.db.protocol == protoMySQL {
-		return mysqlBulkSQL, mysqlNormalSQL
+		return flowsql.MySQLBulk, flowsql.MySQLNormal
 	}
-	return pgBulkSQL, pgNormalSQL
+	return flowsql.PGBulk, flowsql.PGNormal
 }
 
 func runFlow(ctx context.Context, e *env) (rep *FlowReport, err error) {

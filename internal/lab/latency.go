@@ -111,6 +111,12 @@ type BenchSetup struct {
 	WarmupSeconds float64 `json:"warmup_seconds"`
 }
 
+// scale spells the benchmark's threads and tables: "4 threads, 2 tables
+// of 10000 rows".
+func (b BenchSetup) scale() string {
+	return fmt.Sprintf("%s, %s of %d rows", plural(b.Threads, "thread"), plural(b.Tables, "table"), b.TableSize)
+}
+
 // benchSetup describes the benchmark options o.
 func benchSetup(o bench.Options) BenchSetup {
 	return BenchSetup{Workload: o.Workload, Driver: o.Driver, Threads: o.Threads, Tables: o.Tables, TableSize: o.TableSize,
@@ -371,11 +377,11 @@ func (l *LatencyReport) TPSChart() *svg.Chart {
 func (l *LatencyReport) writeMarkdown(w io.Writer) {
 	heading(w, 1, "latency", "")
 	fmt.Fprintf(w, "An OLTP transaction is a chain of round trips: the client sends a statement and waits for the answer before it sends the next. "+
-		"`%s` (sysbench's statements, %s, %s of %d rows, %.0f s per run after %.0f s of warm-up) "+
+		"`%s` (sysbench's statements, %s, %.0f s per run after %.0f s of warm-up) "+
 		"made %.1f round trips per transaction, counted by the benchmark. "+
 		"sluice adds a round-trip time to the route with path emulation on its link (`ALTER LINK default WITH (delay='RTT/2')`: the delay is one-way and applies to each direction), "+
 		"so every round trip costs that much more.\n\n",
-		l.Workload, plural(l.Threads, "thread"), plural(l.Tables, "table"), l.TableSize, l.RunSeconds, l.WarmupSeconds, l.RoundTrips)
+		l.Workload, l.scale(), l.RunSeconds, l.WarmupSeconds, l.RoundTrips)
 	fmt.Fprintf(w, "The model: **predicted TPS = threads / (base latency + round trips x RTT)**, with base latency = %.2f ms "+
 		"(the average transaction latency at added RTT 0) and %.1f round trips per transaction. "+
 		"The ping column is the median of %d minimal round trips through the route at each setting: what a round trip really cost, emulation included.\n\n",

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/config"
+	"github.com/sluicelab/sluice/internal/lab/flowsql"
 )
 
 // sampleReport is a report with plausible figures, no database needed.
@@ -28,7 +29,7 @@ func sampleReport() *Report {
 	}
 	r.Latency.Prepare = []PrepareRow{{RTTMs: 0, Seconds: 0.1, Rows: 10000}, {RTTMs: 10, Seconds: 0.13, Rows: 10000}}
 	r.Flow = &FlowReport{LinkCapacity: LinkCapacity{CapacityBytes: 20e6, Capacity: "20MB/s", Calibrated: true, StreamMBps: 250},
-		LinkQueue: LinkQueue{QueueBytes: 2 << 20, LowQueueBytes: 64 << 10}, FlowWorkload: FlowWorkload{BulkSQL: pgBulkSQL, NormalSQL: pgNormalSQL,
+		LinkQueue: LinkQueue{QueueBytes: 2 << 20, LowQueueBytes: 64 << 10}, FlowWorkload: FlowWorkload{BulkSQL: flowsql.PGBulk, NormalSQL: flowsql.PGNormal,
 			NormalBytes: 1e6, Reps: 3, Setup: []string{"CREATE EXCEPT RULE ..."}, Binding: "user bulk"}}
 	for _, c := range []string{"off", "on"} {
 		for _, n := range []int{0, 1, 4, 10} {

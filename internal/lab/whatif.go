@@ -431,12 +431,12 @@ func (w *WhatIfReport) writeMarkdown(out io.Writer) {
 	heading(out, 4, "what-if", "")
 	fmt.Fprintf(out, "sluice watches every session's requests and answers and tells, per application, how much of a transaction is waiting on round trips "+
 		"and what its transactions and throughput would become at a larger round-trip time, without adding any delay. "+
-		"This experiment checks those predictions. Two jobs run unshaped through sluice: `%s` (%s, %s of %d rows, %.0f s after %.0f s of warm-up) "+
+		"This experiment checks those predictions. Two jobs run unshaped through sluice: `%s` (%s, %.0f s after %.0f s of warm-up) "+
 		"and a loader in one session that inserts rows in transactions of %d INSERT statements (BEGIN, the INSERTs, COMMIT), "+
 		"the shape of a row-at-a-time sync job, once with one row per INSERT and once per batched size. "+
 		"Each job's sessions carry their own application name, so sluice's what-if table (what `SHOW WHATIF`, the `whatif` view and `GET /api/whatif` show) "+
 		"keeps them apart; right after each job's unshaped run the lab reads its row and predicts it at each RTT.\n\n",
-		w.Workload, plural(w.Threads, "thread"), plural(w.Tables, "table"), w.TableSize, w.RunSeconds, w.WarmupSeconds, w.CommitEvery)
+		w.Workload, w.scale(), w.RunSeconds, w.WarmupSeconds, w.CommitEvery)
 	fmt.Fprintf(out, "What sluice measured of each job, unshaped:\n\n")
 	w.baselineTable().markdown(out)
 	fmt.Fprintf(out, "\nsluice's TPS is over its window, or the time since it first saw the application, and never over less than a second: "+

@@ -54,17 +54,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sluicelab/sluice/internal/lab/flowsql"
 	"github.com/sluicelab/sluice/internal/units"
 	"github.com/sluicelab/sluice/measure/harness"
 )
 
-const (
-	bulkQuery   = `COPY (SELECT repeat('b', 7000) FROM generate_series(1, 100000)) TO STDOUT`
-	normalQuery = `SELECT repeat('n', 1000) FROM generate_series(1, 1000)`
-	// settleTimeout bounds the wait for the previous point's sessions to
-	// leave sluice or the server.
-	settleTimeout = 60 * time.Second
-)
+// settleTimeout bounds the wait for the previous point's sessions to
+// leave sluice or the server.
+const settleTimeout = 60 * time.Second
 
 type setting struct {
 	name    string
@@ -150,7 +147,7 @@ func run(ctx context.Context, url string, counts []int, reps int, capBytes int64
 	bulkURL := strings.Replace(normalURL, "sluice:sluice@", "bulk:bulk@", 1)
 	directBulkURL := strings.Replace(url, "sluice:sluice@", "bulk:bulk@", 1)
 
-	fmt.Printf("flow control: link capacity %.1f MB/s, normal query ~1 MB x %d per point (median reported), bulk sessions pull %q\n", float64(capBytes)/1e6, reps, bulkQuery)
+	fmt.Printf("flow control: link capacity %.1f MB/s, normal query ~1 MB x %d per point (median reported), bulk sessions pull %q\n", float64(capBytes)/1e6, reps, flowsql.PGBulk)
 	results := map[string][]row{}
 	for _, name := range only {
 		st, ok := settings[name]
@@ -297,7 +294,7 @@ func point(ctx context.Context, s *harness.Sluice, pid int, normalURL, bulkURL s
 			defer c.Close(context.Background())
 			w := &pacer{n: &bulkBytes, rate: rate, start: time.Now()}
 			for bctx.Err() == nil {
-				if _, err := c.CopyTo(bctx, w, bulkQuery); err != nil {
+				if _, err := c.CopyTo(bctx, w, flowsql.PGBulk); err != nil {
 					if bctx.Err() == nil {
 						errs <- err
 					}
@@ -323,7 +320,7 @@ func point(ctx context.Context, s *harness.Sluice, pid int, normalURL, bulkURL s
 	}
 	defer c.Close(ctx)
 	query := func() (int64, error) {
-		rows, err := c.Query(ctx, normalQuery, pgx.QueryExecModeSimpleProtocol)
+		rows, err := c.Query(ctx, flowsql.PGNormal, pgx.QueryExecModeSimpleProtocol)
 		if err != nil {
 			return 0, err
 		}
