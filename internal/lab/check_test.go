@@ -401,9 +401,7 @@ func readReport(t *testing.T, dir string) (*Report, string) {
 // testenv.Missing).
 func needPostgres(t *testing.T, takes string) (bin string, ok bool) {
 	t.Helper()
-	if testing.Short() {
-		t.Skipf("takes %s here; runs without -short", takes)
-	}
+	testenv.SkipShort(t, "takes "+takes+" here")
 	bin, err := pgtemp.FindBinaries("")
 	if err != nil {
 		testenv.Missing(t, "%v", err)

@@ -152,9 +152,7 @@ func checkConcurrencyShape(t *testing.T, c *ConcurrencyReport) {
 // TestRunEmbedded is `sluice lab --quick` at a smaller scale on the
 // embedded backend.
 func TestRunEmbedded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 20s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 20s here")
 	rep := runTiny(t, Options{Clock: clock.Real{}})
 	if rep.Backend != BackendEmbedded || rep.Protocol != protoPostgres {
 		t.Errorf("backend %s, protocol %s", rep.Backend, rep.Protocol)
@@ -171,9 +169,7 @@ func TestRunEmbedded(t *testing.T) {
 // small scale on the embedded backend: the experiment alone, with its
 // files and no others.
 func TestRunConcurrencyOnly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 5s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 5s here")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	plan, err := tinyPlan().Only(ExperimentConcurrency)
@@ -207,9 +203,7 @@ func TestRunConcurrencyOnly(t *testing.T) {
 // TestRunPostgresDSN runs the experiments against the real PostgreSQL,
 // in a database of their own.
 func TestRunPostgresDSN(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 20s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 20s here")
 	admin := testenv.PostgresURL(t)
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, admin)
@@ -260,9 +254,7 @@ func TestRunPostgresDSN(t *testing.T) {
 // TestRunMySQLDSN runs the experiments against the real MariaDB, in a
 // database of their own.
 func TestRunMySQLDSN(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 18s here; runs without -short")
-	}
+	testenv.SkipShort(t, "takes 18s here")
 	cfg := testenv.MySQLConfig(t)
 	root, err := sql.Open("mysql", testenv.MySQLDSN(t))
 	if err != nil {
