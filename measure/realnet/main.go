@@ -34,6 +34,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -59,9 +60,21 @@ func main() {
 	stress := flag.Bool("stress", false, "run stress-ng --cpu on every core during each measurement")
 	trace := flag.Duration("trace", 0, "print the controller's rows and the queue's backlog at this period (0: no)")
 	side := flag.String("side", "send", "where the bottleneck is: send (between sluice and the client) or receive (between the server and sluice)")
+	cpuprofile := flag.String("cpuprofile", "", "write sluice's CPU profile over the whole run to this file")
 	pg := flag.String("pg", "127.0.0.1:"+harness.Env("SLUICE_TEST_PG_PORT", "15432"), "PostgreSQL host:port")
 	flag.Parse()
 	harness.Main("realnet", func(ctx context.Context) error {
+		if *cpuprofile != "" {
+			f, err := os.Create(*cpuprofile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
 		return run(ctx, *rate, *queue, *n, *dur, strings.Split(*modes, ","), *pg, *side, testbed{trace: *trace, instances: max(*instances, 1), etcd: *etcdAddr, stress: *stress, set: *set})
 	})
 }
