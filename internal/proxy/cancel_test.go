@@ -77,3 +77,50 @@ func TestCancelThroughRoute(t *testing.T) {
 		}
 	})
 }
+
+// TestMySQLRegistryCancelTwiceAtOnce cancels a running SLEEP through a
+// mysql route with Registry.Cancel twice at once. Each cancel dials a
+// connection of its own beside the session's to run KILL QUERY; neither
+// may disturb the other or the session, which runs its next query and
+// closes with the client.
+func TestMySQLRegistryCancelTwiceAtOnce(t *testing.T) {
+	cfg := testenv.MySQLConfig(t)
+	srv, addr := startProxy(t, "mysql", cfg.Addr)
+	pcfg := cfg.Clone()
+	pcfg.Addr = addr
+	ctx := context.Background()
+	db := testenv.OpenMySQL(t, pcfg)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := startSleep(ctx, conn, "SELECT SLEEP(30) /* twice at once */")
+	var st *session.Statement
+	testenv.Eventually(t, 10*time.Second, "the SLEEP in the registry", func() bool {
+		for _, s := range srv.Registry().Active() {
+			if strings.Contains(s.SQL, "twice at once") {
+				st = s
+				return true
+			}
+		}
+		return false
+	})
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- srv.Registry().Cancel(ctx, st) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil && !errors.Is(err, session.ErrNotRunning) {
+			t.Errorf("Registry.Cancel: %v", err)
+		}
+	}
+	if err := sleepResult(done, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := myAfter(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	db.Close()
+	waitNoSessions(t, srv)
+}

@@ -189,14 +189,28 @@ func (r *relay) opening() (wire.Conn, bool) {
 			return upDelayed, nil
 		}
 	}
+	// The front end dials the session's upstream once, during the
+	// opening, and may keep the dialer for side connections (a MySQL
+	// session's KILL QUERY) made later, at any time and several at once:
+	// those are dialled as they are, neither delayed with the opening's
+	// context nor taken for the session's upstream.
 	trackedDial := func(ctx context.Context) (net.Conn, error) {
+		r.mu.Lock()
+		side, aborted := r.upstream != nil, r.aborted
+		r.mu.Unlock()
+		if aborted {
+			return nil, net.ErrClosed
+		}
+		if side {
+			return r.route.dialer()(ctx)
+		}
 		c, err := dial(ctx)
 		if err != nil {
 			return nil, err
 		}
 		r.mu.Lock()
 		r.upstream = c
-		aborted := r.aborted
+		aborted = r.aborted
 		r.mu.Unlock()
 		if aborted {
 			c.Close()
