@@ -1,0 +1,517 @@
+package fastpath
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/testenv"
+)
+
+// frames is a generated stream of one protocol's messages and what the
+// program must count for it on the socket that receives it.
+type frames struct {
+	data  []byte
+	msgs  uint64
+	types [256]uint32
+}
+
+// pgFrames returns n PostgreSQL messages of random types and sizes.
+func pgFrames(r *rand.Rand, n, maxBody int) frames {
+	var f frames
+	for range n {
+		typ := "QPBEDSdCZT"[r.IntN(10)]
+		body := r.IntN(maxBody + 1)
+		f.data = append(f.data, typ)
+		f.data = binary.BigEndian.AppendUint32(f.data, uint32(4+body))
+		for range body {
+			f.data = append(f.data, byte(r.Uint32()))
+		}
+		f.msgs++
+		f.types[typ]++
+	}
+	return f
+}
+
+// mysqlFrames returns n MySQL packets as a client would send them (seq 0
+// starts a command, the rest are data), with a 16 MiB packet and its
+// continuation among them when big. toClient counts them as the client's
+// socket would receive them (every packet's first byte).
+func mysqlFrames(r *rand.Rand, n, maxBody int, big, server bool) frames {
+	var f frames
+	packet := func(payload []byte, seq byte, cont bool) {
+		n := len(payload)
+		f.data = append(f.data, byte(n), byte(n>>8), byte(n>>16), seq)
+		f.data = append(f.data, payload...)
+		if cont {
+			return
+		}
+		f.msgs++
+		if n > 0 && (server || seq == 0) {
+			f.types[payload[0]]++
+		}
+	}
+	for i := range n {
+		seq := byte(r.IntN(3))
+		size := r.IntN(maxBody + 1)
+		if big && i == n/2 {
+			size = 0xffffff
+		}
+		payload := make([]byte, size)
+		for j := range payload {
+			payload[j] = byte(r.Uint32())
+		}
+		packet(payload, seq, false)
+		if size == 0xffffff {
+			packet(payload[:100], seq+1, true)
+		}
+	}
+	return f
+}
+
+// relay is a session relayed through a Pair by two copy goroutines, as
+// the proxy's loop would: what the program passes is read, written on
+// and reported; end of stream is passed on once the kernel's redirects
+// are queued. gate keeps the copies from writing while the pair pauses.
+type relay struct {
+	p      *Pair
+	conns  [2]*net.TCPConn // client-facing, upstream
+	gate   sync.RWMutex
+	copied [2]int64
+	errs   chan error
+}
+
+// newRelay connects a client to a relay in front of up and pairs the
+// relay's two sockets before either peer sends; a client's early bytes
+// are sent, and waiting in the relay's receive queue, before the pairing.
+// The client's reads and writes time out after 30 s.
+func newRelay(t *testing.T, k *Kernel, up net.Listener, proto Proto, early []byte) (*net.TCPConn, *relay) {
+	t.Helper()
+	front := listen(t)
+	cl, err := net.Dial("tcp", front.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	cl.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := cl.Write(early); err != nil {
+		t.Fatal(err)
+	}
+	c, err := front.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := net.Dial("tcp", up.Addr().String())
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	r := &relay{conns: [2]*net.TCPConn{c.(*net.TCPConn), u.(*net.TCPConn)}, errs: make(chan error, 2)}
+	t.Cleanup(func() {
+		r.conns[0].Close()
+		r.conns[1].Close()
+	})
+	var raw [2]Socket
+	for i, c := range r.conns {
+		if raw[i], err = c.SyscallConn(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, "the early bytes to arrive", func() bool {
+		_, n, err := received(raw[0])
+		return err != nil || n >= len(early)
+	})
+	if r.p, err = k.Pair(raw[0], raw[1], proto); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.p.Close() })
+	return cl.(*net.TCPConn), r
+}
+
+func (r *relay) start() {
+	for i := range r.conns {
+		go func() { r.errs <- r.copy(i) }()
+	}
+}
+
+func (r *relay) copy(from int) error {
+	src, dst := r.conns[from], r.conns[1-from]
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			r.gate.RLock()
+			_, werr := dst.Write(buf[:n])
+			if werr == nil {
+				werr = r.p.Consumed(from, n)
+			}
+			r.gate.RUnlock()
+			if werr != nil {
+				return werr
+			}
+			r.copied[from] += int64(n)
+		}
+		if errors.Is(err, io.EOF) {
+			r.gate.RLock()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := r.p.Drained(ctx, from)
+			if err == nil {
+				err = dst.CloseWrite()
+			}
+			cancel()
+			r.gate.RUnlock()
+			if errors.Is(err, ErrUnread) {
+				time.Sleep(50 * time.Microsecond) // the loop would wait for the socket to be readable
+				continue
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// wait returns the copies' first error.
+func (r *relay) wait() error {
+	return errors.Join(<-r.errs, <-r.errs)
+}
+
+func openKernel(t *testing.T) *Kernel {
+	t.Helper()
+	k, err := Open(clock.Real{})
+	if err != nil {
+		testenv.Missing(t, "BPF sockmap (root, a 5.17 or later kernel): %v", err)
+		return nil
+	}
+	t.Cleanup(func() { k.Close() })
+	return k
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// echoServer echoes one connection until end of stream, then closes its
+// write side.
+func echoServer(t *testing.T) net.Listener {
+	ln := listen(t)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	return ln
+}
+
+// TestRelayEcho sends a stream of framed messages through a resumed pair
+// to an echo server, writing while the echo comes back so that both
+// directions back up. The echo must be byte-identical, nearly all of it
+// relayed in the kernel, and the program's counts must match the frames
+// on both sockets. While toggling, the pair pauses and resumes every
+// millisecond, so bytes cross on both paths in both directions.
+func TestRelayEcho(t *testing.T) {
+	k := openKernel(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	cases := []struct {
+		name     string
+		proto    Proto
+		in, echo frames
+		toggle   bool
+	}{
+		{name: "postgres", proto: PostgreSQL},
+		{name: "postgres/toggling", proto: PostgreSQL, toggle: true},
+		{name: "mysql", proto: MySQL},
+		{name: "mysql/toggling", proto: MySQL, toggle: true},
+	}
+	for i := range cases {
+		c := &cases[i]
+		if c.proto == PostgreSQL {
+			c.in = pgFrames(r, 3000, 5000)
+			c.echo = c.in
+			continue
+		}
+		seed := r.Uint64()
+		c.in = mysqlFrames(rand.New(rand.NewPCG(seed, 0)), 3000, 5000, true, false)
+		c.echo = mysqlFrames(rand.New(rand.NewPCG(seed, 0)), 3000, 5000, true, true)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			up := echoServer(t)
+			cl, rl := newRelay(t, k, up, c.proto, nil)
+			if err := rl.p.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			rl.start()
+			stop := make(chan struct{})
+			toggled := make(chan int)
+			go func() {
+				n := 0
+				defer func() { toggled <- n }()
+				for c.toggle {
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Millisecond):
+					}
+					rl.gate.Lock()
+					var err error
+					if rl.p.Resumed() {
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						err = rl.p.Pause(ctx)
+						cancel()
+					} else {
+						err = rl.p.Resume()
+					}
+					rl.gate.Unlock()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					n++
+				}
+			}()
+
+			go func() {
+				for b := c.in.data; len(b) > 0; {
+					n := min(len(b), 1+r.IntN(70000))
+					if _, err := cl.Write(b[:n]); err != nil {
+						return
+					}
+					b = b[n:]
+				}
+				cl.CloseWrite()
+			}()
+			got, err := io.ReadAll(cl)
+			close(stop)
+			flips := <-toggled
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, c.in.data) {
+				prefix := 0
+				for prefix < min(len(got), len(c.in.data)) && got[prefix] == c.in.data[prefix] {
+					prefix++
+				}
+				st0, _ := rl.p.Stats(0)
+				st1, _ := rl.p.Stats(1)
+				t.Fatalf("echo differs: %d bytes back of %d, first %d equal; after %d flips, client side %+v, upstream side %+v, copied %v, copies: %v",
+					len(got), len(c.in.data), prefix, flips, counts(st0), counts(st1), rl.copied, rl.wait())
+			}
+			if err := rl.wait(); err != nil {
+				t.Fatal(err)
+			}
+			var used [2]uint64 // redirected, passed
+			for side, want := range []frames{c.in, c.echo} {
+				st, err := rl.p.Stats(side)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Broken || st.Bytes != uint64(len(want.data)) || st.Messages != want.msgs || st.Types != want.types {
+					t.Errorf("side %d: broken %v, %d bytes, %d messages; want %d bytes, %d messages (types equal: %v)",
+						side, st.Broken, st.Bytes, st.Messages, len(want.data), want.msgs, st.Types == want.types)
+				}
+				if st.Redirected+st.Passed+st.Dropped != st.Bytes || st.Dropped != 0 {
+					t.Errorf("side %d: %d redirected + %d passed + %d dropped != %d", side, st.Redirected, st.Passed, st.Dropped, st.Bytes)
+				}
+				if uint64(rl.copied[side]) != st.Passed {
+					t.Errorf("side %d: user space copied %d bytes, the program passed %d", side, rl.copied[side], st.Passed)
+				}
+				if !c.toggle && st.Passed != 0 {
+					t.Errorf("side %d: %d bytes went through user space", side, st.Passed)
+				}
+				used[0] += st.Redirected
+				used[1] += st.Passed
+			}
+			// Under a stream that never pauses a side may stay on one
+			// path (its handshake waits for a gap); the session as a
+			// whole must have used both.
+			if c.toggle && (used[0] == 0 || used[1] == 0) {
+				t.Errorf("toggling %d times left %d bytes redirected, %d passed: one path unused", flips, used[0], used[1])
+			}
+		})
+	}
+}
+
+// TestExchanges relays request/response exchanges, pausing and resuming
+// between them: each exchange takes exactly the path the pair was on when
+// it began, on both sockets.
+func TestExchanges(t *testing.T) {
+	k := openKernel(t)
+	up := echoServer(t)
+	cl, rl := newRelay(t, k, up, PostgreSQL, nil)
+	rl.start()
+	r := rand.New(rand.NewPCG(7, 8))
+	var want [2]uint64 // redirected, passed; each side the same
+	for i := range 40 {
+		var err error
+		rl.gate.Lock()
+		if i%3 == 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = rl.p.Pause(ctx)
+			cancel()
+		} else {
+			err = rl.p.Resume()
+		}
+		resumed := rl.p.Resumed()
+		rl.gate.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := pgFrames(r, 1+r.IntN(5), 3000)
+		if _, err := cl.Write(req.data); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(req.data))
+		if _, err := io.ReadFull(cl, got); err != nil || !bytes.Equal(got, req.data) {
+			t.Fatalf("exchange %d: echo differs (%v)", i, err)
+		}
+		if resumed {
+			want[0] += uint64(len(req.data))
+		} else {
+			want[1] += uint64(len(req.data))
+		}
+	}
+	cl.CloseWrite()
+	if _, err := io.ReadAll(cl); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.wait(); err != nil {
+		t.Fatal(err)
+	}
+	for side := range 2 {
+		st, err := rl.p.Stats(side)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Redirected != want[0] || st.Passed != want[1] {
+			t.Errorf("side %d: %d redirected, %d passed; want %d, %d", side, st.Redirected, st.Passed, want[0], want[1])
+		}
+	}
+}
+
+// TestHalfClose has the client end its side while the server is still to
+// answer: the server reads to end of stream, then sends 4 MiB and
+// closes. The client must receive every byte and then end of stream.
+func TestHalfClose(t *testing.T) {
+	k := openKernel(t)
+	answer := make([]byte, 4<<20)
+	rand.NewChaCha8([32]byte{3, 4}).Read(answer)
+	up := listen(t)
+	go func() {
+		c, err := up.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(io.Discard, c)
+		c.Write(answer)
+	}()
+	cl, rl := newRelay(t, k, up, PostgreSQL, nil)
+	if err := rl.p.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	rl.start()
+	req := pgFrames(rand.New(rand.NewPCG(5, 6)), 50, 1000)
+	if _, err := cl.Write(req.data); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(cl)
+	if err != nil {
+		t.Fatalf("after %d of %d bytes: %v", len(got), len(answer), err)
+	}
+	if !bytes.Equal(got, answer) {
+		t.Fatalf("answer differs: %d bytes of %d", len(got), len(answer))
+	}
+	if err := rl.wait(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := rl.p.Stats(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Messages != req.msgs || st.Redirected != uint64(len(req.data)) {
+		t.Errorf("client side: %d messages, %d redirected; want %d, %d", st.Messages, st.Redirected, req.msgs, len(req.data))
+	}
+}
+
+// TestNotQuiet pairs a session whose client already sent: Resume refuses,
+// and user space still relays every byte.
+func TestNotQuiet(t *testing.T) {
+	k := openKernel(t)
+	up := echoServer(t)
+	early := []byte("Q\x00\x00\x00\x09early")
+	cl, rl := newRelay(t, k, up, PostgreSQL, early)
+	if err := rl.p.Resume(); !errors.Is(err, ErrNotQuiet) {
+		t.Fatalf("Resume: %v, want ErrNotQuiet", err)
+	}
+	rl.start()
+	got := make([]byte, len(early))
+	if _, err := io.ReadFull(cl, got); err != nil || !bytes.Equal(got, early) {
+		t.Fatalf("echo %q, %v", got, err)
+	}
+	cl.CloseWrite()
+	if rest, err := io.ReadAll(cl); err != nil || len(rest) > 0 {
+		t.Fatalf("after the echo: %q, %v", rest, err)
+	}
+	if err := rl.wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEntries counts the maps' entries: two per pair in each while it
+// lives, none once its sockets closed and it was closed.
+func TestEntries(t *testing.T) {
+	k := openKernel(t)
+	var rls []*relay
+	for range 3 {
+		up := echoServer(t)
+		_, rl := newRelay(t, k, up, MySQL, nil)
+		rls = append(rls, rl)
+	}
+	socks, links, flows, err := k.Entries()
+	if err != nil || socks != 6 || links != 6 || flows != 6 {
+		t.Fatalf("3 pairs: %d socks, %d links, %d flows (%v); want 6 each", socks, links, flows, err)
+	}
+	for _, rl := range rls {
+		rl.conns[0].Close()
+		rl.conns[1].Close()
+		if err := rl.p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.p.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+	}
+	socks, links, flows, err = k.Entries()
+	if err != nil || socks+links+flows != 0 {
+		t.Fatalf("closed: %d socks, %d links, %d flows (%v); want none", socks, links, flows, err)
+	}
+}
+
+// counts leaves the type counts out of a failure's message.
+func counts(s Stats) Stats {
+	s.Types = [256]uint32{}
+	return s
+}
