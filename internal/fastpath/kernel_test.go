@@ -82,11 +82,17 @@ func mysqlFrames(r *rand.Rand, n, maxBody int, big, server bool) frames {
 // and reported; end of stream is passed on once the kernel's redirects
 // are queued. gate keeps the copies from writing while the pair pauses.
 type relay struct {
-	p      *Pair
-	conns  [2]*net.TCPConn // client-facing, upstream
-	gate   sync.RWMutex
-	copied [2]int64
-	errs   chan error
+	p     *Pair           // guarded by gate; nil until paired
+	conns [2]*net.TCPConn // client-facing, upstream
+	// opening, when set, leaves the sockets unpaired until it reports
+	// that a server chunk ends the opening exchange; the pair is made
+	// and resumed before that chunk goes on.
+	opening func(chunk []byte) bool
+	k       *Kernel
+	proto   Proto
+	gate    sync.RWMutex
+	copied  [2]int64
+	errs    chan error
 }
 
 // newRelay connects a client to a relay in front of up and pairs the
@@ -114,25 +120,25 @@ func newRelay(t *testing.T, k *Kernel, up net.Listener, proto Proto, early []byt
 		c.Close()
 		t.Fatal(err)
 	}
-	r := &relay{conns: [2]*net.TCPConn{c.(*net.TCPConn), u.(*net.TCPConn)}, errs: make(chan error, 2)}
+	r := &relay{conns: [2]*net.TCPConn{c.(*net.TCPConn), u.(*net.TCPConn)}, k: k, proto: proto, errs: make(chan error, 2)}
 	t.Cleanup(func() {
 		r.conns[0].Close()
 		r.conns[1].Close()
-	})
-	var raw [2]Socket
-	for i, c := range r.conns {
-		if raw[i], err = c.SyscallConn(); err != nil {
-			t.Fatal(err)
+		if r.p != nil {
+			r.p.Close()
 		}
-	}
-	testenv.Eventually(t, 10*time.Second, "the early bytes to arrive", func() bool {
-		_, n, err := received(raw[0])
-		return err != nil || n >= len(early)
 	})
-	if r.p, err = k.Pair(raw[0], raw[1], proto); err != nil {
+	rc, err := r.conns[0].SyscallConn()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.p.Close() })
+	testenv.Eventually(t, 10*time.Second, "the early bytes to arrive", func() bool {
+		_, n, err := received(rc)
+		return err != nil || n >= len(early)
+	})
+	if err := r.pairNow(); err != nil {
+		t.Fatal(err)
+	}
 	return cl.(*net.TCPConn), r
 }
 
@@ -148,21 +154,17 @@ func (r *relay) copy(from int) error {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			r.gate.RLock()
-			_, werr := dst.Write(buf[:n])
-			if werr == nil {
-				werr = r.p.Consumed(from, n)
-			}
-			r.gate.RUnlock()
-			if werr != nil {
+			if werr := r.forward(from, buf[:n]); werr != nil {
 				return werr
 			}
-			r.copied[from] += int64(n)
 		}
 		if errors.Is(err, io.EOF) {
 			r.gate.RLock()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := r.p.Drained(ctx, from)
+			var err error
+			if r.p != nil {
+				err = r.p.Drained(ctx, from)
+			}
 			if err == nil {
 				err = dst.CloseWrite()
 			}
@@ -178,6 +180,52 @@ func (r *relay) copy(from int) error {
 			return err
 		}
 	}
+}
+
+// forward writes a chunk read from side from on to the other side and
+// reports it, pairing the sockets first when it ends the opening.
+func (r *relay) forward(from int, chunk []byte) error {
+	dst := r.conns[1-from]
+	r.gate.RLock()
+	if r.p == nil && from == 1 && r.opening != nil && r.opening(chunk) {
+		r.gate.RUnlock()
+		r.gate.Lock()
+		defer r.gate.Unlock()
+		if err := r.pairNow(); err != nil {
+			return err
+		}
+		if err := r.p.Resume(); err != nil {
+			return err
+		}
+		_, err := dst.Write(chunk)
+		return err
+	}
+	defer r.gate.RUnlock()
+	if _, err := dst.Write(chunk); err != nil {
+		return err
+	}
+	if r.p == nil {
+		return nil
+	}
+	r.copied[from] += int64(len(chunk))
+	return r.p.Consumed(from, len(chunk))
+}
+
+// pairNow pairs the relay's sockets.
+func (r *relay) pairNow() error {
+	var raw [2]Socket
+	for i, c := range r.conns {
+		var err error
+		if raw[i], err = c.SyscallConn(); err != nil {
+			return err
+		}
+	}
+	p, err := r.k.Pair(raw[0], raw[1], r.proto)
+	if err != nil {
+		return err
+	}
+	r.p = p
+	return nil
 }
 
 // wait returns the copies' first error.

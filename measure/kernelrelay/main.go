@@ -3,27 +3,40 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 
+	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/fastpath"
 	"github.com/sluicelab/sluice/measure/harness"
 )
 
 func main() {
 	listen, upstream := harness.RelayFlags("127.0.0.1:16500")
+	proto := flag.String("proto", "postgres", "the upstream's protocol: postgres or mysql")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	harness.Main("kernelrelay", func(ctx context.Context) error { return serve(ctx, log, *listen, *upstream) })
+	harness.Main("kernelrelay", func(ctx context.Context) error { return serve(ctx, log, *listen, *upstream, *proto) })
 }
 
 // serve relays every client accepted on listen to upstream until ctx ends.
-func serve(ctx context.Context, log *slog.Logger, listen, upstream string) error {
-	r, err := newRelay()
+func serve(ctx context.Context, log *slog.Logger, listen, upstream, proto string) error {
+	r := &relay{proto: fastpath.PostgreSQL}
+	switch proto {
+	case "postgres":
+	case "mysql":
+		r.proto = fastpath.MySQL
+	default:
+		return fmt.Errorf("-proto %q: want postgres or mysql", proto)
+	}
+	k, err := fastpath.Open(clock.Real{})
 	if err != nil {
 		return err
 	}
-	defer r.Close()
+	defer k.Close()
+	r.k = k
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err

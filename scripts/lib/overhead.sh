@@ -16,8 +16,13 @@
 # involuntary, summed over /proc/PID/task/*/status before and after the
 # run) and, of those, the involuntary ones (preempted/tx: the kernel took
 # the CPU from a thread that could still run, typically for the process
-# its write just woke). The means are left in MEAN_TPS, CPU_TX, CS_TX and
-# PRE_TX, by target name, for verdict.
+# its write just woke). Every target, direct too, also gets the whole
+# machine's busy CPU time per transaction (host_us/tx: user, nice,
+# system, irq and softirq of all CPUs, from /proc/stat, in microseconds):
+# the only column that shows work a relay leaves to the kernel (softirq,
+# its work queues) or makes the clients and the server do; a target's
+# excess over direct's is all it costs. The means are left in MEAN_TPS,
+# CPU_TX, CS_TX, PRE_TX and HOST_TX, by target name, for verdict.
 #
 #   verdict "what" tps|cpu TARGET FACTOR REF...
 #
@@ -47,7 +52,11 @@
 overhead_tmp=$(mktemp -d)
 chmod 777 "$overhead_tmp" # pgbouncer runs as postgres and writes its pid and log here
 
-declare -A MEAN_TPS=() CPU_TX=() CS_TX=() PRE_TX=()
+declare -A MEAN_TPS=() CPU_TX=() CS_TX=() PRE_TX=() HOST_TX=()
+
+host_busy_ticks() { # -> the machine's busy time, all CPUs, in clock ticks
+	awk '/^cpu /{print $2 + $3 + $4 + $7 + $8; exit}' /proc/stat
+}
 
 proc_cpu_ticks() { # pid -> utime+stime of all threads, in clock ticks
 	awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
@@ -67,10 +76,10 @@ compare() {
 		ports+=("${rest%%:*}")
 		if [[ $rest == *:* ]]; then pids+=("${rest#*:}"); else pids+=(""); fi
 	done
-	local n=${#names[@]} r i k out tps tx pid c0 c1 s0 s1 p0 p1 hz
+	local n=${#names[@]} r i k out tps tx pid c0 c1 s0 s1 p0 p1 h0 h1 hz
 	hz=$(getconf CLK_TCK)
-	local -A sum=() txs=() cpu=() cs=() pre=()
-	printf '%-6s %-12s %12s %12s %10s %14s\n' round target tps cpu_us/tx cs/tx preempted/tx
+	local -A sum=() txs=() cpu=() cs=() pre=() host=()
+	printf '%-6s %-12s %12s %12s %10s %14s %12s\n' round target tps cpu_us/tx cs/tx preempted/tx host_us/tx
 	for r in $(seq 1 "$ROUNDS"); do
 		for k in $(seq 0 $((n - 1))); do
 			i=$(((k + r - 1) % n))
@@ -79,11 +88,17 @@ compare() {
 				c0=$(proc_cpu_ticks "$pid")
 				read -r s0 p0 <<<"$(proc_ctxsw "$pid")"
 			fi
+			h0=$(host_busy_ticks)
 			out=$(run "${ports[$i]}")
+			h1=$(host_busy_ticks)
 			read -r tps tx <<<"$out"
 			tps=${tps:-0}
 			tx=${tx:-$(echo "$tps * $DURATION" | bc -l)}
-			local name=${names[$i]} cpucol=- cscol=- precol=-
+			local name=${names[$i]} cpucol=- cscol=- precol=- hostcol=-
+			host[$name]=$(echo "${host[$name]:-0} + ($h1 - $h0) * 1000000 / $hz" | bc -l)
+			if [ "$(echo "$tx > 0" | bc)" = 1 ]; then
+				hostcol=$(printf '%.1f' "$(echo "($h1 - $h0) * 1000000 / $hz / $tx" | bc -l)")
+			fi
 			sum[$name]=$(echo "${sum[$name]:-0} + $tps" | bc -l)
 			txs[$name]=$(echo "${txs[$name]:-0} + $tx" | bc -l)
 			if [ -n "$pid" ]; then
@@ -98,15 +113,19 @@ compare() {
 					precol=$(printf '%.3f' "$(echo "($p1 - $p0) / $tx" | bc -l)")
 				fi
 			fi
-			printf '%-6s %-12s %12.1f %12s %10s %14s\n' "$r" "$name" "$tps" "$cpucol" "$cscol" "$precol"
+			printf '%-6s %-12s %12.1f %12s %10s %14s %12s\n' "$r" "$name" "$tps" "$cpucol" "$cscol" "$precol" "$hostcol"
 		done
 	done
 	local base
 	base=$(echo "${sum[${names[0]}]} / $ROUNDS" | bc -l)
 	for i in $(seq 0 $((n - 1))); do
-		local name=${names[$i]} mean cpucol=- cscol=- precol=-
+		local name=${names[$i]} mean cpucol=- cscol=- precol=- hostcol=-
 		mean=$(echo "${sum[$name]} / $ROUNDS" | bc -l)
 		MEAN_TPS[$name]=$mean
+		if [ "$(echo "${txs[$name]} > 0" | bc)" = 1 ]; then
+			HOST_TX[$name]=$(echo "${host[$name]} / ${txs[$name]}" | bc -l)
+			hostcol=$(printf '%.1f us' "${HOST_TX[$name]}")
+		fi
 		if [ -n "${cpu[$name]:-}" ] && [ "$(echo "${txs[$name]} > 0" | bc)" = 1 ]; then
 			CPU_TX[$name]=$(echo "${cpu[$name]} / ${txs[$name]}" | bc -l)
 			CS_TX[$name]=$(echo "${cs[$name]} / ${txs[$name]}" | bc -l)
@@ -115,8 +134,8 @@ compare() {
 			cscol=$(printf '%.3f' "${CS_TX[$name]}")
 			precol=$(printf '%.3f' "${PRE_TX[$name]}")
 		fi
-		printf 'mean %-12s %10.1f tps   ratio to %s %.3f   cpu/tx %10s   cs/tx %6s   preempted/tx %6s\n' \
-			"$name" "$mean" "${names[0]}" "$(echo "$mean / $base" | bc -l)" "$cpucol" "$cscol" "$precol"
+		printf 'mean %-12s %10.1f tps   ratio to %s %.3f   cpu/tx %10s   cs/tx %6s   preempted/tx %6s   host/tx %10s\n' \
+			"$name" "$mean" "${names[0]}" "$(echo "$mean / $base" | bc -l)" "$cpucol" "$cscol" "$precol" "$hostcol"
 	done
 }
 
@@ -198,10 +217,10 @@ INI
 	echo "$1:$(cat "$overhead_tmp/pgbouncer.pid")"
 }
 
-start_kernelrelay() { # port upstream_port
+start_kernelrelay() { # port upstream_port [proto]
 	[ "$(id -u)" = 0 ] || return 1
 	go -C measure build -o "$overhead_tmp/kernelrelay" ./kernelrelay || return 1
-	"$overhead_tmp/kernelrelay" -listen "127.0.0.1:$1" -upstream "127.0.0.1:$2" >/dev/null 2>"$overhead_tmp/kernelrelay.log" &
+	"$overhead_tmp/kernelrelay" -listen "127.0.0.1:$1" -upstream "127.0.0.1:$2" -proto "${3:-postgres}" >/dev/null 2>"$overhead_tmp/kernelrelay.log" &
 	echo $! >"$overhead_tmp/kernelrelay.pid"
 	for _ in $(seq 1 50); do
 		grep -q "relaying in the kernel" "$overhead_tmp/kernelrelay.log" && {
