@@ -148,7 +148,9 @@ type Pair struct {
 // when neither peer is about to send (the end of the opening exchange:
 // the server has answered and waits, the client waits for that answer),
 // so that the program sees every byte from then on; Resume refuses a
-// pair whose sockets held bytes. On error nothing stays in the maps.
+// pair whose sockets held bytes. On error the links and flows are gone
+// and the program passes whatever the sockets receive to user space; a
+// socket already in the sockhash stays there until it closes (see Pair).
 func (k *Kernel) Pair(client, upstream Socket, proto Proto) (*Pair, error) {
 	p := &Pair{k: k, proto: proto}
 	p.sides[0] = side{sock: client, client: true}
@@ -181,16 +183,13 @@ func (k *Kernel) Pair(client, upstream Socket, proto Proto) (*Pair, error) {
 	}
 	for i := range p.sides {
 		if err := p.add(i); err != nil {
-			// Nothing was passed to user space yet: the program passes
-			// only for a socket in the sockhash, and the sockhash comes
-			// last.
-			return nil, errors.Join(err, p.remove())
+			return nil, errors.Join(err, p.remove(false))
 		}
 	}
 	for i := range p.sides {
 		n, _, err := received(p.sides[i].sock)
 		if err != nil {
-			return nil, errors.Join(err, p.remove())
+			return nil, errors.Join(err, p.remove(false))
 		}
 		if n != before[i] {
 			p.quiet = false
@@ -369,20 +368,28 @@ func (p *Pair) drain(ctx context.Context, froms ...int) error {
 	return nil
 }
 
-// Close takes the pair's sockets out of the maps (a socket also leaves
-// the sockhash by itself when it closes). The caller pauses first when
-// the sockets live on. Close is safe twice.
+// Close takes the pair's sockets out of the maps, for a session that
+// ended: its sockets are closed, or will be with no further read (a
+// socket also leaves the sockhash by itself when it closes; taken out
+// while it lives, it drops what the program passed to user space and was
+// not read yet). Close is safe twice.
 func (p *Pair) Close() error {
-	return p.remove()
+	return p.remove(true)
 }
 
-func (p *Pair) remove() error {
+// remove deletes the pair's links and flows and, with socks, its sockhash
+// entries. Without its link a socket's bytes pass to user space.
+func (p *Pair) remove(socks bool) error {
+	maps := []*ebpf.Map{p.k.objs.Links, p.k.objs.Flows}
+	if socks {
+		maps = append(maps, p.k.objs.Socks)
+	}
 	var errs []error
 	for _, s := range p.sides {
 		if s.cookie == 0 {
 			continue
 		}
-		for _, m := range []*ebpf.Map{p.k.objs.Socks, p.k.objs.Links, p.k.objs.Flows} {
+		for _, m := range maps {
 			if err := m.Delete(s.cookie); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				errs = append(errs, err)
 			}

@@ -183,10 +183,6 @@ lost:
 SEC("sk_skb/verdict")
 int relay(struct __sk_buff *skb)
 {
-	__u64 me = bpf_get_socket_cookie(skb);
-	struct link *l = bpf_map_lookup_elem(&links, &me);
-	if (!l)
-		return SK_PASS;
 	// A chunk with no bytes is an end of stream (FIN) the socket has
 	// already taken note of; redirected, it would reach the peer's send
 	// path after user space half-closed it and fail there with EPIPE,
@@ -194,6 +190,10 @@ int relay(struct __sk_buff *skb)
 	// of stream on itself, after the bytes before it.
 	if (skb->len == 0)
 		return SK_DROP;
+	__u64 me = bpf_get_socket_cookie(skb);
+	struct link *l = bpf_map_lookup_elem(&links, &me);
+	if (!l)
+		return SK_PASS;
 	struct flow *f = bpf_map_lookup_elem(&flows, &me);
 	if (f) {
 		__u64 now = bpf_ktime_get_ns();
