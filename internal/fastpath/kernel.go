@@ -50,7 +50,7 @@ type Kernel struct {
 
 // Open loads the verdict program and attaches it to a new sockhash. A
 // failure wraps ErrUnavailable with the kernel's reason. clk paces the
-// waits of Pause and Drain.
+// waits of Pause and Drained.
 func Open(clk clock.Clock) (*Kernel, error) {
 	var k Kernel
 	if err := loadRelayObjects(&k.objs, nil); err != nil {
@@ -69,9 +69,10 @@ func Open(clk clock.Clock) (*Kernel, error) {
 	return &k, nil
 }
 
-// Close unloads the program and its maps. Sessions still paired keep
-// their sockets, which fall back to plain TCP: what the kernel had not yet
-// redirected is read by user space.
+// Close unloads the program and its maps, once every paired session has
+// ended: freeing the sockhash takes each socket out of it, which drops
+// what the program passed to user space and was not read yet, and bytes
+// in flight between two sockets.
 func (k *Kernel) Close() error {
 	k.closeOnce.Do(func() { k.closeErr = k.objs.Close() })
 	return k.closeErr
