@@ -209,7 +209,8 @@ func TestStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	if strings.Count(string(host), ":") < 2 {
-		t.Skip("this process's own namespace has a loopback only: nothing tells the two apart")
+		testenv.Missing(t, "an interface besides loopback in this process's own namespace: nothing tells the two apart")
+		return
 	}
 	cmd := exec.Command("cat", "/proc/self/net/dev")
 	var out strings.Builder
