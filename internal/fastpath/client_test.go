@@ -19,7 +19,7 @@ import (
 // to upstream, pairing the sockets once opening reports the server's
 // chunk that ends the opening exchange. The relay arrives on the channel
 // once it runs.
-func relayOne(t *testing.T, k *Kernel, upstream string, proto Proto, opening func([]byte) bool) (string, <-chan *relay) {
+func relayOne(t *testing.T, k *testKernel, upstream string, proto Proto, opening func([]byte) bool) (string, <-chan *relay) {
 	t.Helper()
 	front := listen(t)
 	ch := make(chan *relay, 1)

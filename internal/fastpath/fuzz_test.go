@@ -2,11 +2,9 @@ package fastpath
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"io"
 	"testing"
-	"time"
 )
 
 // model walks a whole stream as the program walks it chunk by chunk, for
@@ -86,17 +84,9 @@ func FuzzRelay(f *testing.F) {
 			for i, b := 0, data; len(b) > 0; i++ {
 				op := ops[i%len(ops)]
 				if op&0x80 != 0 {
-					rl.gate.Lock()
-					if rl.p.Resumed() {
-						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-						if err := rl.p.Pause(ctx); err != nil {
-							t.Error(err)
-						}
-						cancel()
-					} else if err := rl.p.Resume(); err != nil {
+					if err := rl.toggle(); err != nil {
 						t.Error(err)
 					}
-					rl.gate.Unlock()
 				}
 				n := min(len(b), 1+int(op&0x7f)*97)
 				if _, err := cl.Write(b[:n]); err != nil {

@@ -307,6 +307,20 @@ func (p *Pair) Pause(ctx context.Context) error {
 	return p.drain(ctx, 0, 1)
 }
 
+// Settle waits until every byte the kernel redirected from side from (0:
+// the client's socket, 1: the upstream's) is queued on the other side, at
+// most until ctx ends. While the pair is resumed the program passes a
+// chunk to user space when the journal cannot hold it: the kernel may
+// still be sending the chunks it redirected before, so user space calls
+// Settle before it writes such a chunk on. Paused, it returns at once
+// (Pause settled both sides).
+func (p *Pair) Settle(ctx context.Context, from int) error {
+	if !p.resumed {
+		return nil
+	}
+	return p.drain(ctx, from)
+}
+
 // ErrUnread is Drained's answer when side from saw end of stream before
 // user space read every byte the program passed it: the socket notes a
 // FIN as it arrives, before the last chunks reach user space through the
@@ -471,3 +485,7 @@ func queued(s Socket) (uint64, error) {
 	}
 	return info.Bytes_acked + uint64(outq), nil
 }
+
+// Cookie is side i's socket cookie (0: the client's socket, 1: the
+// upstream's), which names it in the journal's records.
+func (p *Pair) Cookie(i int) uint64 { return p.sides[i].cookie }

@@ -43,14 +43,28 @@ type relayLink struct {
 	Pad      [2]uint8
 }
 
+type relayScratch struct {
+	_ structs.HostLayout
+	R struct {
+		_      structs.HostLayout
+		Cookie uint64
+		Ns     uint64
+		Len    uint32
+		Pad    uint32
+	}
+	Data [4096]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	relayMapFlows  = "flows"
-	relayMapLinks  = "links"
-	relayMapSocks  = "socks"
-	relayProgRelay = "relay"
+	relayMapBuf     = "buf"
+	relayMapFlows   = "flows"
+	relayMapJournal = "journal"
+	relayMapLinks   = "links"
+	relayMapSocks   = "socks"
+	relayProgRelay  = "relay"
 )
 
 // loadRelay returns the embedded CollectionSpec for relay.
@@ -102,9 +116,11 @@ type relayProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type relayMapSpecs struct {
-	Flows *ebpf.MapSpec `ebpf:"flows"`
-	Links *ebpf.MapSpec `ebpf:"links"`
-	Socks *ebpf.MapSpec `ebpf:"socks"`
+	Buf     *ebpf.MapSpec `ebpf:"buf"`
+	Flows   *ebpf.MapSpec `ebpf:"flows"`
+	Journal *ebpf.MapSpec `ebpf:"journal"`
+	Links   *ebpf.MapSpec `ebpf:"links"`
+	Socks   *ebpf.MapSpec `ebpf:"socks"`
 }
 
 // relayVariableSpecs contains global variables before they are loaded into the kernel.
@@ -133,14 +149,18 @@ func (o *relayObjects) Close() error {
 //
 // It can be passed to loadRelayObjects or ebpf.CollectionSpec.LoadAndAssign.
 type relayMaps struct {
-	Flows *ebpf.Map `ebpf:"flows"`
-	Links *ebpf.Map `ebpf:"links"`
-	Socks *ebpf.Map `ebpf:"socks"`
+	Buf     *ebpf.Map `ebpf:"buf"`
+	Flows   *ebpf.Map `ebpf:"flows"`
+	Journal *ebpf.Map `ebpf:"journal"`
+	Links   *ebpf.Map `ebpf:"links"`
+	Socks   *ebpf.Map `ebpf:"socks"`
 }
 
 func (m *relayMaps) Close() error {
 	return _RelayClose(
+		m.Buf,
 		m.Flows,
+		m.Journal,
 		m.Links,
 		m.Socks,
 	)

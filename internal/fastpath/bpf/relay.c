@@ -17,6 +17,26 @@
 
 #define MAX_SOCKS 65536
 
+// A chunk of at most JOURNAL_MAX bytes is redirected with a copy in the
+// journal; a larger one goes to user space, which reads it from the
+// socket as on any path.
+#define JOURNAL_MAX 4096
+#define JOURNAL_SIZE (8 << 20)
+
+// struct record is the journal's header for one redirected chunk; the
+// chunk's bytes follow it.
+struct record {
+	__u64 cookie; // the receiving socket
+	__u64 ns;     // bpf_ktime_get_ns when the chunk was received
+	__u32 len;    // bytes of the chunk that follow
+	__u32 pad;
+};
+
+struct scratch {
+	struct record r;
+	__u8 data[JOURNAL_MAX];
+};
+
 // struct link is one socket's place in a session; user space writes it.
 struct link {
 	__u64 peer;     // the peer socket's cookie
@@ -70,6 +90,21 @@ struct {
 	__type(key, __u64);
 	__type(value, struct flow);
 } flows SEC(".maps");
+
+// journal holds a copy of every redirected chunk, in the order the
+// program ran, for user space's observers.
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, JOURNAL_SIZE);
+} journal SEC(".maps");
+
+// buf is where a record is assembled before it is copied to the journal.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} buf SEC(".maps");
 
 struct walk {
 	struct __sk_buff *skb;
@@ -180,6 +215,26 @@ lost:
 	return 1;
 }
 
+// log_chunk copies the chunk into the journal. It returns 0 when the
+// chunk is too large or the journal is full.
+static __always_inline int log_chunk(struct __sk_buff *skb, __u64 me, __u64 now)
+{
+	__u32 zero = 0;
+	__u32 n = skb->len;
+	if (n == 0 || n > JOURNAL_MAX)
+		return 0;
+	struct scratch *s = bpf_map_lookup_elem(&buf, &zero);
+	if (!s)
+		return 0;
+	s->r.cookie = me;
+	s->r.ns = now;
+	s->r.len = n;
+	s->r.pad = 0;
+	if (bpf_skb_load_bytes(skb, 0, s->data, n))
+		return 0;
+	return bpf_ringbuf_output(&journal, s, sizeof(s->r) + n, 0) == 0;
+}
+
 SEC("sk_skb/verdict")
 int relay(struct __sk_buff *skb)
 {
@@ -221,6 +276,12 @@ int relay(struct __sk_buff *skb)
 	if (!l->redirect || !f || f->passed != l->consumed) {
 		if (f)
 			f->passed += skb->len;
+		return SK_PASS;
+	}
+	// User space must see every byte: a chunk the journal cannot hold
+	// goes to user space instead, which keeps the order as above.
+	if (!log_chunk(skb, me, f->last_ns)) {
+		f->passed += skb->len;
 		return SK_PASS;
 	}
 	__u64 peer = l->peer;
