@@ -17,6 +17,8 @@ type Flags struct {
 	// Name is the instance's name in a fleet (--name); "" keeps the
 	// file's.
 	Name string
+	// FastPath is --fast-path; "" keeps the file's fast_path.
+	FastPath string
 
 	// TLSCert and TLSKey terminate client TLS on the flag route (both
 	// or neither).
@@ -85,6 +87,12 @@ func (c *Config) ApplyFlags(fl Flags) error {
 		c.Routes = append(c.Routes, r)
 	} else if fl.hasTLS() {
 		return &Error{Msg: "the TLS flags (--tls-cert, --tls-key, --upstream-tls...) apply to the route of --listen and --upstream; give them, or set tls and upstream_tls on a route of the file"}
+	}
+	if fl.FastPath != "" {
+		if err := CheckFastPath(fl.FastPath); err != nil {
+			return &Error{Key: "--fast-path", Value: fl.FastPath, Msg: err.Error()}
+		}
+		c.FastPath = fl.FastPath
 	}
 	if fl.Admin != "" {
 		if err := checkListen(fl.Admin); err != nil {

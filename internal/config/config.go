@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -33,9 +34,12 @@ type Config struct {
 	// URL's endpoints and prefix, with the etcd_* keys' TLS files and
 	// credentials; nil for a file or in-memory catalog. Etcd.Password is
 	// a secret: it is never shown (View) or logged.
-	Etcd   *etcd.Config
-	Grace  time.Duration // shutdown grace period; default 10 s
-	Routes []Route
+	Etcd  *etcd.Config
+	Grace time.Duration // shutdown grace period; default 10 s
+	// FastPath is fast_path: "auto" (the default, also for ""), "kernel"
+	// or "off"; see FastPathModes.
+	FastPath string
+	Routes   []Route
 	// Links and Settings are applied to the catalog at start, as
 	// CREATE/ALTER LINK and SET statements would be.
 	Links    []Link
@@ -179,6 +183,7 @@ type file struct {
 	EtcdUser      string `yaml:"etcd_user"`
 	EtcdPassword  string `yaml:"etcd_password"`
 	ShutdownGrace string `yaml:"shutdown_grace"`
+	FastPath      string `yaml:"fast_path"`
 	InstanceName  string `yaml:"instance_name"`
 	InstanceTTL   string `yaml:"instance_ttl"`
 	FleetToken    string `yaml:"fleet_token"`
@@ -250,6 +255,10 @@ func Parse(name string, data []byte) (*Config, error) {
 		}
 		c.Grace = d
 	}
+	if err := CheckFastPath(f.FastPath); err != nil {
+		return nil, bad("fast_path", f.FastPath, err.Error())
+	}
+	c.FastPath = f.FastPath
 	c.Fleet = Fleet{Name: f.InstanceName, Token: f.FleetToken}
 	if err := checkInstanceName(c.Fleet.Name); err != nil {
 		return nil, bad("instance_name", c.Fleet.Name, err.Error())
@@ -495,4 +504,18 @@ func checkUpstream(a string) error {
 		return fmt.Errorf("want host:port or the absolute path of a Unix socket")
 	}
 	return checkHostPort(a, 1)
+}
+
+// FastPathModes are fast_path's values: auto relays in the kernel the
+// sessions whose bytes sluice need not touch, when the kernel lets it (a
+// reason at INFO otherwise); kernel refuses to start without it; off
+// relays every byte in user space.
+var FastPathModes = []string{"auto", "kernel", "off"}
+
+// CheckFastPath checks a fast_path value; "" is auto.
+func CheckFastPath(v string) error {
+	if v == "" || slices.Contains(FastPathModes, v) {
+		return nil
+	}
+	return fmt.Errorf("want auto, kernel or off")
 }

@@ -93,6 +93,8 @@ func CheckReload(cur, next *Config) error {
 		return restart("http.token", "***")
 	case cur.Catalog != next.Catalog:
 		return restart("catalog", next.Catalog)
+	case fastPathMode(cur.FastPath) != fastPathMode(next.FastPath):
+		return restart("fast_path", next.FastPath)
 	case cur.Fleet.Name != next.Fleet.Name:
 		return restart("instance_name", next.Fleet.Name)
 	case cur.Fleet.TTL != next.Fleet.TTL:
@@ -131,6 +133,7 @@ type View struct {
 	EtcdUser      string            `json:"etcd_user,omitempty"`
 	EtcdPassword  bool              `json:"etcd_password_set,omitempty"`
 	ShutdownGrace string            `json:"shutdown_grace"`
+	FastPath      string            `json:"fast_path"`
 	InstanceName  string            `json:"instance_name,omitempty"`
 	InstanceTTL   string            `json:"instance_ttl,omitempty"`
 	FleetToken    bool              `json:"fleet_token_set"`
@@ -173,7 +176,7 @@ func NewView(c *Config, loadedAt time.Time, revision int) View {
 		AdminListen: c.Admin.Listen, AdminPassword: c.Admin.Password != "",
 		AdminUsers: slices.Sorted(maps.Keys(c.Admin.Users)), ForwardUsers: slices.Clone(c.Admin.ForwardUsers),
 		HTTPListen: c.HTTP.Listen, HTTPToken: c.HTTP.Token != "",
-		Catalog: c.Catalog, ShutdownGrace: c.Grace.String(), Settings: maps.Clone(c.Settings),
+		Catalog: c.Catalog, ShutdownGrace: c.Grace.String(), FastPath: fastPathMode(c.FastPath), Settings: maps.Clone(c.Settings),
 		InstanceName: c.Fleet.Name, InstanceTTL: durationText(c.Fleet.TTL), FleetToken: c.Fleet.Token != "",
 		FleetTimeout: durationText(c.Fleet.Timeout),
 		Routes:       []RouteView{},
@@ -244,6 +247,7 @@ func (v View) Rows() [][2]string {
 	add("etcd_user", v.EtcdUser)
 	add("etcd_password", setText(v.EtcdPassword))
 	add("shutdown_grace", v.ShutdownGrace)
+	add("fast_path", v.FastPath)
 	add("instance_name", v.InstanceName)
 	add("instance_ttl", v.InstanceTTL)
 	if v.FleetToken {
@@ -297,3 +301,14 @@ func setText(set bool) string {
 	}
 	return ""
 }
+
+// fastPathMode is fast_path with its default filled in.
+func fastPathMode(v string) string {
+	if v == "" {
+		return "auto"
+	}
+	return v
+}
+
+// FastPathMode is the fast_path in force: auto, kernel or off.
+func (c *Config) FastPathMode() string { return fastPathMode(c.FastPath) }

@@ -113,7 +113,9 @@ func TestPostgresClient(t *testing.T) {
 		t.Errorf("server side: status %q after BEGIN, want 'T'", server.Status)
 	}
 	for i, st := range []Stats{client, server} {
-		if st.Broken || st.Passed != 0 || st.Redirected != st.Bytes || st.Bytes == 0 {
+		// Chunks the journal holds go in the kernel, larger ones (the
+		// big result) through user space.
+		if st.Broken || st.Redirected == 0 || st.Redirected+st.Passed != st.Bytes {
 			t.Errorf("side %d: broken %v, %d bytes, %d redirected, %d passed", i, st.Broken, st.Bytes, st.Redirected, st.Passed)
 		}
 	}
@@ -182,7 +184,7 @@ func TestMySQLClient(t *testing.T) {
 	if got := after.Types[0x17] - before.Types[0x17]; got != executes {
 		t.Errorf("%d COM_STMT_EXECUTE, want %d", got, executes)
 	}
-	if after.Broken || after.Passed != 0 || after.Redirected != after.Bytes {
+	if after.Broken || after.Redirected == 0 || after.Redirected+after.Passed != after.Bytes {
 		t.Errorf("client side: broken %v, %d bytes, %d redirected, %d passed", after.Broken, after.Bytes, after.Redirected, after.Passed)
 	}
 	conn.Close()

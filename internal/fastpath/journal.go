@@ -86,3 +86,6 @@ func (j *Journal) Drain(f func(r Record)) error {
 
 // Close releases the reader.
 func (j *Journal) Close() error { return j.rd.Close() }
+
+// Pending reports whether records wait, without a system call.
+func (j *Journal) Pending() bool { return j.rd.AvailableBytes() > 0 }

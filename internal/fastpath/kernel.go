@@ -138,6 +138,10 @@ type Pair struct {
 	quiet bool    // no bytes waited in either receive queue once paired
 
 	resumed  bool
+	// unsettled is, by side, whether bytes the kernel redirected from it
+	// may still be on their way to the peer: set while resumed and by
+	// Hold, cleared once Settle or Settled saw them queued.
+	unsettled [2]bool
 	consumed [2]uint64 // bytes user space read from each side and sent on
 	// base is, per side, what was queued on the socket (acknowledged and
 	// in its send queue) when the pair last resumed, and what the other
@@ -278,6 +282,7 @@ func (p *Pair) Resume() error {
 		p.base[i].consumed = p.consumed[1-i]
 	}
 	p.resumed = true
+	p.unsettled = [2]bool{true, true}
 	for i := range p.sides {
 		if err := p.writeLink(i); err != nil {
 			return err
@@ -293,8 +298,21 @@ func (p *Pair) Resumed() bool { return p.resumed }
 // chunk a socket receives is passed to user space, and every byte the
 // kernel redirected before is queued on its peer, so what the caller
 // writes next goes after it. The caller writes nothing to either socket
-// until Pause returns. It waits at most until ctx ends.
+// until Pause returns. It waits at most until ctx ends: Hold, then Settle
+// on both sides.
 func (p *Pair) Pause(ctx context.Context) error {
+	if err := p.Hold(); err != nil {
+		return err
+	}
+	return p.drain(ctx, 0, 1)
+}
+
+// Hold stops the kernel redirecting, without waiting: from its return
+// each chunk a socket receives is passed to user space. Bytes redirected
+// before may still be on their way to the peer: the caller writes to a
+// side only once Settle or Settled says the bytes redirected from the
+// other side are queued.
+func (p *Pair) Hold() error {
 	if !p.resumed {
 		return nil
 	}
@@ -304,21 +322,38 @@ func (p *Pair) Pause(ctx context.Context) error {
 			return err
 		}
 	}
-	return p.drain(ctx, 0, 1)
+	return nil
 }
 
 // Settle waits until every byte the kernel redirected from side from (0:
 // the client's socket, 1: the upstream's) is queued on the other side, at
 // most until ctx ends. While the pair is resumed the program passes a
-// chunk to user space when the journal cannot hold it: the kernel may
-// still be sending the chunks it redirected before, so user space calls
-// Settle before it writes such a chunk on. Paused, it returns at once
-// (Pause settled both sides).
+// chunk to user space when the journal cannot hold it, and after Hold
+// the kernel may still be sending what it redirected before: user space
+// calls Settle (or Settled) before it writes to the other side. It
+// returns at once when nothing redirected can be in flight.
 func (p *Pair) Settle(ctx context.Context, from int) error {
-	if !p.resumed {
+	if !p.resumed && !p.unsettled[from] {
 		return nil
 	}
-	return p.drain(ctx, from)
+	if err := p.drain(ctx, from); err != nil {
+		return err
+	}
+	p.unsettled[from] = p.resumed
+	return nil
+}
+
+// Settled is Settle without the wait: it reports whether every byte
+// redirected from side from is queued on the other side now.
+func (p *Pair) Settled(from int) (bool, error) {
+	if !p.resumed && !p.unsettled[from] {
+		return true, nil
+	}
+	ok, err := p.queuedAll(from)
+	if ok && err == nil {
+		p.unsettled[from] = p.resumed
+	}
+	return ok, err
 }
 
 // ErrUnread is Drained's answer when side from saw end of stream before
@@ -348,39 +383,63 @@ func (p *Pair) Drained(ctx context.Context, from int) error {
 	return p.drain(ctx, from)
 }
 
+// DrainedNow is Drained without the wait: ErrUnread as Drained, else
+// whether every byte the kernel redirected from side from is queued on
+// the other side now.
+func (p *Pair) DrainedNow(from int) (bool, error) {
+	st, err := p.flow(from)
+	if err != nil {
+		return false, err
+	}
+	if st.Passed > p.consumed[from] {
+		return false, ErrUnread
+	}
+	return p.Settled(from)
+}
+
 // drain waits until each side in froms has its redirected bytes queued
 // on its peer.
 func (p *Pair) drain(ctx context.Context, froms ...int) error {
 	for _, from := range froms {
-		to := 1 - from
-		// A system call that locks the socket waits for a verdict still
-		// running on it in softirq with the old link: after it, the
-		// redirect count is final.
-		if _, err := queued(p.sides[from].sock); err != nil {
-			return err
-		}
-		st, err := p.flow(from)
-		if err != nil {
-			return err
-		}
-		// Queued on to since the last Resume: what the kernel redirected
-		// and what user space wrote (the passed bytes it consumed while
-		// the pair resumed).
-		want := st.Redirected - p.base[to].redirected + p.consumed[from] - p.base[to].consumed
 		for wait := 20 * time.Microsecond; ; wait = min(2*wait, time.Millisecond) {
-			q, err := queued(p.sides[to].sock)
-			if err != nil {
-				return err
-			}
-			if q-p.base[to].queued >= want {
+			ok, err := p.queuedAll(from)
+			if err != nil || ok {
+				if err != nil {
+					return err
+				}
 				break
 			}
 			if err := clock.Sleep(ctx, p.k.clk, wait); err != nil {
-				return fmt.Errorf("fastpath: %d of %d redirected bytes queued: %w", q-p.base[to].queued, want, err)
+				return fmt.Errorf("fastpath: redirected bytes from side %d not queued: %w", from, err)
 			}
 		}
 	}
 	return nil
+}
+
+// queuedAll reports whether every byte redirected from side from, and
+// every byte user space consumed from it, is queued on the other side.
+func (p *Pair) queuedAll(from int) (bool, error) {
+	to := 1 - from
+	// A system call that locks the socket waits for a verdict still
+	// running on it in softirq with the old link: after it, the redirect
+	// count is final.
+	if _, err := queued(p.sides[from].sock); err != nil {
+		return false, err
+	}
+	st, err := p.flow(from)
+	if err != nil {
+		return false, err
+	}
+	// Queued on to since the last Resume: what the kernel redirected and
+	// what user space wrote (the passed bytes it consumed while the pair
+	// resumed).
+	want := st.Redirected - p.base[to].redirected + p.consumed[from] - p.base[to].consumed
+	q, err := queued(p.sides[to].sock)
+	if err != nil {
+		return false, err
+	}
+	return q-p.base[to].queued >= want, nil
 }
 
 // Close takes the pair's sockets out of the maps, for a session that

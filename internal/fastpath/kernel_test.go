@@ -234,19 +234,19 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// toggle pauses a resumed pair or resumes a paused one, between two of
-// the relay's writes: a write blocked on a full peer holds the gate, and
-// waiting for it would stop the other direction's writes too (readers
-// queue behind a waiting Lock), which may be what the full peer needs.
+// toggle holds a resumed pair or resumes a held one, between two of the
+// relay's writes, as the proxy's loop does: it never waits for the
+// kernel's redirects to be queued (each copy settles before it writes),
+// since that may need the other direction's writes. A write blocked on a
+// full peer holds the gate, and waiting for it would stop the other
+// direction's writes too (readers queue behind a waiting Lock).
 func (r *relay) toggle() error {
 	for !r.gate.TryLock() {
 		runtime.Gosched()
 	}
 	defer r.gate.Unlock()
 	if r.p.Resumed() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return r.p.Pause(ctx)
+		return r.p.Hold()
 	}
 	return r.p.Resume()
 }

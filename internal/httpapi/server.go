@@ -157,7 +157,7 @@ func New(o Options) (*Server, error) {
 		mo.WhatIf = o.WhatIf
 	}
 	if o.Proxy != nil {
-		mo.Unsent, mo.Lateness, mo.Panics, mo.Loops = o.Proxy, o.Proxy, o.Proxy, o.Proxy
+		mo.Unsent, mo.Lateness, mo.Panics, mo.Loops, mo.FastPath = o.Proxy, o.Proxy, o.Proxy, o.Proxy, o.Proxy
 	}
 	var err error
 	if s.metrics, err = metrics.New(mo); err != nil {

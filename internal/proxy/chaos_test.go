@@ -251,7 +251,11 @@ func TestChaos(t *testing.T) {
 	logs := &countingHandler{}
 	reg := session.NewRegistry(session.Options{})
 	log := slog.New(logs)
-	srv := New(Options{Logger: log, Registry: reg})
+	// The kernel fast path relays the pg route's sessions whenever
+	// nothing sluice does applies to their bytes; the other routes stay
+	// in user space (pg-raw's wrapped socket, mysql).
+	kernel := openFastPath(t)
+	srv := New(Options{Logger: log, Registry: reg, FastPath: kernel})
 	c := &chaos{t: t, seed: seed, srv: srv, reg: reg, pgURL: pgURL, myCfg: myCfg, addrs: map[string]string{}, logs: logs}
 	c.stats.ops = map[string]int64{}
 	c.say("chaos: seed %d (replay with SLUICE_CHAOS_SEED=%d), %v, %d workers per route", seed, seed, duration, workers)
@@ -374,6 +378,14 @@ progress:
 	}
 	if rss0 > 0 && rss1-rss0 > 200<<10 {
 		t.Errorf("seed %d: RSS grew from %d MB to %d MB", seed, rss0>>10, rss1>>10)
+	}
+	paired, resumed, paused := srv.FastPathEvents()
+	c.say("chaos: fast path: %d sessions paired, %d resumes, %d pauses, %d bytes relayed in the kernel", paired, resumed, paused, srv.FastPathBytes())
+	if resumed == 0 || srv.FastPathBytes() == 0 {
+		t.Errorf("seed %d: the kernel relayed no session", seed)
+	}
+	if socks, links, flows, err := kernel.Entries(); err != nil || socks+links+flows != 0 {
+		t.Errorf("seed %d: the kernel's maps hold %d sockets, %d links, %d flows after the run (%v)", seed, socks, links, flows, err)
 	}
 	if c.stats.drainStalls.Load() > 0 {
 		t.Errorf("seed %d: %d half-closed sessions were never closed by the proxy", seed, c.stats.drainStalls.Load())

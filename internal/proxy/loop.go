@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluicelab/sluice/internal/evloop"
+	"github.com/sluicelab/sluice/internal/fastpath"
 	"github.com/sluicelab/sluice/internal/panics"
 	"github.com/sluicelab/sluice/internal/rawconn"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -47,11 +48,14 @@ func (ls *loops) pick(s *Server) *loop {
 		return nil
 	}
 	ls.once.Do(func() {
-		for range ls.n {
+		for i := range ls.n {
 			l, err := newLoop(s)
 			if err != nil {
 				s.log.Warn("event loop not started; sessions use their pumps", "err", err)
 				break
+			}
+			if i == 0 && s.kernel != nil {
+				l.openJournal()
 			}
 			ls.ls = append(ls.ls, l)
 		}
@@ -92,6 +96,10 @@ type loop struct {
 	events []unix.EpollEvent
 	sides  []*loopSide // by descriptor
 	count  int         // sessions registered
+
+	journal  *fastpath.Journal    // the kernel's, on the first loop of a server with one; else nil
+	byCookie map[uint64]*loopSide // paired sockets by cookie, for the journal's records
+	later    []laterAct           // drainJournal's, reused
 }
 
 // loopCmd is a request to the runner about one of its sessions.
@@ -122,6 +130,8 @@ type loopSess struct {
 	yielded bool            // yield ran: the goroutine that ran it owns the up pump
 	yerr    error           // the chunk's error, after yield
 	keep    *[]byte         // the loop's read buffer the chunk that yielded was in; back to readPool in carryOn
+	kernel  *kernelSess     // the fast path's state; nil when the kernel cannot relay the session
+	leaving bool            // toPumps is handing the session to its pumps
 }
 
 // loopSide is one socket of a loopSess.
@@ -138,7 +148,11 @@ type loopSide struct {
 	eof    bool    // the read side has ended
 	paused bool    // not read until the peer's pending bytes are written
 	rdhup  bool    // the peer has ended its write side
-	events uint32  // registered
+	// drain: s's end of stream waits for the bytes the kernel relayed
+	// from s to be queued on its peer (s is not read; the peer's
+	// writability is watched)
+	drain  bool
+	events uint32 // registered
 }
 
 func (s *loopSide) pending() bool { return s.pbuf != nil }
@@ -164,6 +178,9 @@ func (l *loop) stop() {
 		<-l.done
 	}
 	l.poll.Close()
+	if l.journal != nil {
+		l.journal.Close()
+	}
 	readPool.Put(l.bufp)
 }
 
@@ -204,6 +221,10 @@ func (l *loop) run() {
 		for i := range n {
 			ev := &l.events[i]
 			d := evloop.Data(ev)
+			if d == journalData {
+				l.drainJournal()
+				continue
+			}
 			if d >= uint64(len(l.sides)) || l.sides[d] == nil {
 				continue
 			}
@@ -360,6 +381,14 @@ func (l *loop) ready(s *loopSide, ev uint32) *loopSess {
 			return nil
 		}
 	}
+	if s.peer.drain && !s.pending() {
+		if y := l.eof(s.peer); y != nil {
+			return y
+		}
+		if !ls.on {
+			return nil
+		}
+	}
 	if !s.paused && !s.eof && ev&(evloop.In|evloop.RDHup|evloop.Hup|evloop.Err) != 0 {
 		if y := l.readable(s); y != nil {
 			return y
@@ -375,6 +404,11 @@ func (l *loop) ready(s *loopSide, ev uint32) *loopSess {
 // the end of the stream), handing each chunk to the pump that reads it.
 func (l *loop) readable(s *loopSide) *loopSess {
 	ls, p := s.ls, s.rd
+	if ls.kernel != nil && ls.kernel.pair != nil {
+		// What the kernel relayed before the bytes user space reads now
+		// is observed first.
+		l.drainJournal()
+	}
 	buf := *l.bufp
 	for ls.on && !s.paused {
 		n, err := s.sock.Read(buf)
@@ -425,6 +459,16 @@ func (l *loop) chunk(ls *loopSess, p *pump, b []byte) (yielded bool) {
 // on, then the peer's write side ends once its pending bytes are written.
 func (l *loop) eof(s *loopSide) *loopSess {
 	ls, p := s.ls, s.rd
+	done, read, err := l.drained(s)
+	if err != nil {
+		l.failed(ls, p, err)
+		return nil
+	}
+	if !done {
+		s.drain = !read
+		return nil
+	}
+	s.drain = false
 	s.eof = true
 	if p.rw != nil {
 		if l.chunk(ls, p, nil) {
@@ -459,9 +503,26 @@ func (l *loop) endDir(d *loopSide) {
 // flush writes s's pending bytes; once they are all written it ends s's
 // write side if asked, and lets the paused peer be read again.
 func (l *loop) flush(s *loopSide) {
+	if ok, err := l.settled(s); !ok {
+		if err != nil {
+			l.failed(s.ls, s.wr, err)
+		}
+		return
+	}
 	for s.off < len(s.pend) {
 		n, err := s.sock.Write(s.pend[s.off:])
 		s.off += n
+		if n > 0 && s.ls.kernel != nil {
+			if s.off == len(s.pend) {
+				// written may resume the pair: nothing may be pending then.
+				s.release()
+				s.pend = nil
+			}
+			if werr := l.written(s, n); werr != nil {
+				l.failed(s.ls, s.wr, werr)
+				return
+			}
+		}
 		if err == unix.EAGAIN {
 			return
 		}
@@ -470,7 +531,9 @@ func (l *loop) flush(s *loopSide) {
 			return
 		}
 	}
-	s.release()
+	if s.pbuf != nil {
+		s.release()
+	}
 	if s.shut {
 		l.endDir(s)
 		return
@@ -491,10 +554,10 @@ func (l *loop) update(ls *loopSess) {
 	for i := range ls.sides {
 		s := &ls.sides[i]
 		var want uint32
-		if !s.paused && !s.eof {
+		if !s.paused && !s.eof && !s.drain {
 			want = evloop.In | evloop.RDHup
 		}
-		if s.pending() {
+		if s.pending() || s.peer.drain {
 			want |= evloop.Out
 		}
 		if want != s.events {
@@ -524,7 +587,14 @@ func (l *loop) unregister(ls *loopSess) {
 
 // remove ends a session whose directions have both ended on the loop.
 func (l *loop) remove(ls *loopSess) {
+	ls.leaving = true
+	if err := l.leaveKernel(ls); err != nil {
+		l.srv.log.Debug("kernel fast path: leave", "session", ls.rs.c.Session.ID, "err", err)
+	}
 	l.unregister(ls)
+	if k := ls.kernel; k != nil && k.pair != nil {
+		defer k.pair.Close() // once the sockets are closed
+	}
 	ls.r.mu.Lock()
 	ls.r.ls = nil
 	ls.r.mu.Unlock()
@@ -557,7 +627,22 @@ func (l *loop) failed(ls *loopSess, p *pump, err error) {
 // or by yield on the goroutine that runs it.
 func (l *loop) toPumps(ls *loopSess, skip *pump) {
 	l.srv.loops.handed.Add(1)
+	ls.leaving = true
+	kerr := l.leaveKernel(ls)
+	if k := ls.kernel; k != nil && k.pair != nil {
+		ls.r.mu.Lock()
+		ls.r.kpair = k.pair
+		ls.r.mu.Unlock()
+		// Each pump waits, on its own goroutine, for what the kernel
+		// redirected its way to be queued before it writes.
+		ls.rs.up.settle, ls.rs.down.settle = k.pair, k.pair
+	}
 	l.unregister(ls)
+	if kerr != nil {
+		// The session is ending (its context is done) or the maps failed;
+		// its pumps find out which.
+		l.srv.log.Warn("kernel fast path: pause", "session", ls.rs.c.Session.ID, "err", kerr)
+	}
 	rs := ls.rs
 	var conns [2]net.Conn
 	var aerr error
@@ -700,14 +785,23 @@ func (w loopWriter) Write(b []byte) (int, error) {
 		return 0, nil
 	}
 	n := 0
-	if !s.pending() {
+	ok, err := s.ls.l.settled(s)
+	if err != nil {
+		return 0, err
+	}
+	if ok && !s.pending() {
 		var err error
 		n, err = s.sock.Write(b)
 		if err != nil && err != unix.EAGAIN {
 			return n, os.NewSyscallError("write", err)
 		}
 		if n == len(b) {
-			return n, nil
+			return n, s.ls.l.written(s, n)
+		}
+		if n > 0 {
+			if err := s.ls.l.written(s, n); err != nil {
+				return n, err
+			}
 		}
 	}
 	if s.pbuf == nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/fastpath"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/rawconn"
@@ -78,9 +79,10 @@ type pump struct {
 	detach  func()     // ends the socket watcher's watch of src and dst for flow; nil: none
 	em      *emulation // nil until a binding carries emulation or a chunk must wait
 
-	ls     *loopSess // the loop that runs this pump's chunks; nil once the pump runs itself (attach)
-	owed   *[]byte   // from readPool: bytes the loop accepted for dst and could not write yet; written first
-	unsent *[]byte   // from readPool: a chunk the loop observed and rewrote but could not send (errToPumps)
+	ls     *loopSess      // the loop that runs this pump's chunks; nil once the pump runs itself (attach)
+	settle *fastpath.Pair // set when the session left the kernel: wait for its redirects to dst to be queued before the first write
+	owed   *[]byte        // from readPool: bytes the loop accepted for dst and could not write yet; written first
+	unsent *[]byte        // from readPool: a chunk the loop observed and rewrote but could not send (errToPumps)
 
 	ctx context.Context // set by start
 	rs  *relaying       // the session, told when the pump ends
@@ -139,6 +141,16 @@ func (p *pump) attach(src, dst, rsrc, rdst net.Conn) {
 // park). first is forwarded before anything read from src. At end of
 // stream dst is half-closed after every byte has been written.
 func (p *pump) run(ctx context.Context, first []byte) (parked bool, err error) {
+	if kp := p.settle; kp != nil {
+		p.settle = nil
+		from := 0 // the client's socket
+		if p.dir == dirDown {
+			from = 1
+		}
+		if err := kp.Settle(ctx, from); err != nil {
+			return false, fmt.Errorf("%s: kernel fast path: %w", p.dir, err)
+		}
+	}
 	if p.owed != nil {
 		if err := p.writeOwed(); err != nil || p.owedShut {
 			if err == nil {
@@ -363,6 +375,9 @@ func (p *pump) chunk(ctx context.Context, b []byte) error {
 		return err
 	}
 	p.addBytes(len(b))
+	if p.ls != nil && p.ls.kernel != nil && p.dir == dirDown {
+		p.ls.l.answered(p.ls, len(b))
+	}
 	if p.rw != nil {
 		rctx := ctx
 		if p.rwCtx != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/evloop"
+	"github.com/sluicelab/sluice/internal/fastpath"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/panics"
 	"github.com/sluicelab/sluice/internal/rawconn"
@@ -31,6 +32,7 @@ type relay struct {
 	sess     *session.Session // guarded by mu; nil until registered
 	pumps    [2]*pump         // guarded by mu; nil until relaying, by direction
 	ls       *loopSess        // guarded by mu; non-nil while an event loop relays the session
+	kpair    *fastpath.Pair   // guarded by mu; the session's pair in the kernel once it left the loop, closed when the session ends
 	aborted  bool             // guarded by mu
 	// endOpening cancels the opening's context; guarded by mu, nil
 	// outside the opening. abort calls it, so that a write of the opening
@@ -435,7 +437,7 @@ func (r *relay) onLoop(ctx context.Context, rs *relaying) bool {
 	}
 	rs.c.Client, rs.c.Upstream = detachedConn{}, detachedConn{}
 	r.client, r.upstream = detachedConn{}, detachedConn{}
-	ls := &loopSess{l: l, r: r, rs: rs, ctx: ctx}
+	ls := &loopSess{l: l, r: r, rs: rs, ctx: ctx, kernel: l.kernelFor(rs, r.route.Protocol)}
 	ls.sides[0] = loopSide{ls: ls, sock: cs, rd: rs.up, wr: rs.down}
 	ls.sides[1] = loopSide{ls: ls, sock: us, rd: rs.down, wr: rs.up}
 	ls.sides[0].peer, ls.sides[1].peer = &ls.sides[1], &ls.sides[0]
@@ -653,6 +655,13 @@ func (rs *relaying) ended(d direction, err error) {
 	}()
 	if pe := panics.As(perr); pe != nil {
 		rs.r.crashed(pe)
+	}
+	rs.r.mu.Lock()
+	kp := rs.r.kpair
+	rs.r.kpair = nil
+	rs.r.mu.Unlock()
+	if kp != nil {
+		kp.Close() // the sockets are closed
 	}
 	rs.endWait()
 	rs.cancel()

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
@@ -34,6 +35,10 @@ type Options struct {
 	// receives and sends on, for as long as it does: a network
 	// controller watching the path on both sides (netctl.Watcher).
 	Sockets SocketWatcher
+	// FastPath, if not nil, relays in the kernel the PostgreSQL sessions
+	// of the first event loop whose bytes sluice need not touch (see
+	// kernel.go); nil relays every byte in user space.
+	FastPath KernelPath
 }
 
 // SocketWatcher watches the sockets of a link direction.
@@ -53,6 +58,12 @@ type Server struct {
 	reg     *session.Registry
 	policy  Policy
 	sockets SocketWatcher // nil: none
+	kernel  KernelPath    // nil: none
+
+	kernelPaired  atomic.Uint64 // sessions paired in the kernel
+	kernelResumes atomic.Uint64 // pairs resumed: the kernel relays
+	kernelPauses  atomic.Uint64 // pairs paused: back to user space
+	kernelBytes   atomic.Uint64 // bytes the kernel relayed (observed from its journal)
 
 	linkOnce sync.Once
 	link     *link.Link // used when a binding names none; see defaultLink
@@ -88,6 +99,7 @@ func New(o Options) *Server {
 	}
 	s := &Server{
 		sockets: o.Sockets,
+		kernel:  o.FastPath,
 		log:     o.Logger,
 		clk:     o.Clock,
 		reg:     o.Registry,
@@ -439,6 +451,16 @@ func (s *Server) SessionPanics() map[string]uint64 {
 	defer s.mu.Unlock()
 	return maps.Clone(s.panics)
 }
+
+// FastPathEvents returns how many sessions the kernel fast path paired,
+// and how many times pairs resumed (the kernel relays their bytes) and
+// paused (back to user space).
+func (s *Server) FastPathEvents() (paired, resumed, paused uint64) {
+	return s.kernelPaired.Load(), s.kernelResumes.Load(), s.kernelPauses.Load()
+}
+
+// FastPathBytes returns how many bytes the kernel fast path relayed.
+func (s *Server) FastPathBytes() uint64 { return s.kernelBytes.Load() }
 
 // LoopSessions returns how many sessions the server's event loops have
 // relayed so far, and how many of those they handed to their pumps

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/etcd"
+	"github.com/sluicelab/sluice/internal/fastpath"
 	"github.com/sluicelab/sluice/internal/fleet"
 	"github.com/sluicelab/sluice/internal/fleet/budget"
 	"github.com/sluicelab/sluice/internal/httpapi"
@@ -85,6 +86,9 @@ type Stack struct {
 	// net watches the sockets each link direction sends on and holds the
 	// Low class below a bottleneck beyond the link (SHOW NETWORK).
 	net *netctl.Watcher
+	// kernel relays sessions in the kernel (fast_path); nil when off or
+	// unavailable. Closed after the proxy.
+	kernel *fastpath.Kernel
 	// budget is the fleet's shared low-priority budget once it has
 	// started; nil before, and without a fleet.
 	budget atomic.Pointer[budget.Budget]
@@ -193,7 +197,16 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	if err := applyCatalogConfig(ctx, mgr, cfg, wlm.SurfaceConfig); err != nil {
 		return fail(configErr(err))
 	}
-	s.srv = proxy.New(proxy.Options{Logger: log, Clock: o.Clock, Registry: o.Registry, Policy: mgr.Runtime(), Loops: o.Loops, Sockets: s.net})
+	kernel, err := openFastPath(cfg.FastPathMode(), o.Loops, o.Clock, log)
+	if err != nil {
+		return fail(err)
+	}
+	s.kernel = kernel
+	po := proxy.Options{Logger: log, Clock: o.Clock, Registry: o.Registry, Policy: mgr.Runtime(), Loops: o.Loops, Sockets: s.net}
+	if kernel != nil {
+		po.FastPath = kernel
+	}
+	s.srv = proxy.New(po)
 	routes := make([]proxy.Route, 0, len(cfg.Routes))
 	for _, r := range cfg.Routes {
 		pr, err := s.prepare(cfg, Route{Route: r})
@@ -344,6 +357,9 @@ func (s *Stack) Close() error {
 		}
 		if s.srv != nil {
 			errs = append(errs, s.srv.Close())
+		}
+		if s.kernel != nil {
+			errs = append(errs, s.kernel.Close())
 		}
 		s.loops.Wait()
 		errs = append(errs, s.mgr.Close())

@@ -42,6 +42,14 @@ type TryAdmitter interface {
 	TryAdmit(st *session.Statement) (release func(), ok bool)
 }
 
+// Limiter is an Admitter that can say whether a session's statements
+// are under a limit at all; Gate.MayHold asks it.
+type Limiter interface {
+	// Limits reports whether a statement of sess would take a slot now
+	// (its pool or link has a limit), so that it might have to wait.
+	Limits(sess *session.Session) bool
+}
+
 // yieldKey is the context key of WithYield's function.
 type yieldKey struct{}
 
@@ -158,6 +166,25 @@ func NewGate(a Admitter) *Gate {
 	g := &Gate{adm: a}
 	g.try, _ = a.(TryAdmitter)
 	return g
+}
+
+// MayHold reports whether a request of the session might be held now:
+// its pool or link limits statements, the Admitter cannot tell (it is no
+// Limiter), the session is not tracked yet, a statement is waiting, or the gate
+// is closed. A
+// nil Gate holds nothing. Safe for concurrent use.
+func (g *Gate) MayHold() bool {
+	if g == nil {
+		return false
+	}
+	l, ok := g.adm.(Limiter)
+	if !ok || g.sess == nil {
+		return true
+	}
+	g.mu.Lock()
+	waiting := g.waiting != nil || g.closed
+	g.mu.Unlock()
+	return waiting || l.Limits(g.sess)
 }
 
 // SetPeer makes Wait watch the client while a statement waits

@@ -122,6 +122,10 @@ type Admitting struct {
 // Observe implements Observer. It does nothing; see Admitting.
 func (a *Admitting) Observe([]byte) error { return nil }
 
+// MayHold reports whether the gate might hold a request now; see
+// Gate.MayHold.
+func (a *Admitting) MayHold() bool { return a.Gate.MayHold() }
+
 // SetPeer tells the gate which socket the client is on now (the proxy's
 // event loop handing the session to its pumps); see Gate.SetPeer.
 // Rewrite blocks only in the gate's Wait.

@@ -127,11 +127,40 @@ func (m *core) held(sess *session.Session, pool string, slot *admission.Slot) (r
 	}
 }
 
+// Limits implements wire.Limiter: whether a statement of sess would
+// take a slot under its pool's active_statements or its link's
+// max_active_statements now.
+func (m *Admission) Limits(sess *session.Session) bool {
+	_, _, limited := m.limits(sess)
+	return limited
+}
+
 // request is the admission request of st, and whether its pool or link
 // limits it at all.
 func (m *core) request(st *session.Statement) (admission.Request, bool) {
-	cur := m.state.Load()
 	sess := st.Session
+	p, ln, limited := m.limits(sess)
+	if !limited {
+		return admission.Request{}, false
+	}
+	req := admission.Request{Pool: p.name, Group: ln, Class: admissionClass(p.def, sess.Penalized() || st.Penalized())}
+	if p.def != nil {
+		req.Timeout = p.def.QueueTimeout
+	}
+	return req, true
+}
+
+// boundPool is a session's pool by name, with its definition (nil when
+// the catalog has none of that name).
+type boundPool struct {
+	name string
+	def  *Pool
+}
+
+// limits returns the pool sess binds to now, the link group that limits
+// it ("" when none does) and whether either limits its statements.
+func (m *core) limits(sess *session.Session) (boundPool, string, bool) {
+	cur := m.state.Load()
 	r, ok := cur.routes[sess.Info.Route]
 	pool := cur.poolOf(r, sess.User())
 	ln := sess.Info.Link
@@ -145,14 +174,7 @@ func (m *core) request(st *session.Statement) (admission.Request, bool) {
 	} else {
 		ln = ""
 	}
-	if !limited {
-		return admission.Request{}, false
-	}
-	req := admission.Request{Pool: pool, Group: ln, Class: admissionClass(p, sess.Penalized() || st.Penalized())}
-	if p != nil {
-		req.Timeout = p.QueueTimeout
-	}
-	return req, true
+	return boundPool{name: pool, def: p}, ln, limited
 }
 
 // TryAdmit implements wire.TryAdmitter: it admits st as Admit does when

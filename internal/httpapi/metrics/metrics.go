@@ -79,6 +79,14 @@ type Loops interface {
 	LoopSessions() (taken, handed uint64)
 }
 
+// FastPath reports the kernel fast path's session events: sessions
+// paired in the kernel, and pairs resumed (the kernel relays) and paused
+// (back to user space). proxy.Server implements it.
+type FastPath interface {
+	FastPathEvents() (paired, resumed, paused uint64)
+	FastPathBytes() uint64
+}
+
 // Options configure Metrics.
 type Options struct {
 	// Catalog, Runtime, Rules and Admission are the workload manager's
@@ -110,6 +118,9 @@ type Options struct {
 	// Loops provides the event loops' session counts; nil leaves
 	// sluice_event_loop_sessions_total out.
 	Loops Loops
+	// FastPath provides the kernel fast path's events; nil leaves
+	// sluice_fast_path_events_total out.
+	FastPath FastPath
 	// StoreResets provides the catalog store's resets; nil (a file
 	// store) leaves sluice_catalog_store_resets_total out.
 	StoreResets StoreResets
@@ -253,6 +264,7 @@ type collector struct {
 	late    Lateness
 	panics  Panics
 	loops   Loops
+	fast    FastPath
 	resets  StoreResets
 	users   *userLabels // the Metrics' own
 	bytes   *routeBytes // the Metrics' own
@@ -262,6 +274,7 @@ type collector struct {
 	sessionsByKind                                         *prometheus.Desc
 	firings, checks, cancelFailures, unsentBytes           *prometheus.Desc
 	releaseLateness, sessionPanics, loopSessions           *prometheus.Desc
+	fastPathEvents, fastPathBytes                          *prometheus.Desc
 	routeBytes, poolTotalBytes, catalogChanges             *prometheus.Desc
 	catalogRevision, catalogStale, storeResets             *prometheus.Desc
 	admRunning, admWaiting, admLimit, blockTime            *prometheus.Desc
@@ -275,7 +288,7 @@ func newCollector(o Options) *collector {
 	ldc := []string{"link", "direction", "class"}
 	srp := []string{"route", "user", "pool"}
 	return &collector{
-		cat: o.Catalog, rt: o.Runtime, rules: o.Rules, adm: o.Admission, budget: o.Budget, network: o.Network, whatIf: o.WhatIf, clk: cmp.Or[clock.Clock](o.Clock, clock.Real{}), unsent: o.Unsent, late: o.Lateness, panics: o.Panics, loops: o.Loops, resets: o.StoreResets,
+		cat: o.Catalog, rt: o.Runtime, rules: o.Rules, adm: o.Admission, budget: o.Budget, network: o.Network, whatIf: o.WhatIf, clk: cmp.Or[clock.Clock](o.Clock, clock.Real{}), unsent: o.Unsent, late: o.Lateness, panics: o.Panics, loops: o.Loops, fast: o.FastPath, resets: o.StoreResets,
 		storeResets: prometheus.NewDesc("sluice_catalog_store_resets_total",
 			"Times etcd lost the catalog's history (its revisions went back or its cluster ID changed) and the catalog was reloaded whole.", nil, nil),
 		linkBytes: prometheus.NewDesc("sluice_link_bytes_total",
@@ -325,6 +338,12 @@ func newCollector(o Options) *collector {
 			"Sessions the event loops took (event=taken) and, of those, handed to goroutines of their own "+
 				"for emulation, a waiting link, an admission wait, a terminate or a failure (event=handed).",
 			[]string{"event"}, nil),
+		fastPathEvents: prometheus.NewDesc("sluice_fast_path_events_total",
+			"Kernel fast path: sessions paired in the kernel (event=paired), pairs resumed so the kernel relays their bytes (event=resumed) "+
+				"and paused back to user space for a policy, a penalty, a terminate or the session's end (event=paused).",
+			[]string{"event"}, nil),
+		fastPathBytes: prometheus.NewDesc("sluice_fast_path_bytes_total",
+			"Bytes the kernel fast path relayed, both directions; the rest went through user space.", nil, nil),
 		routeBytes: prometheus.NewDesc("sluice_route_bytes_total",
 			"Bytes of a route's sessions, open and closed, by direction (up: client to server).",
 			[]string{"route", "direction"}, nil),
@@ -387,7 +406,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.linkBytes, c.poolBytes, c.queueDelay, c.waiting, c.queued,
 		c.capacity, c.delay, c.jitter, c.rate, c.sessions, c.sessionsByKind, c.running, c.pens,
-		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness, c.sessionPanics, c.loopSessions,
+		c.firings, c.checks, c.cancelFailures, c.unsentBytes, c.releaseLateness, c.sessionPanics, c.loopSessions, c.fastPathEvents, c.fastPathBytes,
 		c.routeBytes, c.poolTotalBytes, c.catalogChanges, c.catalogRevision, c.catalogStale, c.storeResets,
 		c.admRunning, c.admWaiting, c.admLimit, c.blockTime,
 		c.idleHolders, c.idleOldest, c.idleEnded,
@@ -616,6 +635,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		taken, handed := c.loops.LoopSessions()
 		ch <- prometheus.MustNewConstMetric(c.loopSessions, prometheus.CounterValue, float64(taken), "taken")
 		ch <- prometheus.MustNewConstMetric(c.loopSessions, prometheus.CounterValue, float64(handed), "handed")
+	}
+
+	if c.fast != nil {
+		paired, resumed, paused := c.fast.FastPathEvents()
+		ch <- prometheus.MustNewConstMetric(c.fastPathEvents, prometheus.CounterValue, float64(paired), "paired")
+		ch <- prometheus.MustNewConstMetric(c.fastPathEvents, prometheus.CounterValue, float64(resumed), "resumed")
+		ch <- prometheus.MustNewConstMetric(c.fastPathEvents, prometheus.CounterValue, float64(paused), "paused")
+		ch <- prometheus.MustNewConstMetric(c.fastPathBytes, prometheus.CounterValue, float64(c.fast.FastPathBytes()))
 	}
 
 	if c.late != nil {

@@ -25,6 +25,7 @@ type serverObserver struct {
 	err   error            // sticky
 
 	ready bool  // the first ReadyForQuery (end of startup) has been seen
+	lastZ bool  // the last complete message was a ReadyForQuery
 	cur   entry // oldest request in flight, valid when curOK
 	curOK bool  // only this goroutine pops, so a cached front stays the front
 
@@ -147,8 +148,17 @@ func (s *serverObserver) count(n int) {
 	}
 }
 
+// Idle reports whether the server's bytes observed so far end with a
+// ReadyForQuery that answered every request the client sent: neither
+// peer has more to say until the client's next request (but for the
+// server's asynchronous messages).
+func (s *serverObserver) Idle() bool {
+	return s.err == nil && s.ready && s.lastZ && s.fr.hn == 0 && s.t.queued() == 0
+}
+
 // message acts on a complete message.
 func (s *serverObserver) message() {
+	s.lastZ = s.fr.typ == 'Z'
 	if !s.ready {
 		// Startup: only the key, a fatal error and the first
 		// ReadyForQuery matter.
