@@ -137,12 +137,12 @@ type Pair struct {
 	sides [2]side // client, upstream
 	quiet bool    // no bytes waited in either receive queue once paired
 
-	resumed  bool
+	resumed bool
 	// unsettled is, by side, whether bytes the kernel redirected from it
 	// may still be on their way to the peer: set while resumed and by
 	// Hold, cleared once Settle or Settled saw them queued.
 	unsettled [2]bool
-	consumed [2]uint64 // bytes user space read from each side and sent on
+	consumed  [2]uint64 // bytes user space read from each side and sent on
 	// base is, per side, what was queued on the socket (acknowledged and
 	// in its send queue) when the pair last resumed, and what the other
 	// side had redirected and user space had consumed of it by then.
