@@ -545,6 +545,14 @@ func queued(s Socket) (uint64, error) {
 	return info.Bytes_acked + uint64(outq), nil
 }
 
+// Reseat gives the pair new handles on its sockets, the same sockets
+// under another owner (the proxy's loop hands a session's descriptors to
+// the Go runtime): the pair borrows a socket's descriptor through its
+// handle. The cookies, and so the maps, do not change.
+func (p *Pair) Reseat(client, upstream Socket) {
+	p.sides[0].sock, p.sides[1].sock = client, upstream
+}
+
 // Cookie is side i's socket cookie (0: the client's socket, 1: the
 // upstream's), which names it in the journal's records.
 func (p *Pair) Cookie(i int) uint64 { return p.sides[i].cookie }

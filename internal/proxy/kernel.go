@@ -3,11 +3,14 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"net"
+	"syscall"
 
 	"github.com/sluicelab/sluice/internal/evloop"
 	"github.com/sluicelab/sluice/internal/fastpath"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/panics"
+	"github.com/sluicelab/sluice/internal/session"
 )
 
 // KernelPath is the kernel's fast path (a *fastpath.Kernel): the event
@@ -70,6 +73,28 @@ func (l *loop) kernelFor(rs *relaying, protocol string) *kernelSess {
 		return nil
 	}
 	return &kernelSess{proto: proto, idle: id}
+}
+
+// penalized is the registry's watcher while the fast path is on: a
+// statement penalised in a session the kernel relays takes the session
+// back to user space at once (cmdHold), not at its next chunk.
+func (s *Server) penalized(e session.Event) {
+	if e.Kind != session.StatementPenalized {
+		return
+	}
+	var rs []*relay
+	s.mu.Lock()
+	for r := range s.conns {
+		rs = append(rs, r)
+	}
+	s.mu.Unlock()
+	for _, r := range rs {
+		r.mu.Lock()
+		if ls := r.ls; r.sess == e.Session && ls != nil && ls.kernel != nil {
+			ls.l.post(ls, cmdHold)
+		}
+		r.mu.Unlock()
+	}
 }
 
 // openJournal makes l the loop whose sessions the kernel may relay. A
@@ -339,4 +364,23 @@ func (l *loop) drained(s *loopSide) (done, read bool, err error) {
 		return false, false, fmt.Errorf("kernel fast path: %w", err)
 	}
 	return ok, false, nil
+}
+
+// reseat gives pair the runtime's connections for its sockets, once the
+// loop has handed them back (toPumps).
+func reseat(pair *fastpath.Pair, client, upstream net.Conn) error {
+	var socks [2]fastpath.Socket
+	for i, c := range []net.Conn{client, upstream} {
+		sc, ok := c.(syscall.Conn)
+		if !ok {
+			return fmt.Errorf("a %T has no descriptor", c)
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return err
+		}
+		socks[i] = rc
+	}
+	pair.Reseat(socks[0], socks[1])
+	return nil
 }

@@ -114,6 +114,7 @@ const (
 	cmdKick      cmdKind = iota // the front end has answers to inject (pump.kick)
 	cmdTerminate                // an administrator ends the session (relaying.terminate)
 	cmdAbort                    // the server closes the session (relay.abort)
+	cmdHold                     // a statement of the session was penalised: back from the kernel (Server.penalized)
 )
 
 // loopSess is a session relayed by a loop. Its fields are the runner's
@@ -352,6 +353,16 @@ func (l *loop) command(c loopCmd) {
 			l.toPumps(ls, nil)
 		}
 		ls.r.abortPumps()
+	case cmdHold:
+		if !ls.on {
+			return
+		}
+		l.drainJournal()
+		if ls.on && !kernelOK(ls) {
+			if err := l.hold(ls); err != nil {
+				l.failed(ls, ls.rs.up, err)
+			}
+		}
 	}
 }
 
@@ -672,6 +683,11 @@ func (l *loop) toPumps(ls *loopSess, skip *pump) {
 		return
 	}
 	client, upstream := conns[0], conns[1]
+	if k := ls.kernel; k != nil && k.pair != nil {
+		if err := reseat(k.pair, client, upstream); err != nil {
+			l.srv.log.Warn("kernel fast path: sockets", "session", ls.rs.c.Session.ID, "err", err)
+		}
+	}
 	rclient, rupstream := rawconn.Wrap(client), rawconn.Wrap(upstream)
 	rs.up.attach(client, upstream, rclient, rupstream)
 	rs.down.attach(upstream, client, rupstream, rclient)

@@ -59,6 +59,7 @@ type Server struct {
 	policy  Policy
 	sockets SocketWatcher // nil: none
 	kernel  KernelPath    // nil: none
+	unwatch func()        // ends the registry watch of the fast path (penalized); nil without one
 
 	kernelPaired  atomic.Uint64 // sessions paired in the kernel
 	kernelResumes atomic.Uint64 // pairs resumed: the kernel relays
@@ -110,6 +111,9 @@ func New(o Options) *Server {
 		panics:  make(map[string]uint64),
 	}
 	s.loops.n = o.Loops
+	if s.kernel != nil {
+		s.unwatch = s.reg.Watch(session.WatcherFunc(s.penalized))
+	}
 	return s
 }
 
@@ -389,6 +393,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Close closes every route and session at once. Safe to call twice.
 func (s *Server) Close() error {
+	if s.unwatch != nil {
+		s.unwatch()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := s.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
