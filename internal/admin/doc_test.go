@@ -1,12 +1,12 @@
 package admin
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sluicelab/sluice/internal/fleet"
+	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 	"github.com/sluicelab/sluice/internal/wlm/views"
 )
@@ -20,17 +20,9 @@ const consoleDoc = "../../doc/console.md"
 // every SHOW list and SHOW of the console's own (CONFIG, INSTANCES),
 // every catalog setting and every client parameter SET accepts.
 func TestEveryViewDocumented(t *testing.T) {
-	data, err := os.ReadFile(consoleDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(data)
+	doc := testenv.ReadDoc(t, consoleDoc)
 	var want []string
-	code := func(names ...string) {
-		for _, n := range names {
-			want = append(want, "`"+n+"`")
-		}
-	}
+	code := func(names ...string) { want = append(want, names...) }
 	code(views.Names...)
 	code(fleet.InstancesView)
 	for name := range fleet.ClusterViews {
@@ -45,14 +37,5 @@ func TestEveryViewDocumented(t *testing.T) {
 		code(p)
 	}
 	slices.Sort(want)
-	var missing []string
-	for _, w := range want {
-		if !strings.Contains(doc, w) {
-			missing = append(missing, w)
-		}
-	}
-	if len(missing) > 0 {
-		t.Errorf("%s does not document these views, lists and settings of the console:\n  %s",
-			consoleDoc, strings.Join(missing, "\n  "))
-	}
+	testenv.CheckDocumented(t, consoleDoc, doc, want, "`", "views, lists and settings of the console")
 }

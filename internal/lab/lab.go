@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/netlab"
+	"github.com/sluicelab/sluice/internal/opt"
 )
 
 // UsageError is a bad option: the caller's mistake, not the run's.
@@ -299,11 +300,7 @@ func (r *PenaltyRule) defaults(timeout time.Duration) {
 }
 
 // orDefault sets *v to def when it is 0 or less (unset).
-func orDefault[T int | int64 | float64 | time.Duration](v *T, def T) {
-	if *v <= 0 {
-		*v = def
-	}
-}
+func orDefault[T opt.Number](v *T, def T) { *v = opt.Positive(*v, def) }
 
 // Run starts (or connects to) the database, puts sluice in front of it,
 // runs the plan's experiments, and returns the report. With Options.Out

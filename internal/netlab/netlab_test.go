@@ -29,6 +29,26 @@ func newTestbed(t *testing.T) *Testbed {
 	return tb
 }
 
+// namespace makes the namespace name in tb; a failure fails t.
+func namespace(t *testing.T, tb *Testbed, name string) *Namespace {
+	t.Helper()
+	ns, err := tb.Namespace(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// connect links a and b in tb; a failure fails t.
+func connect(t *testing.T, tb *Testbed, a, b *Namespace) *Link {
+	t.Helper()
+	l, err := tb.Connect(context.Background(), a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // transfer sends n bytes from a to a listener in b at addr and returns
 // once b has read them all.
 func transfer(t *testing.T, a, b *Namespace, addr netip.Addr, n int64) {
@@ -74,18 +94,8 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 func TestLinkShapedQueue(t *testing.T) {
 	ctx := context.Background()
 	tb := newTestbed(t)
-	a, err := tb.Namespace(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := tb.Namespace(ctx, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := tb.Connect(ctx, a, b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := namespace(t, tb, "a"), namespace(t, tb, "b")
+	l := connect(t, tb, a, b)
 	for _, e := range []End{l.A, l.B} {
 		if !Range.Contains(e.Addr) || !l.Subnet.Contains(e.Addr) {
 			t.Errorf("%s has %v, outside %v or %v", e.Dev, e.Addr, Range, l.Subnet)
@@ -124,20 +134,12 @@ func TestLinkShapedQueue(t *testing.T) {
 func TestRouter(t *testing.T) {
 	ctx := context.Background()
 	tb := newTestbed(t)
-	a, _ := tb.Namespace(ctx, "a")
-	b, _ := tb.Namespace(ctx, "b")
+	a, b := namespace(t, tb, "a"), namespace(t, tb, "b")
 	r, err := tb.Router(ctx, "r")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ar, err := tb.Connect(ctx, a, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb, err := tb.Connect(ctx, r, b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ar, rb := connect(t, tb, a, r), connect(t, tb, r, b)
 	if err := a.Route(ctx, rb.Subnet, ar.B.Addr); err != nil {
 		t.Fatal(err)
 	}
@@ -175,9 +177,8 @@ func TestSweep(t *testing.T) {
 // TestDoKeepsOtherSockets: a socket made after Do is in this process's
 // namespace, whatever thread runs it.
 func TestDoKeepsOtherSockets(t *testing.T) {
-	ctx := context.Background()
 	tb := newTestbed(t)
-	a, _ := tb.Namespace(ctx, "a")
+	a := namespace(t, tb, "a")
 	for range 20 {
 		if err := a.Do(func() error { return nil }); err != nil {
 			t.Fatal(err)
@@ -199,11 +200,7 @@ func TestDoKeepsOtherSockets(t *testing.T) {
 // credentials its command carries.
 func TestStart(t *testing.T) {
 	tb := newTestbed(t)
-	ctx := context.Background()
-	ns, err := tb.Namespace(ctx, "proc")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := namespace(t, tb, "proc")
 	host, err := os.ReadFile("/proc/self/net/dev")
 	if err != nil {
 		t.Fatal(err)

@@ -38,6 +38,7 @@
 // loopback servers that stand in for an upstream
 // or a peer (ServeOnce, Serve, Echo; DeadAddr, an address that refuses
 // dials), Buffer (a log sink safe for concurrent writers),
-// Logger (a test logger, verbose with -v) and SVGNode (an SVG read back,
-// for the charts' tests).
+// Logger (a test logger, verbose with -v), SVGNode (an SVG read back,
+// for the charts' tests), and ReadDoc and CheckDocumented (a reference
+// under doc/ and the names it must write as code).
 package testenv

@@ -3,9 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -18,6 +16,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluicelab/sluice/internal/lab/pgtemp"
 )
 
 // MariaDB is a private MariaDB server a test started with StartMariaDB:
@@ -111,7 +111,11 @@ func StartMariaDB(t testing.TB, args ...string) *MariaDB {
 		close(m.done)
 	}()
 	m.Addr = "127.0.0.1:" + p
-	m.User, m.Password = "sluice", randomHex(t, 12)
+	pw, err := pgtemp.Password()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.User, m.Password = "sluice", pw
 	setup := fmt.Sprintf("CREATE USER '%[1]s'@'%%' IDENTIFIED BY '%[2]s';\n"+
 		"CREATE USER '%[1]s'@'localhost' IDENTIFIED BY '%[2]s';\n"+
 		"GRANT ALL PRIVILEGES ON *.* TO '%[1]s'@'%%' WITH GRANT OPTION;\n"+
@@ -182,14 +186,6 @@ func (m *MariaDB) stop() {
 		m.cmd.Process.Kill()
 		<-m.done
 	}
-}
-
-func randomHex(t testing.TB, n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatalf("random: %v", err)
-	}
-	return hex.EncodeToString(b)
 }
 
 func tailOf(b []byte, n int) string {

@@ -53,16 +53,6 @@ func (Nop) Observe([]byte) error { return nil }
 // Dialer connects to the route's upstream.
 type Dialer func(ctx context.Context) (net.Conn, error)
 
-// Positive returns v if it is above zero and def otherwise: how the front
-// ends read an Options limit whose zero (or negative) value means its
-// default.
-func Positive[T ~int | ~int64](v, def T) T {
-	if v > 0 {
-		return v
-	}
-	return def
-}
-
 // Network returns the network of an upstream address for net.Dial: "unix"
 // for an absolute path (a Unix socket, as PostgreSQL's
 // /var/run/postgresql/.s.PGSQL.5432), "tcp" for host:port.

@@ -31,10 +31,7 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/sluicelab/sluice/internal/config"
-	"github.com/sluicelab/sluice/internal/etcd"
 	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/stack"
 	"github.com/sluicelab/sluice/measure/harness"
@@ -47,7 +44,7 @@ func main() {
 	bound := flag.Duration("bound", 100*time.Millisecond, "the p99 the verdict checks against")
 	svgPath := flag.String("svg", "", "write a chart of each change's latency on B and C here; empty: none")
 	flag.Parse()
-	if err := run(strings.Join(eps(), ","), *n, *gap, *bound, *svgPath); err != nil {
+	if err := run(eps(), *n, *gap, *bound, *svgPath); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -86,15 +83,14 @@ func (r *recorder) at(rev uint64) []time.Time {
 	return slices.Clone(r.applied[rev])
 }
 
-func run(endpoints string, n int, gap, bound time.Duration, svgPath string) error {
+func run(endpoints []string, n int, gap, bound time.Duration, svgPath string) error {
 	ctx := context.Background()
-	prefix := fmt.Sprintf("/measure/catalogprop-%d", time.Now().UnixNano())
-	url := "etcd://" + endpoints + prefix
-	ec, err := etcd.ParseURL(url)
+	ec, _, done, err := harness.EtcdScratch(ctx, endpoints, "catalogprop")
 	if err != nil {
 		return err
 	}
-	defer cleanup(ec, prefix)
+	defer done()
+	url := ec.String()
 	names := []string{"A", "B", "C"}
 	recs := map[string]*recorder{}
 	stacks := map[string]*stack.Stack{}
@@ -200,15 +196,3 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
-
-// cleanup deletes the run's keys.
-func cleanup(ec etcd.Config, prefix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cli, err := etcd.Dial(ctx, ec)
-	if err != nil {
-		return
-	}
-	defer cli.Close()
-	cli.Delete(ctx, prefix+"/", clientv3.WithPrefix())
-}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -50,24 +51,31 @@ func serve(ctx context.Context, log *slog.Logger, ln net.Listener, upstream stri
 	}
 	next := 0
 	return harness.ServePairs(ctx, log, ln, upstream, func(c, u net.Conn) {
-		cs, err := evloop.Detach(c)
+		cs, us, err := detachPair(c, u)
 		if err != nil {
-			c.Close()
-			u.Close()
-			log.Warn("client socket", "err", err)
-			return
-		}
-		us, err := evloop.Detach(u)
-		if err != nil {
-			cs.Close()
-			u.Close()
-			log.Warn("upstream socket", "err", err)
+			log.Warn("detach", "err", err)
 			return
 		}
 		open.Add(1)
 		loops[next%len(loops)].add(cs, us)
 		next++
 	})
+}
+
+// detachPair takes the sockets of a client and its upstream out of the
+// runtime (evloop.Detach); on an error both are closed.
+func detachPair(c, u net.Conn) (cs, us *evloop.Socket, err error) {
+	if cs, err = evloop.Detach(c); err != nil {
+		c.Close()
+		u.Close()
+		return nil, nil, fmt.Errorf("client socket: %w", err)
+	}
+	if us, err = evloop.Detach(u); err != nil {
+		cs.Close()
+		u.Close()
+		return nil, nil, fmt.Errorf("upstream socket: %w", err)
+	}
+	return cs, us, nil
 }
 
 // sock is one side of a relayed pair. Only its loop's goroutine uses it.

@@ -62,7 +62,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicelab/sluice/internal/config"
-	"github.com/sluicelab/sluice/internal/etcd"
 	"github.com/sluicelab/sluice/internal/lab/svg"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/stack"
@@ -97,17 +96,11 @@ func main() {
 	}
 	ctx := context.Background()
 	endpoints := eps()
-	ecfg := etcd.Config{Endpoints: endpoints, Prefix: fmt.Sprintf("/bench/fleetbudget-%d", time.Now().UnixNano())}
-	admin, err := etcd.Dial(ctx, ecfg)
+	ecfg, admin, done, err := harness.EtcdScratch(ctx, endpoints, "fleetbudget")
 	if err != nil {
-		log.Fatalf("etcd: %v", err)
+		log.Fatal(err)
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		admin.Delete(dctx, ecfg.Key()+"/", clientv3.WithPrefix())
-		cancel()
-		admin.Close()
-	}()
+	defer done()
 	var results []phaseResult
 	src, err := bulkSource()
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/opt"
 )
 
 // Defaults of Options.
@@ -149,18 +150,10 @@ func New(o Options) (*Budget, error) {
 	if strings.Contains(o.Name, "/") {
 		return nil, fmt.Errorf("budget: instance name %q contains a slash", o.Name)
 	}
-	if o.SampleInterval <= 0 {
-		o.SampleInterval = DefaultSampleInterval
-	}
-	if o.Period <= 0 {
-		o.Period = DefaultPeriod
-	}
-	if o.GrantTTL <= 0 {
-		o.GrantTTL = DefaultGrantTTL
-	}
-	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = DefaultLeaseTTL
-	}
+	o.SampleInterval = opt.Positive(o.SampleInterval, DefaultSampleInterval)
+	o.Period = opt.Positive(o.Period, DefaultPeriod)
+	o.GrantTTL = opt.Positive(o.GrantTTL, DefaultGrantTTL)
+	o.LeaseTTL = opt.Positive(o.LeaseTTL, DefaultLeaseTTL)
 	b := &Budget{o: o, clk: o.Clock, log: o.Logger, est: map[string]*[2]Estimator{}}
 	if b.clk == nil {
 		b.clk = clock.Real{}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/link"
+	"github.com/sluicelab/sluice/internal/opt"
 	"github.com/sluicelab/sluice/internal/ring"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wlm"
@@ -116,15 +117,9 @@ func New(o Options) (*Dashboard, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	if o.Interval <= 0 {
-		o.Interval = DefaultInterval
-	}
-	if o.Keep <= 0 {
-		o.Keep = DefaultKeep
-	}
-	if o.Top <= 0 {
-		o.Top = DefaultTop
-	}
+	o.Interval = opt.Positive(o.Interval, DefaultInterval)
+	o.Keep = opt.Positive(o.Keep, DefaultKeep)
+	o.Top = opt.Positive(o.Top, DefaultTop)
 	if o.Version == "" {
 		o.Version = "dev"
 	}

@@ -1,7 +1,6 @@
 package metrics_test
 
 import (
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicelab/sluice/internal/httpapi/metrics"
+	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/wlm/wlmtest"
 )
 
@@ -29,11 +29,7 @@ var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 // written as code beginning with its name (`sluice_sessions{route,...}`);
 // the Go runtime's and process's collectors as `go_*` and `process_*`.
 func TestEveryMetricDocumented(t *testing.T) {
-	data, err := os.ReadFile(metricsDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(data)
+	doc := testenv.ReadDoc(t, metricsDoc)
 	e := wlmtest.New(t, "")
 	m, err := metrics.New(metrics.Options{Catalog: e.Manager.Service(), Runtime: e.Manager.Runtime(), Rules: e.Manager.Rules(), Admission: e.Manager.Admission()})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/opt"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/whatif"
@@ -120,10 +121,10 @@ type Frontend struct {
 func New(o Options) *Frontend {
 	o.Clock = cmp.Or[clock.Clock](o.Clock, clock.Real{})
 	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
-	o.MaxPacket = wire.Positive(o.MaxPacket, defaultMaxPacket)
-	o.MaxSQL = wire.Positive(o.MaxSQL, defaultMaxSQL)
-	o.StartupTimeout = wire.Positive(o.StartupTimeout, DefaultStartupTimeout)
-	o.ConnectTimeout = wire.Positive(o.ConnectTimeout, DefaultConnectTimeout)
+	o.MaxPacket = opt.Positive(o.MaxPacket, defaultMaxPacket)
+	o.MaxSQL = opt.Positive(o.MaxSQL, defaultMaxSQL)
+	o.StartupTimeout = opt.Positive(o.StartupTimeout, DefaultStartupTimeout)
+	o.ConnectTimeout = opt.Positive(o.ConnectTimeout, DefaultConnectTimeout)
 	return &Frontend{o: o, log: o.Logger}
 }
 

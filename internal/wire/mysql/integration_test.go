@@ -37,11 +37,11 @@ type expect struct {
 	Code    string
 }
 
-// checkRecords compares the records of a session with want and checks
-// that their bytes account for everything the client sent and received
-// since base (the counters after the first statement, minus its bytes).
-func checkRecords(t *testing.T, got []session.Snapshot, want []expect) {
+// checkRecords compares the statement records of session id in reg
+// with want, failing t on a difference, and returns the records.
+func checkRecords(t *testing.T, reg *session.Registry, id uint64, want []expect) []session.Snapshot {
 	t.Helper()
+	got := sessionRecords(reg, id)
 	var g []expect
 	for _, s := range got {
 		g = append(g, expect{s.SQL, s.Outcome, s.Rows, s.Code})
@@ -49,6 +49,7 @@ func checkRecords(t *testing.T, got []session.Snapshot, want []expect) {
 	if fmt.Sprint(g) != fmt.Sprint(want) {
 		t.Fatalf("statements:\n got %v\nwant %v", g, want)
 	}
+	return got
 }
 
 // byteTotals sums the bytes of records.
@@ -177,7 +178,7 @@ func TestGoDriverTextProtocol(t *testing.T) {
 			if err := conn.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
 				t.Fatalf("SELECT 1: %v", err)
 			}
-			checkRecords(t, sessionRecords(r.Reg, sess.ID), []expect{
+			checkRecords(t, r.Reg, sess.ID, []expect{
 				{"COM_PING", session.OK, 0, ""},
 				{"DROP TABLE IF EXISTS wiremysql_text", session.OK, 0, ""},
 				{"CREATE TABLE wiremysql_text (id INT PRIMARY KEY, v VARCHAR(100))", session.OK, 0, ""},
@@ -236,7 +237,7 @@ func TestGoDriverPrepared(t *testing.T) {
 	if err := conn.QueryRowContext(ctx, "SELECT 1").Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	checkRecords(t, sessionRecords(r.Reg, sess.ID), []expect{
+	checkRecords(t, r.Reg, sess.ID, []expect{
 		{"COM_PING", session.OK, 0, ""},
 		{"COM_STMT_PREPARE SELECT ? + 1", session.OK, -1, ""},
 		{"SELECT ? + 1", session.OK, 1, ""},
@@ -276,8 +277,7 @@ func TestLargeResults(t *testing.T) {
 	if err := conn.QueryRowContext(ctx, big).Scan(&n); err != nil || n != 16777197 {
 		t.Fatalf("16 MiB query: %d, %v", n, err)
 	}
-	recs := sessionRecords(r.Reg, sess.ID)
-	checkRecords(t, recs, []expect{
+	recs := checkRecords(t, r.Reg, sess.ID, []expect{
 		{"COM_PING", session.OK, 0, ""},
 		{"SELECT seq, REPEAT('x', 1000) FROM seq_1_to_5000", session.OK, 5000, ""},
 		{"SELECT REPEAT('a', 16777211)", session.OK, 1, ""},
@@ -320,8 +320,7 @@ func TestLocalInfile(t *testing.T) {
 	if err := conn.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM wiremysql_infile").Scan(&n); err != nil || n != 20002 {
 		t.Fatalf("count %d, %v", n, err)
 	}
-	recs := sessionRecords(r.Reg, sess.ID)
-	checkRecords(t, recs, []expect{
+	recs := checkRecords(t, r.Reg, sess.ID, []expect{
 		{"COM_PING", session.OK, 0, ""},
 		{"DROP TABLE IF EXISTS wiremysql_infile", session.OK, 0, ""},
 		{"CREATE TABLE wiremysql_infile (id INT, v VARCHAR(20))", session.OK, 0, ""},
@@ -635,7 +634,7 @@ func TestClientTLS(t *testing.T) {
 			if n := countRows(t, rows, err); n != 100 {
 				t.Fatalf("%d rows", n)
 			}
-			checkRecords(t, sessionRecords(r.Reg, sess.ID), []expect{
+			checkRecords(t, r.Reg, sess.ID, []expect{
 				{"COM_PING", session.OK, 0, ""},
 				{"SHOW SESSION STATUS LIKE 'Ssl_cipher'", session.OK, 1, ""},
 				{"SELECT seq FROM seq_1_to_100", session.OK, 100, ""},

@@ -367,7 +367,7 @@ func TestTLSLegs(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				checkRecords(t, sessionRecords(r.Reg, sess.ID), []expect{
+				checkRecords(t, r.Reg, sess.ID, []expect{
 					{"COM_PING", session.OK, 1, ""},
 					{"DO 1", session.OK, 1, ""},
 					{"DO 1", session.OK, 1, ""},

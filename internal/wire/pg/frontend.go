@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/opt"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/whatif"
@@ -123,10 +124,10 @@ func New(o Options) *Frontend {
 		upstream:       o.Upstream,
 		tls:            o.TLS,
 		upTLS:          o.UpstreamTLS,
-		maxMessage:     min(wire.Positive(o.MaxMessage, DefaultMaxMessage), math.MaxInt32),
-		maxSQL:         wire.Positive(o.MaxSQL, DefaultMaxSQL),
-		dialTimeout:    wire.Positive(o.DialTimeout, DefaultDialTimeout),
-		startupTimeout: wire.Positive(o.StartupTimeout, DefaultStartupTimeout),
+		maxMessage:     min(opt.Positive(o.MaxMessage, DefaultMaxMessage), math.MaxInt32),
+		maxSQL:         opt.Positive(o.MaxSQL, DefaultMaxSQL),
+		dialTimeout:    opt.Positive(o.DialTimeout, DefaultDialTimeout),
+		startupTimeout: opt.Positive(o.StartupTimeout, DefaultStartupTimeout),
 		keys:           o.Keys,
 		forward:        o.Forward,
 		admit:          o.Admit,

@@ -1,10 +1,11 @@
 package catalog
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // consoleDoc is the console reference, relative to this package.
@@ -14,11 +15,7 @@ const consoleDoc = "../../../doc/console.md"
 // RESOURCE POOL, EXCEPT RULE or ALTER ROUTE is missing from the Options
 // section of doc/console.md, where each is written as `name`.
 func TestEveryOptionDocumented(t *testing.T) {
-	data, err := os.ReadFile(consoleDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(data)
+	doc := testenv.ReadDoc(t, consoleDoc)
 	if i := strings.Index(doc, "\n## Options\n"); i >= 0 {
 		doc = doc[i:]
 		if j := strings.Index(doc[1:], "\n## "); j >= 0 {
@@ -33,14 +30,5 @@ func TestEveryOptionDocumented(t *testing.T) {
 	}
 	slices.Sort(opts)
 	opts = slices.Compact(opts)
-	var missing []string
-	for _, o := range opts {
-		if !strings.Contains(doc, "`"+o+"`") {
-			missing = append(missing, o)
-		}
-	}
-	if len(missing) > 0 {
-		t.Errorf("the Options section of %s does not document these options:\n  %s",
-			consoleDoc, strings.Join(missing, "\n  "))
-	}
+	testenv.CheckDocumented(t, "the Options section of "+consoleDoc, doc, opts, "`", "options")
 }

@@ -1,10 +1,11 @@
 package ddl
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicelab/sluice/internal/testenv"
 )
 
 // consoleDoc is the console reference, relative to this package.
@@ -55,18 +56,6 @@ func statementForms(t *testing.T) []string {
 // parser accepts is missing from doc/console.md, where each is written
 // as code beginning with its form (`CREATE EXCEPT RULE name ...`).
 func TestEveryStatementDocumented(t *testing.T) {
-	doc, err := os.ReadFile(consoleDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var missing []string
-	for _, f := range statementForms(t) {
-		if !strings.Contains(string(doc), "`"+f) {
-			missing = append(missing, f)
-		}
-	}
-	if len(missing) > 0 {
-		t.Errorf("%s does not document these console statements (write each as `%s ...` in its Statements table):\n  %s",
-			consoleDoc, "FORM", strings.Join(missing, "\n  "))
-	}
+	testenv.CheckDocumented(t, consoleDoc, testenv.ReadDoc(t, consoleDoc), statementForms(t), "",
+		"console statements (write each as `FORM ...` in its Statements table)")
 }

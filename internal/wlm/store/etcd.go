@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicelab/sluice/internal/clock"
+	"github.com/sluicelab/sluice/internal/opt"
 	"github.com/sluicelab/sluice/internal/wlm/catalog"
 )
 
@@ -80,14 +81,7 @@ func (e *Etcd) Key() string { return e.key }
 // is another writer's committed change, not a retry to hide.
 func (e *Etcd) Shared() bool { return true }
 
-func (e *Etcd) opTimeout() time.Duration { return orDefault(e.OpTimeout, DefaultOpTimeout) }
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
-}
+func (e *Etcd) opTimeout() time.Duration { return opt.Positive(e.OpTimeout, DefaultOpTimeout) }
 
 // Load reads the key with a linearizable read. A missing key returns
 // (nil, 0, nil); a value that does not decode is an error naming the
@@ -351,9 +345,9 @@ func (e *Etcd) watch(ctx context.Context, f Follower, from int64, log *slog.Logg
 
 // check runs the periodic health check until ctx ends.
 func (e *Etcd) check(ctx context.Context, f Follower, clk clock.Clock, log *slog.Logger, restart chan int64) {
-	every := orDefault(e.CheckInterval, DefaultCheckInterval)
-	timeout := orDefault(e.CheckTimeout, DefaultCheckTimeout)
-	after := orDefault(e.StaleAfter, DefaultStaleAfter)
+	every := opt.Positive(e.CheckInterval, DefaultCheckInterval)
+	timeout := opt.Positive(e.CheckTimeout, DefaultCheckTimeout)
+	after := opt.Positive(e.StaleAfter, DefaultStaleAfter)
 	var stale, failing time.Time // when the catalog became stale; when the checks began to fail
 	var cluster uint64           // the cluster ID the checks saw first; 0 before
 	for {

@@ -14,6 +14,7 @@ import (
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/sluicelab/sluice/internal/opt"
 	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wlm/ddl"
 	"github.com/sluicelab/sluice/internal/wlm/views"
@@ -83,15 +84,9 @@ type Result struct {
 // closes before it returns. The query runs read-only until ctx ends; its
 // errors are *ddl.Error with a SQLSTATE.
 func Query(ctx context.Context, tables map[string]views.Table, query string, o Options) (*Result, error) {
-	if o.MaxRows <= 0 {
-		o.MaxRows = DefaultMaxRows
-	}
-	if o.MaxValueBytes <= 0 {
-		o.MaxValueBytes = DefaultMaxValueBytes
-	}
-	if o.MaxResultBytes <= 0 {
-		o.MaxResultBytes = DefaultMaxResultBytes
-	}
+	o.MaxRows = opt.Positive(o.MaxRows, DefaultMaxRows)
+	o.MaxValueBytes = opt.Positive(o.MaxValueBytes, DefaultMaxValueBytes)
+	o.MaxResultBytes = opt.Positive(o.MaxResultBytes, DefaultMaxResultBytes)
 	res, err := runQuery(ctx, tables, query, o)
 	if res != nil && res.bytes > freeAfterBytes {
 		// The result's copies and SQLite's pages are garbage now: give

@@ -1,4 +1,4 @@
-package wire
+package opt
 
 import (
 	"testing"
@@ -18,5 +18,8 @@ func TestPositive(t *testing.T) {
 		if got := Positive(tt.v, tt.def); got != tt.want {
 			t.Errorf("Positive(%v, %v) = %v, want %v", tt.v, tt.def, got, tt.want)
 		}
+	}
+	if got := Positive(0.0, 0.5); got != 0.5 {
+		t.Errorf("Positive(0.0, 0.5) = %v, want 0.5", got)
 	}
 }
