@@ -1,5 +1,3 @@
-// Package opt applies the defaults of option fields whose zero (or
-// negative) value means "unset".
 package opt
 
 // Number is what Positive accepts: counts, sizes, durations and

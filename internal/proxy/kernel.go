@@ -65,6 +65,8 @@ func (l *loop) kernelFor(rs *relaying, protocol string) *kernelSess {
 	switch protocol {
 	case "postgres":
 		proto = fastpath.PostgreSQL
+	case "mysql":
+		proto = fastpath.MySQL
 	default:
 		return nil
 	}

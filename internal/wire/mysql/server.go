@@ -78,6 +78,18 @@ func (d *downObserver) Observe(p []byte) error {
 	return err
 }
 
+// Idle reports whether the server's bytes observed so far end an answer
+// and no command of the client's waits for one, past authentication:
+// neither peer has more to say until the client's next command.
+func (d *downObserver) Idle() bool {
+	if f := &d.f; d.active || f.payload || f.inside || f.nhdr > 0 {
+		return false
+	}
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	return d.c.phase == phCommand && d.c.head == len(d.c.queue)
+}
+
 // errSeq returns the sequence id of a packet sluice sends the client in
 // the server's place now: after the server's latest packet while an
 // answer is under way, else afterCommand (the client's command's + 1).
