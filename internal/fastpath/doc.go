@@ -14,6 +14,15 @@
 // chunk to the peer's send queue or passes it to the socket's own receive
 // path, where user space reads it as from any socket.
 //
+// The program copies each chunk it redirects (at most JournalMax bytes)
+// into the journal, a ring buffer user space drains (Journal), so that
+// user space observes every byte of a paired session: the chunks passed
+// to it from the sockets and the others from the journal, in stream
+// order as long as it drains the journal before it reads a socket. A
+// larger chunk, or one the journal has no room for, is passed to user
+// space instead, which writes it on once the kernel's earlier redirects
+// are queued on the peer (Settle, Settled).
+//
 // A Pair starts paused. Sessions that need sluice on their bytes
 // (emulation, a link that makes bytes wait, admission, a rewrite, TLS)
 // stay paused; the others resume. The proxy makes the pair at the end of
@@ -21,11 +30,14 @@
 // program sees every byte from then on.
 //
 // What keeps the stream whole across the two paths:
-//   - Pause to user space: the links stop redirecting, a system call that
-//     locks each socket waits out a verdict still running with the old
-//     link, and Pause returns once every byte redirected before is queued
-//     on its peer (TCP_INFO's bytes acknowledged plus SIOCOUTQ, against a
-//     baseline taken at Resume). Only then may user space write.
+//   - Back to user space: Hold stops the links redirecting at once; a
+//     system call that locks each socket waits out a verdict still
+//     running with the old link, and Settled (Settle waits) reports once
+//     every byte redirected before is queued on its peer (TCP_INFO's
+//     bytes acknowledged plus SIOCOUTQ, against a baseline taken at
+//     Resume). Only then may user space write to that peer. Pause is Hold
+//     and Settle on both sides. Resume refuses (ErrUnsettled) while a
+//     side is not settled: its baseline would count the bytes in flight.
 //   - Resume to the kernel: a link redirects a chunk only once user space
 //     has consumed (Consumed) every byte the program passed it before, so
 //     bytes still in user space are never overtaken. Under a stream with

@@ -84,7 +84,11 @@ func FuzzRelay(f *testing.F) {
 			for i, b := 0, data; len(b) > 0; i++ {
 				op := ops[i%len(ops)]
 				if op&0x80 != 0 {
-					if err := rl.toggle(); err != nil {
+					toggle := rl.resume
+					if rl.resumed() {
+						toggle = rl.hold
+					}
+					if err := toggle(); err != nil {
 						t.Error(err)
 					}
 				}

@@ -268,6 +268,18 @@ func (p *Pair) Resume() error {
 	if !p.quiet {
 		return ErrNotQuiet
 	}
+	// The baseline below is only right once what the kernel redirected
+	// before is queued: a byte still on its way would count for the new
+	// period.
+	for i := range p.sides {
+		ok, err := p.Settled(i)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrUnsettled
+		}
+	}
 	for i := range p.sides {
 		q, err := queued(p.sides[i].sock)
 		if err != nil {
@@ -290,6 +302,20 @@ func (p *Pair) Resume() error {
 	}
 	return nil
 }
+
+// SettleLimit is how long the bytes the kernel redirected may take to be
+// queued on their peer before Settle and Pause give up with ErrStuck.
+const SettleLimit = 5 * time.Second
+
+// ErrStuck is Settle's and Pause's error when the kernel has not queued
+// the bytes it redirected within SettleLimit: the session cannot go on
+// without losing or reordering them, and should end.
+var ErrStuck = errors.New("fastpath: redirected bytes stuck in the kernel")
+
+// ErrUnsettled is Resume's answer while bytes the kernel redirected
+// before Hold are still on their way to a peer; the caller stays on user
+// space and tries again later.
+var ErrUnsettled = errors.New("fastpath: redirected bytes not yet queued")
 
 // Resumed reports whether the pair is resumed.
 func (p *Pair) Resumed() bool { return p.resumed }
@@ -401,16 +427,27 @@ func (p *Pair) DrainedNow(from int) (bool, error) {
 // on its peer.
 func (p *Pair) drain(ctx context.Context, froms ...int) error {
 	for _, from := range froms {
+		start := p.k.clk.Now()
 		for wait := 20 * time.Microsecond; ; wait = min(2*wait, time.Millisecond) {
-			ok, err := p.queuedAll(from)
-			if err != nil || ok {
-				if err != nil {
-					return err
-				}
+			got, want, err := p.queuedSince(from)
+			if err != nil {
+				return err
+			}
+			if got >= want {
 				break
 			}
+			if wait == time.Millisecond {
+				// Still waiting: the kernel's work that sends redirected
+				// bytes may have missed the wake-up that reschedules it.
+				if err := kick(p.sides[1-from].sock); err != nil {
+					return err
+				}
+			}
+			if p.k.clk.Now().Sub(start) > SettleLimit {
+				return fmt.Errorf("fastpath: %d of %d bytes from side %d queued on its peer after %v: %w", got, want, from, SettleLimit, ErrStuck)
+			}
 			if err := clock.Sleep(ctx, p.k.clk, wait); err != nil {
-				return fmt.Errorf("fastpath: redirected bytes from side %d not queued: %w", from, err)
+				return fmt.Errorf("fastpath: %d of %d bytes from side %d queued on its peer: %w", got, want, from, err)
 			}
 		}
 	}
@@ -420,26 +457,34 @@ func (p *Pair) drain(ctx context.Context, froms ...int) error {
 // queuedAll reports whether every byte redirected from side from, and
 // every byte user space consumed from it, is queued on the other side.
 func (p *Pair) queuedAll(from int) (bool, error) {
+	got, want, err := p.queuedSince(from)
+	return err == nil && got >= want, err
+}
+
+// queuedSince returns how many bytes were queued on the other side of
+// from since the last Resume, and how many must be: what the kernel
+// redirected from it and what user space consumed from it since.
+func (p *Pair) queuedSince(from int) (got, want uint64, err error) {
 	to := 1 - from
 	// A system call that locks the socket waits for a verdict still
 	// running on it in softirq with the old link: after it, the redirect
 	// count is final.
 	if _, err := queued(p.sides[from].sock); err != nil {
-		return false, err
+		return 0, 0, err
 	}
 	st, err := p.flow(from)
 	if err != nil {
-		return false, err
+		return 0, 0, err
 	}
 	// Queued on to since the last Resume: what the kernel redirected and
 	// what user space wrote (the passed bytes it consumed while the pair
 	// resumed).
-	want := st.Redirected - p.base[to].redirected + p.consumed[from] - p.base[to].consumed
+	want = st.Redirected - p.base[to].redirected + p.consumed[from] - p.base[to].consumed
 	q, err := queued(p.sides[to].sock)
 	if err != nil {
-		return false, err
+		return 0, 0, err
 	}
-	return q-p.base[to].queued >= want, nil
+	return q - p.base[to].queued, want, nil
 }
 
 // Close takes the pair's sockets out of the maps, for a session that
@@ -527,6 +572,27 @@ func received(s Socket) (total uint64, unread int, err error) {
 // queued returns the bytes written to s so far that the kernel has taken:
 // acknowledged by the peer plus still in the send queue. Its getsockopt
 // locks the socket.
+// kick reschedules the kernel's work that sends the bytes redirected to
+// s: setting SO_SNDBUF calls the socket's write-space callback, which
+// for a socket in a sockhash schedules that work. The size set is the
+// one in force, so only its autotuning ends (the socket keeps the size
+// it has grown to).
+func kick(s Socket) error {
+	var err error
+	if cerr := s.Control(func(fd uintptr) {
+		var n int
+		if n, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
+			err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, n/2)
+		}
+	}); cerr != nil {
+		return fmt.Errorf("fastpath: %w", cerr)
+	}
+	if err != nil {
+		return fmt.Errorf("fastpath: SO_SNDBUF: %w", err)
+	}
+	return nil
+}
+
 func queued(s Socket) (uint64, error) {
 	var info *unix.TCPInfo
 	var outq int

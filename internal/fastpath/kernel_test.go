@@ -202,6 +202,15 @@ func (r *relay) forward(from int, chunk []byte) error {
 		_, err := dst.Write(chunk)
 		return err
 	}
+	if r.p != nil && r.p.Resumed() {
+		// A chunk too large for the journal: the rest of the exchange
+		// goes through user space, as on the proxy's loop.
+		r.gate.RUnlock()
+		if err := r.hold(); err != nil {
+			return err
+		}
+		r.gate.RLock()
+	}
 	defer r.gate.RUnlock()
 	if r.p != nil {
 		r.k.log.passed(r.p.Cookie(from), chunk)
@@ -234,21 +243,35 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// toggle holds a resumed pair or resumes a held one, between two of the
-// relay's writes, as the proxy's loop does: it never waits for the
-// kernel's redirects to be queued (each copy settles before it writes),
-// since that may need the other direction's writes. A write blocked on a
-// full peer holds the gate, and waiting for it would stop the other
-// direction's writes too (readers queue behind a waiting Lock).
-func (r *relay) toggle() error {
+// hold holds the pair, between two of the relay's writes (a write
+// blocked on a full peer holds the gate: waiting for Lock would stop the
+// other direction's writes too, which may be what the full peer needs).
+func (r *relay) hold() error {
 	for !r.gate.TryLock() {
 		runtime.Gosched()
 	}
 	defer r.gate.Unlock()
-	if r.p.Resumed() {
-		return r.p.Hold()
+	return r.p.Hold()
+}
+
+// resume resumes the pair between two of the relay's writes; a pair
+// whose redirects are not all queued yet stays held.
+func (r *relay) resume() error {
+	for !r.gate.TryLock() {
+		runtime.Gosched()
 	}
-	return r.p.Resume()
+	defer r.gate.Unlock()
+	if err := r.p.Resume(); !errors.Is(err, ErrUnsettled) {
+		return err
+	}
+	return nil
+}
+
+// resumed reports whether the pair is resumed.
+func (r *relay) resumed() bool {
+	r.gate.RLock()
+	defer r.gate.RUnlock()
+	return r.p.Resumed()
 }
 
 // pairNow pairs the relay's sockets.
@@ -352,27 +375,11 @@ func TestRelayEcho(t *testing.T) {
 				t.Fatal(err)
 			}
 			rl.start()
-			stop := make(chan struct{})
-			toggled := make(chan int)
-			go func() {
-				n := 0
-				defer func() { toggled <- n }()
-				for c.toggle {
-					select {
-					case <-stop:
-						return
-					case <-time.After(time.Millisecond):
-					}
-					if err := rl.toggle(); err != nil {
-						t.Error(err)
-						return
-					}
-					n++
-				}
-			}()
-
 			back := &countingReader{r: cl}
+			flips := 0
+			writeErr := make(chan error, 1)
 			go func() {
+				defer close(writeErr)
 				written := 0
 				for i, b := 0, c.in.data; len(b) > 0; i++ {
 					n := min(len(b), 1+r.IntN(JournalMax*5/4)) // mostly chunks the journal holds, some too large
@@ -380,18 +387,35 @@ func TestRelayEcho(t *testing.T) {
 						return
 					}
 					b, written = b[n:], written+n
-					// Now and then a gap, as between a client's
-					// requests: user space catches up, and the next
-					// chunk may go in the kernel.
-					for i%32 == 31 && back.n.Load() < int64(written) {
+					if i%32 != 31 {
+						continue
+					}
+					// A gap, as between a client's requests: once the
+					// echo caught up, the pair resumes (a chunk too
+					// large for the journal held it), or, toggling,
+					// alternately holds and resumes, as the proxy does
+					// at a session's idle points.
+					for back.n.Load() < int64(written) {
 						runtime.Gosched()
 					}
+					var err error
+					if c.toggle && rl.resumed() {
+						err = rl.hold()
+					} else {
+						err = rl.resume()
+					}
+					if err != nil {
+						writeErr <- err
+						return
+					}
+					flips++
 				}
 				cl.CloseWrite()
 			}()
 			got, err := io.ReadAll(back)
-			close(stop)
-			flips := <-toggled
+			if werr := <-writeErr; werr != nil {
+				t.Fatal(werr)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -47,6 +47,29 @@
 // starts again with the next one. A chunk relayed on the loop allocates
 // nothing (TestLoopRelaysWithoutAllocating).
 //
+// With Options.FastPath, the first loop also relays sessions in the
+// kernel (kernel.go, package fastpath). A PostgreSQL or MySQL session is
+// paired once, at its first idle point: the down pump has observed a
+// chunk that ends the server's answer to every request, and neither side
+// has pending bytes; the pair is made before that chunk is written, so
+// the program sees every byte after it. It resumes once the chunk is
+// written, if kernelOK: no emulation, a link that admits at once, no
+// penalty, no admission limit (wire.Gate.MayHold), no down rewriter. The
+// program copies each chunk it relays (at most 4 KiB) into the journal;
+// the runner drains the journal whenever it is readable and before it
+// reads a paired socket, and shows each chunk to the pump that would
+// have read it (replay: observer, rewriter, link accounting), so views,
+// rules and counters are those of the user-space path. A replayed chunk
+// after which kernelOK fails, a penalty (Server.penalized posts cmdHold)
+// and a session leaving the loop hold the pair: the kernel stops
+// relaying at once, and nothing is written to a socket until the bytes
+// the kernel relayed towards it are queued on it (loop.settled: the
+// bytes stay pending and the socket's writability is watched; a
+// session's pumps wait in pump.run on their own goroutines). The runner
+// never waits for the kernel. A paired side's end of stream is passed on
+// once its relayed bytes are queued on the peer (loopSide.drain). The
+// pair is closed when the session's sockets are.
+//
 // On the pumps, each iteration reads one chunk (never more
 // than the flow's window), shows it to the direction's observer, asks the
 // link when it may go, and writes it. On the common path (no emulation,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"syscall"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/evloop"
 	"github.com/sluicelab/sluice/internal/fastpath"
@@ -51,6 +52,9 @@ type kernelSess struct {
 	// space read before the pair existed and has still to write: they
 	// were never the program's to pass, so they are not Consumed.
 	unread [2]int
+	// waiting is when settled first found bytes the kernel redirected
+	// still on their way; zero when none are.
+	waiting time.Time
 }
 
 // kernelFor returns the fast-path state of a session new on l, or nil
@@ -160,7 +164,7 @@ func (l *loop) answered(ls *loopSess, n int) {
 		l.srv.kernelPaired.Add(1)
 	}
 	if !k.pair.Resumed() && kernelOK(ls) {
-		k.resume = true
+		k.resume = true // again after a hold
 	}
 }
 
@@ -183,7 +187,7 @@ func (l *loop) written(s *loopSide, n int) error {
 	if k.resume && !s.pending() && !s.peer.pending() {
 		k.resume = false
 		if err := k.pair.Resume(); err != nil {
-			if !errors.Is(err, fastpath.ErrNotQuiet) {
+			if !errors.Is(err, fastpath.ErrNotQuiet) && !errors.Is(err, fastpath.ErrUnsettled) {
 				return err
 			}
 			l.srv.log.Debug("kernel fast path: not resumed", "session", s.ls.rs.c.Session.ID, "err", err)
@@ -204,9 +208,27 @@ func (l *loop) settled(s *loopSide) (bool, error) {
 	if k == nil || k.pair == nil {
 		return true, nil
 	}
+	if k.pair.Resumed() {
+		// The program passed a chunk too large for the journal: the
+		// rest of the exchange goes through user space, and the pair
+		// resumes at the session's next idle point. Writes from user
+		// space and the kernel's redirects then never alternate on a
+		// socket within an exchange.
+		if err := l.hold(s.ls); err != nil {
+			return false, err
+		}
+	}
 	ok, err := k.pair.Settled(s.ls.index(s.peer))
 	if err != nil {
 		return false, fmt.Errorf("kernel fast path: %w", err)
+	}
+	switch now := l.srv.clk.Now(); {
+	case ok:
+		k.waiting = time.Time{}
+	case k.waiting.IsZero():
+		k.waiting = now
+	case now.Sub(k.waiting) > fastpath.SettleLimit:
+		return false, fmt.Errorf("kernel fast path: %w", fastpath.ErrStuck)
 	}
 	return ok, nil
 }
