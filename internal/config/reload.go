@@ -305,10 +305,11 @@ func setText(set bool) string {
 // fastPathMode is fast_path with its default filled in.
 func fastPathMode(v string) string {
 	if v == "" {
-		return "auto"
+		return "off"
 	}
 	return v
 }
 
-// FastPathMode is the fast_path in force: auto, kernel or off.
+// FastPathMode is the fast_path in force: off (the default), auto or
+// kernel.
 func (c *Config) FastPathMode() string { return fastPathMode(c.FastPath) }

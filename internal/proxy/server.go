@@ -35,7 +35,7 @@ type Options struct {
 	// receives and sends on, for as long as it does: a network
 	// controller watching the path on both sides (netctl.Watcher).
 	Sockets SocketWatcher
-	// FastPath, if not nil, relays in the kernel the PostgreSQL sessions
+	// FastPath, if not nil, relays in the kernel the PostgreSQL and MySQL sessions
 	// of the first event loop whose bytes sluice need not touch (see
 	// kernel.go); nil relays every byte in user space.
 	FastPath KernelPath
