@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/fastpath"
 	"github.com/sluicelab/sluice/measure/harness"
@@ -37,6 +39,15 @@ func serve(ctx context.Context, log *slog.Logger, listen, upstream, proto string
 	}
 	defer k.Close()
 	r.k = k
+	// The program copies each chunk it relays into its journal and
+	// passes chunks to user space once the journal is full: this relay
+	// observes nothing, so it empties the journal as the kernel fills it.
+	j, err := k.Journal()
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	go discardJournal(ctx, j)
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
@@ -49,4 +60,17 @@ func serve(ctx context.Context, log *slog.Logger, listen, upstream, proto string
 			}
 		}()
 	})
+}
+
+// discardJournal empties j whenever it has records, until ctx ends.
+func discardJournal(ctx context.Context, j *fastpath.Journal) {
+	fds := []unix.PollFd{{Fd: int32(j.FD()), Events: unix.POLLIN}}
+	for ctx.Err() == nil {
+		if _, err := unix.Poll(fds, 100); err != nil && err != unix.EINTR {
+			return
+		}
+		if err := j.Drain(func(fastpath.Record) {}); err != nil {
+			return
+		}
+	}
 }
