@@ -3,8 +3,6 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"net"
-	"syscall"
 	"time"
 
 	"github.com/sluicelab/sluice/internal/evloop"
@@ -388,23 +386,4 @@ func (l *loop) drained(s *loopSide) (done, read bool, err error) {
 		return false, false, fmt.Errorf("kernel fast path: %w", err)
 	}
 	return ok, false, nil
-}
-
-// reseat gives pair the runtime's connections for its sockets, once the
-// loop has handed them back (toPumps).
-func reseat(pair *fastpath.Pair, client, upstream net.Conn) error {
-	var socks [2]fastpath.Socket
-	for i, c := range []net.Conn{client, upstream} {
-		sc, ok := c.(syscall.Conn)
-		if !ok {
-			return fmt.Errorf("a %T has no descriptor", c)
-		}
-		rc, err := sc.SyscallConn()
-		if err != nil {
-			return err
-		}
-		socks[i] = rc
-	}
-	pair.Reseat(socks[0], socks[1])
-	return nil
 }

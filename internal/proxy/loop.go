@@ -520,21 +520,15 @@ func (l *loop) flush(s *loopSide) {
 		}
 		return
 	}
+	wrote := 0
 	for s.off < len(s.pend) {
 		n, err := s.sock.Write(s.pend[s.off:])
 		s.off += n
-		if n > 0 && s.ls.kernel != nil {
-			if s.off == len(s.pend) {
-				// written may resume the pair: nothing may be pending then.
-				s.release()
-				s.pend = nil
-			}
-			if werr := l.written(s, n); werr != nil {
-				l.failed(s.ls, s.wr, werr)
-				return
-			}
-		}
+		wrote += n
 		if err == unix.EAGAIN {
+			if werr := l.written(s, wrote); werr != nil {
+				l.failed(s.ls, s.wr, werr)
+			}
 			return
 		}
 		if err != nil {
@@ -542,8 +536,10 @@ func (l *loop) flush(s *loopSide) {
 			return
 		}
 	}
-	if s.pbuf != nil {
-		s.release()
+	s.release() // before written, which may resume the pair once nothing is pending
+	if err := l.written(s, wrote); err != nil {
+		l.failed(s.ls, s.wr, err)
+		return
 	}
 	if s.shut {
 		l.endDir(s)
@@ -684,9 +680,7 @@ func (l *loop) toPumps(ls *loopSess, skip *pump) {
 	}
 	client, upstream := conns[0], conns[1]
 	if k := ls.kernel; k != nil && k.pair != nil {
-		if err := reseat(k.pair, client, upstream); err != nil {
-			l.srv.log.Warn("kernel fast path: sockets", "session", ls.rs.c.Session.ID, "err", err)
-		}
+		k.pair.Reseat(rawconn.ControllerOf(client), rawconn.ControllerOf(upstream))
 	}
 	rclient, rupstream := rawconn.Wrap(client), rawconn.Wrap(upstream)
 	rs.up.attach(client, upstream, rclient, rupstream)
