@@ -16,9 +16,12 @@
 // a test that wants a code path behind one wraps it. A third, Wall,
 // turns a kernel timestamp (wall-clock time) into the clock's time; a
 // Fake has no such mapping, so code under a Fake clock ignores kernel
-// timestamps.
+// timestamps. Monotonic does the same for a CLOCK_MONOTONIC reading (a
+// BPF program's bpf_ktime_get_ns), and Replay is a Clock whose Now is
+// set by its user, for an observer shown bytes after they passed.
 //
 // Invariants:
+//   - Replay is for one goroutine at a time.
 //   - Real delegates to package time (and to timerfd for HighRes) and is
 //     safe for concurrent use.
 //   - Fake is safe for concurrent use. Its time never moves backwards and

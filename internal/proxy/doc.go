@@ -54,14 +54,17 @@
 // has pending bytes; the pair is made before that chunk is written, so
 // the program sees every byte after it. It resumes once the chunk is
 // written, if kernelOK: no emulation, a link that admits at once, no
-// penalty, no admission limit (wire.Gate.MayHold), no down rewriter. The
-// program copies each chunk it relays (at most 4 KiB) into the journal;
-// the runner drains the journal whenever it is readable and before it
-// reads a paired socket, and shows each chunk to the pump that would
-// have read it (replay: observer, rewriter, link accounting), so views,
-// rules and counters are those of the user-space path. A replayed chunk
-// after which kernelOK fails, a penalty (Server.penalized posts cmdHold)
-// and a session leaving the loop hold the pair: the kernel stops
+// penalty, no admission limit (wire.Gate.MayHold), no down rewriter, no
+// part in a distributed statement (session.Distributed). The program
+// copies each chunk it relays (at most 4 KiB) into the journal; the
+// runner drains the journal whenever it is readable and before it reads
+// a paired socket, and shows each chunk to the pump that would have read
+// it (replay: observer, rewriter, link accounting), stamped with the
+// kernel's receive time (wire.Replayer), so views, rules, round trips
+// and counters are those of the user-space path. A replayed chunk after
+// which kernelOK fails, a penalty or a shard session linked to the
+// session (Server.toUserSpace posts cmdHold), and a session leaving the
+// loop hold the pair: the kernel stops
 // relaying at once, and nothing is written to a socket until the bytes
 // the kernel relayed towards it are queued on it (loop.settled: the
 // bytes stay pending and the socket's writability is watched; a

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/evloop"
 	"github.com/sluicelab/sluice/internal/fastpath"
 	"github.com/sluicelab/sluice/internal/link"
 	"github.com/sluicelab/sluice/internal/panics"
 	"github.com/sluicelab/sluice/internal/session"
+	"github.com/sluicelab/sluice/internal/wire"
 )
 
 // KernelPath is the kernel's fast path (a *fastpath.Kernel): the event
@@ -79,11 +81,19 @@ func (l *loop) kernelFor(rs *relaying, protocol string) *kernelSess {
 	return &kernelSess{proto: proto, idle: id}
 }
 
-// penalized is the registry's watcher while the fast path is on: a
-// statement penalised in a session the kernel relays takes the session
-// back to user space at once (cmdHold), not at its next chunk.
-func (s *Server) penalized(e session.Event) {
-	if e.Kind != session.StatementPenalized {
+// toUserSpace is the registry's watcher while the fast path is on. A
+// session the kernel relays goes back to user space at once (cmdHold),
+// not at its next chunk, when a statement of it is penalised, and a
+// coordinator when a shard session is linked to it: from then on its
+// statements must be seen before its server sees them (kernelOK).
+func (s *Server) toUserSpace(e session.Event) {
+	var sess *session.Session
+	switch e.Kind {
+	case session.StatementPenalized:
+		sess = e.Session
+	case session.SessionLinked:
+		sess = e.Session.Coordinator()
+	default:
 		return
 	}
 	var rs []*relay
@@ -94,7 +104,7 @@ func (s *Server) penalized(e session.Event) {
 	s.mu.Unlock()
 	for _, r := range rs {
 		r.mu.Lock()
-		if ls := r.ls; r.sess == e.Session && ls != nil && ls.kernel != nil {
+		if ls := r.ls; r.sess == sess && ls != nil && ls.kernel != nil {
 			ls.l.post(ls, cmdHold)
 		}
 		r.mu.Unlock()
@@ -121,10 +131,13 @@ func (l *loop) openJournal() {
 
 // kernelOK reports whether the kernel may relay ls's bytes now: nothing
 // sluice does to them applies (no emulation, a link that admits bytes at
-// once, no penalty, no admission limit, no rewrite).
+// once, no penalty, no admission limit, no rewrite), and the session is
+// not part of a distributed statement (a shard statement's parent is the
+// coordinator statement sluice saw reach the server, which the journal
+// would show too late).
 func kernelOK(ls *loopSess) bool {
 	up, down := ls.rs.up, ls.rs.down
-	if !up.loopable() || !down.loopable() || up.sess.Penalized() || down.rw != nil {
+	if !up.loopable() || !down.loopable() || up.sess.Penalized() || up.sess.Distributed() || down.rw != nil {
 		return false
 	}
 	if up.rw != nil {
@@ -249,6 +262,14 @@ func (l *loop) drainJournal() {
 		return
 	}
 	l.later = l.later[:0]
+	// Each chunk is observed at the time the kernel received it, so a
+	// statement's times and a round trip's do not depend on when the
+	// journal was read. A clock with no mapping (Fake) stamps the drain.
+	mono, _ := l.srv.clk.(clock.Monotonic)
+	var now time.Time
+	if mono != nil {
+		now = l.srv.clk.Now()
+	}
 	err := l.journal.Drain(func(r fastpath.Record) {
 		s := l.byCookie[r.Cookie]
 		if s == nil || !s.ls.on {
@@ -256,7 +277,11 @@ func (l *loop) drainJournal() {
 		}
 		p := s.rd
 		l.srv.kernelBytes.Add(uint64(len(r.Bytes)))
-		if err := l.replay(s.ls, p, r.Bytes); err != nil {
+		var at time.Time
+		if mono != nil {
+			at = mono.FromMonotonic(r.At, now)
+		}
+		if err := l.replay(s.ls, p, r.Bytes, at); err != nil {
 			l.later = append(l.later, laterAct{ls: s.ls, p: p, err: err})
 			return
 		}
@@ -289,13 +314,18 @@ type laterAct struct {
 	err error // the observer's error: the session fails; nil: it is held
 }
 
-// replay shows p's observer a chunk the kernel relayed, as p.chunk would
-// have before sending it. A Rewriter is shown it too (it observes), and
-// must pass it whole: kernelOK kept the session off the kernel while it
-// might hold.
-func (l *loop) replay(ls *loopSess, p *pump, b []byte) (err error) {
+// replay shows p's observer a chunk the kernel relayed at at (zero: now),
+// as p.chunk would have before sending it. A Rewriter is shown it too (it
+// observes), and must pass it whole: kernelOK kept the session off the
+// kernel while it might hold.
+func (l *loop) replay(ls *loopSess, p *pump, b []byte, at time.Time) (err error) {
 	defer panics.Catch(p.dir.pump(), &err)
-	if err := p.obs.Observe(b); err != nil {
+	if r, ok := p.obs.(wire.Replayer); ok && !at.IsZero() {
+		err = r.ObserveAt(b, at)
+	} else {
+		err = p.obs.Observe(b)
+	}
+	if err != nil {
 		return err
 	}
 	p.addBytes(len(b))

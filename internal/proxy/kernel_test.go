@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/sluicelab/sluice/internal/fastpath"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
+	"github.com/sluicelab/sluice/internal/whatif"
 )
 
 // openFastPath loads the kernel fast path, or fails the test under
@@ -112,21 +114,29 @@ func mysqlWorkload(ctx context.Context, dsn string, rounds int) error {
 	return nil
 }
 
+// workloadResult is what one run of a workload left in sluice.
+type workloadResult struct {
+	statements []statementRecord // the registry's ended statements, in order
+	up, down   int64             // the session's bytes
+	app        whatif.App        // the session's round trips and transactions
+	srv        *Server
+}
+
 // runWorkload runs a protocol's workload through a new server (with the
-// kernel fast path when k is not nil) and returns the statements the
-// registry recorded, in order, and the session's bytes.
-func runWorkload(t *testing.T, protocol string, k *fastpath.Kernel, rounds int) ([]statementRecord, int64, int64, *Server) {
+// kernel fast path when k is not nil).
+func runWorkload(t *testing.T, protocol string, k *fastpath.Kernel, rounds int) workloadResult {
 	t.Helper()
 	reg := session.NewRegistry(session.Options{KeepStatements: 100000})
+	wi := whatif.New(whatif.Options{Window: time.Hour})
 	o := Options{Registry: reg}
 	if k != nil {
 		o.FastPath = k
 	}
 	srv := newTestServer(t, o)
-	var up, down int64
+	res := workloadResult{srv: srv}
 	unwatch := reg.Watch(session.WatcherFunc(func(e session.Event) {
 		if e.Kind == session.SessionClosed {
-			up, down = e.Session.BytesUp(), e.Session.BytesDown()
+			res.up, res.down = e.Session.BytesUp(), e.Session.BytesDown()
 		}
 	}))
 	defer unwatch()
@@ -136,36 +146,44 @@ func runWorkload(t *testing.T, protocol string, k *fastpath.Kernel, rounds int) 
 	switch protocol {
 	case "postgres":
 		pgURL := testenv.PostgresURL(t)
-		addr := addTestRoute(t, srv, testRoute(t, testLogger(t), reg, "r", protocol, upstreamAddr(t, pgURL)))
+		addr := addTestRoute(t, srv, testRouteWhatIf(t, testLogger(t), reg, "r", protocol, upstreamAddr(t, pgURL), wi))
 		err = pgWorkload(ctx, viaProxy(t, pgURL, addr), rounds)
 	case "mysql":
 		cfg := testenv.MySQLConfig(t)
-		cfg.Addr = addTestRoute(t, srv, testRoute(t, testLogger(t), reg, "r", protocol, cfg.Addr))
+		cfg.Addr = addTestRoute(t, srv, testRouteWhatIf(t, testLogger(t), reg, "r", protocol, cfg.Addr, wi))
 		err = mysqlWorkload(ctx, cfg.FormatDSN(), rounds)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitNoSessions(t, srv)
-	var recs []statementRecord
 	for _, st := range reg.Recent() {
 		snap := st.Snapshot()
-		recs = append(recs, statementRecord{sql: snap.SQL, up: st.BytesUp(), down: st.BytesDown(), outcome: snap.Outcome, rows: snap.Rows})
+		res.statements = append(res.statements, statementRecord{sql: snap.SQL, up: st.BytesUp(), down: st.BytesDown(), outcome: snap.Outcome, rows: snap.Rows})
 	}
-	return recs, up, down, srv
+	apps := wi.Snapshot(time.Now())
+	if len(apps) != 1 {
+		t.Fatalf("what-if: %d applications, want the workload's one: %+v", len(apps), apps)
+	}
+	res.app = apps[0]
+	return res
 }
 
 // TestKernelPathSameData runs one workload through sluice without and
 // with the kernel fast path, on each protocol: the registry records the
-// same statements, with the same bytes, and the session the same totals.
+// same statements, with the same bytes, the session the same totals, and
+// what-if the same transactions and round trips.
 func TestKernelPathSameData(t *testing.T) {
 	k := openFastPath(t)
 	for _, protocol := range []string{"postgres", "mysql"} {
 		t.Run(protocol, func(t *testing.T) {
 			const rounds = 30
-			want, wantUp, wantDown, _ := runWorkload(t, protocol, nil, rounds)
-			got, gotUp, gotDown, srv := runWorkload(t, protocol, k, rounds)
-			t.Logf("%d statements, session bytes up %d down %d, %d in the kernel", len(got), gotUp, gotDown, srv.FastPathBytes())
+			want := runWorkload(t, protocol, nil, rounds)
+			got := runWorkload(t, protocol, k, rounds)
+			srv := got.srv
+			t.Logf("%d statements, session bytes up %d down %d, %d in the kernel", len(got.statements), got.up, got.down, srv.FastPathBytes())
+			t.Logf("what-if: %d transactions, %.3f round trips each, latency %v (user space: %d, %.3f, %v)",
+				got.app.Transactions, got.app.RoundTrips, got.app.Latency, want.app.Transactions, want.app.RoundTrips, want.app.Latency)
 			paired, resumed, _ := srv.FastPathEvents()
 			if paired != 1 || resumed == 0 {
 				t.Fatalf("fast path: %d sessions paired, %d resumes; want the session relayed in the kernel", paired, resumed)
@@ -173,19 +191,30 @@ func TestKernelPathSameData(t *testing.T) {
 			// Both paths carried bytes: the small exchanges in the
 			// kernel, the large results (more than the journal holds a
 			// chunk of) through user space.
-			if kb := srv.FastPathBytes(); kb == 0 || kb >= uint64(gotUp+gotDown) {
-				t.Errorf("the kernel relayed %d of the session's %d bytes; want some, not all", kb, gotUp+gotDown)
+			if kb := srv.FastPathBytes(); kb == 0 || kb >= uint64(got.up+got.down) {
+				t.Errorf("the kernel relayed %d of the session's %d bytes; want some, not all", kb, got.up+got.down)
 			}
-			if len(got) != len(want) {
-				t.Fatalf("%d statements with the kernel path, %d without", len(got), len(want))
+			if len(got.statements) != len(want.statements) {
+				t.Fatalf("%d statements with the kernel path, %d without", len(got.statements), len(want.statements))
 			}
-			for i := range want {
-				if got[i] != want[i] {
-					t.Errorf("statement %d: %+v with the kernel path, %+v without", i, got[i], want[i])
+			for i := range want.statements {
+				if got.statements[i] != want.statements[i] {
+					t.Errorf("statement %d: %+v with the kernel path, %+v without", i, got.statements[i], want.statements[i])
 				}
 			}
-			if gotUp != wantUp || gotDown != wantDown {
-				t.Errorf("session bytes: up %d down %d with the kernel path, %d %d without", gotUp, gotDown, wantUp, wantDown)
+			if got.up != want.up || got.down != want.down {
+				t.Errorf("session bytes: up %d down %d with the kernel path, %d %d without", got.up, got.down, want.up, want.down)
+			}
+			if got.app.Transactions != want.app.Transactions || want.app.Transactions == 0 {
+				t.Errorf("what-if transactions: %d with the kernel path, %d without", got.app.Transactions, want.app.Transactions)
+			}
+			if d := math.Abs(got.app.RoundTrips - want.app.RoundTrips); d > 0.01*want.app.RoundTrips {
+				t.Errorf("what-if round trips per transaction: %.3f with the kernel path, %.3f without", got.app.RoundTrips, want.app.RoundTrips)
+			}
+			// Each transaction waits for its server; times taken when the
+			// journal was read would give some none.
+			if got.app.ServerTime <= 0 || got.app.Latency < got.app.ServerTime {
+				t.Errorf("what-if times with the kernel path: server %v, latency %v", got.app.ServerTime, got.app.Latency)
 			}
 			socks, links, flows, err := k.Entries()
 			if err != nil || socks+links+flows != 0 {
@@ -195,49 +224,96 @@ func TestKernelPathSameData(t *testing.T) {
 	}
 }
 
-// TestKernelPathLeavesForPumps terminates a session relayed in the
-// kernel: it pauses, goes to its pumps, and the client reads the
-// terminate's error; the maps hold nothing after.
-func TestKernelPathLeavesForPumps(t *testing.T) {
-	k := openFastPath(t)
+// kernelSession is one pgx session through a new server with the kernel
+// fast path, relayed in the kernel once query has run: query runs n
+// small queries on it and fails t on a wrong answer.
+type kernelSession struct {
+	k     *fastpath.Kernel
+	srv   *Server
+	reg   *session.Registry
+	c     *pgx.Conn
+	sess  *session.Session
+	ctx   context.Context
+	query func(n int)
+}
+
+func newKernelSession(t *testing.T) *kernelSession {
+	t.Helper()
+	ks := &kernelSession{k: openFastPath(t), reg: session.NewRegistry(session.Options{})}
 	pgURL := testenv.PostgresURL(t)
-	reg := session.NewRegistry(session.Options{})
-	srv := newTestServer(t, Options{Registry: reg, FastPath: k})
-	addr := addTestRoute(t, srv, testRoute(t, testLogger(t), reg, "r", "postgres", upstreamAddr(t, pgURL)))
+	ks.srv = newTestServer(t, Options{Registry: ks.reg, FastPath: ks.k})
+	addr := addTestRoute(t, ks.srv, testRoute(t, testLogger(t), ks.reg, "r", "postgres", upstreamAddr(t, pgURL)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
+	ks.ctx = ctx
 	c, err := pgx.Connect(ctx, viaProxy(t, pgURL, addr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close(ctx)
-	for i := range 20 {
-		var n int
-		if err := c.QueryRow(ctx, "select $1::int", i).Scan(&n); err != nil || n != i {
-			t.Fatalf("query %d: %d, %v", i, n, err)
+	t.Cleanup(func() { c.Close(context.Background()) })
+	ks.c = c
+	ks.query = func(n int) {
+		t.Helper()
+		for i := range n {
+			var got int
+			if err := c.QueryRow(ctx, "select $1::int", i).Scan(&got); err != nil || got != i {
+				t.Fatalf("query %d: %d, %v", i, got, err)
+			}
 		}
 	}
-	if _, resumed, _ := srv.FastPathEvents(); resumed == 0 {
+	ks.query(20)
+	if _, resumed, _ := ks.srv.FastPathEvents(); resumed == 0 {
 		t.Fatal("the session was not relayed in the kernel")
 	}
-	sessions := reg.Sessions()
+	sessions := ks.reg.Sessions()
 	if len(sessions) != 1 {
 		t.Fatalf("%d sessions", len(sessions))
 	}
-	if !sessions[0].Terminate() {
+	ks.sess = sessions[0]
+	return ks
+}
+
+// TestKernelPathLeavesForPumps terminates a session relayed in the
+// kernel: it pauses, goes to its pumps, and the client reads the
+// terminate's error; the maps hold nothing after.
+func TestKernelPathLeavesForPumps(t *testing.T) {
+	ks := newKernelSession(t)
+	if !ks.sess.Terminate() {
 		t.Fatal("Terminate: the session was not running")
 	}
 	var n int
-	err = c.QueryRow(ctx, "select 1").Scan(&n)
-	if err == nil {
+	if err := ks.c.QueryRow(ks.ctx, "select 1").Scan(&n); err == nil {
 		t.Fatal("a query after the terminate succeeded")
 	}
-	waitNoSessions(t, srv)
-	if _, _, paused := srv.FastPathEvents(); paused == 0 {
+	waitNoSessions(t, ks.srv)
+	if _, _, paused := ks.srv.FastPathEvents(); paused == 0 {
 		t.Error("the pair never paused")
 	}
-	socks, links, flows, err := k.Entries()
+	socks, links, flows, err := ks.k.Entries()
 	if err != nil || socks+links+flows != 0 {
 		t.Errorf("map entries after the session: %d sockets, %d links, %d flows (%v)", socks, links, flows, err)
+	}
+}
+
+// TestKernelPathLeavesForDistributed links a shard session to a session
+// the kernel relays: the coordinator goes back to user space at once and
+// is not resumed again, so its statements are seen before its server
+// sees them.
+func TestKernelPathLeavesForDistributed(t *testing.T) {
+	ks := newKernelSession(t)
+	_, _, paused := ks.srv.FastPathEvents()
+	shard := ks.reg.Open(session.Info{Route: "shard", Protocol: "postgres"}, time.Now())
+	defer shard.Close(time.Now())
+	if !shard.Link(ks.sess) {
+		t.Fatal("Link refused")
+	}
+	testenv.Eventually(t, 10*time.Second, "the coordinator to leave the kernel", func() bool {
+		_, _, p := ks.srv.FastPathEvents()
+		return p > paused
+	})
+	_, resumed, _ := ks.srv.FastPathEvents()
+	ks.query(10)
+	if _, r, _ := ks.srv.FastPathEvents(); r != resumed {
+		t.Errorf("the coordinator was resumed %d times after its shard was linked", r-resumed)
 	}
 }

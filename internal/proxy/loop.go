@@ -114,7 +114,7 @@ const (
 	cmdKick      cmdKind = iota // the front end has answers to inject (pump.kick)
 	cmdTerminate                // an administrator ends the session (relaying.terminate)
 	cmdAbort                    // the server closes the session (relay.abort)
-	cmdHold                     // a statement of the session was penalised: back from the kernel (Server.penalized)
+	cmdHold                     // a statement of the session was penalised, or a shard linked to it: back from the kernel (Server.toUserSpace)
 )
 
 // loopSess is a session relayed by a loop. Its fields are the runner's

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
+	"github.com/sluicelab/sluice/internal/whatif"
 	"github.com/sluicelab/sluice/internal/wire/mysql"
 	"github.com/sluicelab/sluice/internal/wire/pg"
 )
@@ -76,17 +77,24 @@ func startProxy(t testing.TB, protocol, upstream string) (*Server, string) {
 // asked of the server: a route to a fake upstream needs no server).
 func testRoute(t testing.TB, log *slog.Logger, reg *session.Registry, name, protocol, upstream string) Route {
 	t.Helper()
+	return testRouteWhatIf(t, log, reg, name, protocol, upstream, nil)
+}
+
+// testRouteWhatIf is testRoute with its sessions' round trips counted in
+// wi (nil: not counted).
+func testRouteWhatIf(t testing.TB, log *slog.Logger, reg *session.Registry, name, protocol, upstream string, wi *whatif.Table) Route {
+	t.Helper()
 	r := Route{Name: name, Listen: "127.0.0.1:0", Upstream: upstream, Protocol: protocol, DialTimeout: 10 * time.Second}
 	switch protocol {
 	case "postgres":
-		r.Frontend = pg.New(pg.Options{Clock: clock.Real{}, Logger: log, Upstream: upstream, Keys: reg})
+		r.Frontend = pg.New(pg.Options{Clock: clock.Real{}, Logger: log, Upstream: upstream, Keys: reg, WhatIf: wi})
 	case "mysql":
 		cfg, err := gomysql.ParseDSN(cmp.Or(os.Getenv("SLUICE_TEST_MYSQL"), testenv.DefaultMySQL))
 		if err != nil {
 			t.Fatal(err)
 		}
 		r.Frontend = mysql.New(mysql.Options{Clock: clock.Real{}, Logger: log, Upstream: upstream,
-			KillUser: cfg.User, KillPassword: cfg.Passwd, ConnectTimeout: 10 * time.Second})
+			KillUser: cfg.User, KillPassword: cfg.Passwd, ConnectTimeout: 10 * time.Second, WhatIf: wi})
 	}
 	return r
 }

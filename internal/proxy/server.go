@@ -59,7 +59,7 @@ type Server struct {
 	policy  Policy
 	sockets SocketWatcher // nil: none
 	kernel  KernelPath    // nil: none
-	unwatch func()        // ends the registry watch of the fast path (penalized); nil without one
+	unwatch func()        // ends the registry watch of the fast path (toUserSpace); nil without one
 
 	kernelPaired  atomic.Uint64 // sessions paired in the kernel
 	kernelResumes atomic.Uint64 // pairs resumed: the kernel relays
@@ -112,7 +112,7 @@ func New(o Options) *Server {
 	}
 	s.loops.n = o.Loops
 	if s.kernel != nil {
-		s.unwatch = s.reg.Watch(session.WatcherFunc(s.penalized))
+		s.unwatch = s.reg.Watch(session.WatcherFunc(s.toUserSpace))
 	}
 	return s
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -58,24 +59,43 @@ func TestByBackendPID(t *testing.T) {
 }
 
 func TestLink(t *testing.T) {
-	_, ss := openSessions(time.Unix(100, 0), "coord", "s1", "s2")
-	coord, shard, deep := ss[0], ss[1], ss[2]
+	r, ss := openSessions(time.Unix(100, 0), "coord", "s1", "s2", "other")
+	coord, shard, deep, other := ss[0], ss[1], ss[2], ss[3]
+	var linked []*Session
+	r.Watch(WatcherFunc(func(e Event) {
+		if e.Kind == SessionLinked {
+			linked = append(linked, e.Session)
+		}
+	}))
 	for _, c := range []struct {
 		name        string
 		from, to    *Session
 		want        bool
-		coordinator *Session // from's coordinator after the call
+		coordinator *Session   // from's coordinator after the call
+		distributed []*Session // the sessions Distributed after the call
 	}{
-		{"nil", shard, nil, false, nil},
-		{"itself", shard, shard, false, nil},
-		{"shard to coordinator", shard, coord, true, coord},
-		{"again", shard, deep, false, coord},
-		{"a cycle", coord, shard, false, nil},
-		{"a second level", deep, shard, true, shard},
-		{"a longer cycle", coord, deep, false, nil},
+		{"nil", shard, nil, false, nil, nil},
+		{"itself", shard, shard, false, nil, nil},
+		{"shard to coordinator", shard, coord, true, coord, []*Session{coord, shard}},
+		{"again", shard, deep, false, coord, []*Session{coord, shard}},
+		{"a cycle", coord, shard, false, nil, []*Session{coord, shard}},
+		{"a second level", deep, shard, true, shard, []*Session{coord, shard, deep}},
+		{"a longer cycle", coord, deep, false, nil, []*Session{coord, shard, deep}},
 	} {
+		n := len(linked)
 		if got := c.from.Link(c.to); got != c.want || c.from.Coordinator() != c.coordinator {
 			t.Fatalf("%s: Link = %v (coordinator %v), want %v (%v)", c.name, got, c.from.Coordinator(), c.want, c.coordinator)
+		}
+		if c.want && (len(linked) != n+1 || linked[n] != c.from) {
+			t.Fatalf("%s: SessionLinked events %v, want one for %v", c.name, linked[n:], c.from)
+		}
+		if !c.want && len(linked) != n {
+			t.Fatalf("%s: a SessionLinked event for a refused link", c.name)
+		}
+		for _, s := range []*Session{coord, shard, deep, other} {
+			if want := slices.Contains(c.distributed, s); s.Distributed() != want {
+				t.Fatalf("%s: session on %s Distributed() = %v, want %v", c.name, s.Info.Route, !want, want)
+			}
 		}
 	}
 }

@@ -32,6 +32,7 @@ const (
 	StatementStarted
 	StatementEnded
 	StatementPenalized
+	SessionLinked // Session is a shard session just linked to its Coordinator
 )
 
 // Event is delivered to watchers. Statement is nil for session events.

@@ -25,6 +25,7 @@ type Session struct {
 	penalized atomic.Int32            // running statements that are penalised
 	kind      atomic.Uint32           // a Kind; SetKind
 	coord     atomic.Pointer[Session] // the coordinator of a shard session; set once by Link
+	shards    atomic.Bool             // a shard session was linked to this one (Link)
 
 	mu        sync.Mutex
 	user      string       // guarded by mu
@@ -270,10 +271,11 @@ func keyPID(key string) (uint32, bool) {
 // postgres_fdw's connection, named by its application_name). From then
 // on each statement s begins is a child of the statement coord executes
 // at that moment (see Begin), and s reads Penalized true while coord
-// does. Link is called once, before the session relays a statement; it
-// reports false, changing nothing, when coord is nil or s, when s is
-// linked already, or when s is coord's coordinator (directly or
-// further up), which would make a cycle.
+// does; watchers get a SessionLinked event for s. Link is called once,
+// before the session relays a statement; it reports false, changing
+// nothing, when coord is nil or s, when s is linked already, or when s
+// is coord's coordinator (directly or further up), which would make a
+// cycle.
 func (s *Session) Link(coord *Session) bool {
 	if coord == nil || coord == s {
 		return false
@@ -283,7 +285,21 @@ func (s *Session) Link(coord *Session) bool {
 			return false
 		}
 	}
-	return s.coord.CompareAndSwap(nil, coord)
+	if !s.coord.CompareAndSwap(nil, coord) {
+		return false
+	}
+	coord.shards.Store(true)
+	s.reg.emit(Event{Kind: SessionLinked, Session: s})
+	return true
+}
+
+// Distributed reports whether s is a shard session (Link) or the
+// coordinator of one. A shard statement's Parent is the coordinator's
+// statement sluice saw reach the server, so such a session's bytes must
+// be observed before they are relayed, never after (the kernel's fast
+// path leaves it alone).
+func (s *Session) Distributed() bool {
+	return s.coord.Load() != nil || s.shards.Load()
 }
 
 // Coordinator returns the session s is a shard connection of, or nil.

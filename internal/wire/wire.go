@@ -30,6 +30,15 @@ type Observer interface {
 	Observe(p []byte) error
 }
 
+// Replayer is implemented by an Observer that can be shown a chunk after
+// it passed (the kernel's fast path relays a session's bytes and user
+// space reads them from its journal later): what the chunk begins or ends
+// is stamped at, on the observer's clock's time line, instead of that
+// clock's now. Chunks are shown in order, as to Observe.
+type Replayer interface {
+	ObserveAt(p []byte, at time.Time) error
+}
+
 // Remainder is implemented by a down-direction Observer that can tell
 // where the server's message in flight ends. When an administrator
 // terminates a session, the down pump forwards the rest of that message

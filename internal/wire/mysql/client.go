@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/sqlstate"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -18,6 +19,7 @@ import (
 // goroutine.
 type upObserver struct {
 	c   *conn
+	clk *clock.Replay // the session's clock; set to a chunk's time while it is replayed
 	f   framer
 	buf []byte // capture buffer, fixed capacity
 
@@ -43,6 +45,13 @@ var _ wire.Observer = (*upObserver)(nil)
 
 // Observe implements wire.Observer.
 func (u *upObserver) Observe(p []byte) error { return u.observe(&u.f, p, u) }
+
+// ObserveAt implements wire.Replayer.
+func (u *upObserver) ObserveAt(p []byte, at time.Time) error {
+	u.clk.Set(at)
+	defer u.clk.Set(time.Time{})
+	return u.Observe(p)
+}
 
 // event implements packetHandler. A packet over the limit is fatal.
 func (u *upObserver) event(ev event) error {
@@ -93,7 +102,7 @@ func (u *upObserver) begin() {
 		return
 	}
 	u.target(nil)
-	u.start = c.clock.Now()
+	u.start = u.clk.Now()
 	u.f.capture(1)
 }
 
@@ -291,7 +300,7 @@ func (u *upObserver) end() {
 		default:
 			c.push(p)
 			if c.wi != nil {
-				c.wi.Send(c.clock.Now(), runsStatement(p.cmd))
+				c.wi.Send(u.clk.Now(), runsStatement(p.cmd))
 			}
 		}
 		u.p = pending{}

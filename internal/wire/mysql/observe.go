@@ -123,7 +123,6 @@ const maxPrepared = 16384
 // the rest of its state to itself.
 type conn struct {
 	sess   *session.Session
-	clock  clock.Clock
 	log    *slog.Logger
 	maxSQL int
 	caps   uint32       // negotiated capabilities; fixed after the handshake
@@ -156,7 +155,7 @@ type connConfig struct {
 // observers of one session.
 func newObservers(cfg connConfig) (*upObserver, *downObserver) {
 	c := &conn{
-		sess: cfg.sess, clock: cfg.clock, log: cfg.log, maxSQL: cfg.maxSQL,
+		sess: cfg.sess, log: cfg.log, maxSQL: cfg.maxSQL,
 		caps: cfg.caps, ext: cfg.ext,
 		queue:    make([]pending, 0, 8),
 		prepared: make(map[uint32]string),
@@ -165,10 +164,10 @@ func newObservers(cfg connConfig) (*upObserver, *downObserver) {
 		c.phase = phAuth
 		c.queue = append(c.queue, pending{kind: respAuth, seq: cfg.authSeq})
 	}
-	u := &upObserver{c: c, buf: make([]byte, 0, captureSize(cfg.maxSQL, cfg.caps))}
+	u := &upObserver{c: c, clk: clock.NewReplay(cfg.clock), buf: make([]byte, 0, captureSize(cfg.maxSQL, cfg.caps))}
 	u.f.max = cfg.maxPacket
 	u.f.buf = u.buf
-	d := &downObserver{c: c, tally: tally{down: true}, expect: -1}
+	d := &downObserver{c: c, clk: clock.NewReplay(cfg.clock), tally: tally{down: true}, expect: -1}
 	d.f.buf = d.arr[:0]
 	return u, d
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
 )
@@ -39,6 +40,7 @@ const downCapture = 48
 // goroutine.
 type downObserver struct {
 	c   *conn
+	clk *clock.Replay // the session's clock; set to a chunk's time while it is replayed
 	f   framer
 	arr [downCapture]byte
 
@@ -66,10 +68,17 @@ type downObserver struct {
 
 var _ wire.Observer = (*downObserver)(nil)
 
+// ObserveAt implements wire.Replayer.
+func (d *downObserver) ObserveAt(p []byte, at time.Time) error {
+	d.clk.Set(at)
+	defer d.clk.Set(time.Time{})
+	return d.Observe(p)
+}
+
 // Observe implements wire.Observer.
 func (d *downObserver) Observe(p []byte) error {
 	if d.c.wi.Awaiting() {
-		d.c.wi.Answer(d.c.clock.Now())
+		d.c.wi.Answer(d.clk.Now())
 	}
 	err := d.observe(&d.f, p, d)
 	if d.inj != nil && d.inj.Queued() {
@@ -289,7 +298,7 @@ func (d *downObserver) dispatch(b []byte, size int64) {
 		}
 		if d.cur.cmd != comTableDump && d.c.sess.Kind() != session.KindReplication {
 			d.c.sess.SetKind(session.KindReplication) // the server streams its binlog
-			d.c.wi.Close(d.c.clock.Now())
+			d.c.wi.Close(d.clk.Now())
 		}
 	case rsAuth:
 		if len(b) > 0 && b[0] == 0x00 {
@@ -310,7 +319,7 @@ func (d *downObserver) dispatch(b []byte, size int64) {
 				d.forgetPrepared()
 			case comRegisterSlave:
 				d.c.sess.SetKind(session.KindReplication) // the server took the replica
-				d.c.wi.Close(d.c.clock.Now())
+				d.c.wi.Close(d.clk.Now())
 			}
 		}
 		d.finish(session.OK)
@@ -434,7 +443,7 @@ func (d *downObserver) end0(o session.Outcome, code string) {
 	d.flush()
 	var now time.Time
 	if d.st != nil || d.c.wi != nil {
-		now = d.c.clock.Now()
+		now = d.clk.Now()
 	}
 	if d.st != nil {
 		d.st.End(now, o, rows, code)

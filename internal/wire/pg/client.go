@@ -3,6 +3,7 @@ package pg
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
@@ -40,7 +41,7 @@ type clientObserver struct {
 	fr     framer
 	t      *tracker
 	sess   *session.Session
-	clk    clock.Clock
+	clk    *clock.Replay // the session's clock; set to a chunk's time while it is replayed
 	maxSQL int
 	err    error // sticky: once malformed, always malformed
 
@@ -72,6 +73,13 @@ func (c *clientObserver) Observe(p []byte) error {
 		c.err = c.fr.walk(p, c)
 	}
 	return c.err
+}
+
+// ObserveAt implements wire.Replayer.
+func (c *clientObserver) ObserveAt(p []byte, at time.Time) error {
+	c.clk.Set(at)
+	defer c.clk.Set(time.Time{})
+	return c.Observe(p)
 }
 
 // payloadRead begins a long Query as soon as the SQL text it keeps is

@@ -293,8 +293,8 @@ const MsgIdleInTransaction = "terminating connection due to idle-in-transaction 
 // payload of the server's BackendKeyData.
 func (f *Frontend) observers(sess *session.Session, onKey func(key []byte)) (*clientObserver, *serverObserver) {
 	t := &tracker{}
-	return &clientObserver{fr: framer{max: f.maxMessage}, t: t, sess: sess, clk: f.clk, maxSQL: f.maxSQL},
-		&serverObserver{fr: framer{max: f.maxMessage}, t: t, clk: f.clk, onKey: onKey, rows: -1}
+	return &clientObserver{fr: framer{max: f.maxMessage}, t: t, sess: sess, clk: clock.NewReplay(f.clk), maxSQL: f.maxSQL},
+		&serverObserver{fr: framer{max: f.maxMessage}, t: t, clk: clock.NewReplay(f.clk), onKey: onKey, rows: -1}
 }
 
 // connect dials the upstream, negotiates TLS when configured and sends the

@@ -2,6 +2,7 @@ package pg
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/session"
@@ -17,7 +18,7 @@ import (
 type serverObserver struct {
 	fr    framer
 	t     *tracker
-	clk   clock.Clock
+	clk   *clock.Replay    // the session's clock; set to a chunk's time while it is replayed
 	onKey func(key []byte) // called with BackendKeyData's payload (pid + secret)
 	gate  *wire.Gate       // the session's admission, told of each ReadyForQuery; nil admits all
 	inj   *injector        // answers sluice gives in the server's place; nil without admission
@@ -52,6 +53,13 @@ func (s *serverObserver) Observe(p []byte) error {
 		s.inj.check()
 	}
 	return s.err
+}
+
+// ObserveAt implements wire.Replayer.
+func (s *serverObserver) ObserveAt(p []byte, at time.Time) error {
+	s.clk.Set(at)
+	defer s.clk.Set(time.Time{})
+	return s.Observe(p)
 }
 
 // atBoundary reports whether the server's bytes observed so far end at
