@@ -68,14 +68,9 @@ func EtcdPrefix(t testing.TB, endpoints []string) string {
 // closes when the test ends. A failure to connect fails t.
 func DialEtcd(t testing.TB, cfg etcd.Config) *clientv3.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cli, err := etcd.Dial(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	return openWithin(t, 10*time.Second,
+		func(ctx context.Context) (*clientv3.Client, error) { return etcd.Dial(ctx, cfg) },
+		func(cli *clientv3.Client) { cli.Close() })
 }
 
 func etcdClient(eps []string) (*clientv3.Client, error) {

@@ -65,14 +65,23 @@ func ConnectPG(t testing.TB, url string) *pgx.Conn {
 // closes when the test ends. A failure to connect fails t.
 func ConnectPGConfig(t testing.TB, cfg *pgx.ConnConfig) *pgx.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return openWithin(t, 30*time.Second,
+		func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
+		func(c *pgx.Conn) { c.Close(context.Background()) })
+}
+
+// openWithin returns what open gives within timeout and calls close on
+// it when the test ends. An error of open fails t.
+func openWithin[T any](t testing.TB, timeout time.Duration, open func(context.Context) (T, error), close func(T)) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := pgx.ConnectConfig(ctx, cfg)
+	v, err := open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	return c
+	t.Cleanup(func() { close(v) })
+	return v
 }
 
 // PGError is the *pgconn.PgError in err's chain, or an empty one (Code
