@@ -139,9 +139,11 @@ func TestIsZero(t *testing.T) {
 		{"gemodel ignores Loss", Params{Loss: 0.5, LossModel: LossModel{Kind: GilbertElliott}}, true},
 	}
 	for _, tt := range tests {
-		if got := tt.p.IsZero(); got != tt.want {
-			t.Errorf("%s: IsZero = %v, want %v", tt.name, got, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.IsZero(); got != tt.want {
+				t.Errorf("IsZero = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -183,9 +185,11 @@ func TestWithDefaults(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		if got := tt.in.WithDefaults(); got != tt.want {
-			t.Errorf("%s:\n got %+v\nwant %+v", tt.name, got, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.in.WithDefaults(); got != tt.want {
+				t.Errorf("\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -211,12 +215,14 @@ func TestValidate(t *testing.T) {
 		{"loss model", Params{LossModel: LossModel{Kind: 2}}, "loss model"},
 	}
 	for _, tt := range tests {
-		err := tt.p.Validate()
-		switch {
-		case tt.wantErr == "" && err != nil:
-			t.Errorf("%s: unexpected error %v", tt.name, err)
-		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-			t.Errorf("%s: error = %v, want one mentioning %q", tt.name, err, tt.wantErr)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.p.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("unexpected error %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("error = %v, want one mentioning %q", err, tt.wantErr)
+			}
+		})
 	}
 }

@@ -171,6 +171,15 @@ func TestLatencyThroughToxiproxyClient(t *testing.T) {
 	}
 }
 
+// setTimeout sets the timeout attribute of px's toxic to d, in whole
+// milliseconds.
+func setTimeout(t *testing.T, px *toxiproxy.Proxy, toxic string, d time.Duration) {
+	t.Helper()
+	if _, err := px.UpdateToxic(toxic, 1, toxiproxy.Attributes{"timeout": d.Milliseconds()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -243,9 +252,7 @@ func TestResetPeer(t *testing.T) {
 		t.Fatalf("reset after %v, before the toxic's timeout %v", d, timeout)
 	}
 	// A new connection is reset at its first data, at once.
-	if _, err := px.UpdateToxic("rp", 1, toxiproxy.Attributes{"timeout": 0}); err != nil {
-		t.Fatal(err)
-	}
+	setTimeout(t, px, "rp", 0)
 	c2 := dial(t, px.Listen)
 	c2.Write([]byte("x"))
 	if _, err := c2.Read(buf); !errors.Is(err, syscall.ECONNRESET) {
@@ -274,9 +281,7 @@ func TestTimeout(t *testing.T) {
 		t.Fatalf("closed after %v, before the timeout %v", d, timeout)
 	}
 
-	if _, err := px.UpdateToxic("t", 1, toxiproxy.Attributes{"timeout": 0}); err != nil {
-		t.Fatal(err)
-	}
+	setTimeout(t, px, "t", 0)
 	c2 := dial(t, px.Listen)
 	c2.Write([]byte("held"))
 	c2.SetReadDeadline(time.Now().Add(300 * time.Millisecond))

@@ -99,6 +99,8 @@ function legend(div, series, fmt) {
 
 function badge(cls, text) { return el('span', { class: 'badge ' + cls }, text); }
 
+// rows fills table with a row per item. A column is the name of the
+// item's field it shows, or { get, cls, title }.
 function rows(table, items, cols, empty) {
   const body = table.tBodies[0];
   body.replaceChildren();
@@ -112,7 +114,7 @@ function rows(table, items, cols, empty) {
     const tr = el('tr');
     for (const c of cols) {
       const td = el('td', c.cls ? { class: c.cls } : null);
-      const v = c.get(it);
+      const v = typeof c === 'string' ? it[c] : c.get(it);
       if (v instanceof Node) td.append(v); else td.textContent = v == null ? '' : String(v);
       if (c.title) td.title = c.title(it);
       tr.append(td);
@@ -146,11 +148,11 @@ function render(s) {
   legend(document.getElementById('legend-delay'), delay, fmtMs);
 
   rows(document.getElementById('statements'), s.statements, [
-    { get: x => x.id },
-    { get: x => x.user },
-    { get: x => x.pool },
+    'id',
+    'user',
+    'pool',
     { get: classCell },
-    { get: x => x.state },
+    'state',
     { cls: 'num', get: x => fmtRate(x.bytes_per_second) },
     { cls: 'num', get: x => fmtBytes(x.bytes) },
     { cls: 'num', get: x => fmtSecs(x.elapsed_seconds) },
@@ -158,41 +160,41 @@ function render(s) {
   ], 'no running statements');
 
   rows(document.getElementById('firings'), s.firings, [
-    { get: x => x.time },
-    { get: x => x.rule },
-    { get: x => x.action },
-    { get: x => x.statement_id },
-    { get: x => x.usename },
-    { get: x => x.resource_pool },
+    'time',
+    'rule',
+    'action',
+    'statement_id',
+    'usename',
+    'resource_pool',
     { cls: 'num', get: x => x.bandwidth_mbps + ' MB/s' },
     { cls: 'num', get: x => fmtSecs(Number(x.elapsed_s)) },
     { cls: 'sql', get: x => x.query, title: x => x.query },
     { cls: 'info', get: x => x.except_info },
-    { get: x => x.outcome },
+    'outcome',
   ], 'none yet');
 
   // Rules and links are the console's views, row by row, column by column.
   const unset = v => (v === undefined || v === '' || v === '-1') ? '–' : v;
   rows(document.getElementById('rules'), s.rules, [
-    { get: x => x.name },
-    { get: x => x.action },
+    'name',
+    'action',
     { cls: 'num', get: x => unset(x.bandwidth) },
     { cls: 'num', get: x => unset(x.elapsedtime) },
     { cls: 'num', get: x => unset(x.blocktime) },
-    { get: x => x.pools },
+    'pools',
     { cls: 'num', get: x => x.firings },
   ], 'no exception rules');
 
   const settings = Object.keys(s.settings).sort().map(k => ({ name: k, value: s.settings[k] }));
   rows(document.getElementById('settings'), settings, [
-    { get: x => x.name },
-    { get: x => x.value },
+    'name',
+    'value',
   ], 'none');
 
   rows(document.getElementById('links'), s.links, [
-    { get: x => x.name },
-    { get: x => x.capacity },
-    { get: x => x.queue_size },
+    'name',
+    'capacity',
+    'queue_size',
     { get: x => x.emulation || '–' },
     { cls: 'num', get: x => unset(x.max_active_statements) },
     { get: x => x.routes || '–' },
@@ -200,10 +202,10 @@ function render(s) {
   ], 'no links');
 
   rows(document.getElementById('network'), s.network, [
-    { get: x => x.link },
-    { get: x => x.direction },
-    { get: x => x.side },
-    { get: x => x.state },
+    'link',
+    'direction',
+    'side',
+    'state',
     { cls: 'num', get: x => fmtRate(Number(x.bottleneck_bytes_per_second)) },
     { cls: 'num', get: x => x.base_rtt_ms + ' ms' },
     { cls: 'num', get: x => x.queue_delay_ms + ' ms' },
@@ -312,9 +314,9 @@ function renderWhatIf(w) {
   const table = document.getElementById('whatif');
   rows(table, apps.map(a => Object.assign({ key: appKey(a) }, a)), [
     { get: x => x.application || '(no name)' },
-    { get: x => x.protocol },
-    { get: x => x.user },
-    { get: x => x.database },
+    'protocol',
+    'user',
+    'database',
     { cls: 'num', get: x => x.sessions },
     { cls: 'num', get: x => fmtTPS(x.tps) },
     { cls: 'num', get: x => fmtMs(x.latency_ms) },
