@@ -11,7 +11,8 @@ import (
 // openFastPath loads the kernel fast path for fast_path mode (auto,
 // kernel or off). Under auto a kernel or a process that cannot run it
 // leaves sluice as it is, said once at INFO; under kernel it is an
-// error. loops is the proxy's (a negative number: none, and so no fast
+// error. Once on, it warns of the fault doc/fast-path.md describes.
+// loops is the proxy's (a negative number: none, and so no fast
 // path: the fast path runs on the first event loop).
 func openFastPath(mode string, loops int, clk clock.Clock, log *slog.Logger) (*fastpath.Kernel, error) {
 	if mode == "off" {
@@ -33,5 +34,6 @@ func openFastPath(mode string, loops int, clk clock.Clock, log *slog.Logger) (*f
 		return nil, nil
 	}
 	log.Info("kernel fast path on: sessions whose bytes sluice need not touch are relayed in the kernel")
+	log.Warn("kernel fast path: a long bulk stream through a paired socket was seen to reach sluice out of order (doc/fast-path.md); keep the fast path off where sessions stream bulk data")
 	return k, nil
 }
