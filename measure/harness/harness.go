@@ -34,20 +34,46 @@ type Sluice struct {
 	admin  *pgx.Conn
 }
 
-// Build compiles ./cmd/sluice into a temporary directory.
+// Build compiles ./cmd/sluice into a temporary directory, in the
+// product's module (productRoot), so it works from the measure module
+// too.
 func Build() (bin, dir string, err error) {
+	root, err := productRoot()
+	if err != nil {
+		return "", "", err
+	}
 	dir, err = os.MkdirTemp("", "sluice-bench")
 	if err != nil {
 		return "", "", err
 	}
 	bin = filepath.Join(dir, "sluice")
-	c := exec.Command("go", "build", "-o", bin, "github.com/sluicelab/sluice/cmd/sluice")
+	c := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
+	c.Dir = root
 	c.Stdout, c.Stderr = os.Stderr, os.Stderr
 	if err := c.Run(); err != nil {
 		os.RemoveAll(dir)
 		return "", "", fmt.Errorf("go build ./cmd/sluice: %w", err)
 	}
 	return bin, dir, nil
+}
+
+// productRoot returns the first directory, from the working directory
+// up, whose go.mod is the product's (module github.com/sluicelab/sluice).
+func productRoot() (string, error) {
+	d, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/sluicelab/sluice\n") {
+			return d, nil
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return "", fmt.Errorf("no go.mod of github.com/sluicelab/sluice above the working directory")
+		}
+		d = up
+	}
 }
 
 // FreeAddr returns a loopback address nothing listens on yet, reserved
