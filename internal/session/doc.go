@@ -52,7 +52,10 @@
 // sessions share, on different servers, finds none) and links the shard
 // session to it once, before it relays anything (Session.Link; never a
 // cycle). The link is session to session: postgres_fdw keeps a shard
-// connection open across the coordinator's statements.
+// connection open across the coordinator's statements. Watchers get a
+// SessionLinked event, and both sessions report Distributed from then
+// on: their bytes must be observed before they are relayed (the kernel
+// fast path leaves them to user space).
 //
 // A shard session's statement belongs to the statement its coordinator
 // is executing when it begins (Session.Executing: the oldest running
