@@ -320,12 +320,17 @@ type laterAct struct {
 // kernel while it might hold.
 func (l *loop) replay(ls *loopSess, p *pump, b []byte, at time.Time) (err error) {
 	defer panics.Catch(p.dir.pump(), &err)
+	// The observer, or a rewriter that observes (admission), stamps the
+	// chunk's time.
 	if r, ok := p.obs.(wire.Replayer); ok && !at.IsZero() {
-		err = r.ObserveAt(b, at)
-	} else {
-		err = p.obs.Observe(b)
+		r.ReplayAt(at)
+		defer r.ReplayAt(time.Time{})
 	}
-	if err != nil {
+	if r, ok := p.rw.(wire.Replayer); ok && !at.IsZero() {
+		r.ReplayAt(at)
+		defer r.ReplayAt(time.Time{})
+	}
+	if err := p.obs.Observe(b); err != nil {
 		return err
 	}
 	p.addBytes(len(b))

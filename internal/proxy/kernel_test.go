@@ -127,7 +127,7 @@ type workloadResult struct {
 func runWorkload(t *testing.T, protocol string, k *fastpath.Kernel, rounds int) workloadResult {
 	t.Helper()
 	reg := session.NewRegistry(session.Options{KeepStatements: 100000})
-	wi := whatif.New(whatif.Options{Window: time.Hour})
+	fo := frontOpts{whatIf: whatif.New(whatif.Options{Window: time.Hour}), admit: openAdmitter{}}
 	o := Options{Registry: reg}
 	if k != nil {
 		o.FastPath = k
@@ -146,11 +146,11 @@ func runWorkload(t *testing.T, protocol string, k *fastpath.Kernel, rounds int) 
 	switch protocol {
 	case "postgres":
 		pgURL := testenv.PostgresURL(t)
-		addr := addTestRoute(t, srv, testRouteWhatIf(t, testLogger(t), reg, "r", protocol, upstreamAddr(t, pgURL), wi))
+		addr := addTestRoute(t, srv, testRouteWith(t, testLogger(t), reg, "r", protocol, upstreamAddr(t, pgURL), fo))
 		err = pgWorkload(ctx, viaProxy(t, pgURL, addr), rounds)
 	case "mysql":
 		cfg := testenv.MySQLConfig(t)
-		cfg.Addr = addTestRoute(t, srv, testRouteWhatIf(t, testLogger(t), reg, "r", protocol, cfg.Addr, wi))
+		cfg.Addr = addTestRoute(t, srv, testRouteWith(t, testLogger(t), reg, "r", protocol, cfg.Addr, fo))
 		err = mysqlWorkload(ctx, cfg.FormatDSN(), rounds)
 	}
 	if err != nil {
@@ -161,13 +161,26 @@ func runWorkload(t *testing.T, protocol string, k *fastpath.Kernel, rounds int) 
 		snap := st.Snapshot()
 		res.statements = append(res.statements, statementRecord{sql: snap.SQL, up: st.BytesUp(), down: st.BytesDown(), outcome: snap.Outcome, rows: snap.Rows})
 	}
-	apps := wi.Snapshot(time.Now())
+	apps := fo.whatIf.Snapshot(time.Now())
 	if len(apps) != 1 {
 		t.Fatalf("what-if: %d applications, want the workload's one: %+v", len(apps), apps)
 	}
 	res.app = apps[0]
 	return res
 }
+
+// openAdmitter admits every statement at once and limits none, as the
+// admission of a pool with no limit does: the sessions' client observers
+// run inside the admission rewriter, as in sluice.
+type openAdmitter struct{}
+
+func (openAdmitter) Admit(context.Context, *session.Statement) (func(), error) {
+	return func() {}, nil
+}
+
+func (openAdmitter) TryAdmit(*session.Statement) (func(), bool) { return func() {}, true }
+
+func (openAdmitter) Limits(*session.Session) bool { return false }
 
 // TestKernelPathSameData runs one workload through sluice without and
 // with the kernel fast path, on each protocol: the registry records the

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/whatif"
+	"github.com/sluicelab/sluice/internal/wire"
 	"github.com/sluicelab/sluice/internal/wire/mysql"
 	"github.com/sluicelab/sluice/internal/wire/pg"
 )
@@ -77,24 +78,30 @@ func startProxy(t testing.TB, protocol, upstream string) (*Server, string) {
 // asked of the server: a route to a fake upstream needs no server).
 func testRoute(t testing.TB, log *slog.Logger, reg *session.Registry, name, protocol, upstream string) Route {
 	t.Helper()
-	return testRouteWhatIf(t, log, reg, name, protocol, upstream, nil)
+	return testRouteWith(t, log, reg, name, protocol, upstream, frontOpts{})
 }
 
-// testRouteWhatIf is testRoute with its sessions' round trips counted in
-// wi (nil: not counted).
-func testRouteWhatIf(t testing.TB, log *slog.Logger, reg *session.Registry, name, protocol, upstream string, wi *whatif.Table) Route {
+// frontOpts are a test route's front end's options beyond testRoute's;
+// the zero value is testRoute's.
+type frontOpts struct {
+	whatIf *whatif.Table // counts the sessions' round trips
+	admit  wire.Admitter // admits the sessions' statements
+}
+
+// testRouteWith is testRoute with fo.
+func testRouteWith(t testing.TB, log *slog.Logger, reg *session.Registry, name, protocol, upstream string, fo frontOpts) Route {
 	t.Helper()
 	r := Route{Name: name, Listen: "127.0.0.1:0", Upstream: upstream, Protocol: protocol, DialTimeout: 10 * time.Second}
 	switch protocol {
 	case "postgres":
-		r.Frontend = pg.New(pg.Options{Clock: clock.Real{}, Logger: log, Upstream: upstream, Keys: reg, WhatIf: wi})
+		r.Frontend = pg.New(pg.Options{Clock: clock.Real{}, Logger: log, Upstream: upstream, Keys: reg, WhatIf: fo.whatIf, Admit: fo.admit})
 	case "mysql":
 		cfg, err := gomysql.ParseDSN(cmp.Or(os.Getenv("SLUICE_TEST_MYSQL"), testenv.DefaultMySQL))
 		if err != nil {
 			t.Fatal(err)
 		}
 		r.Frontend = mysql.New(mysql.Options{Clock: clock.Real{}, Logger: log, Upstream: upstream,
-			KillUser: cfg.User, KillPassword: cfg.Passwd, ConnectTimeout: 10 * time.Second, WhatIf: wi})
+			KillUser: cfg.User, KillPassword: cfg.Passwd, ConnectTimeout: 10 * time.Second, WhatIf: fo.whatIf, Admit: fo.admit})
 	}
 	return r
 }

@@ -30,13 +30,15 @@ type Observer interface {
 	Observe(p []byte) error
 }
 
-// Replayer is implemented by an Observer that can be shown a chunk after
-// it passed (the kernel's fast path relays a session's bytes and user
-// space reads them from its journal later): what the chunk begins or ends
-// is stamped at, on the observer's clock's time line, instead of that
-// clock's now. Chunks are shown in order, as to Observe.
+// Replayer is implemented by an Observer or a Rewriter that can be shown
+// chunks after they passed (the kernel's fast path relays a session's
+// bytes and user space reads them from its journal later). After
+// ReplayAt(at), what the chunks it is shown begin or end is stamped at,
+// on its clock's time line, instead of that clock's now, until ReplayAt
+// is called with the zero time. It is called by the goroutine that
+// shows it the chunks.
 type Replayer interface {
-	ObserveAt(p []byte, at time.Time) error
+	ReplayAt(at time.Time)
 }
 
 // Remainder is implemented by a down-direction Observer that can tell

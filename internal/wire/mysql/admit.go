@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/sqlstate"
@@ -97,6 +98,10 @@ type admitUp struct {
 	errMsg   string   // WalkDrop: the ERR's message
 	dropSt   *session.Statement
 }
+
+// ReplayAt implements wire.Replayer: the up observer it drives stamps
+// what it sees at at.
+func (a *admitUp) ReplayAt(at time.Time) { a.u.ReplayAt(at) }
 
 // Rewrite implements wire.Rewriter: it observes p and returns the bytes
 // to forward now, blocking while a command waits for admission.

@@ -20,6 +20,11 @@ type admitRig struct {
 
 func newAdmitRig(t testing.TB, routes *gates, connID uint32) *admitRig {
 	_, _, u, d := harnessObservers(testCaps, 0, false)
+	return newAdmitRigOn(t, routes, connID, u, d)
+}
+
+// newAdmitRigOn is newAdmitRig over observers the test made.
+func newAdmitRigOn(t testing.TB, routes *gates, connID uint32, u *upObserver, d *downObserver) *admitRig {
 	adm := &wiretest.Admitter{}
 	gate := wire.NewGate(adm)
 	inj := &injector{d: d}

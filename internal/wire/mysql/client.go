@@ -46,12 +46,8 @@ var _ wire.Observer = (*upObserver)(nil)
 // Observe implements wire.Observer.
 func (u *upObserver) Observe(p []byte) error { return u.observe(&u.f, p, u) }
 
-// ObserveAt implements wire.Replayer.
-func (u *upObserver) ObserveAt(p []byte, at time.Time) error {
-	u.clk.Set(at)
-	defer u.clk.Set(time.Time{})
-	return u.Observe(p)
-}
+// ReplayAt implements wire.Replayer.
+func (u *upObserver) ReplayAt(at time.Time) { u.clk.Set(at) }
 
 // event implements packetHandler. A packet over the limit is fatal.
 func (u *upObserver) event(ev event) error {

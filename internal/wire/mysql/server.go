@@ -68,12 +68,8 @@ type downObserver struct {
 
 var _ wire.Observer = (*downObserver)(nil)
 
-// ObserveAt implements wire.Replayer.
-func (d *downObserver) ObserveAt(p []byte, at time.Time) error {
-	d.clk.Set(at)
-	defer d.clk.Set(time.Time{})
-	return d.Observe(p)
-}
+// ReplayAt implements wire.Replayer.
+func (d *downObserver) ReplayAt(at time.Time) { d.clk.Set(at) }
 
 // Observe implements wire.Observer.
 func (d *downObserver) Observe(p []byte) error {

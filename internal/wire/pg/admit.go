@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/wire"
@@ -44,6 +45,10 @@ type admitUp struct {
 	begun      *session.Statement // set by clientObserver.begin, taken by the walk
 	begunKind  entryKind
 }
+
+// ReplayAt implements wire.Replayer: the client observer it drives
+// stamps what it sees at at.
+func (a *admitUp) ReplayAt(at time.Time) { a.obs.ReplayAt(at) }
 
 // Rewrite implements wire.Rewriter: it observes p and returns the bytes
 // to forward now, blocking while a request waits for admission.
