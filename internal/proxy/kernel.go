@@ -96,19 +96,17 @@ func (s *Server) toUserSpace(e session.Event) {
 	default:
 		return
 	}
-	var rs []*relay
 	s.mu.Lock()
-	for r := range s.conns {
-		rs = append(rs, r)
-	}
+	r := s.bySess[sess]
 	s.mu.Unlock()
-	for _, r := range rs {
-		r.mu.Lock()
-		if ls := r.ls; r.sess == sess && ls != nil && ls.kernel != nil {
-			ls.l.post(ls, cmdHold)
-		}
-		r.mu.Unlock()
+	if r == nil {
+		return
 	}
+	r.mu.Lock()
+	if ls := r.ls; ls != nil && ls.kernel != nil {
+		ls.l.post(ls, cmdHold)
+	}
+	r.mu.Unlock()
 }
 
 // openJournal makes l the loop whose sessions the kernel may relay. A

@@ -225,6 +225,9 @@ func (r *relay) opening() (wire.Conn, bool) {
 		r.mu.Lock()
 		r.sess = s
 		r.mu.Unlock()
+		r.srv.mu.Lock()
+		r.srv.bySess[s] = r
+		r.srv.mu.Unlock()
 		return s
 	}
 

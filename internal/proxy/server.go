@@ -73,12 +73,13 @@ type Server struct {
 	loops   loops   // event loops (loop.go)
 
 	mu       sync.Mutex
-	routes   map[string]*listener       // guarded by mu
-	conns    map[*relay]*listener       // guarded by mu; live sessions and the listener that accepted each
-	late     map[string]*[2]dirLateness // guarded by mu; by route name, then direction
-	panics   map[string]uint64          // guarded by mu; recovered session panics by route name
-	closing  bool                       // guarded by mu
-	sessions sync.WaitGroup             // counts relays; Add under mu
+	routes   map[string]*listener        // guarded by mu
+	conns    map[*relay]*listener        // guarded by mu; live sessions and the listener that accepted each
+	bySess   map[*session.Session]*relay // guarded by mu; the live relays whose session is registered, by session
+	late     map[string]*[2]dirLateness  // guarded by mu; by route name, then direction
+	panics   map[string]uint64           // guarded by mu; recovered session panics by route name
+	closing  bool                        // guarded by mu
+	sessions sync.WaitGroup              // counts relays; Add under mu
 }
 
 // New returns a Server with no routes.
@@ -107,6 +108,7 @@ func New(o Options) *Server {
 		policy:  o.Policy,
 		routes:  make(map[string]*listener),
 		conns:   make(map[*relay]*listener),
+		bySess:  make(map[*session.Session]*relay),
 		late:    make(map[string]*[2]dirLateness),
 		panics:  make(map[string]uint64),
 	}
@@ -344,8 +346,12 @@ func (s *Server) accept(l *listener) {
 		l.sessions.Add(1)
 		s.mu.Unlock()
 		go r.serve(func() {
+			r.mu.Lock()
+			sess := r.sess
+			r.mu.Unlock()
 			s.mu.Lock()
 			delete(s.conns, r)
+			delete(s.bySess, sess)
 			s.mu.Unlock()
 			l.sessions.Done()
 			s.sessions.Done()
