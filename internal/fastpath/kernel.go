@@ -569,9 +569,6 @@ func received(s Socket) (total uint64, unread int, err error) {
 	return info.Bytes_received, unread, nil
 }
 
-// queued returns the bytes written to s so far that the kernel has taken:
-// acknowledged by the peer plus still in the send queue. Its getsockopt
-// locks the socket.
 // kick reschedules the kernel's work that sends the bytes redirected to
 // s: setting SO_SNDBUF calls the socket's write-space callback, which
 // for a socket in a sockhash schedules that work. The size set is the
@@ -593,6 +590,9 @@ func kick(s Socket) error {
 	return nil
 }
 
+// queued returns the bytes written to s so far that the kernel has taken:
+// acknowledged by the peer plus still in the send queue. Its getsockopt
+// locks the socket.
 func queued(s Socket) (uint64, error) {
 	var info *unix.TCPInfo
 	var outq int

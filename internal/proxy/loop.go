@@ -92,7 +92,7 @@ type loop struct {
 	running  bool        // guarded by mu; a runner exists (it ends when the loop holds no session)
 	stopping bool        // guarded by mu
 
-	bufp   *[]byte // the read buffer, from readPool (yield leaves it to the yielding chunk)
+	bufp   *[]byte // the read buffer, from readPool or, after a paired socket's read, wholeReads (yield leaves it to the yielding chunk)
 	events []unix.EpollEvent
 	sides  []*loopSide // by descriptor
 	count  int         // sessions registered
@@ -130,7 +130,7 @@ type loopSess struct {
 	inChunk bool            // the runner is in the up pump's chunk (yield may hand over)
 	yielded bool            // yield ran: the goroutine that ran it owns the up pump
 	yerr    error           // the chunk's error, after yield
-	keep    *[]byte         // the loop's read buffer the chunk that yielded was in; back to readPool in carryOn
+	keep    *[]byte         // the loop's read buffer the chunk that yielded was in; back to wholeReads in carryOn
 	kernel  *kernelSess     // the fast path's state; nil when the kernel cannot relay the session
 	leaving bool            // toPumps is handing the session to its pumps
 }
@@ -182,7 +182,7 @@ func (l *loop) stop() {
 	if l.journal != nil {
 		l.journal.Close()
 	}
-	readPool.Put(l.bufp)
+	wholeReads.Put(l.bufp)
 }
 
 // add hands the loop a session, starting a runner if none runs; r.mu is
@@ -415,14 +415,26 @@ func (l *loop) ready(s *loopSide, ev uint32) *loopSess {
 // the end of the stream), handing each chunk to the pump that reads it.
 func (l *loop) readable(s *loopSide) *loopSess {
 	ls, p := s.ls, s.rd
-	if ls.kernel != nil && ls.kernel.pair != nil {
-		// What the kernel relayed before the bytes user space reads now
-		// is observed first.
-		l.drainJournal()
-	}
-	buf := *l.bufp
 	for ls.on && !s.paused {
+		paired := ls.kernel != nil && ls.kernel.pair != nil
+		if paired {
+			// A paired socket is read whole (wholeReads): the loop's
+			// buffer is traded for one sized to what the socket holds.
+			b := wholeReads.Take(uintptr(s.sock.FD()))
+			wholeReads.Put(l.bufp)
+			l.bufp = b
+		}
+		buf := *l.bufp
 		n, err := s.sock.Read(buf)
+		if paired {
+			// What the kernel relayed before the bytes just read (or
+			// the end of the stream) is in the journal by now, and
+			// nothing after them on this socket: it is observed first.
+			l.drainJournal()
+			if !ls.on {
+				return nil
+			}
+		}
 		switch {
 		case err == unix.EAGAIN:
 			return nil
@@ -773,7 +785,7 @@ func (ls *loopSess) yield() {
 // carryOn is the up pump of a session that yielded, on the goroutine
 // that was the loop's runner: its chunk is done; it goes on reading.
 func (ls *loopSess) carryOn() {
-	readPool.Put(ls.keep)
+	wholeReads.Put(ls.keep)
 	ls.keep = nil
 	up := ls.rs.up
 	if ls.yerr != nil {

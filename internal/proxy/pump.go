@@ -328,12 +328,16 @@ func (p *pump) bytes() int64 {
 	return p.sess.BytesDown()
 }
 
-// read reads the next chunk from src into a buffer from readPool, which
-// the caller gives back. On a plain socket the buffer is taken only once
-// bytes are there (rawconn.Conn.ReadPooled), so a pump waiting for its
-// peer holds none; another reader (TLS) holds one while it waits.
+// read reads the next chunk from src into a buffer from readPool, or from
+// wholeReads while the session's sockets are paired in the kernel, which
+// the caller gives back (release). On a plain socket the buffer is taken
+// only once bytes are there (rawconn.Conn.ReadPooled), so a pump waiting
+// for its peer holds none; another reader (TLS) holds one while it waits.
 func (p *pump) read() (*[]byte, int, error) {
 	if p.prd != nil {
+		if p.ls != nil && p.ls.kernel != nil && p.ls.kernel.pair != nil {
+			return p.prd.ReadPooled(wholeReads)
+		}
 		return p.prd.ReadPooled(readPool)
 	}
 	if p.own == nil {
@@ -344,12 +348,13 @@ func (p *pump) read() (*[]byte, int, error) {
 	return p.own, n, err
 }
 
-// release gives back buf, which read returned with n bytes: to readPool,
-// unless it is the pump's own buffer, which it keeps, moving to a pooled
-// one of readBuf bytes the first time a read fills its small one.
+// release gives back buf, which read returned with n bytes, to the pool
+// of its size, unless it is the pump's own buffer, which it keeps, moving
+// to a pooled one of readBuf bytes the first time a read fills its small
+// one.
 func (p *pump) release(buf *[]byte, n int) {
 	if buf != p.own {
-		readPool.Put(buf)
+		wholeReads.Put(buf)
 		return
 	}
 	if n == len(*buf) && n < readBuf {

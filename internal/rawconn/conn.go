@@ -25,7 +25,7 @@ type Conn struct {
 
 	rmu    sync.Mutex // held for a whole Read or ReadPooled
 	rbuf   []byte     // guarded by rmu; the caller's buffer, or the pooled one
-	rpool  *Pool      // guarded by rmu; ReadPooled's pool, nil in Read
+	rpool  Buffers    // guarded by rmu; ReadPooled's buffers, nil in Read
 	rbufp  *[]byte    // guarded by rmu; the buffer taken from rpool, nil while none is held
 	rn     uintptr    // guarded by rmu
 	rerrno syscall.Errno
@@ -146,8 +146,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 // buffer and the count of bytes read into it; the caller owns the buffer
 // and gives it back to pool when done with its bytes. On an error or at
 // the end of the stream it returns a nil buffer, having given back the one
-// it took. Like Read, it allocates nothing.
-func (c *Conn) ReadPooled(pool *Pool) (*[]byte, int, error) {
+// it took. Like Read, it allocates nothing (but what pool does).
+func (c *Conn) ReadPooled(pool Buffers) (*[]byte, int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	c.rpool, c.rbufp, c.rbuf, c.rn, c.rerrno = pool, nil, nil, 0, 0
@@ -186,7 +186,7 @@ func (c *Conn) read(fd uintptr) bool {
 		oob = unsafe.Slice((*byte)(unsafe.Pointer(&st.oob[0])), len(st.oob)*8)
 	}
 	if c.rpool != nil && c.rbufp == nil {
-		c.rbufp = c.rpool.Get()
+		c.rbufp = c.rpool.Take(fd)
 		c.rbuf = *c.rbufp
 		if st != nil {
 			st.iov.Base = &c.rbuf[0]

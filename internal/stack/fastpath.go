@@ -34,6 +34,6 @@ func openFastPath(mode string, loops int, clk clock.Clock, log *slog.Logger) (*f
 		return nil, nil
 	}
 	log.Info("kernel fast path on: sessions whose bytes sluice need not touch are relayed in the kernel")
-	log.Warn("kernel fast path: a long bulk stream through a paired socket was seen to reach sluice out of order (doc/fast-path.md); keep the fast path off where sessions stream bulk data")
+	log.Warn("kernel fast path: Linux was seen to reorder a bulk stream through a paired socket when a read left bytes queued; sluice reads paired sockets whole, which avoided it in every run since, but the cause is not found (doc/fast-path.md)")
 	return k, nil
 }
