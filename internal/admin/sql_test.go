@@ -20,7 +20,6 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/config"
 	"github.com/sluicelab/sluice/internal/session"
@@ -90,13 +89,7 @@ func (l *lab) psql(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errOut.String(), err
 }
 
-func pgCode(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return fmt.Sprintf("no PgError: %v", err)
-}
+func pgCode(err error) string { return testenv.PGError(err).Code }
 
 // TestSQLOverViews runs SQL with WHERE, GROUP BY, ORDER BY, joins and
 // aggregates over sessions and statements made through real routes, by
@@ -224,8 +217,7 @@ func TestSQLOverViews(t *testing.T) {
 		{"SELECT * FROM information_schema.tables", "0A000", 34},
 	} {
 		_, err := adm.Exec(ctx, tt.sql)
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != tt.code || pe.Position != tt.pos {
+		if pe := testenv.PGError(err); pe.Code != tt.code || pe.Position != tt.pos {
 			t.Errorf("%s: %v, want %s at %d", tt.sql, err, tt.code, tt.pos)
 		}
 	}
@@ -359,8 +351,7 @@ func TestCancelAndTerminatePostgres(t *testing.T) {
 		t.Fatalf("pg_terminate_backend: %v, %v", ok, err)
 	}
 	err := <-done
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "57P01" || pe.Severity != "FATAL" || pe.Message != "terminating connection due to administrator command" {
+	if pe := testenv.PGError(err); pe.Code != "57P01" || pe.Severity != "FATAL" || pe.Message != "terminating connection due to administrator command" {
 		t.Errorf("client got %v, want FATAL 57P01", err)
 	}
 	testenv.Eventually(t, 10*time.Second, "the session to close", func() bool {

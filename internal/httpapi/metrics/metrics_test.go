@@ -120,6 +120,25 @@ next:
 	return 0, false
 }
 
+// sample is the value a metric should have: the family's name, the
+// metric's label pairs, and the value (a histogram's is its count).
+type sample struct {
+	name   string
+	labels []string
+	want   float64
+}
+
+// checkSamples fails t for each sample that fams does not hold, or holds
+// with another value (more than 1e-9 off).
+func checkSamples(t *testing.T, fams map[string]*dto.MetricFamily, samples []sample) {
+	t.Helper()
+	for _, c := range samples {
+		if v, ok := value(fams, c.name, c.labels...); !ok || math.Abs(v-c.want) > 1e-9 {
+			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, v, ok, c.want)
+		}
+	}
+}
+
 type unsent map[string]int64
 
 func (u unsent) UnsentBytes() map[string]int64 { return u }
@@ -159,11 +178,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	fams := f.gather(t)
-	checks := []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	checkSamples(t, fams, []sample{
 		{"sluice_link_bytes_total", []string{"link", "default", "direction", "down", "class", "high"}, 1000},
 		{"sluice_link_bytes_total", []string{"link", "default", "direction", "down", "class", "low"}, 3000},
 		{"sluice_link_bytes_total", []string{"link", "default", "direction", "up", "class", "normal"}, 200},
@@ -192,13 +207,7 @@ func TestMetrics(t *testing.T) {
 		{"sluice_rule_cancel_failures_total", nil, 0},
 		{"sluice_route_unsent_bytes", []string{"route", "rt"}, 4096},
 		{"sluice_route_unsent_bytes", []string{"route", "gone"}, 7},
-	}
-	for _, c := range checks {
-		v, ok := value(fams, c.name, c.labels...)
-		if !ok || math.Abs(v-c.want) > 1e-9 {
-			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, v, ok, c.want)
-		}
-	}
+	})
 	if _, ok := value(fams, "sluice_link_pool_bytes_total", "link", "default", "direction", "down", "pool", "p", "class", "normal"); ok {
 		t.Error("a pool byte counter is exposed for a class the pool never sent in")
 	}
@@ -251,11 +260,7 @@ func TestUserLabels(t *testing.T) {
 		}
 	}
 	fams := f.gather(t)
-	for _, c := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	checkSamples(t, fams, []sample{
 		{"sluice_statements_total", []string{"route", "rt", "user", "a", "pool", "p", "outcome", "ok"}, 2},
 		{"sluice_statements_total", []string{"route", "rt", "user", "b", "pool", "p", "outcome", "ok"}, 1},
 		{"sluice_statements_total", []string{"route", "rt", "user", "other", "pool", "p", "outcome", "ok"}, 2},
@@ -265,11 +270,7 @@ func TestUserLabels(t *testing.T) {
 		// Closed sessions' bytes and the open one's.
 		{"sluice_route_bytes_total", []string{"route", "rt", "direction", "up"}, 1500},
 		{"sluice_route_bytes_total", []string{"route", "rt", "direction", "down"}, 0},
-	} {
-		if v, ok := value(fams, c.name, c.labels...); !ok || v != c.want {
-			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, v, ok, c.want)
-		}
-	}
+	})
 	if _, ok := value(fams, "sluice_statements_total", "route", "rt", "user", "c", "pool", "p", "outcome", "ok"); ok {
 		t.Error("a third user got a label of its own")
 	}
