@@ -97,11 +97,12 @@ type relay struct {
 	errs    chan error
 }
 
-// newRelay connects a client to a relay in front of up and pairs the
-// relay's two sockets before either peer sends; a client's early bytes
-// are sent, and waiting in the relay's receive queue, before the pairing.
+// newRelay connects a client to a relay in front of the server at up and
+// pairs the relay's two sockets before either peer sends; a client's
+// early bytes are sent, and waiting in the relay's receive queue, before
+// the pairing.
 // The client's reads and writes time out after 30 s.
-func newRelay(t *testing.T, k *testKernel, up net.Listener, proto Proto, early []byte) (*net.TCPConn, *relay) {
+func newRelay(t *testing.T, k *testKernel, up string, proto Proto, early []byte) (*net.TCPConn, *relay) {
 	t.Helper()
 	front := listen(t)
 	cl, err := net.Dial("tcp", front.Addr().String())
@@ -117,7 +118,7 @@ func newRelay(t *testing.T, k *testKernel, up net.Listener, proto Proto, early [
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := net.Dial("tcp", up.Addr().String())
+	u, err := net.Dial("tcp", up)
 	if err != nil {
 		c.Close()
 		t.Fatal(err)
@@ -318,22 +319,15 @@ func listen(t *testing.T) net.Listener {
 }
 
 // echoServer echoes one connection until end of stream, then closes its
-// write side.
-func echoServer(t *testing.T) net.Listener {
-	ln := listen(t)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+// write side; it returns the server's address.
+func echoServer(t *testing.T) string {
+	return testenv.ServeOnce(t, func(c net.Conn) {
 		// Writes the journal can hold, so that the answers are relayed
 		// in the kernel whenever the pair is resumed and user space has
 		// caught up.
 		io.CopyBuffer(struct{ io.Writer }{c}, struct{ io.Reader }{c}, make([]byte, JournalMax))
 		c.(*net.TCPConn).CloseWrite()
-	}()
-	return ln
+	})
 }
 
 // TestRelayEcho sends a stream of framed messages through a resumed pair
@@ -548,16 +542,10 @@ func TestHalfClose(t *testing.T) {
 	k := openKernel(t)
 	answer := make([]byte, 4<<20)
 	rand.NewChaCha8([32]byte{3, 4}).Read(answer)
-	up := listen(t)
-	go func() {
-		c, err := up.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	up := testenv.ServeOnce(t, func(c net.Conn) {
 		io.Copy(io.Discard, c)
 		c.Write(answer)
-	}()
+	})
 	cl, rl := newRelay(t, k, up, PostgreSQL, nil)
 	if err := rl.p.Resume(); err != nil {
 		t.Fatal(err)

@@ -199,6 +199,20 @@ func (t *Testbed) Connect(ctx context.Context, a, b *Namespace) (*Link, error) {
 	return l, nil
 }
 
+// Attach makes the namespace name and joins it to peer with Connect: the
+// link's end A is in the new namespace, end B in peer.
+func (t *Testbed) Attach(ctx context.Context, name string, peer *Namespace) (*Namespace, *Link, error) {
+	ns, err := t.Namespace(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := t.Connect(ctx, ns, peer)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ns, l, nil
+}
+
 // Route adds a route in n to dst through gateway via.
 func (n *Namespace) Route(ctx context.Context, dst netip.Prefix, via netip.Addr) error {
 	return run(ctx, "ip", "-n", n.Name, "route", "add", dst.String(), "via", via.String())

@@ -155,6 +155,21 @@ func TestRouter(t *testing.T) {
 	}
 }
 
+// TestAttach: Attach makes a namespace whose link to its peer has end A
+// in the new namespace and end B in the peer, and bytes cross it.
+func TestAttach(t *testing.T) {
+	tb := newTestbed(t)
+	a := namespace(t, tb, "a")
+	b, l, err := tb.Attach(context.Background(), "b", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.A.NS != b || l.B.NS != a {
+		t.Errorf("link ends in %s and %s, want %s and %s", l.A.NS.Name, l.B.NS.Name, b.Name, a.Name)
+	}
+	transfer(t, b, a, l.B.Addr, 1<<20)
+}
+
 // TestSweep: New removes the namespaces a dead process's testbed left.
 func TestSweep(t *testing.T) {
 	ctx := context.Background()

@@ -117,6 +117,29 @@ func Ending(ctx context.Context, err error) bool {
 type Admitting struct {
 	Gate *Gate
 	Walk Walk
+	err  error // sticky: set by Fail, returned by every later Begin
+}
+
+// Begin starts a Rewrite of the chunk p. When there is nothing to walk it
+// reports done with what Rewrite returns: the error an earlier Rewrite
+// failed with, or for an empty p the held bytes (Walk.End). Otherwise
+// it begins the walk of p.
+func (a *Admitting) Begin(p []byte) (out []byte, done bool, err error) {
+	if a.err != nil {
+		return nil, true, a.err
+	}
+	if len(p) == 0 {
+		return a.Walk.End(), true, nil
+	}
+	a.Walk.Begin(p)
+	return nil, false, nil
+}
+
+// Fail makes err sticky, so that every later Begin returns it, and
+// returns it.
+func (a *Admitting) Fail(err error) error {
+	a.err = err
+	return err
 }
 
 // Observe implements Observer. It does nothing; see Admitting.

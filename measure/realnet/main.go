@@ -115,11 +115,7 @@ func run(ctx context.Context, rateS string, queue time.Duration, n int, dur time
 	if err != nil {
 		return err
 	}
-	prx, err := tb.Namespace(ctx, "prx")
-	if err != nil {
-		return err
-	}
-	l, err := tb.Connect(ctx, prx, cli)
+	prx, l, err := tb.Attach(ctx, "prx", cli)
 	if err != nil {
 		return err
 	}
@@ -127,11 +123,7 @@ func run(ctx context.Context, rateS string, queue time.Duration, n int, dur time
 	switch side {
 	case "send":
 	case "receive":
-		srv, err := tb.Namespace(ctx, "srv")
-		if err != nil {
-			return err
-		}
-		ls, err := tb.Connect(ctx, srv, prx)
+		srv, ls, err := tb.Attach(ctx, "srv", prx)
 		if err != nil {
 			return err
 		}

@@ -88,7 +88,6 @@ type admitUp struct {
 	u     *upObserver
 	inj   *injector
 	route *gates
-	err   error // sticky
 
 	pktStart int // where the current packet began in the chunk; negative: in an earlier one
 	decv     pending
@@ -106,14 +105,10 @@ func (a *admitUp) ReplayAt(at time.Time) { a.u.ReplayAt(at) }
 // Rewrite implements wire.Rewriter: it observes p and returns the bytes
 // to forward now, blocking while a command waits for admission.
 func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
-	if a.err != nil {
-		return nil, a.err
-	}
-	if len(p) == 0 {
-		return a.Walk.End(), nil
+	if out, done, err := a.Begin(p); done {
+		return out, err
 	}
 	u, f := a.u, &a.u.f
-	a.Walk.Begin(p)
 	i := 0
 	for {
 		n, ev := f.feed(p[i:])
@@ -142,16 +137,14 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 		if ev != evNone && ev != evBegin {
 			if err := u.event(ev); err != nil {
 				u.flush()
-				a.err = err
-				return nil, err
+				return nil, a.Fail(err)
 			}
 		}
 		if d := a.dec; d != nil && !a.decided {
 			a.decided = true
 			if err := a.decide(ctx, d, i); err != nil {
 				u.flush()
-				a.err = err
-				return nil, err
+				return nil, a.Fail(err)
 			}
 		}
 		if ev == evEnd && a.Walk.Mode() == wire.WalkDrop {

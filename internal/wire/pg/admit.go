@@ -38,7 +38,6 @@ type admitUp struct {
 	wire.Admitting
 	obs *clientObserver
 	inj *injector
-	err error // sticky
 
 	open       bool               // mirror of the gate's in-a-request state (Gate.Start)
 	dropSimple bool               // WalkDrop: the refused request is a Query (drop to its end); else through Sync
@@ -53,13 +52,9 @@ func (a *admitUp) ReplayAt(at time.Time) { a.obs.ReplayAt(at) }
 // Rewrite implements wire.Rewriter: it observes p and returns the bytes
 // to forward now, blocking while a request waits for admission.
 func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
-	if a.err != nil {
-		return nil, a.err
+	if out, done, err := a.Begin(p); done {
+		return out, err
 	}
-	if len(p) == 0 {
-		return a.Walk.End(), nil
-	}
-	a.Walk.Begin(p)
 	c, f := a.obs, &a.obs.fr
 	for i := 0; i < len(p); {
 		if f.hn == 0 && a.Walk.Mode() != wire.WalkDrop {
@@ -76,8 +71,7 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 				break
 			}
 			if err := c.header(); err != nil {
-				a.err = err
-				return nil, err
+				return nil, a.Fail(err)
 			}
 			c.count(headerLen)
 		} else {
@@ -100,8 +94,7 @@ func (a *admitUp) Rewrite(ctx context.Context, p []byte) ([]byte, error) {
 					a.Walk.Set(i, wire.WalkPass)
 				case wire.Ending(ctx, err):
 					// The session is ending: nobody to answer.
-					a.err = err
-					return nil, err
+					return nil, a.Fail(err)
 				default:
 					a.Walk.Set(i, wire.WalkDrop)
 					a.dropSimple = a.begunKind == kindSimple
