@@ -416,6 +416,15 @@ func (l *loop) ready(s *loopSide, ev uint32) *loopSess {
 func (l *loop) readable(s *loopSide) *loopSess {
 	ls, p := s.ls, s.rd
 	for ls.on && !s.paused {
+		if ls.rs.terminating.Load() {
+			// A terminate asked for before this read (its command may
+			// still be queued) takes effect first: what the server
+			// sends after it, such as the error of the statement
+			// cancelled with it, goes through the pumps' finishing
+			// path, never to the client.
+			l.command(loopCmd{ls: ls, kind: cmdTerminate})
+			return nil
+		}
 		paired := ls.kernel != nil && ls.kernel.pair != nil
 		if paired {
 			// A paired socket is read whole (wholeReads): the loop's

@@ -482,7 +482,8 @@ type relaying struct {
 	errOnce     sync.Once
 	firstErr    error          // set once, through errOnce; read once both pumps have ended
 	fatal       atomic.Bool    // the up pump is sending the client a protocol error
-	terminated  atomic.Bool    // sluice ended the session (Session.Terminate)
+	terminated  atomic.Bool    // sluice ended the session (Session.Terminate); terminate runs once
+	terminating atomic.Bool    // Session.Terminate was called: the loop acts on it before its next read
 	reason      atomic.Uint32  // why, a session.EndReason; stored before terminated
 	pending     atomic.Int32   // pumps still running
 	downRunning sync.WaitGroup // the down pump, until it ends
@@ -534,6 +535,7 @@ func (rs *relaying) kick() {
 // on a loop is handed to its pumps first, by the loop's runner.
 func (rs *relaying) terminateAny(reason session.EndReason) {
 	rs.reason.Store(uint32(reason))
+	rs.terminating.Store(true)
 	if !rs.r.onLoopDo(cmdTerminate) {
 		rs.terminate()
 	}
@@ -557,9 +559,11 @@ func (rs *relaying) endWait() {
 // wire.Conn.Terminated once both pumps have stopped.
 func (rs *relaying) terminate() {
 	c := rs.c
+	if rs.terminated.Swap(true) {
+		return
+	}
 	// fatal before anything ends a pump: a pump that ends sooner (a
 	// rewriter's wait, ended by endWait) must leave the client open.
-	rs.terminated.Store(true)
 	rs.fatal.Store(true)
 	rs.endWait()
 	if f := rs.down.fin; f != nil {
