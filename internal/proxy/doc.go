@@ -57,9 +57,11 @@
 // penalty, no admission limit (wire.Gate.MayHold), no down rewriter, no
 // part in a distributed statement (session.Distributed). The program
 // copies each chunk it relays (at most 4 KiB) into the journal; the
-// runner drains the journal whenever it is readable and before it reads
-// a paired socket, and shows each chunk to the pump that would have read
-// it (replay: observer, rewriter, link accounting), stamped with the
+// runner drains the journal whenever it is readable and after each read
+// of a paired socket, before the bytes read (what the kernel relayed
+// before them is in the journal by then), and shows each chunk to the
+// pump that would have read it (replay: observer, rewriter, link
+// accounting), stamped with the
 // kernel's receive time (wire.Replayer), so views, rules, round trips
 // and counters are those of the user-space path. A replayed chunk after
 // which kernelOK fails, a penalty or a shard session linked to the
@@ -71,7 +73,10 @@
 // session's pumps wait in pump.run on their own goroutines). The runner
 // never waits for the kernel. A paired side's end of stream is passed on
 // once its relayed bytes are queued on the peer (loopSide.drain). The
-// pair is closed when the session's sockets are.
+// pair is closed when the session's sockets are. A paired socket, on
+// the loop or the pumps, is read whole (wholeReads: a buffer sized to
+// what it holds), which avoids a reordering seen on Linux 6.18 when a
+// read left bytes queued (doc/fast-path.md).
 //
 // On the pumps, each iteration reads one chunk (never more
 // than the flow's window), shows it to the direction's observer, asks the
