@@ -25,9 +25,19 @@ import (
 // streams a COPY OUT never reads a torn frame: every message it gets is
 // whole, and an ErrorResponse (FATAL 57P01) comes, if at all, as a
 // message of its own after the last whole one, never inside a CopyData.
-// Repeated at several points of the stream.
+// Repeated at several points of the stream, in user space and with the
+// kernel fast path (the session is paired, and held in user space by
+// the stream's large chunks; the statement's cancel, sent right after the
+// terminate, must not reach the client as an ERROR of its own).
 func TestTerminateMidCopyKeepsFrames(t *testing.T) {
-	l := startLab(t)
+	for _, fastPath := range []string{"off", "kernel"} {
+		t.Run("fast_path="+fastPath, func(t *testing.T) {
+			terminateMidCopy(t, startLabWith(t, fastPath))
+		})
+	}
+}
+
+func terminateMidCopy(t *testing.T, l *lab) {
 	adm := l.admin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
