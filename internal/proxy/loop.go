@@ -429,9 +429,7 @@ func (l *loop) readable(s *loopSide) *loopSess {
 		if paired {
 			// A paired socket is read whole (wholeReads): the loop's
 			// buffer is traded for one sized to what the socket holds.
-			b := wholeReads.Take(uintptr(s.sock.FD()))
-			wholeReads.Put(l.bufp)
-			l.bufp = b
+			l.bufp = wholeReads.Fit(uintptr(s.sock.FD()), l.bufp)
 		}
 		buf := *l.bufp
 		n, err := s.sock.Read(buf)

@@ -53,15 +53,43 @@ func wholeClass(queued int) int {
 
 // Take returns a buffer for reading every byte socket fd holds. When
 // SIOCINQ fails it returns readPool's, as for any socket.
-func (w *wholePools) Take(fd uintptr) *[]byte {
+func (w *wholePools) Take(fd uintptr) *[]byte { return w.get(queuedClass(fd)) }
+
+// Fit is Take for a reader that holds b already: it returns b when b is
+// of the size Take would pick, and otherwise gives b back and returns
+// one that is, so a reader of many small chunks trades no buffer.
+func (w *wholePools) Fit(fd uintptr, b *[]byte) *[]byte {
+	i := queuedClass(fd)
+	if sizeOf(i) == len(*b) {
+		return b
+	}
+	w.Put(b)
+	return w.get(i)
+}
+
+// queuedClass is wholeClass of what socket fd holds; -1 when SIOCINQ
+// fails.
+func queuedClass(fd uintptr) int {
 	q, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
 	if err != nil {
+		return -1
+	}
+	return wholeClass(q)
+}
+
+// sizeOf is the length of the buffers of class i (-1: readPool's).
+func sizeOf(i int) int {
+	if i < 0 {
+		return readBuf
+	}
+	return wholeClasses[i]
+}
+
+func (w *wholePools) get(i int) *[]byte {
+	if i < 0 {
 		return readPool.Get()
 	}
-	if i := wholeClass(q); i >= 0 {
-		return w.pools[i].Get()
-	}
-	return readPool.Get()
+	return w.pools[i].Get()
 }
 
 // Put gives back b, a buffer from Take or from readPool, to the pool of

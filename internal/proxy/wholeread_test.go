@@ -50,7 +50,8 @@ func TestWholeReadsPut(t *testing.T) {
 }
 
 // TestWholeReadsTake reads SIOCINQ on a real socket: with 100 KiB queued
-// the buffer takes twice that.
+// the buffer takes twice that, and Fit keeps a buffer only while it is
+// the size Take would pick.
 func TestWholeReadsTake(t *testing.T) {
 	c, s := testenv.TCPPair(t)
 	rc, err := s.(*net.TCPConn).SyscallConn()
@@ -64,8 +65,16 @@ func TestWholeReadsTake(t *testing.T) {
 		})
 		return b, queued
 	}
-	if b, _ := take(); len(*b) != readBuf {
-		t.Fatalf("an empty socket's buffer is %d bytes, want readPool's %d", len(*b), readBuf)
+	fit := func(b *[]byte) (got *[]byte) {
+		rc.Control(func(fd uintptr) { got = wholeReads.Fit(fd, b) })
+		return got
+	}
+	small, _ := take()
+	if len(*small) != readBuf {
+		t.Fatalf("an empty socket's buffer is %d bytes, want readPool's %d", len(*small), readBuf)
+	}
+	if fit(small) != small {
+		t.Fatal("Fit traded a buffer of the right size")
 	}
 	const sent = 100 << 10
 	if _, err := c.Write(make([]byte, sent)); err != nil {
@@ -78,6 +87,11 @@ func TestWholeReadsTake(t *testing.T) {
 	b, q := take()
 	if len(*b) < 2*q {
 		t.Fatalf("with %d bytes queued the buffer is %d bytes", q, len(*b))
+	}
+	if got := fit(small); got == small || len(*got) != len(*b) {
+		t.Fatalf("Fit of readPool's buffer with %d bytes queued gave %d bytes, want %d", q, len(*got), len(*b))
+	} else {
+		wholeReads.Put(got)
 	}
 	wholeReads.Put(b)
 }

@@ -57,23 +57,15 @@ func Build() (bin, dir string, err error) {
 	return bin, dir, nil
 }
 
-// productRoot returns the first directory, from the working directory
-// up, whose go.mod is the product's (module github.com/sluicelab/sluice).
+// productRoot returns the product module's directory as the go tool
+// resolves it from the working directory: the measure module reaches it
+// through its replace directive.
 func productRoot() (string, error) {
-	d, err := os.Getwd()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/sluicelab/sluice").Output()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("go list -m github.com/sluicelab/sluice: %w", err)
 	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/sluicelab/sluice\n") {
-			return d, nil
-		}
-		up := filepath.Dir(d)
-		if up == d {
-			return "", fmt.Errorf("no go.mod of github.com/sluicelab/sluice above the working directory")
-		}
-		d = up
-	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // FreeAddr returns a loopback address nothing listens on yet, reserved
