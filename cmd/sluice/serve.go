@@ -87,7 +87,7 @@ with any error is refused whole and the running one stays.`,
 	fl.StringVar(&f.cpuLat, "cpu-latency", "", "while serving, hold a PM QoS request that no CPU take longer than this to leave idle (e.g. 0s: idle CPUs poll), so emulated delays are not lengthened by deep idle states; needs root; empty: no request")
 	fl.StringVar(&f.pprof, "pprof", "", "serve the runtime's profiles (net/http/pprof) on this address, for measurement only; empty: none")
 	fl.MarkHidden("pprof")
-	fl.StringVar(&f.fastPath, "fast-path", "", "relay in the kernel (BPF sockmap) the PostgreSQL and MySQL sessions whose bytes sluice need not touch: auto (when the kernel allows it), kernel (refuse to start without it) or off; empty: the config's fast_path, else off")
+	fl.StringVar(&f.fastPath, "fast-path", "", "relay in the kernel (BPF sockmap) the PostgreSQL and MySQL sessions whose bytes sluice need not touch: auto (when the kernel allows it), kernel (refuse to start without it) or off; empty: the config's fast_path, else auto")
 	fl.IntVar(&f.loops, "event-loops", 1, "event loops that relay the sessions needing no pump of their own (no emulation, a link that does not make bytes wait, plain sockets); 0: none, every session on its own pumps")
 	fl.IntVar(&f.procs, "procs", defaultProcs(), "CPUs the proxy may use at once (GOMAXPROCS); the default, half the CPUs, leaves the rest to the database and its clients")
 	fl.StringVar(&f.cpus, "cpus", "", "pin the proxy's threads to these CPUs (a list such as 0 or 0-3,6, as taskset -c takes); --procs then defaults to their number; emulated delays are most precise with the proxy on a CPU of its own; empty: no pinning")

@@ -360,6 +360,11 @@ func (c *conn) exec(ctx context.Context, st ddl.Statement) (answer, error) {
 			return answer{}, ddl.Errorf(sqlstate.QueryCanceled, 0, "the statement waited for its turn until its connection ended: %v", err)
 		}
 	}
+	if c.s.sync != nil {
+		if err := c.s.sync.SyncRegistry(ctx); err != nil {
+			return answer{}, ddl.Errorf(sqlstate.QueryCanceled, 0, "the statement waited for the registry to catch up until its connection ended: %v", err)
+		}
+	}
 	ctx = wlm.WithActor(ctx, c.actor)
 	if res, ok, err := c.reloadStatement(ctx, st); ok {
 		return textAnswer(res), err

@@ -58,6 +58,13 @@ type SessionControl interface {
 	Registry() *session.Registry
 }
 
+// RegistrySyncer brings the session registry up to what the relays' clients
+// have received (the kernel fast path's journal drained). Settle returns
+// ctx's error if ctx ends first. It must be safe for concurrent use.
+type RegistrySyncer interface {
+	SyncRegistry(ctx context.Context) error
+}
+
 // Options configure a Server.
 type Options struct {
 	// Catalog runs the console's statements (*wlm.Service). Required.
@@ -72,6 +79,10 @@ type Options struct {
 	// views of SQL and the session commands naming another instance;
 	// nil refuses them (0A000).
 	Fleet fleet.View
+	// Sync is called before each statement, so that what it reads
+	// holds every byte a client has received (*proxy.Server); nil reads
+	// the registry as it is.
+	Sync RegistrySyncer
 	// Logger receives connection and authentication events; nil discards
 	// them.
 	Logger *slog.Logger
@@ -133,8 +144,9 @@ type Server struct {
 	catalog      Statements
 	views        Tables
 	sessions     SessionControl
-	reloader     Reloader   // nil: no RELOAD, no SHOW CONFIG
-	fleet        fleet.View // nil: no fleet statements
+	reloader     Reloader       // nil: no RELOAD, no SHOW CONFIG
+	fleet        fleet.View     // nil: no fleet statements
+	sync         RegistrySyncer // nil: nothing to catch up
 	log          *slog.Logger
 	clk          clock.Clock
 	version      string
@@ -168,6 +180,7 @@ func New(o Options) (*Server, error) {
 		sessions:     o.Sessions,
 		reloader:     o.Reloader,
 		fleet:        o.Fleet,
+		sync:         o.Sync,
 		log:          o.Logger,
 		clk:          o.Clock,
 		version:      o.ServerVersion,

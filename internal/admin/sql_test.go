@@ -127,7 +127,11 @@ func TestSQLOverViews(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The expected sums, from the registry itself.
+	// The expected sums, from the registry itself, once it holds what
+	// the clients received (the console brings it up to date too).
+	if err := l.st.Proxy().SyncRegistry(ctx); err != nil {
+		t.Fatal(err)
+	}
 	reg := l.st.Registry()
 	want := map[string]int64{}
 	bySession := map[uint64]int64{}

@@ -36,8 +36,8 @@ type Config struct {
 	// a secret: it is never shown (View) or logged.
 	Etcd  *etcd.Config
 	Grace time.Duration // shutdown grace period; default 10 s
-	// FastPath is fast_path: "off" (the default, also for ""), "auto" or
-	// "kernel"; see FastPathModes.
+	// FastPath is fast_path: "auto" (the default, also for ""), "kernel"
+	// or "off"; see FastPathModes.
 	FastPath string
 	Routes   []Route
 	// Links and Settings are applied to the catalog at start, as
@@ -508,11 +508,11 @@ func checkUpstream(a string) error {
 
 // FastPathModes are fast_path's values: auto relays in the kernel the
 // sessions whose bytes sluice need not touch, when the kernel lets it (a
-// reason at INFO otherwise); kernel refuses to start without it; off, the
-// default, relays every byte in user space.
+// reason at INFO otherwise), and is the default; kernel refuses to start
+// without it; off relays every byte in user space.
 var FastPathModes = []string{"auto", "kernel", "off"}
 
-// CheckFastPath checks a fast_path value; "" is off.
+// CheckFastPath checks a fast_path value; "" is auto.
 func CheckFastPath(v string) error {
 	if v == "" || slices.Contains(FastPathModes, v) {
 		return nil

@@ -305,11 +305,11 @@ func setText(set bool) string {
 // fastPathMode is fast_path with its default filled in.
 func fastPathMode(v string) string {
 	if v == "" {
-		return "off"
+		return "auto"
 	}
 	return v
 }
 
-// FastPathMode is the fast_path in force: off (the default), auto or
-// kernel.
+// FastPathMode is the fast_path in force: auto (the default), kernel
+// or off.
 func (c *Config) FastPathMode() string { return fastPathMode(c.FastPath) }

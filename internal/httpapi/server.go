@@ -53,6 +53,14 @@ type WhatIf interface {
 	Window() time.Duration
 }
 
+// RegistrySyncer brings the session registry up to what the relays' clients
+// have received (*proxy.Server: the kernel fast path's journal drained).
+// SyncRegistry returns ctx's error if ctx ends first. It must be safe for
+// concurrent use.
+type RegistrySyncer interface {
+	SyncRegistry(ctx context.Context) error
+}
+
 // Options configure a Server.
 type Options struct {
 	// Catalog, Runtime, Rules, Admission and Views are the workload
@@ -72,8 +80,10 @@ type Options struct {
 	// WhatIf is the what-if table of GET /api/whatif and /metrics; nil
 	// answers with no applications.
 	WhatIf WhatIf
-	// Proxy runs the routes: it reports the kernel's unsent bytes and
-	// runs the Toxiproxy-compatible proxies. nil leaves both out.
+	// Proxy runs the routes: it reports the kernel's unsent bytes, runs
+	// the Toxiproxy-compatible proxies and brings the registry up to
+	// date before each request (RegistrySyncer), so that what a request reads holds every
+	// byte a client has received. nil leaves all three out.
 	Proxy *proxy.Server
 	// Reloader serves GET /api/config and POST /api/reload; nil answers
 	// both with 501.
@@ -119,7 +129,8 @@ type Server struct {
 	ruleStats   Rules
 	adm         metrics.Admission
 	views       dashboard.Tables
-	whatIfTable WhatIf // nil without a table
+	whatIfTable WhatIf         // nil without a table
+	sync        RegistrySyncer // nil: nothing to catch up
 	clk         clock.Clock
 	log         *slog.Logger
 	token       string     // the API's token; "" without one (loopback only)
@@ -157,6 +168,7 @@ func New(o Options) (*Server, error) {
 		mo.WhatIf = o.WhatIf
 	}
 	if o.Proxy != nil {
+		s.sync = o.Proxy
 		mo.Unsent, mo.Lateness, mo.Panics, mo.Loops, mo.FastPath = o.Proxy, o.Proxy, o.Proxy, o.Proxy, o.Proxy
 	}
 	var err error
@@ -220,6 +232,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, e)
 		}
 		return
+	}
+	if s.sync != nil {
+		if err := s.sync.SyncRegistry(r.Context()); err != nil {
+			return // the client has gone
+		}
 	}
 	r = r.WithContext(wlm.WithActor(r.Context(), s.actor(r)))
 	if _, pattern := s.mux.Handler(r); pattern == "" {

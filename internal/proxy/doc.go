@@ -63,7 +63,10 @@
 // pump that would have read it (replay: observer, rewriter, link
 // accounting), stamped with the
 // kernel's receive time (wire.Replayer), so views, rules, round trips
-// and counters are those of the user-space path. A replayed chunk after
+// and counters are those of the user-space path. The kernel hands a
+// chunk to its receiver before the runner has drained its copy, so
+// Server.SyncRegistry (called by the consoles before they read) posts a
+// drain to the runner and waits for it. A replayed chunk after
 // which kernelOK fails, a penalty or a shard session linked to the
 // session (Server.toUserSpace posts cmdHold), and a session leaving the
 // loop hold the pair: the kernel stops

@@ -334,3 +334,44 @@ func TestKernelPathLeavesForDistributed(t *testing.T) {
 		t.Errorf("the coordinator was resumed %d times after its shard was linked", r-resumed)
 	}
 }
+
+// TestSyncRegistryHoldsWhatClientsReceived runs the same small query
+// again and again on a session relayed in the kernel: after each answer,
+// once SyncRegistry has returned, the session's bytes and statements in
+// the registry are those of every answer the client has read, no fewer.
+func TestSyncRegistryHoldsWhatClientsReceived(t *testing.T) {
+	ks := newKernelSession(t)
+	one := func() {
+		t.Helper()
+		var n int
+		if err := ks.c.QueryRow(ks.ctx, "select 42::int").Scan(&n); err != nil || n != 42 {
+			t.Fatalf("select 42: %d, %v", n, err)
+		}
+		if err := ks.srv.SyncRegistry(ks.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one() // pgx prepares the statement on first use
+	one()
+	down0, stmts0 := ks.sess.BytesDown(), ks.sess.Statements()
+	one()
+	perDown, perStmts := ks.sess.BytesDown()-down0, ks.sess.Statements()-stmts0
+	if perDown <= 0 || perStmts <= 0 {
+		t.Fatalf("one query: %d bytes down, %d statements", perDown, perStmts)
+	}
+	_, resumed, _ := ks.srv.FastPathEvents()
+	const n = 300
+	for i := range n {
+		one()
+		k := int64(i + 2)
+		if d, s := ks.sess.BytesDown()-down0, ks.sess.Statements()-stmts0; d != k*perDown || s != k*perStmts {
+			t.Fatalf("after %d queries: %d bytes down and %d statements in the registry, want %d and %d", k, d, s, k*perDown, k*perStmts)
+		}
+	}
+	if _, r, _ := ks.srv.FastPathEvents(); r != resumed {
+		t.Errorf("the session left the kernel %d times", r-resumed)
+	}
+	if kb := ks.srv.FastPathBytes(); kb < uint64(n*perDown) {
+		t.Errorf("the kernel relayed %d bytes, want the %d of the queries at least", kb, n*perDown)
+	}
+}

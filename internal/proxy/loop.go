@@ -34,6 +34,10 @@ type loops struct {
 	once sync.Once
 	ls   []*loop // set once, by once
 	next atomic.Uint32
+	// kernel is the loop that relays in the kernel (the first), set once
+	// by once when the server has a fast path; nil until then and without
+	// one. Read by Server.SyncRegistry from any goroutine.
+	kernel atomic.Pointer[loop]
 
 	stopOnce sync.Once
 
@@ -56,6 +60,9 @@ func (ls *loops) pick(s *Server) *loop {
 			}
 			if i == 0 && s.kernel != nil {
 				l.openJournal()
+				if l.journal != nil {
+					ls.kernel.Store(l)
+				}
 			}
 			ls.ls = append(ls.ls, l)
 		}
@@ -87,10 +94,11 @@ type loop struct {
 	done chan struct{} // closed when the loop has stopped
 
 	mu       sync.Mutex
-	queue    []*loopSess // guarded by mu; handed to the loop, not yet registered
-	cmds     []loopCmd   // guarded by mu; requests from other goroutines, in order
-	running  bool        // guarded by mu; a runner exists (it ends when the loop holds no session)
-	stopping bool        // guarded by mu
+	queue    []*loopSess     // guarded by mu; handed to the loop, not yet registered
+	cmds     []loopCmd       // guarded by mu; requests from other goroutines, in order
+	running  bool            // guarded by mu; a runner exists (it ends when the loop holds no session)
+	stopping bool            // guarded by mu
+	syncs    []chan struct{} // guarded by mu; Server.SyncRegistry's, each closed once the journal is drained
 
 	bufp   *[]byte // the read buffer, from readPool or, after a paired socket's read, wholeReads (yield leaves it to the yielding chunk)
 	events []unix.EpollEvent
@@ -264,12 +272,20 @@ func (l *loop) woken() (done bool) {
 			l.cmds = l.cmds[1:]
 			have = true
 		}
+		syncs := l.syncs
+		l.syncs = nil
 		idle := ls == nil && !have && l.count == 0
 		stopping := l.stopping
 		if idle {
 			l.running = false
 		}
 		l.mu.Unlock()
+		if syncs != nil {
+			l.drainJournal()
+			for _, c := range syncs {
+				close(c)
+			}
+		}
 		switch {
 		case ls != nil:
 			if y := l.register(ls); y != nil {

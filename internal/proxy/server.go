@@ -472,6 +472,37 @@ func (s *Server) FastPathEvents() (paired, resumed, paused uint64) {
 	return s.kernelPaired.Load(), s.kernelResumes.Load(), s.kernelPauses.Load()
 }
 
+// SyncRegistry returns once every byte the kernel fast path relayed before the
+// call has been observed as the user-space path would have (the journal
+// drained on its loop's runner), so that the session registry, and the
+// views and metrics read from it, hold what a client has already
+// received. It returns at once without a fast path or while no session
+// is on the kernel's loop (each session's bytes are observed before it
+// leaves the loop), and ctx's error if ctx ends first. Safe for
+// concurrent use; it must not be called from the runner (an observer,
+// a Policy method).
+func (s *Server) SyncRegistry(ctx context.Context) error {
+	l := s.loops.kernel.Load()
+	if l == nil {
+		return nil
+	}
+	c := make(chan struct{})
+	l.mu.Lock()
+	if !l.running {
+		l.mu.Unlock()
+		return nil
+	}
+	l.syncs = append(l.syncs, c)
+	l.mu.Unlock()
+	l.poll.Wake()
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("read the kernel fast path's journal: %w", ctx.Err())
+	}
+}
+
 // FastPathBytes returns how many bytes the kernel fast path relayed.
 func (s *Server) FastPathBytes() uint64 { return s.kernelBytes.Load() }
 

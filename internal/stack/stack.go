@@ -217,7 +217,7 @@ func New(ctx context.Context, o Options) (*Stack, error) {
 	}
 	var adminAuth, httpAuth string
 	if cfg.Admin.Listen != "" {
-		if s.console, adminAuth, err = newAdmin(cfg, mgr, s, s.cluster, o.Clock, log); err != nil {
+		if s.console, adminAuth, err = newAdmin(cfg, mgr, s.srv, s, s.cluster, o.Clock, log); err != nil {
 			return fail(err)
 		}
 	}
@@ -432,7 +432,7 @@ func catalogMessage(err error) string {
 // newAdmin makes the admin console of cfg, refusing a console without a
 // password on a non-loopback address, and names its authentication for
 // the log. It binds nothing.
-func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, fl fleet.View, clk clock.Clock, log *slog.Logger) (*admin.Server, string, error) {
+func newAdmin(cfg *config.Config, mgr *wlm.Manager, srv *proxy.Server, rl admin.Reloader, fl fleet.View, clk clock.Clock, log *slog.Logger) (*admin.Server, string, error) {
 	users := maps.Clone(cfg.Admin.Users)
 	if users == nil {
 		users = map[string]string{}
@@ -444,7 +444,7 @@ func newAdmin(cfg *config.Config, mgr *wlm.Manager, rl admin.Reloader, fl fleet.
 	if noPassword && !isLoopback(cfg.Admin.Listen) {
 		return nil, "", configErr(fmt.Errorf("admin console on non-loopback address %s needs a password (SLUICE_ADMIN_PASSWORD or admin.password)", cfg.Admin.Listen))
 	}
-	console, err := admin.New(admin.Options{Catalog: mgr.Service(), Views: mgr.Views(), Sessions: mgr.Runtime(), Reloader: rl, Fleet: fl, Logger: log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
+	console, err := admin.New(admin.Options{Catalog: mgr.Service(), Views: mgr.Views(), Sessions: mgr.Runtime(), Sync: srv, Reloader: rl, Fleet: fl, Logger: log.With("component", "admin"), Clock: clk, Users: users, AllowNoPassword: noPassword})
 	if err != nil {
 		return nil, "", configErr(fmt.Errorf("admin console: %w", err))
 	}
