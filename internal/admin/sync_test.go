@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicelab/sluice/internal/clock"
-	"github.com/sluicelab/sluice/internal/fastpath"
+	"github.com/sluicelab/sluice/internal/fastpath/fastpathtest"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
 
@@ -18,12 +17,7 @@ import (
 // the client has read, no fewer, though the kernel hands an answer to
 // the client before sluice has observed it.
 func TestConsoleHoldsWhatClientsReceived(t *testing.T) {
-	if k, err := fastpath.Open(clock.Real{}); err != nil {
-		testenv.Missing(t, "the kernel fast path (root, a BPF sockmap): %v", err)
-		return
-	} else {
-		k.Close()
-	}
+	fastpathtest.Open(t) // the stack loads its own
 	l := startLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

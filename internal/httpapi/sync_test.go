@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicelab/sluice/internal/clock"
-	"github.com/sluicelab/sluice/internal/fastpath"
+	"github.com/sluicelab/sluice/internal/fastpath/fastpathtest"
 	"github.com/sluicelab/sluice/internal/httpapi"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
@@ -21,12 +20,7 @@ import (
 // has read, though the kernel hands an answer to the client before
 // sluice has observed it.
 func TestAPIHoldsWhatClientsReceived(t *testing.T) {
-	if k, err := fastpath.Open(clock.Real{}); err != nil {
-		testenv.Missing(t, "the kernel fast path (root, a BPF sockmap): %v", err)
-		return
-	} else {
-		k.Close()
-	}
+	fastpathtest.Open(t) // the stack loads its own
 	st := newStack(t, stackOptions{})
 	url := st.addPGRoute(t, testenv.PostgresURL(t), "pg", "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

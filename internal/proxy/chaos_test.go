@@ -22,6 +22,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/sluicelab/sluice/internal/fastpath/fastpathtest"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
@@ -254,7 +255,7 @@ func TestChaos(t *testing.T) {
 	// The kernel fast path relays the pg route's sessions whenever
 	// nothing sluice does applies to their bytes; the other routes stay
 	// in user space (pg-raw's wrapped socket, mysql).
-	kernel := openFastPath(t)
+	kernel := fastpathtest.Open(t)
 	srv := New(Options{Logger: log, Registry: reg, FastPath: kernel})
 	c := &chaos{t: t, seed: seed, srv: srv, reg: reg, pgURL: pgURL, myCfg: myCfg, addrs: map[string]string{}, logs: logs}
 	c.stats.ops = map[string]int64{}

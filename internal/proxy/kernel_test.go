@@ -10,25 +10,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/fastpath"
+	"github.com/sluicelab/sluice/internal/fastpath/fastpathtest"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/whatif"
 )
-
-// openFastPath loads the kernel fast path, or fails the test under
-// CI=true where it cannot (skips elsewhere).
-func openFastPath(t *testing.T) *fastpath.Kernel {
-	t.Helper()
-	k, err := fastpath.Open(clock.Real{})
-	if err != nil {
-		testenv.Missing(t, "BPF sockmap (root, a 5.17 or later kernel): %v", err)
-		return nil
-	}
-	t.Cleanup(func() { k.Close() })
-	return k
-}
 
 // statementRecord is what the registry keeps of one ended statement that
 // both paths must agree on.
@@ -187,7 +174,7 @@ func (openAdmitter) Limits(*session.Session) bool { return false }
 // same statements, with the same bytes, the session the same totals, and
 // what-if the same transactions and round trips.
 func TestKernelPathSameData(t *testing.T) {
-	k := openFastPath(t)
+	k := fastpathtest.Open(t)
 	for _, protocol := range []string{"postgres", "mysql"} {
 		t.Run(protocol, func(t *testing.T) {
 			const rounds = 30
@@ -252,7 +239,7 @@ type kernelSession struct {
 
 func newKernelSession(t *testing.T) *kernelSession {
 	t.Helper()
-	ks := &kernelSession{k: openFastPath(t), reg: session.NewRegistry(session.Options{})}
+	ks := &kernelSession{k: fastpathtest.Open(t), reg: session.NewRegistry(session.Options{})}
 	pgURL := testenv.PostgresURL(t)
 	ks.srv = newTestServer(t, Options{Registry: ks.reg, FastPath: ks.k})
 	addr := addTestRoute(t, ks.srv, testRoute(t, testLogger(t), ks.reg, "r", "postgres", upstreamAddr(t, pgURL)))

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicelab/sluice/internal/clock"
-	"github.com/sluicelab/sluice/internal/fastpath"
+	"github.com/sluicelab/sluice/internal/fastpath/fastpathtest"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 )
@@ -44,12 +43,7 @@ func (r *slowRows) Read(b []byte) (int, error) {
 // back to user space, where its bytes go at the low class. The time from
 // the penalty to the session leaving the kernel is logged.
 func TestKernelPathPenalty(t *testing.T) {
-	if k, err := fastpath.Open(clock.Real{}); err != nil {
-		testenv.Missing(t, "BPF sockmap (root, a 5.17 or later kernel): %v", err)
-		return
-	} else {
-		k.Close()
-	}
+	fastpathtest.Open(t) // the stack loads its own
 	pg := testenv.PostgresConfig(t)
 	addr := testenv.DeadAddr(t)
 	st, _ := configStack(t, fmt.Sprintf("fast_path: kernel\nroutes:\n  - name: kp\n    listen: %s\n    upstream: %s:%d\n    protocol: postgres\n",
