@@ -53,10 +53,10 @@ type WhatIf interface {
 	Window() time.Duration
 }
 
-// RegistrySyncer brings the session registry up to what the relays' clients
-// have received (*proxy.Server: the kernel fast path's journal drained).
-// SyncRegistry returns ctx's error if ctx ends first. It must be safe for
-// concurrent use.
+// RegistrySyncer brings the session registry up to what the relays'
+// clients have received (*proxy.Server: the kernel fast path's journal
+// drained). SyncRegistry returns ctx's error if ctx ends first. It must
+// be safe for concurrent use.
 type RegistrySyncer interface {
 	SyncRegistry(ctx context.Context) error
 }
@@ -82,8 +82,9 @@ type Options struct {
 	WhatIf WhatIf
 	// Proxy runs the routes: it reports the kernel's unsent bytes, runs
 	// the Toxiproxy-compatible proxies and brings the registry up to
-	// date before each request (RegistrySyncer), so that what a request reads holds every
-	// byte a client has received. nil leaves all three out.
+	// date before each request (RegistrySyncer), so that what a request
+	// reads holds every byte a client has received. nil leaves all three
+	// out.
 	Proxy *proxy.Server
 	// Reloader serves GET /api/config and POST /api/reload; nil answers
 	// both with 501.

@@ -472,11 +472,11 @@ func (s *Server) FastPathEvents() (paired, resumed, paused uint64) {
 	return s.kernelPaired.Load(), s.kernelResumes.Load(), s.kernelPauses.Load()
 }
 
-// SyncRegistry returns once every byte the kernel fast path relayed before the
-// call has been observed as the user-space path would have (the journal
-// drained on its loop's runner), so that the session registry, and the
-// views and metrics read from it, hold what a client has already
-// received. It returns at once without a fast path or while no session
+// SyncRegistry returns once every byte the kernel fast path relayed
+// before the call has been observed as the user-space path would have
+// (the journal drained on its loop's runner), so that the session
+// registry, and the views and metrics read from it, hold what a client
+// has already received. It returns at once without a fast path or while no session
 // is on the kernel's loop (each session's bytes are observed before it
 // leaves the loop), and ctx's error if ctx ends first. Safe for
 // concurrent use; it must not be called from the runner (an observer,
