@@ -58,9 +58,10 @@ type SessionControl interface {
 	Registry() *session.Registry
 }
 
-// RegistrySyncer brings the session registry up to what the relays' clients
-// have received (the kernel fast path's journal drained). Settle returns
-// ctx's error if ctx ends first. It must be safe for concurrent use.
+// RegistrySyncer brings the session registry up to what the relays'
+// clients have received (*proxy.Server: the kernel fast path's journal
+// drained). SyncRegistry returns ctx's error if ctx ends first. It must
+// be safe for concurrent use.
 type RegistrySyncer interface {
 	SyncRegistry(ctx context.Context) error
 }
