@@ -44,6 +44,11 @@
 // format: int8, float8 and bool in PostgreSQL's binary forms, text as
 // its bytes. After an error, messages are discarded until Sync.
 //
+// Each statement first waits for Options.Sync (the proxy's
+// SyncRegistry): the session registry then holds every byte the relays'
+// clients have received, those the kernel fast path relayed included,
+// so a view read right after a client's answer shows that answer.
+//
 // SQL over the views: a SELECT (or WITH, VALUES) with a FROM, or any the
 // small SELECT of package ddl does not cover, runs in package viewsql:
 // the views the query names (views.Names, read by the manager in one

@@ -47,6 +47,11 @@
 // (seconds idle in a transaction holding it; null otherwise); a pool has
 // its "idle_in_transaction" bound (absent when none).
 //
+// Each request first waits for the proxy's SyncRegistry (Options.Proxy),
+// so that the sessions, statements, views and metrics it reads hold
+// every byte the relays' clients have received, those the kernel fast
+// path relayed included.
+//
 // Statement text is shown as the session registry keeps it: with every
 // password literal replaced by '***' (package redact), here, in the
 // snapshot and on the page.
