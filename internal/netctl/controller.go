@@ -107,11 +107,15 @@ const (
 	lostFactor = 1.5
 	// futileShare, futileAfter and quietTime: a queue that stays
 	// futileAfter with the Low class held under futileShare of the
-	// path's rate is not the Low class's; the controller lets go and
-	// does not look again for quietTime.
+	// path's rate, and its sockets delivering no more than drainFactor
+	// times that, is not the Low class's; the controller lets go and
+	// does not look again for quietTime. While the sockets deliver more
+	// than that, the queue is still theirs: what they were let send
+	// (a send buffer, a receive window granted) before the hold.
 	futileShare = 0.1
 	futileAfter = 300 * time.Millisecond
 	quietTime   = 5 * time.Second
+	drainFactor = 2
 	// busyShare is the share of the bottleneck estimate the path must
 	// deliver for a queue to count towards finding a bottleneck.
 	busyShare = 0.8
@@ -261,10 +265,12 @@ func (c *Controller) Step(now time.Time, samples []Sample) Estimate {
 			c.queuedFor, c.foundAt, c.futileFor = 0, b, 0
 		}
 		// A queue that stays while the Low class is held to a small
-		// share of what the path carried when it was found is not the
-		// Low class's: the ends' pauses, or other traffic. Holding on
-		// only starves the Low class; let go, and look again later.
-		if float64(c.est.LowRate) <= futileShare*float64(c.foundAt) {
+		// share of what the path carried when it was found, and its
+		// sockets deliver about what it is held to, is not the Low
+		// class's: the ends' pauses, or other traffic. Holding on only
+		// starves the Low class; let go, and look again later.
+		held := float64(c.est.LowRate) <= futileShare*float64(c.foundAt)
+		if held && c.recent <= drainFactor*c.est.LowRate {
 			c.futileFor += dt
 		} else {
 			c.futileFor = 0

@@ -152,6 +152,9 @@ func TestControllerSteps(t *testing.T) {
 		rate   float64       // bytes/s delivered
 		excess time.Duration // round trip over the lowest
 		want   State
+		// follows: the sockets deliver no more than the Low rate once
+		// it is held, as paced flows do once their buffers are empty
+		follows bool
 	}
 	const fast = 25e6
 	for _, tt := range []struct {
@@ -159,24 +162,29 @@ func TestControllerSteps(t *testing.T) {
 		phases []phase
 	}{
 		{"a burst shorter than confirmTime is no bottleneck", []phase{
-			{time.Second, fast, 0, Unknown},
-			{confirmTime - 10*time.Millisecond, fast, 10 * time.Millisecond, Unknown},
-			{time.Second, fast, 0, Unknown},
+			{time.Second, fast, 0, Unknown, false},
+			{confirmTime - 10*time.Millisecond, fast, 10 * time.Millisecond, Unknown, false},
+			{time.Second, fast, 0, Unknown, false},
 		}},
 		{"a queue that stands while the path is busy is found", []phase{
-			{time.Second, fast, 0, Unknown},
-			{confirmTime + 20*time.Millisecond, fast, 10 * time.Millisecond, Found},
+			{time.Second, fast, 0, Unknown, false},
+			{confirmTime + 20*time.Millisecond, fast, 10 * time.Millisecond, Found, false},
 		}},
 		{"round trips stretched while the path idles are the ends' pauses", []phase{
-			{time.Second, fast, 0, Unknown},
-			{time.Second, fast / 10, 10 * time.Millisecond, Unknown},
+			{time.Second, fast, 0, Unknown, false},
+			{time.Second, fast / 10, 10 * time.Millisecond, Unknown, false},
 		}},
 		{"a queue that stays however far the Low class is held is let go, and not found again for quietTime", []phase{
-			{time.Second, fast, 0, Unknown},
-			{100 * time.Millisecond, fast, 10 * time.Millisecond, Found},
-			{3 * time.Second, fast, 10 * time.Millisecond, Unknown},
-			{quietTime - 3*time.Second, fast, 10 * time.Millisecond, Unknown},
-			{time.Second, fast, 10 * time.Millisecond, Found},
+			{time.Second, fast, 0, Unknown, false},
+			{100 * time.Millisecond, fast, 10 * time.Millisecond, Found, false},
+			{3 * time.Second, fast, 10 * time.Millisecond, Unknown, true},
+			{quietTime - 3*time.Second, fast, 10 * time.Millisecond, Unknown, true},
+			{time.Second, fast, 10 * time.Millisecond, Found, false},
+		}},
+		{"a queue that stays while the held sockets still deliver what they were let send before is theirs, and held", []phase{
+			{time.Second, fast, 0, Unknown, false},
+			{100 * time.Millisecond, fast, 10 * time.Millisecond, Found, false},
+			{2 * time.Second, fast, 10 * time.Millisecond, Found, false},
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,7 +196,11 @@ func TestControllerSteps(t *testing.T) {
 				var est Estimate
 				for el := time.Duration(0); el < ph.d; el += dt {
 					now = now.Add(dt)
-					acked += ph.rate * dt.Seconds()
+					rate := ph.rate
+					if ph.follows && est.LowRate > 0 {
+						rate = min(rate, float64(est.LowRate))
+					}
+					acked += rate * dt.Seconds()
 					est = c.Step(now, []Sample{{Key: 1, RTT: 100*time.Microsecond + ph.excess, MinRTT: 100 * time.Microsecond,
 						Acked: uint64(acked), InFlight: true, Low: true}})
 				}
