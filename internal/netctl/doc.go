@@ -24,8 +24,10 @@
 // when the path delivers well past what it did under the last queue,
 // with the Low class let past it and no queue, for two seconds, the
 // bottleneck is gone and the hold is lifted; and when the queue stays
-// while the Low class is held to a tenth of the path, it is not the Low
-// class's, and the controller lets go for a while.
+// while the Low class is held to a tenth of the path and its sockets
+// deliver no more than twice that, it is not the Low class's, and the
+// controller lets go for a while (while they deliver more, the queue is
+// fed by what they were let send before the hold).
 //
 // Watcher is the blocking part. The proxy tells it which sockets each
 // flow of a link direction reads from and writes to, and at which class
