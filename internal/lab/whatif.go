@@ -266,7 +266,9 @@ type WhatIfRow struct {
 	PingMs float64 `json:"ping_ms"`
 	// AppliedRTTMs is the RTT the route really added: PingMs less the
 	// unshaped PingMs, which counts the delay line's lateness and the
-	// time client and server take to wake after each delayed message;
+	// time client and server take to wake after each delayed message,
+	// and never less than RTTMs (a delay line never releases early; less
+	// means load slowed the unshaped round trips);
 	// AppliedError is Error against the prediction at that RTT, which
 	// leaves out what the emulation adds beyond RTTMs. 0 at RTT 0.
 	AppliedRTTMs float64 `json:"applied_rtt_ms,omitempty"`

@@ -108,7 +108,8 @@ func (s *sluice) whatIfApp(now time.Time, db *database, app string) (whatif.App,
 // compare fills each predicted row of rep with what was measured
 // (measured, by job and RTT in ms), the error against the prediction,
 // the RTT a minimal round trip really added (pingMs, by RTT in ms, less
-// its unshaped time) and the error against the prediction at that RTT.
+// its unshaped time, and never less than the RTT) and the error against
+// the prediction at that RTT.
 func (r *whatIfRun) compare(rep *WhatIfReport, measured map[string]map[float64]WhatIfRow, pingMs map[float64]float64) {
 	for i := range rep.Rows {
 		row := &rep.Rows[i]
@@ -117,7 +118,10 @@ func (r *whatIfRun) compare(rep *WhatIfReport, measured map[string]map[float64]W
 		row.Error = headlineError(*row, row.PredictedTPS, row.PredictedSeconds)
 		row.PingMs, row.IgnoredErrors = pingMs[row.RTTMs], m.IgnoredErrors
 		if b, ok := r.basis[row.Job]; ok && row.RTTMs > 0 {
-			applied := time.Duration(float64(time.Millisecond) * max(pingMs[row.RTTMs]-pingMs[0], 0))
+			// A delay line never releases early: a round trip that seems
+			// to add less than the RTT had its unshaped one slowed by the
+			// machine's load, and the RTT is what was applied at least.
+			applied := time.Duration(float64(time.Millisecond) * max(pingMs[row.RTTMs]-pingMs[0], row.RTTMs))
 			row.AppliedRTTMs = durMs(applied)
 			tps, secs := whatif.Predict(b.app, applied).TPS, 0.0
 			if b.txns > 0 {
