@@ -451,7 +451,8 @@ func (w *WhatIfReport) writeMarkdown(out io.Writer) {
 		"For the benchmark the figure compared is TPS; for a loader, the run's duration. "+
 		"The RTT 0 rows compare sluice's own figures with the run's. Error is measured / predicted - 1. "+
 		"RTT as applied is what a minimal round trip through the route (SELECT 1 or a MySQL ping, the median of %d before the runs) took more than unshaped: "+
-		"the delay line's lateness and the wake-ups after each delayed message included; the last column is the error against the prediction at that RTT.\n\n", pings)
+		"the delay line's lateness and the wake-ups after each delayed message included, and never less than the RTT (a delay line never releases early); "+
+		"the last column is the error against the prediction at that RTT.\n\n", pings)
 	w.table().markdown(out)
 	fmt.Fprintf(out, "\n![predicted vs measured](%s)\n\n", FileWhatIf)
 	w.explain(out)
