@@ -97,13 +97,17 @@ func (w *wholePools) get(i int) *[]byte {
 // collector.
 func (w *wholePools) Put(b *[]byte) {
 	c := cap(*b)
+	if c < wholeClasses[0] {
+		// readPool's size, the one nearly every chunk's buffer has
+		if c >= readBuf {
+			readPool.Put(b)
+		}
+		return
+	}
 	for i := len(wholeClasses) - 1; i >= 0; i-- {
 		if c >= wholeClasses[i] {
 			w.pools[i].Put(b)
 			return
 		}
-	}
-	if c >= readBuf {
-		readPool.Put(b)
 	}
 }
