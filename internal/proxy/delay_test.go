@@ -80,10 +80,12 @@ func (f slowFrontend) Open(ctx context.Context, client net.Conn, register wire.R
 
 // TestDelayCountsFromReceipt: a delayed flow's bytes are released one
 // delay after they reached the host, not one delay after the pump got to
-// them. The pump here is 150 ms late with each chunk and the delay is
-// 150 ms; the echo must come back after about 150 ms, not 300.
+// them. The pump here is 300 ms late with each chunk and the delay is
+// 300 ms; the echo must come back after about 300 ms, not 600. The two
+// outcomes are 300 ms apart, so a round trip slowed by a loaded host (up
+// to 150 ms) is still judged right.
 func TestDelayCountsFromReceipt(t *testing.T) {
-	const late, delay = 150 * time.Millisecond, 150 * time.Millisecond
+	const late, delay = 300 * time.Millisecond, 300 * time.Millisecond
 	_, c := echoRoute(t, upDelayPolicy{netem.Params{Delay: delay}}, slowFrontend{late})
 	// The first chunk starts the flow's delay line, which turns the
 	// timestamps on for the reads after it.

@@ -24,12 +24,16 @@
 # excess over direct's is all it costs. The means are left in MEAN_TPS,
 # CPU_TX, CS_TX, PRE_TX and HOST_TX, by target name, for verdict.
 #
-#   verdict "what" tps|cpu TARGET FACTOR REF...
+#   verdict "what" tps|cpu|host TARGET FACTOR REF...
 #
 # prints one goal line, met or not met: for tps, TARGET's mean TPS against
 # FACTOR times the best of the REFs that ran; for cpu, TARGET's CPU per
-# transaction against FACTOR times the lowest of theirs. REFs that did not
-# run are passed over; with none, the goal is "not measured".
+# transaction against FACTOR times the lowest of theirs; for host, the
+# same with each one's host_us/tx less the first target's (direct's): what
+# it costs the whole machine per transaction, the kernel's work for it
+# included, which its own CPU column leaves out when the kernel relays its
+# bytes. REFs that did not run are passed over; with none, the goal is
+# "not measured".
 #
 # start_haproxy, start_pgbouncer and start_toxiproxy PORT UPSTREAM_PORT
 # start the reference proxies when they are installed (apt-get install
@@ -53,6 +57,7 @@ overhead_tmp=$(mktemp -d)
 chmod 777 "$overhead_tmp" # pgbouncer runs as postgres and writes its pid and log here
 
 declare -A MEAN_TPS=() CPU_TX=() CS_TX=() PRE_TX=() HOST_TX=()
+BASE_NAME= # the first target compare ran, set by compare
 
 host_busy_ticks() { # -> the machine's busy time, all CPUs, in clock ticks
 	awk '/^cpu /{print $2 + $3 + $4 + $7 + $8; exit}' /proc/stat
@@ -118,6 +123,7 @@ compare() {
 	done
 	local base
 	base=$(echo "${sum[${names[0]}]} / $ROUNDS" | bc -l)
+	BASE_NAME=${names[0]}
 	for i in $(seq 0 $((n - 1))); do
 		local name=${names[$i]} mean cpucol=- cscol=- precol=- hostcol=-
 		mean=$(echo "${sum[$name]} / $ROUNDS" | bc -l)
@@ -139,26 +145,38 @@ compare() {
 	done
 }
 
-verdict() { # what tps|cpu target factor refs...
+value_of() { # tps|cpu|host target -> the figure verdict compares, or nothing
+	case $1 in
+	tps) echo "${MEAN_TPS[$2]:-}" ;;
+	cpu) echo "${CPU_TX[$2]:-}" ;;
+	host)
+		if [ -n "$BASE_NAME" ] && [ -n "${HOST_TX[$2]:-}" ] && [ -n "${HOST_TX[$BASE_NAME]:-}" ]; then
+			echo "${HOST_TX[$2]} - ${HOST_TX[$BASE_NAME]}" | bc -l
+		fi
+		;;
+	esac
+}
+
+verdict() { # what tps|cpu|host target factor refs...
 	local what=$1 kind=$2 target=$3 factor=$4
 	shift 4
 	local ref best= bestname= v
 	for ref in "$@"; do
-		if [ "$kind" = tps ]; then v=${MEAN_TPS[$ref]:-}; else v=${CPU_TX[$ref]:-}; fi
+		v=$(value_of "$kind" "$ref")
 		[ -z "$v" ] && continue
 		if [ -z "$best" ] ||
 			{ [ "$kind" = tps ] && [ "$(echo "$v > $best" | bc)" = 1 ]; } ||
-			{ [ "$kind" = cpu ] && [ "$(echo "$v < $best" | bc)" = 1 ]; }; then
+			{ [ "$kind" != tps ] && [ "$(echo "$v < $best" | bc)" = 1 ]; }; then
 			best=$v bestname=$ref
 		fi
 	done
-	if [ "$kind" = tps ]; then v=${MEAN_TPS[$target]:-}; else v=${CPU_TX[$target]:-}; fi
+	v=$(value_of "$kind" "$target")
 	if [ -z "$best" ] || [ -z "$v" ]; then
 		printf 'goal %s: not measured (no %s)\n' "$what" "$*"
 		return
 	fi
 	local bound met="not met" unit=tps
-	[ "$kind" = cpu ] && unit="us/tx"
+	[ "$kind" != tps ] && unit="us/tx"
 	bound=$(echo "$factor * $best" | bc -l)
 	if [ "$kind" = tps ]; then
 		[ "$(echo "$v >= $bound" | bc)" = 1 ] && met=met
