@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicelab/sluice/internal/fastpath"
 	"github.com/sluicelab/sluice/internal/fastpath/fastpathtest"
+	"github.com/sluicelab/sluice/internal/netem"
 	"github.com/sluicelab/sluice/internal/session"
 	"github.com/sluicelab/sluice/internal/testenv"
 	"github.com/sluicelab/sluice/internal/whatif"
@@ -345,5 +347,74 @@ func TestSyncRegistryHoldsWhatClientsReceived(t *testing.T) {
 	}
 	if kb := ks.srv.FastPathBytes(); kb < uint64(n*per[1]) {
 		t.Errorf("the kernel relayed %d bytes, want the %d of the queries at least", kb, n*per[1])
+	}
+}
+
+// TestKernelPathLeavesForEmulation gives sessions relayed in the kernel a
+// delay while their clients keep sending, again and again: each session
+// goes back to user space with its link held while the kernel may be
+// sending its last answer, and every answer is the answer to its query.
+// The program's link read against user space's Hold once redirected a
+// query back out of the socket it came in on, to its own client.
+func TestKernelPathLeavesForEmulation(t *testing.T) {
+	k := fastpathtest.Open(t)
+	reg := session.NewRegistry(session.Options{})
+	pol := new(switchPolicy)
+	pgURL := testenv.PostgresURL(t)
+	srv := newTestServer(t, Options{Registry: reg, FastPath: k, Policy: pol})
+	addr := addTestRoute(t, srv, testRoute(t, testLogger(t), reg, "r", "postgres", upstreamAddr(t, pgURL)))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	url := viaProxy(t, pgURL, addr)
+	ask := func(c *pgconn.PgConn, n int) error {
+		res, err := c.Exec(ctx, fmt.Sprintf("SELECT %d", n)).ReadAll()
+		if err != nil {
+			return err
+		}
+		if len(res) != 1 || len(res[0].Rows) != 1 || string(res[0].Rows[0][0]) != fmt.Sprint(n) {
+			return fmt.Errorf("answer %+v", res)
+		}
+		return nil
+	}
+	const rounds, sessions = 300, 4
+	for round := range rounds {
+		pol.set(netem.Params{})
+		var cs []*pgconn.PgConn
+		for range sessions {
+			c, err := pgconn.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs = append(cs, c)
+		}
+		q := 0
+		for i, c := range cs {
+			for range 3 {
+				q++
+				if err := ask(c, q); err != nil {
+					t.Fatalf("round %d, session %d, before the delay: %v", round, i, err)
+				}
+			}
+		}
+		pol.set(netem.Params{Delay: time.Millisecond})
+		for i, c := range cs {
+			for range 2 {
+				q++
+				if err := ask(c, q); err != nil {
+					t.Fatalf("round %d, session %d, after the delay: %v", round, i, err)
+				}
+			}
+			c.Close(ctx)
+		}
+	}
+	paired, resumed, paused := srv.FastPathEvents()
+	t.Logf("%d sessions paired, %d resumes, %d pauses", paired, resumed, paused)
+	if paired < rounds*sessions/2 {
+		t.Errorf("%d of %d sessions paired in the kernel", paired, rounds*sessions)
+	}
+	waitNoSessions(t, srv)
+	socks, links, flows, err := k.Entries()
+	if err != nil || socks+links+flows != 0 {
+		t.Errorf("map entries after the sessions: %d sockets, %d links, %d flows (%v)", socks, links, flows, err)
 	}
 }

@@ -76,9 +76,17 @@ struct {
 	__type(value, __u64);
 } socks SEC(".maps");
 
+// links is user space's to write; an update replaces the element, which
+// the kernel frees only after every program that may still read the old
+// one has returned (BPF_F_NO_PREALLOC). A preallocated map would hand the
+// old element to the next update at once: a program reading its link
+// while user space wrote both links of a pair (Hold, Resume) could see the
+// peer's link in place of its own, and redirect a chunk back out of the
+// socket it came in on.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_SOCKS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u64);
 	__type(value, struct link);
 } links SEC(".maps");
@@ -246,9 +254,12 @@ int relay(struct __sk_buff *skb)
 	if (skb->len == 0)
 		return SK_DROP;
 	__u64 me = bpf_get_socket_cookie(skb);
-	struct link *l = bpf_map_lookup_elem(&links, &me);
-	if (!l)
+	struct link *lp = bpf_map_lookup_elem(&links, &me);
+	if (!lp)
 		return SK_PASS;
+	// One read of the link: every decision below is made on the same
+	// version of it.
+	struct link l = *lp;
 	struct flow *f = bpf_map_lookup_elem(&flows, &me);
 	if (f) {
 		__u64 now = bpf_ktime_get_ns();
@@ -262,8 +273,8 @@ int relay(struct __sk_buff *skb)
 				.f = f,
 				.now = now,
 				.len = skb->len,
-				.proto = l->proto,
-				.client = l->client,
+				.proto = l.proto,
+				.client = l.client,
 			};
 			__u32 nr = skb->len + 1;
 			if (nr > (1 << 23))
@@ -272,8 +283,9 @@ int relay(struct __sk_buff *skb)
 		}
 	}
 	// A chunk goes to the peer only once user space has sent on every
-	// byte passed to it before, so the two paths never reorder the stream.
-	if (!l->redirect || !f || f->passed != l->consumed) {
+	// byte passed to it before, so the two paths never reorder the stream;
+	// never back to the socket it came from.
+	if (!l.redirect || !f || f->passed != l.consumed || l.peer == me) {
 		if (f)
 			f->passed += skb->len;
 		return SK_PASS;
@@ -284,7 +296,7 @@ int relay(struct __sk_buff *skb)
 		f->passed += skb->len;
 		return SK_PASS;
 	}
-	__u64 peer = l->peer;
+	__u64 peer = l.peer;
 	long v = bpf_sk_redirect_hash(skb, &socks, &peer, 0);
 	if (v == SK_PASS)
 		f->redirected += skb->len;
