@@ -38,6 +38,13 @@
 //     Resume). Only then may user space write to that peer. Pause is Hold
 //     and Settle on both sides. Resume refuses (ErrUnsettled) while a
 //     side is not settled: its baseline would count the bytes in flight.
+//   - One version of a link per chunk: an update of the links map (not
+//     preallocated) replaces the element, and the kernel frees the old
+//     one only once no program can still be reading it; the program
+//     copies its link once per chunk. With a preallocated map the
+//     element went straight to the next update, and a verdict that read
+//     its link while Hold wrote both could take the peer's link for its
+//     own and send a chunk back out of the socket it came in on.
 //   - Resume to the kernel: a link redirects a chunk only once user space
 //     has consumed (Consumed) every byte the program passed it before, so
 //     bytes still in user space are never overtaken. Under a stream with
