@@ -66,17 +66,12 @@ func pgWorkload(ctx context.Context, url string, rounds int) error {
 // mysqlWorkload is pgWorkload for MySQL: text and prepared statements,
 // a transaction, an error and results larger than the journal holds.
 func mysqlWorkload(ctx context.Context, dsn string, rounds int) error {
-	db, err := sql.Open("mysql", dsn)
+	a, err := openMySQLAsker(ctx, dsn)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	c, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	defer a.close()
+	c := a.c
 	for i := range rounds {
 		var n int
 		if err := c.QueryRowContext(ctx, "select ? + 1", i).Scan(&n); err != nil || n != i+1 {
@@ -448,21 +443,23 @@ func (a pgAsker) ask(ctx context.Context, n int) error {
 
 func (a pgAsker) close() { a.c.Close(context.Background()) }
 
+// mysqlAsker is one MySQL session: c, held from db, a pool of one.
 type mysqlAsker struct {
 	db *sql.DB
 	c  *sql.Conn
 }
 
-func openMySQLAsker(ctx context.Context, dsn string) (asker, error) {
+// openMySQLAsker opens one session on dsn; close ends it and its pool.
+func openMySQLAsker(ctx context.Context, dsn string) (mysqlAsker, error) {
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
-		return nil, err
+		return mysqlAsker{}, err
 	}
 	db.SetMaxOpenConns(1)
 	c, err := db.Conn(ctx)
 	if err != nil {
 		db.Close()
-		return nil, err
+		return mysqlAsker{}, err
 	}
 	return mysqlAsker{db, c}, nil
 }
