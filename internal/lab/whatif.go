@@ -203,7 +203,7 @@ func runWhatIf(ctx context.Context, e *env) (*WhatIfReport, error) {
 		if rtt == 0 {
 			// Predictions from the unshaped run, read before anything
 			// else runs.
-			if err := r.predict(rep, jobs[0], nil); err != nil {
+			if err := r.predict(ctx, rep, jobs[0], nil); err != nil {
 				return nil, err
 			}
 		}
@@ -222,7 +222,7 @@ func runWhatIf(ctx context.Context, e *env) (*WhatIfReport, error) {
 			record(row)
 			p.step("RTT %s: %s: %d rows in %s, %d statements, %.3f s (mean of %s)", fmtRTT(rtt), loaderJob(b), lr.rows, plural(lr.transactions, "transaction"), lr.statements, lr.seconds, plural(lr.runs, "run"))
 			if rtt == 0 {
-				if err := r.predict(rep, jobs[i+1], &lr); err != nil {
+				if err := r.predict(ctx, rep, jobs[i+1], &lr); err != nil {
 					return nil, err
 				}
 			}

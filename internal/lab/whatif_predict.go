@@ -1,11 +1,13 @@
 package lab
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluicelab/sluice/internal/clock"
 	"github.com/sluicelab/sluice/internal/whatif"
 )
 
@@ -56,8 +58,11 @@ func (r *whatIfRun) jobs() []whatIfJob {
 // shows), right after the job's unshaped run, and adds its baseline and a
 // predicted row per RTT to rep. lr is the loader's run (nil for the
 // benchmark): its transactions make the predicted durations.
-func (r *whatIfRun) predict(rep *WhatIfReport, j whatIfJob, lr *loadResult) error {
-	a, ok := r.s.whatIfApp(r.clk.Now(), r.db, j.app)
+func (r *whatIfRun) predict(ctx context.Context, rep *WhatIfReport, j whatIfJob, lr *loadResult) error {
+	a, ok, err := r.s.whatIfApp(ctx, r.clk, r.db, j.app)
+	if err != nil {
+		return fmt.Errorf("what-if predictions: %w", err)
+	}
 	if !ok {
 		return fmt.Errorf("what-if predictions: sluice's what-if table has no application %q", j.app)
 	}
@@ -95,14 +100,21 @@ func (r *whatIfRun) predict(rep *WhatIfReport, j whatIfJob, lr *loadResult) erro
 }
 
 // whatIfApp returns application app of db's user and database from the
-// stack's what-if table over the window ending at now.
-func (s *sluice) whatIfApp(now time.Time, db *database, app string) (whatif.App, bool) {
-	for _, a := range s.st.WhatIf().Snapshot(now) {
+// stack's what-if table over the window ending at clk's now. It reads
+// the table as the consoles do, once the proxy has observed every byte
+// the kernel fast path relayed (SyncRegistry): a job whose transactions
+// all went through the kernel is in the table only once the journal is
+// drained. The error is ctx's, if it ends first.
+func (s *sluice) whatIfApp(ctx context.Context, clk clock.Clock, db *database, app string) (whatif.App, bool, error) {
+	if err := s.st.Proxy().SyncRegistry(ctx); err != nil {
+		return whatif.App{}, false, err
+	}
+	for _, a := range s.st.WhatIf().Snapshot(clk.Now()) {
 		if a.Application == app && a.User == db.user && a.Database == db.dbname {
-			return a, true
+			return a, true, nil
 		}
 	}
-	return whatif.App{}, false
+	return whatif.App{}, false, nil
 }
 
 // compare fills each predicted row of rep with what was measured
