@@ -66,7 +66,10 @@
 // and counters are those of the user-space path. The kernel hands a
 // chunk to its receiver before the runner has drained its copy, so
 // Server.SyncRegistry (called by the consoles before they read) posts a
-// drain to the runner and waits for it. A replayed chunk after
+// drain to the runner and waits for it; a runner does not end while a
+// drain waits, so once it has ended (loop.running false) it touches
+// nothing of the loop's, and the journal is the next runner's, or
+// loop.stop's to close. A replayed chunk after
 // which kernelOK fails, a penalty or a shard session linked to the
 // session (Server.toUserSpace posts cmdHold), and a session leaving the
 // loop hold the pair: the kernel stops

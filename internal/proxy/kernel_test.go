@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -479,4 +480,71 @@ func (a mysqlAsker) ask(ctx context.Context, n int) error {
 func (a mysqlAsker) close() {
 	a.c.Close()
 	a.db.Close()
+}
+
+// TestSyncRegistryAsTheLoopEnds asks SyncRegistry again and again while
+// the kernel's loop relays its last session, goes idle and stops with the
+// server. The runner drains the journal for a sync before it gives the
+// loop up: once it has said no runner exists, the journal is the next
+// runner's, or Close's (under -race, a drain after that is a race with
+// the journal's Close).
+func TestSyncRegistryAsTheLoopEnds(t *testing.T) {
+	k := fastpathtest.Open(t)
+	pgURL := testenv.PostgresURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for round := range 50 {
+		reg := session.NewRegistry(session.Options{})
+		srv := newTestServer(t, Options{Registry: reg, FastPath: k})
+		addr := addTestRoute(t, srv, testRoute(t, testLogger(t), reg, "r", "postgres", upstreamAddr(t, pgURL)))
+		syncs := syncAgainAndAgain(ctx, t, srv)
+		c, err := pgconn.Connect(ctx, viaProxy(t, pgURL, addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			if err := (pgAsker{c}).ask(ctx, i); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if _, resumed, _ := srv.FastPathEvents(); resumed == 0 {
+			t.Fatalf("round %d: the session was not relayed in the kernel", round)
+		}
+		c.Close(ctx)
+		waitNoSessions(t, srv)
+		srv.Close()
+		if n := syncs(); n == 0 {
+			t.Errorf("round %d: no sync ran", round)
+		}
+	}
+}
+
+// syncAgainAndAgain calls srv.SyncRegistry in a loop on a goroutine of
+// its own until the returned func (or t's end) stops it; the func
+// returns how many calls returned.
+func syncAgainAndAgain(ctx context.Context, t *testing.T, srv *Server) func() int {
+	stop, done := make(chan struct{}), make(chan int, 1)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				done <- n
+				return
+			default:
+			}
+			if err := srv.SyncRegistry(ctx); err != nil {
+				t.Error(err)
+			}
+			n++
+		}
+	}()
+	var once sync.Once
+	var n int
+	end := func() int {
+		once.Do(func() { close(stop); n = <-done })
+		return n
+	}
+	t.Cleanup(func() { end() })
+	return end
 }

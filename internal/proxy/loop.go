@@ -274,7 +274,11 @@ func (l *loop) woken() (done bool) {
 		}
 		syncs := l.syncs
 		l.syncs = nil
-		idle := ls == nil && !have && l.count == 0
+		// Not idle while a sync waits: the runner drains the journal
+		// for it first, and gives the loop up (running false) only
+		// once it will touch nothing of the loop's again; from then
+		// on the journal is the next runner's, or stop's to close.
+		idle := ls == nil && !have && syncs == nil && l.count == 0
 		stopping := l.stopping
 		if idle {
 			l.running = false
@@ -299,6 +303,8 @@ func (l *loop) woken() (done bool) {
 				close(l.done)
 			}
 			return true
+		case syncs != nil:
+			// Look again: the loop may be idle now.
 		default:
 			return false
 		}
