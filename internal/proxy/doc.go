@@ -43,9 +43,13 @@
 // session does not come back to the loop. Requests from other goroutines
 // (an injected answer's wake, terminate, abort) reach the runner as
 // commands (loop.post); one for a session no longer on the loop gets what
-// the pumps would. The runner ends when the loop holds no session and
-// starts again with the next one. A chunk relayed on the loop allocates
-// nothing (TestLoopRelaysWithoutAllocating).
+// the pumps would. A terminate waits until its command has run: once it
+// returns, the session is off the kernel fast path and its pumps have
+// stopped, so no later request of the client reaches the server. Never
+// terminate from the runner: it would wait for itself. The runner ends
+// when the loop holds no session and starts again with the next one. A
+// chunk relayed on the loop allocates nothing
+// (TestLoopRelaysWithoutAllocating).
 //
 // With Options.FastPath, the first loop also relays sessions in the
 // kernel (kernel.go, package fastpath). A PostgreSQL or MySQL session is

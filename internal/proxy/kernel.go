@@ -104,7 +104,7 @@ func (s *Server) toUserSpace(e session.Event) {
 	}
 	r.mu.Lock()
 	if ls := r.ls; ls != nil && ls.kernel != nil {
-		ls.l.post(ls, cmdHold)
+		ls.l.post(ls, cmdHold, nil)
 	}
 	r.mu.Unlock()
 }

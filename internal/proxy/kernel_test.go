@@ -548,3 +548,47 @@ func syncAgainAndAgain(ctx context.Context, t *testing.T, srv *Server) func() in
 	t.Cleanup(func() { end() })
 	return end
 }
+
+// TestKernelPathTerminateIsAtOnce terminates sessions relayed in the
+// kernel and sends a query the moment Terminate returns: it is never
+// answered. Terminate returns once the runner has taken the session off
+// the kernel; a request the kernel relayed meanwhile would reach the
+// server after the administrator was told the session had ended.
+func TestKernelPathTerminateIsAtOnce(t *testing.T) {
+	k := fastpathtest.Open(t)
+	pgURL := testenv.PostgresURL(t)
+	reg := session.NewRegistry(session.Options{})
+	srv := newTestServer(t, Options{Registry: reg, FastPath: k})
+	url := viaProxy(t, pgURL, addTestRoute(t, srv, testRoute(t, testLogger(t), reg, "r", "postgres", upstreamAddr(t, pgURL))))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const rounds = 100
+	for round := range rounds {
+		c, err := pgconn.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := pgAsker{c}
+		for i := range 3 {
+			if err := a.ask(ctx, i); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		var sess *session.Session
+		for _, s := range reg.Sessions() {
+			if sess == nil || s.ID > sess.ID {
+				sess = s
+			}
+		}
+		if !sess.Terminate() {
+			t.Fatalf("round %d: Terminate refused", round)
+		}
+		if err := a.ask(ctx, 7); err == nil {
+			t.Fatalf("round %d: a query after Terminate returned was answered", round)
+		}
+		a.close()
+	}
+	if _, resumed, _ := srv.FastPathEvents(); resumed < rounds {
+		t.Errorf("%d resumes in the kernel for %d sessions", resumed, rounds)
+	}
+}

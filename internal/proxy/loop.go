@@ -114,6 +114,7 @@ type loop struct {
 type loopCmd struct {
 	ls   *loopSess
 	kind cmdKind
+	ran  chan struct{} // closed once the runner has run it; nil: nobody waits
 }
 
 type cmdKind uint8
@@ -209,11 +210,11 @@ func (l *loop) add(ls *loopSess) {
 	l.poll.Wake()
 }
 
-// post queues a command for the runner. Safe from any goroutine, the
-// runner included.
-func (l *loop) post(ls *loopSess, k cmdKind) {
+// post queues a command for the runner, ran (nil or not) closed once
+// it has run. Safe from any goroutine, the runner included.
+func (l *loop) post(ls *loopSess, k cmdKind, ran chan struct{}) {
 	l.mu.Lock()
-	l.cmds = append(l.cmds, loopCmd{ls: ls, kind: k})
+	l.cmds = append(l.cmds, loopCmd{ls: ls, kind: k, ran: ran})
 	l.mu.Unlock()
 	l.poll.Wake()
 }
@@ -298,6 +299,9 @@ func (l *loop) woken() (done bool) {
 			}
 		case have:
 			l.command(cmd)
+			if cmd.ran != nil {
+				close(cmd.ran)
+			}
 		case idle:
 			if stopping {
 				close(l.done)

@@ -54,18 +54,19 @@ func (r *relay) abort() {
 	if endOpening != nil {
 		endOpening()
 	}
-	if !r.onLoopDo(cmdAbort) {
+	if !r.onLoopDo(cmdAbort, nil) {
 		r.abortPumps()
 	}
 }
 
 // onLoopDo asks the loop relaying the session, if one does, to run k, and
-// reports whether it asked.
-func (r *relay) onLoopDo(k cmdKind) bool {
+// reports whether it asked; ran (nil or not) is closed once the runner
+// has run k.
+func (r *relay) onLoopDo(k cmdKind, ran chan struct{}) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ls := r.ls; ls != nil {
-		ls.l.post(ls, k)
+		ls.l.post(ls, k, ran)
 		return true
 	}
 	return false
@@ -526,19 +527,26 @@ func (rs *relaying) engage(l *link.Link, on bool) {
 // kick is the front end's Injector wake (see pump.kick): the loop runs
 // the injection for a session it relays.
 func (rs *relaying) kick() {
-	if !rs.r.onLoopDo(cmdKick) {
+	if !rs.r.onLoopDo(cmdKick, nil) {
 		rs.down.kick()
 	}
 }
 
-// terminateAny is terminate from any goroutine, for reason: a session
-// on a loop is handed to its pumps first, by the loop's runner.
+// terminateAny is terminate from any goroutine but a loop's runner, for
+// reason: a session on a loop is handed to its pumps first, by the
+// runner, and terminateAny returns once it has been. So when it returns
+// no request of the client goes on to the server: not through the
+// kernel fast path, which relays without the runner until the runner
+// holds the pair, nor through the pumps, which have stopped.
 func (rs *relaying) terminateAny(reason session.EndReason) {
 	rs.reason.Store(uint32(reason))
 	rs.terminating.Store(true)
-	if !rs.r.onLoopDo(cmdTerminate) {
-		rs.terminate()
+	ran := make(chan struct{})
+	if rs.r.onLoopDo(cmdTerminate, ran) {
+		<-ran
+		return
 	}
+	rs.terminate()
 }
 
 // stop comes before every close or read deadline of a socket below, so
